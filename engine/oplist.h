@@ -1,0 +1,86 @@
+/* The op list of one transformer layer: what one GPU runs for one micro-batch, with the
+ * tensor-parallel / sequence-parallel / context-parallel / expert-parallel split applied.
+ * Pure C. dtrain runs these ops (same names), dtcal times them, dtsim sums them.
+ *
+ * FLOP convention (DESIGN.md, Metrics): a GEMM of (m x k) by (k x n) is 2*m*n*k FLOPs;
+ * attention score and value products are counted in full (no causal halving). */
+#ifndef DTSIM_ENGINE_OPLIST_H
+#define DTSIM_ENGINE_OPLIST_H
+
+/* How an op's time is modelled. */
+typedef enum {
+    OPK_GEMM = 0,     /* dense GEMM, timed from the calibration's GEMM table */
+    OPK_BATCHED_GEMM, /* attention score / value products: batch x (m x k)(k x n) */
+    OPK_MEMORY,       /* memory-bound: time = bytes / calibrated bandwidth of op class */
+    OPK_FUSED_ATTENTION, /* flash-style attention: FLOPs at the calibrated attention efficiency */
+    OPK_COMM          /* a collective inside the layer (TP, SP, CP, EP) */
+} layer_op_kind;
+
+/* Memory-bound op classes; names equal the calibration's "ops" keys. */
+typedef enum {
+    OPCLASS_LAYERNORM = 0, OPCLASS_SOFTMAX, OPCLASS_GELU, OPCLASS_ELEMENTWISE,
+    OPCLASS_CROSS_ENTROPY, OPCLASS_ADAMW, OPCLASS_EMBEDDING, OPCLASS_COUNT
+} op_class;
+const char *op_class_name(op_class c); /* "layernorm", "softmax", "gelu", "elementwise",
+                                          "cross_entropy", "adamw", "embedding" */
+
+/* Collectives; names equal the calibration's "collectives" keys. */
+typedef enum {
+    COLL_ALL_REDUCE = 0, COLL_ALL_GATHER, COLL_REDUCE_SCATTER, COLL_ALL_TO_ALL, COLL_SEND_RECV,
+    COLL_KIND_COUNT
+} coll_kind;
+const char *coll_kind_name(coll_kind c); /* "all_reduce", "all_gather", "reduce_scatter",
+                                            "all_to_all", "send_recv" */
+
+/* Which parallel dimension a communication belongs to (for reporting exposed comm). */
+typedef enum { COMM_TP = 0, COMM_PP, COMM_DP, COMM_ZERO, COMM_CP, COMM_EP, COMM_CLASS_COUNT } comm_class;
+const char *comm_class_name(comm_class c); /* "tp", "pp", "dp", "zero", "cp", "ep" */
+
+typedef enum { ATTENTION_UNFUSED = 0, ATTENTION_FLASH = 1 } attention_impl;
+
+/* Everything that shapes one layer's work on one GPU. */
+typedef struct {
+    long long micro_batch;   /* b */
+    long long seq_length;    /* s (full sequence; CP divides it) */
+    long long hidden;        /* h */
+    long long heads;         /* a */
+    long long kv_groups;     /* g (= a for multi-head attention) */
+    long long ffn_hidden;    /* f */
+    int swiglu;              /* 1: gated MLP with 3 weight matrices */
+    long long num_experts;   /* 0 = dense MLP */
+    int moe_topk;
+    int tp, cp, ep;          /* tensor, context, expert parallel sizes */
+    int sequence_parallel;   /* Megatron SP: norms/dropout split over TP, AG/RS instead of AR */
+    attention_impl attention;
+    int act_bytes;           /* bytes per activation element (2 for bf16/fp16, 4 fp32, 1 fp8 GEMM inputs still 2) */
+} layer_shape;
+
+typedef struct {
+    const char *name;     /* "ln1", "qkv", "attn_score", "attn_softmax", "attn_value", "attn_proj",
+                             "residual1", "ln2", "fc1", "gelu" or "swiglu", "fc2", "residual2",
+                             "router", "tp_allreduce_attn", ... ; backward ops end in "_bwd",
+                             GEMM backward splits into "<name>_dgrad" and "<name>_wgrad" */
+    layer_op_kind kind;
+    op_class cls;         /* for OPK_MEMORY */
+    long long m, n, k;    /* GEMM shape; batched: per batch entry */
+    long long batch;      /* batched GEMM count (1 otherwise) */
+    double flops;         /* FLOPs on this GPU */
+    double bytes;         /* memory-bound: bytes read + written; comm: payload bytes per rank */
+    coll_kind coll;       /* for OPK_COMM */
+    comm_class comm;      /* for OPK_COMM */
+    int group;            /* for OPK_COMM: ranks in the collective */
+} layer_op;
+
+#define LAYER_OPS_MAX 64
+
+/* Forward ops of one layer for one micro-batch, in execution order. Returns the count. */
+int layer_ops_forward(const layer_shape *sh, layer_op *out);
+/* Backward ops (reverse order, GEMMs split into dgrad + wgrad, TP comm mirrored). */
+int layer_ops_backward(const layer_shape *sh, layer_op *out);
+
+/* Model-level FLOPs per the DESIGN.md formulas, for one sequence (s tokens):
+ * forward FLOPs of one layer, and of the LM head (2*s*h*V). */
+double layer_forward_flops_per_sequence(const layer_shape *sh_tp1_unsplit);
+double lm_head_forward_flops_per_sequence(long long seq, long long hidden, long long vocab);
+
+#endif

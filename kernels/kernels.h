@@ -1,0 +1,123 @@
+/* The kernel interface of the training engine: one table of functions, two backends.
+ *   - CPU (kernels/cpu): plain C, BLAS for GEMM. The reference every other backend is tested against.
+ *   - CUDA (kernels/cuda): cuBLAS/cuBLASLt GEMM, hand-written kernels for the rest.
+ * The model code (engine/) calls only through this table, so it runs unchanged on either.
+ *
+ * Conventions
+ *  - Storage is fp32, row-major, in the backend's memory (host memory for CPU, device memory
+ *    for CUDA). Low precision (bf16/fp16) is a property of the computation: GEMM inputs are
+ *    rounded to the precision and accumulated in fp32, and round_to_precision() emulates
+ *    storing an activation in that precision. The CPU backend emulates exactly what the CUDA
+ *    backend does, so the two agree to the precision's rounding.
+ *  - Layouts follow karpathy/llm.c: activations (B,T,C), GEMM weights (OC, C), so
+ *    matmul_forward computes out = inp @ weight^T + bias.
+ *  - Every *_backward ADDS into its gradient outputs (dinp, dweight, dbias, ...): the caller
+ *    zeroes gradient buffers when it wants a fresh sum. This is what gradient accumulation
+ *    over micro-batches and the residual stream both need.
+ *  - Op names (kernels_op_name) are the names the simulator's cost model and dtcal use.
+ */
+#ifndef DTSIM_KERNELS_H
+#define DTSIM_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { KPREC_FP32 = 0, KPREC_BF16 = 1, KPREC_FP16 = 2 } kernels_precision;
+
+typedef struct kernels_event kernels_event; /* opaque, backend-specific timer mark */
+
+typedef struct kernels_backend {
+    const char *name; /* "cpu" or "cuda" */
+
+    /* memory */
+    void *(*alloc)(size_t bytes);              /* zero-filled; aborts with a message on failure */
+    void (*free)(void *p);
+    void (*memset_zero)(void *p, size_t bytes);
+    void (*copy_to_device)(void *dst, const void *host_src, size_t bytes);
+    void (*copy_to_host)(void *host_dst, const void *src, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes); /* device to device */
+    void (*synchronize)(void);
+
+    /* timing (CPU: monotonic clock; CUDA: events) */
+    kernels_event *(*event_create)(void);
+    void (*event_destroy)(kernels_event *e);
+    void (*event_record)(kernels_event *e);
+    double (*event_elapsed_s)(kernels_event *start, kernels_event *end); /* waits for end */
+
+    /* embeddings: out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:] */
+    void (*encoder_forward)(float *out, const int *tokens, const float *wte, const float *wpe,
+                            int B, int T, int C);
+    void (*encoder_backward)(float *dwte, float *dwpe, const float *dout, const int *tokens,
+                             int B, int T, int C);
+
+    /* LayerNorm over the last dim C of N rows; saves mean and rstd (N each) for backward */
+    void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp,
+                              const float *weight, const float *bias, int N, int C);
+    void (*layernorm_backward)(float *dinp, float *dweight, float *dbias, const float *dout,
+                               const float *inp, const float *weight, const float *mean,
+                               const float *rstd, int N, int C);
+
+    /* out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC] (bias may be NULL) */
+    void (*matmul_forward)(float *out, const float *inp, const float *weight, const float *bias,
+                           int N, int C, int OC, kernels_precision prec);
+    /* dinp += dout @ weight; dweight += dout^T @ inp; dbias += colsum(dout) (dbias may be NULL) */
+    void (*matmul_backward)(float *dinp, float *dweight, float *dbias, const float *dout,
+                            const float *inp, const float *weight, int N, int C, int OC,
+                            kernels_precision prec);
+
+    /* Causal multi-head self-attention. qkv is (B,T,3C) holding q,k,v each (B,T,NH,C/NH);
+     * out is (B,T,C). lse (B,NH,T) saves each query row's log-sum-exp for the backward.
+     * Scores are scaled by 1/sqrt(C/NH). Implementations need not materialise (T,T). */
+    void (*attention_forward)(float *out, float *lse, const float *qkv, int B, int T, int C,
+                              int NH, kernels_precision prec);
+    void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *out,
+                               const float *lse, int B, int T, int C, int NH,
+                               kernels_precision prec);
+
+    /* GELU, tanh approximation (as GPT-2) */
+    void (*gelu_forward)(float *out, const float *inp, size_t N);
+    void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t N);
+
+    /* out = a + b */
+    void (*residual_forward)(float *out, const float *a, const float *b, size_t N);
+
+    /* row softmax of (rows, cols) */
+    void (*softmax_forward)(float *out, const float *inp, int rows, int cols);
+
+    /* fused softmax + cross-entropy over logits (N,V): losses[i] = -log softmax(logits_i)[targets_i].
+     * backward: dlogits[i,:] += dloss * (softmax(logits_i) - onehot(targets_i)) */
+    void (*cross_entropy_forward)(float *losses, const float *logits, const int *targets, int N,
+                                  int V);
+    void (*cross_entropy_backward)(float *dlogits, const float *logits, const int *targets,
+                                   float dloss, int N, int V);
+
+    /* AdamW, decoupled weight decay, bias correction with step t (1-based).
+     * g = grads * grad_scale (unscaling and clipping folded in). */
+    void (*adamw_update)(float *params, const float *grads, float *m, float *v, size_t n,
+                         float lr, float beta1, float beta2, float eps, float weight_decay,
+                         int t, float grad_scale);
+
+    /* precision helpers */
+    void (*round_to_precision)(float *x, size_t n, kernels_precision prec); /* in place, RNE */
+    void (*cast_to_half)(uint16_t *out, const float *in, size_t n, kernels_precision prec);
+    void (*cast_from_half)(float *out, const uint16_t *in, size_t n, kernels_precision prec);
+
+    /* reductions, results returned to the host */
+    double (*sum_squares)(const float *x, size_t n);  /* for the global gradient norm */
+    int (*has_inf_or_nan)(const float *x, size_t n);  /* for fp16 loss scaling */
+} kernels_backend;
+
+/* The CPU backend, always available. */
+const kernels_backend *kernels_cpu(void);
+/* The CUDA backend, or NULL where CUDA was not built or no device is present
+ * (why is written to why[0..whylen) when non-NULL). */
+const kernels_backend *kernels_cuda(char *why, size_t whylen);
+
+/* Host-side helpers shared by both backends and the tests (exact RNE conversions). */
+uint16_t kernels_float_to_bf16(float f);
+float kernels_bf16_to_float(uint16_t h);
+uint16_t kernels_float_to_fp16(float f);
+float kernels_fp16_to_float(uint16_t h);
+float kernels_round(float f, kernels_precision prec);
+
+#endif

@@ -1,0 +1,159 @@
+/* Scenario, platform and calibration: the validated, in-memory form of the three JSON
+ * formats of DESIGN.md. Everything downstream (cost model, memory model, workload, replays)
+ * reads these structs, never JSON. */
+#ifndef DTSIM_SIM_CONFIG_H
+#define DTSIM_SIM_CONFIG_H
+
+#include <stddef.h>
+#include "oplist.h"
+#include "schedule.h"
+
+#define CFG_NAME_MAX 128
+#define CFG_PATH_MAX 4096
+
+typedef enum { PREC_FP32 = 0, PREC_TF32, PREC_FP16, PREC_BF16, PREC_FP8, PREC_COUNT } precision_kind;
+const char *precision_name(precision_kind p);           /* "fp32", "tf32", "fp16", "bf16", "fp8" */
+int precision_from_name(const char *name);              /* -1 if unknown */
+
+typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_kind;
+typedef enum { TOPO_RAIL_OPTIMIZED_FAT_TREE = 0, TOPO_FAT_TREE, TOPO_SINGLE_SWITCH } topology_kind;
+typedef enum { OPTIMIZER_ADAM = 0, OPTIMIZER_SGD } optimizer_kind;
+
+/* ---- platform ------------------------------------------------------------------------ */
+typedef struct {
+    char name[CFG_NAME_MAX];
+    struct {
+        char name[CFG_NAME_MAX];
+        double memory_gib;
+        double hbm_bandwidth_gbs;            /* GB/s (1e9 B/s) */
+        double peak_tflops[PREC_COUNT];      /* dense peak per precision; 0 = not supported */
+    } gpu;
+    struct {
+        int gpus;
+        double nvlink_bandwidth_gbs;         /* per GPU, per direction, GB/s */
+        double nvlink_latency_us;
+        int nics;
+        double nic_bandwidth_gbps;           /* per NIC, per direction, Gb/s */
+        double pcie_bandwidth_gbs;
+    } node;
+    struct {
+        int nodes;
+        topology_kind topology;
+        int tiers;                           /* 1 (single switch), 2 (leaf-spine), 3 (+core) */
+        int leaf_radix;                      /* ports of a leaf switch toward nodes */
+        double oversubscription;             /* leaf down:up bandwidth ratio, >= 1 */
+        double link_latency_us;
+        double switch_latency_us;
+    } network;
+    struct {
+        double checkpoint_write_gbs;
+        double checkpoint_read_gbs;
+    } storage;
+    char calibration[CFG_PATH_MAX];          /* default calibration path ("" if none) */
+} platform_config;
+
+/* ---- calibration --------------------------------------------------------------------- */
+typedef struct { double m, n, k, tflops; } gemm_point;
+
+typedef struct {
+    int count;
+    gemm_point *points;                      /* owned */
+} gemm_table;
+
+typedef struct {
+    int present;
+    double alpha_us;                         /* fixed cost per collective call */
+    double busbw_gbs;                        /* nccl-tests bus bandwidth, GB/s */
+} coll_fit;
+
+typedef enum { LINK_NVLINK = 0, LINK_NETWORK = 1, LINK_CLASS_COUNT } link_class;
+
+typedef struct {
+    char device[CFG_NAME_MAX];
+    char source[CFG_NAME_MAX];               /* measured | datasheet | nccl-tests */
+    char date[CFG_NAME_MAX];
+    char host[CFG_NAME_MAX];
+    gemm_table gemm[PREC_COUNT];             /* empty table: roofline with default efficiency */
+    double op_gbs[OPCLASS_COUNT];            /* achieved bandwidth of memory-bound ops, GB/s (0 = unknown: use HBM x 0.7) */
+    double attention_efficiency;             /* flash attention: fraction of GEMM peak (0 = unknown) */
+    double launch_overhead_us;
+    coll_fit collectives[LINK_CLASS_COUNT][COLL_KIND_COUNT];
+} calibration_config;
+
+/* ---- scenario ------------------------------------------------------------------------ */
+typedef struct { int node, nic; double bandwidth_factor; } degraded_link;
+typedef struct { int gpu; double slowdown; } straggler;
+
+typedef struct {
+    char name[CFG_NAME_MAX];
+    char path[CFG_PATH_MAX];                 /* the scenario file ("" when built in memory) */
+    platform_config platform;
+    calibration_config calibration;
+    struct {
+        long long num_layers, hidden_size, num_attention_heads, ffn_hidden_size,
+                  seq_length, vocab_size, num_query_groups, num_experts;
+        int moe_router_topk;
+        int swiglu;
+        attention_impl attention;            /* "attention": "unfused" (default) | "flash" */
+    } model;
+    struct {
+        long long global_batch_size, micro_batch_size;
+        precision_kind precision;
+        recompute_kind recompute;
+        optimizer_kind optimizer;
+        double tokens;                       /* token budget for days_to_train (0 = unset) */
+    } training;
+    struct {
+        int tp, pp, dp, vpp, cp, ep;
+        int sequence_parallel;
+        int zero_stage;
+        pipeline_kind schedule;
+        int overlap_grad_reduce;
+        double bucket_size_mb;
+        int pipeline_layers_count;           /* 0 = equal split */
+        int *pipeline_layers;                /* owned, one per stage */
+    } parallel;
+    struct {
+        double gpu_mtbf_hours, node_mtbf_hours, weibull_shape;
+        double detect_s, restart_s, checkpoint_interval_s;
+        int checkpoint_async;
+        double horizon_days;
+        unsigned long long seed;
+        int degraded_count; degraded_link *degraded;   /* owned */
+        int straggler_count; straggler *stragglers;    /* owned */
+        int spare_nodes;                     /* spares swapped in on a node loss */
+        double repair_hours;                 /* wait for repair when no spare and not elastic */
+        int elastic;                         /* shrink DP instead of waiting */
+        char failure_trace[CFG_PATH_MAX];    /* replay failures from a file ("" = draw them) */
+    } faults;
+    struct {
+        int steps;
+        int fidelity_flow;                   /* 0 analytic, 1 flow */
+    } run;
+} scenario_config;
+
+/* Error report for every loader: the JSON path, the value, the rule. */
+typedef struct {
+    char msg[1024];
+} config_error;
+
+/* Loads and validates a scenario file. overrides: "--set" strings "path=value" (n of them).
+ * Returns 0, or -1 with err filled ("scenario.parallel.tensor_model_parallel_size: 3 does not
+ * divide num_attention_heads=32"). The caller frees with scenario_free. */
+int scenario_load(const char *path, const char *const *overrides, int n_overrides,
+                  scenario_config *out, config_error *err);
+/* Same from an already parsed JSON object (json_t*), e.g. a validation case's "scenario";
+ * base_dir is where relative paths are looked up first. */
+int scenario_load_json(void *json_root, const char *base_dir, const char *const *overrides,
+                       int n_overrides, scenario_config *out, config_error *err);
+void scenario_free(scenario_config *s);
+
+int platform_load(const char *path, platform_config *out, config_error *err);
+int calibration_load(const char *path, calibration_config *out, config_error *err);
+void calibration_free(calibration_config *c);
+
+/* Derived facts used everywhere. */
+int scenario_gpus(const scenario_config *s);                      /* tp*pp*dp*cp */
+long long scenario_micro_batches(const scenario_config *s);       /* per pipeline per step */
+
+#endif

@@ -1,0 +1,37 @@
+/* What a replay of one step produces, and the metrics derived from it. Both the analytic
+ * replay and the flow (SimGrid) replay fill start/finish per task of the step_workload; the
+ * step time, bubbles and exposed communication are then derived here, in one place, so the
+ * two fidelities report the same things the same way. */
+#ifndef DTSIM_SIM_REPLAY_H
+#define DTSIM_SIM_REPLAY_H
+
+#include "workload.h"
+
+typedef struct {
+    int n_tasks;
+    double *start;   /* seconds from step start, per task */
+    double *finish;
+} replay_times;
+
+typedef struct {
+    double step_time_s;
+    int stages;
+    double *stage_compute_s;  /* busy time of the compute lane, per stage */
+    double *stage_bubble_s;   /* compute-lane idle time waiting for pipeline work, per stage */
+    double bubble_mean, bubble_max;   /* fractions of step time */
+    int bubble_max_stage;
+    double comm_total_s[COMM_CLASS_COUNT];   /* per stage-average rank: all comm time, hidden or not */
+    double comm_exposed_s[COMM_CLASS_COUNT]; /* critical-path comm not hidden under compute (worst stage) */
+} replay_metrics;
+
+int replay_times_alloc(replay_times *t, int n_tasks);
+void replay_times_free(replay_times *t);
+
+/* Analytic replay: list scheduling of the graph with task durations, no contention. */
+int replay_analytic(const step_workload *w, replay_times *t);
+
+/* Derives the metrics from the task times. */
+int replay_metrics_compute(const step_workload *w, const replay_times *t, replay_metrics *m);
+void replay_metrics_free(replay_metrics *m);
+
+#endif

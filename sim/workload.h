@@ -1,0 +1,66 @@
+/* The workload of one training step: a dependency graph of tasks for ONE representative
+ * pipeline replica (all DP replicas and all TP ranks of a stage move in lockstep in a healthy
+ * step). Built once from the scenario (schedule + op list + cost model); replayed by the
+ * analytic replay (critical path, no contention) or the flow replay (SimGrid, contention),
+ * which expands the template onto the real ranks of the cluster.
+ *
+ * Ordering rules, the same for every replay:
+ *  - tasks of one (stage, lane) run one at a time, in array order;
+ *  - a task also waits for every task in its dependency list;
+ *  - task indices in dependency lists are always smaller than the task's own index
+ *    (the array is a topological order). */
+#ifndef DTSIM_SIM_WORKLOAD_H
+#define DTSIM_SIM_WORKLOAD_H
+
+#include "config.h"
+
+typedef enum {
+    LANE_COMPUTE = 0, /* the GPU's compute stream; TP comm inside a layer runs here too (blocking) */
+    LANE_COMM = 1,    /* DP / ZeRO collectives that overlap compute (separate stream) */
+    LANE_P2P = 2,     /* pipeline sends, on the sending stage */
+    LANE_COUNT
+} task_lane;
+
+typedef enum { TASK_COMPUTE = 0, TASK_COLLECTIVE, TASK_P2P } task_kind;
+
+typedef struct {
+    task_kind kind;
+    task_lane lane;
+    int stage;            /* pipeline stage that runs it (P2P: the sender) */
+    int peer_stage;       /* P2P: the receiving stage; -1 otherwise */
+    int micro_batch;      /* -1 when not tied to one */
+    int chunk;            /* model chunk, -1 when not tied to one */
+    int phase;            /* PIPE_FORWARD, PIPE_BACKWARD, or -1 (optimizer, grad sync) */
+    const char *name;     /* static string: "fwd", "bwd", "recompute", "optimizer", "dp_grad_allreduce", ... */
+    /* compute */
+    double flops;         /* hardware FLOPs on one GPU (includes recomputation) */
+    /* communication */
+    comm_class comm;
+    coll_kind coll;
+    int group;            /* ranks taking part */
+    int span_nodes;       /* nodes the group spans: 1 = inside a node (NVLink) */
+    double bytes;         /* payload bytes per rank (nccl-tests "size") */
+    /* analytic time on an idle cluster, seconds (computed by the cost model) */
+    double duration_s;
+    /* what part of duration_s is communication inside a compute task (TP comm folded in) */
+    double comm_inside_s;
+    int dep_begin, dep_count; /* into step_workload.deps */
+} sim_task;
+
+typedef struct {
+    int stages;
+    int n_tasks, cap_tasks;
+    sim_task *tasks;
+    int n_deps, cap_deps;
+    int *deps;
+} step_workload;
+
+/* Builds the workload of one step of scenario s. Returns 0 or -1 with err. */
+int workload_build(const scenario_config *s, step_workload *w, config_error *err);
+void workload_free(step_workload *w);
+
+/* Low-level builders (used by workload_build and by tests that make small graphs by hand). */
+int workload_add_task(step_workload *w, const sim_task *t); /* returns the index */
+void workload_add_dep(step_workload *w, int task, int dep);  /* only while task is the last added */
+
+#endif
