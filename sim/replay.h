@@ -20,8 +20,8 @@ typedef struct {
     double *stage_bubble_s;   /* compute-lane idle time waiting for pipeline work, per stage */
     double bubble_mean, bubble_max;   /* fractions of step time */
     int bubble_max_stage;
-    double comm_total_s[COMM_CLASS_COUNT];   /* per stage-average rank: all comm time, hidden or not */
-    double comm_exposed_s[COMM_CLASS_COUNT]; /* critical-path comm not hidden under compute (worst stage) */
+    double comm_total_s[COMM_CLASS_COUNT];   /* all comm time, hidden or not, mean over stages */
+    double comm_exposed_s[COMM_CLASS_COUNT]; /* comm the compute lane waited for, mean over stages */
 } replay_metrics;
 
 int replay_times_alloc(replay_times *t, int n_tasks);

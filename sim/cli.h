@@ -1,0 +1,16 @@
+/* dtsim subcommands. Each returns the process exit code: 0 success, 2 bad input (reason on
+ * stderr), 1 runtime failure. */
+#ifndef DTSIM_SIM_CLI_H
+#define DTSIM_SIM_CLI_H
+
+int cli_run(int argc, char **argv);
+int cli_validate(int argc, char **argv);
+int cli_faults(int argc, char **argv);
+int cli_sweep(int argc, char **argv);
+int cli_plan(int argc, char **argv);
+
+/* Writes a JSON document (json_t*) to path, or stdout for "-"; files are written to a
+ * temporary name and renamed, so a failed run leaves nothing half-written. 0 or -1. */
+int cli_write_json(void *json, const char *path);
+
+#endif

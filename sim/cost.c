@@ -1,0 +1,130 @@
+/* Compute-op costs from the calibration (see cost.h for the rules). */
+#include <math.h>
+#include "cost.h"
+
+/* Used where a calibration lacks a figure; each use is a stated assumption (docs/model.md). */
+#define DEFAULT_GEMM_EFFICIENCY 0.70   /* typical large-GEMM fraction of peak when no table */
+#define DEFAULT_MEMORY_EFFICIENCY 0.70 /* memory-bound kernels reach ~70% of HBM bandwidth */
+#define DEFAULT_ATTENTION_EFFICIENCY 0.50
+
+void cost_model_init(cost_model *cm, const scenario_config *s)
+{
+    cm->platform = &s->platform;
+    cm->calibration = &s->calibration;
+    cm->precision = s->training.precision;
+    cm->act_bytes = (s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32) ? 4 : 2;
+}
+
+double cost_peak_flops(const cost_model *cm)
+{
+    return cm->platform->gpu.peak_tflops[cm->precision] * 1e12;
+}
+
+static const gemm_table *table_for(const cost_model *cm)
+{
+    const gemm_table *t = &cm->calibration->gemm[cm->precision];
+    /* fp8 training runs its GEMMs in fp8 but falls back to the bf16 table if fp8 has none. */
+    if (t->count == 0 && cm->precision == PREC_FP8)
+        t = &cm->calibration->gemm[PREC_BF16];
+    return t;
+}
+
+static double point_efficiency(const cost_model *cm, const gemm_point *p)
+{
+    double peak = cost_peak_flops(cm);
+    return peak > 0 ? p->tflops * 1e12 / peak : 0;
+}
+
+double cost_gemm_efficiency(const cost_model *cm, double m, double n, double k)
+{
+    const gemm_table *t = table_for(cm);
+    if (t->count == 0)
+        return DEFAULT_GEMM_EFFICIENCY;
+
+    double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {0, 0, 0}, best = 0, worst = INFINITY;
+    for (int i = 0; i < t->count; i++) {
+        const gemm_point *p = &t->points[i];
+        double dims[3] = {p->m, p->n, p->k};
+        for (int d = 0; d < 3; d++) {
+            lo[d] = fmin(lo[d], dims[d]);
+            hi[d] = fmax(hi[d], dims[d]);
+        }
+        double e = point_efficiency(cm, p);
+        best = fmax(best, e);
+        worst = fmin(worst, e);
+    }
+    double q[3] = {m, n, k};
+    int inside = 1;
+    for (int d = 0; d < 3; d++)
+        if (q[d] < lo[d] * 0.999 || q[d] > hi[d] * 1.001)
+            inside = 0;
+    /* Larger than every measured shape in some dimension and not smaller in any: big GEMMs
+     * run at the best measured efficiency (the roofline fallback). */
+    int larger = 1;
+    for (int d = 0; d < 3; d++)
+        if (q[d] < lo[d] * 0.999)
+            larger = 0;
+    if (!inside && larger)
+        return best;
+
+    /* Inverse-distance weighting in log(m, n, k): smooth, exact at the table's points, and
+     * bounded by the smallest and largest efficiency of the table, so it never extrapolates
+     * beyond a known efficiency. Shapes smaller than the table clamp to the nearest points. */
+    double wsum = 0, esum = 0;
+    for (int i = 0; i < t->count; i++) {
+        const gemm_point *p = &t->points[i];
+        double dm = log2(fmax(m, 1) / p->m), dn = log2(fmax(n, 1) / p->n), dk = log2(fmax(k, 1) / p->k);
+        double d2 = dm * dm + dn * dn + dk * dk;
+        double e = point_efficiency(cm, p);
+        if (d2 < 1e-12)
+            return e;
+        double w = 1.0 / (d2 * d2);
+        wsum += w;
+        esum += w * e;
+    }
+    double e = esum / wsum;
+    return fmin(best, fmax(worst, e));
+}
+
+double cost_gemm_s(const cost_model *cm, double m, double n, double k, double batch)
+{
+    double peak = cost_peak_flops(cm);
+    if (peak <= 0)
+        return INFINITY;
+    double eff = cost_gemm_efficiency(cm, m, n, k);
+    double flops = 2.0 * m * n * k * batch;
+    double t_compute = flops / (peak * eff);
+    /* Roofline floor: inputs and output cross HBM at least once. */
+    double bytes = (m * k + k * n + m * n) * cm->act_bytes * batch;
+    double t_memory = bytes / (cm->platform->gpu.hbm_bandwidth_gbs * 1e9);
+    return fmax(t_compute, t_memory) + cm->calibration->launch_overhead_us * 1e-6;
+}
+
+double cost_memory_s(const cost_model *cm, op_class cls, double bytes)
+{
+    double gbs = cm->calibration->op_gbs[cls];
+    if (gbs <= 0)
+        gbs = cm->platform->gpu.hbm_bandwidth_gbs * DEFAULT_MEMORY_EFFICIENCY;
+    return bytes / (gbs * 1e9) + cm->calibration->launch_overhead_us * 1e-6;
+}
+
+double cost_compute_op_s(const cost_model *cm, const layer_op *op)
+{
+    switch (op->kind) {
+    case OPK_GEMM:
+        return cost_gemm_s(cm, (double)op->m, (double)op->n, (double)op->k, 1);
+    case OPK_BATCHED_GEMM:
+        return cost_gemm_s(cm, (double)op->m, (double)op->n, (double)op->k, (double)op->batch);
+    case OPK_MEMORY:
+        return cost_memory_s(cm, op->cls, op->bytes);
+    case OPK_FUSED_ATTENTION: {
+        double eff = cm->calibration->attention_efficiency;
+        if (eff <= 0)
+            eff = DEFAULT_ATTENTION_EFFICIENCY;
+        return op->flops / (cost_peak_flops(cm) * eff) + cm->calibration->launch_overhead_us * 1e-6;
+    }
+    case OPK_COMM:
+        break;
+    }
+    return 0;
+}

@@ -1,0 +1,34 @@
+/* Time of one op on one GPU, from the calibration and the platform's datasheet figures.
+ *  - GEMMs: efficiency interpolated from the calibration's (m, n, k) table in log space,
+ *    bounded by the table (never extrapolated past a known efficiency); shapes outside the
+ *    table use a roofline at the table's best efficiency; always at least bytes / HBM.
+ *  - memory-bound ops: bytes / calibrated bandwidth of their op class.
+ *  - fused (flash) attention: FLOPs at the calibrated attention efficiency.
+ *  - every kernel pays the calibrated launch overhead.
+ * Collectives are in collective.h. */
+#ifndef DTSIM_SIM_COST_H
+#define DTSIM_SIM_COST_H
+
+#include "config.h"
+
+typedef struct {
+    const platform_config *platform;
+    const calibration_config *calibration;
+    precision_kind precision;   /* the training precision: picks GEMM table and peak */
+    int act_bytes;              /* bytes per activation element */
+} cost_model;
+
+void cost_model_init(cost_model *cm, const scenario_config *s);
+
+/* Seconds for one GEMM (or `batch` identical GEMMs) of (m x k)(k x n). */
+double cost_gemm_s(const cost_model *cm, double m, double n, double k, double batch);
+/* Efficiency (fraction of peak) the table gives for one shape; exposed for tests. */
+double cost_gemm_efficiency(const cost_model *cm, double m, double n, double k);
+/* Seconds for a memory-bound op moving `bytes`. */
+double cost_memory_s(const cost_model *cm, op_class cls, double bytes);
+/* Seconds for a compute op of the layer op list (not OPK_COMM). */
+double cost_compute_op_s(const cost_model *cm, const layer_op *op);
+/* Peak FLOP/s of the training precision. */
+double cost_peak_flops(const cost_model *cm);
+
+#endif

@@ -1,0 +1,45 @@
+/* dtsim: simulates large-model training steps and long runs on GPU clusters. */
+#include <stdio.h>
+#include <string.h>
+#include "cli.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: dtsim COMMAND [ARGS]\n\n"
+            "commands:\n"
+            "  run SCENARIO.json       simulate training steps; report step time, MFU, bubbles,\n"
+            "                          communication and memory per GPU\n"
+            "  validate CASES.json     compare predictions with published or measured results\n"
+            "  faults SCENARIO.json    failures, checkpoints and goodput over a long run (Monte Carlo)\n"
+            "  sweep SCENARIO.json     vary values and simulate every combination\n"
+            "  plan SCENARIO.json      search the parallel layouts for the fastest that fits\n\n"
+            "Run 'dtsim COMMAND --help' for a command's options. Formats: docs/formats.md.\n"
+            "exit: 0 ok, 2 bad input, 1 runtime failure\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "run"))
+        return cli_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "validate"))
+        return cli_validate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "faults"))
+        return cli_faults(argc - 1, argv + 1);
+    if (!strcmp(cmd, "sweep"))
+        return cli_sweep(argc - 1, argv + 1);
+    if (!strcmp(cmd, "plan"))
+        return cli_plan(argc - 1, argv + 1);
+    fprintf(stderr, "dtsim: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,25 @@
+/* Parameter counts of the model, whole and per GPU under the TP/EP split. One place for the
+ * workload (gradient bytes, ZeRO gathers, optimizer work) and the memory model. */
+#ifndef DTSIM_SIM_PARAMS_H
+#define DTSIM_SIM_PARAMS_H
+
+#include "config.h"
+
+typedef struct {
+    double dense;   /* parameters every DP rank holds a replica of (attention, norms, dense MLP) */
+    double expert;  /* MoE expert parameters (reduced over the expert-data-parallel group) */
+} layer_params;
+
+/* One transformer layer's parameters on one GPU (TP-split matrices, replicated norms,
+ * experts divided by EP). With tp = ep = 1 this is the whole layer. */
+layer_params params_layer_per_gpu(const scenario_config *s);
+/* Embedding (vocab-parallel token table, plus learned positions for GPT-style models without
+ * SwiGLU; Llama-style models use rotary positions, which have no parameters) per GPU. */
+double params_embedding_per_gpu(const scenario_config *s);
+/* Parameters on one GPU of pipeline stage `stage` (all its chunks): its layers, the embedding
+ * on the first stage, the final norm and the LM head (tied copy of the embedding) on the last. */
+double params_stage_per_gpu(const scenario_config *s, int stage);
+/* The whole model's parameter count (no parallel split). */
+double params_total(const scenario_config *s);
+
+#endif

@@ -1,0 +1,208 @@
+/* Simulates one scenario and derives the metrics of DESIGN.md (see run.h). */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include "memory.h"
+#include "run.h"
+#include "workload.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static layer_shape unsplit_shape(const scenario_config *s)
+{
+    layer_shape sh;
+    memset(&sh, 0, sizeof sh);
+    sh.micro_batch = 1;
+    sh.seq_length = s->model.seq_length;
+    sh.hidden = s->model.hidden_size;
+    sh.heads = s->model.num_attention_heads;
+    sh.kv_groups = s->model.num_query_groups;
+    sh.ffn_hidden = s->model.ffn_hidden_size;
+    sh.swiglu = s->model.swiglu;
+    sh.num_experts = s->model.num_experts;
+    sh.moe_topk = s->model.moe_router_topk;
+    sh.tp = sh.cp = sh.ep = 1;
+    sh.attention = s->model.attention;
+    sh.act_bytes = 2;
+    return sh;
+}
+
+double run_model_flops_per_step(const scenario_config *s)
+{
+    layer_shape sh = unsplit_shape(s);
+    double fwd = (double)s->model.num_layers * layer_forward_flops_per_sequence(&sh)
+                 + lm_head_forward_flops_per_sequence(s->model.seq_length, s->model.hidden_size,
+                                                      s->model.vocab_size);
+    return 3.0 * fwd * (double)s->training.global_batch_size;
+}
+
+double run_hardware_flops_per_step(const scenario_config *s)
+{
+    layer_shape sh = unsplit_shape(s);
+    double L = (double)s->model.num_layers, seqs = (double)s->training.global_batch_size;
+    double extra = 0;
+    if (s->training.recompute == RECOMPUTE_FULL)
+        extra = L * layer_forward_flops_per_sequence(&sh);
+    else if (s->training.recompute == RECOMPUTE_SELECTIVE)
+        extra = L * 4.0 * (double)sh.seq_length * (double)sh.seq_length * (double)sh.hidden;
+    return run_model_flops_per_step(s) + extra * seqs;
+}
+
+static void fill_memory(const scenario_config *s, run_memory *out)
+{
+    pipeline_schedule sched;
+    char why[256];
+    memset(out, 0, sizeof *out);
+    int V = s->parallel.vpp > 0 ? s->parallel.vpp : 1;
+    if (pipeline_schedule_build(&sched, s->parallel.schedule, s->parallel.pp,
+                                (int)scenario_micro_batches(s), V, why, sizeof why) != 0)
+        return;
+    memory_breakdown mb;
+    int worst = 0;
+    if (memory_model_worst_stage(s, &sched, &mb, &worst) == 0) {
+        const double gib = 1024.0 * 1024.0 * 1024.0;
+        out->weights = mb.weights / gib;
+        out->gradients = mb.gradients / gib;
+        out->optimizer = mb.optimizer / gib;
+        out->activations = mb.activations / gib;
+        out->buffers = mb.buffers / gib;
+        out->total = mb.total / gib;
+        out->capacity = mb.capacity / gib;
+        out->oom = mb.oom;
+        out->worst_stage = worst;
+    }
+    pipeline_schedule_free(&sched);
+}
+
+int run_scenario(const scenario_config *s, run_result *r, config_error *err)
+{
+    double t0 = now_s();
+    memset(r, 0, sizeof *r);
+    snprintf(r->scenario, sizeof r->scenario, "%s", s->name);
+    r->gpus = scenario_gpus(s);
+    r->fidelity_flow = s->run.fidelity_flow;
+    r->steps = s->run.steps > 0 ? s->run.steps : 1;
+
+    step_workload w;
+    if (workload_build(s, &w, err) != 0)
+        return -1;
+    replay_times times;
+    if (replay_times_alloc(&times, w.n_tasks) != 0) {
+        workload_free(&w);
+        snprintf(err->msg, sizeof err->msg, "out of memory for %d task times", w.n_tasks);
+        return -1;
+    }
+    int rc = 0;
+    if (s->run.fidelity_flow) {
+        snprintf(err->msg, sizeof err->msg, "flow fidelity is not available in this build");
+        rc = -1;
+    } else {
+        rc = replay_analytic(&w, &times);
+    }
+    replay_metrics m;
+    if (rc == 0 && replay_metrics_compute(&w, &times, &m) == 0) {
+        r->tasks = w.n_tasks;
+        r->step_time_s = m.step_time_s;
+        r->bubble_mean = m.bubble_mean;
+        r->bubble_max = m.bubble_max;
+        r->bubble_max_stage = m.bubble_max_stage;
+        for (int c = 0; c < COMM_CLASS_COUNT; c++) {
+            r->comm_total_s[c] = m.comm_total_s[c];
+            r->comm_exposed_s[c] = m.comm_exposed_s[c];
+        }
+        for (int p = 0; p < m.stages; p++)
+            r->compute_s += m.stage_compute_s[p] / m.stages;
+        replay_metrics_free(&m);
+    } else if (rc == 0) {
+        snprintf(err->msg, sizeof err->msg, "out of memory deriving metrics");
+        rc = -1;
+    }
+    replay_times_free(&times);
+    workload_free(&w);
+    if (rc != 0)
+        return rc;
+
+    double tokens = (double)s->training.global_batch_size * (double)s->model.seq_length;
+    double peak = s->platform.gpu.peak_tflops[s->training.precision] * 1e12;
+    r->tokens_per_s = tokens / r->step_time_s;
+    r->model_tflops_per_gpu = run_model_flops_per_step(s) / r->step_time_s / r->gpus / 1e12;
+    r->hardware_tflops_per_gpu = run_hardware_flops_per_step(s) / r->step_time_s / r->gpus / 1e12;
+    r->mfu = peak > 0 ? r->model_tflops_per_gpu * 1e12 / peak : 0;
+    r->hfu = peak > 0 ? r->hardware_tflops_per_gpu * 1e12 / peak : 0;
+    fill_memory(s, &r->memory);
+    r->wall_s = now_s() - t0;
+    return 0;
+}
+
+void *run_result_to_json(const run_result *r)
+{
+    json_t *comm = json_object();
+    for (int c = 0; c < COMM_CLASS_COUNT; c++)
+        json_object_set_new(comm, comm_class_name((comm_class)c),
+                            json_pack("{s:f,s:f}", "total", r->comm_total_s[c], "exposed", r->comm_exposed_s[c]));
+    json_t *mem = json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:b}", "weights", r->memory.weights,
+                            "gradients", r->memory.gradients, "optimizer", r->memory.optimizer,
+                            "activations", r->memory.activations, "buffers", r->memory.buffers,
+                            "total", r->memory.total, "capacity", r->memory.capacity, "oom", r->memory.oom);
+    return json_pack("{s:s,s:i,s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:{s:f,s:f},s:o,s:o,s:f}",
+                     "scenario", r->scenario, "gpus", r->gpus, "fidelity", r->fidelity_flow ? "flow" : "analytic",
+                     "steps", r->steps, "step_time_s", r->step_time_s, "tokens_per_s", r->tokens_per_s,
+                     "model_tflops_per_gpu", r->model_tflops_per_gpu,
+                     "hardware_tflops_per_gpu", r->hardware_tflops_per_gpu, "mfu", r->mfu, "hfu", r->hfu,
+                     "bubble_fraction", "mean", r->bubble_mean, "max", r->bubble_max,
+                     "comm_s", comm, "memory_gib", mem, "wall_s", r->wall_s);
+}
+
+int run_result_lookup(const run_result *r, const char *key, double *value)
+{
+    json_t *doc = run_result_to_json(r);
+    json_t *node = doc;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", key);
+    for (char *save = NULL, *part = strtok_r(buf, ".", &save); part && node;
+         part = strtok_r(NULL, ".", &save))
+        node = json_object_get(node, part);
+    int ok = node && (json_is_number(node) || json_is_boolean(node));
+    if (ok)
+        *value = json_is_boolean(node) ? (json_is_true(node) ? 1 : 0) : json_number_value(node);
+    json_decref(doc);
+    return ok ? 0 : -1;
+}
+
+void run_result_print(const run_result *r, const scenario_config *s, void *file)
+{
+    FILE *f = file;
+    double step = r->step_time_s;
+    fprintf(f, "dtsim: %s on %d x %s (%s), %s fidelity\n", r->scenario, r->gpus, s->platform.gpu.name,
+            s->platform.name, r->fidelity_flow ? "flow" : "analytic");
+    fprintf(f, "  layout       TP %d x PP %d x DP %d x CP %d, %s schedule%s, ZeRO-%d, micro-batch %lld, "
+               "%lld micro-batches per pipeline\n",
+            s->parallel.tp, s->parallel.pp, s->parallel.dp, s->parallel.cp,
+            pipeline_kind_name(s->parallel.schedule), s->parallel.vpp > 1 ? " (interleaved chunks)" : "",
+            s->parallel.zero_stage, s->training.micro_batch_size, scenario_micro_batches(s));
+    fprintf(f, "  step time    %.4f s   (%.0f tokens/s)\n", step, r->tokens_per_s);
+    fprintf(f, "  throughput   %.1f model TFLOP/s per GPU (MFU %.1f%%), %.1f hardware TFLOP/s per GPU (HFU %.1f%%)\n",
+            r->model_tflops_per_gpu, 100 * r->mfu, r->hardware_tflops_per_gpu, 100 * r->hfu);
+    fprintf(f, "  bubble       mean %.1f%%, worst %.1f%% (stage %d)\n", 100 * r->bubble_mean,
+            100 * r->bubble_max, r->bubble_max_stage);
+    fprintf(f, "  compute      %.4f s per stage (%.1f%% of the step)\n", r->compute_s,
+            step > 0 ? 100 * r->compute_s / step : 0);
+    fprintf(f, "  comm         %-5s %10s %10s\n", "kind", "total s", "exposed s");
+    for (int c = 0; c < COMM_CLASS_COUNT; c++)
+        if (r->comm_total_s[c] > 0 || r->comm_exposed_s[c] > 0)
+            fprintf(f, "               %-5s %10.4f %10.4f\n", comm_class_name((comm_class)c),
+                    r->comm_total_s[c], r->comm_exposed_s[c]);
+    fprintf(f, "  memory/GPU   %.1f GiB of %.1f GiB%s (stage %d): weights %.1f, gradients %.1f, optimizer %.1f, "
+               "activations %.1f, buffers %.1f\n",
+            r->memory.total, r->memory.capacity, r->memory.oom ? "  ** OUT OF MEMORY **" : "",
+            r->memory.worst_stage, r->memory.weights, r->memory.gradients, r->memory.optimizer,
+            r->memory.activations, r->memory.buffers);
+    fprintf(f, "  simulated    %ld tasks in %.3f s wall\n", r->tasks, r->wall_s);
+}

@@ -1,0 +1,46 @@
+/* One simulated run of a scenario: build the step, replay it (analytic or flow), derive the
+ * metrics of DESIGN.md, and the memory per GPU. What `dtsim run` prints and `dtsim validate`
+ * compares. */
+#ifndef DTSIM_SIM_RUN_H
+#define DTSIM_SIM_RUN_H
+
+#include "config.h"
+#include "replay.h"
+
+typedef struct {
+    double weights, gradients, optimizer, activations, buffers, total, capacity; /* GiB */
+    int oom;
+    int worst_stage;
+} run_memory;
+
+typedef struct {
+    char scenario[CFG_NAME_MAX];
+    int gpus;
+    int fidelity_flow;
+    int steps;
+    double step_time_s, tokens_per_s;
+    double model_tflops_per_gpu, hardware_tflops_per_gpu, mfu, hfu;
+    double bubble_mean, bubble_max;
+    int bubble_max_stage;
+    double comm_total_s[COMM_CLASS_COUNT], comm_exposed_s[COMM_CLASS_COUNT];
+    double compute_s;         /* mean compute-lane busy time per stage */
+    run_memory memory;
+    double wall_s;            /* wall-clock time of the simulation itself */
+    long tasks;               /* tasks in the step graph */
+} run_result;
+
+/* FLOPs of one step per DESIGN.md: model FLOPs, and hardware FLOPs (with recomputation). */
+double run_model_flops_per_step(const scenario_config *s);
+double run_hardware_flops_per_step(const scenario_config *s);
+
+/* Simulates scenario s. Returns 0, or -1 with err (runtime failure). */
+int run_scenario(const scenario_config *s, run_result *r, config_error *err);
+
+/* The `dtsim run --json` document (jansson json_t*, caller decrefs). */
+void *run_result_to_json(const run_result *r);
+/* The human summary. */
+void run_result_print(const run_result *r, const scenario_config *s, void *file);
+/* Looks up a key of the --json document by dotted path ("memory_gib.total"); 0 if absent. */
+int run_result_lookup(const run_result *r, const char *key, double *value);
+
+#endif

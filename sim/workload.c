@@ -1,0 +1,464 @@
+/* Builds the task graph of one training step (see workload.h) from the pipeline schedule,
+ * the layer op list and the cost model.
+ *
+ * Per pipeline stage the graph holds, in schedule order:
+ *  - one compute task per (forward|backward, micro-batch, chunk): its layers' ops, TP
+ *    communication folded in (it blocks the compute stream), recomputation added to backward;
+ *    the embedding on the first virtual stage, LM head and loss on the last;
+ *  - a P2P task after each forward (activations to the next virtual stage) and backward
+ *    (gradients to the previous one), on the sender's P2P lane;
+ *  - data-parallel gradient buckets on the comm lane, launched as the chunk's last backward
+ *    produces them (overlap_grad_reduce) or after the stage's last backward;
+ *  - ZeRO-3 parameter all-gathers before each pass, prefetched one pass ahead;
+ *  - the optimizer step, then (ZeRO-1/2) the all-gather of updated parameters.
+ * The emission order follows an execution of the schedule, so the array is topological. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "collective.h"
+#include "cost.h"
+#include "params.h"
+#include "workload.h"
+
+/* Time and work of one pass of one layer. */
+typedef struct {
+    double time_s, comm_s, flops;
+} pass_cost;
+
+typedef struct {
+    const scenario_config *s;
+    cost_model cm;
+    int P, V, m, gpn;
+    int *layers;                  /* layers per virtual stage */
+    pass_cost layer_fwd, layer_bwd, layer_recompute;
+    pass_cost embed_fwd, embed_bwd, head_fwd, head_bwd;
+    coll_group tp, cp, ep, pp, dp;
+    double p2p_bytes;
+    double grad_bytes_per_layer;  /* gradient bytes one GPU reduces per layer */
+    double bucket_bytes;
+} builder;
+
+static coll_group group_for(const builder *b, int size, int stride)
+{
+    return coll_group_of(size, stride, b->gpn);
+}
+
+static double comm_op_time(const builder *b, const layer_op *op)
+{
+    coll_group g = b->tp;
+    if (op->comm == COMM_CP) g = b->cp;
+    else if (op->comm == COMM_EP) g = b->ep;
+    return collective_time(&b->s->platform, &b->s->calibration, op->coll, op->bytes, g).time_s;
+}
+
+/* Sums an op list into a pass cost. `attention_only` keeps the ops selective recomputation
+ * reruns (attention scores, softmax, values). */
+static pass_cost sum_ops(const builder *b, const layer_op *ops, int n, int attention_only)
+{
+    pass_cost c = {0, 0, 0};
+    for (int i = 0; i < n; i++) {
+        const layer_op *op = &ops[i];
+        if (attention_only && strncmp(op->name, "attn_score", 10) != 0 &&
+            strncmp(op->name, "attn_softmax", 12) != 0 && strncmp(op->name, "attn_value", 10) != 0 &&
+            strncmp(op->name, "attn_fused", 10) != 0 && strcmp(op->name, "attention") != 0)
+            continue;
+        if (op->kind == OPK_COMM) {
+            double t = comm_op_time(b, op);
+            c.time_s += t;
+            c.comm_s += t;
+        } else {
+            c.time_s += cost_compute_op_s(&b->cm, op);
+            c.flops += op->flops;
+        }
+    }
+    return c;
+}
+
+static void shape_of(const scenario_config *s, layer_shape *sh)
+{
+    memset(sh, 0, sizeof *sh);
+    sh->micro_batch = s->training.micro_batch_size;
+    sh->seq_length = s->model.seq_length;
+    sh->hidden = s->model.hidden_size;
+    sh->heads = s->model.num_attention_heads;
+    sh->kv_groups = s->model.num_query_groups;
+    sh->ffn_hidden = s->model.ffn_hidden_size;
+    sh->swiglu = s->model.swiglu;
+    sh->num_experts = s->model.num_experts;
+    sh->moe_topk = s->model.moe_router_topk;
+    sh->tp = s->parallel.tp;
+    sh->cp = s->parallel.cp;
+    sh->ep = s->parallel.ep;
+    sh->sequence_parallel = s->parallel.sequence_parallel;
+    sh->attention = s->model.attention;
+    sh->act_bytes = (s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32) ? 4 : 2;
+}
+
+/* Embedding and LM head: memory-bound lookups, the vocabulary GEMM and the fused loss, with
+ * the vocab-parallel TP all-reduce of the embedding output and of the head's input grad. */
+static void head_costs(builder *b, const layer_shape *sh)
+{
+    const scenario_config *s = b->s;
+    double tokens = (double)sh->micro_batch * (double)sh->seq_length / sh->cp;
+    double h = (double)sh->hidden, V = (double)s->model.vocab_size, tp = sh->tp;
+    double act = tokens * h * sh->act_bytes;
+    double tp_ar = collective_time(&s->platform, &s->calibration, COLL_ALL_REDUCE, act, b->tp).time_s;
+
+    b->embed_fwd.time_s = cost_memory_s(&b->cm, OPCLASS_EMBEDDING, 3 * act) + tp_ar;
+    b->embed_fwd.comm_s = tp_ar;
+    b->embed_bwd.time_s = cost_memory_s(&b->cm, OPCLASS_EMBEDDING, 3 * tokens * h * 4);
+
+    double logits = tokens * V / tp;
+    b->head_fwd.flops = 2 * tokens * h * V / tp;
+    b->head_fwd.time_s = cost_gemm_s(&b->cm, tokens, V / tp, h, 1)
+                         + cost_memory_s(&b->cm, OPCLASS_CROSS_ENTROPY, logits * (sh->act_bytes + 4));
+    b->head_bwd.flops = 2 * b->head_fwd.flops;
+    b->head_bwd.time_s = cost_gemm_s(&b->cm, tokens, h, V / tp, 1) + cost_gemm_s(&b->cm, V / tp, h, tokens, 1)
+                         + cost_memory_s(&b->cm, OPCLASS_CROSS_ENTROPY, logits * (sh->act_bytes + 4)) + tp_ar;
+    b->head_bwd.comm_s = tp_ar;
+}
+
+static int builder_init(builder *b, const scenario_config *s, config_error *err)
+{
+    memset(b, 0, sizeof *b);
+    b->s = s;
+    cost_model_init(&b->cm, s);
+    b->P = s->parallel.pp;
+    b->V = s->parallel.vpp > 0 ? s->parallel.vpp : 1;
+    b->m = (int)scenario_micro_batches(s);
+    b->gpn = s->platform.node.gpus > 0 ? s->platform.node.gpus : 1;
+    int tp = s->parallel.tp, cp = s->parallel.cp, pp = s->parallel.pp, dp = s->parallel.dp;
+    b->tp = group_for(b, tp, 1);
+    b->cp = group_for(b, cp, tp);
+    b->pp = group_for(b, pp, tp * cp);
+    /* Gradients are reduced over DP x CP: the DP replicas, each CP rank's partial sums. */
+    b->dp = group_for(b, dp, tp * cp * pp);
+    b->dp.ranks *= cp;
+    b->dp.per_node *= cp;
+    b->ep = group_for(b, s->parallel.ep, tp * cp * pp);
+
+    b->layers = calloc((size_t)b->P * b->V, sizeof(int));
+    char why[256];
+    if (!b->layers || pipeline_layer_split((int)s->model.num_layers, b->P, b->V, s->parallel.pipeline_layers,
+                                           b->layers, why, sizeof why) != 0) {
+        snprintf(err->msg, sizeof err->msg, "scenario.parallel: %s", b->layers ? why : "out of memory");
+        return -1;
+    }
+
+    layer_shape sh;
+    shape_of(s, &sh);
+    layer_op ops[LAYER_OPS_MAX];
+    int n = layer_ops_forward(&sh, ops);
+    b->layer_fwd = sum_ops(b, ops, n, 0);
+    if (s->training.recompute == RECOMPUTE_FULL)
+        b->layer_recompute = b->layer_fwd;
+    else if (s->training.recompute == RECOMPUTE_SELECTIVE)
+        b->layer_recompute = sum_ops(b, ops, n, 1);
+    n = layer_ops_backward(&sh, ops);
+    b->layer_bwd = sum_ops(b, ops, n, 0);
+    head_costs(b, &sh);
+
+    /* Activations (and their gradients) between stages; with TP each rank sends its 1/tp
+     * slice through its own NIC and the slices are all-gathered over NVLink on arrival
+     * (Megatron's scatter/gather optimisation), so the NIC carries 1/tp of the tensor. */
+    double tokens = (double)sh.micro_batch * (double)sh.seq_length / sh.cp;
+    b->p2p_bytes = tokens * (double)sh.hidden * sh.act_bytes / (tp > 1 ? tp : 1);
+
+    layer_params lp = params_layer_per_gpu(s);
+    double grad_elem = (s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32) ? 4 : 2;
+    b->grad_bytes_per_layer = (lp.dense + lp.expert) * grad_elem;
+    b->bucket_bytes = s->parallel.bucket_size_mb > 0 ? s->parallel.bucket_size_mb * 1048576.0 : 40 * 1048576.0;
+    return 0;
+}
+
+static sim_task task_base(task_kind kind, task_lane lane, int stage, const char *name)
+{
+    sim_task t;
+    memset(&t, 0, sizeof t);
+    t.kind = kind;
+    t.lane = lane;
+    t.stage = stage;
+    t.peer_stage = -1;
+    t.micro_batch = -1;
+    t.chunk = -1;
+    t.phase = -1;
+    t.name = name;
+    t.group = 1;
+    t.span_nodes = 1;
+    return t;
+}
+
+static int add_comm(step_workload *w, const builder *b, int stage, task_lane lane, const char *name,
+                    comm_class cls, coll_kind coll, double bytes, coll_group g, int dep)
+{
+    sim_task t = task_base(lane == LANE_P2P ? TASK_P2P : TASK_COLLECTIVE, lane, stage, name);
+    t.comm = cls;
+    t.coll = coll;
+    t.group = g.ranks;
+    t.span_nodes = g.nodes;
+    t.bytes = bytes;
+    t.duration_s = collective_time(&b->s->platform, &b->s->calibration, coll, bytes, g).time_s;
+    int id = workload_add_task(w, &t);
+    if (dep >= 0)
+        workload_add_dep(w, id, dep);
+    return id;
+}
+
+/* Per-stage state while emitting. */
+typedef struct {
+    int next;              /* next action index */
+    int last_compute;      /* last compute task emitted on this stage */
+    int prev_compute;      /* the one before (ZeRO-3 prefetch distance) */
+    int last_comm;         /* last DP/ZeRO comm task */
+    double pending_grad;   /* gradient bytes produced, not yet in a bucket */
+    int *backwards_left;   /* per chunk: backward passes still to run */
+} stage_state;
+
+static void flush_bucket(step_workload *w, const builder *b, stage_state *st, int stage, int dep,
+                         int force)
+{
+    const scenario_config *s = b->s;
+    if (s->parallel.dp * s->parallel.cp <= 1) {
+        st->pending_grad = 0;
+        return;
+    }
+    coll_kind coll = s->parallel.zero_stage >= 1 ? COLL_REDUCE_SCATTER : COLL_ALL_REDUCE;
+    while (st->pending_grad >= b->bucket_bytes || (force && st->pending_grad > 0)) {
+        double bytes = fmin(st->pending_grad, b->bucket_bytes);
+        st->last_comm = add_comm(w, b, stage, LANE_COMM, coll == COLL_ALL_REDUCE ? "dp_grad_allreduce"
+                                                                                : "dp_grad_reduce_scatter",
+                                 COMM_DP, coll, bytes, b->dp, dep);
+        st->pending_grad -= bytes;
+    }
+}
+
+/* ZeRO-3: gather this chunk's parameters before a pass, one pass ahead of use. */
+static int zero3_gather(step_workload *w, const builder *b, stage_state *st, int stage, int layers)
+{
+    const scenario_config *s = b->s;
+    if (s->parallel.zero_stage < 3 || s->parallel.dp <= 1)
+        return -1;
+    layer_params lp = params_layer_per_gpu(s);
+    double weight_bytes = b->cm.act_bytes;
+    double bytes = layers * (lp.dense + lp.expert) * weight_bytes;
+    int id = add_comm(w, b, stage, LANE_COMM, "zero3_param_allgather", COMM_ZERO, COLL_ALL_GATHER, bytes,
+                      b->dp, st->prev_compute);
+    st->last_comm = id;
+    return id;
+}
+
+static int emit_pass(step_workload *w, const builder *b, stage_state *st, int stage,
+                     const pipe_action *a, int **fwd_p2p, int **bwd_p2p)
+{
+    int P = b->P, V = b->V;
+    int vs = pipeline_virtual_stage(P, stage, a->chunk);
+    int last_vs = P * V - 1;
+    int L = b->layers[vs];
+    int gather = zero3_gather(w, b, st, stage, L);
+    int dp_overlap = b->s->parallel.overlap_grad_reduce;
+
+    if (a->phase == PIPE_FORWARD) {
+        sim_task t = task_base(TASK_COMPUTE, LANE_COMPUTE, stage, "fwd");
+        t.micro_batch = a->micro_batch;
+        t.chunk = a->chunk;
+        t.phase = PIPE_FORWARD;
+        t.duration_s = L * b->layer_fwd.time_s;
+        t.comm_inside_s = L * b->layer_fwd.comm_s;
+        t.flops = L * b->layer_fwd.flops;
+        if (vs == 0) {
+            t.duration_s += b->embed_fwd.time_s;
+            t.comm_inside_s += b->embed_fwd.comm_s;
+        }
+        if (vs == last_vs) {
+            t.duration_s += b->head_fwd.time_s;
+            t.flops += b->head_fwd.flops;
+        }
+        int id = workload_add_task(w, &t);
+        if (vs > 0)
+            workload_add_dep(w, id, fwd_p2p[vs - 1][a->micro_batch]);
+        if (gather >= 0)
+            workload_add_dep(w, id, gather);
+        st->prev_compute = st->last_compute;
+        st->last_compute = id;
+        if (vs < last_vs) {
+            coll_group g = b->pp;
+            g.ranks = 2;
+            g.nodes = b->pp.nodes > 1 ? 2 : 1;
+            g.per_node = g.nodes > 1 ? 1 : 2;
+            int p = add_comm(w, b, stage, LANE_P2P, "pp_send_activation", COMM_PP, COLL_SEND_RECV,
+                             b->p2p_bytes, g, id);
+            w->tasks[p].peer_stage = (vs + 1) % P;
+            w->tasks[p].micro_batch = a->micro_batch;
+            w->tasks[p].chunk = a->chunk;
+            w->tasks[p].phase = PIPE_FORWARD;
+            fwd_p2p[vs][a->micro_batch] = p;
+        }
+        return 0;
+    }
+
+    /* Backward. The chunk's last backward produces its final gradients layer by layer, so it
+     * is emitted per layer and DP buckets go out as they fill. */
+    int last_of_chunk = --st->backwards_left[a->chunk] == 0;
+    int split = last_of_chunk && dp_overlap && b->s->parallel.dp * b->s->parallel.cp > 1;
+    int pieces = split ? (L > 0 ? L : 1) : 1;
+    int first_dep = vs < last_vs ? bwd_p2p[vs + 1][a->micro_batch] : -1;
+    int id = -1;
+    for (int piece = 0; piece < pieces; piece++) {
+        sim_task t = task_base(TASK_COMPUTE, LANE_COMPUTE, stage, "bwd");
+        t.micro_batch = a->micro_batch;
+        t.chunk = a->chunk;
+        t.phase = PIPE_BACKWARD;
+        int nl = split ? (L > 0 ? 1 : 0) : L;
+        t.duration_s = nl * (b->layer_bwd.time_s + b->layer_recompute.time_s);
+        t.comm_inside_s = nl * (b->layer_bwd.comm_s + b->layer_recompute.comm_s);
+        t.flops = nl * (b->layer_bwd.flops + b->layer_recompute.flops);
+        if (vs == last_vs && piece == 0) {
+            t.duration_s += b->head_bwd.time_s;
+            t.comm_inside_s += b->head_bwd.comm_s;
+            t.flops += b->head_bwd.flops;
+        }
+        if (vs == 0 && piece == pieces - 1)
+            t.duration_s += b->embed_bwd.time_s;
+        id = workload_add_task(w, &t);
+        if (piece == 0 && first_dep >= 0)
+            workload_add_dep(w, id, first_dep);
+        if (piece == 0 && gather >= 0)
+            workload_add_dep(w, id, gather);
+        st->prev_compute = st->last_compute;
+        st->last_compute = id;
+        if (split) {
+            st->pending_grad += nl * b->grad_bytes_per_layer;
+            flush_bucket(w, b, st, stage, id, 0);
+        }
+    }
+    if (last_of_chunk && !split)
+        st->pending_grad += L * b->grad_bytes_per_layer;
+    if (vs > 0) {
+        coll_group g = b->pp;
+        g.ranks = 2;
+        g.nodes = b->pp.nodes > 1 ? 2 : 1;
+        g.per_node = g.nodes > 1 ? 1 : 2;
+        int p = add_comm(w, b, stage, LANE_P2P, "pp_send_gradient", COMM_PP, COLL_SEND_RECV,
+                         b->p2p_bytes, g, id);
+        w->tasks[p].peer_stage = (vs - 1) % P;
+        w->tasks[p].micro_batch = a->micro_batch;
+        w->tasks[p].chunk = a->chunk;
+        w->tasks[p].phase = PIPE_BACKWARD;
+        bwd_p2p[vs][a->micro_batch] = p;
+    }
+    return 0;
+}
+
+/* Can stage's next action run, i.e. has what it waits for on other stages been emitted? */
+static int action_ready(const builder *b, int stage, const pipe_action *a, int **fwd_p2p, int **bwd_p2p)
+{
+    int vs = pipeline_virtual_stage(b->P, stage, a->chunk);
+    if (a->phase == PIPE_FORWARD)
+        return vs == 0 || fwd_p2p[vs - 1][a->micro_batch] >= 0;
+    return vs == b->P * b->V - 1 || bwd_p2p[vs + 1][a->micro_batch] >= 0;
+}
+
+/* After a stage's last pass: remaining buckets, the embedding gradients, the optimizer, and
+ * the parameter all-gather of ZeRO-1/2. */
+static void emit_step_end(step_workload *w, const builder *b, stage_state *st, int stage)
+{
+    const scenario_config *s = b->s;
+    if (stage == 0)
+        st->pending_grad += params_embedding_per_gpu(s) * (b->cm.act_bytes);
+    flush_bucket(w, b, st, stage, st->last_compute, 1);
+
+    double params = params_stage_per_gpu(s, stage);
+    int shards = s->parallel.zero_stage >= 1 ? s->parallel.dp * s->parallel.cp : 1;
+    /* AdamW reads fp32 master weights, both moments and the gradient, writes them back and
+     * (mixed precision) writes the half-precision copy: ~30 bytes per parameter; SGD ~12. */
+    double bytes_per_param = s->training.optimizer == OPTIMIZER_SGD ? 12 : (b->cm.act_bytes == 2 ? 30 : 28);
+    sim_task t = task_base(TASK_COMPUTE, LANE_COMPUTE, stage, "optimizer");
+    t.duration_s = cost_memory_s(&b->cm, OPCLASS_ADAMW, params / shards * bytes_per_param);
+    int opt = workload_add_task(w, &t);
+    if (st->last_comm >= 0)
+        workload_add_dep(w, opt, st->last_comm);
+    st->last_compute = opt;
+
+    if (s->parallel.zero_stage >= 1 && s->parallel.zero_stage <= 2 && shards > 1) {
+        int ag = add_comm(w, b, stage, LANE_COMM, "zero_param_allgather", COMM_ZERO, COLL_ALL_GATHER,
+                          params * b->cm.act_bytes, b->dp, opt);
+        sim_task end = task_base(TASK_COMPUTE, LANE_COMPUTE, stage, "step_end");
+        int e = workload_add_task(w, &end);
+        workload_add_dep(w, e, ag);
+    }
+}
+
+int workload_build(const scenario_config *s, step_workload *w, config_error *err)
+{
+    memset(w, 0, sizeof *w);
+    builder b;
+    if (builder_init(&b, s, err) != 0) {
+        free(b.layers);
+        return -1;
+    }
+    pipeline_schedule sched;
+    char why[256];
+    if (pipeline_schedule_build(&sched, s->parallel.schedule, b.P, b.m, b.V, why, sizeof why) != 0) {
+        snprintf(err->msg, sizeof err->msg, "scenario.parallel.schedule: %s", why);
+        free(b.layers);
+        return -1;
+    }
+    w->stages = b.P;
+    int nvs = b.P * b.V;
+    int **fwd_p2p = calloc((size_t)nvs, sizeof *fwd_p2p), **bwd_p2p = calloc((size_t)nvs, sizeof *bwd_p2p);
+    stage_state *st = calloc((size_t)b.P, sizeof *st);
+    for (int v = 0; v < nvs; v++) {
+        fwd_p2p[v] = malloc((size_t)b.m * sizeof(int));
+        bwd_p2p[v] = malloc((size_t)b.m * sizeof(int));
+        for (int i = 0; i < b.m; i++)
+            fwd_p2p[v][i] = bwd_p2p[v][i] = -1;
+    }
+    for (int p = 0; p < b.P; p++) {
+        st[p].last_compute = st[p].prev_compute = st[p].last_comm = -1;
+        st[p].backwards_left = calloc((size_t)b.V, sizeof(int));
+        for (int c = 0; c < b.V; c++)
+            st[p].backwards_left[c] = b.m;
+    }
+
+    /* Run the schedule: repeatedly advance every stage whose next action has its inputs. */
+    int remaining = 0;
+    for (int p = 0; p < b.P; p++)
+        remaining += sched.count[p];
+    int rc = 0;
+    while (remaining > 0) {
+        int progressed = 0;
+        for (int p = 0; p < b.P; p++) {
+            while (st[p].next < sched.count[p] &&
+                   action_ready(&b, p, &sched.actions[p][st[p].next], fwd_p2p, bwd_p2p)) {
+                emit_pass(w, &b, &st[p], p, &sched.actions[p][st[p].next], fwd_p2p, bwd_p2p);
+                st[p].next++;
+                remaining--;
+                progressed = 1;
+                if (st[p].next == sched.count[p])
+                    emit_step_end(w, &b, &st[p], p);
+            }
+        }
+        if (!progressed) {
+            snprintf(err->msg, sizeof err->msg, "internal error: the %s schedule deadlocks",
+                     pipeline_kind_name(s->parallel.schedule));
+            rc = -1;
+            break;
+        }
+    }
+
+    for (int v = 0; v < nvs; v++) {
+        free(fwd_p2p[v]);
+        free(bwd_p2p[v]);
+    }
+    for (int p = 0; p < b.P; p++)
+        free(st[p].backwards_left);
+    free(fwd_p2p);
+    free(bwd_p2p);
+    free(st);
+    free(b.layers);
+    pipeline_schedule_free(&sched);
+    if (rc != 0)
+        workload_free(w);
+    return rc;
+}

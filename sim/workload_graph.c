@@ -1,0 +1,52 @@
+/* Growable task graph storage for step_workload (see workload.h for the ordering rules). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "workload.h"
+
+static void *grow(void *p, int *cap, int need, size_t elem)
+{
+    if (need <= *cap)
+        return p;
+    int ncap = *cap ? *cap : 256;
+    while (ncap < need)
+        ncap *= 2;
+    void *q = realloc(p, (size_t)ncap * elem);
+    if (!q) {
+        fprintf(stderr, "dtsim: out of memory growing the step workload to %d entries\n", ncap);
+        exit(1);
+    }
+    *cap = ncap;
+    return q;
+}
+
+int workload_add_task(step_workload *w, const sim_task *t)
+{
+    w->tasks = grow(w->tasks, &w->cap_tasks, w->n_tasks + 1, sizeof *w->tasks);
+    sim_task *dst = &w->tasks[w->n_tasks];
+    *dst = *t;
+    dst->dep_begin = w->n_deps;
+    dst->dep_count = 0;
+    return w->n_tasks++;
+}
+
+void workload_add_dep(step_workload *w, int task, int dep)
+{
+    /* Dependencies are appended contiguously, so only the newest task may receive them, and
+     * a dependency must come earlier in the array (the array is a topological order). */
+    if (task != w->n_tasks - 1 || dep < 0 || dep >= task) {
+        fprintf(stderr, "dtsim: internal error: dependency %d -> %d breaks the workload order\n",
+                dep, task);
+        abort();
+    }
+    w->deps = grow(w->deps, &w->cap_deps, w->n_deps + 1, sizeof *w->deps);
+    w->deps[w->n_deps++] = dep;
+    w->tasks[task].dep_count++;
+}
+
+void workload_free(step_workload *w)
+{
+    free(w->tasks);
+    free(w->deps);
+    memset(w, 0, sizeof *w);
+}

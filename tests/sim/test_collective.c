@@ -1,0 +1,109 @@
+/* Collective models against their closed forms on an idle fabric. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include "collective.h"
+#include "fixture.h"
+
+static void ring_allreduce_inside_node_matches_closed_form(void **state)
+{
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    double B = s.platform.node.nvlink_bandwidth_gbs * 1e9, a = s.platform.node.nvlink_latency_us * 1e-6;
+    for (int n = 2; n <= 8; n++) {
+        for (double S = 1e3; S <= 1e10; S *= 37) {
+            coll_group g = coll_group_of(n, 1, 8);
+            assert_int_equal(g.nodes, 1);
+            double t = collective_time_algo(&s.platform, &s.calibration, COLL_ALL_REDUCE, S, g, ALGO_RING);
+            double expect = 2.0 * (n - 1) / n * S / B + 2.0 * (n - 1) * a;
+            assert_true(fabs(t - expect) <= 1e-9 * expect);
+        }
+    }
+    fixture_free(&s);
+}
+
+static void ring_across_nodes_is_paced_by_the_nic(void **state)
+{
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    /* One GPU per node (stride 8): every ring edge is a NIC at 200 Gb/s = 25 GB/s. */
+    coll_group g = coll_group_of(16, 8, 8);
+    assert_int_equal(g.nodes, 16);
+    assert_int_equal(g.per_node, 1);
+    double S = 1e9;
+    double t = collective_time_algo(&s.platform, &s.calibration, COLL_ALL_REDUCE, S, g, ALGO_RING);
+    double bw_term = 2.0 * 15 / 16 * S / 25e9;
+    assert_true(t > bw_term && t < bw_term * 1.01);
+    /* Eight GPUs per node use eight rails in parallel: eight times the bandwidth, capped by
+     * NVLink (300 GB/s > 8 x 25 GB/s). */
+    coll_group g8 = coll_group_of(128, 1, 8);
+    assert_int_equal(g8.nodes, 16);
+    double t8 = collective_time_algo(&s.platform, &s.calibration, COLL_ALL_REDUCE, S, g8, ALGO_RING);
+    double bw8 = 2.0 * 127 / 128 * S / 200e9;
+    assert_true(t8 > bw8 && t8 < bw8 * 1.02);
+    fixture_free(&s);
+}
+
+static void allgather_and_reduce_scatter_move_half_an_allreduce(void **state)
+{
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    s.platform.node.nvlink_latency_us = 0;
+    coll_group g = coll_group_of(8, 1, 8);
+    double S = 3e8;
+    double ar = collective_time_algo(&s.platform, &s.calibration, COLL_ALL_REDUCE, S, g, ALGO_RING);
+    double ag = collective_time_algo(&s.platform, &s.calibration, COLL_ALL_GATHER, S, g, ALGO_RING);
+    double rs = collective_time_algo(&s.platform, &s.calibration, COLL_REDUCE_SCATTER, S, g, ALGO_RING);
+    assert_true(fabs(ag + rs - ar) < 1e-12 * ar + 1e-15);
+    fixture_free(&s);
+}
+
+static void selection_prefers_low_latency_for_small_messages(void **state)
+{
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    coll_group g = coll_group_of(1024, 1, 8); /* 128 nodes x 8 GPUs */
+    coll_cost small = collective_time(&s.platform, &s.calibration, COLL_ALL_REDUCE, 1024, g);
+    coll_cost ring = {collective_time_algo(&s.platform, &s.calibration, COLL_ALL_REDUCE, 1024, g, ALGO_RING), ALGO_RING};
+    assert_true(small.algo != ALGO_RING);
+    assert_true(small.time_s < ring.time_s);
+    /* and the choice is never slower than any algorithm */
+    for (double S = 1; S < 1e11; S *= 10)
+        for (int a = 0; a < ALGO_COUNT; a++) {
+            coll_cost best = collective_time(&s.platform, &s.calibration, COLL_ALL_REDUCE, S, g);
+            assert_true(best.time_s <= collective_time_algo(&s.platform, &s.calibration, COLL_ALL_REDUCE, S, g, a));
+        }
+    fixture_free(&s);
+}
+
+static void calibrated_busbw_and_alpha_replace_the_datasheet(void **state)
+{
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    s.platform.node.nvlink_latency_us = 0;
+    coll_fit *f = &s.calibration.collectives[LINK_NVLINK][COLL_ALL_REDUCE];
+    f->present = 1;
+    f->alpha_us = 10;
+    f->busbw_gbs = 150;
+    coll_group g = coll_group_of(8, 1, 8);
+    double S = 1e9;
+    double t = collective_time_algo(&s.platform, &s.calibration, COLL_ALL_REDUCE, S, g, ALGO_RING);
+    double expect = 10e-6 + 2.0 * 7 / 8 * S / 150e9;
+    assert_true(fabs(t - expect) < 1e-9 * expect);
+    fixture_free(&s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(ring_allreduce_inside_node_matches_closed_form),
+        cmocka_unit_test(ring_across_nodes_is_paced_by_the_nic),
+        cmocka_unit_test(allgather_and_reduce_scatter_move_half_an_allreduce),
+        cmocka_unit_test(selection_prefers_low_latency_for_small_messages),
+        cmocka_unit_test(calibrated_busbw_and_alpha_replace_the_datasheet),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,69 @@
+/* GEMM efficiency interpolation: exact at the table's points, bounded by the table, best
+ * efficiency beyond the table, and never faster than the HBM roofline. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <cmocka.h>
+#include "cost.h"
+#include "fixture.h"
+
+static void table_scenario(scenario_config *s)
+{
+    fixture_scenario(s, 1);
+    gemm_table *t = &s->calibration.gemm[PREC_BF16];
+    free(t->points);
+    t->count = 3;
+    t->points = calloc(3, sizeof(gemm_point));
+    t->points[0] = (gemm_point){512, 512, 512, 20};
+    t->points[1] = (gemm_point){2048, 2048, 2048, 60};
+    t->points[2] = (gemm_point){8192, 8192, 8192, 80};
+}
+
+static void exact_at_points_and_bounded(void **state)
+{
+    scenario_config s;
+    table_scenario(&s);
+    cost_model cm;
+    cost_model_init(&cm, &s);
+    assert_true(fabs(cost_gemm_efficiency(&cm, 2048, 2048, 2048) - 0.60) < 1e-12);
+    assert_true(fabs(cost_gemm_efficiency(&cm, 512, 512, 512) - 0.20) < 1e-12);
+    for (double m = 64; m <= 65536; m *= 2)
+        for (double n = 64; n <= 65536; n *= 4) {
+            double e = cost_gemm_efficiency(&cm, m, n, 1024);
+            assert_true(e >= 0.20 - 1e-12 && e <= 0.80 + 1e-12);
+        }
+    /* Between two points the efficiency lies between their efficiencies. */
+    double mid = cost_gemm_efficiency(&cm, 4096, 4096, 4096);
+    assert_true(mid > 0.60 && mid < 0.80);
+    /* Beyond the table: the best efficiency, no extrapolation. */
+    assert_true(fabs(cost_gemm_efficiency(&cm, 16384, 16384, 16384) - 0.80) < 1e-12);
+    fixture_free(&s);
+}
+
+static void time_is_at_least_the_roofline(void **state)
+{
+    scenario_config s;
+    table_scenario(&s);
+    cost_model cm;
+    cost_model_init(&cm, &s);
+    /* A skinny GEMM is memory-bound: time >= bytes / HBM. */
+    double m = 65536, n = 8, k = 8192;
+    double bytes = (m * k + k * n + m * n) * 2;
+    assert_true(cost_gemm_s(&cm, m, n, k, 1) >= bytes / (s.platform.gpu.hbm_bandwidth_gbs * 1e9));
+    /* A large GEMM is compute-bound at its efficiency. */
+    double t = cost_gemm_s(&cm, 8192, 8192, 8192, 1);
+    assert_true(fabs(t - 2 * 8192.0 * 8192 * 8192 / (100e12 * 0.8)) < 1e-9);
+    fixture_free(&s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(exact_at_points_and_bounded),
+        cmocka_unit_test(time_is_at_least_the_roofline),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
