@@ -44,22 +44,30 @@ static double ring_steps(coll_kind kind, int n)
     return kind == COLL_ALL_REDUCE ? 2.0 * (n - 1) : (double)(n - 1);
 }
 
+/* The calibration's fit for a collective, or its link class's all-reduce fit when that
+ * collective was not measured (nccl-tests bus bandwidth is comparable across collectives). */
+static const coll_fit *fit_for(const calibration_config *c, link_class lc, coll_kind kind)
+{
+    const coll_fit *f = &c->collectives[lc][kind];
+    return f->present ? f : &c->collectives[lc][COLL_ALL_REDUCE];
+}
+
 static double nvlink_bw(const platform_config *p, const calibration_config *c, coll_kind kind)
 {
-    const coll_fit *f = &c->collectives[LINK_NVLINK][kind];
+    const coll_fit *f = fit_for(c, LINK_NVLINK, kind);
     return (f->present && f->busbw_gbs > 0 ? f->busbw_gbs : p->node.nvlink_bandwidth_gbs) * 1e9;
 }
 
 /* One NIC's usable bandwidth for this collective. */
 static double nic_bw(const platform_config *p, const calibration_config *c, coll_kind kind)
 {
-    const coll_fit *f = &c->collectives[LINK_NETWORK][kind];
+    const coll_fit *f = fit_for(c, LINK_NETWORK, kind);
     return (f->present && f->busbw_gbs > 0 ? f->busbw_gbs : p->node.nic_bandwidth_gbps / 8.0) * 1e9;
 }
 
 static double alpha_s(const calibration_config *c, link_class lc, coll_kind kind)
 {
-    const coll_fit *f = &c->collectives[lc][kind];
+    const coll_fit *f = fit_for(c, lc, kind);
     return f->present ? f->alpha_us * 1e-6 : 0;
 }
 

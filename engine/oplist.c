@@ -1,0 +1,254 @@
+/* The op list of one transformer layer on one GPU for one micro-batch (see oplist.h).
+ *
+ * Notation: T = b*s/cp tokens on this GPU, h hidden, a heads, kv = h*g/a the key/value width
+ * (GQA), f the FFN width, t the TP size, act the bytes of an activation element. With
+ * sequence parallelism the norms and dropout/residual ops work on T/t tokens and the TP
+ * all-reduces become all-gather (before QKV and FC1) + reduce-scatter (after projection and
+ * FC2), as Megatron-LM does. */
+#include <stdio.h>
+#include <string.h>
+#include "oplist.h"
+
+const char *op_class_name(op_class c)
+{
+    static const char *names[OPCLASS_COUNT] = {"layernorm", "softmax", "gelu", "elementwise",
+                                               "cross_entropy", "adamw", "embedding"};
+    return (c >= 0 && c < OPCLASS_COUNT) ? names[c] : "?";
+}
+
+const char *coll_kind_name(coll_kind c)
+{
+    static const char *names[COLL_KIND_COUNT] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                                                 "send_recv"};
+    return (c >= 0 && c < COLL_KIND_COUNT) ? names[c] : "?";
+}
+
+const char *comm_class_name(comm_class c)
+{
+    static const char *names[COMM_CLASS_COUNT] = {"tp", "pp", "dp", "zero", "cp", "ep"};
+    return (c >= 0 && c < COMM_CLASS_COUNT) ? names[c] : "?";
+}
+
+typedef struct {
+    layer_op *ops;
+    int n;
+} op_list;
+
+static layer_op *push(op_list *l, const char *name, layer_op_kind kind)
+{
+    layer_op *op = &l->ops[l->n++];
+    memset(op, 0, sizeof *op);
+    op->name = name;
+    op->kind = kind;
+    op->batch = 1;
+    op->group = 1;
+    return op;
+}
+
+static void gemm(op_list *l, const char *name, double m, double n, double k)
+{
+    layer_op *op = push(l, name, OPK_GEMM);
+    op->m = (long long)m;
+    op->n = (long long)n;
+    op->k = (long long)k;
+    op->flops = 2.0 * m * n * k;
+}
+
+static void batched_gemm(op_list *l, const char *name, double batch, double m, double n, double k)
+{
+    layer_op *op = push(l, name, OPK_BATCHED_GEMM);
+    op->batch = (long long)batch;
+    op->m = (long long)m;
+    op->n = (long long)n;
+    op->k = (long long)k;
+    op->flops = 2.0 * batch * m * n * k;
+}
+
+static void memory_op(op_list *l, const char *name, op_class cls, double bytes)
+{
+    layer_op *op = push(l, name, OPK_MEMORY);
+    op->cls = cls;
+    op->bytes = bytes;
+}
+
+static void comm(op_list *l, const char *name, comm_class cc, coll_kind kind, int group, double bytes)
+{
+    if (group <= 1)
+        return;
+    layer_op *op = push(l, name, OPK_COMM);
+    op->comm = cc;
+    op->coll = kind;
+    op->group = group;
+    op->bytes = bytes;
+}
+
+/* TP communication around a column-parallel GEMM's input (f) and after a row-parallel GEMM
+ * (g): identity / all-reduce without SP, all-gather / reduce-scatter with SP. */
+static void tp_before_column(op_list *l, const layer_shape *sh, const char *name, double full_bytes)
+{
+    if (sh->sequence_parallel)
+        comm(l, name, COMM_TP, COLL_ALL_GATHER, sh->tp, full_bytes);
+}
+
+static void tp_after_row(op_list *l, const layer_shape *sh, const char *name, double full_bytes)
+{
+    comm(l, name, COMM_TP, sh->sequence_parallel ? COLL_REDUCE_SCATTER : COLL_ALL_REDUCE, sh->tp, full_bytes);
+}
+
+static void mlp(op_list *l, const layer_shape *sh, double tokens)
+{
+    double h = (double)sh->hidden, f = (double)sh->ffn_hidden, t = sh->tp, act = sh->act_bytes;
+    gemm(l, "fc1", tokens, (sh->swiglu ? 2 : 1) * f / t, h);
+    if (sh->swiglu)
+        memory_op(l, "swiglu", OPCLASS_GELU, 3.0 * tokens * f / t * act);
+    else
+        memory_op(l, "gelu", OPCLASS_GELU, 2.0 * tokens * f / t * act);
+    gemm(l, "fc2", tokens, h, f / t);
+}
+
+int layer_ops_forward(const layer_shape *sh, layer_op *out)
+{
+    op_list l = {out, 0};
+    double b = (double)sh->micro_batch, s = (double)sh->seq_length, h = (double)sh->hidden;
+    double a = (double)sh->heads, g = sh->kv_groups > 0 ? (double)sh->kv_groups : a;
+    double t = sh->tp > 0 ? sh->tp : 1, cp = sh->cp > 0 ? sh->cp : 1, act = sh->act_bytes;
+    double kv = h * g / a;
+    double T = b * s / cp;                          /* tokens on this GPU */
+    double Tn = sh->sequence_parallel ? T / t : T;  /* tokens of the norm / dropout ops */
+    double full = T * h * act;                      /* one activation tensor of the layer */
+
+    memory_op(&l, "ln1", OPCLASS_LAYERNORM, 2.0 * Tn * h * act);
+    tp_before_column(&l, sh, "tp_allgather_attn", full);
+    gemm(&l, "qkv", T, (h + 2 * kv) / t, h);
+    if (cp > 1) /* each CP rank needs the keys and values of the whole sequence */
+        comm(&l, "cp_allgather_kv", COMM_CP, COLL_ALL_GATHER, sh->cp, 2.0 * T * cp * kv / t * act);
+    double heads = b * a / t;
+    if (sh->attention == ATTENTION_FLASH) {
+        layer_op *op = push(&l, "attn_fused", OPK_FUSED_ATTENTION);
+        op->flops = 4.0 * heads * (s / cp) * s * (h / a);
+        op->bytes = (T * (h + 2 * kv) / t + T * h / t) * act;
+    } else {
+        double scores = heads * (s / cp) * s;
+        batched_gemm(&l, "attn_score", heads, s / cp, s, h / a);
+        memory_op(&l, "attn_softmax", OPCLASS_SOFTMAX, 2.0 * scores * act);
+        memory_op(&l, "attn_dropout", OPCLASS_ELEMENTWISE, 2.0 * scores * act + scores);
+        batched_gemm(&l, "attn_value", heads, s / cp, h / a, s);
+    }
+    gemm(&l, "attn_proj", T, h, h / t);
+    tp_after_row(&l, sh, "tp_allreduce_attn", full);
+    memory_op(&l, "residual1", OPCLASS_ELEMENTWISE, 3.0 * Tn * h * act + Tn * h);
+    memory_op(&l, "ln2", OPCLASS_LAYERNORM, 2.0 * Tn * h * act);
+    tp_before_column(&l, sh, "tp_allgather_mlp", full);
+    if (sh->num_experts > 0) {
+        double topk = sh->moe_topk > 0 ? sh->moe_topk : 1;
+        gemm(&l, "router", T, (double)sh->num_experts, h);
+        comm(&l, "ep_alltoall_dispatch", COMM_EP, COLL_ALL_TO_ALL, sh->ep, T * topk * h * act);
+        /* Balanced routing: each GPU runs its experts over T*topk tokens. */
+        mlp(&l, sh, T * topk);
+        comm(&l, "ep_alltoall_combine", COMM_EP, COLL_ALL_TO_ALL, sh->ep, T * topk * h * act);
+    } else {
+        mlp(&l, sh, T);
+    }
+    tp_after_row(&l, sh, "tp_allreduce_mlp", full);
+    memory_op(&l, "residual2", OPCLASS_ELEMENTWISE, 3.0 * Tn * h * act + Tn * h);
+    return l.n;
+}
+
+/* Names of backward ops: static storage per forward name. */
+static const char *bwd_name(const char *fwd, const char *suffix)
+{
+    static const char *table[][4] = {
+        {"qkv", "qkv_dgrad", "qkv_wgrad", NULL}, {"attn_proj", "attn_proj_dgrad", "attn_proj_wgrad", NULL},
+        {"fc1", "fc1_dgrad", "fc1_wgrad", NULL}, {"fc2", "fc2_dgrad", "fc2_wgrad", NULL},
+        {"router", "router_dgrad", "router_wgrad", NULL},
+        {"attn_score", "attn_score_dgrad", "attn_score_wgrad", NULL},
+        {"attn_value", "attn_value_dgrad", "attn_value_wgrad", NULL},
+        {"ln1", "ln1_bwd", NULL, NULL}, {"ln2", "ln2_bwd", NULL, NULL}, {"gelu", "gelu_bwd", NULL, NULL},
+        {"swiglu", "swiglu_bwd", NULL, NULL}, {"attn_softmax", "attn_softmax_bwd", NULL, NULL},
+        {"attn_dropout", "attn_dropout_bwd", NULL, NULL}, {"residual1", "residual1_bwd", NULL, NULL},
+        {"residual2", "residual2_bwd", NULL, NULL}, {"attn_fused", "attn_fused_bwd", NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (!strcmp(table[i][0], fwd))
+            return !strcmp(suffix, "wgrad") && table[i][2] ? table[i][2] : table[i][1];
+    return fwd;
+}
+
+int layer_ops_backward(const layer_shape *sh, layer_op *out)
+{
+    layer_op fwd[LAYER_OPS_MAX];
+    int nf = layer_ops_forward(sh, fwd);
+    op_list l = {out, 0};
+    for (int i = nf - 1; i >= 0; i--) {
+        const layer_op *f = &fwd[i];
+        switch (f->kind) {
+        case OPK_GEMM: {
+            /* dX[m,k] = dY[m,n] W[n,k]; dW[n,k] = dY^T[n,m] X[m,k]: same FLOPs each. */
+            gemm(&l, bwd_name(f->name, "dgrad"), (double)f->m, (double)f->k, (double)f->n);
+            gemm(&l, bwd_name(f->name, "wgrad"), (double)f->n, (double)f->k, (double)f->m);
+            /* The conjugate of the identity before a column-parallel GEMM is an all-reduce of
+             * its input gradient (without SP; with SP the reduce-scatter mirrors the forward
+             * all-gather below). */
+            int column_input = !strcmp(f->name, "qkv") || (!strcmp(f->name, "fc1") && sh->num_experts == 0) ||
+                               !strcmp(f->name, "router");
+            if (column_input && !sh->sequence_parallel && sh->tp > 1)
+                comm(&l, !strcmp(f->name, "qkv") ? "tp_allreduce_attn_bwd" : "tp_allreduce_mlp_bwd", COMM_TP,
+                     COLL_ALL_REDUCE, sh->tp,
+                     (double)sh->micro_batch * sh->seq_length / (sh->cp > 0 ? sh->cp : 1) * sh->hidden * sh->act_bytes);
+            break;
+        }
+        case OPK_BATCHED_GEMM: {
+            /* Two batched products per forward one (gradients of both operands). */
+            layer_op *d = push(&l, bwd_name(f->name, "dgrad"), OPK_BATCHED_GEMM);
+            *d = *f;
+            d->name = bwd_name(f->name, "dgrad");
+            layer_op *w = push(&l, bwd_name(f->name, "wgrad"), OPK_BATCHED_GEMM);
+            *w = *f;
+            w->name = bwd_name(f->name, "wgrad");
+            break;
+        }
+        case OPK_MEMORY:
+            memory_op(&l, bwd_name(f->name, "bwd"), f->cls, 2.0 * f->bytes);
+            break;
+        case OPK_FUSED_ATTENTION: {
+            layer_op *op = push(&l, "attn_fused_bwd", OPK_FUSED_ATTENTION);
+            op->flops = 2.0 * f->flops;
+            op->bytes = 2.0 * f->bytes;
+            break;
+        }
+        case OPK_COMM: {
+            coll_kind k = f->coll;
+            if (f->comm == COMM_TP && k == COLL_ALL_REDUCE)
+                break; /* its conjugate is emitted after the column-parallel GEMM's grads */
+            if (k == COLL_ALL_GATHER)
+                k = COLL_REDUCE_SCATTER;
+            else if (k == COLL_REDUCE_SCATTER)
+                k = COLL_ALL_GATHER;
+            layer_op *op = push(&l, f->name, OPK_COMM);
+            *op = *f;
+            op->coll = k;
+            break;
+        }
+        }
+    }
+    return l.n;
+}
+
+double layer_forward_flops_per_sequence(const layer_shape *sh)
+{
+    double s = (double)sh->seq_length, h = (double)sh->hidden, f = (double)sh->ffn_hidden;
+    double a = (double)sh->heads, g = sh->kv_groups > 0 ? (double)sh->kv_groups : a;
+    double kv = h * g / a;
+    double mlp = (sh->swiglu ? 3.0 : 2.0) * h * f;
+    double router = 0;
+    if (sh->num_experts > 0) {
+        mlp *= sh->moe_topk > 0 ? sh->moe_topk : 1;
+        router = h * (double)sh->num_experts;
+    }
+    return 2.0 * s * (h * (h + 2 * kv) + h * h + mlp + router) + 4.0 * s * s * h;
+}
+
+double lm_head_forward_flops_per_sequence(long long seq, long long hidden, long long vocab)
+{
+    return 2.0 * (double)seq * (double)hidden * (double)vocab;
+}

@@ -1,0 +1,434 @@
+/* Scenario files: parsed strictly, the platform and calibration resolved, every layout rule
+ * checked. Errors name the JSON path, the value and the rule; nothing is run on bad input. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "config_internal.h"
+
+#define S "scenario"
+
+int scenario_gpus(const scenario_config *s)
+{
+    return s->parallel.tp * s->parallel.pp * s->parallel.dp * s->parallel.cp;
+}
+
+long long scenario_micro_batches(const scenario_config *s)
+{
+    long long per = s->training.micro_batch_size * s->parallel.dp;
+    return per > 0 ? s->training.global_batch_size / per : 0;
+}
+
+void scenario_free(scenario_config *s)
+{
+    calibration_free(&s->calibration);
+    free(s->parallel.pipeline_layers);
+    free(s->faults.degraded);
+    free(s->faults.stragglers);
+    s->parallel.pipeline_layers = NULL;
+    s->faults.degraded = NULL;
+    s->faults.stragglers = NULL;
+}
+
+/* "platform" and "calibration": a path (relative to the scenario's folder, then the
+ * repository root) or an inline object. An override of platform.x when the platform is a
+ * file first inlines the file, so --set can change any platform figure. */
+static int inline_referenced(json_t *root, const char *key, const char *base_dir, char *dir_out, size_t n,
+                             config_error *err)
+{
+    json_t *v = json_object_get(root, key);
+    snprintf(dir_out, n, "%s", base_dir);
+    if (!json_is_string(v))
+        return 0;
+    char path[CFG_PATH_MAX];
+    if (config_resolve_path(json_string_value(v), base_dir, path, sizeof path) != 0)
+        return config_fail(err, S ".%s: '%s' not found (looked in %s and the repository root)", key,
+                           json_string_value(v), base_dir);
+    json_t *obj = config_load_file(path, key, err);
+    if (!obj)
+        return -1;
+    config_dirname(path, dir_out, n);
+    json_object_set_new(root, key, obj);
+    return 0;
+}
+
+static int parse_model(json_t *m, scenario_config *s, config_error *err)
+{
+    static const char *const keys[] = {"num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size",
+                                       "seq_length", "vocab_size", "num_query_groups", "swiglu", "num_experts",
+                                       "moe_router_topk", "attention", NULL};
+    static const char *const attention[] = {"unfused", "flash", NULL};
+    const char *p = S ".model";
+    long long v;
+    int e;
+    if (config_check_keys(m, p, keys, err) ||
+        config_int(m, p, "num_layers", 1, 0, 1, 100000, &s->model.num_layers, err) ||
+        config_int(m, p, "hidden_size", 1, 0, 1, 1000000, &s->model.hidden_size, err) ||
+        config_int(m, p, "num_attention_heads", 1, 0, 1, 100000, &s->model.num_attention_heads, err) ||
+        config_int(m, p, "ffn_hidden_size", 0, 4 * s->model.hidden_size, 1, 10000000, &s->model.ffn_hidden_size, err) ||
+        config_int(m, p, "seq_length", 1, 0, 1, 100000000, &s->model.seq_length, err) ||
+        config_int(m, p, "vocab_size", 1, 0, 1, 100000000, &s->model.vocab_size, err) ||
+        config_int(m, p, "num_query_groups", 0, s->model.num_attention_heads, 1, 100000, &s->model.num_query_groups, err) ||
+        config_bool(m, p, "swiglu", 0, &s->model.swiglu, err) ||
+        config_int(m, p, "num_experts", 0, 0, 0, 100000, &s->model.num_experts, err) ||
+        config_int(m, p, "moe_router_topk", 0, 0, 0, 100000, &v, err) ||
+        config_enum(m, p, "attention", attention, ATTENTION_UNFUSED, &e, err))
+        return -1;
+    s->model.moe_router_topk = (int)v;
+    s->model.attention = (attention_impl)e;
+    if (s->model.hidden_size % s->model.num_attention_heads)
+        return config_fail(err, "%s.hidden_size: %lld is not a multiple of num_attention_heads=%lld", p,
+                           s->model.hidden_size, s->model.num_attention_heads);
+    if (s->model.num_attention_heads % s->model.num_query_groups)
+        return config_fail(err, "%s.num_query_groups: %lld does not divide num_attention_heads=%lld", p,
+                           s->model.num_query_groups, s->model.num_attention_heads);
+    if (s->model.num_experts > 0 && (s->model.moe_router_topk < 1 || s->model.moe_router_topk > s->model.num_experts))
+        return config_fail(err, "%s.moe_router_topk: %d must be in 1..num_experts=%lld when experts are used", p,
+                           s->model.moe_router_topk, s->model.num_experts);
+    if (s->model.num_experts == 0 && s->model.moe_router_topk != 0)
+        return config_fail(err, "%s.moe_router_topk: %d without num_experts", p, s->model.moe_router_topk);
+    return 0;
+}
+
+static int parse_training(json_t *t, scenario_config *s, config_error *err)
+{
+    static const char *const keys[] = {"global_batch_size", "micro_batch_size", "precision",
+                                       "recompute_granularity", "optimizer", "tokens", NULL};
+    static const char *const precisions[] = {"fp32", "tf32", "fp16", "bf16", "fp8", NULL};
+    static const char *const recompute[] = {"none", "selective", "full", NULL};
+    static const char *const optimizers[] = {"adam", "sgd", NULL};
+    const char *p = S ".training";
+    int prec, rec, opt;
+    if (config_check_keys(t, p, keys, err) ||
+        config_int(t, p, "global_batch_size", 1, 0, 1, 100000000, &s->training.global_batch_size, err) ||
+        config_int(t, p, "micro_batch_size", 0, 1, 1, 100000000, &s->training.micro_batch_size, err) ||
+        config_enum(t, p, "precision", precisions, PREC_BF16, &prec, err) ||
+        config_enum(t, p, "recompute_granularity", recompute, RECOMPUTE_NONE, &rec, err) ||
+        config_enum(t, p, "optimizer", optimizers, OPTIMIZER_ADAM, &opt, err) ||
+        config_num(t, p, "tokens", 0, 0, 0, 1e18, 0, &s->training.tokens, err))
+        return -1;
+    s->training.precision = (precision_kind)prec;
+    s->training.recompute = (recompute_kind)rec;
+    s->training.optimizer = (optimizer_kind)opt;
+    if (s->platform.gpu.peak_tflops[prec] <= 0)
+        return config_fail(err, "%s.precision: %s is not supported by %s (its peak_tflops.%s is 0)", p,
+                           precisions[prec], s->platform.gpu.name, precisions[prec]);
+    return 0;
+}
+
+static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
+{
+    static const char *const keys[] = {"tensor_model_parallel_size", "pipeline_model_parallel_size",
+                                       "data_parallel_size", "virtual_pipeline_model_parallel_size",
+                                       "sequence_parallel", "context_parallel_size", "expert_model_parallel_size",
+                                       "zero_stage", "schedule", "overlap_grad_reduce", "bucket_size_mb",
+                                       "pipeline_layers", NULL};
+    static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
+    const char *p = S ".parallel";
+    long long tp, pp, dp, vpp, cp, ep, zero;
+    int sched;
+    if (config_check_keys(par, p, keys, err) ||
+        config_int(par, p, "tensor_model_parallel_size", 0, 1, 1, 1048576, &tp, err) ||
+        config_int(par, p, "pipeline_model_parallel_size", 0, 1, 1, 1048576, &pp, err) ||
+        config_int(par, p, "virtual_pipeline_model_parallel_size", 0, 1, 1, 1024, &vpp, err) ||
+        config_int(par, p, "context_parallel_size", 0, 1, 1, 1048576, &cp, err) ||
+        config_int(par, p, "expert_model_parallel_size", 0, 1, 1, 1048576, &ep, err) ||
+        config_int(par, p, "zero_stage", 0, 1, 0, 3, &zero, err) ||
+        config_bool(par, p, "sequence_parallel", 0, &s->parallel.sequence_parallel, err) ||
+        config_enum(par, p, "schedule", schedules, PIPELINE_1F1B, &sched, err) ||
+        config_bool(par, p, "overlap_grad_reduce", 1, &s->parallel.overlap_grad_reduce, err) ||
+        config_num(par, p, "bucket_size_mb", 0, 40, 0, 1e6, 1, &s->parallel.bucket_size_mb, err))
+        return -1;
+    long long platform_gpus = (long long)s->platform.network.nodes * s->platform.node.gpus;
+    long long model_ranks = tp * pp * cp;
+    if (model_ranks > platform_gpus)
+        return config_fail(err, "%s: tensor x pipeline x context parallel = %lld x %lld x %lld = %lld GPUs, more than "
+                                "the platform's %lld", p, tp, pp, cp, model_ranks, platform_gpus);
+    if (json_object_get(par, "data_parallel_size")) {
+        if (config_int(par, p, "data_parallel_size", 1, 0, 1, 1048576, &dp, err))
+            return -1;
+        if (model_ranks * dp > platform_gpus)
+            return config_fail(err, "%s.data_parallel_size: %lld x (TP x PP x CP = %lld) = %lld GPUs, more than the "
+                                    "platform's %lld", p, dp, model_ranks, model_ranks * dp, platform_gpus);
+    } else {
+        if (platform_gpus % model_ranks)
+            return config_fail(err, "%s.data_parallel_size: omitted, but the platform's %lld GPUs are not a multiple "
+                                    "of TP x PP x CP = %lld", p, platform_gpus, model_ranks);
+        dp = platform_gpus / model_ranks;
+    }
+    s->parallel.tp = (int)tp;
+    s->parallel.pp = (int)pp;
+    s->parallel.dp = (int)dp;
+    s->parallel.vpp = (int)vpp;
+    s->parallel.cp = (int)cp;
+    s->parallel.ep = (int)ep;
+    s->parallel.zero_stage = (int)zero;
+    s->parallel.schedule = (pipeline_kind)sched;
+
+    /* Layout rules (Megatron-LM's). */
+    if (s->model.num_attention_heads % tp)
+        return config_fail(err, "%s.tensor_model_parallel_size: %lld does not divide num_attention_heads=%lld", p, tp,
+                           s->model.num_attention_heads);
+    if (s->model.num_query_groups % tp)
+        return config_fail(err, "%s.tensor_model_parallel_size: %lld does not divide num_query_groups=%lld", p, tp,
+                           s->model.num_query_groups);
+    if (s->model.ffn_hidden_size % tp)
+        return config_fail(err, "%s.tensor_model_parallel_size: %lld does not divide ffn_hidden_size=%lld", p, tp,
+                           s->model.ffn_hidden_size);
+    if (s->model.vocab_size % tp)
+        return config_fail(err, "%s.tensor_model_parallel_size: %lld does not divide vocab_size=%lld (the vocabulary "
+                                "is split over TP; pad it)", p, tp, s->model.vocab_size);
+    if (s->model.seq_length % cp)
+        return config_fail(err, "%s.context_parallel_size: %lld does not divide seq_length=%lld", p, cp,
+                           s->model.seq_length);
+    if (s->parallel.sequence_parallel && s->model.seq_length / cp % tp)
+        return config_fail(err, "%s.sequence_parallel: seq_length/CP = %lld is not a multiple of TP=%lld", p,
+                           s->model.seq_length / cp, tp);
+    if (ep > 1 && (s->model.num_experts == 0 || s->model.num_experts % ep))
+        return config_fail(err, "%s.expert_model_parallel_size: %lld does not divide num_experts=%lld", p, ep,
+                           s->model.num_experts);
+    if (ep > 1 && (dp * cp) % ep)
+        return config_fail(err, "%s.expert_model_parallel_size: %lld does not divide data x context parallel = %lld", p,
+                           ep, dp * cp);
+    long long per_replica = s->training.micro_batch_size * dp;
+    if (s->training.global_batch_size % per_replica)
+        return config_fail(err, S ".training.global_batch_size: %lld is not a multiple of micro_batch_size x "
+                                "data_parallel_size = %lld x %lld", s->training.global_batch_size,
+                           s->training.micro_batch_size, dp);
+    long long m = s->training.global_batch_size / per_replica;
+    if (sched == PIPELINE_INTERLEAVED) {
+        if (vpp < 2)
+            return config_fail(err, "%s.schedule: interleaved needs virtual_pipeline_model_parallel_size > 1, got %lld",
+                               p, vpp);
+        if (m % pp)
+            return config_fail(err, "%s.schedule: interleaved needs the micro-batches per pipeline (%lld) to be a "
+                                    "multiple of pipeline_model_parallel_size=%lld", p, m, pp);
+    } else if (vpp > 1) {
+        return config_fail(err, "%s.virtual_pipeline_model_parallel_size: %lld needs schedule \"interleaved\", got "
+                                "\"%s\"", p, vpp, schedules[sched]);
+    }
+
+    json_t *layers = json_object_get(par, "pipeline_layers");
+    if (layers) {
+        if (!json_is_array(layers) || (long long)json_array_size(layers) != pp)
+            return config_fail(err, "%s.pipeline_layers: expected a list of %lld layer counts (one per stage)", p, pp);
+        s->parallel.pipeline_layers = calloc((size_t)pp, sizeof(int));
+        s->parallel.pipeline_layers_count = (int)pp;
+        long long sum = 0;
+        for (long long i = 0; i < pp; i++) {
+            json_t *v = json_array_get(layers, (size_t)i);
+            if (!json_is_integer(v) || json_integer_value(v) < vpp || json_integer_value(v) > 100000)
+                return config_fail(err, "%s.pipeline_layers[%lld]: expected an integer >= %lld (the model chunks per "
+                                        "stage)", p, i, vpp);
+            s->parallel.pipeline_layers[i] = (int)json_integer_value(v);
+            sum += json_integer_value(v);
+        }
+        if (sum != s->model.num_layers)
+            return config_fail(err, "%s.pipeline_layers: sum to %lld, not num_layers=%lld", p, sum,
+                               s->model.num_layers);
+    } else {
+        if (s->model.num_layers % pp)
+            return config_fail(err, "%s.pipeline_model_parallel_size: %lld does not divide num_layers=%lld (give "
+                                    "pipeline_layers for an uneven split)", p, pp, s->model.num_layers);
+        if (s->model.num_layers / pp < vpp)
+            return config_fail(err, "%s.virtual_pipeline_model_parallel_size: %lld chunks per stage but only %lld "
+                                    "layers per stage", p, vpp, s->model.num_layers / pp);
+    }
+    return 0;
+}
+
+static int parse_faults(json_t *f, scenario_config *s, config_error *err)
+{
+    static const char *const keys[] = {"gpu_mtbf_hours", "node_mtbf_hours", "weibull_shape", "detect_s",
+                                       "restart_s", "checkpoint_interval_s", "checkpoint_write", "horizon_days",
+                                       "seed", "degraded_links", "stragglers", "spare_nodes", "repair_hours",
+                                       "elastic", "failure_trace", NULL};
+    static const char *const writes[] = {"sync", "async", NULL};
+    const char *p = S ".faults";
+    long long seed, spares;
+    int w;
+    if (config_check_keys(f, p, keys, err) ||
+        config_num(f, p, "gpu_mtbf_hours", 0, 0, 0, 1e12, 0, &s->faults.gpu_mtbf_hours, err) ||
+        config_num(f, p, "node_mtbf_hours", 0, 0, 0, 1e12, 0, &s->faults.node_mtbf_hours, err) ||
+        config_num(f, p, "weibull_shape", 0, 1, 0.01, 100, 0, &s->faults.weibull_shape, err) ||
+        config_num(f, p, "detect_s", 0, 120, 0, 1e9, 0, &s->faults.detect_s, err) ||
+        config_num(f, p, "restart_s", 0, 600, 0, 1e9, 0, &s->faults.restart_s, err) ||
+        config_num(f, p, "checkpoint_interval_s", 0, 1800, 0, 1e9, 1, &s->faults.checkpoint_interval_s, err) ||
+        config_enum(f, p, "checkpoint_write", writes, 1, &w, err) ||
+        config_num(f, p, "horizon_days", 0, 30, 0, 1e5, 1, &s->faults.horizon_days, err) ||
+        config_int(f, p, "seed", 0, 1, 0, (long long)9e18, &seed, err) ||
+        config_int(f, p, "spare_nodes", 0, 0, 0, 1048576, &spares, err) ||
+        config_num(f, p, "repair_hours", 0, 24, 0, 1e9, 0, &s->faults.repair_hours, err) ||
+        config_bool(f, p, "elastic", 0, &s->faults.elastic, err) ||
+        config_str(f, p, "failure_trace", 0, "", s->faults.failure_trace, sizeof s->faults.failure_trace, err))
+        return -1;
+    s->faults.checkpoint_async = w == 1;
+    s->faults.seed = (unsigned long long)seed;
+    s->faults.spare_nodes = (int)spares;
+    int gpus = scenario_gpus(s), gpn = s->platform.node.gpus;
+    int nodes = (gpus + gpn - 1) / gpn;
+
+    json_t *list = json_object_get(f, "degraded_links");
+    if (list) {
+        if (!json_is_array(list) || json_array_size(list) > 1048576)
+            return config_fail(err, "%s.degraded_links: expected a list of {node, nic, bandwidth_factor}", p);
+        s->faults.degraded_count = (int)json_array_size(list);
+        s->faults.degraded = calloc(json_array_size(list) + 1, sizeof *s->faults.degraded);
+        for (int i = 0; i < s->faults.degraded_count; i++) {
+            static const char *const k[] = {"node", "nic", "bandwidth_factor", NULL};
+            char sub[128];
+            snprintf(sub, sizeof sub, "%s.degraded_links[%d]", p, i);
+            json_t *d = json_array_get(list, (size_t)i);
+            long long node, nic;
+            if (!json_is_object(d))
+                return config_fail(err, "%s: expected an object {node, nic, bandwidth_factor}", sub);
+            if (config_check_keys(d, sub, k, err) || config_int(d, sub, "node", 1, 0, 0, nodes - 1, &node, err) ||
+                config_int(d, sub, "nic", 1, 0, 0, s->platform.node.nics > 0 ? s->platform.node.nics - 1 : 0, &nic, err) ||
+                config_num(d, sub, "bandwidth_factor", 1, 0, 0, 1, 1, &s->faults.degraded[i].bandwidth_factor, err))
+                return -1;
+            s->faults.degraded[i].node = (int)node;
+            s->faults.degraded[i].nic = (int)nic;
+        }
+    }
+    list = json_object_get(f, "stragglers");
+    if (list) {
+        if (!json_is_array(list) || json_array_size(list) > 1048576)
+            return config_fail(err, "%s.stragglers: expected a list of {gpu, slowdown}", p);
+        s->faults.straggler_count = (int)json_array_size(list);
+        s->faults.stragglers = calloc(json_array_size(list) + 1, sizeof *s->faults.stragglers);
+        for (int i = 0; i < s->faults.straggler_count; i++) {
+            static const char *const k[] = {"gpu", "slowdown", NULL};
+            char sub[128];
+            snprintf(sub, sizeof sub, "%s.stragglers[%d]", p, i);
+            json_t *d = json_array_get(list, (size_t)i);
+            long long gpu;
+            if (!json_is_object(d))
+                return config_fail(err, "%s: expected an object {gpu, slowdown}", sub);
+            if (config_check_keys(d, sub, k, err) || config_int(d, sub, "gpu", 1, 0, 0, gpus - 1, &gpu, err) ||
+                config_num(d, sub, "slowdown", 1, 0, 1, 1e6, 0, &s->faults.stragglers[i].slowdown, err))
+                return -1;
+            s->faults.stragglers[i].gpu = (int)gpu;
+        }
+    }
+    return 0;
+}
+
+static int parse_run(json_t *r, scenario_config *s, config_error *err)
+{
+    static const char *const keys[] = {"steps", "fidelity", NULL};
+    static const char *const fidelities[] = {"analytic", "flow", NULL};
+    long long steps;
+    if (config_check_keys(r, S ".run", keys, err) || config_int(r, S ".run", "steps", 0, 1, 1, 1000000, &steps, err) ||
+        config_enum(r, S ".run", "fidelity", fidelities, 0, &s->run.fidelity_flow, err))
+        return -1;
+    s->run.steps = (int)steps;
+    return 0;
+}
+
+static int load_calibration(json_t *root, const char *base_dir, scenario_config *s, config_error *err)
+{
+    json_t *cal = json_object_get(root, "calibration");
+    if (json_is_object(cal))
+        return calibration_parse(cal, S ".calibration", &s->calibration, err);
+    char path[CFG_PATH_MAX];
+    if (json_is_string(cal)) {
+        if (config_resolve_path(json_string_value(cal), base_dir, path, sizeof path) != 0)
+            return config_fail(err, S ".calibration: '%s' not found (looked in %s and the repository root)",
+                               json_string_value(cal), base_dir);
+    } else if (cal) {
+        return config_fail(err, S ".calibration: expected a file path or an object");
+    } else if (s->platform.calibration[0]) {
+        snprintf(path, sizeof path, "%s", s->platform.calibration);
+    } else {
+        return config_fail(err, S ".calibration: not given, and platform '%s' names no default calibration",
+                           s->platform.name);
+    }
+    return calibration_load(path, &s->calibration, err);
+}
+
+int scenario_load_json(void *json_root, const char *base_dir, const char *const *overrides, int n_overrides,
+                       scenario_config *out, config_error *err)
+{
+    static const char *const top[] = {"name", "platform", "calibration", "model", "training", "parallel",
+                                      "faults", "run", NULL};
+    memset(out, 0, sizeof *out);
+    err->msg[0] = 0;
+    json_t *root = json_deep_copy(json_root); /* overrides must not touch the caller's document */
+    if (!root || !json_is_object(root)) {
+        json_decref(root);
+        return config_fail(err, S ": the top level must be an object");
+    }
+    char platform_dir[CFG_PATH_MAX], cal_dir[CFG_PATH_MAX];
+    snprintf(platform_dir, sizeof platform_dir, "%s", base_dir);
+    snprintf(cal_dir, sizeof cal_dir, "%s", base_dir);
+    int rc = -1;
+    for (int i = 0; i < n_overrides; i++) {
+        if (!strncmp(overrides[i], "platform.", 9) &&
+            inline_referenced(root, "platform", base_dir, platform_dir, sizeof platform_dir, err))
+            goto done;
+        if (!strncmp(overrides[i], "calibration.", 12) &&
+            inline_referenced(root, "calibration", base_dir, cal_dir, sizeof cal_dir, err))
+            goto done;
+        if (config_apply_override(root, overrides[i], err))
+            goto done;
+    }
+    if (config_check_keys(root, S, top, err) || config_str(root, S, "name", 0, "unnamed", out->name, sizeof out->name, err))
+        goto done;
+
+    json_t *plat = json_object_get(root, "platform");
+    if (json_is_string(plat)) {
+        char path[CFG_PATH_MAX];
+        if (config_resolve_path(json_string_value(plat), base_dir, path, sizeof path) != 0) {
+            config_fail(err, S ".platform: '%s' not found (looked in %s and the repository root)",
+                        json_string_value(plat), base_dir);
+            goto done;
+        }
+        if (platform_load(path, &out->platform, err))
+            goto done;
+    } else if (json_is_object(plat)) {
+        if (platform_parse(plat, S ".platform", platform_dir, &out->platform, err))
+            goto done;
+    } else {
+        config_fail(err, S ".platform: required (a file path or an object)");
+        goto done;
+    }
+    if (load_calibration(root, cal_dir, out, err))
+        goto done;
+
+    json_t *m, *t, *par, *f, *r;
+    if (config_object(root, S, "model", &m, err) || config_object(root, S, "training", &t, err) ||
+        config_object(root, S, "parallel", &par, err) || config_object(root, S, "faults", &f, err) ||
+        config_object(root, S, "run", &r, err))
+        goto done;
+    if (!m || !t) {
+        config_fail(err, S ".%s: required (an object)", !m ? "model" : "training");
+        goto done;
+    }
+    json_t *empty = json_object();
+    int bad = parse_model(m, out, err) || parse_training(t, out, err) || parse_parallel(par ? par : empty, out, err) ||
+              parse_faults(f ? f : empty, out, err) || parse_run(r ? r : empty, out, err);
+    json_decref(empty);
+    if (bad)
+        goto done;
+    rc = 0;
+done:
+    json_decref(root);
+    if (rc)
+        scenario_free(out);
+    return rc;
+}
+
+int scenario_load(const char *path, const char *const *overrides, int n_overrides, scenario_config *out,
+                  config_error *err)
+{
+    memset(out, 0, sizeof *out);
+    json_t *root = config_load_file(path, S, err);
+    if (!root)
+        return -1;
+    char dir[CFG_PATH_MAX];
+    config_dirname(path, dir, sizeof dir);
+    int rc = scenario_load_json(root, dir, overrides, n_overrides, out, err);
+    json_decref(root);
+    if (rc == 0)
+        snprintf(out->path, sizeof out->path, "%s", path);
+    return rc;
+}

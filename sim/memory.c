@@ -1,0 +1,123 @@
+/* Memory per GPU; see memory.h. */
+#include <string.h>
+#include "memory.h"
+#include "params.h"
+
+static int is_half(precision_kind p)
+{
+    return p == PREC_FP16 || p == PREC_BF16 || p == PREC_FP8;
+}
+
+void memory_model_states(double params, int shards, int zero_stage, precision_kind prec,
+                         optimizer_kind opt, memory_breakdown *out)
+{
+    memset(out, 0, sizeof *out);
+    double w = is_half(prec) ? 2 : 4, g = w;
+    /* Adam: two fp32 moments, plus the fp32 master copy under mixed precision; SGD with
+     * momentum: one fp32 buffer (+ master). */
+    double k = (opt == OPTIMIZER_SGD ? 4 : 8) + (is_half(prec) ? 4 : 0);
+    if (shards < 1)
+        shards = 1;
+    out->weights = params * w / (zero_stage >= 3 ? shards : 1);
+    out->gradients = params * g / (zero_stage >= 2 ? shards : 1);
+    out->optimizer = params * k / (zero_stage >= 1 ? shards : 1);
+    out->total = out->weights + out->gradients + out->optimizer;
+}
+
+double memory_layer_activations(const scenario_config *s)
+{
+    double b = (double)s->training.micro_batch_size;
+    double cp = s->parallel.cp > 0 ? s->parallel.cp : 1, t = s->parallel.tp > 0 ? s->parallel.tp : 1;
+    double sq = (double)s->model.seq_length / cp, h = (double)s->model.hidden_size;
+    double a = (double)s->model.num_attention_heads, f = (double)s->model.ffn_hidden_size;
+    double kv = h * (double)s->model.num_query_groups / a;
+    double scale = is_half(s->training.precision) ? 1.0 : 2.0; /* formulas count 16-bit values */
+    double sbh = sq * b * h;
+
+    if (s->training.recompute == RECOMPUTE_FULL) /* only the layer input is kept */
+        return 2.0 * sbh * scale / (s->parallel.sequence_parallel ? t : 1);
+
+    /* Korthikanti et al. per layer, 16-bit activations, 1-byte dropout masks:
+     *   attention: input 2sbh, Q 2sbh, K and V 2sb*kv each, projection input 2sbh, dropout
+     *              mask sbh  (= 11 sbh for MHA), plus scores: softmax output 2as^2b, dropout
+     *              mask as^2b, dropout output 2as^2b (= 5as^2b);
+     *   MLP: input 2sbh, the two f-wide tensors 4sbf (SwiGLU keeps 3: 6sbf), mask sbh;
+     *   two LayerNorm inputs 4sbh.   For f = 4h, MHA: 34 sbh + 5 as^2 b.
+     * Without SP, 10 sbh (norm inputs, masks, QKV and FC1 inputs) are replicated on every TP
+     * rank; the rest is split. Selective recomputation and flash attention drop the scores. */
+    double mlp_f = (s->model.swiglu ? 6.0 : 4.0) * sq * b * f;
+    if (s->model.num_experts > 0)
+        mlp_f *= s->model.moe_router_topk > 0 ? s->model.moe_router_topk : 1;
+    double total = (7.0 + 4.0 * kv / h + 4.0 + 3.0) * sbh + mlp_f;
+    double scores = 5.0 * a * sq * sq * b * cp; /* each CP rank's queries against all keys */
+    int keep_scores = s->training.recompute == RECOMPUTE_NONE && s->model.attention == ATTENTION_UNFUSED;
+    double split = keep_scores ? scores / t : 0;
+    double per_layer;
+    if (s->parallel.sequence_parallel)
+        per_layer = total / t + split;
+    else
+        per_layer = 10.0 * sbh + (total - 10.0 * sbh) / t + split;
+    return per_layer * scale;
+}
+
+static void stage_layers(const scenario_config *s, int stage, int *layers_on_stage)
+{
+    int P = s->parallel.pp, V = s->parallel.vpp > 0 ? s->parallel.vpp : 1;
+    int buf[4096];
+    char err[256];
+    *layers_on_stage = 0;
+    if (P * V > 4096 || pipeline_layer_split((int)s->model.num_layers, P, V, s->parallel.pipeline_layers, buf,
+                                             err, sizeof err) != 0)
+        return;
+    for (int c = 0; c < V; c++)
+        *layers_on_stage += buf[pipeline_virtual_stage(P, stage, c)];
+}
+
+int memory_model_stage(const scenario_config *s, int stage, int in_flight, memory_breakdown *out)
+{
+    int shards = s->parallel.dp * (s->parallel.cp > 0 ? s->parallel.cp : 1);
+    double params = params_stage_per_gpu(s, stage);
+    memory_model_states(params, shards, s->parallel.zero_stage, s->training.precision, s->training.optimizer, out);
+
+    int V = s->parallel.vpp > 0 ? s->parallel.vpp : 1, L = 0;
+    stage_layers(s, stage, &L);
+    double act_bytes = is_half(s->training.precision) ? 2 : 4;
+    double t = s->parallel.tp, cp = s->parallel.cp > 0 ? s->parallel.cp : 1;
+    double tokens = (double)s->training.micro_batch_size * (double)s->model.seq_length / cp;
+    double h = (double)s->model.hidden_size;
+    /* Each in-flight (chunk, micro-batch) holds one chunk's layers. */
+    out->activations = in_flight * ((double)L / V) * memory_layer_activations(s);
+    if (stage == s->parallel.pp - 1) /* fp32 logits of one micro-batch for the loss */
+        out->activations += tokens * (double)s->model.vocab_size / t * 4;
+    if (stage == 0) /* embedding output of the in-flight micro-batches */
+        out->activations += in_flight * tokens * h * act_bytes;
+
+    /* Buffers: two DP gradient buckets in flight, pipeline send/receive buffers, and with
+     * ZeRO-3 the gathered weights of two layers (current + prefetched). */
+    double bucket = (s->parallel.bucket_size_mb > 0 ? s->parallel.bucket_size_mb : 40) * 1048576.0;
+    out->buffers = (shards > 1 ? 2 * bucket : 0) + (s->parallel.pp > 1 ? 4 * tokens * h * act_bytes : 0);
+    if (s->parallel.zero_stage >= 3 && shards > 1) {
+        layer_params lp = params_layer_per_gpu(s);
+        out->buffers += 2 * (lp.dense + lp.expert) * act_bytes;
+    }
+    out->total = out->weights + out->gradients + out->optimizer + out->activations + out->buffers;
+    out->capacity = s->platform.gpu.memory_gib * 1073741824.0;
+    out->oom = out->capacity > 0 && out->total > out->capacity;
+    return 0;
+}
+
+int memory_model_worst_stage(const scenario_config *s, const pipeline_schedule *sched, memory_breakdown *out,
+                             int *worst_stage)
+{
+    memset(out, 0, sizeof *out);
+    *worst_stage = 0;
+    for (int p = 0; p < sched->stages; p++) {
+        memory_breakdown m;
+        memory_model_stage(s, p, pipeline_schedule_peak_in_flight(sched, p), &m);
+        if (p == 0 || m.total > out->total) {
+            *out = m;
+            *worst_stage = p;
+        }
+    }
+    return 0;
+}
