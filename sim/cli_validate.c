@@ -14,10 +14,13 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: dtsim validate CASES.json [--json FILE|-]\n"
+            "usage: dtsim validate CASES.json [--json FILE|-] [--max-mean-error X] [--max-error X]\n"
             "Simulates each case's scenario and compares the figures under \"expect\" with the\n"
-            "prediction; a case passes when |predicted - expected| / expected <= tolerance.\n"
-            "exit: 0 all within tolerance, 1 some outside, 2 bad input\n");
+            "prediction; a case passes when |predicted - expected| / expected <= its tolerance.\n"
+            "  --max-mean-error X  instead of the per-case tolerances, pass when the mean absolute\n"
+            "                      relative error is <= X (and --max-error, if given, holds)\n"
+            "  --max-error X       pass when every figure's absolute relative error is <= X\n"
+            "exit: 0 within tolerance, 1 outside, 2 bad input\n");
 }
 
 static const char *case_id(json_t *c, int i, char *buf, size_t n)
@@ -32,12 +35,22 @@ static const char *case_id(json_t *c, int i, char *buf, size_t n)
 int cli_validate(int argc, char **argv)
 {
     const char *cases_path = NULL, *json_path = NULL;
+    double max_mean = -1, max_err = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
         } else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
             json_path = argv[++i];
+        } else if ((!strcmp(argv[i], "--max-mean-error") || !strcmp(argv[i], "--max-error")) && i + 1 < argc) {
+            char *end;
+            double v = strtod(argv[i + 1], &end);
+            if (*argv[i + 1] == 0 || *end || !(v >= 0)) {
+                fprintf(stderr, "dtsim validate: %s: '%s' is not a non-negative number\n", argv[i], argv[i + 1]);
+                return 2;
+            }
+            *(!strcmp(argv[i], "--max-error") ? &max_err : &max_mean) = v;
+            i++;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "dtsim validate: unknown option or missing value: %s\n", argv[i]);
             return 2;
@@ -142,8 +155,16 @@ int cli_validate(int argc, char **argv)
                 rc = 1;
             json_decref(doc);
         }
-        if (rc == 0 && n_outside > 0)
+        if (max_mean >= 0 || max_err >= 0) {
+            int ok = (max_mean < 0 || mape <= max_mean) && (max_err < 0 || max_abs <= max_err);
+            fprintf(human, "aggregate gate: mean %.1f%% (limit %s), largest %.1f%% (limit %s): %s\n", 100 * mape,
+                    max_mean >= 0 ? "set" : "none", 100 * max_abs, max_err >= 0 ? "set" : "none",
+                    ok ? "pass" : "FAIL");
+            if (rc == 0 && !ok)
+                rc = 1;
+        } else if (rc == 0 && n_outside > 0) {
             rc = 1;
+        }
     }
     json_decref(out_cases);
     json_decref(root);

@@ -135,7 +135,7 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
         config_int(par, p, "zero_stage", 0, 1, 0, 3, &zero, err) ||
         config_bool(par, p, "sequence_parallel", 0, &s->parallel.sequence_parallel, err) ||
         config_enum(par, p, "schedule", schedules, PIPELINE_1F1B, &sched, err) ||
-        config_bool(par, p, "overlap_grad_reduce", 1, &s->parallel.overlap_grad_reduce, err) ||
+        config_bool(par, p, "overlap_grad_reduce", 0, &s->parallel.overlap_grad_reduce, err) ||
         config_num(par, p, "bucket_size_mb", 0, 40, 0, 1e6, 1, &s->parallel.bucket_size_mb, err))
         return -1;
     long long platform_gpus = (long long)s->platform.network.nodes * s->platform.node.gpus;
@@ -345,6 +345,38 @@ static int load_calibration(json_t *root, const char *base_dir, scenario_config 
     return calibration_load(path, &s->calibration, err);
 }
 
+/* Before an override of calibration.x in a scenario that names no calibration: make the
+ * platform's default calibration explicit, so the override has a file to start from. */
+static int name_default_calibration(json_t *root, const char *base_dir, config_error *err)
+{
+    if (json_object_get(root, "calibration"))
+        return 0;
+    json_t *plat = json_object_get(root, "platform");
+    char plat_dir[CFG_PATH_MAX], path[CFG_PATH_MAX];
+    json_t *loaded = NULL;
+    snprintf(plat_dir, sizeof plat_dir, "%s", base_dir);
+    if (json_is_string(plat)) {
+        if (config_resolve_path(json_string_value(plat), base_dir, path, sizeof path) != 0)
+            return config_fail(err, S ".platform: '%s' not found (looked in %s and the repository root)",
+                               json_string_value(plat), base_dir);
+        loaded = config_load_file(path, "platform", err);
+        if (!loaded)
+            return -1;
+        config_dirname(path, plat_dir, sizeof plat_dir);
+        plat = loaded;
+    }
+    json_t *cal = json_is_object(plat) ? json_object_get(plat, "calibration") : NULL;
+    int rc = 0;
+    if (json_is_string(cal)) {
+        if (config_resolve_path(json_string_value(cal), plat_dir, path, sizeof path) == 0)
+            json_object_set_new(root, "calibration", json_string(path));
+        else
+            rc = config_fail(err, "platform.calibration: '%s' not found", json_string_value(cal));
+    }
+    json_decref(loaded);
+    return rc;
+}
+
 int scenario_load_json(void *json_root, const char *base_dir, const char *const *overrides, int n_overrides,
                        scenario_config *out, config_error *err)
 {
@@ -364,6 +396,8 @@ int scenario_load_json(void *json_root, const char *base_dir, const char *const 
     for (int i = 0; i < n_overrides; i++) {
         if (!strncmp(overrides[i], "platform.", 9) &&
             inline_referenced(root, "platform", base_dir, platform_dir, sizeof platform_dir, err))
+            goto done;
+        if (!strncmp(overrides[i], "calibration.", 12) && name_default_calibration(root, base_dir, err))
             goto done;
         if (!strncmp(overrides[i], "calibration.", 12) &&
             inline_referenced(root, "calibration", base_dir, cal_dir, sizeof cal_dir, err))
