@@ -1,0 +1,42 @@
+/* The CPU backend's table. */
+#include "cpu_internal.h"
+
+static const kernels_backend cpu_backend = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .memset_zero = cpu_memset_zero,
+    .copy_to_device = cpu_copy,
+    .copy_to_host = cpu_copy,
+    .copy = cpu_copy,
+    .synchronize = cpu_synchronize,
+    .event_create = cpu_event_create,
+    .event_destroy = cpu_event_destroy,
+    .event_record = cpu_event_record,
+    .event_elapsed_s = cpu_event_elapsed_s,
+    .encoder_forward = cpu_encoder_forward,
+    .encoder_backward = cpu_encoder_backward,
+    .layernorm_forward = cpu_layernorm_forward,
+    .layernorm_backward = cpu_layernorm_backward,
+    .matmul_forward = cpu_matmul_forward,
+    .matmul_backward = cpu_matmul_backward,
+    .attention_forward = cpu_attention_forward,
+    .attention_backward = cpu_attention_backward,
+    .gelu_forward = cpu_gelu_forward,
+    .gelu_backward = cpu_gelu_backward,
+    .residual_forward = cpu_residual_forward,
+    .softmax_forward = cpu_softmax_forward,
+    .cross_entropy_forward = cpu_cross_entropy_forward,
+    .cross_entropy_backward = cpu_cross_entropy_backward,
+    .adamw_update = cpu_adamw_update,
+    .round_to_precision = cpu_round_to_precision,
+    .cast_to_half = cpu_cast_to_half,
+    .cast_from_half = cpu_cast_from_half,
+    .sum_squares = cpu_sum_squares,
+    .has_inf_or_nan = cpu_has_inf_or_nan,
+};
+
+const kernels_backend *kernels_cpu(void)
+{
+    return &cpu_backend;
+}

@@ -1,0 +1,46 @@
+/* The CPU backend's kernels (one file per family in kernels/cpu/), gathered into one table by backend.c. */
+#ifndef DTSIM_KERNELS_CPU_INTERNAL_H
+#define DTSIM_KERNELS_CPU_INTERNAL_H
+#include "kernels.h"
+
+void *cpu_alloc(size_t bytes);
+void cpu_free(void *p);
+void cpu_memset_zero(void *p, size_t bytes);
+void cpu_copy(void *dst, const void *src, size_t bytes);
+void cpu_synchronize(void);
+kernels_event *cpu_event_create(void);
+void cpu_event_destroy(kernels_event *e);
+void cpu_event_record(kernels_event *e);
+double cpu_event_elapsed_s(kernels_event *start, kernels_event *end);
+
+void cpu_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B, int T, int C);
+void cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B, int T, int C);
+void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
+                           const float *bias, int N, int C);
+void cpu_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                            const float *weight, const float *mean, const float *rstd, int N, int C);
+void cpu_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC,
+                        kernels_precision prec);
+void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                         const float *weight, int N, int C, int OC, kernels_precision prec);
+void cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH,
+                           kernels_precision prec);
+void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
+                            int B, int T, int C, int NH, kernels_precision prec);
+void cpu_gelu_forward(float *out, const float *inp, size_t N);
+void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N);
+void cpu_residual_forward(float *out, const float *a, const float *b, size_t N);
+void cpu_softmax_forward(float *out, const float *inp, int rows, int cols);
+void cpu_cross_entropy_forward(float *losses, const float *logits, const int *targets, int N, int V);
+void cpu_cross_entropy_backward(float *dlogits, const float *logits, const int *targets, float dloss, int N, int V);
+void cpu_adamw_update(float *params, const float *grads, float *m, float *v, size_t n, float lr, float beta1,
+                      float beta2, float eps, float weight_decay, int t, float grad_scale);
+void cpu_round_to_precision(float *x, size_t n, kernels_precision prec);
+void cpu_cast_to_half(uint16_t *out, const float *in, size_t n, kernels_precision prec);
+void cpu_cast_from_half(float *out, const uint16_t *in, size_t n, kernels_precision prec);
+double cpu_sum_squares(const float *x, size_t n);
+int cpu_has_inf_or_nan(const float *x, size_t n);
+
+/* A rounded copy of x (the caller frees), or NULL for fp32 (use x as is). */
+float *cpu_rounded_copy(const float *x, size_t n, kernels_precision prec);
+#endif
