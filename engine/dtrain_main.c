@@ -1,0 +1,179 @@
+/* dtrain: the training engine's command line (DESIGN.md, CLI contract). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "train.h"
+
+#ifndef DTRAIN_DEFAULT_DATA
+#define DTRAIN_DEFAULT_DATA "build/data/corpus.tok"
+#endif
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: dtrain [options]\n"
+            "Trains a GPT-2 style model on one rank (CPU or one GPU).\n\n"
+            "  --device cpu|cuda        kernels to run on (default cpu)\n"
+            "  --model tiny|small|FILE  tiny: 4 layers, hidden 128, 4 heads, seq 64; small: GPT-2 124M;\n"
+            "                           FILE.json: {num_layers, hidden, heads, seq_len[, vocab]} (default tiny)\n"
+            "  --data FILE              token file (default: the bundled corpus, %s)\n"
+            "  --micro-batch B          sequences per micro-batch (default 8)\n"
+            "  --global-batch G         sequences per step, a multiple of B (default B)\n"
+            "  --precision fp32|bf16|fp16  compute precision, fp32 master weights (default fp32)\n"
+            "  --steps N                optimizer steps (default 200)\n"
+            "  --lr X                   peak learning rate (default 1e-3)\n"
+            "  --warmup N               warm-up steps (default steps/10)\n"
+            "  --weight-decay W         AdamW decay of the weight matrices (default 0.1)\n"
+            "  --grad-clip C            global gradient norm clip, 0 = off (default 1.0)\n"
+            "  --loss-scale S           initial fp16 loss scale (default 65536)\n"
+            "  --loss-scale-window N    good steps before the fp16 scale doubles (default 1000)\n"
+            "  --seed S                 initialisation and data order (default 1)\n"
+            "  --log-json FILE|-        one JSON object per step, then the final one with params_crc32\n"
+            "  --log-crc                add params_crc32 to every step line\n"
+            "  --profile FILE           per-op times to FILE and a Chrome trace to FILE.trace.json\n"
+            "  --inject-overflow STEP   test aid: an inf in the gradients at STEP (exercises loss scaling)\n"
+            "  --tp/--pp/--dp/--zero/--schedule/--vpp, --ckpt-dir/--ckpt-every/--resume: parallel layouts\n"
+            "                           and checkpoints are not in this build yet; only the 1-rank values\n"
+            "                           (1, 1, 1, 0, 1f1b, 1) are accepted\n"
+            "exit: 0 ok, 2 bad input, 1 runtime failure\n",
+            DTRAIN_DEFAULT_DATA);
+}
+
+static int parse_long(const char *flag, const char *v, long lo, long hi, long *out)
+{
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || x < lo || x > hi) {
+        fprintf(stderr, "dtrain: %s: '%s' is not a whole number in %ld..%ld\n", flag, v, lo, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_double(const char *flag, const char *v, double lo, double hi, double *out)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (!*v || *end || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "dtrain: %s: '%s' is not a number in %g..%g\n", flag, v, lo, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    train_options o = {.device = "cpu", .model = "tiny", .data = DTRAIN_DEFAULT_DATA, .micro_batch = 8,
+                       .global_batch = 0, .steps = 200, .warmup = -1, .seed = 1, .lr = 1e-3,
+                       .weight_decay = 0.1, .grad_clip = 1.0, .precision = KPREC_FP32, .loss_scale = 65536,
+                       .loss_scale_window = 1000};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long n;
+        double x;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--log-crc")) {
+            o.log_crc = 1;
+            continue;
+        } else if (!strcmp(a, "--resume")) {
+            fprintf(stderr, "dtrain: --resume: checkpoints are not implemented in this build yet\n");
+            return 2;
+        }
+        if (!v) {
+            fprintf(stderr, "dtrain: %s needs a value (see --help)\n", a);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "--device")) {
+            if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
+                fprintf(stderr, "dtrain: --device: '%s' is not cpu or cuda\n", v);
+                return 2;
+            }
+            o.device = v;
+        } else if (!strcmp(a, "--model")) {
+            o.model = v;
+        } else if (!strcmp(a, "--data")) {
+            o.data = v;
+        } else if (!strcmp(a, "--micro-batch")) {
+            if (parse_long(a, v, 1, 1 << 20, &n)) return 2;
+            o.micro_batch = (int)n;
+        } else if (!strcmp(a, "--global-batch")) {
+            if (parse_long(a, v, 1, 1 << 24, &n)) return 2;
+            o.global_batch = (int)n;
+        } else if (!strcmp(a, "--steps")) {
+            if (parse_long(a, v, 1, 100000000, &n)) return 2;
+            o.steps = (int)n;
+        } else if (!strcmp(a, "--warmup")) {
+            if (parse_long(a, v, 0, 100000000, &n)) return 2;
+            o.warmup = (int)n;
+        } else if (!strcmp(a, "--seed")) {
+            if (parse_long(a, v, 0, 2147483647L, &n)) return 2;
+            o.seed = (unsigned long long)n;
+        } else if (!strcmp(a, "--lr")) {
+            if (parse_double(a, v, 0, 10, &x)) return 2;
+            o.lr = x;
+        } else if (!strcmp(a, "--weight-decay")) {
+            if (parse_double(a, v, 0, 10, &x)) return 2;
+            o.weight_decay = x;
+        } else if (!strcmp(a, "--grad-clip")) {
+            if (parse_double(a, v, 0, 1e9, &x)) return 2;
+            o.grad_clip = x;
+        } else if (!strcmp(a, "--loss-scale")) {
+            if (parse_double(a, v, 1, 1e30, &x)) return 2;
+            o.loss_scale = x;
+        } else if (!strcmp(a, "--loss-scale-window")) {
+            if (parse_long(a, v, 1, 100000000, &n)) return 2;
+            o.loss_scale_window = (int)n;
+        } else if (!strcmp(a, "--inject-overflow")) {
+            if (parse_long(a, v, 0, 100000000, &n)) return 2;
+            o.inject_overflow_step = (int)n;
+        } else if (!strcmp(a, "--precision")) {
+            if (!strcmp(v, "fp32")) o.precision = KPREC_FP32;
+            else if (!strcmp(v, "bf16")) o.precision = KPREC_BF16;
+            else if (!strcmp(v, "fp16")) o.precision = KPREC_FP16;
+            else {
+                fprintf(stderr, "dtrain: --precision: '%s' is not fp32, bf16 or fp16\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--log-json")) {
+            o.log_json = v;
+        } else if (!strcmp(a, "--profile")) {
+            o.profile = v;
+        } else if (!strcmp(a, "--tp") || !strcmp(a, "--pp") || !strcmp(a, "--dp") || !strcmp(a, "--vpp")) {
+            if (strcmp(v, "1")) {
+                fprintf(stderr, "dtrain: %s %s: parallel layouts are not implemented in this build yet (only 1)\n", a, v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--zero")) {
+            if (strcmp(v, "0")) {
+                fprintf(stderr, "dtrain: --zero %s: ZeRO needs data parallelism, not in this build yet (only 0)\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--schedule")) {
+            if (strcmp(v, "1f1b") && strcmp(v, "gpipe")) {
+                fprintf(stderr, "dtrain: --schedule %s: only gpipe or 1f1b (trivial on one rank) in this build\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--ckpt-dir") || !strcmp(a, "--ckpt-every")) {
+            fprintf(stderr, "dtrain: %s: checkpoints are not implemented in this build yet\n", a);
+            return 2;
+        } else {
+            fprintf(stderr, "dtrain: unknown option %s (see --help)\n", a);
+            return 2;
+        }
+    }
+    if (o.global_batch == 0)
+        o.global_batch = o.micro_batch;
+    if (o.global_batch % o.micro_batch) {
+        fprintf(stderr, "dtrain: --global-batch %d is not a multiple of --micro-batch %d\n", o.global_batch,
+                o.micro_batch);
+        return 2;
+    }
+    if (o.warmup < 0)
+        o.warmup = o.steps / 10;
+    return train_run(&o);
+}

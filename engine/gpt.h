@@ -1,0 +1,87 @@
+/* A GPT-2 style decoder (DESIGN.md, Engine): token and position embeddings, pre-LayerNorm
+ * blocks with causal multi-head attention and a GELU MLP, final LayerNorm, LM head tied to
+ * the token embedding. All work goes through a kernels_backend, so the same code runs on the
+ * CPU and CUDA backends.
+ *
+ * Parameter layout (the "single-rank layout" that params_crc32 covers, in this order):
+ *   wte (V, C), wpe (T, C),
+ *   for each layer: ln1_w (C), ln1_b (C), qkv_w (3C, C), qkv_b (3C), proj_w (C, C), proj_b (C),
+ *                   ln2_w (C), ln2_b (C), fc_w (4C, C), fc_b (4C), fcproj_w (C, 4C), fcproj_b (C),
+ *   lnf_w (C), lnf_b (C). */
+#ifndef DTSIM_ENGINE_GPT_H
+#define DTSIM_ENGINE_GPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "kernels.h"
+#include "profiler.h"
+
+typedef struct {
+    int num_layers, hidden, heads, seq_len, vocab;
+} gpt_config;
+
+/* "tiny", "small", or a JSON file {"num_layers", "hidden", "heads", "seq_len", "vocab"}.
+ * Returns 0, or -1 with a reason. */
+int gpt_config_from_name(const char *name, int tokenizer_vocab, gpt_config *cfg, char *err, size_t errlen);
+/* Checks the shape rules (hidden divisible by heads, positive sizes, limits). */
+int gpt_config_validate(const gpt_config *cfg, char *err, size_t errlen);
+
+enum { LAYER_TENSORS = 12 };
+
+typedef struct {
+    size_t offset, count;
+    int decay;            /* AdamW weight decay applies (matrices), or not (biases, norms) */
+} gpt_tensor;
+
+typedef struct {
+    float *encoded;                  /* (B,T,C) */
+    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *lse, *proj, *res2;
+    float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *fcproj, *res3;
+} gpt_layer_acts;
+
+typedef struct {
+    gpt_config cfg;
+    const kernels_backend *k;
+    kernels_precision prec;
+    int B, T;                        /* activation buffers sized for this micro-batch */
+    size_t num_params;
+    gpt_tensor *tensors;             /* 2 + 12 L + 2 of them */
+    int num_tensors;
+    float *params, *grads;           /* backend memory, num_params each */
+    float *m, *v;                    /* AdamW moments */
+    /* activations of the current micro-batch */
+    float *encoded;
+    gpt_layer_acts *layers;
+    float *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
+    int *tokens, *targets;           /* backend memory, B*T */
+    /* backward scratch */
+    float *d_res, *d_a, *d_b, *d_big, *d_big2, *d_qkv, *d_logits;
+    profiler *prof;                  /* optional */
+} gpt_model;
+
+/* Allocates parameters and activations for micro-batches of B sequences of cfg.seq_len
+ * tokens, initialised as GPT-2 (normal 0.02; residual projections scaled by 1/sqrt(2L)). */
+void gpt_init(gpt_model *m, const gpt_config *cfg, const kernels_backend *k, kernels_precision prec, int B,
+              uint64_t seed);
+void gpt_free(gpt_model *m);
+
+/* Forward on host tokens/targets (B x T); returns the mean loss (fp32 arithmetic). */
+float gpt_forward(gpt_model *m, const int *tokens, const int *targets);
+/* Backward of the last forward; adds to m->grads with the loss gradient scaled by dloss (the
+ * caller folds loss scaling and micro-batch averaging into it). */
+void gpt_backward(gpt_model *m, float dloss);
+
+/* Pointer to a tensor's parameters / gradients (backend memory). */
+float *gpt_param(const gpt_model *m, int tensor);
+float *gpt_grad(const gpt_model *m, int tensor);
+/* The index of layer l's tensor j (0..11), and of wte/wpe/lnf_w/lnf_b. */
+int gpt_layer_tensor(const gpt_model *m, int layer, int j);
+enum { GPT_WTE = 0, GPT_WPE = 1 };
+int gpt_lnf_w(const gpt_model *m);
+
+/* CRC32 (zlib) over every parameter in fp32, in the layout above. */
+uint32_t gpt_params_crc32(const gpt_model *m);
+
+/* FLOPs of one forward over B x T tokens (GEMMs and attention, DESIGN.md convention). */
+double gpt_forward_flops(const gpt_config *cfg, int B);
+#endif

@@ -1,0 +1,159 @@
+/* Per-op profiler; see profiler.h. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "profiler.h"
+
+#define PROFILE_MAX_EVENTS 200000 /* trace entries kept; the per-op table counts them all */
+
+typedef struct {
+    const char *op;
+    int layer, step;
+    char shape[48];
+    double flops, bytes, start_s, dur_s;
+} prof_event;
+
+typedef struct {
+    const char *op;
+    int layer;
+    char shape[48];
+    double flops, bytes, total_s;
+    long count;
+} prof_row;
+
+struct profiler {
+    const kernels_backend *k;
+    kernels_event *origin, *start, *end;
+    int step;
+    prof_event *events;
+    long n_events, dropped;
+    prof_row *rows;
+    int n_rows, cap_rows;
+};
+
+profiler *profiler_create(const kernels_backend *k)
+{
+    profiler *p = calloc(1, sizeof *p);
+    p->k = k;
+    p->origin = k->event_create();
+    p->start = k->event_create();
+    p->end = k->event_create();
+    p->events = calloc(PROFILE_MAX_EVENTS, sizeof *p->events);
+    k->event_record(p->origin);
+    return p;
+}
+
+void profiler_free(profiler *p)
+{
+    if (!p)
+        return;
+    p->k->event_destroy(p->origin);
+    p->k->event_destroy(p->start);
+    p->k->event_destroy(p->end);
+    free(p->events);
+    free(p->rows);
+    free(p);
+}
+
+void profiler_set_step(profiler *p, int step)
+{
+    if (p)
+        p->step = step;
+}
+
+void profiler_begin(profiler *p)
+{
+    if (p)
+        p->k->event_record(p->start);
+}
+
+void profiler_end(profiler *p, const char *op, int layer, const char *shape, double flops, double bytes)
+{
+    if (!p)
+        return;
+    p->k->event_record(p->end);
+    double dur = p->k->event_elapsed_s(p->start, p->end);
+    if (p->n_events < PROFILE_MAX_EVENTS) {
+        prof_event *e = &p->events[p->n_events++];
+        e->op = op;
+        e->layer = layer;
+        e->step = p->step;
+        snprintf(e->shape, sizeof e->shape, "%s", shape);
+        e->flops = flops;
+        e->bytes = bytes;
+        e->start_s = p->k->event_elapsed_s(p->origin, p->start);
+        e->dur_s = dur;
+    } else {
+        p->dropped++;
+    }
+    for (int i = 0; i < p->n_rows; i++) {
+        prof_row *r = &p->rows[i];
+        if (r->op == op && r->layer == layer) {
+            r->total_s += dur;
+            r->count++;
+            return;
+        }
+    }
+    if (p->n_rows == p->cap_rows) {
+        p->cap_rows = p->cap_rows ? 2 * p->cap_rows : 64;
+        p->rows = realloc(p->rows, (size_t)p->cap_rows * sizeof *p->rows);
+    }
+    prof_row *r = &p->rows[p->n_rows++];
+    memset(r, 0, sizeof *r);
+    r->op = op;
+    r->layer = layer;
+    snprintf(r->shape, sizeof r->shape, "%s", shape);
+    r->flops = flops;
+    r->bytes = bytes;
+    r->total_s = dur;
+    r->count = 1;
+}
+
+static int write_atomic(json_t *doc, const char *path, char *err, size_t errlen)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (json_dump_file(doc, tmp, JSON_COMPACT) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        snprintf(err, errlen, "cannot write %s", path);
+        return -1;
+    }
+    return 0;
+}
+
+int profiler_write(profiler *p, const char *path, const char *dtype, const char *device, char *err, size_t errlen)
+{
+    json_t *ops = json_array();
+    for (int i = 0; i < p->n_rows; i++) {
+        prof_row *r = &p->rows[i];
+        double mean = r->total_s / r->count;
+        json_array_append_new(ops, json_pack("{s:s,s:i,s:s,s:s,s:f,s:f,s:f,s:i,s:f}", "op", r->op, "layer", r->layer,
+                                             "shape", r->shape, "dtype", dtype, "flops", r->flops, "bytes",
+                                             r->bytes, "mean_s", mean, "count", (int)r->count, "total_s",
+                                             r->total_s));
+    }
+    json_t *doc = json_pack("{s:s,s:s,s:o,s:i}", "device", device, "dtype", dtype, "ops", ops, "trace_events_dropped",
+                            (int)p->dropped);
+    int rc = write_atomic(doc, path, err, errlen);
+    json_decref(doc);
+    if (rc)
+        return rc;
+
+    json_t *events = json_array();
+    for (long i = 0; i < p->n_events; i++) {
+        prof_event *e = &p->events[i];
+        json_array_append_new(events,
+                              json_pack("{s:s,s:s,s:f,s:f,s:i,s:i,s:{s:i,s:i,s:s,s:f,s:f}}", "name", e->op, "ph", "X",
+                                        "ts", e->start_s * 1e6, "dur", e->dur_s * 1e6, "pid", 0, "tid", 0, "args",
+                                        "layer", e->layer, "step", e->step, "shape", e->shape, "flops", e->flops,
+                                        "bytes", e->bytes));
+    }
+    json_t *trace = json_pack("{s:o,s:s}", "traceEvents", events, "displayTimeUnit", "ms");
+    char tpath[4200];
+    snprintf(tpath, sizeof tpath, "%s.trace.json", path);
+    rc = write_atomic(trace, tpath, err, errlen);
+    json_decref(trace);
+    return rc;
+}

@@ -1,0 +1,184 @@
+/* dtrain's training loop; see train.h. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "data.h"
+#include "gpt.h"
+#include "profiler.h"
+#include "train.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+double train_lr(const train_options *o, int step)
+{
+    if (o->warmup > 0 && step <= o->warmup)
+        return o->lr * step / o->warmup;
+    double span = o->steps - o->warmup;
+    double progress = span > 0 ? (step - o->warmup) / span : 1.0;
+    if (progress > 1)
+        progress = 1;
+    double lr_min = 0.1 * o->lr;
+    return lr_min + 0.5 * (o->lr - lr_min) * (1.0 + cos(M_PI * progress));
+}
+
+static FILE *open_log(const char *path)
+{
+    if (!path)
+        return NULL;
+    if (!strcmp(path, "-"))
+        return stdout;
+    return fopen(path, "w");
+}
+
+static void log_line(FILE *f, json_t *obj)
+{
+    if (f) {
+        json_dumpf(obj, f, JSON_COMPACT | JSON_REAL_PRECISION(9));
+        fputc('\n', f);
+        fflush(f);
+    }
+    json_decref(obj);
+}
+
+static const char *precision_label(kernels_precision p)
+{
+    return p == KPREC_BF16 ? "bf16" : p == KPREC_FP16 ? "fp16" : "fp32";
+}
+
+int train_run(const train_options *o)
+{
+    char err[1024];
+    const kernels_backend *k = kernels_cpu();
+    if (!strcmp(o->device, "cuda")) {
+        k = kernels_cuda(err, sizeof err);
+        if (!k) {
+            fprintf(stderr, "dtrain: --device cuda: %s\n", err);
+            return 1;
+        }
+    }
+    data_loader data;
+    if (data_open(&data, o->data, o->seed, err, sizeof err) != 0) {
+        fprintf(stderr, "dtrain: --data %s\n", err);
+        return 2;
+    }
+    gpt_config cfg;
+    if (gpt_config_from_name(o->model, (int)data.vocab, &cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "dtrain: --model: %s\n", err);
+        data_close(&data);
+        return 2;
+    }
+    if (data.count < (uint64_t)cfg.seq_len + 2) {
+        fprintf(stderr, "dtrain: --data %s: %llu tokens, fewer than one sequence of %d\n", o->data,
+                (unsigned long long)data.count, cfg.seq_len + 1);
+        data_close(&data);
+        return 2;
+    }
+    FILE *log = open_log(o->log_json);
+    if (o->log_json && !log) {
+        fprintf(stderr, "dtrain: --log-json %s: cannot open for writing\n", o->log_json);
+        data_close(&data);
+        return 2;
+    }
+
+    gpt_model m;
+    gpt_init(&m, &cfg, k, o->precision, o->micro_batch, o->seed);
+    if (o->profile)
+        m.prof = profiler_create(k);
+    int B = o->micro_batch, T = cfg.seq_len, accum = o->global_batch / o->micro_batch;
+    int *tokens = malloc((size_t)B * T * sizeof(int)), *targets = malloc((size_t)B * T * sizeof(int));
+    fprintf(stderr, "dtrain: %s model, %d layers, hidden %d, %d heads, seq %d, vocab %d, %.2fM parameters; "
+                    "%s on %s; batch %d x %d sequences (%d micro-batches)\n",
+            o->model, cfg.num_layers, cfg.hidden, cfg.heads, cfg.seq_len, cfg.vocab, m.num_params / 1e6,
+            precision_label(o->precision), k->name, accum, B, accum);
+
+    double scale = o->precision == KPREC_FP16 ? o->loss_scale : 1.0;
+    int good_steps = 0, updates = 0;
+    float loss = 0;
+    for (int step = 1; step <= o->steps; step++) {
+        double t0 = now_s();
+        profiler_set_step(m.prof, step);
+        k->memset_zero(m.grads, m.num_params * sizeof(float));
+        double loss_sum = 0;
+        /* Mean loss over all tokens of the step, times the loss scale. */
+        float dloss = (float)(scale / ((double)B * T * accum));
+        for (int a = 0; a < accum; a++) {
+            data_next_batch(&data, B, T, tokens, targets);
+            loss_sum += gpt_forward(&m, tokens, targets);
+            gpt_backward(&m, dloss);
+        }
+        loss = (float)(loss_sum / accum);
+        if (step == o->inject_overflow_step) {
+            float inf = INFINITY;
+            k->copy_to_device(m.grads, &inf, sizeof inf);
+        }
+        int overflow = k->has_inf_or_nan(m.grads, m.num_params);
+        double grad_norm = INFINITY, lr = train_lr(o, step);
+        if (overflow) {
+            /* Skip the update. With fp16 this is the loss scaler's signal: halve the scale. */
+            if (o->precision == KPREC_FP16)
+                scale = scale > 1 ? scale / 2 : 1;
+            good_steps = 0;
+            fprintf(stderr, "dtrain: step %d: gradients overflowed; step skipped%s\n", step,
+                    o->precision == KPREC_FP16 ? ", loss scale halved" : "");
+        } else {
+            grad_norm = sqrt(k->sum_squares(m.grads, m.num_params)) / scale;
+            double clip = o->grad_clip > 0 && grad_norm > o->grad_clip ? o->grad_clip / grad_norm : 1.0;
+            float grad_scale = (float)(clip / scale);
+            updates++;
+            profiler_begin(m.prof);
+            for (int t = 0; t < m.num_tensors; t++)
+                k->adamw_update(m.params + m.tensors[t].offset, m.grads + m.tensors[t].offset,
+                                m.m + m.tensors[t].offset, m.v + m.tensors[t].offset, m.tensors[t].count, (float)lr,
+                                0.9f, 0.95f, 1e-8f, m.tensors[t].decay ? (float)o->weight_decay : 0.0f, updates,
+                                grad_scale);
+            profiler_end(m.prof, "optimizer", -1, "all parameters", 0, (double)m.num_params * 28);
+            if (o->precision == KPREC_FP16 && ++good_steps >= o->loss_scale_window) {
+                scale *= 2;
+                good_steps = 0;
+            }
+        }
+        k->synchronize();
+        double dt = now_s() - t0;
+        json_t *line = json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:f}", "step", step, "loss", (double)loss, "grad_norm",
+                                 isfinite(grad_norm) ? grad_norm : -1.0, "loss_scale", scale, "lr", lr,
+                                 "step_time_s", dt, "tokens_per_s", (double)B * T * accum / dt);
+        if (o->log_crc) {
+            char crc[16];
+            snprintf(crc, sizeof crc, "%08x", gpt_params_crc32(&m));
+            json_object_set_new(line, "params_crc32", json_string(crc));
+        }
+        log_line(log, line);
+        if (step == 1 || step % 10 == 0 || step == o->steps)
+            fprintf(stderr, "step %5d/%d  loss %.4f  grad norm %.3f  lr %.2e  %.3f s  %.0f tok/s\n", step, o->steps,
+                    loss, grad_norm, lr, dt, (double)B * T * accum / dt);
+    }
+    char crc[16];
+    snprintf(crc, sizeof crc, "%08x", gpt_params_crc32(&m));
+    log_line(log, json_pack("{s:b,s:i,s:f,s:s}", "final", 1, "step", o->steps, "loss", (double)loss, "params_crc32", crc));
+    fprintf(stderr, "dtrain: done, final loss %.4f, params_crc32 %s\n", loss, crc);
+
+    int rc = 0;
+    if (m.prof) {
+        if (profiler_write(m.prof, o->profile, precision_label(o->precision), k->name, err, sizeof err) != 0) {
+            fprintf(stderr, "dtrain: --profile: %s\n", err);
+            rc = 1;
+        }
+        profiler_free(m.prof);
+        m.prof = NULL;
+    }
+    if (log && log != stdout)
+        fclose(log);
+    free(tokens);
+    free(targets);
+    gpt_free(&m);
+    data_close(&data);
+    return rc;
+}

@@ -1,0 +1,29 @@
+/* The single-rank training loop of dtrain: gradient accumulation over micro-batches, AdamW
+ * with warm-up and cosine decay, global-norm clipping, fp16 dynamic loss scaling, the
+ * --log-json lines of DESIGN.md and the profiler. */
+#ifndef DTSIM_ENGINE_TRAIN_H
+#define DTSIM_ENGINE_TRAIN_H
+#include "kernels.h"
+
+typedef struct {
+    const char *device;          /* "cpu" | "cuda" */
+    const char *model;           /* tiny | small | FILE.json */
+    const char *data;            /* token file */
+    const char *log_json;        /* NULL, "-" or a path */
+    const char *profile;         /* NULL or a path */
+    int micro_batch, global_batch, steps, warmup;
+    unsigned long long seed;
+    double lr, weight_decay, grad_clip;
+    kernels_precision precision;
+    double loss_scale;           /* initial fp16 loss scale */
+    int loss_scale_window;       /* good steps before the scale doubles */
+    int inject_overflow_step;    /* test aid: put an inf into the gradients at this step (0 = never) */
+    int log_crc;                 /* add "params_crc32" to every step line */
+} train_options;
+
+/* Runs the training; returns the process exit code (0, 1 runtime failure, 2 bad input). */
+int train_run(const train_options *o);
+
+/* Learning rate at step (1-based): linear warm-up, then cosine decay to 10% of lr. */
+double train_lr(const train_options *o, int step);
+#endif
