@@ -1,0 +1,55 @@
+/* Runs the dtrain binary for the engine's CLI tests and reads its --log-json output. */
+#ifndef DTSIM_TESTS_RUN_DTRAIN_H
+#define DTSIM_TESTS_RUN_DTRAIN_H
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+/* Runs "DTRAIN ARGS --log-json LOG 2>ERR"; returns the exit code; lines[] gets the parsed
+ * log lines (caller json_decref's them), *n their count. */
+static int run_dtrain(const char *dtrain, const char *args, json_t **lines, int max, int *n, char *stderr_text,
+                      size_t stderr_len)
+{
+    char log[] = "/tmp/dtrain_log_XXXXXX", errf[] = "/tmp/dtrain_err_XXXXXX";
+    int fd1 = mkstemp(log), fd2 = mkstemp(errf);
+    if (fd1 < 0 || fd2 < 0)
+        return -1;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' %s --log-json %s 2>%s", dtrain, args, log, errf);
+    int status = system(cmd);
+    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    *n = 0;
+    FILE *f = fopen(log, "r");
+    char buf[8192];
+    while (f && *n < max && fgets(buf, sizeof buf, f)) {
+        json_error_t je;
+        json_t *j = json_loads(buf, 0, &je);
+        if (!j) {
+            fprintf(stderr, "unparseable log line: %s", buf);
+            rc = -2;
+            break;
+        }
+        lines[(*n)++] = j;
+    }
+    if (f)
+        fclose(f);
+    FILE *e = fopen(errf, "r");
+    size_t got = e ? fread(stderr_text, 1, stderr_len - 1, e) : 0;
+    stderr_text[got] = 0;
+    if (e)
+        fclose(e);
+    remove(log);
+    remove(errf);
+    close(fd1);
+    close(fd2);
+    return rc;
+}
+
+static void free_lines(json_t **lines, int n)
+{
+    for (int i = 0; i < n; i++)
+        json_decref(lines[i]);
+}
+#endif

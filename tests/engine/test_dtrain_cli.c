@@ -1,0 +1,144 @@
+/* dtrain's command line: the --log-json format, determinism, fp16 loss scaling under an
+ * injected overflow, and clear errors for bad input. argv[1] is the dtrain binary. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include "run_dtrain.h"
+
+static const char *DTRAIN;
+static json_t *L[64];
+static char ERR[16384];
+
+static const char *crc_of(json_t *line)
+{
+    return json_string_value(json_object_get(line, "params_crc32"));
+}
+
+static void log_lines_have_exactly_the_design_keys(void **state)
+{
+    int n;
+    assert_int_equal(run_dtrain(DTRAIN, "--steps 3 --micro-batch 2 --seed 5", L, 64, &n, ERR, sizeof ERR), 0);
+    assert_int_equal(n, 4);
+    static const char *keys[] = {"step", "loss", "grad_norm", "loss_scale", "lr", "step_time_s", "tokens_per_s"};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(json_object_size(L[i]), 7);
+        for (int k = 0; k < 7; k++)
+            assert_non_null(json_object_get(L[i], keys[k]));
+        assert_int_equal(json_integer_value(json_object_get(L[i], "step")), i + 1);
+        assert_true(json_number_value(json_object_get(L[i], "loss")) > 0);
+    }
+    assert_int_equal(json_object_size(L[3]), 4);
+    assert_true(json_is_true(json_object_get(L[3], "final")));
+    const char *crc = crc_of(L[3]);
+    assert_non_null(crc);
+    assert_int_equal(strlen(crc), 8);
+    assert_int_equal(strspn(crc, "0123456789abcdef"), 8);
+    free_lines(L, n);
+}
+
+static void same_seed_same_crc_other_seed_differs(void **state)
+{
+    int n;
+    char a[16], b[16], c[16];
+    assert_int_equal(run_dtrain(DTRAIN, "--steps 3 --micro-batch 2 --seed 5", L, 64, &n, ERR, sizeof ERR), 0);
+    snprintf(a, sizeof a, "%s", crc_of(L[n - 1]));
+    free_lines(L, n);
+    assert_int_equal(run_dtrain(DTRAIN, "--steps 3 --micro-batch 2 --seed 5", L, 64, &n, ERR, sizeof ERR), 0);
+    snprintf(b, sizeof b, "%s", crc_of(L[n - 1]));
+    free_lines(L, n);
+    assert_int_equal(run_dtrain(DTRAIN, "--steps 3 --micro-batch 2 --seed 6", L, 64, &n, ERR, sizeof ERR), 0);
+    snprintf(c, sizeof c, "%s", crc_of(L[n - 1]));
+    free_lines(L, n);
+    assert_string_equal(a, b);
+    assert_string_not_equal(a, c);
+}
+
+static void fp16_overflow_skips_the_step_and_halves_the_scale(void **state)
+{
+    int n;
+    assert_int_equal(run_dtrain(DTRAIN, "--steps 5 --micro-batch 2 --precision fp16 --inject-overflow 3 --log-crc",
+                                L, 64, &n, ERR, sizeof ERR), 0);
+    assert_int_equal(n, 6);
+    double s2 = json_number_value(json_object_get(L[1], "loss_scale"));
+    double s3 = json_number_value(json_object_get(L[2], "loss_scale"));
+    assert_true(s2 == 65536 && s3 == s2 / 2);
+    /* The skipped step left every weight as it was: same CRC after step 2 and step 3. */
+    assert_string_equal(crc_of(L[1]), crc_of(L[2]));
+    assert_string_not_equal(crc_of(L[2]), crc_of(L[3])); /* training continues */
+    for (int i = 3; i < 5; i++)
+        assert_true(isfinite(json_number_value(json_object_get(L[i], "loss"))));
+    assert_non_null(strstr(ERR, "overflow"));
+    free_lines(L, n);
+}
+
+static void write_file(const char *path, const void *bytes, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite(bytes, 1, n, f);
+    fclose(f);
+}
+
+static void bad_data_files_exit_2_naming_the_file(void **state)
+{
+    const char *path = "/tmp/dtrain_bad_data.tok";
+    unsigned char good[24 + 200] = {'D', 'T', 'O', 'K', 1, 0, 0, 0, 2, 0, 0, 0, 0, 1, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0};
+    char args[256];
+    snprintf(args, sizeof args, "--steps 1 --micro-batch 1 --data %s", path);
+    int n;
+    unsigned char bad[sizeof good];
+
+    memcpy(bad, good, sizeof good);
+    bad[0] = 'X';
+    write_file(path, bad, sizeof bad);
+    assert_int_equal(run_dtrain(DTRAIN, args, L, 64, &n, ERR, sizeof ERR), 2);
+    assert_non_null(strstr(ERR, path));
+    assert_non_null(strstr(ERR, "magic"));
+
+    write_file(path, good, sizeof good - 7); /* truncated */
+    assert_int_equal(run_dtrain(DTRAIN, args, L, 64, &n, ERR, sizeof ERR), 2);
+    assert_non_null(strstr(ERR, "truncated"));
+
+    memcpy(bad, good, sizeof good);
+    bad[24 + 2 * 17] = 0x10; bad[24 + 2 * 17 + 1] = 0x01; /* token 17 = 272 >= vocab 256 */
+    write_file(path, bad, sizeof bad);
+    assert_int_equal(run_dtrain(DTRAIN, args, L, 64, &n, ERR, sizeof ERR), 2);
+    assert_non_null(strstr(ERR, "token 17"));
+
+    assert_int_equal(run_dtrain(DTRAIN, "--steps 1 --data /nonexistent/x.tok", L, 64, &n, ERR, sizeof ERR), 2);
+    assert_non_null(strstr(ERR, "/nonexistent/x.tok"));
+    remove(path);
+}
+
+static void bad_flags_exit_2(void **state)
+{
+    int n;
+    const char *bad[] = {"--steps 0", "--precision fp8", "--micro-batch 3 --global-batch 8", "--tp 2",
+                         "--device tpu", "--model nosuchmodel", "--lr abc", "--bogus 1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = run_dtrain(DTRAIN, bad[i], L, 64, &n, ERR, sizeof ERR);
+        if (rc != 2)
+            fail_msg("'%s' exited %d, expected 2 (stderr: %s)", bad[i], rc, ERR);
+        assert_true(strlen(ERR) > 10);
+        free_lines(L, n);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return 2;
+    DTRAIN = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(log_lines_have_exactly_the_design_keys),
+        cmocka_unit_test(same_seed_same_crc_other_seed_differs),
+        cmocka_unit_test(fp16_overflow_skips_the_step_and_halves_the_scale),
+        cmocka_unit_test(bad_data_files_exit_2_naming_the_file),
+        cmocka_unit_test(bad_flags_exit_2),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
