@@ -5,6 +5,6 @@
 const kernels_backend *kernels_cuda(char *why, size_t whylen)
 {
     if (why && whylen)
-        snprintf(why, whylen, "this build has no CUDA backend (nvcc was not found at configure time)");
+        snprintf(why, whylen, "this build has no CUDA backend (configured without nvcc, or with DTSIM_CUDA=OFF)");
     return NULL;
 }

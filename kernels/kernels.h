@@ -22,6 +22,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum { KPREC_FP32 = 0, KPREC_BF16 = 1, KPREC_FP16 = 2 } kernels_precision;
 
 typedef struct kernels_event kernels_event; /* opaque, backend-specific timer mark */
@@ -120,4 +124,7 @@ uint16_t kernels_float_to_fp16(float f);
 float kernels_fp16_to_float(uint16_t h);
 float kernels_round(float f, kernels_precision prec);
 
+#ifdef __cplusplus
+}
+#endif
 #endif
