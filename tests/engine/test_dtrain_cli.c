@@ -128,6 +128,48 @@ static void bad_flags_exit_2(void **state)
     }
 }
 
+static void profile_lists_every_op_per_layer_and_a_chrome_trace(void **state)
+{
+    const char *prof = "/tmp/dtrain_test_profile.json";
+    char args[256];
+    snprintf(args, sizeof args, "--steps 2 --micro-batch 2 --profile %s", prof);
+    int n;
+    assert_int_equal(run_dtrain(DTRAIN, args, L, 64, &n, ERR, sizeof ERR), 0);
+    free_lines(L, n);
+    json_error_t je;
+    json_t *doc = json_load_file(prof, 0, &je);
+    assert_non_null(doc);
+    json_t *ops = json_object_get(doc, "ops");
+    assert_true(json_array_size(ops) > 0);
+    /* tiny has 4 layers: every layer has a timed qkv forward and backward with FLOPs */
+    int qkv[4] = {0}, qkv_bwd[4] = {0}, optimizer = 0;
+    for (size_t i = 0; i < json_array_size(ops); i++) {
+        json_t *o = json_array_get(ops, i);
+        const char *name = json_string_value(json_object_get(o, "op"));
+        int layer = (int)json_integer_value(json_object_get(o, "layer"));
+        assert_true(json_number_value(json_object_get(o, "mean_s")) >= 0);
+        if (!strcmp(name, "qkv") && layer >= 0 && layer < 4 && json_number_value(json_object_get(o, "flops")) > 0)
+            qkv[layer] = 1;
+        if (!strcmp(name, "qkv_bwd") && layer >= 0 && layer < 4)
+            qkv_bwd[layer] = 1;
+        optimizer |= !strcmp(name, "optimizer");
+    }
+    for (int l = 0; l < 4; l++)
+        assert_true(qkv[l] && qkv_bwd[l]);
+    assert_true(optimizer);
+    json_decref(doc);
+    char trace[300];
+    snprintf(trace, sizeof trace, "%s.trace.json", prof);
+    doc = json_load_file(trace, 0, &je);
+    assert_non_null(doc);
+    json_t *ev = json_object_get(doc, "traceEvents");
+    assert_true(json_array_size(ev) > 100);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(ev, 0), "ph")), "X");
+    json_decref(doc);
+    remove(prof);
+    remove(trace);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -139,6 +181,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(fp16_overflow_skips_the_step_and_halves_the_scale),
         cmocka_unit_test(bad_data_files_exit_2_naming_the_file),
         cmocka_unit_test(bad_flags_exit_2),
+        cmocka_unit_test(profile_lists_every_op_per_layer_and_a_chrome_trace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
