@@ -152,6 +152,10 @@ int platform_load(const char *path, platform_config *out, config_error *err);
 int calibration_load(const char *path, calibration_config *out, config_error *err);
 void calibration_free(calibration_config *c);
 
+/* The parallel-layout rules on an already filled scenario (the loader applies them; the
+ * planner checks each candidate with them). 0, or -1 with err. */
+int scenario_validate_layout(const scenario_config *s, config_error *err);
+
 /* Derived facts used everywhere. */
 int scenario_gpus(const scenario_config *s);                      /* tp*pp*dp*cp */
 long long scenario_micro_batches(const scenario_config *s);       /* per pipeline per step */

@@ -115,6 +115,76 @@ static int parse_training(json_t *t, scenario_config *s, config_error *err)
     return 0;
 }
 
+/* The layout rules (Megatron-LM's), on the struct: the loader calls this after parsing, and
+ * the planner on every candidate layout, so both enforce exactly the same rules. */
+int scenario_validate_layout(const scenario_config *s, config_error *err)
+{
+    const char *p = S ".parallel";
+    long long tp = s->parallel.tp, pp = s->parallel.pp, dp = s->parallel.dp, cp = s->parallel.cp;
+    long long ep = s->parallel.ep, vpp = s->parallel.vpp;
+    int sched = s->parallel.schedule;
+    static const char *const schedules[] = {"gpipe", "1f1b", "interleaved"};
+    long long platform_gpus = (long long)s->platform.network.nodes * s->platform.node.gpus;
+    if (tp < 1 || pp < 1 || dp < 1 || cp < 1 || ep < 1 || vpp < 1)
+        return config_fail(err, "%s: parallel sizes must be >= 1", p);
+    if (tp * pp * cp * dp > platform_gpus)
+        return config_fail(err, "%s: TP x PP x CP x DP = %lld GPUs, more than the platform's %lld", p,
+                           tp * pp * cp * dp, platform_gpus);
+    if (s->model.num_attention_heads % tp)
+        return config_fail(err, "%s.tensor_model_parallel_size: %lld does not divide num_attention_heads=%lld", p, tp,
+                           s->model.num_attention_heads);
+    if (s->model.num_query_groups % tp)
+        return config_fail(err, "%s.tensor_model_parallel_size: %lld does not divide num_query_groups=%lld", p, tp,
+                           s->model.num_query_groups);
+    if (s->model.ffn_hidden_size % tp)
+        return config_fail(err, "%s.tensor_model_parallel_size: %lld does not divide ffn_hidden_size=%lld", p, tp,
+                           s->model.ffn_hidden_size);
+    if (s->model.vocab_size % tp)
+        return config_fail(err, "%s.tensor_model_parallel_size: %lld does not divide vocab_size=%lld (the vocabulary "
+                                "is split over TP; pad it)", p, tp, s->model.vocab_size);
+    if (s->model.seq_length % cp)
+        return config_fail(err, "%s.context_parallel_size: %lld does not divide seq_length=%lld", p, cp,
+                           s->model.seq_length);
+    if (s->parallel.sequence_parallel && s->model.seq_length / cp % tp)
+        return config_fail(err, "%s.sequence_parallel: seq_length/CP = %lld is not a multiple of TP=%lld", p,
+                           s->model.seq_length / cp, tp);
+    if (ep > 1 && (s->model.num_experts == 0 || s->model.num_experts % ep))
+        return config_fail(err, "%s.expert_model_parallel_size: %lld does not divide num_experts=%lld", p, ep,
+                           s->model.num_experts);
+    if (ep > 1 && (dp * cp) % ep)
+        return config_fail(err, "%s.expert_model_parallel_size: %lld does not divide data x context parallel = %lld", p,
+                           ep, dp * cp);
+    long long per_replica = s->training.micro_batch_size * dp;
+    if (s->training.global_batch_size % per_replica)
+        return config_fail(err, S ".training.global_batch_size: %lld is not a multiple of micro_batch_size x "
+                                "data_parallel_size = %lld x %lld", s->training.global_batch_size,
+                           s->training.micro_batch_size, dp);
+    long long m = s->training.global_batch_size / per_replica;
+    if (sched == PIPELINE_INTERLEAVED) {
+        if (vpp < 2)
+            return config_fail(err, "%s.schedule: interleaved needs virtual_pipeline_model_parallel_size > 1, got %lld",
+                               p, vpp);
+        if (m % pp)
+            return config_fail(err, "%s.schedule: interleaved needs the micro-batches per pipeline (%lld) to be a "
+                                    "multiple of pipeline_model_parallel_size=%lld", p, m, pp);
+    } else if (vpp > 1) {
+        return config_fail(err, "%s.virtual_pipeline_model_parallel_size: %lld needs schedule \"interleaved\", got "
+                                "\"%s\"", p, vpp, schedules[sched]);
+    }
+
+    if (!s->parallel.pipeline_layers) {
+        if (s->model.num_layers % pp)
+            return config_fail(err, "%s.pipeline_model_parallel_size: %lld does not divide num_layers=%lld (give "
+                                    "pipeline_layers for an uneven split)", p, pp, s->model.num_layers);
+        if (s->model.num_layers / pp < vpp)
+            return config_fail(err, "%s.virtual_pipeline_model_parallel_size: %lld chunks per stage but only %lld "
+                                    "layers per stage", p, vpp, s->model.num_layers / pp);
+    }
+    if (s->parallel.zero_stage < 0 || s->parallel.zero_stage > 3)
+        return config_fail(err, "%s.zero_stage: %d is outside the allowed range 0..3", p, s->parallel.zero_stage);
+    return 0;
+}
+
 static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
 {
     static const char *const keys[] = {"tensor_model_parallel_size", "pipeline_model_parallel_size",
@@ -164,49 +234,6 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
     s->parallel.zero_stage = (int)zero;
     s->parallel.schedule = (pipeline_kind)sched;
 
-    /* Layout rules (Megatron-LM's). */
-    if (s->model.num_attention_heads % tp)
-        return config_fail(err, "%s.tensor_model_parallel_size: %lld does not divide num_attention_heads=%lld", p, tp,
-                           s->model.num_attention_heads);
-    if (s->model.num_query_groups % tp)
-        return config_fail(err, "%s.tensor_model_parallel_size: %lld does not divide num_query_groups=%lld", p, tp,
-                           s->model.num_query_groups);
-    if (s->model.ffn_hidden_size % tp)
-        return config_fail(err, "%s.tensor_model_parallel_size: %lld does not divide ffn_hidden_size=%lld", p, tp,
-                           s->model.ffn_hidden_size);
-    if (s->model.vocab_size % tp)
-        return config_fail(err, "%s.tensor_model_parallel_size: %lld does not divide vocab_size=%lld (the vocabulary "
-                                "is split over TP; pad it)", p, tp, s->model.vocab_size);
-    if (s->model.seq_length % cp)
-        return config_fail(err, "%s.context_parallel_size: %lld does not divide seq_length=%lld", p, cp,
-                           s->model.seq_length);
-    if (s->parallel.sequence_parallel && s->model.seq_length / cp % tp)
-        return config_fail(err, "%s.sequence_parallel: seq_length/CP = %lld is not a multiple of TP=%lld", p,
-                           s->model.seq_length / cp, tp);
-    if (ep > 1 && (s->model.num_experts == 0 || s->model.num_experts % ep))
-        return config_fail(err, "%s.expert_model_parallel_size: %lld does not divide num_experts=%lld", p, ep,
-                           s->model.num_experts);
-    if (ep > 1 && (dp * cp) % ep)
-        return config_fail(err, "%s.expert_model_parallel_size: %lld does not divide data x context parallel = %lld", p,
-                           ep, dp * cp);
-    long long per_replica = s->training.micro_batch_size * dp;
-    if (s->training.global_batch_size % per_replica)
-        return config_fail(err, S ".training.global_batch_size: %lld is not a multiple of micro_batch_size x "
-                                "data_parallel_size = %lld x %lld", s->training.global_batch_size,
-                           s->training.micro_batch_size, dp);
-    long long m = s->training.global_batch_size / per_replica;
-    if (sched == PIPELINE_INTERLEAVED) {
-        if (vpp < 2)
-            return config_fail(err, "%s.schedule: interleaved needs virtual_pipeline_model_parallel_size > 1, got %lld",
-                               p, vpp);
-        if (m % pp)
-            return config_fail(err, "%s.schedule: interleaved needs the micro-batches per pipeline (%lld) to be a "
-                                    "multiple of pipeline_model_parallel_size=%lld", p, m, pp);
-    } else if (vpp > 1) {
-        return config_fail(err, "%s.virtual_pipeline_model_parallel_size: %lld needs schedule \"interleaved\", got "
-                                "\"%s\"", p, vpp, schedules[sched]);
-    }
-
     json_t *layers = json_object_get(par, "pipeline_layers");
     if (layers) {
         if (!json_is_array(layers) || (long long)json_array_size(layers) != pp)
@@ -225,15 +252,8 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
         if (sum != s->model.num_layers)
             return config_fail(err, "%s.pipeline_layers: sum to %lld, not num_layers=%lld", p, sum,
                                s->model.num_layers);
-    } else {
-        if (s->model.num_layers % pp)
-            return config_fail(err, "%s.pipeline_model_parallel_size: %lld does not divide num_layers=%lld (give "
-                                    "pipeline_layers for an uneven split)", p, pp, s->model.num_layers);
-        if (s->model.num_layers / pp < vpp)
-            return config_fail(err, "%s.virtual_pipeline_model_parallel_size: %lld chunks per stage but only %lld "
-                                    "layers per stage", p, vpp, s->model.num_layers / pp);
     }
-    return 0;
+    return scenario_validate_layout(s, err);
 }
 
 static int parse_faults(json_t *f, scenario_config *s, config_error *err)
