@@ -30,7 +30,7 @@ int platform_parse(json_t *root, const char *path, const char *base_dir, platfor
     static const char *const storage_keys[] = {"checkpoint_write_gbs", "checkpoint_read_gbs", NULL};
     static const char *const topologies[] = {"rail_optimized_fat_tree", "fat_tree", "single_switch", NULL};
     memset(p, 0, sizeof *p);
-    char sub[CFG_PATH_MAX + 64];
+    char sub[2 * CFG_PATH_MAX];
     json_t *gpu, *node, *net, *storage, *peaks;
     long long v;
     if (config_check_keys(root, path, top, err) || config_str(root, path, "name", 1, NULL, p->name, sizeof p->name, err))
@@ -165,7 +165,7 @@ static int parse_gemm(json_t *gemm, const char *path, calibration_config *c, con
             return config_fail(err, "%s.%s: out of memory", path, key);
         for (int i = 0; i < t->count; i++) {
             static const char *const keys[] = {"m", "n", "k", "tflops", NULL};
-            char sub[CFG_PATH_MAX + 64];
+            char sub[2 * CFG_PATH_MAX];
             snprintf(sub, sizeof sub, "%s.%s[%d]", path, key, i);
             json_t *pt = json_array_get(list, (size_t)i);
             if (!json_is_object(pt))
@@ -190,7 +190,7 @@ static int parse_collectives(json_t *colls, const char *path, calibration_config
         return -1;
     for (int lc = 0; lc < LINK_CLASS_COUNT; lc++) {
         json_t *cls;
-        char sub[CFG_PATH_MAX + 64];
+        char sub[2 * CFG_PATH_MAX];
         snprintf(sub, sizeof sub, "%s", path);
         if (config_object(colls, sub, classes[lc], &cls, err))
             return -1;
@@ -205,7 +205,7 @@ static int parse_collectives(json_t *colls, const char *path, calibration_config
                 return -1;
             if (!fit)
                 continue;
-            char fp[CFG_PATH_MAX + 128];
+            char fp[2 * CFG_PATH_MAX + 64];
             snprintf(fp, sizeof fp, "%s.%s", sub, kinds[k]);
             coll_fit *f = &c->collectives[lc][k];
             if (config_check_keys(fit, fp, fit_keys, err) ||
@@ -236,7 +236,7 @@ int calibration_parse(json_t *root, const char *path, calibration_config *c, con
         return -1;
     snprintf(c->source, sizeof c->source, "%s", sources[src]);
     json_t *gemm, *ops, *colls;
-    char sub[CFG_PATH_MAX + 64];
+    char sub[2 * CFG_PATH_MAX];
     if (config_object(root, path, "gemm", &gemm, err))
         return -1;
     snprintf(sub, sizeof sub, "%s.gemm", path);
@@ -255,7 +255,7 @@ int calibration_parse(json_t *root, const char *path, calibration_config *c, con
             if (!o)
                 continue;
             static const char *const gbs_keys[] = {"gbs", NULL};
-            char op[CFG_PATH_MAX + 128];
+            char op[2 * CFG_PATH_MAX + 64];
             snprintf(op, sizeof op, "%s.%s", sub, op_class_name((op_class)i));
             if (config_check_keys(o, op, gbs_keys, err) || config_num(o, op, "gbs", 1, 0, 0, 1e7, 1, &c->op_gbs[i], err))
                 return -1;
@@ -265,7 +265,7 @@ int calibration_parse(json_t *root, const char *path, calibration_config *c, con
             return -1;
         if (att) {
             static const char *const att_keys[] = {"efficiency", NULL};
-            char op[CFG_PATH_MAX + 128];
+            char op[2 * CFG_PATH_MAX + 64];
             snprintf(op, sizeof op, "%s.attention", sub);
             if (config_check_keys(att, op, att_keys, err) ||
                 config_num(att, op, "efficiency", 1, 0, 0, 1, 1, &c->attention_efficiency, err))
