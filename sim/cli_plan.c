@@ -1,9 +1,234 @@
-/* dtsim plan: not built yet (placeholder until its module lands). */
+/* dtsim plan SCENARIO.json [--gpus N] [--top K] [--json FILE|-] [--report FILE.md] [--set P=V]... */
+#include <jansson.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 #include "cli.h"
+#include "params.h"
+#include "plan.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: dtsim plan SCENARIO.json [options]\n"
+            "Searches every valid parallel layout for the scenario's model, batch and platform\n"
+            "(TP inside a node, PP dividing the layers, DP, CP for long sequences, interleaving,\n"
+            "micro-batch 1-8, ZeRO 0-3, recomputation, sequence parallelism), drops those that do\n"
+            "not fit in GPU memory, simulates the rest (analytic fidelity) and ranks them by step time.\n\n"
+            "  --gpus N          GPUs to plan for (default: the scenario's TP x PP x CP x DP)\n"
+            "  --top K           layouts to print and write (default 10)\n"
+            "  --json FILE|-     the ranked layouts as JSON (DESIGN.md's plan format)\n"
+            "  --report FILE.md  a capacity-planning report in Markdown\n"
+            "  --set PATH=VALUE  override a scenario value first (repeatable)\n"
+            "exit: 0 ok, 2 bad input, 1 runtime failure (or no layout fits)\n");
+}
+
+static void progress(long done, long total)
+{
+    if (isatty(2)) {
+        int width = 40, fill = (int)(width * done / (total ? total : 1));
+        fprintf(stderr, "\r  [%.*s%*s] %ld/%ld layouts", fill, "########################################", width - fill,
+                "", done, total);
+        if (done == total)
+            fputc('\n', stderr);
+    }
+}
+
+static json_t *layout_json(const plan_layout *l)
+{
+    const run_result *r = &l->result;
+    json_t *mem = json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:b}", "weights", r->memory.weights, "gradients",
+                            r->memory.gradients, "optimizer", r->memory.optimizer, "activations", r->memory.activations,
+                            "buffers", r->memory.buffers, "total", r->memory.total, "capacity", r->memory.capacity,
+                            "oom", r->memory.oom);
+    double exposed = 0;
+    for (int c = 0; c < COMM_CLASS_COUNT; c++)
+        exposed += r->comm_exposed_s[c];
+    return json_pack("{s:{s:i,s:i,s:i,s:i,s:i,s:b,s:i,s:s},s:{s:I,s:s},s:f,s:f,s:f,s:f,s:f,s:o,s:f,s:b}",
+                     "parallel", "tensor_model_parallel_size", l->tp, "pipeline_model_parallel_size", l->pp,
+                     "data_parallel_size", l->dp, "context_parallel_size", l->cp,
+                     "virtual_pipeline_model_parallel_size", l->vpp, "sequence_parallel", l->sp, "zero_stage", l->zero,
+                     "schedule", pipeline_kind_name(l->schedule), "training", "micro_batch_size",
+                     (json_int_t)l->micro_batch, "recompute_granularity", recompute_name(l->recompute), "step_time_s",
+                     r->step_time_s, "mfu", r->mfu, "bubble_fraction", r->bubble_mean, "exposed_comm_s", exposed,
+                     "tokens_per_s", r->tokens_per_s, "memory_gib", mem, "days_to_train", l->days_to_train,
+                     "scenario_own_layout", l->is_scenario_own);
+}
+
+static void print_table(FILE *f, const plan_result *p, int top)
+{
+    fprintf(f, "%4s %3s %3s %4s %3s %3s %2s %4s %3s %-9s %9s %6s %7s %9s %8s %8s\n", "rank", "TP", "PP", "DP", "CP",
+            "VPP", "SP", "ZeRO", "mb", "recompute", "step s", "MFU", "bubble", "exposed s", "mem GiB", "days");
+    for (int i = 0; i < p->count && i < top; i++) {
+        const plan_layout *l = &p->layouts[i];
+        const run_result *r = &l->result;
+        double exposed = 0;
+        for (int c = 0; c < COMM_CLASS_COUNT; c++)
+            exposed += r->comm_exposed_s[c];
+        fprintf(f, "%4d %3d %3d %4d %3d %3d %2s %4d %3lld %-9s %9.3f %5.1f%% %6.1f%% %9.3f %8.1f %8.2f%s\n", i + 1, l->tp,
+                l->pp, l->dp, l->cp, l->vpp, l->sp ? "y" : "n", l->zero, l->micro_batch, recompute_name(l->recompute),
+                r->step_time_s, 100 * r->mfu, 100 * r->bubble_mean, exposed, r->memory.total, l->days_to_train,
+                l->is_scenario_own ? "  (scenario's own)" : "");
+    }
+}
+
+static int write_report(const char *path, const scenario_config *s, const plan_result *p, int top, int gpus)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "dtsim plan: --report %s: cannot write\n", path);
+        return -1;
+    }
+    const plan_layout *own = NULL;
+    for (int i = 0; i < p->count; i++)
+        if (p->layouts[i].is_scenario_own)
+            own = &p->layouts[i];
+    fprintf(f, "# Capacity plan: %s\n\n", s->name);
+    fprintf(f, "**Question.** How should a %lld-layer, hidden-%lld model (%.1fB parameters) be laid out on %d %s GPUs "
+               "to train fastest, with a global batch of %lld sequences of %lld tokens in %s?\n\n",
+            s->model.num_layers, s->model.hidden_size, params_total(s) / 1e9, gpus, s->platform.gpu.name, s->training.global_batch_size,
+            s->model.seq_length, precision_name(s->training.precision));
+    fprintf(f, "**Cluster.** %s: %d nodes of %d x %s (%.0f GiB, %.0f GB/s HBM), NVLink %.0f GB/s per direction, "
+               "%d x %.0f Gb/s NICs per node, %s.\n\n",
+            s->platform.name, s->platform.network.nodes, s->platform.node.gpus, s->platform.gpu.name,
+            s->platform.gpu.memory_gib, s->platform.gpu.hbm_bandwidth_gbs, s->platform.node.nvlink_bandwidth_gbs,
+            s->platform.node.nics, s->platform.node.nic_bandwidth_gbps,
+            s->platform.network.topology == TOPO_RAIL_OPTIMIZED_FAT_TREE ? "rail-optimized fat tree"
+            : s->platform.network.topology == TOPO_FAT_TREE ? "fat tree" : "single switch");
+    fprintf(f, "**Search.** %ld layouts enumerated: %ld break a layout rule, %ld do not fit in %.0f GiB, %d simulated "
+               "(analytic fidelity) in %.2f s.\n\n",
+            p->enumerated, p->invalid, p->out_of_memory, s->platform.gpu.memory_gib, p->count, p->wall_s);
+    fprintf(f, "## Best layouts\n\n```\n");
+    print_table(f, p, top);
+    fprintf(f, "```\n\n");
+    if (p->count > 0) {
+        const plan_layout *b = &p->layouts[0];
+        const run_result *r = &b->result;
+        fprintf(f, "## Why the best one wins\n\n");
+        fprintf(f, "- **Time:** %.3f s per step, %.0f tokens/s, MFU %.1f%% (HFU %.1f%%).\n", r->step_time_s,
+                r->tokens_per_s, 100 * r->mfu, 100 * r->hfu);
+        fprintf(f, "- **Pipeline bubble:** %.1f%% of the step on average, %.1f%% on the worst stage.\n",
+                100 * r->bubble_mean, 100 * r->bubble_max);
+        fprintf(f, "- **Communication:** exposed TP %.3f s, PP %.3f s, DP %.3f s, ZeRO %.3f s per step.\n",
+                r->comm_exposed_s[COMM_TP], r->comm_exposed_s[COMM_PP], r->comm_exposed_s[COMM_DP],
+                r->comm_exposed_s[COMM_ZERO]);
+        fprintf(f, "- **Memory:** %.1f of %.0f GiB per GPU (weights %.1f, gradients %.1f, optimizer %.1f, "
+                   "activations %.1f, buffers %.1f).\n",
+                r->memory.total, r->memory.capacity, r->memory.weights, r->memory.gradients, r->memory.optimizer,
+                r->memory.activations, r->memory.buffers);
+        if (own)
+            fprintf(f, "- **Against the scenario's own layout** (TP %d, PP %d, DP %d): %.3f s per step, %.1f%% %s.\n",
+                    own->tp, own->pp, own->dp, own->result.step_time_s,
+                    100 * fabs(own->result.step_time_s / r->step_time_s - 1),
+                    own->result.step_time_s >= r->step_time_s ? "slower" : "faster");
+        if (b->days_to_train > 0)
+            fprintf(f, "- **Time to train** %.3g tokens: %.1f days of pure training (failures not included; see "
+                       "`dtsim faults`).\n", s->training.tokens, b->days_to_train);
+    }
+    fprintf(f, "\n## Assumptions\n\n- Calibration: %s (source: %s%s%s). Platform: %s.\n", s->calibration.device,
+            s->calibration.source, s->calibration.date[0] ? ", " : "", s->calibration.date, s->platform.name);
+    fprintf(f, "- Analytic fidelity: no link contention; the model is described in docs/model.md, its accuracy "
+               "against published runs in docs/validation.md.\n");
+    int ok = fclose(f) == 0;
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        fprintf(stderr, "dtsim plan: --report %s: cannot write\n", path);
+        return -1;
+    }
+    return 0;
+}
 
 int cli_plan(int argc, char **argv)
 {
-    fprintf(stderr, "dtsim plan: not available in this version\n");
-    return 2;
+    const char *path = NULL, *json_path = NULL, *report = NULL;
+    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
+    int n_sets = 0, gpus = 0, top = 10, rc = 2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            rc = 0;
+            goto out;
+        } else if (!strcmp(a, "--gpus") && v) {
+            long n = strtol(v, &end, 10);
+            if (!*v || *end || n < 1 || n > 1048576) {
+                fprintf(stderr, "dtsim plan: --gpus: '%s' is not a GPU count in 1..1048576\n", v);
+                goto out;
+            }
+            gpus = (int)n;
+            i++;
+        } else if (!strcmp(a, "--top") && v) {
+            long n = strtol(v, &end, 10);
+            if (!*v || *end || n < 1 || n > 100000) {
+                fprintf(stderr, "dtsim plan: --top: '%s' is not a count in 1..100000\n", v);
+                goto out;
+            }
+            top = (int)n;
+            i++;
+        } else if (!strcmp(a, "--json") && v) {
+            json_path = argv[++i];
+        } else if (!strcmp(a, "--report") && v) {
+            report = argv[++i];
+        } else if (!strcmp(a, "--set") && v) {
+            sets[n_sets++] = argv[++i];
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "dtsim plan: unknown option or missing value: %s (see dtsim plan --help)\n", a);
+            goto out;
+        } else if (!path) {
+            path = a;
+        } else {
+            fprintf(stderr, "dtsim plan: one scenario file expected\n");
+            goto out;
+        }
+    }
+    if (!path) {
+        usage(stderr);
+        goto out;
+    }
+    scenario_config s;
+    config_error err;
+    if (scenario_load(path, sets, n_sets, &s, &err) != 0) {
+        fprintf(stderr, "dtsim: %s\n", err.msg);
+        goto out;
+    }
+    plan_result p;
+    if (plan_search(&s, gpus, &p, &err, progress) != 0) {
+        fprintf(stderr, "dtsim plan: %s\n", err.msg);
+        scenario_free(&s);
+        goto out;
+    }
+    int plan_gpus = gpus ? gpus : scenario_gpus(&s);
+    FILE *human = json_path && !strcmp(json_path, "-") ? stderr : stdout;
+    fprintf(human, "dtsim plan: %s on %d x %s: %ld layouts, %ld invalid, %ld out of memory, %d simulated in %.2f s "
+                   "(%.0f layouts/s)\n",
+            s.name, plan_gpus, s.platform.gpu.name, p.enumerated, p.invalid, p.out_of_memory, p.count, p.wall_s,
+            p.enumerated / (p.wall_s > 0 ? p.wall_s : 1e-9));
+    print_table(human, &p, top);
+    rc = p.count > 0 ? 0 : 1;
+    if (p.count == 0)
+        fprintf(stderr, "dtsim plan: no layout fits in %.0f GiB per GPU (example rule failure: %s)\n",
+                s.platform.gpu.memory_gib, p.first_invalid[0] ? p.first_invalid : "none");
+    if (json_path) {
+        json_t *arr = json_array();
+        for (int i = 0; i < p.count && i < top; i++)
+            json_array_append_new(arr, layout_json(&p.layouts[i]));
+        json_t *doc = json_pack("{s:o,s:I,s:I,s:I,s:f}", "layouts", arr, "enumerated", (json_int_t)p.enumerated,
+                                "invalid", (json_int_t)p.invalid, "out_of_memory", (json_int_t)p.out_of_memory,
+                                "wall_s", p.wall_s);
+        if (cli_write_json(doc, json_path) != 0)
+            rc = 1;
+        json_decref(doc);
+    }
+    if (report && write_report(report, &s, &p, top, plan_gpus) != 0)
+        rc = 1;
+    plan_result_free(&p);
+    scenario_free(&s);
+out:
+    free(sets);
+    return rc;
 }

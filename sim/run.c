@@ -55,7 +55,7 @@ double run_hardware_flops_per_step(const scenario_config *s)
     return run_model_flops_per_step(s) + extra * seqs;
 }
 
-static void fill_memory(const scenario_config *s, run_memory *out)
+void run_memory_estimate(const scenario_config *s, run_memory *out)
 {
     pipeline_schedule sched;
     char why[256];
@@ -136,7 +136,7 @@ int run_scenario(const scenario_config *s, run_result *r, config_error *err)
     r->hardware_tflops_per_gpu = run_hardware_flops_per_step(s) / r->step_time_s / r->gpus / 1e12;
     r->mfu = peak > 0 ? r->model_tflops_per_gpu * 1e12 / peak : 0;
     r->hfu = peak > 0 ? r->hardware_tflops_per_gpu * 1e12 / peak : 0;
-    fill_memory(s, &r->memory);
+    run_memory_estimate(s, &r->memory);
     r->wall_s = now_s() - t0;
     return 0;
 }

@@ -33,6 +33,9 @@ typedef struct {
 double run_model_flops_per_step(const scenario_config *s);
 double run_hardware_flops_per_step(const scenario_config *s);
 
+/* Memory per GPU at the worst stage (GiB), without simulating the step. */
+void run_memory_estimate(const scenario_config *s, run_memory *out);
+
 /* Simulates scenario s. Returns 0, or -1 with err (runtime failure). */
 int run_scenario(const scenario_config *s, run_result *r, config_error *err);
 
