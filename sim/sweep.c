@@ -1,0 +1,247 @@
+/* Sweeps; see sweep.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "run.h"
+#include "sweep.h"
+
+int sweep_add_vary(sweep_spec *spec, const char *arg, config_error *err)
+{
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || !eq[1]) {
+        snprintf(err->msg, sizeof err->msg, "--vary '%s': expected PATH=V1,V2,...", arg);
+        return -1;
+    }
+    if (spec->dims == SWEEP_MAX_DIMS) {
+        snprintf(err->msg, sizeof err->msg, "--vary: at most %d dimensions", SWEEP_MAX_DIMS);
+        return -1;
+    }
+    sweep_dim *d = &spec->dim[spec->dims];
+    memset(d, 0, sizeof *d);
+    if ((size_t)(eq - arg) >= sizeof d->path) {
+        snprintf(err->msg, sizeof err->msg, "--vary: path too long");
+        return -1;
+    }
+    memcpy(d->path, arg, (size_t)(eq - arg));
+    const char *p = eq + 1, *start = p;
+    int depth = 0, quoted = 0;
+    for (;; p++) {
+        if (*p == '"' && (p == start || p[-1] != '\\'))
+            quoted = !quoted;
+        else if (!quoted && (*p == '[' || *p == '{'))
+            depth++;
+        else if (!quoted && (*p == ']' || *p == '}'))
+            depth--;
+        if (*p == 0 || (*p == ',' && depth == 0 && !quoted)) {
+            size_t len = (size_t)(p - start);
+            if (len == 0) {
+                snprintf(err->msg, sizeof err->msg, "--vary %s: empty value in '%s'", d->path, eq + 1);
+                sweep_spec_free(spec);
+                return -1;
+            }
+            if (d->count == SWEEP_MAX_VALUES) {
+                snprintf(err->msg, sizeof err->msg, "--vary %s: more than %d values", d->path, SWEEP_MAX_VALUES);
+                return -1;
+            }
+            d->values[d->count] = strndup(start, len);
+            d->count++;
+            if (*p == 0)
+                break;
+            start = p + 1;
+        }
+    }
+    spec->dims++;
+    return 0;
+}
+
+void sweep_spec_free(sweep_spec *spec)
+{
+    for (int i = 0; i <= spec->dims && i < SWEEP_MAX_DIMS; i++)
+        for (int j = 0; j < spec->dim[i].count; j++) {
+            free(spec->dim[i].values[j]);
+            spec->dim[i].values[j] = NULL;
+        }
+}
+
+long sweep_points(const sweep_spec *spec)
+{
+    long n = 1;
+    for (int i = 0; i < spec->dims; i++)
+        n *= spec->dim[i].count;
+    return n;
+}
+
+/* Flattens nested objects into "a.b.c" keys of out. */
+static void flatten(json_t *obj, const char *prefix, json_t *out)
+{
+    const char *key;
+    json_t *val;
+    json_object_foreach(obj, key, val) {
+        char name[256];
+        snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "", key);
+        if (json_is_object(val))
+            flatten(val, name, out);
+        else
+            json_object_set(out, name, val);
+    }
+}
+
+static json_t *value_json(const char *text)
+{
+    json_error_t je;
+    json_t *v = json_loads(text, JSON_DECODE_ANY, &je);
+    return v ? v : json_string(text);
+}
+
+int sweep_run(const char *scenario_path, const char *const *base_sets, int n_base, const sweep_spec *spec,
+              json_t **rows_out, config_error *err, void (*progress)(long done, long total))
+{
+    long total = sweep_points(spec);
+    const char **sets = calloc((size_t)n_base + SWEEP_MAX_DIMS + 1, sizeof *sets);
+    char *assign[SWEEP_MAX_DIMS];
+    for (int i = 0; i < n_base; i++)
+        sets[i] = base_sets[i];
+
+    /* Unknown paths and bad syntax stop the sweep before any run: probe each dimension alone. */
+    for (int d = 0; d < spec->dims; d++) {
+        char probe[1024];
+        snprintf(probe, sizeof probe, "%s=%s", spec->dim[d].path, spec->dim[d].values[0]);
+        sets[n_base] = probe;
+        scenario_config s;
+        config_error e;
+        if (scenario_load(scenario_path, sets, n_base + 1, &s, &e) == 0) {
+            scenario_free(&s);
+        } else if (strstr(e.msg, "unknown key") || strstr(e.msg, "--set") || strstr(e.msg, "not an object") ||
+                   strstr(e.msg, "cannot read") || strstr(e.msg, ":1:")) {
+            snprintf(err->msg, sizeof err->msg, "--vary %s: %s", spec->dim[d].path, e.msg);
+            free(sets);
+            return -1;
+        }
+    }
+
+    json_t *rows = json_array();
+    int idx[SWEEP_MAX_DIMS] = {0};
+    for (long point = 0; point < total; point++) {
+        json_t *row = json_object();
+        for (int d = 0; d < spec->dims; d++) {
+            const char *v = spec->dim[d].values[idx[d]];
+            size_t len = strlen(spec->dim[d].path) + strlen(v) + 2;
+            assign[d] = malloc(len);
+            snprintf(assign[d], len, "%s=%s", spec->dim[d].path, v);
+            sets[n_base + d] = assign[d];
+            json_object_set_new(row, spec->dim[d].path, value_json(v));
+        }
+        scenario_config s;
+        config_error e;
+        const char *error = "";
+        if (scenario_load(scenario_path, sets, n_base + spec->dims, &s, &e) != 0) {
+            error = e.msg;
+        } else {
+            run_result r;
+            if (run_scenario(&s, &r, &e) != 0) {
+                error = e.msg;
+            } else {
+                json_t *res = run_result_to_json(&r);
+                json_object_del(res, "scenario");
+                flatten(res, "", row);
+                json_decref(res);
+            }
+            scenario_free(&s);
+        }
+        json_object_set_new(row, "error", json_string(error));
+        json_array_append_new(rows, row);
+        for (int d = 0; d < spec->dims; d++)
+            free(assign[d]);
+        for (int d = spec->dims - 1; d >= 0; d--) /* odometer: the last --vary changes fastest */
+            if (++idx[d] < spec->dim[d].count)
+                break;
+            else
+                idx[d] = 0;
+        if (progress)
+            progress(point + 1, total);
+    }
+    free(sets);
+    /* Rows that failed lack the metric columns: give every row every key (null where absent),
+     * in the order of the fullest row, so CSV columns and JSON keys agree. */
+    json_t *full = NULL;
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) if (!full || json_object_size(row) > json_object_size(full)) full = row;
+    json_t *ordered = json_array();
+    json_array_foreach(rows, i, row) {
+        json_t *o = json_object();
+        const char *key;
+        json_t *val;
+        json_object_foreach(full, key, val) {
+            if (!strcmp(key, "error"))
+                continue;
+            json_t *v = json_object_get(row, key);
+            json_object_set(o, key, v ? v : json_null());
+        }
+        json_object_set(o, "error", json_object_get(row, "error"));
+        json_array_append_new(ordered, o);
+    }
+    json_decref(rows);
+    *rows_out = ordered;
+    return 0;
+}
+
+static void csv_cell(FILE *f, json_t *v)
+{
+    if (!v || json_is_null(v))
+        return;
+    if (json_is_string(v)) {
+        fputc('"', f);
+        for (const char *p = json_string_value(v); *p; p++) {
+            if (*p == '"')
+                fputc('"', f);
+            fputc(*p, f);
+        }
+        fputc('"', f);
+    } else if (json_is_true(v) || json_is_false(v)) {
+        fputs(json_is_true(v) ? "1" : "0", f);
+    } else if (json_is_number(v)) {
+        fprintf(f, "%.10g", json_number_value(v));
+    } else {
+        char *s = json_dumps(v, JSON_COMPACT);
+        json_t *str = json_string(s);
+        csv_cell(f, str);
+        json_decref(str);
+        free(s);
+    }
+}
+
+int sweep_write_csv(json_t *rows, const char *path, config_error *err)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        snprintf(err->msg, sizeof err->msg, "cannot write %s", path);
+        return -1;
+    }
+    json_t *first = json_array_get(rows, 0);
+    const char *key;
+    json_t *val;
+    int col = 0;
+    json_object_foreach(first, key, val) fprintf(f, "%s%s", col++ ? "," : "", key);
+    fputc('\n', f);
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        col = 0;
+        json_object_foreach(first, key, val) {
+            if (col++)
+                fputc(',', f);
+            csv_cell(f, json_object_get(row, key));
+        }
+        fputc('\n', f);
+    }
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        snprintf(err->msg, sizeof err->msg, "cannot write %s", path);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,36 @@
+/* Sweeps: the cartesian product of --vary values, each point loaded through the scenario
+ * loader (so invalid combinations are reported with the loader's reason) and simulated; rows
+ * with the varied values and every metric of `dtsim run --json`, flattened with dots. */
+#ifndef DTSIM_SIM_SWEEP_H
+#define DTSIM_SIM_SWEEP_H
+
+#include <jansson.h>
+#include "config.h"
+
+#define SWEEP_MAX_DIMS 8
+#define SWEEP_MAX_VALUES 256
+
+typedef struct {
+    char path[256];
+    int count;
+    char *values[SWEEP_MAX_VALUES]; /* owned; each a JSON text or a bare string */
+} sweep_dim;
+
+typedef struct {
+    int dims;
+    sweep_dim dim[SWEEP_MAX_DIMS];
+} sweep_spec;
+
+/* Parses "PATH=V1,V2,..." (commas inside [], {} or quotes do not split) into spec. */
+int sweep_add_vary(sweep_spec *spec, const char *arg, config_error *err);
+void sweep_spec_free(sweep_spec *spec);
+long sweep_points(const sweep_spec *spec);
+
+/* Runs every point of the scenario file with base overrides; rows is a JSON array of flat
+ * objects (varied paths first, then the metrics, "error" last: "" when the point ran). */
+int sweep_run(const char *scenario_path, const char *const *base_sets, int n_base, const sweep_spec *spec,
+              json_t **rows, config_error *err, void (*progress)(long done, long total));
+
+/* Writes rows as CSV (columns = the first row's keys, in order) to path (temp + rename). */
+int sweep_write_csv(json_t *rows, const char *path, config_error *err);
+#endif
