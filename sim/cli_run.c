@@ -88,7 +88,7 @@ int cli_run(int argc, char **argv)
         goto out;
     }
     run_result r;
-    if (run_scenario(&s, &r, &err) != 0) {
+    if (run_scenario_traced(&s, &r, trace_path, &err) != 0) {
         fprintf(stderr, "dtsim: %s: %s\n", scenario_path, err.msg);
         scenario_free(&s);
         rc = 1;
@@ -103,10 +103,8 @@ int cli_run(int argc, char **argv)
             rc = 1;
         json_decref(doc);
     }
-    if (trace_path) {
-        fprintf(stderr, "dtsim run: --trace is not available in this build\n");
-        rc = 1;
-    }
+    if (trace_path)
+        fprintf(to_stdout ? stderr : stdout, "  trace        %s (open in ui.perfetto.dev)\n", trace_path);
     scenario_free(&s);
 out:
     free(owned[0]);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 #include "memory.h"
+#include "trace.h"
 #include "run.h"
 #include "workload.h"
 
@@ -83,6 +84,11 @@ void run_memory_estimate(const scenario_config *s, run_memory *out)
 
 int run_scenario(const scenario_config *s, run_result *r, config_error *err)
 {
+    return run_scenario_traced(s, r, NULL, err);
+}
+
+int run_scenario_traced(const scenario_config *s, run_result *r, const char *trace_path, config_error *err)
+{
     double t0 = now_s();
     memset(r, 0, sizeof *r);
     snprintf(r->scenario, sizeof r->scenario, "%s", s->name);
@@ -124,6 +130,8 @@ int run_scenario(const scenario_config *s, run_result *r, config_error *err)
         snprintf(err->msg, sizeof err->msg, "out of memory deriving metrics");
         rc = -1;
     }
+    if (rc == 0 && trace_path)
+        rc = trace_write_chrome(trace_path, &w, &times, s->name, err);
     replay_times_free(&times);
     workload_free(&w);
     if (rc != 0)

@@ -36,8 +36,10 @@ double run_hardware_flops_per_step(const scenario_config *s);
 /* Memory per GPU at the worst stage (GiB), without simulating the step. */
 void run_memory_estimate(const scenario_config *s, run_memory *out);
 
-/* Simulates scenario s. Returns 0, or -1 with err (runtime failure). */
+/* Simulates scenario s. Returns 0, or -1 with err (runtime failure). With trace_path, also
+ * writes a Chrome/Perfetto trace of the step. */
 int run_scenario(const scenario_config *s, run_result *r, config_error *err);
+int run_scenario_traced(const scenario_config *s, run_result *r, const char *trace_path, config_error *err);
 
 /* The `dtsim run --json` document (jansson json_t*, caller decrefs). */
 void *run_result_to_json(const run_result *r);

@@ -105,7 +105,7 @@ int sweep_run(const char *scenario_path, const char *const *base_sets, int n_bas
 
     /* Unknown paths and bad syntax stop the sweep before any run: probe each dimension alone. */
     for (int d = 0; d < spec->dims; d++) {
-        char probe[1024];
+        char probe[2048];
         snprintf(probe, sizeof probe, "%s=%s", spec->dim[d].path, spec->dim[d].values[0]);
         sets[n_base] = probe;
         scenario_config s;

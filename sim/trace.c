@@ -1,0 +1,77 @@
+/* Chrome trace of a replayed step; see trace.h. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include "trace.h"
+
+static const char *lane_name(task_lane l)
+{
+    return l == LANE_COMPUTE ? "compute" : l == LANE_COMM ? "DP/ZeRO comm" : "pipeline send";
+}
+
+static const char *task_label(const sim_task *k)
+{
+    if (k->kind == TASK_COMPUTE)
+        return k->name;
+    return k->name;
+}
+
+int trace_write_chrome(const char *path, const step_workload *w, const replay_times *t, const char *scenario_name,
+                       config_error *err)
+{
+    json_t *ev = json_array();
+    for (int s = 0; s < w->stages; s++) {
+        json_array_append_new(ev, json_pack("{s:s,s:s,s:i,s:{s:s}}", "name", "process_name", "ph", "M", "pid", s,
+                                            "args", "name", "stage"));
+        char name[64];
+        snprintf(name, sizeof name, "pipeline stage %d", s);
+        json_array_append_new(ev, json_pack("{s:s,s:s,s:i,s:{s:s}}", "name", "process_name", "ph", "M", "pid", s,
+                                            "args", "name", name));
+        for (int l = 0; l < LANE_COUNT; l++)
+            json_array_append_new(ev, json_pack("{s:s,s:s,s:i,s:i,s:{s:s}}", "name", "thread_name", "ph", "M", "pid",
+                                                s, "tid", l, "args", "name", lane_name((task_lane)l)));
+    }
+    double *last = calloc((size_t)w->stages, sizeof(double));
+    for (int i = 0; i < w->n_tasks; i++) {
+        const sim_task *k = &w->tasks[i];
+        double start = t->start[i], dur = t->finish[i] - t->start[i];
+        if (k->lane == LANE_COMPUTE && start > last[k->stage] + 1e-12)
+            json_array_append_new(ev, json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i}", "name", "bubble / wait", "cat",
+                                                "idle", "ph", "X", "ts", last[k->stage] * 1e6, "dur",
+                                                (start - last[k->stage]) * 1e6, "pid", k->stage, "tid", LANE_COMPUTE));
+        if (k->lane == LANE_COMPUTE)
+            last[k->stage] = t->finish[i];
+        if (dur <= 0 && k->kind == TASK_COMPUTE)
+            continue;
+        json_t *args = json_pack("{s:i,s:i}", "micro_batch", k->micro_batch, "chunk", k->chunk);
+        if (k->kind == TASK_COMPUTE) {
+            json_object_set_new(args, "flops", json_real(k->flops));
+            json_object_set_new(args, "tp_comm_inside_s", json_real(k->comm_inside_s));
+        } else {
+            json_object_set_new(args, "bytes", json_real(k->bytes));
+            json_object_set_new(args, "collective", json_string(coll_kind_name(k->coll)));
+            json_object_set_new(args, "ranks", json_integer(k->group));
+            json_object_set_new(args, "nodes", json_integer(k->span_nodes));
+            if (k->peer_stage >= 0)
+                json_object_set_new(args, "to_stage", json_integer(k->peer_stage));
+        }
+        const char *cat = k->kind == TASK_COMPUTE ? "compute" : comm_class_name(k->comm);
+        json_array_append_new(ev, json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:o}", "name", task_label(k), "cat", cat,
+                                            "ph", "X", "ts", start * 1e6, "dur", dur * 1e6, "pid", k->stage, "tid",
+                                            k->lane, "args", args));
+    }
+    free(last);
+    json_t *doc = json_pack("{s:o,s:s,s:{s:s}}", "traceEvents", ev, "displayTimeUnit", "ms", "metadata", "scenario",
+                            scenario_name);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int rc = 0;
+    if (json_dump_file(doc, tmp, JSON_COMPACT) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        snprintf(err->msg, sizeof err->msg, "--trace %s: cannot write", path);
+        rc = -1;
+    }
+    json_decref(doc);
+    return rc;
+}
