@@ -27,11 +27,18 @@ typedef struct {
     run_memory memory;
     double wall_s;            /* wall-clock time of the simulation itself */
     long tasks;               /* tasks in the step graph */
+    long flows;               /* flow fidelity: network flows simulated */
+    double flow_wall_s, flow_peak_rss_mib; /* flow fidelity: SimGrid's run time and memory */
 } run_result;
 
 /* FLOPs of one step per DESIGN.md: model FLOPs, and hardware FLOPs (with recomputation). */
 double run_model_flops_per_step(const scenario_config *s);
 double run_hardware_flops_per_step(const scenario_config *s);
+
+/* Flow fidelity's gradient bucket size: the scenario's, or larger so that a stage has at most
+ * FLOW_MAX_BUCKETS buckets. */
+#define FLOW_MAX_BUCKETS 16
+double run_flow_bucket_mb(const scenario_config *s);
 
 /* Memory per GPU at the worst stage (GiB), without simulating the step. */
 void run_memory_estimate(const scenario_config *s, run_memory *out);

@@ -1,0 +1,340 @@
+/* The flow replay; see flow.h. Runs in a forked child: SimGrid is initialised there, the task
+ * times come back to the parent through a pipe. */
+#include <math.h>
+#include <simgrid/actor.h>
+#include <simgrid/barrier.h>
+#include <simgrid/engine.h>
+#include <simgrid/exec.h>
+#include <simgrid/host.h>
+#include <simgrid/link.h>
+#include <simgrid/semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "collective.h"
+#include "flow.h"
+#include "flow_internal.h"
+
+#define FLOW_MAX_PARALLEL 64 /* flows one actor starts at once (one per lockstep GPU x channel) */
+
+typedef struct {
+    const scenario_config *s;
+    const step_workload *w;
+    int P, R, tp, cp, gpn;
+    sg_host_t *hosts;          /* by global rank */
+    int **lane_tasks;          /* [stage * LANE_COUNT + lane] -> task indices, -1 terminated */
+    int *dependents;           /* per task */
+    sg_sem_t *done;            /* [task * R + replica], created on first use */
+    sg_bar_t *bar_in, *bar_out;/* per task (collectives), created on first use */
+    double *slow;              /* [stage * R + replica]: straggler slowdown of the lockstep group */
+    double *start, *finish;    /* per task: the replica that finished last */
+    long flows, waits;
+} flow_ctx;
+
+typedef struct {
+    flow_ctx *c;
+    int stage, replica, lane;
+} actor_arg;
+
+static int rank_of(const flow_ctx *c, int stage, int replica, int t, int cpi)
+{
+    return t + c->tp * (cpi + c->cp * (stage + c->P * replica));
+}
+
+static sg_sem_t done_sem(flow_ctx *c, int task, int replica)
+{
+    sg_sem_t *s = &c->done[(size_t)task * c->R + replica];
+    if (!*s)
+        *s = sg_sem_init(0); /* actors run one at a time: lazy creation is race-free */
+    return *s;
+}
+
+/* Starts a host-to-host transfer with no receiving actor (a 2-host parallel task whose only
+ * non-zero entry is src -> dst bytes: a plain network flow under the default host model). */
+static sg_exec_t transfer(sg_host_t a, sg_host_t b, double bytes)
+{
+    sg_host_t hosts[2] = {a, b};
+    double m[4] = {0, bytes, 0, 0};
+    sg_exec_t e = sg_actor_parallel_exec_init(2, hosts, NULL, m);
+    sg_exec_start(e);
+    return e;
+}
+
+static void wait_all(flow_ctx *c, sg_exec_t *e, int n)
+{
+    for (int i = 0; i < n; i++)
+        sg_exec_wait(e[i]);
+    c->flows += n;
+}
+
+static void p2p(flow_ctx *c, const sim_task *k, int stage, int d)
+{
+    sg_exec_t e[FLOW_MAX_PARALLEL];
+    int n = 0;
+    for (int ci = 0; ci < c->cp; ci++)
+        for (int t = 0; t < c->tp && n < FLOW_MAX_PARALLEL; t++) {
+            sg_host_t a = c->hosts[rank_of(c, stage, d, t, ci)], b = c->hosts[rank_of(c, k->peer_stage, d, t, ci)];
+            if (a != b)
+                e[n++] = transfer(a, b, k->bytes);
+        }
+    wait_all(c, e, n);
+    const coll_fit *f = &c->s->calibration.collectives[LINK_NETWORK][COLL_SEND_RECV];
+    if (f->present && f->alpha_us > 0)
+        sg_actor_sleep_for(f->alpha_us * 1e-6);
+}
+
+/* A DP / ZeRO collective over the R replicas of this stage: every replica starts its ring edges
+ * (one ring per lockstep GPU, each split over `channels` rings that cross nodes through
+ * different NICs when the group shares nodes), all wait for the slowest, then the ring's
+ * latency terms are added. */
+static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int d)
+{
+    int R = c->R;
+    if (!c->bar_in[task]) {
+        c->bar_in[task] = sg_barrier_init((unsigned)R);
+        c->bar_out[task] = sg_barrier_init((unsigned)R);
+    }
+    sg_barrier_wait(c->bar_in[task]);
+    double factor = k->coll == COLL_ALL_REDUCE ? 2.0 * (R - 1) / R : (double)(R - 1) / R;
+    coll_group g = coll_group_of(R, c->tp * c->cp * c->P, c->gpn);
+    int nics = c->s->platform.node.nics > 0 ? c->s->platform.node.nics : 1;
+    int channels = g.per_node > 1 ? (g.per_node < nics ? g.per_node : nics) : 1;
+    sg_exec_t e[FLOW_MAX_PARALLEL];
+    int n = 0;
+    if (R > 1)
+        for (int ci = 0; ci < c->cp; ci++)
+            for (int t = 0; t < c->tp; t++)
+                for (int ch = 0; ch < channels && n < FLOW_MAX_PARALLEL; ch++) {
+                    /* Channel ch visits each node's members rotated by ch, so its node-to-node
+                     * edge leaves from a different GPU (and NIC) than the other channels'. */
+                    int per = g.per_node, node = d / per, pos = d % per;
+                    int me = node * per + (pos + ch) % per;
+                    int next_pos = (pos + 1) % per, next_node = next_pos == 0 ? (node + 1) % g.nodes : node;
+                    int peer = next_node * per + (next_pos + ch) % per;
+                    if (me >= R || peer >= R)
+                        continue;
+                    sg_host_t a = c->hosts[rank_of(c, stage, me, t, ci)], b = c->hosts[rank_of(c, stage, peer, t, ci)];
+                    e[n++] = transfer(a, b, factor * k->bytes / channels);
+                }
+    wait_all(c, e, n);
+    sg_barrier_wait(c->bar_out[task]);
+    coll_group whole = {k->group, k->span_nodes, k->group / (k->span_nodes > 0 ? k->span_nodes : 1)};
+    double latency = collective_time_algo(&c->s->platform, &c->s->calibration, k->coll, 0, whole, ALGO_RING);
+    if (isfinite(latency) && latency > 0)
+        sg_actor_sleep_for(latency);
+}
+
+static void lane_actor(int argc, char **argv)
+{
+    actor_arg *a = sg_actor_self_get_data();
+    flow_ctx *c = a->c;
+    const step_workload *w = c->w;
+    for (const int *it = c->lane_tasks[a->stage * LANE_COUNT + a->lane]; *it >= 0; it++) {
+        int i = *it;
+        const sim_task *k = &w->tasks[i];
+        for (int q = 0; q < k->dep_count; q++) {
+            sg_sem_acquire(done_sem(c, w->deps[k->dep_begin + q], a->replica));
+            c->waits++;
+        }
+        double t0 = simgrid_get_clock();
+        if (k->kind == TASK_COMPUTE) {
+            double d = k->duration_s * c->slow[a->stage * c->R + a->replica];
+            if (d > 0)
+                sg_actor_sleep_for(d);
+        } else if (k->kind == TASK_P2P) {
+            p2p(c, k, a->stage, a->replica);
+        } else {
+            collective(c, i, k, a->stage, a->replica);
+        }
+        double t1 = simgrid_get_clock();
+        if (t1 >= c->finish[i]) {
+            c->finish[i] = t1;
+            c->start[i] = t0;
+        }
+        for (int q = 0; q < c->dependents[i]; q++)
+            sg_sem_release(done_sem(c, i, a->replica));
+    }
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* In the child: set up SimGrid, run, write the times and the report to fd. */
+static int child_run(const scenario_config *s, const step_workload *w, const char *so, int fd)
+{
+    flow_ctx c;
+    memset(&c, 0, sizeof c);
+    c.s = s;
+    c.w = w;
+    c.P = s->parallel.pp;
+    c.R = s->parallel.dp;
+    c.tp = s->parallel.tp;
+    c.cp = s->parallel.cp;
+    c.gpn = s->platform.node.gpus;
+    int gpus = scenario_gpus(s), nodes = (gpus + c.gpn - 1) / c.gpn;
+    flow_platform_describe(&s->platform, nodes);
+
+    char *argv0[] = {"dtsim-flow", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
+                     "--log=root.thres:critical", NULL};
+    int argc = 4;
+    simgrid_init(&argc, argv0);
+    double t0 = now_s();
+    simgrid_load_platform(so);
+    double t_load = now_s() - t0;
+
+    c.hosts = calloc((size_t)gpus, sizeof *c.hosts);
+    char name[64];
+    for (int r = 0; r < gpus; r++) {
+        snprintf(name, sizeof name, "n%dg%d", r / c.gpn, r % c.gpn);
+        c.hosts[r] = sg_host_by_name(name);
+        if (!c.hosts[r]) {
+            fprintf(stderr, "dtsim flow: the platform has no host %s\n", name);
+            return 1;
+        }
+    }
+    /* Degraded NICs: both directions of the NIC link at a fraction of their bandwidth. */
+    for (int i = 0; i < s->faults.degraded_count; i++) {
+        const degraded_link *d = &s->faults.degraded[i];
+        const char *dir[2] = {"UP", "DOWN"};
+        for (int k = 0; k < 2; k++) {
+            snprintf(name, sizeof name, "nic_n%dg%d_%s", d->node, d->nic, dir[k]);
+            sg_link_t l = sg_link_by_name(name);
+            if (l)
+                sg_link_set_bandwidth(l, sg_link_get_bandwidth(l) * d->bandwidth_factor);
+        }
+    }
+    c.slow = malloc((size_t)c.P * c.R * sizeof *c.slow);
+    for (int i = 0; i < c.P * c.R; i++)
+        c.slow[i] = 1;
+    for (int i = 0; i < s->faults.straggler_count; i++) {
+        int r = s->faults.stragglers[i].gpu;
+        int stage = (r / (c.tp * c.cp)) % c.P, replica = r / (c.tp * c.cp * c.P);
+        double *sl = &c.slow[stage * c.R + replica];
+        if (s->faults.stragglers[i].slowdown > *sl) /* the lockstep group goes at its slowest GPU */
+            *sl = s->faults.stragglers[i].slowdown;
+    }
+
+    int n = w->n_tasks;
+    c.dependents = calloc((size_t)n, sizeof(int));
+    for (int i = 0; i < n; i++)
+        for (int q = 0; q < w->tasks[i].dep_count; q++)
+            c.dependents[w->deps[w->tasks[i].dep_begin + q]]++;
+    c.lane_tasks = calloc((size_t)c.P * LANE_COUNT, sizeof *c.lane_tasks);
+    int *counts = calloc((size_t)c.P * LANE_COUNT, sizeof(int));
+    for (int i = 0; i < n; i++)
+        counts[w->tasks[i].stage * LANE_COUNT + w->tasks[i].lane]++;
+    for (int q = 0; q < c.P * LANE_COUNT; q++) {
+        c.lane_tasks[q] = malloc(((size_t)counts[q] + 1) * sizeof(int));
+        counts[q] = 0;
+    }
+    for (int i = 0; i < n; i++) {
+        int q = w->tasks[i].stage * LANE_COUNT + w->tasks[i].lane;
+        c.lane_tasks[q][counts[q]++] = i;
+    }
+    for (int q = 0; q < c.P * LANE_COUNT; q++)
+        c.lane_tasks[q][counts[q]] = -1;
+    c.done = calloc((size_t)n * c.R, sizeof *c.done);
+    c.bar_in = calloc((size_t)n, sizeof *c.bar_in);
+    c.bar_out = calloc((size_t)n, sizeof *c.bar_out);
+    c.start = calloc((size_t)n, sizeof(double));
+    c.finish = calloc((size_t)n, sizeof(double));
+
+    long actors = 0;
+    actor_arg *args = calloc((size_t)c.P * c.R * LANE_COUNT, sizeof *args);
+    for (int p = 0; p < c.P; p++)
+        for (int d = 0; d < c.R; d++)
+            for (int l = 0; l < LANE_COUNT; l++) {
+                if (counts[p * LANE_COUNT + l] == 0)
+                    continue;
+                actor_arg *a = &args[actors];
+                a->c = &c;
+                a->stage = p;
+                a->replica = d;
+                a->lane = l;
+                snprintf(name, sizeof name, "s%d.r%d.l%d", p, d, l);
+                sg_actor_t act = sg_actor_init(name, c.hosts[rank_of(&c, p, d, 0, 0)]);
+                sg_actor_set_data(act, a);
+                sg_actor_start(act, lane_actor, 0, NULL);
+                actors++;
+            }
+    double t1 = now_s();
+    simgrid_run();
+    double t_run = now_s() - t1;
+
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    flow_report rep = {t_run, t_load, actors, c.flows, c.waits, ru.ru_maxrss / 1024.0};
+    size_t bytes = (size_t)n * sizeof(double);
+    if (write(fd, &rep, sizeof rep) != (ssize_t)sizeof rep || write(fd, c.start, bytes) != (ssize_t)bytes ||
+        write(fd, c.finish, bytes) != (ssize_t)bytes)
+        return 1;
+    return 0;
+}
+
+static int read_all(int fd, void *buf, size_t n)
+{
+    char *p = buf;
+    while (n > 0) {
+        ssize_t got = read(fd, p, n);
+        if (got <= 0)
+            return -1;
+        p += got;
+        n -= (size_t)got;
+    }
+    return 0;
+}
+
+int replay_flow(const scenario_config *s, const step_workload *w, replay_times *t, flow_report *r,
+                config_error *err)
+{
+    char so[4096];
+    if (flow_platform_path(so, sizeof so) != 0) {
+        snprintf(err->msg, sizeof err->msg,
+                 "flow fidelity: the SimGrid platform module libdtsim_railzone.so was not found next to the "
+                 "program (../lib/) nor in DTSIM_RAILZONE_SO");
+        return -1;
+    }
+    if (s->parallel.tp * s->parallel.cp * FLOW_MAX_PARALLEL < 1) {
+        snprintf(err->msg, sizeof err->msg, "flow fidelity: empty layout");
+        return -1;
+    }
+    int fds[2];
+    if (pipe(fds) != 0) {
+        snprintf(err->msg, sizeof err->msg, "flow fidelity: pipe failed");
+        return -1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err->msg, sizeof err->msg, "flow fidelity: fork failed");
+        return -1;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        _exit(child_run(s, w, so, fds[1]));
+    }
+    close(fds[1]);
+    flow_report rep;
+    size_t bytes = (size_t)w->n_tasks * sizeof(double);
+    int rc = read_all(fds[0], &rep, sizeof rep) || read_all(fds[0], t->start, bytes) ||
+             read_all(fds[0], t->finish, bytes);
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (rc || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        snprintf(err->msg, sizeof err->msg, "flow fidelity: the SimGrid replay failed (child status %d)", status);
+        return -1;
+    }
+    if (r)
+        *r = rep;
+    return 0;
+}

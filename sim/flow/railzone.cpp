@@ -1,0 +1,169 @@
+/* The cluster as a SimGrid 3.32 routing zone: one host per GPU, routes computed in O(1).
+ *
+ * SimGrid builds custom platforms only in C++, and its zones leave through one gateway each,
+ * so "GPU i of every node on leaf i of its rail" cannot be a zone per node. This zone holds
+ * every GPU itself and routes:
+ *   same node:   nv_<src>_UP, nv_<dst>_DOWN                      (NVLink into the NVSwitch)
+ *   same rail:   nic_<src>_UP, [ls_r<r>_l<a>_s<k>_UP, ls_r<r>_l<b>_s<k>_DOWN,] nic_<dst>_DOWN
+ *                (leaf-spine only between leaves; spine k chosen d-mod-k by destination node)
+ *   other rail:  NVLink to the GPU of the destination's rail in the source node, then that rail
+ *                (PXN, as NCCL does on rail-optimized clusters)
+ * fat_tree: a node's NICs share its leaf (no rails); single_switch: one switch, no spines.
+ * A leaf has ceil(leaf_radix x ports_per_node / oversubscription) uplinks, one per spine.
+ *
+ * Loaded from C with simgrid_load_platform("libdtsim_railzone.so"); the C side passes the
+ * cluster in the environment variable DTSIM_RAILZONE as "key=value;..." (see flow_platform.c). */
+#include <simgrid/kernel/routing/NetPoint.hpp>
+#include <simgrid/kernel/routing/NetZoneImpl.hpp>
+#include <simgrid/s4u.hpp>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sg4 = simgrid::s4u;
+using simgrid::kernel::resource::StandardLinkImpl;
+using simgrid::kernel::routing::NetPoint;
+using simgrid::kernel::routing::Route;
+
+namespace {
+
+struct Params {
+    int nodes = 1, gpus = 8, topology = 0, leaf_radix = 32;
+    double nvlink_Bps = 450e9, nvlink_lat = 0.7e-6, nic_Bps = 50e9, link_lat = 0.6e-6, switch_lat = 0.3e-6;
+    double oversubscription = 1.0;
+};
+
+Params parse_params()
+{
+    Params p;
+    const char *env = std::getenv("DTSIM_RAILZONE");
+    if (!env) {
+        std::fprintf(stderr, "dtsim railzone: DTSIM_RAILZONE is not set\n");
+        std::abort();
+    }
+    std::map<std::string, double> kv;
+    std::string s(env);
+    size_t pos = 0;
+    while (pos < s.size()) {
+        size_t end = s.find(';', pos);
+        if (end == std::string::npos)
+            end = s.size();
+        std::string item = s.substr(pos, end - pos);
+        size_t eq = item.find('=');
+        if (eq != std::string::npos)
+            kv[item.substr(0, eq)] = std::atof(item.c_str() + eq + 1);
+        pos = end + 1;
+    }
+    p.nodes = (int)kv["nodes"];
+    p.gpus = (int)kv["gpus"];
+    p.topology = (int)kv["topology"];
+    p.leaf_radix = (int)kv["leaf_radix"];
+    p.nvlink_Bps = kv["nvlink_Bps"];
+    p.nvlink_lat = kv["nvlink_lat"];
+    p.nic_Bps = kv["nic_Bps"];
+    p.link_lat = kv["link_lat"];
+    p.switch_lat = kv["switch_lat"];
+    p.oversubscription = kv["oversubscription"] >= 1 ? kv["oversubscription"] : 1;
+    if (p.leaf_radix < 1)
+        p.leaf_radix = 1;
+    return p;
+}
+
+class RailZone : public simgrid::kernel::routing::NetZoneImpl {
+public:
+    Params p;
+    unsigned long first_id = 0;
+    int rails = 1, leaves = 1, spines = 1;
+    std::vector<sg4::SplitDuplexLink *> nv, nic, ls; /* per GPU, per GPU, per (rail, leaf, spine) */
+
+    explicit RailZone(const Params &params) : NetZoneImpl("dtsim-cluster"), p(params)
+    {
+        rails = p.topology == 0 ? p.gpus : 1;       /* rail-optimized: one fabric per GPU index */
+        leaves = (p.nodes + p.leaf_radix - 1) / p.leaf_radix;
+        int ports_per_node = p.topology == 0 ? 1 : p.gpus;
+        spines = std::max(1, (int)std::ceil(p.leaf_radix * ports_per_node / p.oversubscription));
+        if (p.topology == 2 || leaves == 1)
+            spines = 0;
+    }
+
+    static void add(std::vector<StandardLinkImpl *> &l, double *lat, sg4::Link *k)
+    {
+        l.push_back(k->get_impl());
+        if (lat)
+            *lat += k->get_latency();
+    }
+
+    void rail_route(unsigned a, unsigned b, Route *r, double *lat)
+    {
+        unsigned na = a / p.gpus, nb = b / p.gpus;
+        add(r->link_list_, lat, nic[a]->get_link_up());
+        unsigned la = na / p.leaf_radix, lb = nb / p.leaf_radix;
+        if (lat)
+            *lat += p.switch_lat;
+        if (spines > 0 && la != lb) {
+            unsigned rail = rails > 1 ? a % p.gpus : 0;
+            unsigned k = (b / (rails > 1 ? p.gpus : 1)) % spines; /* d-mod-k by destination port */
+            add(r->link_list_, lat, ls[(rail * leaves + la) * spines + k]->get_link_up());
+            add(r->link_list_, lat, ls[(rail * leaves + lb) * spines + k]->get_link_down());
+            if (lat)
+                *lat += 2 * p.switch_lat;
+        }
+        add(r->link_list_, lat, nic[b]->get_link_down());
+    }
+
+    void get_local_route(const NetPoint *src, const NetPoint *dst, Route *r, double *lat) override
+    {
+        unsigned a = (unsigned)(src->id() - first_id), b = (unsigned)(dst->id() - first_id);
+        if (a == b)
+            return;
+        if (a / p.gpus == b / p.gpus) {
+            add(r->link_list_, lat, nv[a]->get_link_up());
+            add(r->link_list_, lat, nv[b]->get_link_down());
+        } else if (rails == 1 || a % p.gpus == b % p.gpus) {
+            rail_route(a, b, r, lat);
+        } else {
+            unsigned relay = (a / p.gpus) * p.gpus + b % p.gpus; /* PXN */
+            add(r->link_list_, lat, nv[a]->get_link_up());
+            add(r->link_list_, lat, nv[relay]->get_link_down());
+            rail_route(relay, b, r, lat);
+        }
+    }
+};
+
+sg4::SplitDuplexLink *link(RailZone *z, const std::string &name, double bw, double lat)
+{
+    auto *l = z->create_split_duplex_link(name, {bw});
+    l->set_latency(lat);
+    l->seal();
+    return l;
+}
+
+} // namespace
+
+extern "C" void load_platform(const sg4::Engine &)
+{
+    Params p = parse_params();
+    auto *z = new RailZone(p); /* created first and without a parent: it is the root */
+    char name[96];
+    for (int n = 0; n < p.nodes; n++)
+        for (int g = 0; g < p.gpus; g++) {
+            std::snprintf(name, sizeof name, "n%dg%d", n, g);
+            auto *h = z->create_host(name, {1e12});
+            h->seal();
+            if (n == 0 && g == 0)
+                z->first_id = h->get_netpoint()->id();
+            z->nv.push_back(link(z, std::string("nv_") + name, p.nvlink_Bps, p.nvlink_lat));
+            z->nic.push_back(link(z, std::string("nic_") + name, p.nic_Bps, p.link_lat));
+        }
+    for (int r = 0; r < z->rails; r++)
+        for (int l = 0; l < z->leaves; l++)
+            for (int k = 0; k < z->spines; k++) {
+                std::snprintf(name, sizeof name, "ls_r%d_l%d_s%d", r, l, k);
+                z->ls.push_back(link(z, name, p.nic_Bps, p.link_lat));
+            }
+    z->seal();
+}
