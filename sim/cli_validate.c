@@ -14,7 +14,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: dtsim validate CASES.json [--json FILE|-] [--max-mean-error X] [--max-error X]\n"
+            "usage: dtsim validate CASES.json [--json FILE|-] [--fidelity analytic|flow] [--max-mean-error X]\n"
+            "                      [--max-error X]\n"
             "Simulates each case's scenario and compares the figures under \"expect\" with the\n"
             "prediction; a case passes when |predicted - expected| / expected <= its tolerance.\n"
             "  --max-mean-error X  instead of the per-case tolerances, pass when the mean absolute\n"
@@ -36,12 +37,20 @@ int cli_validate(int argc, char **argv)
 {
     const char *cases_path = NULL, *json_path = NULL;
     double max_mean = -1, max_err = -1;
+    int fidelity_flow = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
         } else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
             json_path = argv[++i];
+        } else if (!strcmp(argv[i], "--fidelity") && i + 1 < argc) {
+            const char *v = argv[++i];
+            if (strcmp(v, "analytic") && strcmp(v, "flow")) {
+                fprintf(stderr, "dtsim validate: --fidelity: '%s' is not one of analytic, flow\n", v);
+                return 2;
+            }
+            fidelity_flow = !strcmp(v, "flow");
         } else if ((!strcmp(argv[i], "--max-mean-error") || !strcmp(argv[i], "--max-error")) && i + 1 < argc) {
             char *end;
             double v = strtod(argv[i + 1], &end);
@@ -108,6 +117,8 @@ int cli_validate(int argc, char **argv)
             rc = 2;
             break;
         }
+        if (fidelity_flow >= 0)
+            s.run.fidelity_flow = fidelity_flow;
         run_result r;
         if (run_scenario(&s, &r, &err) != 0) {
             fprintf(stderr, "dtsim validate: %s: %s\n", id, err.msg);
