@@ -32,9 +32,15 @@ static void usage(FILE *f)
             "  --log-crc                add params_crc32 to every step line\n"
             "  --profile FILE           per-op times to FILE and a Chrome trace to FILE.trace.json\n"
             "  --inject-overflow STEP   test aid: an inf in the gradients at STEP (exercises loss scaling)\n"
-            "  --tp/--pp/--dp/--zero/--schedule/--vpp, --ckpt-dir/--ckpt-every/--resume: parallel layouts\n"
-            "                           and checkpoints are not in this build yet; only the 1-rank values\n"
-            "                           (1, 1, 1, 0, 1f1b, 1) are accepted\n"
+            "  --ckpt-dir D             checkpoint folder (D/step-NNNNNNNN/: shard + manifest, written last)\n"
+            "  --ckpt-every N           checkpoint every N steps (written in the background from a host copy)\n"
+            "  --ckpt-keep K            complete checkpoints to keep (default 3)\n"
+            "  --ckpt-sync              write checkpoints on the step loop instead\n"
+            "  --resume                 start from the newest intact checkpoint in --ckpt-dir (bit-exact)\n"
+            "  --stop-after N           test aid: stop after step N as if killed (no final checkpoint)\n"
+            "  SIGTERM                  finishes the current step, writes a checkpoint, exits 0\n"
+            "  --tp/--pp/--dp/--zero/--schedule/--vpp: parallel layouts are not in this build yet; only the\n"
+            "                           1-rank values (1, 1, 1, 0, 1f1b, 1) are accepted\n"
             "exit: 0 ok, 2 bad input, 1 runtime failure\n",
             DTRAIN_DEFAULT_DATA);
 }
@@ -68,7 +74,7 @@ int main(int argc, char **argv)
     train_options o = {.device = "cpu", .model = "tiny", .data = DTRAIN_DEFAULT_DATA, .micro_batch = 8,
                        .global_batch = 0, .steps = 200, .warmup = -1, .seed = 1, .lr = 1e-3,
                        .weight_decay = 0.1, .grad_clip = 1.0, .precision = KPREC_FP32, .loss_scale = 65536,
-                       .loss_scale_window = 1000};
+                       .loss_scale_window = 1000, .ckpt_keep = 3};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long n;
@@ -80,8 +86,11 @@ int main(int argc, char **argv)
             o.log_crc = 1;
             continue;
         } else if (!strcmp(a, "--resume")) {
-            fprintf(stderr, "dtrain: --resume: checkpoints are not implemented in this build yet\n");
-            return 2;
+            o.resume = 1;
+            continue;
+        } else if (!strcmp(a, "--ckpt-sync")) {
+            o.ckpt_sync = 1;
+            continue;
         }
         if (!v) {
             fprintf(stderr, "dtrain: %s needs a value (see --help)\n", a);
@@ -158,9 +167,17 @@ int main(int argc, char **argv)
                 fprintf(stderr, "dtrain: --schedule %s: only gpipe or 1f1b (trivial on one rank) in this build\n", v);
                 return 2;
             }
-        } else if (!strcmp(a, "--ckpt-dir") || !strcmp(a, "--ckpt-every")) {
-            fprintf(stderr, "dtrain: %s: checkpoints are not implemented in this build yet\n", a);
-            return 2;
+        } else if (!strcmp(a, "--ckpt-dir")) {
+            o.ckpt_dir = v;
+        } else if (!strcmp(a, "--ckpt-every")) {
+            if (parse_long(a, v, 1, 100000000, &n)) return 2;
+            o.ckpt_every = (int)n;
+        } else if (!strcmp(a, "--ckpt-keep")) {
+            if (parse_long(a, v, 1, 1000000, &n)) return 2;
+            o.ckpt_keep = (int)n;
+        } else if (!strcmp(a, "--stop-after")) {
+            if (parse_long(a, v, 1, 100000000, &n)) return 2;
+            o.stop_after = (int)n;
         } else {
             fprintf(stderr, "dtrain: unknown option %s (see --help)\n", a);
             return 2;
@@ -175,5 +192,9 @@ int main(int argc, char **argv)
     }
     if (o.warmup < 0)
         o.warmup = o.steps / 10;
+    if ((o.resume || o.ckpt_every) && !o.ckpt_dir) {
+        fprintf(stderr, "dtrain: --resume and --ckpt-every need --ckpt-dir\n");
+        return 2;
+    }
     return train_run(&o);
 }

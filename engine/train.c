@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
+#include <unistd.h>
+#include "checkpoint.h"
 #include "data.h"
 #include "gpt.h"
 #include "profiler.h"
@@ -27,6 +30,24 @@ double train_lr(const train_options *o, int step)
         progress = 1;
     double lr_min = 0.1 * o->lr;
     return lr_min + 0.5 * (o->lr - lr_min) * (1.0 + cos(M_PI * progress));
+}
+
+/* SIGTERM asks for one last checkpoint at the end of the current step. A signal handler can
+ * only reach process state, so this one flag is the engine's single global. */
+static volatile sig_atomic_t g_term_requested;
+
+static void on_sigterm(int sig)
+{
+    (void)sig;
+    g_term_requested = 1;
+}
+
+static train_state state_of(const train_options *o, int step, int updates, const data_loader *d, double scale,
+                            int good_steps)
+{
+    train_state st = {step, updates, d->position, o->seed, scale, good_steps, o->lr, o->warmup, o->steps,
+                      (int)o->precision};
+    return st;
 }
 
 static FILE *open_log(const char *path)
@@ -100,9 +121,35 @@ int train_run(const train_options *o)
             precision_label(o->precision), k->name, accum, B, accum);
 
     double scale = o->precision == KPREC_FP16 ? o->loss_scale : 1.0;
-    int good_steps = 0, updates = 0;
+    int good_steps = 0, updates = 0, first_step = 1;
     float loss = 0;
-    for (int step = 1; step <= o->steps; step++) {
+    if (o->resume) {
+        train_state st;
+        int got = checkpoint_load_latest(o->ckpt_dir, &m, &st, err, sizeof err);
+        if (got < 0 || (got == 1 && st.precision != (int)o->precision)) {
+            fprintf(stderr, "dtrain: --resume: %s\n", got < 0 ? err : "the checkpoint was made in another precision");
+            gpt_free(&m);
+            data_close(&data);
+            return 2;
+        }
+        if (got == 1) {
+            first_step = st.step + 1;
+            updates = st.updates;
+            data.position = st.data_position;
+            scale = st.loss_scale;
+            good_steps = st.good_steps;
+            fprintf(stderr, "dtrain: resumed from %s/step-%08d (step %d done)\n", o->ckpt_dir, st.step, st.step);
+        } else {
+            fprintf(stderr, "dtrain: no checkpoint in %s: starting fresh\n", o->ckpt_dir);
+        }
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigterm;
+    sigaction(SIGTERM, &sa, NULL);
+    checkpoint_job *pending = NULL;
+    int rc = 0, last_step = first_step - 1;
+    for (int step = first_step; step <= o->steps; step++) {
         double t0 = now_s();
         profiler_set_step(m.prof, step);
         k->memset_zero(m.grads, m.num_params * sizeof(float));
@@ -159,13 +206,62 @@ int train_run(const train_options *o)
         if (step == 1 || step % 10 == 0 || step == o->steps)
             fprintf(stderr, "step %5d/%d  loss %.4f  grad norm %.3f  lr %.2e  %.3f s  %.0f tok/s\n", step, o->steps,
                     loss, grad_norm, lr, dt, (double)B * T * accum / dt);
+
+        last_step = step;
+        int term = g_term_requested;
+        if (o->ckpt_dir && ((o->ckpt_every > 0 && step % o->ckpt_every == 0) || term)) {
+            double write_s = 0;
+            if (checkpoint_wait(pending, &write_s, err, sizeof err) != 0) {
+                fprintf(stderr, "dtrain: checkpoint: %s\n", err);
+                rc = 1;
+                break;
+            }
+            pending = NULL;
+            checkpoint_prune(o->ckpt_dir, o->ckpt_keep);
+            train_state st = state_of(o, step, updates, &data, scale, good_steps);
+            double t1 = now_s();
+            profiler_begin(m.prof);
+            if (o->ckpt_sync || term) {
+                if (checkpoint_save(o->ckpt_dir, &m, &st, err, sizeof err) != 0) {
+                    fprintf(stderr, "dtrain: checkpoint: %s\n", err);
+                    rc = 1;
+                    break;
+                }
+                checkpoint_prune(o->ckpt_dir, o->ckpt_keep);
+            } else {
+                pending = checkpoint_save_async(o->ckpt_dir, &m, &st);
+            }
+            profiler_end(m.prof, "checkpoint_blocked", -1, "host copy", 0, 3.0 * m.num_params * 4);
+            fprintf(stderr, "dtrain: checkpoint step %d: step loop blocked %.3f s%s\n", step, now_s() - t1,
+                    o->ckpt_sync || term ? " (synchronous write)" : ", writing in the background");
+        }
+        if (term) {
+            fprintf(stderr, "dtrain: SIGTERM: stopped after step %d with a checkpoint\n", step);
+            break;
+        }
+        if (o->stop_after > 0 && step == o->stop_after) {
+            checkpoint_wait(pending, NULL, err, sizeof err);
+            pending = NULL;
+            fprintf(stderr, "dtrain: --stop-after %d: stopping as if killed\n", step);
+            if (log && log != stdout)
+                fclose(log);
+            _exit(0); /* no final line, no final checkpoint: as a crash would leave things */
+        }
     }
+    double write_s = 0;
+    if (checkpoint_wait(pending, &write_s, err, sizeof err) != 0) {
+        fprintf(stderr, "dtrain: checkpoint: %s\n", err);
+        rc = 1;
+    } else if (pending) {
+        fprintf(stderr, "dtrain: last checkpoint written in %.3f s\n", write_s);
+    }
+    if (o->ckpt_dir)
+        checkpoint_prune(o->ckpt_dir, o->ckpt_keep);
     char crc[16];
     snprintf(crc, sizeof crc, "%08x", gpt_params_crc32(&m));
-    log_line(log, json_pack("{s:b,s:i,s:f,s:s}", "final", 1, "step", o->steps, "loss", (double)loss, "params_crc32", crc));
+    log_line(log, json_pack("{s:b,s:i,s:f,s:s}", "final", 1, "step", last_step, "loss", (double)loss, "params_crc32", crc));
     fprintf(stderr, "dtrain: done, final loss %.4f, params_crc32 %s\n", loss, crc);
 
-    int rc = 0;
     if (m.prof) {
         if (profiler_write(m.prof, o->profile, precision_label(o->precision), k->name, err, sizeof err) != 0) {
             fprintf(stderr, "dtrain: --profile: %s\n", err);

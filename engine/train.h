@@ -19,6 +19,11 @@ typedef struct {
     int loss_scale_window;       /* good steps before the scale doubles */
     int inject_overflow_step;    /* test aid: put an inf into the gradients at this step (0 = never) */
     int log_crc;                 /* add "params_crc32" to every step line */
+    const char *ckpt_dir;        /* NULL: no checkpoints */
+    int ckpt_every, ckpt_keep;   /* steps between checkpoints; complete checkpoints kept */
+    int ckpt_sync;               /* write on the step loop instead of in the background */
+    int resume;                  /* start from the newest good checkpoint in ckpt_dir */
+    int stop_after;              /* test aid: stop as if killed after this step (0 = never) */
 } train_options;
 
 /* Runs the training; returns the process exit code (0, 1 runtime failure, 2 bad input). */
