@@ -166,7 +166,8 @@ int plan_search(const scenario_config *base, int gpus, plan_result *out, config_
                 }
             }
     }
-    qsort(out->layouts, (size_t)out->count, sizeof *out->layouts, cmp_layouts);
+    if (out->count > 1)
+        qsort(out->layouts, (size_t)out->count, sizeof *out->layouts, cmp_layouts);
     out->wall_s = now_s() - t0;
     return 0;
 }
