@@ -58,11 +58,12 @@ double cost_gemm_efficiency(const cost_model *cm, double m, double n, double k)
     for (int d = 0; d < 3; d++)
         if (q[d] < lo[d] * 0.999 || q[d] > hi[d] * 1.001)
             inside = 0;
-    /* Larger than every measured shape in some dimension and not smaller in any: big GEMMs
-     * run at the best measured efficiency (the roofline fallback). */
+    /* Beyond the largest measured shape in every dimension: big GEMMs run at the best measured
+     * efficiency (the roofline fallback). A shape larger in only some dimensions is
+     * interpolated like any other: the best point is often a best *tile* shape, not a bound. */
     int larger = 1;
     for (int d = 0; d < 3; d++)
-        if (q[d] < lo[d] * 0.999)
+        if (q[d] < hi[d] * 0.999)
             larger = 0;
     if (!inside && larger)
         return best;

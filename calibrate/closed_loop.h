@@ -1,0 +1,19 @@
+/* dtcal validate: the closed loop. Runs dtrain for a few profiled steps, simulates the same
+ * configuration with the calibration given on the platform given, and compares the measured
+ * step time (median of the steps after the first) with the predicted one, op by op. */
+#ifndef DTSIM_CALIBRATE_CLOSED_LOOP_H
+#define DTSIM_CALIBRATE_CLOSED_LOOP_H
+
+typedef struct {
+    const char *dtrain;        /* the dtrain binary */
+    const char *model;         /* tiny | small | FILE */
+    const char *platform;      /* platform file */
+    const char *calibration;   /* calibration file */
+    const char *device;        /* cpu | cuda */
+    int micro_batch, steps;
+    const char *json_path;     /* NULL, "-" or a file */
+} closed_loop_options;
+
+/* Returns the process exit code. */
+int closed_loop_run(const closed_loop_options *o);
+#endif

@@ -1,0 +1,219 @@
+/* dtcal: calibrates the simulator from the engine's own kernels, from nccl-tests logs, and
+ * checks the result by predicting the engine's own runs. */
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cal_writer.h"
+#include "config.h"
+#include "closed_loop.h"
+#include "kernels_cal.h"
+#include "nccl_import.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: dtcal COMMAND [options]\n\n"
+            "  kernels [--device cpu|cuda] [--precision fp32|bf16] [--quick] [--platform FILE] [-o FILE]\n"
+            "      time the engine's kernels (GEMM grid, memory-bound ops, attention, launch overhead)\n"
+            "      and write a calibration file (default: stdout)\n"
+            "  import-nccl-tests LOG... [--kind NAME] [--into CAL.json] [-o FILE]\n"
+            "      fit alpha and bus bandwidth per collective from nccl-tests output; link class from\n"
+            "      the hosts the log's ranks ran on (one: nvlink, several: network)\n"
+            "  validate [--device cpu|cuda] [--model tiny|small|FILE] [--micro-batch B] [--steps N]\n"
+            "           [--platform FILE] [--calibration FILE] [--json FILE|-]\n"
+            "      run dtrain, simulate the same configuration, compare step times and ops\n"
+            "exit: 0 ok, 2 bad input, 1 runtime failure\n");
+}
+
+static int cmd_kernels(int argc, char **argv)
+{
+    const char *device = "cpu", *out = "-", *platform = NULL;
+    kernels_precision prec = KPREC_FP32;
+    int quick = 0;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--device") && i + 1 < argc)
+            device = argv[++i];
+        else if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else if (!strcmp(argv[i], "-o") && i + 1 < argc)
+            out = argv[++i];
+        else if (!strcmp(argv[i], "--platform") && i + 1 < argc)
+            platform = argv[++i];
+        else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
+            const char *p = argv[++i];
+            if (!strcmp(p, "fp32")) prec = KPREC_FP32;
+            else if (!strcmp(p, "bf16")) prec = KPREC_BF16;
+            else {
+                fprintf(stderr, "dtcal kernels: --precision: '%s' is not fp32 or bf16\n", p);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "dtcal kernels: unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
+    char why[256];
+    const kernels_backend *k = !strcmp(device, "cuda") ? kernels_cuda(why, sizeof why)
+                               : !strcmp(device, "cpu") ? kernels_cpu() : NULL;
+    if (!k) {
+        fprintf(stderr, "dtcal kernels: --device %s: %s\n", device, strcmp(device, "cuda") ? "not cpu or cuda" : why);
+        return strcmp(device, "cuda") ? 2 : 1;
+    }
+    double peak = 0;
+    if (platform) {
+        platform_config p;
+        config_error err;
+        if (platform_load(platform, &p, &err) != 0) {
+            fprintf(stderr, "dtcal kernels: %s\n", err.msg);
+            return 2;
+        }
+        peak = p.gpu.peak_tflops[prec == KPREC_BF16 ? PREC_BF16 : PREC_FP32];
+    }
+    json_t *doc = cal_new(!strcmp(device, "cuda") ? "cuda-device" : "cpu", "measured", argc, argv);
+    kernels_calibrate(k, prec, quick, peak, doc);
+    int rc = cal_write(doc, out) ? 1 : 0;
+    json_decref(doc);
+    return rc;
+}
+
+static int cmd_import(int argc, char **argv)
+{
+    const char *out = "-", *kind = NULL, *into = NULL;
+    json_t *doc = NULL, *colls = json_object();
+    int files = 0, rc = 0;
+    for (int i = 2; i < argc && rc == 0; i++) {
+        if (!strcmp(argv[i], "-o") && i + 1 < argc) {
+            out = argv[++i];
+        } else if (!strcmp(argv[i], "--kind") && i + 1 < argc) {
+            kind = argv[++i];
+        } else if (!strcmp(argv[i], "--into") && i + 1 < argc) {
+            into = argv[++i];
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "dtcal import-nccl-tests: unknown option %s\n", argv[i]);
+            rc = 2;
+        } else {
+            nccl_fit fit;
+            char err[1024];
+            if (nccl_import_file(argv[i], kind, &fit, err, sizeof err) != 0) {
+                fprintf(stderr, "dtcal import-nccl-tests: %s\n", err);
+                rc = 2;
+                break;
+            }
+            const char *cls = fit.hosts > 1 ? "network" : "nvlink";
+            fprintf(stderr, "  %s: %s over %d ranks on %d host(s) (%s): alpha %.2f us, busbw %.2f GB/s (%d sizes, up "
+                            "to %.0f bytes)\n", argv[i], fit.collective, fit.ranks, fit.hosts, cls, fit.alpha_us,
+                    fit.busbw_gbs, fit.points, fit.max_bytes);
+            json_t *c = json_object_get(colls, cls);
+            if (!c)
+                json_object_set_new(colls, cls, c = json_object());
+            json_object_set_new(c, fit.collective,
+                                json_pack("{s:f,s:f}", "alpha_us", fit.alpha_us, "busbw_gbs", fit.busbw_gbs));
+            files++;
+        }
+    }
+    if (rc == 0 && files == 0) {
+        fprintf(stderr, "dtcal import-nccl-tests: no log given\n");
+        rc = 2;
+    }
+    if (rc == 0) {
+        if (into) {
+            json_error_t je;
+            doc = json_load_file(into, 0, &je);
+            if (!doc) {
+                fprintf(stderr, "dtcal import-nccl-tests: --into %s:%d: %s\n", into, je.line, je.text);
+                rc = 2;
+            } else {
+                json_object_set_new(doc, "source", json_string("mixed"));
+            }
+        } else {
+            doc = cal_new("from nccl-tests", "nccl-tests", argc, argv);
+        }
+    }
+    if (rc == 0) {
+        json_t *old = json_object_get(doc, "collectives");
+        if (json_is_object(old))
+            json_object_update_recursive(old, colls);
+        else
+            json_object_set(doc, "collectives", colls);
+        rc = cal_write(doc, out) ? 1 : 0;
+    }
+    json_decref(colls);
+    json_decref(doc);
+    return rc;
+}
+
+static int cmd_validate(int argc, char **argv)
+{
+    char dtrain[PATH_MAX + 16] = "dtrain", exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        exe[len] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(dtrain, sizeof dtrain, "%s/dtrain", exe);
+        }
+    }
+    closed_loop_options o = {dtrain, "tiny", "platforms/cpu-box.json", "calibrate/data/cpu-box-measured.json", "cpu",
+                             8, 12, NULL};
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) {
+            fprintf(stderr, "dtcal validate: %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "--device")) o.device = v;
+        else if (!strcmp(a, "--model")) o.model = v;
+        else if (!strcmp(a, "--platform")) o.platform = v;
+        else if (!strcmp(a, "--calibration")) o.calibration = v;
+        else if (!strcmp(a, "--json")) o.json_path = v;
+        else if (!strcmp(a, "--micro-batch") || !strcmp(a, "--steps")) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (!*v || *end || n < 1 || n > 100000) {
+                fprintf(stderr, "dtcal validate: %s: '%s' is not a positive whole number\n", a, v);
+                return 2;
+            }
+            *(!strcmp(a, "--steps") ? &o.steps : &o.micro_batch) = (int)n;
+        } else if (!strcmp(a, "--tp") || !strcmp(a, "--pp") || !strcmp(a, "--dp")) {
+            if (strcmp(v, "1")) {
+                fprintf(stderr, "dtcal validate: %s %s: dtrain runs one rank in this build\n", a, v);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "dtcal validate: unknown option %s\n", a);
+            return 2;
+        }
+    }
+    return closed_loop_run(&o);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "kernels"))
+        return cmd_kernels(argc, argv);
+    if (!strcmp(argv[1], "import-nccl-tests"))
+        return cmd_import(argc, argv);
+    if (!strcmp(argv[1], "validate"))
+        return cmd_validate(argc, argv);
+    if (!strcmp(argv[1], "collectives")) {
+        fprintf(stderr, "dtcal collectives: needs the parallel engine's communicator (not in this build yet); "
+                        "import nccl-tests logs instead\n");
+        return 1;
+    }
+    fprintf(stderr, "dtcal: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,249 @@
+/* dtcal kernels; see kernels_cal.h. Each measurement: warm-up, then the median of repeats
+ * timed with the backend's events; inputs rotate over several buffers so caches do not flatter
+ * the memory-bound ops. Progress goes to stderr. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernels_cal.h"
+
+#define ROTATE 4
+
+typedef struct {
+    const kernels_backend *k;
+    kernels_event *a, *b;
+    int repeats;
+    float *scratch;     /* CPU: a buffer a single-threaded kernel works on between repeats */
+    size_t scratch_n;
+} timer;
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+typedef void (*op_fn)(void *ctx, int which);
+
+static double median_time(timer *t, op_fn fn, void *ctx)
+{
+    double v[64];
+    fn(ctx, 0);
+    t->k->synchronize();
+    for (int r = 0; r < t->repeats; r++) {
+        /* On the CPU, as in training, each kernel follows other (single-threaded) work: BLAS
+         * worker threads are idle again and caches hold other data. Not timed. */
+        if (t->scratch)
+            t->k->gelu_forward(t->scratch, t->scratch + t->scratch_n / 2, t->scratch_n / 2);
+        t->k->event_record(t->a);
+        fn(ctx, r % ROTATE);
+        t->k->event_record(t->b);
+        v[r] = t->k->event_elapsed_s(t->a, t->b);
+    }
+    qsort(v, (size_t)t->repeats, sizeof v[0], cmp_double);
+    return v[t->repeats / 2];
+}
+
+static float *dev_fill(const kernels_backend *k, size_t n)
+{
+    float *h = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        h[i] = (float)((i * 2654435761u) % 2000) / 1000.0f - 1.0f;
+    float *d = k->alloc(n * sizeof(float));
+    k->copy_to_device(d, h, n * sizeof(float));
+    free(h);
+    return d;
+}
+
+typedef struct {
+    const kernels_backend *k;
+    float *in[ROTATE], *w, *out;
+    int m, n, kk, B, T, C, NH;
+    kernels_precision prec;
+    int *tok;
+} bufs;
+
+static void gemm_op(void *p, int i)
+{
+    bufs *b = p;
+    /* with a bias, as the engine runs its linear layers */
+    b->k->matmul_forward(b->out, b->in[i], b->w, b->w, b->m, b->kk, b->n, b->prec);
+}
+
+static void layernorm_op(void *p, int i)
+{
+    bufs *b = p;
+    b->k->layernorm_forward(b->out, b->w, b->w + b->m, b->in[i], b->w, b->w, b->m, b->C);
+}
+
+static void gelu_op(void *p, int i)
+{
+    bufs *b = p;
+    b->k->gelu_forward(b->out, b->in[i], (size_t)b->m * b->C);
+}
+
+static void residual_op(void *p, int i)
+{
+    bufs *b = p;
+    b->k->residual_forward(b->out, b->in[i], b->in[(i + 1) % ROTATE], (size_t)b->m * b->C);
+}
+
+static void softmax_op(void *p, int i)
+{
+    bufs *b = p;
+    b->k->softmax_forward(b->out, b->in[i], b->m, b->C);
+}
+
+static void ce_op(void *p, int i)
+{
+    bufs *b = p;
+    b->k->cross_entropy_forward(b->out, b->in[i], b->tok, b->m, b->C);
+}
+
+static void adamw_op(void *p, int i)
+{
+    bufs *b = p;
+    size_t n = (size_t)b->m * b->C / 4;
+    b->k->adamw_update(b->in[i], b->in[(i + 1) % ROTATE], b->in[(i + 2) % ROTATE], b->in[(i + 3) % ROTATE], n, 1e-4f,
+                       0.9f, 0.95f, 1e-8f, 0.1f, 1, 1.0f);
+}
+
+static void embedding_op(void *p, int i)
+{
+    bufs *b = p;
+    b->k->encoder_forward(b->out, b->tok, b->in[i], b->w, b->B, b->T, b->C);
+}
+
+static void attention_op(void *p, int i)
+{
+    bufs *b = p;
+    b->k->attention_forward(b->out, b->w, b->in[i], b->B, b->T, b->C, b->NH, b->prec);
+}
+
+static void tiny_op(void *p, int i)
+{
+    bufs *b = p;
+    b->k->residual_forward(b->out, b->in[i], b->in[i], 1);
+}
+
+int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quick, double peak_tflops, json_t *doc)
+{
+    timer t = {k, k->event_create(), k->event_create(), quick ? 5 : 11, NULL, 0};
+    int gpu = !strcmp(k->name, "cuda");
+    if (!gpu) {
+        t.scratch_n = (size_t)1 << 20; /* ~2 ms of GELU: longer than BLAS threads spin */
+        t.scratch = dev_fill(k, t.scratch_n);
+    }
+    const char *prec_name = prec == KPREC_BF16 ? "bf16" : prec == KPREC_FP16 ? "fp16" : "fp32";
+
+    /* GEMMs: token counts x (hidden split by TP) shapes transformer layers produce. */
+    int tokens_cpu[] = {256, 1024}, tokens_gpu[] = {1024, 4096, 16384, 65536};
+    int hidden_cpu[] = {128, 512, 1024}, hidden_gpu[] = {512, 1024, 2048, 4096, 8192, 16384};
+    int *tok = gpu ? tokens_gpu : tokens_cpu, *hid = gpu ? hidden_gpu : hidden_cpu;
+    int ntok = gpu ? (quick ? 2 : 4) : (quick ? 1 : 2), nhid = gpu ? (quick ? 3 : 6) : (quick ? 2 : 3);
+    json_t *table = json_array();
+    double best_gemm = 0;
+    size_t max_elems = 0;
+    for (int a = 0; a < ntok; a++)
+        for (int h = 0; h < nhid; h++) {
+            size_t e = (size_t)tok[a] * hid[h] * 4;
+            if (e > max_elems)
+                max_elems = e;
+        }
+    /* Room for the memory-bound ops and the loss below too. */
+    int rows = gpu ? 16384 : 2048, C = gpu ? 4096 : 1024, V = gpu ? 32768 : 4096, N = gpu ? 4096 : 256;
+    if ((size_t)rows * C > max_elems)
+        max_elems = (size_t)rows * C;
+    if ((size_t)N * V > max_elems)
+        max_elems = (size_t)N * V;
+    bufs b;
+    memset(&b, 0, sizeof b);
+    b.k = k;
+    b.prec = prec;
+    size_t wmax = (size_t)(gpu ? 16384 : 1024) * (gpu ? 16384 : 1024) * 4;
+    for (int r = 0; r < ROTATE; r++)
+        b.in[r] = dev_fill(k, max_elems);
+    b.w = dev_fill(k, wmax);
+    b.out = dev_fill(k, max_elems > wmax ? max_elems : wmax);
+    int done = 0, total = ntok * nhid * 3;
+    for (int a = 0; a < ntok; a++)
+        for (int h = 0; h < nhid; h++)
+            for (int shape = 0; shape < 3; shape++) {
+                /* (tokens x h) by (h x 3h): QKV; (tokens x h)(h x 4h): FC1; (tokens x 4h)(4h x h): FC2 */
+                int n = shape == 0 ? 3 * hid[h] : shape == 1 ? 4 * hid[h] : hid[h];
+                int kk = shape == 2 ? 4 * hid[h] : hid[h];
+                b.m = tok[a];
+                b.n = n;
+                b.kk = kk;
+                double s = median_time(&t, gemm_op, &b);
+                double tf = 2.0 * b.m * (double)n * kk / s / 1e12;
+                best_gemm = fmax(best_gemm, tf);
+                json_array_append_new(table, json_pack("{s:i,s:i,s:i,s:f}", "m", b.m, "n", n, "k", kk, "tflops", tf));
+                fprintf(stderr, "\r  gemm %d/%d  (%d x %d x %d: %.3f TFLOP/s)      ", ++done, total, b.m, n, kk, tf);
+            }
+    fprintf(stderr, "\n");
+    json_object_set_new(doc, "gemm", json_pack("{s:o}", prec_name, table));
+
+    /* Memory-bound ops at a large size: bytes moved / time. */
+    json_t *ops = json_object();
+    b.m = rows;
+    b.C = C;
+    b.B = 1;
+    b.T = rows;
+    double el = (double)rows * C;
+    struct { const char *name; op_fn fn; double bytes; } mem[] = {
+        {"layernorm", layernorm_op, 2 * el * 4}, {"gelu", gelu_op, 2 * el * 4}, {"elementwise", residual_op, 3 * el * 4},
+        {"softmax", softmax_op, 2 * el * 4},     {"adamw", adamw_op, 7 * el},   /* 28 bytes per parameter, n = el/4 */
+    };
+    for (size_t i = 0; i < sizeof mem / sizeof mem[0]; i++) {
+        double s = median_time(&t, mem[i].fn, &b);
+        json_object_set_new(ops, mem[i].name, json_pack("{s:f}", "gbs", mem[i].bytes / s / 1e9));
+        fprintf(stderr, "  %-12s %.1f GB/s\n", mem[i].name, mem[i].bytes / s / 1e9);
+    }
+    /* Cross-entropy over a vocabulary and embedding lookups need token ids. */
+    int *host_tok = calloc((size_t)(rows > N ? rows : N), sizeof(int));
+    for (int i = 0; i < (rows > N ? rows : N); i++)
+        host_tok[i] = (int)((i * 2654435761u) % (unsigned)(V < C ? V : C));
+    b.tok = k->alloc((size_t)(rows > N ? rows : N) * sizeof(int));
+    k->copy_to_device(b.tok, host_tok, (size_t)(rows > N ? rows : N) * sizeof(int));
+    free(host_tok);
+    b.m = N;
+    b.C = V;
+    double s = median_time(&t, ce_op, &b);
+    json_object_set_new(ops, "cross_entropy", json_pack("{s:f}", "gbs", (double)N * V * 4 / s / 1e9));
+    fprintf(stderr, "  %-12s %.1f GB/s\n", "cross_entropy", (double)N * V * 4 / s / 1e9);
+    b.B = 1;
+    b.T = N < 1024 ? N : 1024;
+    b.C = 1024 < C ? 1024 : C;
+    s = median_time(&t, embedding_op, &b);
+    json_object_set_new(ops, "embedding", json_pack("{s:f}", "gbs", 3.0 * b.T * b.C * 4 / s / 1e9));
+
+    /* Attention: the engine's fused kernel, FLOPs in the DESIGN convention (4 B T^2 C) over the
+     * best measured GEMM rate: the fraction of peak the simulator applies to "flash" attention. */
+    b.B = 1;
+    b.T = gpu ? 2048 : 256;
+    b.C = gpu ? 2048 : 256;
+    b.NH = gpu ? 16 : 4;
+    s = median_time(&t, attention_op, &b);
+    double att_tf = 4.0 * b.B * (double)b.T * b.T * b.C / s / 1e12;
+    double peak = peak_tflops > 0 ? peak_tflops : best_gemm;
+    json_object_set_new(ops, "attention", json_pack("{s:f}", "efficiency", fmin(1.0, att_tf / peak)));
+    fprintf(stderr, "  attention    %.4f TFLOP/s (%.3f of %s %.3f TFLOP/s)\n", att_tf, att_tf / peak,
+            peak_tflops > 0 ? "the platform's peak" : "the best GEMM", peak);
+    json_object_set_new(doc, "ops", ops);
+
+    /* Launch overhead: the time of a kernel that does (almost) nothing. */
+    b.m = 1;
+    double launch = median_time(&t, tiny_op, &b);
+    json_object_set_new(doc, "launch_overhead_us", json_real(launch * 1e6));
+    for (int r = 0; r < ROTATE; r++)
+        k->free(b.in[r]);
+    k->free(b.w);
+    k->free(b.out);
+    k->free(b.tok);
+    if (t.scratch)
+        k->free(t.scratch);
+    k->event_destroy(t.a);
+    k->event_destroy(t.b);
+    return 0;
+}

@@ -1,0 +1,14 @@
+/* dtcal kernels: times the engine's own kernels through the kernel interface and fits the
+ * calibration's compute figures: a GEMM efficiency table over transformer-like shapes, the
+ * achieved bandwidth of each memory-bound op class, the launch overhead, and the fused
+ * attention kernel's fraction of the best GEMM rate. */
+#ifndef DTSIM_CALIBRATE_KERNELS_CAL_H
+#define DTSIM_CALIBRATE_KERNELS_CAL_H
+#include <jansson.h>
+#include "kernels.h"
+
+/* Adds "gemm", "ops", "launch_overhead_us" to doc; quick: the reduced grid (< 1 min here).
+ * peak_tflops: the platform's peak for the precision, which the simulator scales the attention
+ * efficiency by (0: the best measured GEMM rate stands in for it). */
+int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quick, double peak_tflops, json_t *doc);
+#endif

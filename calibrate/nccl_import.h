@@ -1,0 +1,21 @@
+/* Reading nccl-tests output (all_reduce_perf, all_gather_perf, reduce_scatter_perf,
+ * alltoall_perf, sendrecv_perf) and fitting DESIGN.md's collective section:
+ *   alpha_us  = the median time of the three smallest measured sizes (the latency floor),
+ *   busbw_gbs = the mean out-of-place bus bandwidth over sizes >= 1/4 of the largest (the
+ *               bandwidth plateau nccl-tests reports),
+ * for the link class the log's ranks span (one host: nvlink; several: network). */
+#ifndef DTSIM_CALIBRATE_NCCL_IMPORT_H
+#define DTSIM_CALIBRATE_NCCL_IMPORT_H
+#include <stddef.h>
+
+typedef struct {
+    char collective[32];  /* all_reduce, all_gather, reduce_scatter, all_to_all, send_recv */
+    int ranks, hosts;
+    int points;
+    double alpha_us, busbw_gbs, max_bytes;
+} nccl_fit;
+
+/* Parses one log. kind_hint: the collective when the log does not say (NULL: from the file
+ * name). Returns 0, or -1 with err naming the file and line. */
+int nccl_import_file(const char *path, const char *kind_hint, nccl_fit *out, char *err, size_t errlen);
+#endif

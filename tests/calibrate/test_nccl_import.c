@@ -1,0 +1,98 @@
+/* dtcal import-nccl-tests: logs written here from a known alpha-beta model (time = alpha +
+ * factor x size / busbw), in both nccl-tests layouts (with and without the root column), come
+ * back with that alpha and busbw; one host means NVLink, several the network; a truncated or
+ * malformed log is refused with its line number. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+#include "nccl_import.h"
+
+static void write_log(const char *path, int hosts, int with_root, double alpha_us, double busbw_gbs, int truncate)
+{
+    FILE *f = fopen(path, "w");
+    fprintf(f, "# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20\n#\n");
+    fprintf(f, "# Using devices\n");
+    for (int r = 0; r < 8 * hosts; r++)
+        fprintf(f, "#  Rank %2d Group  0 Pid %6d on     node%d device  %d [0x%02x] NVIDIA H100 80GB HBM3\n", r, 1000 + r,
+                r / 8, r % 8, r);
+    fprintf(f, "#\n#                                                    out-of-place                       in-place\n");
+    fprintf(f, "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw "
+               "  busbw #wrong\n");
+    int n = 8 * hosts;
+    double factor = 2.0 * (n - 1) / n;
+    for (double size = 8; size <= 8589934592.0; size *= 2) {
+        double t = alpha_us + factor * size / (busbw_gbs * 1e3); /* us: bytes / (GB/s * 1e3) */
+        double algbw = size / t / 1e3, busbw = algbw * factor;
+        if (with_root)
+            fprintf(f, "%12.0f %12.0f     float     sum      -1 %8.2f %7.2f %7.2f      0 %8.2f %7.2f %7.2f      0\n",
+                    size, size / 4, t, algbw, busbw, t, algbw, busbw);
+        else
+            fprintf(f, "%12.0f %12.0f     float     sum %8.2f %7.2f %7.2f      0 %8.2f %7.2f %7.2f      0\n", size,
+                    size / 4, t, algbw, busbw, t, algbw, busbw);
+        if (truncate && size > 1e6) {
+            fprintf(f, "  16777216       4194304     float\n");
+            break;
+        }
+    }
+    fprintf(f, "# Out of bounds values : 0 OK\n");
+    fclose(f);
+}
+
+static void fits_come_back(void **state)
+{
+    const char *path = "/tmp/dtcal_all_reduce_perf.log";
+    for (int hosts = 1; hosts <= 4; hosts += 3)
+        for (int root = 0; root < 2; root++) {
+            write_log(path, hosts, root, 12.0, 300.0, 0);
+            nccl_fit fit;
+            char err[512];
+            if (nccl_import_file(path, NULL, &fit, err, sizeof err) != 0)
+                fail_msg("%s", err);
+            assert_string_equal(fit.collective, "all_reduce");
+            assert_int_equal(fit.ranks, 8 * hosts);
+            assert_int_equal(fit.hosts, hosts);
+            /* The latency floor: the smallest sizes' time is alpha plus a few ns. */
+            assert_true(fabs(fit.alpha_us - 12.0) < 0.02 * 12.0);
+            /* The plateau's busbw: within 2% of the model's (printing rounds to 0.01 GB/s). */
+            print_message("hosts %d root %d: alpha %.3f us busbw %.2f GB/s\n", hosts, root, fit.alpha_us, fit.busbw_gbs);
+            assert_true(fabs(fit.busbw_gbs - 300.0) < 0.02 * 300.0);
+        }
+}
+
+static void bad_logs_are_refused_with_the_line(void **state)
+{
+    const char *path = "/tmp/dtcal_all_reduce_perf.log";
+    nccl_fit fit;
+    char err[512];
+    write_log(path, 1, 1, 12.0, 300.0, 1);
+    assert_int_not_equal(nccl_import_file(path, NULL, &fit, err, sizeof err), 0);
+    assert_non_null(strstr(err, path));
+    assert_non_null(strstr(err, "fields"));
+    FILE *f = fopen("/tmp/dtcal_unknown.log", "w");
+    fprintf(f, "# out-of-place\n  8  2  float  sum  -1  10.0  0.00  0.00  0  10.0  0.00  0.00  0\n");
+    fclose(f);
+    assert_int_not_equal(nccl_import_file("/tmp/dtcal_unknown.log", NULL, &fit, err, sizeof err), 0);
+    assert_non_null(strstr(err, "which collective"));
+    f = fopen("/tmp/dtcal_x_all_gather.log", "w");
+    fprintf(f, "# out-of-place\n  8  2  float  none  -1  abc  0.00  0.00  0  10.0  0.00  0.00  0\n");
+    fclose(f);
+    assert_int_not_equal(nccl_import_file("/tmp/dtcal_x_all_gather.log", NULL, &fit, err, sizeof err), 0);
+    assert_non_null(strstr(err, ":2:"));
+    remove("/tmp/dtcal_unknown.log");
+    remove("/tmp/dtcal_x_all_gather.log");
+    remove(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(fits_come_back),
+        cmocka_unit_test(bad_logs_are_refused_with_the_line),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
