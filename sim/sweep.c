@@ -114,7 +114,8 @@ int sweep_run(const char *scenario_path, const char *const *base_sets, int n_bas
             scenario_free(&s);
         } else if (strstr(e.msg, "unknown key") || strstr(e.msg, "--set") || strstr(e.msg, "not an object") ||
                    strstr(e.msg, "cannot read") || strstr(e.msg, ":1:")) {
-            snprintf(err->msg, sizeof err->msg, "--vary %s: %s", spec->dim[d].path, e.msg);
+            /* the loader's message already names the path */
+            snprintf(err->msg, sizeof err->msg, "--vary: %.1000s", e.msg);
             free(sets);
             return -1;
         }

@@ -24,6 +24,7 @@
 /* Time and work of one pass of one layer. */
 typedef struct {
     double time_s, comm_s, flops;
+    double tp_ring_bytes; /* per GPU, over its TP ring */
 } pass_cost;
 
 typedef struct {
@@ -56,7 +57,7 @@ static double comm_op_time(const builder *b, const layer_op *op)
  * reruns (attention scores, softmax, values). */
 static pass_cost sum_ops(const builder *b, const layer_op *ops, int n, int attention_only)
 {
-    pass_cost c = {0, 0, 0};
+    pass_cost c = {0, 0, 0, 0};
     for (int i = 0; i < n; i++) {
         const layer_op *op = &ops[i];
         if (attention_only && strncmp(op->name, "attn_score", 10) != 0 &&
@@ -67,6 +68,8 @@ static pass_cost sum_ops(const builder *b, const layer_op *ops, int n, int atten
             double t = comm_op_time(b, op);
             c.time_s += t;
             c.comm_s += t;
+            if (op->comm == COMM_TP && op->group > 1)
+                c.tp_ring_bytes += (op->coll == COLL_ALL_REDUCE ? 2.0 : 1.0) * (op->group - 1) / op->group * op->bytes;
         } else {
             c.time_s += cost_compute_op_s(&b->cm, op);
             c.flops += op->flops;
@@ -265,6 +268,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         t.phase = PIPE_FORWARD;
         t.duration_s = L * b->layer_fwd.time_s;
         t.comm_inside_s = L * b->layer_fwd.comm_s;
+        t.tp_ring_bytes = L * b->layer_fwd.tp_ring_bytes;
         t.flops = L * b->layer_fwd.flops;
         if (vs == 0) {
             t.duration_s += b->embed_fwd.time_s;
@@ -312,6 +316,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         int nl = split ? (L > 0 ? 1 : 0) : L;
         t.duration_s = nl * (b->layer_bwd.time_s + b->layer_recompute.time_s);
         t.comm_inside_s = nl * (b->layer_bwd.comm_s + b->layer_recompute.comm_s);
+        t.tp_ring_bytes = nl * (b->layer_bwd.tp_ring_bytes + b->layer_recompute.tp_ring_bytes);
         t.flops = nl * (b->layer_bwd.flops + b->layer_recompute.flops);
         if (vs == last_vs && piece == 0) {
             t.duration_s += b->head_bwd.time_s;

@@ -42,8 +42,10 @@ typedef struct {
     double bytes;         /* payload bytes per rank (nccl-tests "size") */
     /* analytic time on an idle cluster, seconds (computed by the cost model) */
     double duration_s;
-    /* what part of duration_s is communication inside a compute task (TP comm folded in) */
+    /* what part of duration_s is communication inside a compute task (TP comm folded in), and
+     * the bytes each GPU sends over its TP ring for it (for the flow replay's fine mode) */
     double comm_inside_s;
+    double tp_ring_bytes;
     int dep_begin, dep_count; /* into step_workload.deps */
 } sim_task;
 

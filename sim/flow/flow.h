@@ -25,4 +25,10 @@ typedef struct {
  * with err (SimGrid missing, platform module not found, child failure). */
 int replay_flow(const scenario_config *s, const step_workload *w, replay_times *t, flow_report *r,
                 config_error *err);
+
+/* The same at a finer level, to measure what the lockstep granularity costs (docs/flow.md):
+ * the TP communication inside compute tasks becomes NVLink ring flows between the group's
+ * GPUs (the embedding's and LM head's small TP all-reduces stay folded in). */
+int replay_flow_fine(const scenario_config *s, const step_workload *w, replay_times *t, flow_report *r,
+                     config_error *err);
 #endif

@@ -33,6 +33,7 @@ typedef struct {
     double *slow;              /* [stage * R + replica]: straggler slowdown of the lockstep group */
     double *start, *finish;    /* per task: the replica that finished last */
     long flows, waits;
+    int fine;                  /* TP communication as NVLink flows */
 } flow_ctx;
 
 typedef struct {
@@ -141,7 +142,22 @@ static void lane_actor(int argc, char **argv)
             c->waits++;
         }
         double t0 = simgrid_get_clock();
-        if (k->kind == TASK_COMPUTE) {
+        if (k->kind == TASK_COMPUTE && c->fine && k->tp_ring_bytes > 0 && c->tp > 1) {
+            /* compute, then the TP ring as flows (one per GPU of the group) */
+            double bw = c->s->platform.node.nvlink_bandwidth_gbs * 1e9;
+            double d = (k->duration_s - k->comm_inside_s) * c->slow[a->stage * c->R + a->replica] +
+                       (k->comm_inside_s - k->tp_ring_bytes / bw); /* latencies stay analytic */
+            if (d > 0)
+                sg_actor_sleep_for(d);
+            sg_exec_t e[FLOW_MAX_PARALLEL];
+            int n = 0;
+            for (int ci = 0; ci < c->cp; ci++)
+                for (int tt = 0; tt < c->tp && n < FLOW_MAX_PARALLEL; tt++)
+                    e[n++] = transfer(c->hosts[rank_of(c, a->stage, a->replica, tt, ci)],
+                                      c->hosts[rank_of(c, a->stage, a->replica, (tt + 1) % c->tp, ci)],
+                                      k->tp_ring_bytes);
+            wait_all(c, e, n);
+        } else if (k->kind == TASK_COMPUTE) {
             double d = k->duration_s * c->slow[a->stage * c->R + a->replica];
             if (d > 0)
                 sg_actor_sleep_for(d);
@@ -168,10 +184,11 @@ static double now_s(void)
 }
 
 /* In the child: set up SimGrid, run, write the times and the report to fd. */
-static int child_run(const scenario_config *s, const step_workload *w, const char *so, int fd)
+static int child_run(const scenario_config *s, const step_workload *w, const char *so, int fd, int fine)
 {
     flow_ctx c;
     memset(&c, 0, sizeof c);
+    c.fine = fine;
     c.s = s;
     c.w = w;
     c.P = s->parallel.pp;
@@ -292,8 +309,8 @@ static int read_all(int fd, void *buf, size_t n)
     return 0;
 }
 
-int replay_flow(const scenario_config *s, const step_workload *w, replay_times *t, flow_report *r,
-                config_error *err)
+static int replay(const scenario_config *s, const step_workload *w, replay_times *t, flow_report *r,
+                  config_error *err, int fine)
 {
     char so[4096];
     if (flow_platform_path(so, sizeof so) != 0) {
@@ -320,7 +337,7 @@ int replay_flow(const scenario_config *s, const step_workload *w, replay_times *
     }
     if (pid == 0) {
         close(fds[0]);
-        _exit(child_run(s, w, so, fds[1]));
+        _exit(child_run(s, w, so, fds[1], fine));
     }
     close(fds[1]);
     flow_report rep;
@@ -337,4 +354,16 @@ int replay_flow(const scenario_config *s, const step_workload *w, replay_times *
     if (r)
         *r = rep;
     return 0;
+}
+
+int replay_flow(const scenario_config *s, const step_workload *w, replay_times *t, flow_report *r,
+                config_error *err)
+{
+    return replay(s, w, t, r, err, 0);
+}
+
+int replay_flow_fine(const scenario_config *s, const step_workload *w, replay_times *t, flow_report *r,
+                     config_error *err)
+{
+    return replay(s, w, t, r, err, 1);
 }

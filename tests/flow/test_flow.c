@@ -110,12 +110,134 @@ static void oversubscribed_spine_slows_rings_that_share_it(void **state)
     fixture_free(&s);
 }
 
+/* Stage 0 of replica 0 sends `bytes` to stage 1 while (optionally) its DP ring of two replicas
+ * moves the same bytes per edge: both leave through the same NICs of node 0. Returns the send's
+ * finish time. */
+static double pp_send_with_bucket(scenario_config *s, double bytes, int with_bucket)
+{
+    step_workload w;
+    memset(&w, 0, sizeof w);
+    w.stages = 2;
+    sim_task t;
+    memset(&t, 0, sizeof t);
+    t.kind = TASK_P2P;
+    t.lane = LANE_P2P;
+    t.stage = 0;
+    t.peer_stage = 1;
+    t.name = "pp_send_activation";
+    t.comm = COMM_PP;
+    t.coll = COLL_SEND_RECV;
+    t.group = 2;
+    t.span_nodes = 2;
+    t.bytes = bytes;
+    int send = workload_add_task(&w, &t);
+    if (with_bucket) {
+        memset(&t, 0, sizeof t);
+        t.kind = TASK_COLLECTIVE;
+        t.lane = LANE_COMM;
+        t.stage = 0;
+        t.peer_stage = -1;
+        t.name = "dp_grad_allreduce";
+        t.comm = COMM_DP;
+        t.coll = COLL_ALL_REDUCE;
+        t.group = 2;
+        t.span_nodes = 2;
+        t.bytes = bytes; /* ring of 2: each edge carries 2(2-1)/2 x bytes = bytes */
+        workload_add_task(&w, &t);
+    }
+    replay_times rt;
+    replay_times_alloc(&rt, w.n_tasks);
+    config_error err;
+    if (replay_flow(s, &w, &rt, NULL, &err) != 0)
+        fail_msg("%s", err.msg);
+    double end = rt.finish[send];
+    replay_times_free(&rt);
+    workload_free(&w);
+    return end;
+}
+
+static void pp_transfer_shares_the_nic_with_a_gradient_bucket(void **state)
+{
+    scenario_config s;
+    fixture_scenario(&s, 8);
+    s.parallel.tp = 8;
+    s.parallel.pp = 2; /* stage 0 of replica 0 on node 0, stage 1 on node 1, replica 1 on nodes 2-3 */
+    s.parallel.dp = 2;
+    s.training.global_batch_size = 2;
+    double bytes = 2.5e9;
+    double alone = pp_send_with_bucket(&s, bytes, 0), shared = pp_send_with_bucket(&s, bytes, 1);
+    print_message("PP send alone %.4f s, beside a DP bucket on the same NIC %.4f s (ratio %.3f)\n", alone, shared,
+                  shared / alone);
+    assert_true(fabs(alone - bytes / 25e9) < 0.01 * alone);
+    assert_true(fabs(shared / alone - 2.0) < 0.05);
+    fixture_free(&s);
+}
+
+static void fat_tree_leaf_uplinks_are_shared_by_a_nodes_nics(void **state)
+{
+    scenario_config s;
+    fixture_scenario(&s, 8);
+    s.parallel.tp = 8;
+    s.parallel.dp = 4;
+    s.training.global_batch_size = 4;
+    s.platform.network.topology = TOPO_FAT_TREE;
+    s.platform.network.leaf_radix = 1; /* every node on its own leaf: every ring edge climbs */
+    double bytes = 4e9;
+    s.platform.network.oversubscription = 1;
+    double full = collectives_only(&s, bytes);
+    double expect = 2.0 * 3 / 4 * bytes / 25e9;
+    /* 8 rings leave each node through 8 NICs and 8 uplinks: no contention at 1:1 */
+    assert_true(full > expect && full < 1.02 * expect);
+    s.platform.network.oversubscription = 4; /* 2 uplinks for 8 NICs */
+    double over = collectives_only(&s, bytes);
+    print_message("fat tree: 1:1 %.4f s, 4:1 %.4f s (ratio %.3f)\n", full, over, over / full);
+    assert_true(fabs(over / full - 4.0) < 0.1);
+    fixture_free(&s);
+}
+
+static double step_of(const scenario_config *s, int fine)
+{
+    step_workload w;
+    config_error err;
+    assert_int_equal(workload_build(s, &w, &err), 0);
+    replay_times t;
+    replay_times_alloc(&t, w.n_tasks);
+    int rc = fine ? replay_flow_fine(s, &w, &t, NULL, &err) : replay_flow(s, &w, &t, NULL, &err);
+    if (rc)
+        fail_msg("%s", err.msg);
+    double end = 0;
+    for (int i = 0; i < w.n_tasks; i++)
+        end = end > t.finish[i] ? end : t.finish[i];
+    replay_times_free(&t);
+    workload_free(&w);
+    return end;
+}
+
+static void lockstep_tp_granularity_costs_little(void **state)
+{
+    /* The finer replay (TP rings as NVLink flows per GPU) against the default (TP folded into
+     * lockstep compute): on TP 8 x PP 2 x DP 2 of the fixture, within 2%. */
+    scenario_config s;
+    fixture_scenario(&s, 8);
+    s.parallel.tp = 8;
+    s.parallel.pp = 2;
+    s.parallel.dp = 2;
+    s.training.global_batch_size = 8;
+    double coarse = step_of(&s, 0), fine = step_of(&s, 1);
+    print_message("lockstep %.6f s, fine %.6f s (%+.2f%%)\n", coarse, fine, 100 * (fine - coarse) / coarse);
+    assert_true(fabs(fine - coarse) <= 0.02 * coarse);
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(flow_agrees_with_analytic_without_contention),
         cmocka_unit_test(half_bandwidth_nic_halves_its_ring),
         cmocka_unit_test(oversubscribed_spine_slows_rings_that_share_it),
+        cmocka_unit_test(pp_transfer_shares_the_nic_with_a_gradient_bucket),
+        cmocka_unit_test(fat_tree_leaf_uplinks_are_shared_by_a_nodes_nics),
+        cmocka_unit_test(lockstep_tp_granularity_costs_little),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
