@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "comm.h"
 #include "train.h"
 
 #ifndef DTRAIN_DEFAULT_DATA
@@ -32,6 +33,7 @@ static void usage(FILE *f)
             "  --log-crc                add params_crc32 to every step line\n"
             "  --profile FILE           per-op times to FILE and a Chrome trace to FILE.trace.json\n"
             "  --inject-overflow STEP   test aid: an inf in the gradients at STEP (exercises loss scaling)\n"
+            "  --dump-params FILE       test aid: the final parameters, fp32, in the single-rank layout\n"
             "  --ckpt-dir D             checkpoint folder (D/step-NNNNNNNN/: shard + manifest, written last)\n"
             "  --ckpt-every N           checkpoint every N steps (written in the background from a host copy)\n"
             "  --ckpt-keep K            complete checkpoints to keep (default 3)\n"
@@ -39,8 +41,10 @@ static void usage(FILE *f)
             "  --resume                 start from the newest intact checkpoint in --ckpt-dir (bit-exact)\n"
             "  --stop-after N           test aid: stop after step N as if killed (no final checkpoint)\n"
             "  SIGTERM                  finishes the current step, writes a checkpoint, exits 0\n"
-            "  --tp/--pp/--dp/--zero/--schedule/--vpp: parallel layouts are not in this build yet; only the\n"
-            "                           1-rank values (1, 1, 1, 0, 1f1b, 1) are accepted\n"
+            "  --dp N                   data-parallel ranks (launch N ranks with mpirun)\n"
+            "  --zero 0|1|2|3           ZeRO stage: sharded optimizer (1), + gradients (2), + parameters (3)\n"
+            "  --tp/--pp/--schedule/--vpp: tensor and pipeline parallelism are not in this build yet; only\n"
+            "                           the 1-rank values (1, 1, 1f1b, 1) are accepted\n"
             "exit: 0 ok, 2 bad input, 1 runtime failure\n",
             DTRAIN_DEFAULT_DATA);
 }
@@ -69,8 +73,20 @@ static int parse_double(const char *flag, const char *v, double lo, double hi, d
     return 0;
 }
 
+static int run(int argc, char **argv, comm_ctx *comm);
+
 int main(int argc, char **argv)
 {
+    comm_ctx comm;
+    comm_start(&comm, &argc, &argv);
+    int rc = run(argc, argv, &comm);
+    comm_finish(&comm);
+    return rc;
+}
+
+static int run(int argc, char **argv, comm_ctx *comm)
+{
+    int dp = 1;
     train_options o = {.device = "cpu", .model = "tiny", .data = DTRAIN_DEFAULT_DATA, .micro_batch = 8,
                        .global_batch = 0, .steps = 200, .warmup = -1, .seed = 1, .lr = 1e-3,
                        .weight_decay = 0.1, .grad_clip = 1.0, .precision = KPREC_FP32, .loss_scale = 65536,
@@ -152,16 +168,20 @@ int main(int argc, char **argv)
             o.log_json = v;
         } else if (!strcmp(a, "--profile")) {
             o.profile = v;
-        } else if (!strcmp(a, "--tp") || !strcmp(a, "--pp") || !strcmp(a, "--dp") || !strcmp(a, "--vpp")) {
+        } else if (!strcmp(a, "--dump-params")) {
+            o.dump_params = v;
+        } else if (!strcmp(a, "--tp") || !strcmp(a, "--pp") || !strcmp(a, "--vpp")) {
             if (strcmp(v, "1")) {
-                fprintf(stderr, "dtrain: %s %s: parallel layouts are not implemented in this build yet (only 1)\n", a, v);
+                fprintf(stderr, "dtrain: %s %s: tensor and pipeline parallelism are not in this build yet (only 1)\n",
+                        a, v);
                 return 2;
             }
+        } else if (!strcmp(a, "--dp")) {
+            if (parse_long(a, v, 1, 1 << 20, &n)) return 2;
+            dp = (int)n;
         } else if (!strcmp(a, "--zero")) {
-            if (strcmp(v, "0")) {
-                fprintf(stderr, "dtrain: --zero %s: ZeRO needs data parallelism, not in this build yet (only 0)\n", v);
-                return 2;
-            }
+            if (parse_long(a, v, 0, 3, &n)) return 2;
+            o.zero = (int)n;
         } else if (!strcmp(a, "--schedule")) {
             if (strcmp(v, "1f1b") && strcmp(v, "gpipe")) {
                 fprintf(stderr, "dtrain: --schedule %s: only gpipe or 1f1b (trivial on one rank) in this build\n", v);
@@ -196,5 +216,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "dtrain: --resume and --ckpt-every need --ckpt-dir\n");
         return 2;
     }
+    char err[256];
+    if (comm_layout(comm, 1, 1, dp, err, sizeof err) != 0) {
+        if (comm->world_rank == 0)
+            fprintf(stderr, "dtrain: %s\n", err);
+        return 2;
+    }
+    o.comm = comm;
     return train_run(&o);
 }

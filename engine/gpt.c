@@ -241,6 +241,12 @@ void gpt_free(gpt_model *m)
         }                                                                                               \
     } while (0)
 
+static void hook(gpt_model *m, int first, int count, int before)
+{
+    if (m->param_hook)
+        m->param_hook(m, first, count, before, m->param_hook_ctx);
+}
+
 static void round_act(const gpt_model *m, float *x, size_t n)
 {
     if (m->prec != KPREC_FP32)
@@ -256,6 +262,7 @@ float gpt_forward(gpt_model *m, const int *tokens, const int *targets)
     k->copy_to_device(m->tokens, tokens, (size_t)N * sizeof(int));
     k->copy_to_device(m->targets, targets, (size_t)N * sizeof(int));
 
+    hook(m, GPT_WTE, 2, 1);
     PROF_BEGIN();
     k->encoder_forward(m->encoded, m->tokens, gpt_param(m, GPT_WTE), gpt_param(m, GPT_WPE), B, T, C);
     round_act(m, m->encoded, (size_t)N * C);
@@ -267,6 +274,7 @@ float gpt_forward(gpt_model *m, const int *tokens, const int *targets)
         float *w[LAYER_TENSORS];
         for (int j = 0; j < LAYER_TENSORS; j++)
             w[j] = gpt_param(m, gpt_layer_tensor(m, l, j));
+        hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 1);
         PROF_BEGIN();
         k->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w[0], w[1], N, C);
         round_act(m, a->ln1, (size_t)N * C);
@@ -302,9 +310,11 @@ float gpt_forward(gpt_model *m, const int *tokens, const int *targets)
         k->residual_forward(a->res3, a->res2, a->fcproj, (size_t)N * C);
         round_act(m, a->res3, (size_t)N * C);
         PROF_END("residual2", l, 0, 3.0 * N * C * f / 4);
+        hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 0);
         x = a->res3;
     }
     int lnf = gpt_lnf_w(m);
+    hook(m, lnf, 2, 1);
     PROF_BEGIN();
     k->layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, x, gpt_param(m, lnf), gpt_param(m, lnf + 1), N, C);
     round_act(m, m->lnf, (size_t)N * C);
@@ -315,6 +325,8 @@ float gpt_forward(gpt_model *m, const int *tokens, const int *targets)
     PROF_BEGIN();
     k->cross_entropy_forward(m->losses, m->logits, m->targets, N, V);
     PROF_END("cross_entropy", -1, 0, (double)N * V * 4);
+    hook(m, lnf, 2, 0);
+    hook(m, GPT_WTE, 2, 0);
 
     float *host = malloc((size_t)N * sizeof(float));
     k->copy_to_host(host, m->losses, (size_t)N * sizeof(float));
@@ -332,6 +344,9 @@ void gpt_backward(gpt_model *m, float dloss)
     int N = B * T;
     size_t NC = (size_t)N * C;
 
+    int lnf = gpt_lnf_w(m);
+    hook(m, GPT_WTE, 2, 1);
+    hook(m, lnf, 2, 1);
     PROF_BEGIN();
     k->memset_zero(m->d_logits, (size_t)N * V * sizeof(float));
     k->cross_entropy_backward(m->d_logits, m->logits, m->targets, dloss, N, V);
@@ -342,7 +357,6 @@ void gpt_backward(gpt_model *m, float dloss)
     k->matmul_backward(m->d_a, gpt_grad(m, GPT_WTE), NULL, m->d_logits, m->lnf, gpt_param(m, GPT_WTE), N, C, V, m->prec);
     round_act(m, m->d_a, NC);
     PROF_END("lm_head_bwd", -1, 4.0 * N * C * V, 0);
-    int lnf = gpt_lnf_w(m);
     float *x_last = L > 0 ? m->layers[L - 1].res3 : m->encoded;
     PROF_BEGIN();
     k->memset_zero(m->d_res, NC * sizeof(float));
@@ -350,6 +364,7 @@ void gpt_backward(gpt_model *m, float dloss)
                           m->lnf_mean, m->lnf_rstd, N, C);
     round_act(m, m->d_res, NC);
     PROF_END("lnf_bwd", -1, 0, 4.0 * NC * 4);
+    hook(m, lnf, 2, 0);
 
     for (int l = L - 1; l >= 0; l--) {
         gpt_layer_acts *a = &m->layers[l];
@@ -359,6 +374,7 @@ void gpt_backward(gpt_model *m, float dloss)
             w[j] = gpt_param(m, gpt_layer_tensor(m, l, j));
             g[j] = gpt_grad(m, gpt_layer_tensor(m, l, j));
         }
+        hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 1);
         /* d_res holds dL/d(res3). MLP: res3 = res2 + fc2(gelu(fc1(ln2(res2)))). */
         PROF_BEGIN();
         k->memset_zero(m->d_big, NC * 4 * sizeof(float));
@@ -399,10 +415,12 @@ void gpt_backward(gpt_model *m, float dloss)
         k->layernorm_backward(m->d_res, g[0], g[1], m->d_b, x, w[0], a->ln1_mean, a->ln1_rstd, N, C);
         round_act(m, m->d_res, NC); /* now dL/dx */
         PROF_END("ln1_bwd", l, 0, 4.0 * NC * 4);
+        hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 0);
     }
     PROF_BEGIN();
     k->encoder_backward(gpt_grad(m, GPT_WTE), gpt_grad(m, GPT_WPE), m->d_res, m->tokens, B, T, C);
     PROF_END("embedding_bwd", -1, 0, 3.0 * NC * 4);
+    hook(m, GPT_WTE, 2, 0);
 }
 
 uint32_t gpt_params_crc32(const gpt_model *m)

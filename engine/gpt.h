@@ -39,7 +39,7 @@ typedef struct {
     float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *fcproj, *res3;
 } gpt_layer_acts;
 
-typedef struct {
+typedef struct gpt_model_s {
     gpt_config cfg;
     const kernels_backend *k;
     kernels_precision prec;
@@ -57,6 +57,10 @@ typedef struct {
     /* backward scratch */
     float *d_res, *d_a, *d_b, *d_big, *d_big2, *d_qkv, *d_logits;
     profiler *prof;                  /* optional */
+    /* Optional: called before and after the model uses tensors [first, first + count) in a
+     * pass (ZeRO-3 gathers a layer's parameters just in time and releases them after). */
+    void (*param_hook)(struct gpt_model_s *m, int first, int count, int before, void *ctx);
+    void *param_hook_ctx;
 } gpt_model;
 
 /* Allocates parameters and activations for micro-batches of B sequences of cfg.seq_len

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "checkpoint.h"
 #include "data.h"
+#include "data_parallel.h"
 #include "gpt.h"
 #include "profiler.h"
 #include "train.h"
@@ -77,6 +78,19 @@ static const char *precision_label(kernels_precision p)
 int train_run(const train_options *o)
 {
     char err[1024];
+    int dp = o->comm->dp, leader = o->comm->world_rank == 0;
+    if (o->global_batch % (o->micro_batch * dp)) {
+        if (leader)
+            fprintf(stderr, "dtrain: --global-batch %d is not a multiple of --micro-batch %d x --dp %d\n",
+                    o->global_batch, o->micro_batch, dp);
+        return 2;
+    }
+    if (o->ckpt_dir && dp > 1) {
+        if (leader)
+            fprintf(stderr, "dtrain: checkpoints of data-parallel runs are not in this build yet (one shard per rank "
+                            "is the next step)\n");
+        return 2;
+    }
     const kernels_backend *k = kernels_cpu();
     if (!strcmp(o->device, "cuda")) {
         k = kernels_cuda(err, sizeof err);
@@ -102,8 +116,8 @@ int train_run(const train_options *o)
         data_close(&data);
         return 2;
     }
-    FILE *log = open_log(o->log_json);
-    if (o->log_json && !log) {
+    FILE *log = leader ? open_log(o->log_json) : NULL;
+    if (leader && o->log_json && !log) {
         fprintf(stderr, "dtrain: --log-json %s: cannot open for writing\n", o->log_json);
         data_close(&data);
         return 2;
@@ -113,12 +127,15 @@ int train_run(const train_options *o)
     gpt_init(&m, &cfg, k, o->precision, o->micro_batch, o->seed);
     if (o->profile)
         m.prof = profiler_create(k);
-    int B = o->micro_batch, T = cfg.seq_len, accum = o->global_batch / o->micro_batch;
+    int B = o->micro_batch, T = cfg.seq_len, accum = o->global_batch / (o->micro_batch * dp);
+    dp_state dps;
+    dp_init(&dps, o->comm, o->zero, &m);
     int *tokens = malloc((size_t)B * T * sizeof(int)), *targets = malloc((size_t)B * T * sizeof(int));
-    fprintf(stderr, "dtrain: %s model, %d layers, hidden %d, %d heads, seq %d, vocab %d, %.2fM parameters; "
-                    "%s on %s; batch %d x %d sequences (%d micro-batches)\n",
-            o->model, cfg.num_layers, cfg.hidden, cfg.heads, cfg.seq_len, cfg.vocab, m.num_params / 1e6,
-            precision_label(o->precision), k->name, accum, B, accum);
+    if (leader)
+        fprintf(stderr, "dtrain: %s model, %d layers, hidden %d, %d heads, seq %d, vocab %d, %.2fM parameters; "
+                        "%s on %s; batch %d sequences = DP %d x %d micro-batches x %d; ZeRO-%d\n",
+                o->model, cfg.num_layers, cfg.hidden, cfg.heads, cfg.seq_len, cfg.vocab, m.num_params / 1e6,
+                precision_label(o->precision), k->name, o->global_batch, dp, accum, B, o->zero);
 
     double scale = o->precision == KPREC_FP16 ? o->loss_scale : 1.0;
     int good_steps = 0, updates = 0, first_step = 1;
@@ -154,38 +171,40 @@ int train_run(const train_options *o)
         profiler_set_step(m.prof, step);
         k->memset_zero(m.grads, m.num_params * sizeof(float));
         double loss_sum = 0;
-        /* Mean loss over all tokens of the step, times the loss scale. */
-        float dloss = (float)(scale / ((double)B * T * accum));
+        /* Mean loss over all tokens of the step, times the loss scale. DP rank r takes sequences
+         * [r G/dp, (r+1) G/dp) of the step's G: together, exactly the single-rank batch. */
+        float dloss = (float)(scale / ((double)B * T * accum * dp));
         for (int a = 0; a < accum; a++) {
+            data.position = (uint64_t)(step - 1) * o->global_batch + (uint64_t)o->comm->dp_rank * (o->global_batch / dp) +
+                            (uint64_t)a * B;
             data_next_batch(&data, B, T, tokens, targets);
             loss_sum += gpt_forward(&m, tokens, targets);
             gpt_backward(&m, dloss);
         }
-        loss = (float)(loss_sum / accum);
+        data.position = (uint64_t)step * o->global_batch;
+        loss = (float)(comm_allreduce_sum_double(o->comm->dp_group, loss_sum / accum) / dp);
+        dp_reduce_gradients(&dps, &m);
         if (step == o->inject_overflow_step) {
             float inf = INFINITY;
             k->copy_to_device(m.grads, &inf, sizeof inf);
         }
-        int overflow = k->has_inf_or_nan(m.grads, m.num_params);
+        int overflow = dp_overflow(&dps, &m);
         double grad_norm = INFINITY, lr = train_lr(o, step);
         if (overflow) {
             /* Skip the update. With fp16 this is the loss scaler's signal: halve the scale. */
             if (o->precision == KPREC_FP16)
                 scale = scale > 1 ? scale / 2 : 1;
             good_steps = 0;
-            fprintf(stderr, "dtrain: step %d: gradients overflowed; step skipped%s\n", step,
-                    o->precision == KPREC_FP16 ? ", loss scale halved" : "");
+            if (leader)
+                fprintf(stderr, "dtrain: step %d: gradients overflowed; step skipped%s\n", step,
+                        o->precision == KPREC_FP16 ? ", loss scale halved" : "");
         } else {
-            grad_norm = sqrt(k->sum_squares(m.grads, m.num_params)) / scale;
+            grad_norm = sqrt(dp_grad_sum_squares(&dps, &m)) / scale;
             double clip = o->grad_clip > 0 && grad_norm > o->grad_clip ? o->grad_clip / grad_norm : 1.0;
             float grad_scale = (float)(clip / scale);
             updates++;
             profiler_begin(m.prof);
-            for (int t = 0; t < m.num_tensors; t++)
-                k->adamw_update(m.params + m.tensors[t].offset, m.grads + m.tensors[t].offset,
-                                m.m + m.tensors[t].offset, m.v + m.tensors[t].offset, m.tensors[t].count, (float)lr,
-                                0.9f, 0.95f, 1e-8f, m.tensors[t].decay ? (float)o->weight_decay : 0.0f, updates,
-                                grad_scale);
+            dp_optimizer_step(&dps, &m, (float)lr, (float)o->weight_decay, updates, grad_scale);
             profiler_end(m.prof, "optimizer", -1, "all parameters", 0, (double)m.num_params * 28);
             if (o->precision == KPREC_FP16 && ++good_steps >= o->loss_scale_window) {
                 scale *= 2;
@@ -198,12 +217,13 @@ int train_run(const train_options *o)
                                  isfinite(grad_norm) ? grad_norm : -1.0, "loss_scale", scale, "lr", lr,
                                  "step_time_s", dt, "tokens_per_s", (double)B * T * accum / dt);
         if (o->log_crc) {
+            dp_gather_all(&dps, &m);
             char crc[16];
             snprintf(crc, sizeof crc, "%08x", gpt_params_crc32(&m));
             json_object_set_new(line, "params_crc32", json_string(crc));
         }
         log_line(log, line);
-        if (step == 1 || step % 10 == 0 || step == o->steps)
+        if (leader && (step == 1 || step % 10 == 0 || step == o->steps))
             fprintf(stderr, "step %5d/%d  loss %.4f  grad norm %.3f  lr %.2e  %.3f s  %.0f tok/s\n", step, o->steps,
                     loss, grad_norm, lr, dt, (double)B * T * accum / dt);
 
@@ -258,9 +278,24 @@ int train_run(const train_options *o)
     if (o->ckpt_dir)
         checkpoint_prune(o->ckpt_dir, o->ckpt_keep);
     char crc[16];
+    dp_gather_all(&dps, &m);
     snprintf(crc, sizeof crc, "%08x", gpt_params_crc32(&m));
     log_line(log, json_pack("{s:b,s:i,s:f,s:s}", "final", 1, "step", last_step, "loss", (double)loss, "params_crc32", crc));
-    fprintf(stderr, "dtrain: done, final loss %.4f, params_crc32 %s\n", loss, crc);
+    if (leader)
+        fprintf(stderr, "dtrain: done, final loss %.4f, params_crc32 %s\n", loss, crc);
+    if (leader && o->dump_params) {
+        float *host = malloc(m.num_params * sizeof(float));
+        k->copy_to_host(host, m.params, m.num_params * sizeof(float));
+        FILE *f = fopen(o->dump_params, "wb");
+        if (!f || fwrite(host, sizeof(float), m.num_params, f) != m.num_params) {
+            fprintf(stderr, "dtrain: --dump-params %s: cannot write\n", o->dump_params);
+            rc = 1;
+        }
+        if (f)
+            fclose(f);
+        free(host);
+    }
+    dp_free(&dps);
 
     if (m.prof) {
         if (profiler_write(m.prof, o->profile, precision_label(o->precision), k->name, err, sizeof err) != 0) {

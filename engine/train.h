@@ -3,6 +3,7 @@
  * --log-json lines of DESIGN.md and the profiler. */
 #ifndef DTSIM_ENGINE_TRAIN_H
 #define DTSIM_ENGINE_TRAIN_H
+#include "comm.h"
 #include "kernels.h"
 
 typedef struct {
@@ -24,6 +25,9 @@ typedef struct {
     int ckpt_sync;               /* write on the step loop instead of in the background */
     int resume;                  /* start from the newest good checkpoint in ckpt_dir */
     int stop_after;              /* test aid: stop as if killed after this step (0 = never) */
+    comm_ctx *comm;              /* the ranks and groups (DP only in this build) */
+    const char *dump_params;     /* test aid: write the final fp32 parameters (single-rank layout) */
+    int zero;                    /* ZeRO stage 0-3 */
 } train_options;
 
 /* Runs the training; returns the process exit code (0, 1 runtime failure, 2 bad input). */

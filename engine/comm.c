@@ -1,0 +1,151 @@
+/* The communicator; see comm.h. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "comm.h"
+
+struct comm_group {
+    MPI_Comm mpi;     /* MPI_COMM_NULL for a single process */
+    int size, rank;
+    double bytes_sent;
+};
+
+static comm_group *group_new(MPI_Comm m, int mpi)
+{
+    comm_group *g = calloc(1, sizeof *g);
+    g->mpi = m;
+    g->size = 1;
+    g->rank = 0;
+    if (mpi) {
+        MPI_Comm_size(m, &g->size);
+        MPI_Comm_rank(m, &g->rank);
+    }
+    return g;
+}
+
+static int launched_by_mpi(void)
+{
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
+}
+
+int comm_start(comm_ctx *c, int *argc, char ***argv)
+{
+    memset(c, 0, sizeof *c);
+    c->world_size = 1;
+    if (launched_by_mpi()) {
+        MPI_Init(argc, argv);
+        /* Errors return codes instead of aborting silently, so a dead peer becomes a message. */
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        MPI_Comm_rank(MPI_COMM_WORLD, &c->world_rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &c->world_size);
+        c->mpi = 1;
+    }
+    c->world = group_new(MPI_COMM_WORLD, c->mpi);
+    return 0;
+}
+
+int comm_layout(comm_ctx *c, int tp, int pp, int dp, char *err, size_t errlen)
+{
+    if (tp * pp * dp != c->world_size) {
+        snprintf(err, errlen, "the layout TP %d x PP %d x DP %d = %d ranks, but %d were launched", tp, pp, dp,
+                 tp * pp * dp, c->world_size);
+        return -1;
+    }
+    c->tp = tp;
+    c->pp = pp;
+    c->dp = dp;
+    c->tp_rank = c->world_rank % tp;
+    c->pp_rank = (c->world_rank / tp) % pp;
+    c->dp_rank = c->world_rank / (tp * pp);
+    if (c->mpi) {
+        MPI_Comm dpc;
+        /* DP group: same (tp, pp) position, one rank per replica */
+        MPI_Comm_split(MPI_COMM_WORLD, c->world_rank % (tp * pp), c->dp_rank, &dpc);
+        c->dp_group = group_new(dpc, 1);
+    } else {
+        c->dp_group = group_new(MPI_COMM_NULL, 0);
+    }
+    return 0;
+}
+
+void comm_finish(comm_ctx *c)
+{
+    if (c->mpi) {
+        if (c->dp_group && c->dp_group->mpi != MPI_COMM_NULL)
+            MPI_Comm_free(&c->dp_group->mpi);
+        MPI_Finalize();
+    }
+    free(c->world);
+    free(c->dp_group);
+    memset(c, 0, sizeof *c);
+}
+
+static void check(int rc, const char *what)
+{
+    if (rc != MPI_SUCCESS) {
+        char msg[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        MPI_Error_string(rc, msg, &len);
+        fprintf(stderr, "dtrain: %s failed: %s (a peer rank has probably died)\n", what, msg);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+        exit(1);
+    }
+}
+
+/* MPI counts are ints: move big buffers in chunks. */
+#define CHUNK ((size_t)1 << 28)
+
+void comm_allreduce_sum(comm_group *g, float *buf, size_t n)
+{
+    if (g->size == 1)
+        return;
+    for (size_t off = 0; off < n; off += CHUNK) {
+        size_t k = n - off < CHUNK ? n - off : CHUNK;
+        check(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_FLOAT, MPI_SUM, g->mpi), "all-reduce");
+    }
+    g->bytes_sent += 2.0 * (g->size - 1) / g->size * n * sizeof(float);
+}
+
+void comm_reduce_scatter_sum(comm_group *g, float *buf, size_t n)
+{
+    if (g->size == 1)
+        return;
+    size_t part = n / (size_t)g->size;
+    float *mine = malloc(part * sizeof(float));
+    check(MPI_Reduce_scatter_block(buf, mine, (int)part, MPI_FLOAT, MPI_SUM, g->mpi), "reduce-scatter");
+    memcpy(buf + part * (size_t)g->rank, mine, part * sizeof(float));
+    free(mine);
+    g->bytes_sent += (double)(g->size - 1) / g->size * n * sizeof(float);
+}
+
+void comm_allgather(comm_group *g, float *buf, size_t n)
+{
+    if (g->size == 1)
+        return;
+    size_t part = n / (size_t)g->size;
+    check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)part, MPI_FLOAT, g->mpi), "all-gather");
+    g->bytes_sent += (double)(g->size - 1) / g->size * n * sizeof(float);
+}
+
+double comm_allreduce_sum_double(comm_group *g, double x)
+{
+    if (g->size == 1)
+        return x;
+    double y;
+    check(MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, g->mpi), "all-reduce");
+    return y;
+}
+
+int comm_allreduce_max_int(comm_group *g, int x)
+{
+    if (g->size == 1)
+        return x;
+    int y;
+    check(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_MAX, g->mpi), "all-reduce");
+    return y;
+}
+
+int comm_group_size(const comm_group *g) { return g->size; }
+int comm_group_rank(const comm_group *g) { return g->rank; }
+double comm_bytes_sent(const comm_group *g) { return g->bytes_sent; }

@@ -1,0 +1,150 @@
+/* Data parallelism with ZeRO; see data_parallel.h. */
+#include <stdlib.h>
+#include <string.h>
+#include "data_parallel.h"
+
+/* The tensors [first, first + count) occupy one contiguous range of the flat buffer. */
+static void tensor_range(const gpt_model *m, int first, int count, size_t *lo, size_t *hi)
+{
+    *lo = m->tensors[first].offset;
+    *hi = m->tensors[first + count - 1].offset + m->tensors[first + count - 1].count;
+}
+
+/* Keeps only [keep_lo, keep_hi) of the backend buffer's [lo, hi), zeroing the rest. */
+static void release_outside(const gpt_model *m, float *buf, size_t lo, size_t hi, size_t keep_lo, size_t keep_hi)
+{
+    if (lo < keep_lo)
+        m->k->memset_zero(buf + lo, ((keep_lo < hi ? keep_lo : hi) - lo) * sizeof(float));
+    if (hi > keep_hi) {
+        size_t from = keep_hi > lo ? keep_hi : lo;
+        m->k->memset_zero(buf + from, (hi - from) * sizeof(float));
+    }
+}
+
+/* Gathers the parameter range [lo, hi) from the shards that own it: each rank contributes its
+ * part (zeros elsewhere) and the all-reduce sums them. */
+static void gather_range(dp_state *d, gpt_model *m, size_t lo, size_t hi)
+{
+    size_t n = hi - lo;
+    m->k->copy_to_host(d->host, m->params + lo, n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        if (lo + i < d->shard_lo || lo + i >= d->shard_hi)
+            d->host[i] = 0;
+    comm_allreduce_sum(d->comm->dp_group, d->host, n);
+    m->k->copy_to_device(m->params + lo, d->host, n * sizeof(float));
+}
+
+static void zero3_hook(gpt_model *m, int first, int count, int before, void *ctx)
+{
+    dp_state *d = ctx;
+    size_t lo, hi;
+    tensor_range(m, first, count, &lo, &hi);
+    if (before)
+        gather_range(d, m, lo, hi);
+    else
+        release_outside(m, m->params, lo, hi, d->shard_lo, d->shard_hi);
+}
+
+void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m)
+{
+    memset(d, 0, sizeof *d);
+    d->comm = c;
+    d->zero = zero;
+    d->dp = comm_group_size(c->dp_group);
+    d->rank = comm_group_rank(c->dp_group);
+    d->n = m->num_params;
+    d->padded = (d->n + d->dp - 1) / d->dp * d->dp;
+    size_t part = d->padded / d->dp;
+    d->shard_lo = part * d->rank;
+    d->shard_hi = part * (d->rank + 1) < d->n ? part * (d->rank + 1) : d->n;
+    if (d->shard_lo > d->n)
+        d->shard_lo = d->n;
+    d->host = calloc(d->padded, sizeof(float));
+    if (zero >= 3 && d->dp > 1) {
+        m->param_hook = zero3_hook;
+        m->param_hook_ctx = d;
+        release_outside(m, m->params, 0, d->n, d->shard_lo, d->shard_hi);
+    }
+}
+
+void dp_free(dp_state *d)
+{
+    free(d->host);
+    memset(d, 0, sizeof *d);
+}
+
+void dp_reduce_gradients(dp_state *d, gpt_model *m)
+{
+    if (d->dp == 1)
+        return;
+    memset(d->host + d->n, 0, (d->padded - d->n) * sizeof(float));
+    m->k->copy_to_host(d->host, m->grads, d->n * sizeof(float));
+    if (d->zero == 0) {
+        comm_allreduce_sum(d->comm->dp_group, d->host, d->padded);
+        m->k->copy_to_device(m->grads, d->host, d->n * sizeof(float));
+        return;
+    }
+    comm_reduce_scatter_sum(d->comm->dp_group, d->host, d->padded);
+    /* Only the shard is meaningful now; the rest of the gradient is dropped (ZeRO-2/3 free it,
+     * ZeRO-1 would keep a stale copy: zero it so nothing reads it by mistake). */
+    m->k->memset_zero(m->grads, d->n * sizeof(float));
+    if (d->shard_hi > d->shard_lo)
+        m->k->copy_to_device(m->grads + d->shard_lo, d->host + d->shard_lo,
+                             (d->shard_hi - d->shard_lo) * sizeof(float));
+}
+
+static void owned(const dp_state *d, size_t *lo, size_t *hi)
+{
+    int sharded = d->zero >= 1 && d->dp > 1;
+    *lo = sharded ? d->shard_lo : 0;
+    *hi = sharded ? d->shard_hi : d->n;
+}
+
+int dp_overflow(dp_state *d, const gpt_model *m)
+{
+    size_t lo, hi;
+    owned(d, &lo, &hi);
+    int bad = hi > lo && m->k->has_inf_or_nan(m->grads + lo, hi - lo);
+    return d->zero >= 1 ? comm_allreduce_max_int(d->comm->dp_group, bad) : bad;
+}
+
+double dp_grad_sum_squares(dp_state *d, const gpt_model *m)
+{
+    size_t lo, hi;
+    owned(d, &lo, &hi);
+    double s = hi > lo ? m->k->sum_squares(m->grads + lo, hi - lo) : 0;
+    return d->zero >= 1 ? comm_allreduce_sum_double(d->comm->dp_group, s) : s;
+}
+
+void dp_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, int t, float grad_scale)
+{
+    size_t lo, hi;
+    owned(d, &lo, &hi);
+    /* AdamW per tensor (weight decay on matrices only), restricted to what this rank owns. */
+    for (int i = 0; i < m->num_tensors; i++) {
+        size_t a = m->tensors[i].offset, b = a + m->tensors[i].count;
+        if (a < lo)
+            a = lo;
+        if (b > hi)
+            b = hi;
+        if (b <= a)
+            continue;
+        m->k->adamw_update(m->params + a, m->grads + a, m->m + a, m->v + a, b - a, lr, 0.9f, 0.95f, 1e-8f,
+                           m->tensors[i].decay ? weight_decay : 0.0f, t, grad_scale);
+    }
+    if (d->zero >= 1 && d->zero <= 2 && d->dp > 1) {
+        /* all-gather the updated shards: each rank's part of the padded buffer */
+        memset(d->host, 0, d->padded * sizeof(float));
+        if (hi > lo)
+            m->k->copy_to_host(d->host + lo, m->params + lo, (hi - lo) * sizeof(float));
+        comm_allgather(d->comm->dp_group, d->host, d->padded);
+        m->k->copy_to_device(m->params, d->host, d->n * sizeof(float));
+    }
+}
+
+void dp_gather_all(dp_state *d, gpt_model *m)
+{
+    if (d->zero >= 3 && d->dp > 1) {
+        gather_range(d, m, 0, d->n);
+    }
+}

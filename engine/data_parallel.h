@@ -1,0 +1,33 @@
+/* Data parallelism with ZeRO stages 0-3 over the communicator (DESIGN.md, Engine):
+ *   ZeRO-0: gradients all-reduced; every rank updates all parameters.
+ *   ZeRO-1: gradients reduce-scattered; each rank updates its 1/DP shard (its moments are the
+ *           only ones it touches), then the parameters are all-gathered.
+ *   ZeRO-2: as ZeRO-1; the gradient outside the shard is dropped after the reduce-scatter.
+ *   ZeRO-3: as ZeRO-2, and parameters outside the shard are released after the update and
+ *           gathered per layer just before each use (forward and backward), then released.
+ * The flat parameter buffer is split into DP equal contiguous shards (padded). Collectives run
+ * on host copies (MPI), so device buffers are staged through the host. */
+#ifndef DTSIM_ENGINE_DATA_PARALLEL_H
+#define DTSIM_ENGINE_DATA_PARALLEL_H
+#include "comm.h"
+#include "gpt.h"
+
+typedef struct {
+    comm_ctx *comm;
+    int zero, dp, rank;
+    size_t n, padded, shard_lo, shard_hi;  /* in floats */
+    float *host;                           /* staging, padded floats */
+} dp_state;
+
+void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m);
+void dp_free(dp_state *d);
+/* Sums the gradients over the DP group (all-reduce, or reduce-scatter into the shard). */
+void dp_reduce_gradients(dp_state *d, gpt_model *m);
+/* Global: any inf/NaN among the gradients this rank owns, and the sum of their squares. */
+int dp_overflow(dp_state *d, const gpt_model *m);
+double dp_grad_sum_squares(dp_state *d, const gpt_model *m);
+/* AdamW on the parameters this rank owns, then (ZeRO 1-2) the all-gather of the result. */
+void dp_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, int t, float grad_scale);
+/* Makes every parameter present (ZeRO-3: gathers them all; otherwise nothing), e.g. for the CRC. */
+void dp_gather_all(dp_state *d, gpt_model *m);
+#endif
