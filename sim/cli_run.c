@@ -95,7 +95,34 @@ int cli_run(int argc, char **argv)
         goto out;
     }
     int to_stdout = json_path && !strcmp(json_path, "-");
-    run_result_print(&r, &s, to_stdout ? stderr : stdout);
+    FILE *human = to_stdout ? stderr : stdout;
+    run_result_print(&r, &s, human);
+    int faulty = s.faults.degraded_count > 0 || s.faults.straggler_count > 0;
+    if (faulty && !s.run.fidelity_flow)
+        fprintf(human, "  note         faults.degraded_links and faults.stragglers act at --fidelity flow only\n");
+    if (faulty && s.run.fidelity_flow) {
+        /* The same step on a healthy cluster, to say what the faults cost. */
+        scenario_config healthy = s;
+        healthy.faults.degraded_count = 0;
+        healthy.faults.straggler_count = 0;
+        run_result h;
+        if (run_scenario(&healthy, &h, &err) == 0)
+            fprintf(human, "  faults       step %.4f s against %.4f s healthy (%+.1f%%)\n", r.step_time_s,
+                    h.step_time_s, 100 * (r.step_time_s / h.step_time_s - 1));
+        for (int i = 0; i < s.faults.degraded_count; i++)
+            fprintf(human, "               NIC %d of node %d at %.0f%% bandwidth\n", s.faults.degraded[i].nic,
+                    s.faults.degraded[i].node, 100 * s.faults.degraded[i].bandwidth_factor);
+        int worst = -1;
+        for (int i = 0; i < s.faults.straggler_count; i++)
+            if (worst < 0 || s.faults.stragglers[i].slowdown > s.faults.stragglers[worst].slowdown)
+                worst = i;
+        if (worst >= 0) {
+            int g = s.faults.stragglers[worst].gpu, group = s.parallel.tp * s.parallel.cp;
+            fprintf(human, "               pace set by GPU %d (stage %d, DP replica %d, TP rank %d) at %.2fx slower\n",
+                    g, (g / group) % s.parallel.pp, g / (group * s.parallel.pp), g % s.parallel.tp,
+                    s.faults.stragglers[worst].slowdown);
+        }
+    }
     rc = 0;
     if (json_path) {
         json_t *doc = run_result_to_json(&r);

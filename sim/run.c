@@ -128,6 +128,11 @@ int run_scenario_traced(const scenario_config *s, run_result *r, const char *tra
         r->flows = fr.flows;
         r->flow_wall_s = fr.wall_s;
         r->flow_peak_rss_mib = fr.peak_rss_mib;
+        memcpy(r->slowest_comm, fr.slowest_comm, sizeof r->slowest_comm);
+        r->slowest_comm_stage = fr.slowest_comm_stage;
+        r->slowest_comm_s = fr.slowest_comm_s;
+        memcpy(r->slowest_link, fr.slowest_link, sizeof r->slowest_link);
+        r->slowest_link_gbs = fr.slowest_link_gbs;
     } else {
         rc = replay_analytic(&w, &times);
     }
@@ -235,4 +240,7 @@ void run_result_print(const run_result *r, const scenario_config *s, void *file)
     if (r->fidelity_flow)
         fprintf(f, " (SimGrid: %ld flows, %.2f s, peak %.0f MiB)", r->flows, r->flow_wall_s, r->flow_peak_rss_mib);
     fputc('\n', f);
+    if (r->fidelity_flow && r->slowest_comm[0])
+        fprintf(f, "  slowest comm %s on stage %d: %.4f s; slowest link on its routes: %s at %.1f GB/s\n",
+                r->slowest_comm, r->slowest_comm_stage, r->slowest_comm_s, r->slowest_link, r->slowest_link_gbs);
 }

@@ -29,6 +29,11 @@ typedef struct {
     long tasks;               /* tasks in the step graph */
     long flows;               /* flow fidelity: network flows simulated */
     double flow_wall_s, flow_peak_rss_mib; /* flow fidelity: SimGrid's run time and memory */
+    char slowest_comm[64];    /* flow fidelity: the longest communication of the step ... */
+    int slowest_comm_stage;
+    double slowest_comm_s;
+    char slowest_link[64];    /* ... and the slowest link on its routes */
+    double slowest_link_gbs;
 } run_result;
 
 /* FLOPs of one step per DESIGN.md: model FLOPs, and hardware FLOPs (with recomputation). */

@@ -19,6 +19,12 @@ typedef struct {
     double platform_load_s;
     long actors, flows, waits;
     double peak_rss_mib;
+    /* the longest communication of the step and the slowest link on its routes */
+    char slowest_comm[64];
+    int slowest_comm_stage;
+    double slowest_comm_s;
+    char slowest_link[64];
+    double slowest_link_gbs;
 } flow_report;
 
 /* Replays w on the scenario's cluster. t must be allocated for w->n_tasks. Returns 0, or -1

@@ -8,6 +8,7 @@
 #include <simgrid/host.h>
 #include <simgrid/link.h>
 #include <simgrid/semaphore.h>
+#include <xbt/dynar.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,10 @@ typedef struct {
     double *start, *finish;    /* per task: the replica that finished last */
     long flows, waits;
     int fine;                  /* TP communication as NVLink flows */
+    /* the longest communication so far and its flows' end points */
+    double slowest_s;
+    int slowest_task, slowest_stage, slowest_n;
+    sg_host_t slowest_src[FLOW_MAX_PARALLEL], slowest_dst[FLOW_MAX_PARALLEL];
 } flow_ctx;
 
 typedef struct {
@@ -65,24 +70,40 @@ static sg_exec_t transfer(sg_host_t a, sg_host_t b, double bytes)
     return e;
 }
 
-static void wait_all(flow_ctx *c, sg_exec_t *e, int n)
+/* Waits for the flows of one communication (task) started at t0 between src[i] and dst[i], and
+ * remembers the longest communication of the step and its end points. */
+static void wait_all(flow_ctx *c, sg_exec_t *e, int n, int task, int stage, double t0, sg_host_t *src, sg_host_t *dst)
 {
     for (int i = 0; i < n; i++)
         sg_exec_wait(e[i]);
     c->flows += n;
+    double d = simgrid_get_clock() - t0;
+    if (src && d > c->slowest_s) {
+        c->slowest_s = d;
+        c->slowest_task = task;
+        c->slowest_stage = stage;
+        c->slowest_n = n;
+        memcpy(c->slowest_src, src, (size_t)n * sizeof *src);
+        memcpy(c->slowest_dst, dst, (size_t)n * sizeof *dst);
+    }
 }
 
-static void p2p(flow_ctx *c, const sim_task *k, int stage, int d)
+static void p2p(flow_ctx *c, int task, const sim_task *k, int stage, int d)
 {
     sg_exec_t e[FLOW_MAX_PARALLEL];
+    sg_host_t src[FLOW_MAX_PARALLEL], dst[FLOW_MAX_PARALLEL];
     int n = 0;
+    double t0 = simgrid_get_clock();
     for (int ci = 0; ci < c->cp; ci++)
         for (int t = 0; t < c->tp && n < FLOW_MAX_PARALLEL; t++) {
             sg_host_t a = c->hosts[rank_of(c, stage, d, t, ci)], b = c->hosts[rank_of(c, k->peer_stage, d, t, ci)];
-            if (a != b)
+            if (a != b) {
+                src[n] = a;
+                dst[n] = b;
                 e[n++] = transfer(a, b, k->bytes);
+            }
         }
-    wait_all(c, e, n);
+    wait_all(c, e, n, task, stage, t0, src, dst);
     const coll_fit *f = &c->s->calibration.collectives[LINK_NETWORK][COLL_SEND_RECV];
     if (f->present && f->alpha_us > 0)
         sg_actor_sleep_for(f->alpha_us * 1e-6);
@@ -100,6 +121,8 @@ static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int 
         c->bar_out[task] = sg_barrier_init((unsigned)R);
     }
     sg_barrier_wait(c->bar_in[task]);
+    double t0 = simgrid_get_clock();
+    sg_host_t src[FLOW_MAX_PARALLEL], dst[FLOW_MAX_PARALLEL];
     double factor = k->coll == COLL_ALL_REDUCE ? 2.0 * (R - 1) / R : (double)(R - 1) / R;
     coll_group g = coll_group_of(R, c->tp * c->cp * c->P, c->gpn);
     int nics = c->s->platform.node.nics > 0 ? c->s->platform.node.nics : 1;
@@ -119,9 +142,11 @@ static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int 
                     if (me >= R || peer >= R)
                         continue;
                     sg_host_t a = c->hosts[rank_of(c, stage, me, t, ci)], b = c->hosts[rank_of(c, stage, peer, t, ci)];
+                    src[n] = a;
+                    dst[n] = b;
                     e[n++] = transfer(a, b, factor * k->bytes / channels);
                 }
-    wait_all(c, e, n);
+    wait_all(c, e, n, task, stage, t0, src, dst);
     sg_barrier_wait(c->bar_out[task]);
     coll_group whole = {k->group, k->span_nodes, k->group / (k->span_nodes > 0 ? k->span_nodes : 1)};
     double latency = collective_time_algo(&c->s->platform, &c->s->calibration, k->coll, 0, whole, ALGO_RING);
@@ -156,13 +181,13 @@ static void lane_actor(int argc, char **argv)
                     e[n++] = transfer(c->hosts[rank_of(c, a->stage, a->replica, tt, ci)],
                                       c->hosts[rank_of(c, a->stage, a->replica, (tt + 1) % c->tp, ci)],
                                       k->tp_ring_bytes);
-            wait_all(c, e, n);
+            wait_all(c, e, n, i, a->stage, 0, NULL, NULL);
         } else if (k->kind == TASK_COMPUTE) {
             double d = k->duration_s * c->slow[a->stage * c->R + a->replica];
             if (d > 0)
                 sg_actor_sleep_for(d);
         } else if (k->kind == TASK_P2P) {
-            p2p(c, k, a->stage, a->replica);
+            p2p(c, i, k, a->stage, a->replica);
         } else {
             collective(c, i, k, a->stage, a->replica);
         }
@@ -288,7 +313,36 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
 
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    flow_report rep = {t_run, t_load, actors, c.flows, c.waits, ru.ru_maxrss / 1024.0};
+    flow_report rep;
+    memset(&rep, 0, sizeof rep);
+    rep.wall_s = t_run;
+    rep.platform_load_s = t_load;
+    rep.actors = actors;
+    rep.flows = c.flows;
+    rep.waits = c.waits;
+    rep.peak_rss_mib = ru.ru_maxrss / 1024.0;
+    if (c.slowest_n > 0) {
+        /* The slowest link on the longest communication's routes: what it waited on. */
+        snprintf(rep.slowest_comm, sizeof rep.slowest_comm, "%s", w->tasks[c.slowest_task].name);
+        rep.slowest_comm_stage = c.slowest_stage;
+        rep.slowest_comm_s = c.slowest_s;
+        rep.slowest_link_gbs = INFINITY;
+        xbt_dynar_t links = xbt_dynar_new(sizeof(sg_link_t), NULL);
+        for (int i = 0; i < c.slowest_n; i++) {
+            xbt_dynar_reset(links);
+            sg_host_get_route(c.slowest_src[i], c.slowest_dst[i], links);
+            unsigned int it;
+            sg_link_t l;
+            xbt_dynar_foreach (links, it, l) {
+                double gbs = sg_link_get_bandwidth(l) / 1e9;
+                if (gbs < rep.slowest_link_gbs) {
+                    rep.slowest_link_gbs = gbs;
+                    snprintf(rep.slowest_link, sizeof rep.slowest_link, "%s", sg_link_get_name(l));
+                }
+            }
+        }
+        xbt_dynar_free(&links);
+    }
     size_t bytes = (size_t)n * sizeof(double);
     if (write(fd, &rep, sizeof rep) != (ssize_t)sizeof rep || write(fd, c.start, bytes) != (ssize_t)bytes ||
         write(fd, c.finish, bytes) != (ssize_t)bytes)

@@ -229,6 +229,44 @@ static void lockstep_tp_granularity_costs_little(void **state)
     fixture_free(&s);
 }
 
+static void degraded_nic_slows_a_dp_heavy_step_as_the_ring_predicts(void **state)
+{
+    /* A step whose DP all-reduce is exposed (no overlap): halving one NIC doubles every ring
+     * through it, so the step grows by the all-reduce's time. */
+    scenario_config s;
+    fixture_scenario(&s, 4);
+    s.model.hidden_size = 4096;
+    s.model.num_attention_heads = 32;
+    s.model.num_query_groups = 32;
+    s.model.ffn_hidden_size = 16384;
+    s.model.seq_length = 256;
+    s.parallel.tp = 8;
+    s.parallel.dp = 4;
+    s.training.global_batch_size = 4;
+    s.parallel.overlap_grad_reduce = 0;
+    s.parallel.zero_stage = 0;
+    s.run.fidelity_flow = 1;
+    run_result healthy, slow;
+    config_error err;
+    if (run_scenario(&s, &healthy, &err) != 0)
+        fail_msg("%s", err.msg);
+    degraded_link d = {1, 5, 0.5};
+    s.faults.degraded = &d;
+    s.faults.degraded_count = 1;
+    if (run_scenario(&s, &slow, &err) != 0)
+        fail_msg("%s", err.msg);
+    s.faults.degraded = NULL;
+    s.faults.degraded_count = 0;
+    double dp = healthy.comm_total_s[COMM_DP];
+    double predicted = healthy.step_time_s + dp; /* the ring's bandwidth term doubles */
+    print_message("DP-heavy step: healthy %.4f s (DP %.4f s exposed %.4f), NIC at 0.5: %.4f s, ring predicts %.4f s\n",
+                  healthy.step_time_s, dp, healthy.comm_exposed_s[COMM_DP], slow.step_time_s, predicted);
+    assert_true(dp > 0.3 * healthy.step_time_s); /* DP-heavy indeed */
+    assert_true(fabs(slow.step_time_s - predicted) < 0.05 * predicted);
+    assert_non_null(strstr(slow.slowest_link, "nic_n1g5_")); /* either direction: both are degraded */
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -238,6 +276,7 @@ int main(void)
         cmocka_unit_test(pp_transfer_shares_the_nic_with_a_gradient_bucket),
         cmocka_unit_test(fat_tree_leaf_uplinks_are_shared_by_a_nodes_nics),
         cmocka_unit_test(lockstep_tp_granularity_costs_little),
+        cmocka_unit_test(degraded_nic_slows_a_dp_heavy_step_as_the_ring_predicts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
