@@ -135,6 +135,54 @@ int closed_loop_run(const closed_loop_options *o)
         json_array_append_new(ops, json_pack("{s:s,s:f,s:f,s:f}", "op", name, "measured_s", meas, "predicted_s", pred,
                                              "error", (pred - meas) / meas));
     }
+    /* Backward: the engine times each GEMM's dgrad + wgrad as one "<name>_bwd". */
+    nl = layer_ops_backward(&sh, lops);
+    const char *seen[LAYER_OPS_MAX];
+    int nseen = 0;
+    for (int i = 0; i < nl && p; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s", lops[i].name);
+        char *cut = strstr(name, "_dgrad");
+        if (!cut)
+            cut = strstr(name, "_wgrad");
+        if (cut)
+            strcpy(cut, "_bwd");
+        if (!strcmp(name, "attn_fused_bwd"))
+            snprintf(name, sizeof name, "attention_bwd");
+        int dup = 0;
+        for (int q = 0; q < nseen; q++)
+            dup |= !strcmp(seen[q], lops[i].name) || (cut && !strncmp(seen[q], lops[i].name, (size_t)(cut - name)));
+        double pred = 0;
+        for (int q = 0; q < nl; q++) {
+            char other[64];
+            snprintf(other, sizeof other, "%s", lops[q].name);
+            char *c2 = strstr(other, "_dgrad");
+            if (!c2)
+                c2 = strstr(other, "_wgrad");
+            if (c2)
+                strcpy(c2, "_bwd");
+            if (!strcmp(other, "attn_fused_bwd"))
+                snprintf(other, sizeof other, "attention_bwd");
+            if (!strcmp(other, name))
+                pred += cost_compute_op_s(&cm, &lops[q]);
+        }
+        if (dup || nseen >= LAYER_OPS_MAX)
+            continue;
+        seen[nseen++] = lops[i].name;
+        double meas = -1;
+        json_t *arr = json_object_get(p, "ops"), *e;
+        size_t k;
+        json_array_foreach(arr, k, e) if (json_integer_value(json_object_get(e, "layer")) == 0 &&
+                                          !strcmp(json_string_value(json_object_get(e, "op")), name))
+            meas = json_number_value(json_object_get(e, "mean_s"));
+        if (meas < 0) {
+            printf("%-14s %12s %12.4f   (the engine has no such kernel)\n", name, "-", pred * 1e3);
+            continue;
+        }
+        printf("%-14s %12.4f %12.4f %+8.1f%%\n", name, meas * 1e3, pred * 1e3, 100 * (pred - meas) / meas);
+        json_array_append_new(ops, json_pack("{s:s,s:f,s:f,s:f}", "op", name, "measured_s", meas, "predicted_s", pred,
+                                             "error", (pred - meas) / meas));
+    }
     json_decref(p);
     printf("step time: measured %.4f s (median of %d steps; 10-90%% spread %.4f-%.4f s), predicted %.4f s, "
            "error %+.1f%%\n", measured, n, spread_lo, spread_hi, predicted, 100 * error);

@@ -218,18 +218,27 @@ int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quic
     s = median_time(&t, embedding_op, &b);
     json_object_set_new(ops, "embedding", json_pack("{s:f}", "gbs", 3.0 * b.T * b.C * 4 / s / 1e9));
 
-    /* Attention: the engine's fused kernel, FLOPs in the DESIGN convention (4 B T^2 C) over the
-     * best measured GEMM rate: the fraction of peak the simulator applies to "flash" attention. */
-    b.B = 1;
-    b.T = gpu ? 2048 : 256;
-    b.C = gpu ? 2048 : 256;
-    b.NH = gpu ? 16 : 4;
-    s = median_time(&t, attention_op, &b);
-    double att_tf = 4.0 * b.B * (double)b.T * b.T * b.C / s / 1e12;
+    /* Attention: the engine's fused kernel over (sequence, head dimension), FLOPs in the DESIGN
+     * convention (4 B T^2 C); the table the simulator looks up, plus the efficiency of the
+     * largest shape against the platform's peak (the best GEMM when no platform is given). */
+    int seqs_cpu[] = {64, 256}, seqs_gpu[] = {512, 2048, 8192}, hds_cpu[] = {32, 64}, hds_gpu[] = {64, 128};
+    int *seqs = gpu ? seqs_gpu : seqs_cpu, *hds = gpu ? hds_gpu : hds_cpu;
+    int nseq = gpu ? (quick ? 2 : 3) : 2, nhd = 2;
+    json_t *att_table = json_array();
+    double att_tf = 0;
+    for (int si = 0; si < nseq; si++)
+        for (int hi = 0; hi < nhd; hi++) {
+            b.B = 1;
+            b.T = seqs[si];
+            b.NH = gpu ? 16 : 4;
+            b.C = b.NH * hds[hi];
+            s = median_time(&t, attention_op, &b);
+            att_tf = 4.0 * b.B * (double)b.T * b.T * b.C / s / 1e12;
+            json_array_append_new(att_table, json_pack("{s:i,s:i,s:f}", "seq", b.T, "head_dim", hds[hi], "tflops", att_tf));
+            fprintf(stderr, "  attention    T=%-5d head dim %-4d %.4f TFLOP/s\n", b.T, hds[hi], att_tf);
+        }
     double peak = peak_tflops > 0 ? peak_tflops : best_gemm;
-    json_object_set_new(ops, "attention", json_pack("{s:f}", "efficiency", fmin(1.0, att_tf / peak)));
-    fprintf(stderr, "  attention    %.4f TFLOP/s (%.3f of %s %.3f TFLOP/s)\n", att_tf, att_tf / peak,
-            peak_tflops > 0 ? "the platform's peak" : "the best GEMM", peak);
+    json_object_set_new(ops, "attention", json_pack("{s:f,s:o}", "efficiency", fmin(1.0, att_tf / peak), "table", att_table));
     json_object_set_new(doc, "ops", ops);
 
     /* Launch overhead: the time of a kernel that does (almost) nothing. */

@@ -125,6 +125,10 @@ int layer_ops_forward(const layer_shape *sh, layer_op *out)
     double heads = b * a / t;
     if (sh->attention == ATTENTION_FLASH) {
         layer_op *op = push(&l, "attn_fused", OPK_FUSED_ATTENTION);
+        op->m = (long long)(s / cp); /* queries */
+        op->n = (long long)s;        /* keys */
+        op->k = (long long)(h / a);  /* head dimension */
+        op->batch = (long long)heads;
         op->flops = 4.0 * heads * (s / cp) * s * (h / a);
         op->bytes = (T * (h + 2 * kv) / t + T * h / t) * act;
     } else {
@@ -208,10 +212,17 @@ int layer_ops_backward(const layer_shape *sh, layer_op *out)
             break;
         }
         case OPK_MEMORY:
+            /* Twice the forward's bytes. Counting tensors (input and output gradient read, input
+             * gradient written) says 1.5x; measured on the CPU engine, GELU's backward costs 1.1x
+             * its forward. Kept at 2x until measured on GPUs (docs/model.md). */
             memory_op(&l, bwd_name(f->name, "bwd"), f->cls, 2.0 * f->bytes);
             break;
         case OPK_FUSED_ATTENTION: {
             layer_op *op = push(&l, "attn_fused_bwd", OPK_FUSED_ATTENTION);
+            op->m = f->m;
+            op->n = f->n;
+            op->k = f->k;
+            op->batch = f->batch;
             op->flops = 2.0 * f->flops;
             op->bytes = 2.0 * f->bytes;
             break;

@@ -75,7 +75,8 @@ typedef struct {
 
 /* Forward ops of one layer for one micro-batch, in execution order. Returns the count. */
 int layer_ops_forward(const layer_shape *sh, layer_op *out);
-/* Backward ops (reverse order, GEMMs split into dgrad + wgrad, TP comm mirrored). */
+/* Backward ops (reverse order, GEMMs split into dgrad + wgrad with the forward's FLOPs each,
+ * memory-bound ops moving 2x the forward's bytes, TP comm mirrored). */
 int layer_ops_backward(const layer_shape *sh, layer_op *out);
 
 /* Model-level FLOPs per the DESIGN.md formulas, for one sequence (s tokens):

@@ -76,6 +76,8 @@ typedef struct {
     gemm_table gemm[PREC_COUNT];             /* empty table: roofline with default efficiency */
     double op_gbs[OPCLASS_COUNT];            /* achieved bandwidth of memory-bound ops, GB/s (0 = unknown: use HBM x 0.7) */
     double attention_efficiency;             /* flash attention: fraction of GEMM peak (0 = unknown) */
+    int attention_points;                    /* measured fused attention by shape, when present */
+    struct { double seq, head_dim, tflops; } attention_table[32];
     double launch_overhead_us;
     coll_fit collectives[LINK_CLASS_COUNT][COLL_KIND_COUNT];
 } calibration_config;

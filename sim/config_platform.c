@@ -264,12 +264,31 @@ int calibration_parse(json_t *root, const char *path, calibration_config *c, con
         if (config_object(ops, sub, "attention", &att, err))
             return -1;
         if (att) {
-            static const char *const att_keys[] = {"efficiency", NULL};
+            static const char *const att_keys[] = {"efficiency", "table", NULL};
             char op[2 * CFG_PATH_MAX + 64];
             snprintf(op, sizeof op, "%s.attention", sub);
+            json_t *table = json_object_get(att, "table");
             if (config_check_keys(att, op, att_keys, err) ||
-                config_num(att, op, "efficiency", 1, 0, 0, 1, 1, &c->attention_efficiency, err))
+                config_num(att, op, "efficiency", !table, 0, 0, 1, 1, &c->attention_efficiency, err))
                 return -1;
+            if (table) {
+                if (!json_is_array(table) || json_array_size(table) == 0 || json_array_size(table) > 32)
+                    return config_fail(err, "%s.table: expected a list of 1..32 {seq, head_dim, tflops}", op);
+                for (size_t i = 0; i < json_array_size(table); i++) {
+                    static const char *const keys[] = {"seq", "head_dim", "tflops", NULL};
+                    char pt[2 * CFG_PATH_MAX + 96];
+                    snprintf(pt, sizeof pt, "%s.table[%zu]", op, i);
+                    json_t *e = json_array_get(table, i);
+                    if (!json_is_object(e))
+                        return config_fail(err, "%s: expected an object {seq, head_dim, tflops}", pt);
+                    if (config_check_keys(e, pt, keys, err) ||
+                        config_num(e, pt, "seq", 1, 0, 0, 1e9, 1, &c->attention_table[i].seq, err) ||
+                        config_num(e, pt, "head_dim", 1, 0, 0, 1e6, 1, &c->attention_table[i].head_dim, err) ||
+                        config_num(e, pt, "tflops", 1, 0, 0, 1e6, 1, &c->attention_table[i].tflops, err))
+                        return -1;
+                }
+                c->attention_points = (int)json_array_size(table);
+            }
         }
     }
     if (config_object(root, path, "collectives", &colls, err))

@@ -119,7 +119,22 @@ double cost_compute_op_s(const cost_model *cm, const layer_op *op)
     case OPK_MEMORY:
         return cost_memory_s(cm, op->cls, op->bytes);
     case OPK_FUSED_ATTENTION: {
-        double eff = cm->calibration->attention_efficiency;
+        const calibration_config *c = cm->calibration;
+        if (c->attention_points > 0 && op->n > 0 && op->k > 0) {
+            /* the measured shape nearest in log(sequence, head dimension) */
+            int best = 0;
+            double best_d = INFINITY;
+            for (int i = 0; i < c->attention_points; i++) {
+                double ds = log2((double)op->n / c->attention_table[i].seq);
+                double dh = log2((double)op->k / c->attention_table[i].head_dim);
+                if (ds * ds + dh * dh < best_d) {
+                    best_d = ds * ds + dh * dh;
+                    best = i;
+                }
+            }
+            return op->flops / (c->attention_table[best].tflops * 1e12) + c->launch_overhead_us * 1e-6;
+        }
+        double eff = c->attention_efficiency;
         if (eff <= 0)
             eff = DEFAULT_ATTENTION_EFFICIENCY;
         return op->flops / (cost_peak_flops(cm) * eff) + cm->calibration->launch_overhead_us * 1e-6;
