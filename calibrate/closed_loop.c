@@ -44,6 +44,33 @@ static int model_dims(const char *model, long long d[5])
     return 0;
 }
 
+/* The engine's profile name of a simulator op: a GEMM's dgrad and wgrad are timed together as
+ * "<gemm>_bwd", the fused attention as "attention". */
+static void engine_op_name(const char *sim_name, char *out, size_t n)
+{
+    snprintf(out, n, "%s", sim_name);
+    char *cut = strstr(out, "_dgrad");
+    if (!cut)
+        cut = strstr(out, "_wgrad");
+    if (cut)
+        strcpy(cut, "_bwd");
+    if (!strcmp(out, "attn_fused_bwd"))
+        snprintf(out, n, "attention_bwd");
+    else if (!strcmp(out, "attn_fused"))
+        snprintf(out, n, "attention");
+}
+
+/* The profile's mean time of `name` in layer 0, or -1. */
+static double measured_op(json_t *profile, const char *name)
+{
+    json_t *arr = json_object_get(profile, "ops"), *e;
+    size_t k;
+    json_array_foreach(arr, k, e) if (json_integer_value(json_object_get(e, "layer")) == 0 &&
+                                      !strcmp(json_string_value(json_object_get(e, "op")), name))
+        return json_number_value(json_object_get(e, "mean_s"));
+    return -1;
+}
+
 int closed_loop_run(const closed_loop_options *o)
 {
     char log[] = "/tmp/dtcal_loop_XXXXXX", prof[64], cmd[4096];
@@ -119,69 +146,37 @@ int closed_loop_run(const closed_loop_options *o)
     int nl = layer_ops_forward(&sh, lops);
     cost_model cm;
     cost_model_init(&cm, &s);
-    printf("%-12s %12s %12s %9s\n", "op (layer 0)", "measured ms", "predicted ms", "error");
-    for (int i = 0; i < nl && p; i++) {
-        const char *name = !strcmp(lops[i].name, "attn_fused") ? "attention" : lops[i].name;
-        double meas = -1;
-        json_t *arr = json_object_get(p, "ops"), *e;
-        size_t k;
-        json_array_foreach(arr, k, e) if (json_integer_value(json_object_get(e, "layer")) == 0 &&
-                                          !strcmp(json_string_value(json_object_get(e, "op")), name))
-            meas = json_number_value(json_object_get(e, "mean_s"));
-        double pred = cost_compute_op_s(&cm, &lops[i]);
-        if (meas < 0)
-            continue;
-        printf("%-12s %12.4f %12.4f %+8.1f%%\n", name, meas * 1e3, pred * 1e3, 100 * (pred - meas) / meas);
-        json_array_append_new(ops, json_pack("{s:s,s:f,s:f,s:f}", "op", name, "measured_s", meas, "predicted_s", pred,
-                                             "error", (pred - meas) / meas));
-    }
-    /* Backward: the engine times each GEMM's dgrad + wgrad as one "<name>_bwd". */
-    nl = layer_ops_backward(&sh, lops);
-    const char *seen[LAYER_OPS_MAX];
-    int nseen = 0;
-    for (int i = 0; i < nl && p; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "%s", lops[i].name);
-        char *cut = strstr(name, "_dgrad");
-        if (!cut)
-            cut = strstr(name, "_wgrad");
-        if (cut)
-            strcpy(cut, "_bwd");
-        if (!strcmp(name, "attn_fused_bwd"))
-            snprintf(name, sizeof name, "attention_bwd");
-        int dup = 0;
-        for (int q = 0; q < nseen; q++)
-            dup |= !strcmp(seen[q], lops[i].name) || (cut && !strncmp(seen[q], lops[i].name, (size_t)(cut - name)));
-        double pred = 0;
-        for (int q = 0; q < nl; q++) {
-            char other[64];
-            snprintf(other, sizeof other, "%s", lops[q].name);
-            char *c2 = strstr(other, "_dgrad");
-            if (!c2)
-                c2 = strstr(other, "_wgrad");
-            if (c2)
-                strcpy(c2, "_bwd");
-            if (!strcmp(other, "attn_fused_bwd"))
-                snprintf(other, sizeof other, "attention_bwd");
-            if (!strcmp(other, name))
-                pred += cost_compute_op_s(&cm, &lops[q]);
+    printf("%-14s %12s %12s %9s\n", "op (layer 0)", "measured ms", "predicted ms", "error");
+    /* Forward ops one by one, then backward ops summed per engine kernel. */
+    for (int pass = 0; pass < 2 && p; pass++) {
+        nl = pass == 0 ? layer_ops_forward(&sh, lops) : layer_ops_backward(&sh, lops);
+        char done[LAYER_OPS_MAX][64];
+        int ndone = 0;
+        for (int i = 0; i < nl; i++) {
+            char name[64];
+            engine_op_name(lops[i].name, name, sizeof name);
+            int dup = 0;
+            for (int q = 0; q < ndone; q++)
+                dup |= !strcmp(done[q], name);
+            if (dup)
+                continue;
+            snprintf(done[ndone++], sizeof done[0], "%s", name);
+            double pred = 0;
+            for (int q = 0; q < nl; q++) {
+                char other[64];
+                engine_op_name(lops[q].name, other, sizeof other);
+                if (!strcmp(other, name))
+                    pred += cost_compute_op_s(&cm, &lops[q]);
+            }
+            double meas = measured_op(p, name);
+            if (meas < 0) {
+                printf("%-14s %12s %12.4f   (the engine has no such kernel)\n", name, "-", pred * 1e3);
+                continue;
+            }
+            printf("%-14s %12.4f %12.4f %+8.1f%%\n", name, meas * 1e3, pred * 1e3, 100 * (pred - meas) / meas);
+            json_array_append_new(ops, json_pack("{s:s,s:f,s:f,s:f}", "op", name, "measured_s", meas, "predicted_s",
+                                                 pred, "error", (pred - meas) / meas));
         }
-        if (dup || nseen >= LAYER_OPS_MAX)
-            continue;
-        seen[nseen++] = lops[i].name;
-        double meas = -1;
-        json_t *arr = json_object_get(p, "ops"), *e;
-        size_t k;
-        json_array_foreach(arr, k, e) if (json_integer_value(json_object_get(e, "layer")) == 0 &&
-                                          !strcmp(json_string_value(json_object_get(e, "op")), name))
-            meas = json_number_value(json_object_get(e, "mean_s"));
-        if (meas < 0) {
-            printf("%-14s %12s %12.4f   (the engine has no such kernel)\n", name, "-", pred * 1e3);
-            continue;
-        }
-        printf("%-14s %12.4f %12.4f %+8.1f%%\n", name, meas * 1e3, pred * 1e3, 100 * (pred - meas) / meas);
-        json_array_append_new(ops, json_pack("{s:s,s:f,s:f,s:f}", "op", name, "measured_s", meas, "predicted_s", pred,
-                                             "error", (pred - meas) / meas));
     }
     json_decref(p);
     printf("step time: measured %.4f s (median of %d steps; 10-90%% spread %.4f-%.4f s), predicted %.4f s, "

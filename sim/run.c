@@ -18,22 +18,15 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* The layer of the whole model, one sequence, no parallel split: what DESIGN.md's FLOP
+ * formulas count. */
 static layer_shape unsplit_shape(const scenario_config *s)
 {
     layer_shape sh;
-    memset(&sh, 0, sizeof sh);
+    workload_layer_shape(s, &sh);
     sh.micro_batch = 1;
-    sh.seq_length = s->model.seq_length;
-    sh.hidden = s->model.hidden_size;
-    sh.heads = s->model.num_attention_heads;
-    sh.kv_groups = s->model.num_query_groups;
-    sh.ffn_hidden = s->model.ffn_hidden_size;
-    sh.swiglu = s->model.swiglu;
-    sh.num_experts = s->model.num_experts;
-    sh.moe_topk = s->model.moe_router_topk;
     sh.tp = sh.cp = sh.ep = 1;
-    sh.attention = s->model.attention;
-    sh.act_bytes = 2;
+    sh.sequence_parallel = 0;
     return sh;
 }
 

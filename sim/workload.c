@@ -78,7 +78,7 @@ static pass_cost sum_ops(const builder *b, const layer_op *ops, int n, int atten
     return c;
 }
 
-static void shape_of(const scenario_config *s, layer_shape *sh)
+void workload_layer_shape(const scenario_config *s, layer_shape *sh)
 {
     memset(sh, 0, sizeof *sh);
     sh->micro_batch = s->training.micro_batch_size;
@@ -150,7 +150,7 @@ static int builder_init(builder *b, const scenario_config *s, config_error *err)
     }
 
     layer_shape sh;
-    shape_of(s, &sh);
+    workload_layer_shape(s, &sh);
     layer_op ops[LAYER_OPS_MAX];
     int n = layer_ops_forward(&sh, ops);
     b->layer_fwd = sum_ops(b, ops, n, 0);

@@ -61,6 +61,9 @@ typedef struct {
 int workload_build(const scenario_config *s, step_workload *w, config_error *err);
 void workload_free(step_workload *w);
 
+/* One layer's shape on one GPU under the scenario's micro-batch, precision and TP/SP/CP/EP split. */
+void workload_layer_shape(const scenario_config *s, layer_shape *sh);
+
 /* Low-level builders (used by workload_build and by tests that make small graphs by hand). */
 int workload_add_task(step_workload *w, const sim_task *t); /* returns the index */
 void workload_add_dep(step_workload *w, int task, int dep);  /* only while task is the last added */
