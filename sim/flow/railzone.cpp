@@ -10,6 +10,8 @@
  *                (PXN, as NCCL does on rail-optimized clusters)
  * fat_tree: a node's NICs share its leaf (no rails); single_switch: one switch, no spines.
  * A leaf has ceil(leaf_radix x ports_per_node / oversubscription) uplinks, one per spine.
+ * tiers 3: pods of leaf_radix leaves; between pods, spine k climbs to core c (d-mod-k) over
+ * sc_r<r>_p<pod>_s<k>_c<c> links (non-blocking above the leaves).
  *
  * Loaded from C with simgrid_load_platform("libdtsim_railzone.so"); the C side passes the
  * cluster in the environment variable DTSIM_RAILZONE as "key=value;..." (see flow_platform.c). */
@@ -32,7 +34,7 @@ using simgrid::kernel::routing::Route;
 namespace {
 
 struct Params {
-    int nodes = 1, gpus = 8, topology = 0, leaf_radix = 32;
+    int nodes = 1, gpus = 8, topology = 0, leaf_radix = 32, tiers = 2;
     double nvlink_Bps = 450e9, nvlink_lat = 0.7e-6, nic_Bps = 50e9, link_lat = 0.6e-6, switch_lat = 0.3e-6;
     double oversubscription = 1.0;
 };
@@ -62,6 +64,7 @@ Params parse_params()
     p.gpus = (int)kv["gpus"];
     p.topology = (int)kv["topology"];
     p.leaf_radix = (int)kv["leaf_radix"];
+    p.tiers = (int)kv["tiers"];
     p.nvlink_Bps = kv["nvlink_Bps"];
     p.nvlink_lat = kv["nvlink_lat"];
     p.nic_Bps = kv["nic_Bps"];
@@ -77,8 +80,9 @@ class RailZone : public simgrid::kernel::routing::NetZoneImpl {
 public:
     Params p;
     unsigned long first_id = 0;
-    int rails = 1, leaves = 1, spines = 1;
+    int rails = 1, leaves = 1, spines = 1, pods = 1;
     std::vector<sg4::SplitDuplexLink *> nv, nic, ls; /* per GPU, per GPU, per (rail, leaf, spine) */
+    std::vector<sg4::SplitDuplexLink *> sc;          /* per (rail, pod, spine, core): the third tier */
 
     explicit RailZone(const Params &params) : NetZoneImpl("dtsim-cluster"), p(params)
     {
@@ -88,6 +92,9 @@ public:
         spines = std::max(1, (int)std::ceil(p.leaf_radix * ports_per_node / p.oversubscription));
         if (p.topology == 2 || leaves == 1)
             spines = 0;
+        /* Three tiers: a pod is leaf_radix leaves under its own spines; pods meet at the cores. */
+        if (p.tiers >= 3 && spines > 0 && leaves > p.leaf_radix)
+            pods = (leaves + p.leaf_radix - 1) / p.leaf_radix;
     }
 
     static void add(std::vector<StandardLinkImpl *> &l, double *lat, sg4::Link *k)
@@ -108,6 +115,14 @@ public:
             unsigned rail = rails > 1 ? a % p.gpus : 0;
             unsigned k = (b / (rails > 1 ? p.gpus : 1)) % spines; /* d-mod-k by destination port */
             add(r->link_list_, lat, ls[(rail * leaves + la) * spines + k]->get_link_up());
+            unsigned pa = la / p.leaf_radix, pb = lb / p.leaf_radix;
+            if (pods > 1 && pa != pb) {
+                unsigned c = (b / (rails > 1 ? p.gpus : 1) / spines) % spines; /* core, d-mod-k again */
+                add(r->link_list_, lat, sc[((rail * pods + pa) * spines + k) * spines + c]->get_link_up());
+                add(r->link_list_, lat, sc[((rail * pods + pb) * spines + k) * spines + c]->get_link_down());
+                if (lat)
+                    *lat += 2 * p.switch_lat;
+            }
             add(r->link_list_, lat, ls[(rail * leaves + lb) * spines + k]->get_link_down());
             if (lat)
                 *lat += 2 * p.switch_lat;
@@ -165,5 +180,12 @@ extern "C" void load_platform(const sg4::Engine &)
                 std::snprintf(name, sizeof name, "ls_r%d_l%d_s%d", r, l, k);
                 z->ls.push_back(link(z, name, p.nic_Bps, p.link_lat));
             }
+    for (int r = 0; r < z->rails; r++)
+        for (int pd = 0; pd < (z->pods > 1 ? z->pods : 0); pd++)
+            for (int k = 0; k < z->spines; k++)
+                for (int c = 0; c < z->spines; c++) {
+                    std::snprintf(name, sizeof name, "sc_r%d_p%d_s%d_c%d", r, pd, k, c);
+                    z->sc.push_back(link(z, name, p.nic_Bps, p.link_lat));
+                }
     z->seal();
 }

@@ -267,6 +267,28 @@ static void degraded_nic_slows_a_dp_heavy_step_as_the_ring_predicts(void **state
     fixture_free(&s);
 }
 
+static void third_tier_carries_traffic_between_pods(void **state)
+{
+    /* 8 nodes, 2 per leaf, 2 leaves per pod: pods {0-3} and {4-7}. The DP rings over nodes 0, 2,
+     * 4, 6 cross pods twice. The cores are non-blocking: 3 tiers add the extra hops' latency
+     * and take no bandwidth. */
+    scenario_config s;
+    fixture_scenario(&s, 8);
+    s.parallel.tp = 8;
+    s.parallel.pp = 2; /* DP group of stage 0: nodes 0, 2, 4, 6 */
+    s.parallel.dp = 4;
+    s.training.global_batch_size = 4;
+    s.platform.network.leaf_radix = 2;
+    s.platform.network.tiers = 2;
+    double two = collectives_only(&s, 4e9);
+    s.platform.network.tiers = 3;
+    double three = collectives_only(&s, 4e9);
+    print_message("ring across pods: 2 tiers %.6f s, 3 tiers %.6f s\n", two, three);
+    assert_true(three >= two);                 /* more hops: more latency */
+    assert_true(three < two * 1.001);          /* non-blocking: no less bandwidth */
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -277,6 +299,7 @@ int main(void)
         cmocka_unit_test(fat_tree_leaf_uplinks_are_shared_by_a_nodes_nics),
         cmocka_unit_test(lockstep_tp_granularity_costs_little),
         cmocka_unit_test(degraded_nic_slows_a_dp_heavy_step_as_the_ring_predicts),
+        cmocka_unit_test(third_tier_carries_traffic_between_pods),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
