@@ -19,6 +19,8 @@ static void usage(FILE *f)
             "not fit in GPU memory, simulates the rest (analytic fidelity) and ranks them by step time.\n\n"
             "  --gpus N          GPUs to plan for (default: the scenario's TP x PP x CP x DP)\n"
             "  --top K           layouts to print and write (default 10)\n"
+            "  --confirm K       re-simulate the best K at flow fidelity (SimGrid, contention) and\n"
+            "                    re-rank them by it (default 0)\n"
             "  --json FILE|-     the ranked layouts as JSON (DESIGN.md's plan format)\n"
             "  --report FILE.md  a capacity-planning report in Markdown\n"
             "  --set PATH=VALUE  override a scenario value first (repeatable)\n"
@@ -146,7 +148,7 @@ int cli_plan(int argc, char **argv)
 {
     const char *path = NULL, *json_path = NULL, *report = NULL;
     const char **sets = calloc((size_t)argc + 1, sizeof *sets);
-    int n_sets = 0, gpus = 0, top = 10, rc = 2;
+    int n_sets = 0, gpus = 0, top = 10, confirm = 0, rc = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end;
@@ -169,6 +171,14 @@ int cli_plan(int argc, char **argv)
                 goto out;
             }
             top = (int)n;
+            i++;
+        } else if (!strcmp(a, "--confirm") && v) {
+            long n = strtol(v, &end, 10);
+            if (!*v || *end || n < 0 || n > 1000) {
+                fprintf(stderr, "dtsim plan: --confirm: '%s' is not a count in 0..1000\n", v);
+                goto out;
+            }
+            confirm = (int)n;
             i++;
         } else if (!strcmp(a, "--json") && v) {
             json_path = argv[++i];
@@ -208,6 +218,28 @@ int cli_plan(int argc, char **argv)
                    "(%.0f layouts/s)\n",
             s.name, plan_gpus, s.platform.gpu.name, p.enumerated, p.invalid, p.out_of_memory, p.count, p.wall_s,
             p.enumerated / (p.wall_s > 0 ? p.wall_s : 1e-9));
+    if (confirm > 0 && p.count > 0) {
+        /* Flow fidelity for the best K: contention may reorder them. */
+        int k = confirm < p.count ? confirm : p.count;
+        fprintf(human, "confirming the best %d at flow fidelity (SimGrid):\n", k);
+        for (int i = 0; i < k; i++) {
+            scenario_config c;
+            plan_apply(&s, &p.layouts[i], &c);
+            c.run.fidelity_flow = 1;
+            run_result fr;
+            if (run_scenario(&c, &fr, &err) != 0) {
+                fprintf(stderr, "dtsim plan: --confirm: %s\n", err.msg);
+                break;
+            }
+            fprintf(human, "  #%d: analytic %.3f s, flow %.3f s (%+.1f%%)\n", i + 1, p.layouts[i].result.step_time_s,
+                    fr.step_time_s, 100 * (fr.step_time_s / p.layouts[i].result.step_time_s - 1));
+            double tokens = s.training.tokens;
+            p.layouts[i].result = fr;
+            p.layouts[i].days_to_train = tokens > 0 ? tokens / fr.tokens_per_s / 86400.0 : 0;
+        }
+        qsort(p.layouts, (size_t)k, sizeof *p.layouts, plan_compare);
+        fprintf(human, "the best %d re-ranked by flow fidelity:\n", k);
+    }
     print_table(human, &p, top);
     rc = p.count > 0 ? 0 : 1;
     if (p.count == 0)

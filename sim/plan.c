@@ -76,7 +76,7 @@ static void evaluate(const scenario_config *base, plan_layout *l, plan_result *r
     push(r, l);
 }
 
-static int cmp_layouts(const void *a, const void *b)
+int plan_compare(const void *a, const void *b)
 {
     double x = ((const plan_layout *)a)->result.step_time_s, y = ((const plan_layout *)b)->result.step_time_s;
     return (x > y) - (x < y);
@@ -167,7 +167,7 @@ int plan_search(const scenario_config *base, int gpus, plan_result *out, config_
             }
     }
     if (out->count > 1)
-        qsort(out->layouts, (size_t)out->count, sizeof *out->layouts, cmp_layouts);
+        qsort(out->layouts, (size_t)out->count, sizeof *out->layouts, plan_compare);
     out->wall_s = now_s() - t0;
     return 0;
 }

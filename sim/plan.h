@@ -35,4 +35,6 @@ void plan_result_free(plan_result *r);
 void plan_apply(const scenario_config *base, const plan_layout *l, scenario_config *out);
 
 const char *recompute_name(recompute_kind r);
+/* Orders layouts by step time (qsort comparator). */
+int plan_compare(const void *a, const void *b);
 #endif
