@@ -24,6 +24,9 @@ static void usage(FILE *f)
             "  --out DIR           output folder (default sweep-out)\n"
             "  --plot              PNG and SVG pictures from plots/*.gp (gnuplot)\n"
             "  --set PATH=VALUE    a fixed override for every point (repeatable)\n"
+            "  --shard K/N         compute only the points i with i %% N == K, into DIR/part-K-of-N.json\n"
+            "                      (a distributed sweep: scripts/sweep_mpirun.sh deals them to MPI ranks)\n"
+            "  --merge             gather DIR/part-*.json into DIR/sweep.json and .csv (same as a local run)\n"
             "exit: 0 ok, 2 bad input (before any run), 1 runtime failure\n");
 }
 
@@ -59,7 +62,7 @@ int cli_sweep(int argc, char **argv)
 {
     const char *path = NULL, *out = "sweep-out";
     const char **sets = calloc((size_t)argc + 1, sizeof *sets);
-    int n_sets = 0, want_plot = 0, rc = 2;
+    int n_sets = 0, want_plot = 0, rc = 2, shard_k = 0, shard_n = 1, merge = 0;
     sweep_spec spec;
     memset(&spec, 0, sizeof spec);
     config_error err;
@@ -81,6 +84,14 @@ int cli_sweep(int argc, char **argv)
             sets[n_sets++] = argv[++i];
         } else if (!strcmp(a, "--plot")) {
             want_plot = 1;
+        } else if (!strcmp(a, "--merge")) {
+            merge = 1;
+        } else if (!strcmp(a, "--shard") && v) {
+            if (sscanf(v, "%d/%d", &shard_k, &shard_n) != 2 || shard_n < 1 || shard_k < 0 || shard_k >= shard_n) {
+                fprintf(stderr, "dtsim sweep: --shard '%s': expected K/N with 0 <= K < N\n", v);
+                goto out;
+            }
+            i++;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "dtsim sweep: unknown option or missing value: %s (see dtsim sweep --help)\n", a);
             goto out;
@@ -91,7 +102,7 @@ int cli_sweep(int argc, char **argv)
             goto out;
         }
     }
-    if (!path || spec.dims == 0) {
+    if (!path || (spec.dims == 0 && !merge)) {
         usage(stderr);
         goto out;
     }
@@ -107,8 +118,13 @@ int cli_sweep(int argc, char **argv)
     char title[160];
     snprintf(title, sizeof title, "%s", probe.name);
     scenario_free(&probe);
-    json_t *rows;
-    if (sweep_run(path, sets, n_sets, &spec, &rows, &err, progress) != 0) {
+    json_t *rows, *points = NULL;
+    if (merge) {
+        if (sweep_merge_parts(out, &rows, &err) != 0) {
+            fprintf(stderr, "dtsim sweep: --merge: %s\n", err.msg);
+            goto out;
+        }
+    } else if (sweep_run(path, sets, n_sets, &spec, shard_k, shard_n, &rows, &points, &err, progress) != 0) {
         fprintf(stderr, "dtsim sweep: %s\n", err.msg);
         goto out;
     }
@@ -116,8 +132,22 @@ int cli_sweep(int argc, char **argv)
     if (mkdir(out, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "dtsim sweep: --out %s: %s\n", out, strerror(errno));
         json_decref(rows);
+        json_decref(points);
         goto out;
     }
+    if (shard_n > 1) {
+        char part[4300];
+        snprintf(part, sizeof part, "%s/part-%d-of-%d.json", out, shard_k, shard_n);
+        json_t *doc = json_pack("{s:I,s:o,s:O}", "total", (json_int_t)sweep_points(&spec), "points", points, "rows",
+                                rows);
+        rc = cli_write_json(doc, part) ? 1 : 0;
+        if (rc == 0)
+            printf("dtsim sweep: shard %d/%d: %zu points -> %s\n", shard_k, shard_n, json_array_size(rows), part);
+        json_decref(doc);
+        json_decref(rows);
+        goto out;
+    }
+    json_decref(points);
     char jpath[4200], cpath[4200], prefix[4200];
     snprintf(jpath, sizeof jpath, "%s/sweep.json", out);
     snprintf(cpath, sizeof cpath, "%s/sweep.csv", out);
@@ -137,6 +167,10 @@ int cli_sweep(int argc, char **argv)
         fprintf(stderr, "dtsim sweep: %s\n", err.msg);
     }
     json_decref(doc);
+    if (rc == 0 && want_plot && spec.dims == 0) {
+        fprintf(stderr, "dtsim sweep: --plot with --merge needs the --vary of the sweep (for the x axis)\n");
+        rc = 2;
+    }
     if (rc == 0 && want_plot) {
         static const char *scripts[][2] = {{"sweep_throughput.gp", "throughput"},
                                            {"sweep_breakdown.gp", "breakdown"},

@@ -95,8 +95,11 @@ static json_t *value_json(const char *text)
 }
 
 int sweep_run(const char *scenario_path, const char *const *base_sets, int n_base, const sweep_spec *spec,
-              json_t **rows_out, config_error *err, void (*progress)(long done, long total))
+              int shard_k, int shard_n, json_t **rows_out, json_t **points_out, config_error *err,
+              void (*progress)(long done, long total))
 {
+    if (shard_n < 1)
+        shard_n = 1;
     long total = sweep_points(spec);
     const char **sets = calloc((size_t)n_base + SWEEP_MAX_DIMS + 1, sizeof *sets);
     char *assign[SWEEP_MAX_DIMS];
@@ -121,9 +124,18 @@ int sweep_run(const char *scenario_path, const char *const *base_sets, int n_bas
         }
     }
 
-    json_t *rows = json_array();
+    json_t *rows = json_array(), *points = json_array();
     int idx[SWEEP_MAX_DIMS] = {0};
     for (long point = 0; point < total; point++) {
+        if (point % shard_n != shard_k) {
+            for (int d = spec->dims - 1; d >= 0; d--)
+                if (++idx[d] < spec->dim[d].count)
+                    break;
+                else
+                    idx[d] = 0;
+            continue;
+        }
+        json_array_append_new(points, json_integer(point));
         json_t *row = json_object();
         for (int d = 0; d < spec->dims; d++) {
             const char *v = spec->dim[d].values[idx[d]];
@@ -163,6 +175,17 @@ int sweep_run(const char *scenario_path, const char *const *base_sets, int n_bas
             progress(point + 1, total);
     }
     free(sets);
+    *rows_out = sweep_align_rows(rows);
+    json_decref(rows);
+    if (points_out)
+        *points_out = points;
+    else
+        json_decref(points);
+    return 0;
+}
+
+json_t *sweep_align_rows(json_t *rows)
+{
     /* Rows that failed lack the metric columns: give every row every key (null where absent),
      * in the order of the fullest row, so CSV columns and JSON keys agree. */
     json_t *full = NULL;
@@ -180,11 +203,68 @@ int sweep_run(const char *scenario_path, const char *const *base_sets, int n_bas
             json_t *v = json_object_get(row, key);
             json_object_set(o, key, v ? v : json_null());
         }
-        json_object_set(o, "error", json_object_get(row, "error"));
+        json_t *e = json_object_get(row, "error");
+        json_object_set(o, "error", e ? e : json_string(""));
         json_array_append_new(ordered, o);
     }
+    return ordered;
+}
+
+int sweep_merge_parts(const char *dir, json_t **rows_out, config_error *err)
+{
+    json_t *all = NULL, *rows = json_array();
+    long total = -1, found = 0;
+    for (int k = 0; k < 4096; k++) {
+        char path[4200];
+        json_error_t je;
+        json_t *part = NULL;
+        /* parts are named part-K-of-N.json; find this K with any N */
+        for (int n = 1; n <= 4096 && !part; n++) {
+            snprintf(path, sizeof path, "%s/part-%d-of-%d.json", dir, k, n);
+            part = json_load_file(path, 0, &je);
+        }
+        if (!part)
+            break;
+        long t = (long)json_integer_value(json_object_get(part, "total"));
+        if (total < 0) {
+            total = t;
+            all = json_array();
+            for (long i = 0; i < total; i++)
+                json_array_append_new(all, json_null());
+        } else if (t != total) {
+            snprintf(err->msg, sizeof err->msg, "%s: %ld points, other parts say %ld (different sweeps?)", path, t,
+                     total);
+            json_decref(part);
+            json_decref(all);
+            json_decref(rows);
+            return -1;
+        }
+        json_t *pts = json_object_get(part, "points"), *prow = json_object_get(part, "rows");
+        for (size_t i = 0; i < json_array_size(pts); i++) {
+            long idx = (long)json_integer_value(json_array_get(pts, i));
+            if (idx < 0 || idx >= total || !json_is_null(json_array_get(all, (size_t)idx))) {
+                snprintf(err->msg, sizeof err->msg, "%s: point %ld out of range or given twice", path, idx);
+                json_decref(part);
+                json_decref(all);
+                json_decref(rows);
+                return -1;
+            }
+            json_array_set(all, (size_t)idx, json_array_get(prow, i));
+            found++;
+        }
+        json_decref(part);
+    }
+    if (total < 0 || found != total) {
+        snprintf(err->msg, sizeof err->msg, "%s: %ld of %ld points found in part-K-of-N.json files", dir, found,
+                 total < 0 ? 0 : total);
+        json_decref(all);
+        json_decref(rows);
+        return -1;
+    }
+    json_array_extend(rows, all);
+    json_decref(all);
+    *rows_out = sweep_align_rows(rows);
     json_decref(rows);
-    *rows_out = ordered;
     return 0;
 }
 

@@ -26,10 +26,19 @@ int sweep_add_vary(sweep_spec *spec, const char *arg, config_error *err);
 void sweep_spec_free(sweep_spec *spec);
 long sweep_points(const sweep_spec *spec);
 
-/* Runs every point of the scenario file with base overrides; rows is a JSON array of flat
- * objects (varied paths first, then the metrics, "error" last: "" when the point ran). */
+/* Runs the points of the scenario file with base overrides whose index i has i % shard_n ==
+ * shard_k (0 and 1: all); rows is a JSON array of flat objects (varied paths first, then the
+ * metrics, "error" last: "" when the point ran), and points (when not NULL) their indices. */
 int sweep_run(const char *scenario_path, const char *const *base_sets, int n_base, const sweep_spec *spec,
-              json_t **rows, config_error *err, void (*progress)(long done, long total));
+              int shard_k, int shard_n, json_t **rows, json_t **points, config_error *err,
+              void (*progress)(long done, long total));
+
+/* Gives every row every key of the fullest row, in its order (failed points lack metrics). */
+json_t *sweep_align_rows(json_t *rows);
+
+/* Merges DIR/part-*.json (from --shard runs) into rows in point order; checks every point of the
+ * sweep is there exactly once. */
+int sweep_merge_parts(const char *dir, json_t **rows, config_error *err);
 
 /* Writes rows as CSV (columns = the first row's keys, in order) to path (temp + rename). */
 int sweep_write_csv(json_t *rows, const char *path, config_error *err);

@@ -93,6 +93,37 @@ static void rows_csv_and_plots(void **state)
     }
 }
 
+static void shards_merge_to_the_local_result(void **state)
+{
+    const char *vary = "--vary parallel.tensor_model_parallel_size=4,3,8 --vary training.micro_batch_size=1,2";
+    sh("rm -rf /tmp/dtsim_sw_local /tmp/dtsim_sw_shards");
+    assert_int_equal(sh("'%s' sweep '%s' %s --out /tmp/dtsim_sw_local >/dev/null 2>&1", DTSIM, SCENARIO, vary), 0);
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(sh("'%s' sweep '%s' %s --shard %d/3 --out /tmp/dtsim_sw_shards >/dev/null 2>&1", DTSIM,
+                            SCENARIO, vary, k), 0);
+    assert_int_equal(sh("'%s' sweep '%s' %s --merge --out /tmp/dtsim_sw_shards >/dev/null 2>&1", DTSIM, SCENARIO,
+                        vary), 0);
+    json_error_t je;
+    json_t *a = json_load_file("/tmp/dtsim_sw_local/sweep.json", 0, &je);
+    json_t *b = json_load_file("/tmp/dtsim_sw_shards/sweep.json", 0, &je);
+    assert_non_null(a);
+    assert_non_null(b);
+    json_t *ra = json_object_get(a, "rows"), *rb = json_object_get(b, "rows");
+    assert_int_equal(json_array_size(ra), json_array_size(rb));
+    for (size_t i = 0; i < json_array_size(ra); i++) {
+        json_t *x = json_array_get(ra, i), *y = json_array_get(rb, i);
+        json_object_del(x, "wall_s"); /* the only figure that is not simulated */
+        json_object_del(y, "wall_s");
+        assert_true(json_equal(x, y));
+    }
+    /* a missing shard is reported, not silently dropped */
+    sh("rm -f /tmp/dtsim_sw_shards/part-1-of-3.json");
+    assert_int_not_equal(sh("'%s' sweep '%s' %s --merge --out /tmp/dtsim_sw_shards >/dev/null 2>&1", DTSIM, SCENARIO,
+                            vary), 0);
+    json_decref(a);
+    json_decref(b);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3)
@@ -106,6 +137,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bad_vary_stops_before_any_run),
         cmocka_unit_test(rows_csv_and_plots),
+        cmocka_unit_test(shards_merge_to_the_local_result),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
