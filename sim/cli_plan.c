@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
+#include "faults.h"
 #include "params.h"
 #include "plan.h"
 
@@ -22,7 +23,7 @@ static void usage(FILE *f)
             "  --confirm K       re-simulate the best K at flow fidelity (SimGrid, contention) and\n"
             "                    re-rank them by it (default 0)\n"
             "  --json FILE|-     the ranked layouts as JSON (DESIGN.md's plan format)\n"
-            "  --report FILE.md  a capacity-planning report in Markdown\n"
+            "  --report FILE     a capacity-planning report: Markdown, or HTML when FILE ends in .html\n"
             "  --set PATH=VALUE  override a scenario value first (repeatable)\n"
             "exit: 0 ok, 2 bad input, 1 runtime failure (or no layout fits)\n");
 }
@@ -74,6 +75,79 @@ static void print_table(FILE *f, const plan_result *p, int top)
                 r->step_time_s, 100 * r->mfu, 100 * r->bubble_mean, exposed, r->memory.total, l->days_to_train,
                 l->is_scenario_own ? "  (scenario's own)" : "");
     }
+}
+
+/* The report as a self-contained HTML page: headings, paragraphs, list items, preformatted
+ * blocks and images, the only Markdown the report writes. Rewrites the file in place. */
+static void html_escaped(FILE *o, const char *t)
+{
+    for (; *t; t++)
+        fputs(*t == '<' ? "&lt;" : *t == '>' ? "&gt;" : *t == '&' ? "&amp;" : (char[]){*t, 0}, o);
+}
+
+static int markdown_to_html(const char *path)
+{
+    FILE *in = fopen(path, "r");
+    if (!in)
+        return -1;
+    char out_path[4300];
+    snprintf(out_path, sizeof out_path, "%s.html", path);
+    FILE *o = fopen(out_path, "w");
+    if (!o) {
+        fclose(in);
+        return -1;
+    }
+    fputs("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>dtsim capacity plan</title>\n<style>body{font-family:"
+          "sans-serif;max-width:60em;margin:2em auto}pre{background:#f4f4f4;padding:1em;overflow-x:auto}</style>"
+          "</head><body>\n", o);
+    char line[8192];
+    int pre = 0, list = 0;
+    while (fgets(line, sizeof line, in)) {
+        line[strcspn(line, "\n")] = 0;
+        if (!strncmp(line, "```", 3)) {
+            fputs(pre ? "</pre>\n" : "<pre>", o);
+            pre = !pre;
+            continue;
+        }
+        if (pre) {
+            html_escaped(o, line);
+            fputc('\n', o);
+            continue;
+        }
+        if (list && strncmp(line, "- ", 2)) {
+            fputs("</ul>\n", o);
+            list = 0;
+        }
+        if (!strncmp(line, "# ", 2) || !strncmp(line, "## ", 3)) {
+            int lvl = line[1] == '#' ? 2 : 1;
+            fprintf(o, "<h%d>", lvl);
+            html_escaped(o, line + lvl + 1);
+            fprintf(o, "</h%d>\n", lvl);
+        } else if (!strncmp(line, "- ", 2)) {
+            if (!list)
+                fputs("<ul>\n", o);
+            list = 1;
+            fputs("<li>", o);
+            html_escaped(o, line + 2);
+            fputs("</li>\n", o);
+        } else if (!strncmp(line, "![", 2) && strchr(line, '(')) {
+            char *src = strchr(line, '(') + 1;
+            src[strcspn(src, ")")] = 0;
+            fputs("<p><img alt=\"step timeline\" style=\"max-width:100%\" src=\"", o);
+            html_escaped(o, src);
+            fputs("\"></p>\n", o);
+        } else if (line[0]) {
+            fputs("<p>", o);
+            html_escaped(o, line);
+            fputs("</p>\n", o);
+        }
+    }
+    if (list)
+        fputs("</ul>\n", o);
+    fputs("</body></html>\n", o);
+    fclose(in);
+    int rc = fclose(o) == 0 && rename(out_path, path) == 0 ? 0 : -1;
+    return rc;
 }
 
 static int write_report(const char *path, const scenario_config *s, const plan_result *p, int top, int gpus)
@@ -131,11 +205,52 @@ static int write_report(const char *path, const scenario_config *s, const plan_r
             fprintf(f, "- **Time to train** %.3g tokens: %.1f days of pure training (failures not included; see "
                        "`dtsim faults`).\n", s->training.tokens, b->days_to_train);
     }
+    if (p->count > 0) {
+        /* A picture of the best layout's step: its trace drawn by plots/timeline.sh. */
+        char trace[4300], png[4300], cmd[9000];
+        snprintf(trace, sizeof trace, "%s.best-step.trace.json", path);
+        snprintf(png, sizeof png, "%s.best-step.png", path);
+        scenario_config best;
+        plan_apply(s, &p->layouts[0], &best);
+        run_result r;
+        config_error err;
+        const char *root = getenv("DTSIM_ROOT");
+        snprintf(cmd, sizeof cmd, "'%s/plots/timeline.sh' '%s' '%s' 16 >/dev/null 2>&1",
+                 root && *root ? root : DTSIM_SOURCE_DIR, trace, png);
+        if (run_scenario_traced(&best, &r, trace, &err) == 0 && system(cmd) == 0) {
+            const char *base = strrchr(png, '/');
+            fprintf(f, "\n## The best layout's step\n\n![one step of the best layout, by pipeline stage](%s)\n\n"
+                       "Blue: compute; green: pipeline sends; yellow / red: DP / ZeRO communication; grey: waiting. "
+                       "The full trace opens in ui.perfetto.dev: `%s`.\n", base ? base + 1 : png, trace);
+        }
+        /* What failures cost over the run, when the scenario gives failure rates. */
+        if (best.faults.gpu_mtbf_hours > 0 || best.faults.node_mtbf_hours > 0) {
+            faults_report fr;
+            memset(&fr, 0, sizeof fr);
+            fr.step_time_s = r.step_time_s;
+            fr.tokens_per_s = r.tokens_per_s;
+            if (faults_run(&best, 50, &fr, &err) == 0) {
+                fprintf(f, "\n## What failures cost (`dtsim faults`, 50 runs)\n\n");
+                fprintf(f, "- System MTBF %.1f h; %.0f interruptions (p5 %.0f, p95 %.0f) over %s.\n",
+                        fr.system_mtbf_hours, fr.interruptions.mean, fr.interruptions.p5, fr.interruptions.p95,
+                        fr.target_train_s > 0 ? "the training" : "the horizon");
+                fprintf(f, "- Goodput %.1f%% with a checkpoint every %.0f s; the goodput-optimal interval is %.0f s "
+                           "(Young/Daly: %.0f s).\n", 100 * fr.goodput.mean, best.faults.checkpoint_interval_s,
+                        fr.optimal_checkpoint_interval_s, fr.young_daly_interval_s);
+                if (fr.target_train_s > 0)
+                    fprintf(f, "- Days to train with failures: %.1f (p95 %.1f), against %.1f without.\n",
+                            fr.days_to_train.mean, fr.days_to_train.p95, fr.target_train_s / 86400);
+            }
+        }
+    }
     fprintf(f, "\n## Assumptions\n\n- Calibration: %s (source: %s%s%s). Platform: %s.\n", s->calibration.device,
             s->calibration.source, s->calibration.date[0] ? ", " : "", s->calibration.date, s->platform.name);
     fprintf(f, "- Analytic fidelity: no link contention; the model is described in docs/model.md, its accuracy "
                "against published runs in docs/validation.md.\n");
     int ok = fclose(f) == 0;
+    size_t len = strlen(path);
+    if (ok && len > 5 && !strcmp(path + len - 5, ".html"))
+        ok = markdown_to_html(tmp) == 0;
     if (!ok || rename(tmp, path) != 0) {
         unlink(tmp);
         fprintf(stderr, "dtsim plan: --report %s: cannot write\n", path);

@@ -124,6 +124,23 @@ static void shards_merge_to_the_local_result(void **state)
     json_decref(b);
 }
 
+static void plan_report_has_the_sections_and_pictures(void **state)
+{
+    sh("rm -f /tmp/dtsim_plan_report.*");
+    assert_int_equal(sh("'%s' plan '%s' --top 3 --set faults.gpu_mtbf_hours=50000 --report /tmp/dtsim_plan_report.html "
+                        ">/dev/null 2>&1", DTSIM, SCENARIO), 0);
+    assert_int_equal(sh("grep -q '<html>' /tmp/dtsim_plan_report.html"), 0);
+    assert_int_equal(sh("grep -q '<h2>Best layouts</h2>' /tmp/dtsim_plan_report.html"), 0);
+    assert_int_equal(sh("grep -q 'What failures cost' /tmp/dtsim_plan_report.html"), 0);
+    assert_int_equal(sh("grep -q '<img' /tmp/dtsim_plan_report.html"), 0);
+    FILE *f = fopen("/tmp/dtsim_plan_report.html.best-step.png", "rb");
+    assert_non_null(f);
+    unsigned char magic[8];
+    assert_int_equal(fread(magic, 1, 8, f), 8);
+    fclose(f);
+    assert_memory_equal(magic, "\x89PNG\r\n\x1a\n", 8);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3)
@@ -138,6 +155,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(bad_vary_stops_before_any_run),
         cmocka_unit_test(rows_csv_and_plots),
         cmocka_unit_test(shards_merge_to_the_local_result),
+        cmocka_unit_test(plan_report_has_the_sections_and_pictures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
