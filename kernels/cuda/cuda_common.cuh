@@ -1,5 +1,14 @@
-/* Shared by the CUDA kernels: error checks, rounding helpers, launch sizes, and the backend
- * context (cuBLAS handle and scratch buffers, created on first use). */
+/* Shared by the CUDA kernels (every .cu file in kernels/cuda): error checks, the rounding that emulates
+ * bf16/fp16 storage, warp and block reductions, the backend context, and the entry points
+ * that backend.cu gathers into the kernels_backend table.
+ *
+ * Everything here runs on the legacy default stream (stream 0), as does cuBLAS (its handle is
+ * left on stream 0). Stream order is therefore what makes reusing scratch buffers between
+ * calls safe, and it is why no kernel needs an explicit device-wide barrier.
+ *
+ * Determinism: no kernel sums floats with atomics. Every reduction has a fixed order that
+ * depends only on the problem size, so the same inputs give the same bits on every run
+ * (the engine's resume test compares parameter CRCs bit for bit). */
 #ifndef DTSIM_KERNELS_CUDA_COMMON_CUH
 #define DTSIM_KERNELS_CUDA_COMMON_CUH
 
@@ -7,39 +16,55 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include "kernels.h"
 
-#define CUDA_CHECK(call)                                                                              \
-    do {                                                                                              \
-        cudaError_t err_ = (call);                                                                    \
-        if (err_ != cudaSuccess) {                                                                    \
-            fprintf(stderr, "kernels(cuda): %s:%d: %s: %s\n", __FILE__, __LINE__, #call,              \
-                    cudaGetErrorString(err_));                                                        \
-            abort();                                                                                  \
-        }                                                                                             \
+/* Every CUDA runtime call is checked: a failure prints where and why, then aborts, since the
+ * engine has no way to recover from a device error mid-step. */
+#define CUDA_CHECK(call)                                                                           \
+    do {                                                                                           \
+        cudaError_t err_ = (call);                                                                 \
+        if (err_ != cudaSuccess) {                                                                 \
+            fprintf(stderr, "kernels(cuda): %s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,    \
+                    cudaGetErrorString(err_));                                                     \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
-#define CUBLAS_CHECK(call)                                                                            \
-    do {                                                                                              \
-        cublasStatus_t st_ = (call);                                                                  \
-        if (st_ != CUBLAS_STATUS_SUCCESS) {                                                           \
-            fprintf(stderr, "kernels(cuda): %s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__,       \
-                    #call, (int)st_);                                                                 \
-            abort();                                                                                  \
-        }                                                                                             \
+#define CUBLAS_CHECK(call)                                                                         \
+    do {                                                                                           \
+        cublasStatus_t st_ = (call);                                                               \
+        if (st_ != CUBLAS_STATUS_SUCCESS) {                                                        \
+            fprintf(stderr, "kernels(cuda): %s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,    \
+                    cublasGetStatusString(st_));                                                   \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
+/* After a kernel launch: catches bad launch configurations at once (execution errors surface
+ * at the next synchronising call, which is checked too). */
 #define LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
 
+/* Grid-stride loop over [0, n): any grid size covers any n. */
+#define GRID_STRIDE(i, n)                                                                          \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)(n);                \
+         i += (size_t)gridDim.x * blockDim.x)
+
+#define THREADS 256 /* block size of the elementwise kernels */
+
+/* Blocks for n elements at `threads` per block, capped (grid-stride loops cover the rest). */
 static inline unsigned blocks_for(size_t n, unsigned threads)
 {
     size_t b = (n + threads - 1) / threads;
-    return (unsigned)(b > 65535u * 16u ? 65535u * 16u : (b ? b : 1)); /* grid-stride loops cover the rest */
+    const size_t cap = 65536; /* plenty to fill any current GPU */
+    return (unsigned)(b == 0 ? 1 : (b > cap ? cap : b));
 }
 
-/* Rounds to the emulated precision (round-to-nearest-even), as the CPU backend does. */
+/* Rounds to the emulated precision with round-to-nearest-even, bit for bit what the CPU
+ * backend's kernels_round() does for every finite value and infinity (a NaN stays a NaN,
+ * though its payload may differ). */
 __device__ __forceinline__ float round_prec(float x, int prec)
 {
     if (prec == KPREC_BF16)
@@ -49,73 +74,100 @@ __device__ __forceinline__ float round_prec(float x, int prec)
     return x;
 }
 
-/* Block-wide sum of one float per thread (blockDim.x a multiple of 32, <= 1024). */
-__device__ __forceinline__ float block_sum(float v, float *shared32)
+/* Sum over the 32 lanes of a warp; every lane gets the result (xor butterfly). */
+__device__ __forceinline__ float warp_sum(float v)
 {
     for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_down_sync(0xffffffffu, v, o);
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    __syncthreads();
-    if (lane == 0)
-        shared32[warp] = v;
-    __syncthreads();
-    int warps = blockDim.x >> 5;
-    v = threadIdx.x < warps ? shared32[threadIdx.x] : 0.0f;
-    if (warp == 0)
-        for (int o = 16; o > 0; o >>= 1)
-            v += __shfl_down_sync(0xffffffffu, v, o);
-    if (threadIdx.x == 0)
-        shared32[0] = v;
-    __syncthreads();
-    return shared32[0];
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
 }
 
-__device__ __forceinline__ float block_max(float v, float *shared32)
+__device__ __forceinline__ float warp_max(float v)
 {
     for (int o = 16; o > 0; o >>= 1)
-        v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    __syncthreads();
-    if (lane == 0)
-        shared32[warp] = v;
-    __syncthreads();
-    int warps = blockDim.x >> 5;
-    v = threadIdx.x < warps ? shared32[threadIdx.x] : -INFINITY;
-    if (warp == 0)
-        for (int o = 16; o > 0; o >>= 1)
-            v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
-    if (threadIdx.x == 0)
-        shared32[0] = v;
-    __syncthreads();
-    return shared32[0];
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
 }
 
-/* The backend's context: one cuBLAS handle and growable scratch, on the default stream. */
+/* Block-wide sum; every thread gets the result. blockDim.x must be a multiple of 32 (at most
+ * 1024) and every thread of the block must call it. `scratch` holds 32 floats of shared
+ * memory; the leading barrier lets a caller reuse it for consecutive reductions. */
+__device__ __forceinline__ float block_sum(float v, float *scratch)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0)
+        scratch[warp] = v;
+    __syncthreads();
+    v = lane < warps ? scratch[lane] : 0.0f;
+    return warp_sum(v);
+}
+
+__device__ __forceinline__ float block_max(float v, float *scratch)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0)
+        scratch[warp] = v;
+    __syncthreads();
+    v = lane < warps ? scratch[lane] : -INFINITY;
+    return warp_max(v);
+}
+
+/* Scratch buffers in device memory, grown on demand and kept for the process. Each caller
+ * names its slot, so buffers that are live at the same time never alias. */
+typedef enum {
+    SCRATCH_GEMM_A,    /* 16-bit copy of a GEMM operand */
+    SCRATCH_GEMM_B,    /* 16-bit copy of a GEMM operand */
+    SCRATCH_GEMM_C,    /* 16-bit copy of a GEMM operand (dout, shared by both backward GEMMs) */
+    SCRATCH_PARTIAL,   /* per-warp or per-block partial sums of a two-pass reduction */
+    SCRATCH_ATTN_D,    /* attention backward: D = dO . O per query row */
+    SCRATCH_INDEX,     /* encoder backward: token buckets */
+    SCRATCH_SLOTS
+} cuda_scratch_slot;
+
+/* The backend's context, created on first use: the cuBLAS handle and the scratch buffers.
+ * It belongs to the device current at creation (the engine selects its device before the
+ * first kernel call and keeps it). */
 typedef struct {
     cublasHandle_t cublas;
-    void *scratch[3];
-    size_t scratch_bytes[3];
+    void *scratch[SCRATCH_SLOTS];
+    size_t scratch_bytes[SCRATCH_SLOTS];
 } cuda_context;
 
 cuda_context *cuda_ctx(void);
-void *cuda_scratch(int slot, size_t bytes);
+void *cuda_scratch(cuda_scratch_slot slot, size_t bytes);
 
-/* Entry points gathered into the table by backend.cu (extern "C" linkage is not needed:
- * everything is compiled by nvcc as C++; only kernels_cuda() is exported to C). */
-void cuda_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC,
-                         kernels_precision prec);
-void cuda_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                          const float *weight, int N, int C, int OC, kernels_precision prec);
+/* Entry points, one .cu file per family; backend.cu puts them in the table. They are C++
+ * functions (nvcc compiles everything here as C++); only kernels_cuda() is exported to C. */
+void *cuda_alloc(size_t bytes);
+void cuda_free(void *p);
+void cuda_memset_zero(void *p, size_t bytes);
+void cuda_copy_to_device(void *dst, const void *host_src, size_t bytes);
+void cuda_copy_to_host(void *host_dst, const void *src, size_t bytes);
+void cuda_copy(void *dst, const void *src, size_t bytes);
+void cuda_synchronize(void);
+kernels_event *cuda_event_create(void);
+void cuda_event_destroy(kernels_event *e);
+void cuda_event_record(kernels_event *e);
+double cuda_event_elapsed_s(kernels_event *start, kernels_event *end);
+
+void cuda_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B, int T, int C);
+void cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B, int T, int C);
 void cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                             const float *bias, int N, int C);
 void cuda_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                              const float *weight, const float *mean, const float *rstd, int N, int C);
+void cuda_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC,
+                         kernels_precision prec);
+void cuda_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                          const float *weight, int N, int C, int OC, kernels_precision prec);
 void cuda_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH,
                             kernels_precision prec);
 void cuda_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
                              int B, int T, int C, int NH, kernels_precision prec);
-void cuda_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B, int T, int C);
-void cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B, int T, int C);
 void cuda_gelu_forward(float *out, const float *inp, size_t N);
 void cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N);
 void cuda_residual_forward(float *out, const float *a, const float *b, size_t N);

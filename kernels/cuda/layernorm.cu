@@ -1,66 +1,115 @@
-/* LayerNorm forward and backward: one block per row; weight and bias gradients accumulated
- * with atomics (exact order differs from the CPU's, within fp32 rounding). */
+/* LayerNorm over the last dimension (eps 1e-5, as GPT-2 and the CPU backend), one warp per row.
+ *
+ * Forward: two passes over the row for the mean and the variance (the CPU's formula, which
+ * avoids the cancellation of E[x^2] - E[x]^2), a third for the output.
+ * Backward: with n = (x - mean) * rstd and g = dout * weight,
+ *     dinp += rstd * (g - mean(g) - n * mean(g * n)),   dweight += sum_rows dout * n,
+ *     dbias += sum_rows dout.
+ * The weight and bias gradients are sums over all rows. Instead of atomics (whose order, and
+ * so whose rounding, changes from run to run) each warp accumulates its rows into its own
+ * row of a partial buffer, and a second kernel adds those partial rows in a fixed order. The
+ * number of partial rows depends only on N, so results are reproducible bit for bit. */
 #include "cuda_common.cuh"
 
-#define LN_THREADS 256
 #define LAYERNORM_EPS 1e-5f
+#define LN_WARPS 8            /* warps (rows in flight) per block */
+#define LN_MAX_PARTIALS 256   /* partial rows for dweight/dbias: bounds scratch to 2*256*C floats */
 
 __global__ static void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *inp,
-                                                const float *weight, const float *bias, int C)
+                                                const float *weight, const float *bias, int N, int C)
 {
-    __shared__ float shared[32];
-    const float *x = inp + (size_t)blockIdx.x * C;
-    float s = 0;
-    for (int c = threadIdx.x; c < C; c += blockDim.x)
+    int lane = threadIdx.x & 31;
+    int row = blockIdx.x * LN_WARPS + (threadIdx.x >> 5);
+    if (row >= N)
+        return; /* the whole warp leaves together: the shuffles below stay full-warp */
+    const float *x = inp + (size_t)row * C;
+    float s = 0.0f;
+    for (int c = lane; c < C; c += 32)
         s += x[c];
-    float m = block_sum(s, shared) / C;
-    float v = 0;
-    for (int c = threadIdx.x; c < C; c += blockDim.x)
+    float m = warp_sum(s) / C;
+    float v = 0.0f;
+    for (int c = lane; c < C; c += 32)
         v += (x[c] - m) * (x[c] - m);
-    float r = rsqrtf(block_sum(v, shared) / C + LAYERNORM_EPS);
-    float *o = out + (size_t)blockIdx.x * C;
-    for (int c = threadIdx.x; c < C; c += blockDim.x)
+    float r = 1.0f / sqrtf(warp_sum(v) / C + LAYERNORM_EPS);
+    float *o = out + (size_t)row * C;
+    for (int c = lane; c < C; c += 32)
         o[c] = (x[c] - m) * r * weight[c] + bias[c];
-    if (threadIdx.x == 0) {
-        mean[blockIdx.x] = m;
-        rstd[blockIdx.x] = r;
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = r;
     }
 }
 
-__global__ static void layernorm_backward_kernel(float *dinp, float *dweight, float *dbias, const float *dout,
+/* Warp w of the grid handles rows w, w + W, w + 2W, ... (W = warps in the grid) and owns
+ * partial rows dw_part[w][:] and db_part[w][:]. */
+__global__ static void layernorm_backward_kernel(float *dinp, float *dw_part, float *db_part, const float *dout,
                                                  const float *inp, const float *weight, const float *mean,
-                                                 const float *rstd, int C)
+                                                 const float *rstd, int N, int C, int W)
 {
-    __shared__ float shared[32];
-    size_t row = blockIdx.x;
-    const float *x = inp + row * C, *dy = dout + row * C;
-    float m = mean[row], r = rstd[row];
-    float gs = 0, gns = 0;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float n = (x[c] - m) * r, g = dy[c] * weight[c];
-        gs += g;
-        gns += g * n;
+    int lane = threadIdx.x & 31;
+    int w = blockIdx.x * LN_WARPS + (threadIdx.x >> 5);
+    if (w >= W)
+        return;
+    float *dwp = dw_part + (size_t)w * C, *dbp = db_part + (size_t)w * C;
+    for (int c = lane; c < C; c += 32)
+        dwp[c] = dbp[c] = 0.0f;
+    for (int row = w; row < N; row += W) {
+        const float *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+        float m = mean[row], r = rstd[row];
+        float gs = 0.0f, gns = 0.0f;
+        for (int c = lane; c < C; c += 32) {
+            float n = (x[c] - m) * r, g = dy[c] * weight[c];
+            gs += g;
+            gns += g * n;
+        }
+        float gmean = warp_sum(gs) / C, gnmean = warp_sum(gns) / C;
+        float *dx = dinp + (size_t)row * C;
+        for (int c = lane; c < C; c += 32) {
+            float n = (x[c] - m) * r, g = dy[c] * weight[c];
+            dbp[c] += dy[c];
+            dwp[c] += dy[c] * n;
+            dx[c] += r * (g - gmean - n * gnmean);
+        }
     }
-    float gmean = block_sum(gs, shared) / C;
-    float gnmean = block_sum(gns, shared) / C;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float n = (x[c] - m) * r, g = dy[c] * weight[c];
-        atomicAdd(&dbias[c], dy[c]);
-        atomicAdd(&dweight[c], dy[c] * n);
-        dinp[row * C + c] += r * (g - gmean - n * gnmean);
+}
+
+/* dweight[c] += sum_w dw_part[w][c] in order w = 0..W-1 (likewise dbias): one thread per
+ * column, so neighbouring threads read neighbouring addresses. */
+__global__ static void layernorm_param_grad_kernel(float *dweight, float *dbias, const float *dw_part,
+                                                   const float *db_part, int C, int W)
+{
+    GRID_STRIDE(c, C) {
+        float sw = 0.0f, sb = 0.0f;
+        for (int w = 0; w < W; w++) {
+            sw += dw_part[(size_t)w * C + c];
+            sb += db_part[(size_t)w * C + c];
+        }
+        dweight[c] += sw;
+        dbias[c] += sb;
     }
 }
 
 void cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                             const float *bias, int N, int C)
 {
-    layernorm_forward_kernel<<<N, LN_THREADS>>>(out, mean, rstd, inp, weight, bias, C);
+    if (N <= 0 || C <= 0)
+        return;
+    layernorm_forward_kernel<<<(N + LN_WARPS - 1) / LN_WARPS, LN_WARPS * 32>>>(out, mean, rstd, inp, weight, bias,
+                                                                               N, C);
     LAUNCH_CHECK();
 }
 
 void cuda_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                              const float *weight, const float *mean, const float *rstd, int N, int C)
 {
-    layernorm_backward_kernel<<<N, LN_THREADS>>>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, C);
+    if (N <= 0 || C <= 0)
+        return;
+    int W = N < LN_MAX_PARTIALS ? N : LN_MAX_PARTIALS;
+    float *part = (float *)cuda_scratch(SCRATCH_PARTIAL, 2 * (size_t)W * C * sizeof(float));
+    float *dw_part = part, *db_part = part + (size_t)W * C;
+    layernorm_backward_kernel<<<(W + LN_WARPS - 1) / LN_WARPS, LN_WARPS * 32>>>(dinp, dw_part, db_part, dout, inp,
+                                                                                weight, mean, rstd, N, C, W);
+    LAUNCH_CHECK();
+    layernorm_param_grad_kernel<<<blocks_for((size_t)C, THREADS), THREADS>>>(dweight, dbias, dw_part, db_part, C, W);
     LAUNCH_CHECK();
 }

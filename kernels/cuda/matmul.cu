@@ -1,109 +1,141 @@
-/* GEMMs through cuBLAS, row-major on top of column-major cuBLAS.
+/* GEMMs through cuBLAS: out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias, and its backward.
  *
- * A row-major matrix X[r][c] (leading dimension c) is, to cuBLAS, the column-major X^T.
- *  forward   out[N,OC] = inp[N,C] W[OC,C]^T   <=>  out^T (OC x N) = W (OC x C) . inp^T (C x N):
- *            gemm(T, N, m=OC, n=N, k=C, A=W lda=C, B=inp ldb=C, C=out ldc=OC)
- *  dinp      dinp[N,C] += dout[N,OC] W[OC,C]  <=>  dinp^T (C x N) += W^T (C x OC) . dout^T (OC x N):
- *            gemm(N, N, m=C, n=N, k=OC, A=W lda=C, B=dout ldb=OC, beta=1, C=dinp ldc=C)
- *  dweight   dW[OC,C] += dout^T[OC,N] inp[N,C]  <=>  dW^T (C x OC) += inp^T (C x N) . dout (N x OC):
- *            gemm(N, T, m=C, n=OC, k=N, A=inp lda=C, B=dout ldb=OC, beta=1, C=dW ldc=C)
- * Low precision (the CPU backend's emulation, done for real): inputs cast to bf16/fp16 with
- * round-to-nearest-even, multiplied with fp32 accumulation and fp32 output, output rounded.
- * fp32 uses plain fp32 math, not TF32 (tf32 would be a separate precision choice). */
+ * Row-major on top of column-major cuBLAS. A row-major R x K buffer with leading dimension K
+ * is, read column-major with the same leading dimension, the K x R matrix X^T. So every
+ * row-major product Y = P Q is computed as the column-major product Y^T = Q^T P^T:
+ *
+ *  forward  out[N,OC] = inp[N,C] W[OC,C]^T  <=>  out^T (OC x N) = W (OC x C) . inp^T (C x N)
+ *           The W buffer reads as W^T (C x OC), so op(A) = T: gemm(T, N, m=OC, n=N, k=C,
+ *           A=W lda=C, B=inp ldb=C, C=out ldc=OC).
+ *  dinp     dinp[N,C] += dout[N,OC] W[OC,C]  <=>  dinp^T (C x N) += W^T (C x OC) . dout^T (OC x N)
+ *           Both buffers already read as the needed transposes: gemm(N, N, m=C, n=N, k=OC,
+ *           A=W lda=C, B=dout ldb=OC, beta=1, C=dinp ldc=C).
+ *  dweight  dW[OC,C] += dout^T[OC,N] inp[N,C]  <=>  dW^T (C x OC) += inp^T (C x N) . dout (N x OC)
+ *           The dout buffer reads as dout^T, so op(B) = T: gemm(N, T, m=C, n=OC, k=N,
+ *           A=inp lda=C, B=dout ldb=OC, beta=1, C=dW ldc=C).
+ * beta = 1 makes the backward add into the gradients, as the interface requires.
+ *
+ * Precision, exactly what the CPU backend emulates: for bf16/fp16 the operands are cast into
+ * 16-bit scratch copies (round-to-nearest-even), multiplied on tensor cores with fp32
+ * accumulation and fp32 output (CUBLAS_COMPUTE_32F), and the forward output is then rounded
+ * to the precision. fp32 is plain fp32 (CUBLAS_COMPUTE_32F, no TF32; see backend.cu). */
 #include "cuda_common.cuh"
 
-__global__ static void add_bias_kernel(float *out, const float *bias, int N, int OC)
+/* out = round(out + bias) over (N, OC), fused so the output is touched once more, not twice. */
+__global__ static void bias_round_kernel(float *out, const float *bias, int OC, size_t n, int prec)
 {
-    size_t n = (size_t)N * OC;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        out[i] += bias[i % OC];
+    GRID_STRIDE(i, n) {
+        float x = out[i];
+        if (bias)
+            x += bias[i % (size_t)OC];
+        out[i] = round_prec(x, prec);
+    }
 }
 
-/* dbias[o] += sum over rows of dout[:, o]: one block per 32 columns, threads over rows. */
-__global__ static void bias_grad_kernel(float *dbias, const float *dout, int N, int OC)
+/* dbias[o] += sum over rows of round(dout[:, o]), in a fixed order (deterministic). A block
+ * owns 32 columns; its 32 x 32 threads walk the rows with stride 32 (coalesced reads across
+ * threadIdx.x), then row 0 of the block adds the 32 partial sums in order. */
+#define DB_COLS 32
+#define DB_ROWS 32
+__global__ static void bias_grad_kernel(float *dbias, const float *dout, int N, int OC, int prec)
 {
-    __shared__ float partial[32][33];
-    int col = blockIdx.x * 32 + threadIdx.x;
-    float s = 0;
+    __shared__ float partial[DB_ROWS][DB_COLS + 1]; /* +1: no bank conflicts on the column sum */
+    int col = blockIdx.x * DB_COLS + threadIdx.x;
+    float s = 0.0f;
     if (col < OC)
-        for (int r = threadIdx.y; r < N; r += blockDim.y)
-            s += dout[(size_t)r * OC + col];
+        for (int r = threadIdx.y; r < N; r += DB_ROWS)
+            s += round_prec(dout[(size_t)r * OC + col], prec);
     partial[threadIdx.y][threadIdx.x] = s;
     __syncthreads();
     if (threadIdx.y == 0 && col < OC) {
-        float t = 0;
-        for (int y = 0; y < (int)blockDim.y; y++)
-            t += partial[y][threadIdx.x];
-        dbias[col] += t;
+        float total = 0.0f;
+        for (int y = 0; y < DB_ROWS; y++)
+            total += partial[y][threadIdx.x];
+        dbias[col] += total;
     }
 }
 
-__global__ static void to_half_kernel(void *dst, const float *src, size_t n, int prec)
+__global__ static void to_16bit_kernel(uint16_t *dst, const float *src, size_t n, int prec)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        if (prec == KPREC_BF16)
-            ((__nv_bfloat16 *)dst)[i] = __float2bfloat16_rn(src[i]);
-        else
-            ((__half *)dst)[i] = __float2half_rn(src[i]);
+    GRID_STRIDE(i, n) {
+        dst[i] = prec == KPREC_BF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(src[i]))
+                                    : __half_as_ushort(__float2half_rn(src[i]));
     }
 }
 
-static const void *half_copy(int slot, const float *src, size_t n, kernels_precision prec)
-{
-    void *dst = cuda_scratch(slot, n * 2);
-    to_half_kernel<<<blocks_for(n, 256), 256>>>(dst, src, n, (int)prec);
-    LAUNCH_CHECK();
-    return dst;
-}
+/* A GEMM operand as cuBLAS takes it: fp32 as is, or a 16-bit copy in a scratch slot. */
+typedef struct {
+    const void *ptr;
+    cudaDataType_t type;
+} operand;
 
-/* C(m x n) = alpha op(A) op(B) + beta C, fp32 output, inputs in prec. */
-static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float *A, size_t a_elems,
-                 int lda, const float *B, size_t b_elems, int ldb, float beta, float *C, int ldc,
-                 kernels_precision prec)
+static operand make_operand(const float *x, size_t n, kernels_precision prec, cuda_scratch_slot slot)
 {
-    cuda_context *ctx = cuda_ctx();
-    float alpha = 1.0f;
+    operand o;
     if (prec == KPREC_FP32) {
-        CUBLAS_CHECK(cublasSgemm(ctx->cublas, ta, tb, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc));
-        return;
+        o.ptr = x;
+        o.type = CUDA_R_32F;
+        return o;
     }
-    cudaDataType_t t = prec == KPREC_BF16 ? CUDA_R_16BF : CUDA_R_16F;
-    const void *a = half_copy(0, A, a_elems, prec), *b = half_copy(1, B, b_elems, prec);
-    CUBLAS_CHECK(cublasGemmEx(ctx->cublas, ta, tb, m, n, k, &alpha, a, t, lda, b, t, ldb, &beta, C, CUDA_R_32F, ldc,
-                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    uint16_t *h = (uint16_t *)cuda_scratch(slot, n * sizeof(uint16_t));
+    to_16bit_kernel<<<blocks_for(n, THREADS), THREADS>>>(h, x, n, (int)prec);
+    LAUNCH_CHECK();
+    o.ptr = h;
+    o.type = prec == KPREC_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    return o;
+}
+
+/* C (m x n, fp32, column-major) = op(A) op(B) + beta C, accumulated in fp32. */
+static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, operand A, int lda, operand B,
+                 int ldb, float beta, float *C, int ldc)
+{
+    const float alpha = 1.0f;
+    CUBLAS_CHECK(cublasGemmEx(cuda_ctx()->cublas, ta, tb, m, n, k, &alpha, A.ptr, A.type, lda, B.ptr, B.type, ldb,
+                              &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 void cuda_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC,
                          kernels_precision prec)
 {
-    gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, (size_t)OC * C, C, inp, (size_t)N * C, C, 0.0f, out, OC, prec);
-    if (bias) {
-        add_bias_kernel<<<blocks_for((size_t)N * OC, 256), 256>>>(out, bias, N, OC);
+    if (N <= 0 || OC <= 0)
+        return;
+    size_t n_out = (size_t)N * OC;
+    if (C <= 0) {
+        /* An empty sum: out = bias (or 0). cuBLAS would leave out untouched for k = 0. */
+        CUDA_CHECK(cudaMemset(out, 0, n_out * sizeof(float)));
+    } else {
+        operand w = make_operand(weight, (size_t)OC * C, prec, SCRATCH_GEMM_A);
+        operand x = make_operand(inp, (size_t)N * C, prec, SCRATCH_GEMM_B);
+        gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, w, C, x, C, 0.0f, out, OC);
+    }
+    if (bias || prec != KPREC_FP32) {
+        bias_round_kernel<<<blocks_for(n_out, THREADS), THREADS>>>(out, bias, OC, n_out, (int)prec);
         LAUNCH_CHECK();
     }
-    cuda_round_to_precision(out, (size_t)N * OC, prec);
 }
 
 void cuda_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                           const float *weight, int N, int C, int OC, kernels_precision prec)
 {
-    if (dinp)
-        gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, weight, (size_t)OC * C, C, dout, (size_t)N * OC, OC, 1.0f, dinp, C,
-             prec);
-    if (dweight)
-        gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, inp, (size_t)N * C, C, dout, (size_t)N * OC, OC, 1.0f, dweight, C,
-             prec);
-    if (dbias) {
-        /* The CPU reference sums the rounded dout; do the same. */
-        const float *d = dout;
-        if (prec != KPREC_FP32) {
-            float *r = (float *)cuda_scratch(2, (size_t)N * OC * sizeof(float));
-            CUDA_CHECK(cudaMemcpy(r, dout, (size_t)N * OC * sizeof(float), cudaMemcpyDeviceToDevice));
-            cuda_round_to_precision(r, (size_t)N * OC, prec);
-            d = r;
+    if (N <= 0 || OC <= 0)
+        return; /* nothing flows back (C <= 0 leaves dinp and dweight empty too) */
+    if (C > 0 && (dinp || dweight)) {
+        /* dout is cast once and shared by both products (its own slot, so casting weight or
+         * inp for the second product cannot overwrite it). */
+        operand d = make_operand(dout, (size_t)N * OC, prec, SCRATCH_GEMM_C);
+        if (dinp) {
+            operand w = make_operand(weight, (size_t)OC * C, prec, SCRATCH_GEMM_A);
+            gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, w, C, d, OC, 1.0f, dinp, C);
         }
-        dim3 threads(32, 32);
-        bias_grad_kernel<<<(OC + 31) / 32, threads>>>(dbias, d, N, OC);
+        if (dweight) {
+            operand x = make_operand(inp, (size_t)N * C, prec, SCRATCH_GEMM_B);
+            gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, x, C, d, OC, 1.0f, dweight, C);
+        }
+    }
+    if (dbias) {
+        /* The CPU sums the rounded dout (the GEMMs see the rounded dout too); so does this. */
+        dim3 threads(DB_COLS, DB_ROWS);
+        bias_grad_kernel<<<(OC + DB_COLS - 1) / DB_COLS, threads>>>(dbias, dout, N, OC, (int)prec);
         LAUNCH_CHECK();
     }
 }

@@ -1,0 +1,78 @@
+/* CUDA GELU (forward, backward added into a non-zero dinp), residual add and row softmax
+ * against the CPU's, at odd sizes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <cmocka.h>
+#include "gpu_check.h"
+
+static gpu_pair P;
+
+static void test_gelu(void **state)
+{
+    (void)state;
+    size_t n = 100003;
+    float *x = gpu_rand(&P, n, 6), *dy = gpu_rand(&P, n, 1), *dx = gpu_rand(&P, n, 1), *y = calloc(n, sizeof(float));
+    float *gx = gpu_upload(&P, x, n), *gdy = gpu_upload(&P, dy, n), *gdx = gpu_upload(&P, dx, n),
+          *gy = P.gpu->alloc(n * sizeof(float));
+    P.cpu->gelu_forward(y, x, n);
+    P.gpu->gelu_forward(gy, gx, n);
+    P.cpu->gelu_backward(dx, x, dy, n);
+    P.gpu->gelu_backward(gdx, gx, gdy, n);
+    printf("gelu n=%zu\n", n);
+    gpu_expect_close(&P, "forward", y, gy, n, TOL_FP32);
+    gpu_expect_close(&P, "backward", dx, gdx, n, TOL_FP32);
+    free(x), free(dy), free(dx), free(y);
+    P.gpu->free(gx), P.gpu->free(gdy), P.gpu->free(gdx), P.gpu->free(gy);
+}
+
+/* One rounding of an exact sum: the same bits on both. */
+static void test_residual(void **state)
+{
+    (void)state;
+    size_t n = 4097;
+    float *a = gpu_rand(&P, n, 3), *b = gpu_rand(&P, n, 3), *y = calloc(n, sizeof(float));
+    float *ga = gpu_upload(&P, a, n), *gb = gpu_upload(&P, b, n), *gy = P.gpu->alloc(n * sizeof(float));
+    P.cpu->residual_forward(y, a, b, n);
+    P.gpu->residual_forward(gy, ga, gb, n);
+    printf("residual n=%zu\n", n);
+    gpu_expect_same_bytes(&P, "a + b", y, gy, n * sizeof(float));
+    free(a), free(b), free(y);
+    P.gpu->free(ga), P.gpu->free(gb), P.gpu->free(gy);
+}
+
+static void check_softmax(int rows, int cols, float scale)
+{
+    size_t n = (size_t)rows * cols;
+    float *x = gpu_rand(&P, n, scale), *y = calloc(n, sizeof(float));
+    float *gx = gpu_upload(&P, x, n), *gy = P.gpu->alloc(n * sizeof(float));
+    P.cpu->softmax_forward(y, x, rows, cols);
+    P.gpu->softmax_forward(gy, gx, rows, cols);
+    printf("softmax rows=%d cols=%d scale=%g\n", rows, cols, scale);
+    gpu_expect_close(&P, "rows", y, gy, n, TOL_FP32);
+    free(x), free(y);
+    P.gpu->free(gx), P.gpu->free(gy);
+}
+
+static void test_softmax(void **state)
+{
+    (void)state;
+    check_softmax(45, 259, 6);
+    check_softmax(3, 5001, 20);
+    check_softmax(7, 1, 1);
+}
+
+int main(void)
+{
+    int rc = gpu_pair_open(&P);
+    if (rc)
+        return rc;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_residual),
+        cmocka_unit_test(test_softmax),
+    };
+    return cmocka_run_group_tests_name("gpu_elementwise", tests, NULL, NULL);
+}
