@@ -232,14 +232,23 @@ void gpt_free(gpt_model *m)
 
 /* ---- forward / backward ---------------------------------------------------------------- */
 #define PROF_BEGIN() profiler_begin(m->prof)
-#define PROF_END(name, layer, flops, bytes)                                                              \
+/* PROF_END(name, layer, flops, bytes, shape format, ...): the shape is written only when
+ * profiling, so an unprofiled run pays one branch per op. GEMM shapes use the simulator's
+ * (m, n, k) of engine/oplist.h: out (m x n) = inp (m x k) @ weight^T. */
+#define PROF_END(name, layer, flops, bytes, ...)                                                         \
     do {                                                                                                \
         if (m->prof) {                                                                                  \
             char shape_[48];                                                                            \
-            snprintf(shape_, sizeof shape_, "N=%d C=%d", N, C);                                        \
+            snprintf(shape_, sizeof shape_, __VA_ARGS__);                                               \
             profiler_end(m->prof, name, layer, shape_, flops, bytes);                                   \
         }                                                                                               \
     } while (0)
+
+/* Bytes a GEMM of (m x k) by (k x n) reads and writes in fp32 (its backward moves about twice). */
+static double gemm_bytes(double mm, double n, double k)
+{
+    return 4.0 * (mm * k + n * k + mm * n);
+}
 
 static void hook(gpt_model *m, int first, int count, int before)
 {
@@ -266,7 +275,7 @@ float gpt_forward(gpt_model *m, const int *tokens, const int *targets)
     PROF_BEGIN();
     k->encoder_forward(m->encoded, m->tokens, gpt_param(m, GPT_WTE), gpt_param(m, GPT_WPE), B, T, C);
     round_act(m, m->encoded, (size_t)N * C);
-    PROF_END("embedding", -1, 0, 3.0 * N * C * f / 4);
+    PROF_END("embedding", -1, 0, 3.0 * N * C * f / 4, "B=%d T=%d C=%d", B, T, C);
 
     float *x = m->encoded;
     for (int l = 0; l < L; l++) {
@@ -278,38 +287,39 @@ float gpt_forward(gpt_model *m, const int *tokens, const int *targets)
         PROF_BEGIN();
         k->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w[0], w[1], N, C);
         round_act(m, a->ln1, (size_t)N * C);
-        PROF_END("ln1", l, 0, 2.0 * N * C * f / 4);
+        PROF_END("ln1", l, 0, 2.0 * N * C * f / 4, "N=%d C=%d", N, C);
         PROF_BEGIN();
         k->matmul_forward(a->qkv, a->ln1, w[2], w[3], N, C, 3 * C, m->prec);
-        PROF_END("qkv", l, 2.0 * N * C * 3 * C, 0);
+        PROF_END("qkv", l, 2.0 * N * C * 3 * C, gemm_bytes(N, 3 * C, C), "m=%d n=%d k=%d", N, 3 * C, C);
         PROF_BEGIN();
         k->attention_forward(a->atty, a->lse, a->qkv, B, T, C, NH, m->prec);
-        PROF_END("attention", l, 4.0 * B * (double)T * T * C, 0);
+        PROF_END("attention", l, 4.0 * B * (double)T * T * C, 4.0 * N * (4.0 * C + NH),
+                 "B=%d T=%d heads=%d head_dim=%d", B, T, NH, C / NH);
         PROF_BEGIN();
         k->matmul_forward(a->proj, a->atty, w[4], w[5], N, C, C, m->prec);
-        PROF_END("attn_proj", l, 2.0 * N * C * C, 0);
+        PROF_END("attn_proj", l, 2.0 * N * C * C, gemm_bytes(N, C, C), "m=%d n=%d k=%d", N, C, C);
         PROF_BEGIN();
         k->residual_forward(a->res2, x, a->proj, (size_t)N * C);
         round_act(m, a->res2, (size_t)N * C);
-        PROF_END("residual1", l, 0, 3.0 * N * C * f / 4);
+        PROF_END("residual1", l, 0, 3.0 * N * C * f / 4, "N=%d C=%d", N, C);
         PROF_BEGIN();
         k->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w[6], w[7], N, C);
         round_act(m, a->ln2, (size_t)N * C);
-        PROF_END("ln2", l, 0, 2.0 * N * C * f / 4);
+        PROF_END("ln2", l, 0, 2.0 * N * C * f / 4, "N=%d C=%d", N, C);
         PROF_BEGIN();
         k->matmul_forward(a->fch, a->ln2, w[8], w[9], N, C, 4 * C, m->prec);
-        PROF_END("fc1", l, 2.0 * N * C * 4 * C, 0);
+        PROF_END("fc1", l, 2.0 * N * C * 4 * C, gemm_bytes(N, 4 * C, C), "m=%d n=%d k=%d", N, 4 * C, C);
         PROF_BEGIN();
         k->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
         round_act(m, a->fch_gelu, (size_t)N * 4 * C);
-        PROF_END("gelu", l, 0, 8.0 * N * C * f / 4);
+        PROF_END("gelu", l, 0, 8.0 * N * C * f / 4, "n=%d", 4 * N * C);
         PROF_BEGIN();
         k->matmul_forward(a->fcproj, a->fch_gelu, w[10], w[11], N, 4 * C, C, m->prec);
-        PROF_END("fc2", l, 2.0 * N * C * 4 * C, 0);
+        PROF_END("fc2", l, 2.0 * N * C * 4 * C, gemm_bytes(N, C, 4 * C), "m=%d n=%d k=%d", N, C, 4 * C);
         PROF_BEGIN();
         k->residual_forward(a->res3, a->res2, a->fcproj, (size_t)N * C);
         round_act(m, a->res3, (size_t)N * C);
-        PROF_END("residual2", l, 0, 3.0 * N * C * f / 4);
+        PROF_END("residual2", l, 0, 3.0 * N * C * f / 4, "N=%d C=%d", N, C);
         hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 0);
         x = a->res3;
     }
@@ -318,13 +328,13 @@ float gpt_forward(gpt_model *m, const int *tokens, const int *targets)
     PROF_BEGIN();
     k->layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, x, gpt_param(m, lnf), gpt_param(m, lnf + 1), N, C);
     round_act(m, m->lnf, (size_t)N * C);
-    PROF_END("lnf", -1, 0, 2.0 * N * C * f / 4);
+    PROF_END("lnf", -1, 0, 2.0 * N * C * f / 4, "N=%d C=%d", N, C);
     PROF_BEGIN();
     k->matmul_forward(m->logits, m->lnf, gpt_param(m, GPT_WTE), NULL, N, C, V, m->prec);
-    PROF_END("lm_head", -1, 2.0 * N * C * V, 0);
+    PROF_END("lm_head", -1, 2.0 * N * C * V, gemm_bytes(N, V, C), "m=%d n=%d k=%d", N, V, C);
     PROF_BEGIN();
     k->cross_entropy_forward(m->losses, m->logits, m->targets, N, V);
-    PROF_END("cross_entropy", -1, 0, (double)N * V * 4);
+    PROF_END("cross_entropy", -1, 0, (double)N * V * 4, "N=%d V=%d", N, V);
     hook(m, lnf, 2, 0);
     hook(m, GPT_WTE, 2, 0);
 
@@ -351,19 +361,19 @@ void gpt_backward(gpt_model *m, float dloss)
     k->memset_zero(m->d_logits, (size_t)N * V * sizeof(float));
     k->cross_entropy_backward(m->d_logits, m->logits, m->targets, dloss, N, V);
     round_act(m, m->d_logits, (size_t)N * V);
-    PROF_END("cross_entropy_bwd", -1, 0, (double)N * V * 8);
+    PROF_END("cross_entropy_bwd", -1, 0, (double)N * V * 8, "N=%d V=%d", N, V);
     PROF_BEGIN();
     k->memset_zero(m->d_a, NC * sizeof(float));
     k->matmul_backward(m->d_a, gpt_grad(m, GPT_WTE), NULL, m->d_logits, m->lnf, gpt_param(m, GPT_WTE), N, C, V, m->prec);
     round_act(m, m->d_a, NC);
-    PROF_END("lm_head_bwd", -1, 4.0 * N * C * V, 0);
+    PROF_END("lm_head_bwd", -1, 4.0 * N * C * V, 2 * gemm_bytes(N, V, C), "m=%d n=%d k=%d", N, V, C);
     float *x_last = L > 0 ? m->layers[L - 1].res3 : m->encoded;
     PROF_BEGIN();
     k->memset_zero(m->d_res, NC * sizeof(float));
     k->layernorm_backward(m->d_res, gpt_grad(m, lnf), gpt_grad(m, lnf + 1), m->d_a, x_last, gpt_param(m, lnf),
                           m->lnf_mean, m->lnf_rstd, N, C);
     round_act(m, m->d_res, NC);
-    PROF_END("lnf_bwd", -1, 0, 4.0 * NC * 4);
+    PROF_END("lnf_bwd", -1, 0, 4.0 * NC * 4, "N=%d C=%d", N, C);
     hook(m, lnf, 2, 0);
 
     for (int l = L - 1; l >= 0; l--) {
@@ -380,46 +390,47 @@ void gpt_backward(gpt_model *m, float dloss)
         k->memset_zero(m->d_big, NC * 4 * sizeof(float));
         k->matmul_backward(m->d_big, g[10], g[11], m->d_res, a->fch_gelu, w[10], N, 4 * C, C, m->prec);
         round_act(m, m->d_big, NC * 4);
-        PROF_END("fc2_bwd", l, 4.0 * N * C * 4 * C, 0);
+        PROF_END("fc2_bwd", l, 4.0 * N * C * 4 * C, 2 * gemm_bytes(N, C, 4 * C), "m=%d n=%d k=%d", N, C, 4 * C);
         PROF_BEGIN();
         k->memset_zero(m->d_big2, NC * 4 * sizeof(float));
         k->gelu_backward(m->d_big2, a->fch, m->d_big, NC * 4);
         round_act(m, m->d_big2, NC * 4);
-        PROF_END("gelu_bwd", l, 0, 12.0 * NC * 4);
+        PROF_END("gelu_bwd", l, 0, 12.0 * NC * 4, "n=%d", 4 * N * C);
         PROF_BEGIN();
         k->memset_zero(m->d_a, NC * sizeof(float));
         k->matmul_backward(m->d_a, g[8], g[9], m->d_big2, a->ln2, w[8], N, C, 4 * C, m->prec);
         round_act(m, m->d_a, NC);
-        PROF_END("fc1_bwd", l, 4.0 * N * C * 4 * C, 0);
+        PROF_END("fc1_bwd", l, 4.0 * N * C * 4 * C, 2 * gemm_bytes(N, 4 * C, C), "m=%d n=%d k=%d", N, 4 * C, C);
         PROF_BEGIN();
         k->layernorm_backward(m->d_res, g[6], g[7], m->d_a, a->res2, w[6], a->ln2_mean, a->ln2_rstd, N, C);
         round_act(m, m->d_res, NC); /* now dL/d(res2) */
-        PROF_END("ln2_bwd", l, 0, 4.0 * NC * 4);
+        PROF_END("ln2_bwd", l, 0, 4.0 * NC * 4, "N=%d C=%d", N, C);
         /* Attention: res2 = x + proj(attn(qkv(ln1(x)))). */
         PROF_BEGIN();
         k->memset_zero(m->d_a, NC * sizeof(float));
         k->matmul_backward(m->d_a, g[4], g[5], m->d_res, a->atty, w[4], N, C, C, m->prec);
         round_act(m, m->d_a, NC);
-        PROF_END("attn_proj_bwd", l, 4.0 * N * C * C, 0);
+        PROF_END("attn_proj_bwd", l, 4.0 * N * C * C, 2 * gemm_bytes(N, C, C), "m=%d n=%d k=%d", N, C, C);
         PROF_BEGIN();
         k->memset_zero(m->d_qkv, NC * 3 * sizeof(float));
         k->attention_backward(m->d_qkv, m->d_a, a->qkv, a->atty, a->lse, B, T, C, NH, m->prec);
         round_act(m, m->d_qkv, NC * 3);
-        PROF_END("attention_bwd", l, 8.0 * B * (double)T * T * C, 0);
+        PROF_END("attention_bwd", l, 8.0 * B * (double)T * T * C, 4.0 * N * (8.0 * C + NH),
+                 "B=%d T=%d heads=%d head_dim=%d", B, T, NH, C / NH);
         PROF_BEGIN();
         k->memset_zero(m->d_b, NC * sizeof(float));
         k->matmul_backward(m->d_b, g[2], g[3], m->d_qkv, a->ln1, w[2], N, C, 3 * C, m->prec);
         round_act(m, m->d_b, NC);
-        PROF_END("qkv_bwd", l, 4.0 * N * C * 3 * C, 0);
+        PROF_END("qkv_bwd", l, 4.0 * N * C * 3 * C, 2 * gemm_bytes(N, 3 * C, C), "m=%d n=%d k=%d", N, 3 * C, C);
         PROF_BEGIN();
         k->layernorm_backward(m->d_res, g[0], g[1], m->d_b, x, w[0], a->ln1_mean, a->ln1_rstd, N, C);
         round_act(m, m->d_res, NC); /* now dL/dx */
-        PROF_END("ln1_bwd", l, 0, 4.0 * NC * 4);
+        PROF_END("ln1_bwd", l, 0, 4.0 * NC * 4, "N=%d C=%d", N, C);
         hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 0);
     }
     PROF_BEGIN();
     k->encoder_backward(gpt_grad(m, GPT_WTE), gpt_grad(m, GPT_WPE), m->d_res, m->tokens, B, T, C);
-    PROF_END("embedding_bwd", -1, 0, 3.0 * NC * 4);
+    PROF_END("embedding_bwd", -1, 0, 3.0 * NC * 4, "B=%d T=%d C=%d", B, T, C);
     hook(m, GPT_WTE, 2, 0);
 }
 

@@ -18,7 +18,11 @@ int main(void)
     int B = 3, N = B * cfg.seq_len;
     gpt_model a, b;
     gpt_init(&a, &cfg, kernels_cpu(), KPREC_FP32, B, 11);
-    gpt_init(&b, &cfg, gpu, KPREC_FP32, B, 11); /* same seed: same weights */
+    gpt_init(&b, &cfg, gpu, KPREC_FP32, B, 11); /* same seed: same weights, initialised on the host */
+    if (gpt_params_crc32(&a) != gpt_params_crc32(&b)) {
+        printf("the two backends start from different weights\n");
+        return 1;
+    }
     int *tok = malloc(N * sizeof(int)), *tgt = malloc(N * sizeof(int));
     rng_t r;
     rng_seed(&r, 5);

@@ -75,6 +75,59 @@ static void fp16_overflow_skips_the_step_and_halves_the_scale(void **state)
     free_lines(L, n);
 }
 
+static void fp16_scale_doubles_after_a_window_of_good_steps(void **state)
+{
+    int n;
+    assert_int_equal(run_dtrain(DTRAIN, "--steps 5 --micro-batch 1 --precision fp16 --loss-scale-window 2", L, 64, &n,
+                                ERR, sizeof ERR), 0);
+    assert_int_equal(n, 6);
+    const double expect[5] = {65536, 131072, 131072, 262144, 262144}; /* logged after each update */
+    for (int i = 0; i < 5; i++)
+        assert_true(json_number_value(json_object_get(L[i], "loss_scale")) == expect[i]);
+    free_lines(L, n);
+    /* fp32 and bf16 do not scale: the logged scale is 1 */
+    assert_int_equal(run_dtrain(DTRAIN, "--steps 1 --micro-batch 1 --precision bf16", L, 64, &n, ERR, sizeof ERR), 0);
+    assert_true(json_number_value(json_object_get(L[0], "loss_scale")) == 1.0);
+    free_lines(L, n);
+}
+
+static void lr_warms_up_linearly_then_decays_by_cosine_to_a_tenth(void **state)
+{
+    int n;
+    assert_int_equal(run_dtrain(DTRAIN, "--steps 10 --warmup 2 --lr 0.01 --micro-batch 1", L, 64, &n, ERR, sizeof ERR),
+                     0);
+    assert_int_equal(n, 11);
+    /* closed form: step s <= w: lr s/w; then 0.1 lr + 0.45 lr (1 + cos(pi (s - w) / (steps - w))) */
+    for (int s = 1; s <= 10; s++) {
+        double expect = s <= 2 ? 0.01 * s / 2 : 0.001 + 0.0045 * (1 + cos(M_PI * (s - 2) / 8.0));
+        double got = json_number_value(json_object_get(L[s - 1], "lr"));
+        if (fabs(got - expect) > 1e-9)
+            fail_msg("step %d: lr %.9g, expected %.9g", s, got, expect);
+    }
+    free_lines(L, n);
+}
+
+/* Accumulating 4 micro-batches of 2 is the same step as one micro-batch of 8 (the same 8
+ * sequences, the same mean loss); only the order of floating-point sums differs. */
+static void gradient_accumulation_equals_the_full_batch(void **state)
+{
+    static json_t *A[64];
+    int na, nb;
+    assert_int_equal(run_dtrain(DTRAIN, "--steps 3 --micro-batch 2 --global-batch 8", A, 64, &na, ERR, sizeof ERR), 0);
+    assert_int_equal(run_dtrain(DTRAIN, "--steps 3 --micro-batch 8 --global-batch 8", L, 64, &nb, ERR, sizeof ERR), 0);
+    assert_int_equal(na, 4);
+    assert_int_equal(nb, 4);
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 2; k++) {
+            const char *key = k ? "grad_norm" : "loss";
+            double a = json_number_value(json_object_get(A[i], key)), b = json_number_value(json_object_get(L[i], key));
+            if (!(fabs(a - b) <= 1e-4 * fabs(b)))
+                fail_msg("step %d %s: %.8g accumulated vs %.8g in one micro-batch", i + 1, key, a, b);
+        }
+    free_lines(A, na);
+    free_lines(L, nb);
+}
+
 static void write_file(const char *path, const void *bytes, size_t n)
 {
     FILE *f = fopen(path, "wb");
@@ -148,8 +201,16 @@ static void profile_lists_every_op_per_layer_and_a_chrome_trace(void **state)
         const char *name = json_string_value(json_object_get(o, "op"));
         int layer = (int)json_integer_value(json_object_get(o, "layer"));
         assert_true(json_number_value(json_object_get(o, "mean_s")) >= 0);
-        if (!strcmp(name, "qkv") && layer >= 0 && layer < 4 && json_number_value(json_object_get(o, "flops")) > 0)
+        /* micro-batch 2 x seq 64 = 128 rows; hidden 128: qkv is a (128 x 128) @ (128 x 384) GEMM */
+        if (!strcmp(name, "qkv") && layer >= 0 && layer < 4) {
+            assert_string_equal(json_string_value(json_object_get(o, "shape")), "m=128 n=384 k=128");
+            assert_true(json_number_value(json_object_get(o, "flops")) == 2.0 * 128 * 384 * 128);
+            assert_true(json_number_value(json_object_get(o, "bytes")) == 4.0 * (128 * 128 + 384 * 128 + 128 * 384));
+            assert_string_equal(json_string_value(json_object_get(o, "dtype")), "fp32");
             qkv[layer] = 1;
+        }
+        if (!strcmp(name, "attention")) /* 4 B T^2 C, DESIGN.md's convention (no causal halving) */
+            assert_true(json_number_value(json_object_get(o, "flops")) == 4.0 * 2 * 64 * 64 * 128);
         if (!strcmp(name, "qkv_bwd") && layer >= 0 && layer < 4)
             qkv_bwd[layer] = 1;
         optimizer |= !strcmp(name, "optimizer");
@@ -179,6 +240,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(log_lines_have_exactly_the_design_keys),
         cmocka_unit_test(same_seed_same_crc_other_seed_differs),
         cmocka_unit_test(fp16_overflow_skips_the_step_and_halves_the_scale),
+        cmocka_unit_test(gradient_accumulation_equals_the_full_batch),
+        cmocka_unit_test(fp16_scale_doubles_after_a_window_of_good_steps),
+        cmocka_unit_test(lr_warms_up_linearly_then_decays_by_cosine_to_a_tenth),
         cmocka_unit_test(bad_data_files_exit_2_naming_the_file),
         cmocka_unit_test(bad_flags_exit_2),
         cmocka_unit_test(profile_lists_every_op_per_layer_and_a_chrome_trace),
