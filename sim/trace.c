@@ -10,13 +10,6 @@ static const char *lane_name(task_lane l)
     return l == LANE_COMPUTE ? "compute" : l == LANE_COMM ? "DP/ZeRO comm" : "pipeline send";
 }
 
-static const char *task_label(const sim_task *k)
-{
-    if (k->kind == TASK_COMPUTE)
-        return k->name;
-    return k->name;
-}
-
 int trace_write_chrome(const char *path, const step_workload *w, const replay_times *t, const char *scenario_name,
                        config_error *err)
 {
@@ -44,7 +37,7 @@ int trace_write_chrome(const char *path, const step_workload *w, const replay_ti
             last[k->stage] = t->finish[i];
         if (dur <= 0 && k->kind == TASK_COMPUTE)
             continue;
-        json_t *args = json_pack("{s:i,s:i}", "micro_batch", k->micro_batch, "chunk", k->chunk);
+        json_t *args = json_pack("{s:s,s:i,s:i}", "name", k->name, "micro_batch", k->micro_batch, "chunk", k->chunk);
         if (k->kind == TASK_COMPUTE) {
             json_object_set_new(args, "flops", json_real(k->flops));
             json_object_set_new(args, "tp_comm_inside_s", json_real(k->comm_inside_s));
@@ -57,7 +50,7 @@ int trace_write_chrome(const char *path, const step_workload *w, const replay_ti
                 json_object_set_new(args, "to_stage", json_integer(k->peer_stage));
         }
         const char *cat = k->kind == TASK_COMPUTE ? "compute" : comm_class_name(k->comm);
-        json_array_append_new(ev, json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:o}", "name", task_label(k), "cat", cat,
+        json_array_append_new(ev, json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:o}", "name", k->name, "cat", cat,
                                             "ph", "X", "ts", start * 1e6, "dur", dur * 1e6, "pid", k->stage, "tid",
                                             k->lane, "args", args));
     }

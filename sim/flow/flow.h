@@ -3,11 +3,13 @@
  * crossing the spines, pipeline transfers meeting gradient buckets, degraded NICs, stragglers.
  *
  * Granularity (docs/flow.md): one actor per (pipeline stage, DP replica, lane); the TP (and CP)
- * ranks of a stage move in lockstep, so compute is one timed wait per group and TP communication
- * stays inside it (NVLink, nothing else contends there); a pipeline transfer is one flow per
- * rail (one per lockstep GPU); a DP/ZeRO collective is one flow per ring edge carrying the
- * ring's 2(n-1)/n (all-reduce) or (n-1)/n of the bytes, with as many parallel rings (channels)
- * as NICs the group has per node, plus the ring's latency terms analytically.
+ * ranks of a stage move in lockstep, so compute is one exec per group (on its first GPU's host)
+ * and TP communication stays inside it (NVLink, nothing else contends there); a pipeline
+ * transfer is one flow per rail (one per lockstep GPU; identical independent rails are
+ * represented by one, see flow_options); a DP/ZeRO collective is one flow per ring edge
+ * carrying the ring's 2(n-1)/n (all-reduce) or (n-1)/n of the bytes, through the DP x CP
+ * GPUs, with as many parallel rings (channels) as NICs the group has per node, plus the ring's
+ * latency terms analytically.
  * SimGrid can be initialised once per process: each replay runs in a child process. */
 #ifndef DTSIM_SIM_FLOW_H
 #define DTSIM_SIM_FLOW_H
@@ -25,6 +27,10 @@ typedef struct {
     double slowest_comm_s;
     char slowest_link[64];
     double slowest_link_gbs;
+    /* flows the step stands for: `flows` counts those simulated, which is fewer where
+     * identical independent rails are represented by one (see flow_options.all_rails) */
+    long flows_represented;
+    int rails_simulated;      /* of the node's GPUs' rails; 0 when not rail-aligned (all) */
 } flow_report;
 
 /* Replays w on the scenario's cluster. t must be allocated for w->n_tasks. Returns 0, or -1
@@ -37,4 +43,33 @@ int replay_flow(const scenario_config *s, const step_workload *w, replay_times *
  * GPUs (the embedding's and LM head's small TP all-reduces stay folded in). */
 int replay_flow_fine(const scenario_config *s, const step_workload *w, replay_times *t, flow_report *r,
                      config_error *err);
+
+/* How finely to replay (defaults: zeros). */
+typedef struct {
+    /* TP communication as NVLink ring flows between the group's GPUs, as replay_flow_fine */
+    int fine;
+    /* Simulate every rail. By default, when every flow of the step is rail-aligned (TP x CP a
+     * multiple of the node's GPUs, so transfers and DP rings join GPUs of the same index) on a
+     * fabric whose rails share no link (rail_optimized_fat_tree, single_switch), the rails are
+     * independent and, without faults, identical: rail 0 stands for all, and a rail with a
+     * degraded NIC is simulated beside it. Exact there (tests/flow), and ~8x fewer flows. */
+    int all_rails;
+} flow_options;
+
+int replay_flow_with(const scenario_config *s, const step_workload *w, const flow_options *o, replay_times *t,
+                     flow_report *r, config_error *err);
+
+/* What the platform module builds for a cluster, without replaying anything (tests, benchmark). */
+#define FLOW_ROUTE_MAX 512
+typedef struct {
+    long hosts, links;        /* links count each direction of a split-duplex link, + loopback */
+    double load_s;            /* simgrid_load_platform() */
+    double peak_rss_mib;      /* of the process that loaded it */
+} flow_platform_info;
+
+/* Loads p's first `nodes` nodes in a child process; fills info and, for each of the n_pairs
+ * GPU pairs (global GPU indices pairs[2i] -> pairs[2i+1], node-major), routes[i] with the
+ * route's link names separated by spaces. Returns 0, or -1 with err. */
+int flow_platform_probe(const platform_config *p, int nodes, const int *pairs, int n_pairs,
+                        char (*routes)[FLOW_ROUTE_MAX], flow_platform_info *info, config_error *err);
 #endif

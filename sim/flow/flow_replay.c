@@ -33,8 +33,10 @@ typedef struct {
     sg_bar_t *bar_in, *bar_out;/* per task (collectives), created on first use */
     double *slow;              /* [stage * R + replica]: straggler slowdown of the lockstep group */
     double *start, *finish;    /* per task: the replica that finished last */
-    long flows, waits;
+    long flows, flows_all, waits;
     int fine;                  /* TP communication as NVLink flows */
+    int *rail_on;              /* [local GPU index]: its rail's flows are simulated */
+    int rails_simulated;       /* 0 when every rail is */
     /* the longest communication so far and its flows' end points */
     double slowest_s;
     int slowest_task, slowest_stage, slowest_n;
@@ -49,6 +51,20 @@ typedef struct {
 static int rank_of(const flow_ctx *c, int stage, int replica, int t, int cpi)
 {
     return t + c->tp * (cpi + c->cp * (stage + c->P * replica));
+}
+
+/* Whether the flows leaving this rank are simulated (flow_options.all_rails). */
+static int simulated(const flow_ctx *c, int rank)
+{
+    return c->rail_on[rank % c->gpn];
+}
+
+/* Compute on the actor's host: an exec of `seconds` at the host's speed (the platform's
+ * hosts run 1e12 flop/s, so the exec takes the task's analytic duration). */
+static void compute_for(double seconds)
+{
+    if (seconds > 0)
+        sg_actor_execute(seconds * sg_host_get_speed(sg_host_self()));
 }
 
 static sg_sem_t done_sem(flow_ctx *c, int task, int replica)
@@ -96,8 +112,11 @@ static void p2p(flow_ctx *c, int task, const sim_task *k, int stage, int d)
     double t0 = simgrid_get_clock();
     for (int ci = 0; ci < c->cp; ci++)
         for (int t = 0; t < c->tp && n < FLOW_MAX_PARALLEL; t++) {
-            sg_host_t a = c->hosts[rank_of(c, stage, d, t, ci)], b = c->hosts[rank_of(c, k->peer_stage, d, t, ci)];
-            if (a != b) {
+            int ra = rank_of(c, stage, d, t, ci);
+            sg_host_t a = c->hosts[ra], b = c->hosts[rank_of(c, k->peer_stage, d, t, ci)];
+            if (a != b)
+                c->flows_all++;
+            if (a != b && simulated(c, ra)) {
                 src[n] = a;
                 dst[n] = b;
                 e[n++] = transfer(a, b, k->bytes);
@@ -109,10 +128,10 @@ static void p2p(flow_ctx *c, int task, const sim_task *k, int stage, int d)
         sg_actor_sleep_for(f->alpha_us * 1e-6);
 }
 
-/* A DP / ZeRO collective over the R replicas of this stage: every replica starts its ring edges
- * (one ring per lockstep GPU, each split over `channels` rings that cross nodes through
- * different NICs when the group shares nodes), all wait for the slowest, then the ring's
- * latency terms are added. */
+/* A DP / ZeRO collective over the R replicas of this stage (times their CP ranks): every
+ * replica starts its ring edges (one ring per lockstep GPU, each split over `channels` rings
+ * that cross nodes through different NICs when the group shares nodes), all wait for the
+ * slowest, then the ring's latency terms are added. */
 static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int d)
 {
     int R = c->R;
@@ -123,29 +142,50 @@ static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int 
     sg_barrier_wait(c->bar_in[task]);
     double t0 = simgrid_get_clock();
     sg_host_t src[FLOW_MAX_PARALLEL], dst[FLOW_MAX_PARALLEL];
-    double factor = k->coll == COLL_ALL_REDUCE ? 2.0 * (R - 1) / R : (double)(R - 1) / R;
-    coll_group g = coll_group_of(R, c->tp * c->cp * c->P, c->gpn);
-    int nics = c->s->platform.node.nics > 0 ? c->s->platform.node.nics : 1;
-    int channels = g.per_node > 1 ? (g.per_node < nics ? g.per_node : nics) : 1;
     sg_exec_t e[FLOW_MAX_PARALLEL];
     int n = 0;
-    if (R > 1)
+    if (c->cp > 1) {
+        /* Gradients are reduced over DP x CP (sim/workload.c): one ring per TP rank through the
+         * R x cp GPUs, visiting a replica's CP ranks in turn, then the next replica's. */
+        int members = R * c->cp;
+        double factor = k->coll == COLL_ALL_REDUCE ? 2.0 * (members - 1) / members : (double)(members - 1) / members;
         for (int ci = 0; ci < c->cp; ci++)
-            for (int t = 0; t < c->tp; t++)
-                for (int ch = 0; ch < channels && n < FLOW_MAX_PARALLEL; ch++) {
-                    /* Channel ch visits each node's members rotated by ch, so its node-to-node
-                     * edge leaves from a different GPU (and NIC) than the other channels'. */
-                    int per = g.per_node, node = d / per, pos = d % per;
-                    int me = node * per + (pos + ch) % per;
-                    int next_pos = (pos + 1) % per, next_node = next_pos == 0 ? (node + 1) % g.nodes : node;
-                    int peer = next_node * per + (next_pos + ch) % per;
-                    if (me >= R || peer >= R)
-                        continue;
-                    sg_host_t a = c->hosts[rank_of(c, stage, me, t, ci)], b = c->hosts[rank_of(c, stage, peer, t, ci)];
-                    src[n] = a;
-                    dst[n] = b;
-                    e[n++] = transfer(a, b, factor * k->bytes / channels);
-                }
+            for (int t = 0; t < c->tp && n < FLOW_MAX_PARALLEL; t++) {
+                int nd = ci + 1 < c->cp ? d : (d + 1) % R, nci = (ci + 1) % c->cp;
+                c->flows_all++;
+                int ra = rank_of(c, stage, d, t, ci);
+                if (!simulated(c, ra))
+                    continue;
+                src[n] = c->hosts[ra];
+                dst[n] = c->hosts[rank_of(c, stage, nd, t, nci)];
+                e[n] = transfer(src[n], dst[n], factor * k->bytes);
+                n++;
+            }
+    } else if (R > 1) {
+        double factor = k->coll == COLL_ALL_REDUCE ? 2.0 * (R - 1) / R : (double)(R - 1) / R;
+        coll_group g = coll_group_of(R, c->tp * c->P, c->gpn);
+        int nics = c->s->platform.node.nics > 0 ? c->s->platform.node.nics : 1;
+        int channels = g.per_node > 1 ? (g.per_node < nics ? g.per_node : nics) : 1;
+        for (int t = 0; t < c->tp; t++)
+            for (int ch = 0; ch < channels && n < FLOW_MAX_PARALLEL; ch++) {
+                /* Channel ch visits each node's members rotated by ch, so its node-to-node
+                 * edge leaves from a different GPU (and NIC) than the other channels'. */
+                int per = g.per_node, node = d / per, pos = d % per;
+                int me = node * per + (pos + ch) % per;
+                int next_pos = (pos + 1) % per, next_node = next_pos == 0 ? (node + 1) % g.nodes : node;
+                int peer = next_node * per + (next_pos + ch) % per;
+                if (me >= R || peer >= R)
+                    continue;
+                c->flows_all++;
+                int ra = rank_of(c, stage, me, t, 0);
+                if (!simulated(c, ra))
+                    continue;
+                sg_host_t a = c->hosts[ra], b = c->hosts[rank_of(c, stage, peer, t, 0)];
+                src[n] = a;
+                dst[n] = b;
+                e[n++] = transfer(a, b, factor * k->bytes / channels);
+            }
+    }
     wait_all(c, e, n, task, stage, t0, src, dst);
     sg_barrier_wait(c->bar_out[task]);
     coll_group whole = {k->group, k->span_nodes, k->group / (k->span_nodes > 0 ? k->span_nodes : 1)};
@@ -170,22 +210,20 @@ static void lane_actor(int argc, char **argv)
         if (k->kind == TASK_COMPUTE && c->fine && k->tp_ring_bytes > 0 && c->tp > 1) {
             /* compute, then the TP ring as flows (one per GPU of the group) */
             double bw = c->s->platform.node.nvlink_bandwidth_gbs * 1e9;
-            double d = (k->duration_s - k->comm_inside_s) * c->slow[a->stage * c->R + a->replica] +
-                       (k->comm_inside_s - k->tp_ring_bytes / bw); /* latencies stay analytic */
+            compute_for((k->duration_s - k->comm_inside_s) * c->slow[a->stage * c->R + a->replica]);
+            double d = k->comm_inside_s - k->tp_ring_bytes / bw; /* latencies stay analytic */
             if (d > 0)
                 sg_actor_sleep_for(d);
             sg_exec_t e[FLOW_MAX_PARALLEL];
             int n = 0;
             for (int ci = 0; ci < c->cp; ci++)
-                for (int tt = 0; tt < c->tp && n < FLOW_MAX_PARALLEL; tt++)
+                for (int tt = 0; tt < c->tp && n < FLOW_MAX_PARALLEL; tt++, c->flows_all++)
                     e[n++] = transfer(c->hosts[rank_of(c, a->stage, a->replica, tt, ci)],
                                       c->hosts[rank_of(c, a->stage, a->replica, (tt + 1) % c->tp, ci)],
                                       k->tp_ring_bytes);
             wait_all(c, e, n, i, a->stage, 0, NULL, NULL);
         } else if (k->kind == TASK_COMPUTE) {
-            double d = k->duration_s * c->slow[a->stage * c->R + a->replica];
-            if (d > 0)
-                sg_actor_sleep_for(d);
+            compute_for(k->duration_s * c->slow[a->stage * c->R + a->replica]);
         } else if (k->kind == TASK_P2P) {
             p2p(c, i, k, a->stage, a->replica);
         } else {
@@ -209,11 +247,11 @@ static double now_s(void)
 }
 
 /* In the child: set up SimGrid, run, write the times and the report to fd. */
-static int child_run(const scenario_config *s, const step_workload *w, const char *so, int fd, int fine)
+static int child_run(const scenario_config *s, const step_workload *w, const char *so, int fd, const flow_options *o)
 {
     flow_ctx c;
     memset(&c, 0, sizeof c);
-    c.fine = fine;
+    c.fine = o->fine;
     c.s = s;
     c.w = w;
     c.P = s->parallel.pp;
@@ -253,6 +291,20 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
                 sg_link_set_bandwidth(l, sg_link_get_bandwidth(l) * d->bandwidth_factor);
         }
     }
+    /* Rails: independent and identical when every flow is rail-aligned and no link joins two
+     * rails (see flow_options); rail 0 then stands for all, beside any rail with a fault. */
+    c.rail_on = calloc((size_t)c.gpn, sizeof *c.rail_on);
+    /* A TP group filling whole nodes keeps every transfer and ring edge between GPUs of the
+     * same index (the CP-extended gradient ring too). */
+    int aligned = c.tp % c.gpn == 0 && s->platform.network.topology != TOPO_FAT_TREE;
+    int one_rail = aligned && !o->fine && !o->all_rails;
+    for (int g = 0; g < c.gpn; g++)
+        c.rail_on[g] = !one_rail || g == 0;
+    for (int i = 0; i < s->faults.degraded_count; i++)
+        if (s->faults.degraded[i].nic >= 0 && s->faults.degraded[i].nic < c.gpn)
+            c.rail_on[s->faults.degraded[i].nic] = 1;
+    for (int g = 0; one_rail && g < c.gpn; g++)
+        c.rails_simulated += c.rail_on[g];
     c.slow = malloc((size_t)c.P * c.R * sizeof *c.slow);
     for (int i = 0; i < c.P * c.R; i++)
         c.slow[i] = 1;
@@ -319,6 +371,8 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
     rep.platform_load_s = t_load;
     rep.actors = actors;
     rep.flows = c.flows;
+    rep.flows_represented = c.flows_all;
+    rep.rails_simulated = c.rails_simulated;
     rep.waits = c.waits;
     rep.peak_rss_mib = ru.ru_maxrss / 1024.0;
     if (c.slowest_n > 0) {
@@ -363,8 +417,8 @@ static int read_all(int fd, void *buf, size_t n)
     return 0;
 }
 
-static int replay(const scenario_config *s, const step_workload *w, replay_times *t, flow_report *r,
-                  config_error *err, int fine)
+int replay_flow_with(const scenario_config *s, const step_workload *w, const flow_options *o, replay_times *t,
+                     flow_report *r, config_error *err)
 {
     char so[4096];
     if (flow_platform_path(so, sizeof so) != 0) {
@@ -391,7 +445,7 @@ static int replay(const scenario_config *s, const step_workload *w, replay_times
     }
     if (pid == 0) {
         close(fds[0]);
-        _exit(child_run(s, w, so, fds[1], fine));
+        _exit(child_run(s, w, so, fds[1], o));
     }
     close(fds[1]);
     flow_report rep;
@@ -413,11 +467,13 @@ static int replay(const scenario_config *s, const step_workload *w, replay_times
 int replay_flow(const scenario_config *s, const step_workload *w, replay_times *t, flow_report *r,
                 config_error *err)
 {
-    return replay(s, w, t, r, err, 0);
+    flow_options o = {0, 0};
+    return replay_flow_with(s, w, &o, t, r, err);
 }
 
 int replay_flow_fine(const scenario_config *s, const step_workload *w, replay_times *t, flow_report *r,
                      config_error *err)
 {
-    return replay(s, w, t, r, err, 1);
+    flow_options o = {1, 0};
+    return replay_flow_with(s, w, &o, t, r, err);
 }

@@ -1,6 +1,7 @@
-/* The SimGrid flow replay: without contention it agrees with the analytic replay (<= 2%); a NIC
- * at half bandwidth slows the ring through it to half speed; two DP rings sharing a leaf uplink
- * slow down by the oversubscription factor. */
+/* The SimGrid flow replay: without contention it agrees with the analytic replay (<= 2%) and, on
+ * a hand-built step, with the closed form; a NIC at half bandwidth slows the ring through it to
+ * half speed; two DP rings sharing a leaf uplink slow down by the oversubscription factor; a
+ * pipeline transfer shares its NIC with a gradient bucket. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +12,8 @@
 #include <cmocka.h>
 #include "fixture.h"
 #include "flow/flow.h"
+#include "collective.h"
+#include "replay.h"
 #include "run.h"
 
 static void flow_agrees_with_analytic_without_contention(void **state)
@@ -50,8 +53,8 @@ static double collectives_only(scenario_config *s, double bytes)
         t.name = "dp_grad_allreduce";
         t.comm = COMM_DP;
         t.coll = COLL_ALL_REDUCE;
-        t.group = s->parallel.dp;
-        t.span_nodes = s->parallel.dp;
+        t.group = s->parallel.dp * s->parallel.cp; /* gradients are reduced over DP x CP */
+        t.span_nodes = t.group;
         t.bytes = bytes;
         workload_add_task(&w, &t);
     }
@@ -66,6 +69,95 @@ static double collectives_only(scenario_config *s, double bytes)
     replay_times_free(&t);
     workload_free(&w);
     return end;
+}
+
+/* A step built by hand: forward and backward on two stages joined by pipeline transfers, then
+ * one DP ring all-reduce per stage (TP 8 x PP 2 x DP 4: each DP ring runs over 4 nodes on each
+ * of the 8 rails, nothing shares a link). The flow replay must match the analytic replay of the
+ * same graph and the chain's closed form. */
+static int add(step_workload *w, task_kind kind, int stage, int peer, const char *name, double dur, double bytes,
+               int dep)
+{
+    sim_task t;
+    memset(&t, 0, sizeof t);
+    t.kind = kind;
+    t.lane = kind == TASK_COMPUTE ? LANE_COMPUTE : kind == TASK_P2P ? LANE_P2P : LANE_COMM;
+    t.stage = stage;
+    t.peer_stage = peer;
+    t.micro_batch = kind == TASK_COLLECTIVE ? -1 : 0;
+    t.chunk = -1;
+    t.phase = -1;
+    t.name = name;
+    t.comm = kind == TASK_P2P ? COMM_PP : COMM_DP;
+    t.coll = kind == TASK_P2P ? COLL_SEND_RECV : COLL_ALL_REDUCE;
+    t.group = kind == TASK_P2P ? 2 : 4;
+    t.span_nodes = t.group;
+    t.bytes = bytes;
+    t.duration_s = dur;
+    int i = workload_add_task(w, &t);
+    if (dep >= 0)
+        workload_add_dep(w, i, dep);
+    return i;
+}
+
+static void hand_built_step_agrees_with_analytic_and_closed_form(void **state)
+{
+    scenario_config s;
+    fixture_scenario(&s, 8);
+    s.parallel.tp = 8;
+    s.parallel.pp = 2;
+    s.parallel.dp = 4;
+    s.training.global_batch_size = 4;
+    const platform_config *p = &s.platform;
+    double B = p->node.nic_bandwidth_gbps / 8 * 1e9; /* 25 GB/s per NIC, per direction */
+    /* one NIC hop inside a leaf: NIC up, switch, NIC down */
+    double hop = 2 * p->network.link_latency_us * 1e-6 + p->network.switch_latency_us * 1e-6;
+    double act = 25e6, grad = 400e6;
+    double p2p = act / B + hop;
+    coll_group dp = {4, 4, 1};
+    double ring = collective_time_algo(p, &s.calibration, COLL_ALL_REDUCE, grad, dp, ALGO_RING);
+    double ring_closed = 2.0 * 3 / 4 * grad / B + 2 * 3 * hop; /* the fixture has no alpha_us */
+    assert_true(fabs(ring - ring_closed) < 1e-9);
+
+    step_workload w;
+    memset(&w, 0, sizeof w);
+    w.stages = 2;
+    int f0 = add(&w, TASK_COMPUTE, 0, -1, "fwd", 0.010, 0, -1);
+    int s01 = add(&w, TASK_P2P, 0, 1, "pp_send_activation", p2p, act, f0);
+    int f1 = add(&w, TASK_COMPUTE, 1, -1, "fwd", 0.010, 0, s01);
+    int b1 = add(&w, TASK_COMPUTE, 1, -1, "bwd", 0.020, 0, f1);
+    int s10 = add(&w, TASK_P2P, 1, 0, "pp_send_grad", p2p, act, b1);
+    int b0 = add(&w, TASK_COMPUTE, 0, -1, "bwd", 0.020, 0, s10);
+    /* stage 1's ring waits for its send, so the two never share node 1's NICs */
+    int ar1 = add(&w, TASK_COLLECTIVE, 1, -1, "dp_grad_allreduce", ring, grad, s10);
+    int ar0 = add(&w, TASK_COLLECTIVE, 0, -1, "dp_grad_allreduce", ring, grad, b0);
+
+    replay_times a, f;
+    replay_times_alloc(&a, w.n_tasks);
+    replay_times_alloc(&f, w.n_tasks);
+    assert_int_equal(replay_analytic(&w, &a), 0);
+    config_error err;
+    flow_report rep;
+    if (replay_flow(&s, &w, &f, &rep, &err) != 0)
+        fail_msg("%s", err.msg);
+    double closed = 0.010 + p2p + 0.010 + 0.020 + p2p + 0.020 + ring;
+    print_message("closed form %.6f s, analytic %.6f s, flow %.6f s (%ld flows, %ld actors)\n", closed, a.finish[ar0],
+                  f.finish[ar0], rep.flows, rep.actors);
+    assert_true(fabs(a.finish[ar0] - closed) < 1e-9);
+    for (int i = 0; i < w.n_tasks; i++)
+        assert_true(fabs(f.finish[i] - a.finish[i]) <= 0.02 * a.finish[i]);
+    assert_true(fabs(f.finish[ar0] - closed) <= 0.001 * closed); /* in fact within latencies */
+    assert_true(f.finish[ar1] < f.finish[ar0]);
+    /* per replica (4): 2 transfers x 8 rails, and 2 rings x 8 rails of one edge each; the
+     * rails are independent and identical here, so rail 0 stands for the 8 */
+    assert_int_equal(rep.flows_represented, 4 * (2 * 8 + 2 * 8));
+    assert_int_equal(rep.rails_simulated, 1);
+    assert_int_equal(rep.flows, 4 * (2 + 2));
+    assert_string_equal(rep.slowest_comm, "dp_grad_allreduce");
+    replay_times_free(&a);
+    replay_times_free(&f);
+    workload_free(&w);
+    fixture_free(&s);
 }
 
 static void half_bandwidth_nic_halves_its_ring(void **state)
@@ -88,6 +180,24 @@ static void half_bandwidth_nic_halves_its_ring(void **state)
     s.faults.degraded_count = 0;
     print_message("ring: healthy %.4f s, NIC n2g3 at 0.5: %.4f s (ratio %.3f)\n", healthy, degraded, degraded / healthy);
     assert_true(fabs(degraded / healthy - 2.0) < 0.05);
+    fixture_free(&s);
+}
+
+static void gradient_ring_runs_through_the_cp_ranks(void **state)
+{
+    /* TP 8 x CP 2 x DP 2: the gradient ring has 4 members (2 replicas x 2 CP ranks), one per
+     * node, as a DP 4 ring has: 2(4-1)/4 of the bytes per edge over 25 GB/s NICs. */
+    scenario_config s;
+    fixture_scenario(&s, 8);
+    s.parallel.tp = 8;
+    s.parallel.cp = 2;
+    s.parallel.dp = 2;
+    s.training.global_batch_size = 2;
+    double bytes = 4e9;
+    double with_cp = collectives_only(&s, bytes);
+    double expect = 2.0 * 3 / 4 * bytes / 25e9;
+    print_message("DP 2 x CP 2 gradient ring: %.6f s (closed form %.6f s)\n", with_cp, expect);
+    assert_true(with_cp > expect && with_cp < 1.001 * expect);
     fixture_free(&s);
 }
 
@@ -229,6 +339,66 @@ static void lockstep_tp_granularity_costs_little(void **state)
     fixture_free(&s);
 }
 
+/* Step finish times with every rail simulated, or with rail 0 (and faulty rails) for all. */
+static void replay_both_ways(const scenario_config *s, replay_times *one, replay_times *all, flow_report *r1,
+                             flow_report *ra, int *n)
+{
+    step_workload w;
+    config_error err;
+    assert_int_equal(workload_build(s, &w, &err), 0);
+    replay_times_alloc(one, w.n_tasks);
+    replay_times_alloc(all, w.n_tasks);
+    flow_options o = {0, 0};
+    if (replay_flow_with(s, &w, &o, one, r1, &err) != 0)
+        fail_msg("%s", err.msg);
+    o.all_rails = 1;
+    if (replay_flow_with(s, &w, &o, all, ra, &err) != 0)
+        fail_msg("%s", err.msg);
+    *n = w.n_tasks;
+    workload_free(&w);
+}
+
+static void one_rail_stands_for_identical_rails(void **state)
+{
+    /* TP 8 x PP 2 x DP 4 with a pipeline and overlapped DP buckets: every flow stays on its
+     * rail, so simulating rail 0 gives the same times as simulating the 8; with a degraded NIC
+     * on rail 5, rails 0 and 5 give the same times as the 8. */
+    scenario_config s;
+    fixture_scenario(&s, 8);
+    s.parallel.tp = 8;
+    s.parallel.pp = 2;
+    s.parallel.dp = 4;
+    s.training.global_batch_size = 16;
+    s.platform.network.leaf_radix = 2; /* rings and transfers cross the spines */
+    degraded_link d = {3, 5, 0.3};
+    for (int faulty = 0; faulty < 2; faulty++) {
+        s.faults.degraded = faulty ? &d : NULL;
+        s.faults.degraded_count = faulty;
+        replay_times one, all;
+        flow_report r1, ra;
+        int n;
+        replay_both_ways(&s, &one, &all, &r1, &ra, &n);
+        double end = 0, diff = 0;
+        for (int i = 0; i < n; i++) {
+            end = fmax(end, all.finish[i]);
+            diff = fmax(diff, fabs(one.finish[i] - all.finish[i]));
+        }
+        print_message("%s: step %.6f s; rails simulated %d (%ld flows) against 8 (%ld flows): largest task "
+                      "difference %.3g s\n",
+                      faulty ? "NIC n3g5 at 0.3" : "healthy", end, r1.rails_simulated, r1.flows, ra.flows, diff);
+        assert_int_equal(r1.rails_simulated, 1 + faulty);
+        assert_int_equal(ra.rails_simulated, 0);
+        assert_int_equal(r1.flows_represented, ra.flows);
+        assert_int_equal(r1.flows * 8, ra.flows * (1 + faulty));
+        assert_true(diff <= 1e-9 * end);
+        replay_times_free(&one);
+        replay_times_free(&all);
+    }
+    s.faults.degraded = NULL;
+    s.faults.degraded_count = 0;
+    fixture_free(&s);
+}
+
 static void degraded_nic_slows_a_dp_heavy_step_as_the_ring_predicts(void **state)
 {
     /* A step whose DP all-reduce is exposed (no overlap): halving one NIC doubles every ring
@@ -293,11 +463,14 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(flow_agrees_with_analytic_without_contention),
+        cmocka_unit_test(hand_built_step_agrees_with_analytic_and_closed_form),
         cmocka_unit_test(half_bandwidth_nic_halves_its_ring),
+        cmocka_unit_test(gradient_ring_runs_through_the_cp_ranks),
         cmocka_unit_test(oversubscribed_spine_slows_rings_that_share_it),
         cmocka_unit_test(pp_transfer_shares_the_nic_with_a_gradient_bucket),
         cmocka_unit_test(fat_tree_leaf_uplinks_are_shared_by_a_nodes_nics),
         cmocka_unit_test(lockstep_tp_granularity_costs_little),
+        cmocka_unit_test(one_rail_stands_for_identical_rails),
         cmocka_unit_test(degraded_nic_slows_a_dp_heavy_step_as_the_ring_predicts),
         cmocka_unit_test(third_tier_carries_traffic_between_pods),
     };
