@@ -1,6 +1,7 @@
 /* dtsim faults SCENARIO.json [--runs N] [--json FILE|-] [--plot DIR] [--set PATH=VALUE]... */
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,12 @@ static void usage(FILE *f)
 static json_t *stat_json(faults_stat s)
 {
     return json_pack("{s:f,s:f,s:f,s:f}", "mean", s.mean, "p5", s.p5, "p50", s.p50, "p95", s.p95);
+}
+
+/* JSON has no infinity: a figure that is not finite (no failures: MTBF infinite) is null. */
+static json_t *num_json(double x)
+{
+    return isfinite(x) ? json_real(x) : json_null();
 }
 
 static int plot_curve(const faults_report *r, const char *dir, const char *title)
@@ -102,6 +109,7 @@ int cli_faults(int argc, char **argv)
         }
     }
     if (!path) {
+        fprintf(stderr, "dtsim faults: no scenario file given\n");
         usage(stderr);
         goto out;
     }
@@ -111,27 +119,47 @@ int cli_faults(int argc, char **argv)
         fprintf(stderr, "dtsim: %s\n", err.msg);
         goto out;
     }
+    /* A trace is input: a malformed one is the user's to fix (exit 2), named with its line. */
+    faults_trace trace = {0};
+    int gpus = scenario_gpus(&s), gpn = s.platform.node.gpus > 0 ? s.platform.node.gpus : 1;
     if (s.faults.failure_trace[0]) {
-        fprintf(stderr, "dtsim faults: %s: faults.failure_trace: replaying failure traces is not implemented yet\n",
-                path);
-        scenario_free(&s);
-        goto out;
+        char tpath[CFG_PATH_MAX];
+        faults_trace_path(&s, tpath, sizeof tpath);
+        if (faults_trace_load(tpath, gpus, (gpus + gpn - 1) / gpn, &trace, &err) != 0) {
+            fprintf(stderr, "dtsim faults: %s: %s\n", path, err.msg);
+            scenario_free(&s);
+            goto out;
+        }
+        fprintf(stderr, "dtsim faults: replaying %d failures from %s (every run sees the same failures)\n",
+                trace.count, tpath);
     }
     faults_report r;
-    if (faults_run(&s, runs, &r, &err) != 0) {
+    memset(&r, 0, sizeof r);
+    fprintf(stderr, "dtsim faults: %s: %d runs and the checkpoint-interval search...\n", s.name, runs);
+    if (faults_run_trace(&s, s.faults.failure_trace[0] ? &trace : NULL, runs, &r, &err) != 0) {
         fprintf(stderr, "dtsim faults: %s\n", err.msg);
+        faults_trace_free(&trace);
         scenario_free(&s);
         rc = 1;
         goto out;
     }
+    faults_trace_free(&trace);
     FILE *h = json_path && !strcmp(json_path, "-") ? stderr : stdout;
     fprintf(h, "dtsim faults: %s, %d GPUs, %d runs\n", s.name, scenario_gpus(&s), runs);
     fprintf(h, "  step %.3f s (%.0f tokens/s); checkpoint %.2f TB: blocks %.2f s (%s), written in %.1f s, restored in "
                "%.1f s\n",
             r.step_time_s, r.tokens_per_s, r.checkpoint_bytes / 1e12, r.checkpoint_block_s,
             s.faults.checkpoint_async ? "async" : "sync", r.checkpoint_write_s, r.restore_s);
-    fprintf(h, "  system MTBF %.2f h; expected failures over %.0f days N x T / MTBF = %.1f\n", r.system_mtbf_hours,
-            s.faults.horizon_days, r.expected_failures);
+    if (r.replayed)
+        fprintf(h, "  failures replayed from %s (every run the same); MTBF and Young/Daly below from the "
+                   "scenario's MTBFs\n", s.faults.failure_trace);
+    if (r.target_train_s > 0)
+        fprintf(h, "  system MTBF %.2f h; expected failures while training %.3g tokens (%.1f days of training) N x T / "
+                   "MTBF = %.1f\n",
+                r.system_mtbf_hours, s.training.tokens, r.target_train_s / 86400, r.expected_failures);
+    else
+        fprintf(h, "  system MTBF %.2f h; expected failures over %g days N x T / MTBF = %.1f\n", r.system_mtbf_hours,
+                s.faults.horizon_days, r.expected_failures);
     fprintf(h, "  %-22s %10s %10s %10s %10s\n", "", "mean", "p5", "p50", "p95");
     fprintf(h, "  %-22s %10.1f %10.1f %10.1f %10.1f\n", "interruptions", r.interruptions.mean, r.interruptions.p5,
             r.interruptions.p50, r.interruptions.p95);
@@ -152,13 +180,23 @@ int cli_faults(int argc, char **argv)
         json_t *lost = json_object();
         for (int c = 0; c < LOSS_COUNT; c++)
             json_object_set_new(lost, faults_loss_name(c), stat_json(r.lost_hours[c]));
-        json_t *doc = json_pack("{s:s,s:i,s:i,s:o,s:o,s:o,s:o,s:f,s:f,s:f,s:f,s:f}", "scenario", s.name, "gpus",
-                                scenario_gpus(&s), "runs", runs, "interruptions", stat_json(r.interruptions), "goodput",
-                                stat_json(r.goodput), "lost_hours", lost, "days_to_train", stat_json(r.days_to_train),
-                                "optimal_checkpoint_interval_s", r.optimal_checkpoint_interval_s,
-                                "young_daly_interval_s", r.young_daly_interval_s, "expected_failures",
-                                r.expected_failures, "system_mtbf_hours", r.system_mtbf_hours, "step_time_s",
-                                r.step_time_s);
+        json_t *doc = json_object();
+        json_object_set_new(doc, "scenario", json_string(s.name));
+        json_object_set_new(doc, "gpus", json_integer(scenario_gpus(&s)));
+        json_object_set_new(doc, "runs", json_integer(runs));
+        json_object_set_new(doc, "replayed_trace", json_boolean(r.replayed));
+        json_object_set_new(doc, "interruptions", stat_json(r.interruptions));
+        json_object_set_new(doc, "goodput", stat_json(r.goodput));
+        json_object_set_new(doc, "lost_hours", lost);
+        /* No token budget: nothing to finish, so no days to train (null, not 0). */
+        json_object_set_new(doc, "days_to_train", r.target_train_s > 0 ? stat_json(r.days_to_train) : json_null());
+        json_object_set_new(doc, "optimal_checkpoint_interval_s", num_json(r.optimal_checkpoint_interval_s));
+        json_object_set_new(doc, "young_daly_interval_s", num_json(r.young_daly_interval_s));
+        json_object_set_new(doc, "expected_failures", num_json(r.expected_failures));
+        json_object_set_new(doc, "system_mtbf_hours", num_json(r.system_mtbf_hours)); /* null: no failures */
+        json_object_set_new(doc, "step_time_s", num_json(r.step_time_s));
+        json_object_set_new(doc, "checkpoint_bytes", num_json(r.checkpoint_bytes));
+        json_object_set_new(doc, "checkpoint_block_s", num_json(r.checkpoint_block_s));
         if (cli_write_json(doc, json_path) != 0)
             rc = 1;
         json_decref(doc);

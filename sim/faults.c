@@ -1,10 +1,11 @@
-/* Monte Carlo of failures over a long run; see faults.h. */
+/* One timeline of a long run under failures (see faults.h, docs/faults.md). Event-driven in
+ * wall-clock seconds: the next checkpoint, the next failure, the next repair or the end,
+ * whichever comes first; failure times are drawn (or read from a trace), never tested step by
+ * step, so 54 days on 16,384 GPUs cost a few thousand events. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "faults.h"
-#include "params.h"
-#include "run.h"
 
 const char *faults_loss_name(int cause)
 {
@@ -13,21 +14,31 @@ const char *faults_loss_name(int cause)
     return cause >= 0 && cause < LOSS_COUNT ? names[cause] : "?";
 }
 
-/* ---- random numbers (splitmix64; the state is one integer, runs are reproducible) ---- */
+/* ---- random numbers: splitmix64, one integer of state, reproducible runs ---------------- */
 typedef struct {
     unsigned long long s;
 } mc_rng;
 
-static double mc_uniform(mc_rng *r)
+static unsigned long long mix64(unsigned long long z)
 {
-    unsigned long long z = (r->s += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return ((double)(z >> 11) + 0.5) / 9007199254740992.0; /* (0, 1) */
+    return z ^ (z >> 31);
 }
 
-/* A lifetime with the given mean: exponential for shape 1, else Weibull. */
+static double mc_uniform(mc_rng *r)
+{
+    unsigned long long z = mix64(r->s += 0x9e3779b97f4a7c15ull);
+    return ((double)(z >> 11) + 0.5) / 9007199254740992.0; /* open interval (0, 1): log() is safe */
+}
+
+unsigned long long faults_run_seed(unsigned long long seed, int run)
+{
+    return mix64(mix64(seed + 0x9e3779b97f4a7c15ull) + (unsigned long long)run * 0xd1b54a32d192ed03ull);
+}
+
+/* A lifetime of the given mean: exponential for shape 1, else Weibull with scale
+ * mean / Gamma(1 + 1/shape) (inverse transform of the survival function exp(-(t/scale)^k)). */
 static double lifetime(mc_rng *r, double mean, double shape)
 {
     double u = -log(mc_uniform(r));
@@ -36,10 +47,10 @@ static double lifetime(mc_rng *r, double mean, double shape)
     return mean / tgamma(1.0 + 1.0 / shape) * pow(u, 1.0 / shape);
 }
 
-/* ---- a binary min-heap of component failure times (Weibull: components age separately) ---- */
+/* ---- a binary min-heap of component failure times (Weibull: each component ages alone) ---- */
 typedef struct {
     double *t;
-    int *kind; /* 0 GPU, 1 node */
+    unsigned char *kind; /* 0 GPU, 1 node */
     int n;
 } heap;
 
@@ -52,7 +63,7 @@ static void heap_push(heap *h, double t, int kind)
         i = (i - 1) / 2;
     }
     h->t[i] = t;
-    h->kind[i] = kind;
+    h->kind[i] = (unsigned char)kind;
 }
 
 static void heap_pop(heap *h, double *t, int *kind)
@@ -60,7 +71,8 @@ static void heap_pop(heap *h, double *t, int *kind)
     *t = h->t[0];
     *kind = h->kind[0];
     double lt = h->t[--h->n];
-    int lk = h->kind[h->n], i = 0;
+    unsigned char lk = h->kind[h->n];
+    int i = 0;
     for (;;) {
         int c = 2 * i + 1;
         if (c >= h->n)
@@ -77,19 +89,57 @@ static void heap_pop(heap *h, double *t, int *kind)
     h->kind[i] = lk;
 }
 
+/* ---- nodes away for repair: return times, kept sorted (few at a time) ---- */
 typedef struct {
-    int gpus, nodes_used, pool;
+    double *t;
+    int n, cap;
+} repair_queue;
+
+static void repair_add(repair_queue *q, double when)
+{
+    if (q->n == q->cap) {
+        int cap = q->cap ? 2 * q->cap : 32;
+        double *t = realloc(q->t, (size_t)cap * sizeof *t);
+        if (!t)
+            return; /* out of memory: the node never returns, the run is only pessimistic */
+        q->t = t;
+        q->cap = cap;
+    }
+    int i = q->n++;
+    while (i > 0 && q->t[i - 1] > when) {
+        q->t[i] = q->t[i - 1];
+        i--;
+    }
+    q->t[i] = when;
+}
+
+static void repair_pop(repair_queue *q)
+{
+    memmove(q->t, q->t + 1, (size_t)(--q->n) * sizeof *q->t);
+}
+
+/* ---- the job's fleet and where its failures come from ---- */
+typedef struct {
+    int gpus, nodes_used, pool, dp;
+    int replicas_per_node;          /* DP replicas a node failure takes out of an elastic job */
     double gpu_mean_s, node_mean_s, shape, rate_total;
 } fleet;
 
 static void fleet_of(const scenario_config *s, fleet *f)
 {
     f->gpus = scenario_gpus(s);
-    int gpn = s->platform.node.gpus;
+    int gpn = s->platform.node.gpus > 0 ? s->platform.node.gpus : 1;
     f->nodes_used = (f->gpus + gpn - 1) / gpn;
+    /* Free nodes: the platform's nodes the job leaves idle, plus the declared spares. */
     f->pool = s->platform.network.nodes - f->nodes_used + s->faults.spare_nodes;
     if (f->pool < 0)
-        f->pool = 0;
+        f->pool = s->faults.spare_nodes;
+    f->dp = s->parallel.dp > 0 ? s->parallel.dp : 1;
+    /* Ranks are laid out TP fastest, then CP, PP, DP: a replica of tp x cp x pp GPUs spans whole
+     * nodes, or a node holds several replicas. */
+    long long replica = (long long)(s->parallel.tp > 0 ? s->parallel.tp : 1) * (s->parallel.cp > 0 ? s->parallel.cp : 1) *
+                        (s->parallel.pp > 0 ? s->parallel.pp : 1);
+    f->replicas_per_node = replica >= gpn ? 1 : (int)(gpn / replica);
     f->gpu_mean_s = s->faults.gpu_mtbf_hours * 3600;
     f->node_mean_s = s->faults.node_mtbf_hours * 3600;
     f->shape = s->faults.weibull_shape > 0 ? s->faults.weibull_shape : 1;
@@ -97,245 +147,189 @@ static void fleet_of(const scenario_config *s, fleet *f)
                     (f->node_mean_s > 0 ? f->nodes_used / f->node_mean_s : 0);
 }
 
-void faults_simulate_one(const scenario_config *s, const faults_report *P, double interval_s,
-                         unsigned long long seed, faults_timeline *out)
+typedef struct {
+    fleet F;
+    mc_rng rng;
+    heap h;                    /* Weibull */
+    const faults_trace *trace; /* replay */
+    int cursor;
+    double next_fail;
+    int next_kind;
+} failure_source;
+
+static void source_init(failure_source *src, const scenario_config *s, const faults_trace *trace,
+                        unsigned long long seed)
+{
+    memset(src, 0, sizeof *src);
+    fleet_of(s, &src->F);
+    src->rng.s = seed;
+    src->trace = trace;
+    src->next_fail = INFINITY;
+    const fleet *F = &src->F;
+    if (trace) {
+        if (trace->count > 0)
+            src->next_fail = trace->events[0].t_s;
+    } else if (F->shape != 1.0) {
+        int n = (F->gpu_mean_s > 0 ? F->gpus : 0) + (F->node_mean_s > 0 ? F->nodes_used : 0);
+        src->h.t = malloc(((size_t)n + 1) * sizeof *src->h.t);
+        src->h.kind = malloc(((size_t)n + 1) * sizeof *src->h.kind);
+        if (!src->h.t || !src->h.kind)
+            return; /* no memory: no failures drawn; faults_run checks the allocation first */
+        if (F->gpu_mean_s > 0)
+            for (int i = 0; i < F->gpus; i++)
+                heap_push(&src->h, lifetime(&src->rng, F->gpu_mean_s, F->shape), 0);
+        if (F->node_mean_s > 0)
+            for (int i = 0; i < F->nodes_used; i++)
+                heap_push(&src->h, lifetime(&src->rng, F->node_mean_s, F->shape), 1);
+        if (src->h.n > 0)
+            heap_pop(&src->h, &src->next_fail, &src->next_kind);
+    } else if (F->rate_total > 0) {
+        src->next_fail = -log(mc_uniform(&src->rng)) / F->rate_total;
+    }
+}
+
+/* After the failure at fail_at was handled and the job is back at `now`: the next failure.
+ * The fleet keeps failing while the job is down; such a failure is found at restart. */
+static void source_next(failure_source *src, double fail_at, double now)
+{
+    const fleet *F = &src->F;
+    double next;
+    if (src->trace) {
+        src->cursor++;
+        next = src->cursor < src->trace->count ? src->trace->events[src->cursor].t_s : INFINITY;
+    } else if (src->h.t) {
+        /* The replaced part starts a fresh lifetime when the job restarts on it. */
+        double mean = src->next_kind ? F->node_mean_s : F->gpu_mean_s;
+        heap_push(&src->h, now + lifetime(&src->rng, mean, F->shape), src->next_kind);
+        heap_pop(&src->h, &next, &src->next_kind);
+    } else if (F->rate_total > 0) {
+        next = fail_at - log(mc_uniform(&src->rng)) / F->rate_total; /* memoryless: from the failure */
+    } else {
+        next = INFINITY;
+    }
+    src->next_fail = next < now ? now : next;
+}
+
+void faults_simulate_trace(const scenario_config *s, const faults_report *P, const faults_trace *trace,
+                           double interval_s, unsigned long long seed, faults_timeline *out)
 {
     memset(out, 0, sizeof *out);
-    fleet F;
-    fleet_of(s, &F);
-    mc_rng rng = {seed * 0x2545f4914f6cdd1dull + 0x632be59bd9b4e019ull};
-    int weibull = F.shape != 1.0;
-    heap h = {0};
-    if (weibull) {
-        int n = (F.gpu_mean_s > 0 ? F.gpus : 0) + (F.node_mean_s > 0 ? F.nodes_used : 0);
-        h.t = malloc(((size_t)n + 1) * sizeof *h.t);
-        h.kind = malloc(((size_t)n + 1) * sizeof *h.kind);
-        if (F.gpu_mean_s > 0)
-            for (int i = 0; i < F.gpus; i++)
-                heap_push(&h, lifetime(&rng, F.gpu_mean_s, F.shape), 0);
-        if (F.node_mean_s > 0)
-            for (int i = 0; i < F.nodes_used; i++)
-                heap_push(&h, lifetime(&rng, F.node_mean_s, F.shape), 1);
-    }
-    double next_fail = INFINITY;
-    int next_kind = 0;
-    if (weibull && h.n > 0)
-        heap_pop(&h, &next_fail, &next_kind);
-    else if (F.rate_total > 0)
-        next_fail = -log(mc_uniform(&rng)) / F.rate_total;
+    failure_source src;
+    source_init(&src, s, trace, seed);
+    const fleet *F = &src.F;
+    const int async = s->faults.checkpoint_async;
+    const double repair_s = s->faults.repair_hours * 3600;
+    const double copy_s = async ? P->checkpoint_block_s : P->checkpoint_write_s;
+    repair_queue rq = {0};
 
+    /* t: wall clock; p: training done, in seconds of the healthy job; durable: the training the
+     * newest written checkpoint holds; pending: an async checkpoint still being written. */
     double t = 0, p = 0, durable = 0, ckpt_point = 0, pending_p = -1, pending_at = 0;
-    double repairs[256];
-    int n_repairs = 0, pool = F.pool, active = F.nodes_used;
-    double repair_s = s->faults.repair_hours * 3600;
+    int pool = F->pool, lost = 0; /* lost: DP replicas an elastic job runs without */
     for (;;) {
-        double rate = (double)active / F.nodes_used;
-        /* Repaired nodes come back: to the pool, or to the job if it shrank. */
-        while (n_repairs > 0 && repairs[0] <= t) {
-            if (active < F.nodes_used)
-                active++;
+        while (rq.n > 0 && rq.t[0] <= t) { /* repaired nodes return: to the job first */
+            if (lost > 0)
+                lost = lost > F->replicas_per_node ? lost - F->replicas_per_node : 0;
             else
                 pool++;
-            memmove(repairs, repairs + 1, (size_t)(--n_repairs) * sizeof *repairs);
-            rate = (double)active / F.nodes_used;
+            repair_pop(&rq);
         }
+        double rate = (double)(F->dp - lost) / F->dp;
         double to_ckpt = (ckpt_point + interval_s - p) / rate;
         double to_end = P->target_train_s > 0 ? (P->target_train_s - p) / rate : P->horizon_s - t;
-        double to_fail = next_fail - t;
-        double dt = fmin(to_ckpt, fmin(to_end, to_fail));
+        double to_fail = src.next_fail - t;
+        double to_repair = lost > 0 && rq.n > 0 ? rq.t[0] - t : INFINITY; /* the rate changes then */
+        double dt = fmin(fmin(to_ckpt, to_end), fmin(to_fail, to_repair));
         if (dt < 0)
             dt = 0;
         t += dt;
         p += dt * rate;
-        if (pending_p >= 0 && pending_at <= t) { /* an async checkpoint finished writing */
+        if (pending_p >= 0 && pending_at <= t) { /* the async write finished before now */
             durable = pending_p;
             pending_p = -1;
         }
         if (dt == to_end && to_end <= to_fail)
             break;
+        if (dt == to_repair && to_repair < to_fail)
+            continue;
+        double fail_at = src.next_fail;
         if (dt == to_ckpt && to_ckpt < to_fail) {
-            double block = s->faults.checkpoint_async ? P->checkpoint_block_s : P->checkpoint_write_s;
-            t += block;
-            out->lost_s[LOSS_CHECKPOINT] += block;
-            if (s->faults.checkpoint_async) {
-                pending_p = p;
-                pending_at = t + P->checkpoint_write_s;
+            /* The step loop blocks: for the whole write (sync), or for the previous async write
+             * to finish (one in flight at a time) and the copy to host memory (async). */
+            double wait = pending_p >= 0 ? pending_at - t : 0;
+            double block = wait + copy_s;
+            if (fail_at < t + block) { /* a failure during the save: this checkpoint is lost */
+                out->lost_s[LOSS_CHECKPOINT] += fail_at - t;
+                if (pending_p >= 0 && pending_at <= fail_at) {
+                    durable = pending_p;
+                    pending_p = -1;
+                }
+                t = fail_at;
             } else {
-                durable = p;
+                t += block;
+                out->lost_s[LOSS_CHECKPOINT] += block;
+                if (pending_p >= 0) {
+                    durable = pending_p;
+                    pending_p = -1;
+                }
+                if (async) {
+                    pending_p = p;
+                    pending_at = t + P->checkpoint_write_s;
+                } else {
+                    durable = p;
+                }
+                ckpt_point = p;
+                continue;
             }
-            ckpt_point = p;
+        }
+        /* A failure. An elastic job without some replicas: it may strike a node that idles. */
+        if (lost > 0 && mc_uniform(&src.rng) < (double)lost / F->dp) {
+            source_next(&src, fail_at, t);
             continue;
         }
-        /* A failure: roll back to the last durable checkpoint, detect, get a node, restart. */
-        double fail_at = t;
         out->interruptions++;
         out->lost_s[LOSS_LOST_WORK] += (p - durable) / rate;
-        p = durable;
-        ckpt_point = durable;
+        p = ckpt_point = durable;
         pending_p = -1;
         t += s->faults.detect_s;
         out->lost_s[LOSS_DETECTION] += s->faults.detect_s;
+        int queue_failed = 1;
         if (pool > 0) {
-            pool--;
-        } else if (s->faults.elastic && active > 1) {
-            active--;
-        } else if (n_repairs > 0) {
-            double wait = repairs[0] - t;
+            pool--; /* swap in a free node */
+        } else if (s->faults.elastic && F->dp - lost > F->replicas_per_node) {
+            lost += F->replicas_per_node; /* drop the replica(s) that held the node */
+        } else if (rq.n > 0 && rq.t[0] < t + repair_s) {
+            double wait = rq.t[0] - t; /* the first node back from repair */
             if (wait > 0) {
                 t += wait;
                 out->lost_s[LOSS_WAIT_REPAIR] += wait;
             }
-            memmove(repairs, repairs + 1, (size_t)(--n_repairs) * sizeof *repairs);
+            repair_pop(&rq);
         } else {
-            t += repair_s;
+            t += repair_s; /* the failed node itself, repaired */
             out->lost_s[LOSS_WAIT_REPAIR] += repair_s;
+            queue_failed = 0;
         }
-        if (n_repairs < 256) { /* the failed node comes back after repair */
-            int i = n_repairs++;
-            while (i > 0 && repairs[i - 1] > t + repair_s) {
-                repairs[i] = repairs[i - 1];
-                i--;
-            }
-            repairs[i] = t + repair_s;
-        }
+        if (queue_failed)
+            repair_add(&rq, t + repair_s);
         t += s->faults.restart_s + P->restore_s;
         out->lost_s[LOSS_RESTART] += s->faults.restart_s;
         out->lost_s[LOSS_RESTORE] += P->restore_s;
-        if (weibull) {
-            heap_push(&h, t + lifetime(&rng, next_kind ? F.node_mean_s : F.gpu_mean_s, F.shape), next_kind);
-            heap_pop(&h, &next_fail, &next_kind);
-            if (next_fail < t)
-                next_fail = t; /* it failed while the job was down: found at restart */
-        } else {
-            /* The fleet keeps failing while the job is down; such a failure is found at restart. */
-            next_fail = fmax(t, fail_at + -log(mc_uniform(&rng)) / F.rate_total);
-        }
+        source_next(&src, fail_at, t);
         if (P->target_train_s <= 0 && t >= P->horizon_s)
             break;
-        if (t > 1e10) /* a run that never finishes (e.g. failures faster than restarts) */
+        if (t > 1e10) /* a run that never finishes (failures faster than restarts) */
             break;
     }
     out->wall_s = t;
     out->train_s = p;
-    free(h.t);
-    free(h.kind);
+    free(src.h.t);
+    free(src.h.kind);
+    free(rq.t);
 }
 
-static int cmp_double(const void *a, const void *b)
+void faults_simulate_one(const scenario_config *s, const faults_report *P, double interval_s,
+                         unsigned long long seed, faults_timeline *out)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static faults_stat stat_of(double *v, int n)
-{
-    faults_stat st = {0, 0, 0, 0};
-    if (n == 0)
-        return st;
-    for (int i = 0; i < n; i++)
-        st.mean += v[i] / n;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    st.p5 = v[(int)(0.05 * (n - 1) + 0.5)];
-    st.p50 = v[(int)(0.50 * (n - 1) + 0.5)];
-    st.p95 = v[(int)(0.95 * (n - 1) + 0.5)];
-    return st;
-}
-
-/* Mean goodput over the runs for one interval (the same seeds for every interval). */
-static double mean_goodput(const scenario_config *s, const faults_report *P, double interval, int runs)
-{
-    double g = 0;
-    for (int r = 0; r < runs; r++) {
-        faults_timeline tl;
-        faults_simulate_one(s, P, interval, s->faults.seed + (unsigned long long)r, &tl);
-        g += (tl.wall_s > 0 ? tl.train_s / tl.wall_s : 0) / runs;
-    }
-    return g;
-}
-
-int faults_run(const scenario_config *s, int runs, faults_report *out, config_error *err)
-{
-    memset(out, 0, sizeof *out);
-    out->runs = runs;
-    if (out->step_time_s <= 0) {
-        run_result r;
-        if (run_scenario(s, &r, err) != 0)
-            return -1;
-        out->step_time_s = r.step_time_s;
-        out->tokens_per_s = r.tokens_per_s;
-    }
-    fleet F;
-    fleet_of(s, &F);
-    /* A checkpoint: bf16/fp16 weights (2 B) plus fp32 master weights and Adam moments (12 B)
-     * per parameter; fp32 training: 4 + 8. */
-    int half = s->training.precision != PREC_FP32 && s->training.precision != PREC_TF32;
-    double bytes_per_param = half ? 14 : 12;
-    out->checkpoint_bytes = params_total(s) * bytes_per_param;
-    out->checkpoint_write_s = out->checkpoint_bytes / (s->platform.storage.checkpoint_write_gbs * 1e9);
-    out->restore_s = out->checkpoint_bytes / (s->platform.storage.checkpoint_read_gbs * 1e9);
-    /* Async: each GPU copies its shard to host memory over PCIe, then the step loop goes on. */
-    out->checkpoint_block_s = s->faults.checkpoint_async
-                                  ? out->checkpoint_bytes / F.gpus / (s->platform.node.pcie_bandwidth_gbs * 1e9)
-                                  : out->checkpoint_write_s;
-    out->horizon_s = s->faults.horizon_days * 86400;
-    out->target_train_s = s->training.tokens > 0 ? s->training.tokens / out->tokens_per_s : 0;
-    out->system_mtbf_hours = F.rate_total > 0 ? 1.0 / F.rate_total / 3600 : INFINITY;
-    out->expected_failures = F.rate_total * out->horizon_s;
-
-    double *v = malloc((size_t)runs * sizeof *v), *w = malloc((size_t)runs * sizeof *w);
-    double *x = malloc((size_t)runs * sizeof *x), *d = malloc((size_t)runs * sizeof *d);
-    double *loss = malloc((size_t)runs * LOSS_COUNT * sizeof *loss);
-    for (int r = 0; r < runs; r++) {
-        faults_timeline tl;
-        faults_simulate_one(s, out, s->faults.checkpoint_interval_s, s->faults.seed + (unsigned long long)r, &tl);
-        v[r] = tl.interruptions;
-        w[r] = tl.wall_s > 0 ? tl.train_s / tl.wall_s : 0;
-        d[r] = tl.wall_s / 86400;
-        for (int c = 0; c < LOSS_COUNT; c++)
-            loss[c * runs + r] = tl.lost_s[c] / 3600;
-    }
-    out->interruptions = stat_of(v, runs);
-    out->goodput = stat_of(w, runs);
-    out->goodput_at_scenario_interval = out->goodput.mean;
-    out->days_to_train = out->target_train_s > 0 ? stat_of(d, runs) : (faults_stat){0, 0, 0, 0};
-    for (int c = 0; c < LOSS_COUNT; c++)
-        out->lost_hours[c] = stat_of(loss + c * runs, runs);
-
-    /* The goodput-optimal interval: a log grid, then a finer grid around the best point. An
-     * async checkpoint cannot be taken faster than it is written. */
-    double cost = out->checkpoint_block_s;
-    double lo = fmax(30.0, s->faults.checkpoint_async ? out->checkpoint_write_s : 0), hi = 7 * 86400.0;
-    int search_runs = runs < 50 ? runs : 50;
-    double best = lo, best_g = -1;
-    int n = 0;
-    for (double iv = lo; iv <= hi && n < 40; iv *= pow(hi / lo, 1.0 / 39), n++) {
-        double g = mean_goodput(s, out, iv, search_runs);
-        out->curve_interval_s[n] = iv;
-        out->curve_goodput[n] = g;
-        if (g > best_g) {
-            best_g = g;
-            best = iv;
-        }
-    }
-    out->curve_points = n;
-    double step = pow(hi / lo, 1.0 / 39);
-    for (int k = -8; k <= 8; k++) {
-        double iv = best * pow(step, k / 8.0);
-        if (iv < lo)
-            continue;
-        double g = mean_goodput(s, out, iv, search_runs);
-        if (g > best_g) {
-            best_g = g;
-            best = iv;
-        }
-    }
-    out->optimal_checkpoint_interval_s = best;
-    out->optimal_goodput = best_g;
-    out->young_daly_interval_s = isfinite(out->system_mtbf_hours) ? sqrt(2 * cost * out->system_mtbf_hours * 3600) : 0;
-    free(v);
-    free(w);
-    free(x);
-    free(d);
-    free(loss);
-    return 0;
+    faults_simulate_trace(s, P, NULL, interval_s, seed, out);
 }

@@ -1,15 +1,18 @@
 /* Failures over a long run (DESIGN.md `dtsim faults`): a Monte Carlo of the job's timeline.
+ * docs/faults.md states every assumption and default; in short:
  *
- * Components: every GPU (lifetimes with mean gpu_mtbf_hours) and every node (node_mtbf_hours),
- * exponential (weibull_shape 1) or Weibull, each replaced (a fresh lifetime) when it fails.
- * Each failure interrupts the job: detection (detect_s), restart (restart_s), restore of the last
- * checkpoint (size / storage read bandwidth), and the work done since that checkpoint is lost.
- * Checkpoints every checkpoint_interval_s of training cost their blocking time: the whole write
- * (size / storage write bandwidth) when sync; the copy to host memory (per-GPU shard / PCIe) when
- * async, the write going on in the background (a checkpoint is only usable once written).
- * A failed node is swapped for a free one (the platform's nodes the job does not use, plus
- * spare_nodes) which then returns after repair_hours; with none free the job waits for the
- * first repair, or, if elastic, continues on fewer nodes (throughput scaled accordingly). */
+ * Components: every GPU (lifetimes with mean gpu_mtbf_hours) and every node (node_mtbf_hours)
+ * the job uses, exponential (weibull_shape 1) or Weibull, each renewed when it fails; or the
+ * failures of a trace file, replayed as they are. Each failure interrupts the job: detection
+ * (detect_s), restart (restart_s, the whole figure, communicator set-up included), restore of
+ * the last durable checkpoint (size / storage read bandwidth), and the training done since that
+ * checkpoint is lost. Checkpoints every checkpoint_interval_s of training cost their blocking
+ * time: the whole write (size / storage write bandwidth) when sync; the copy of each GPU's shard
+ * to host memory over PCIe when async, the write going on in the background (a checkpoint is
+ * usable only once written). The failed node is swapped for a free one (the platform's nodes the
+ * job does not use, plus spare_nodes) and returns after repair_hours; with none free the job
+ * waits for the first repair or, if elastic, drops the data-parallel replica that held the node
+ * and goes on at (dp - lost) / dp of its throughput until a node returns. */
 #ifndef DTSIM_SIM_FAULTS_H
 #define DTSIM_SIM_FAULTS_H
 
@@ -22,6 +25,30 @@ typedef struct {
 enum { LOSS_DETECTION = 0, LOSS_RESTART, LOSS_RESTORE, LOSS_LOST_WORK, LOSS_CHECKPOINT, LOSS_WAIT_REPAIR, LOSS_COUNT };
 const char *faults_loss_name(int cause); /* "detection", "restart", "restore", "lost_work", "checkpoint_save", "repair_wait" */
 
+/* ---- failure traces (faults.failure_trace) ---------------------------------------------
+ * A text file, one failure a line: `time_hours kind index`, kind `gpu` (index 0..GPUs-1) or
+ * `node` (index 0..nodes-1), times from the start of the job in wall-clock hours, in
+ * non-decreasing order; blank lines and `#` comments are ignored. */
+typedef struct {
+    double t_s;     /* seconds from the start of the job */
+    int node;       /* 1 node failure, 0 GPU failure */
+    int index;
+} faults_event;
+
+typedef struct {
+    int count;
+    faults_event *events; /* owned */
+} faults_trace;
+
+/* Reads and validates a trace for a job of `gpus` GPUs on `nodes` nodes. Returns 0, or -1 with
+ * err ("trace.txt:7: kind 'cpu' is neither gpu nor node"). Free with faults_trace_free. */
+int faults_trace_load(const char *path, int gpus, int nodes, faults_trace *out, config_error *err);
+/* The trace path of a scenario: faults.failure_trace relative to the scenario's folder if it
+ * exists there, else as given. */
+void faults_trace_path(const scenario_config *s, char *out, size_t size);
+void faults_trace_free(faults_trace *t);
+
+/* ---- the Monte Carlo ------------------------------------------------------------------- */
 typedef struct {
     int runs;
     double step_time_s, tokens_per_s;      /* from the analytic simulation of the scenario */
@@ -34,17 +61,29 @@ typedef struct {
     double optimal_goodput, goodput_at_scenario_interval;
     int curve_points;                      /* goodput vs checkpoint interval, for plots */
     double curve_interval_s[64], curve_goodput[64];
+    int replayed;                          /* 1 when the failures came from a trace */
 } faults_report;
 
-/* Runs the Monte Carlo. step_time_s / tokens_per_s: the scenario's healthy step (pass 0 to
- * simulate it here). Returns 0, or -1 with err. */
+/* Runs the Monte Carlo. step_time_s / tokens_per_s: set them in *out before the call to use a
+ * step already simulated (0: simulate it here). A faults.failure_trace is loaded and replayed.
+ * Returns 0, or -1 with err. */
 int faults_run(const scenario_config *s, int runs, faults_report *out, config_error *err);
+/* Same with an already loaded trace (NULL: draw the failures). */
+int faults_run_trace(const scenario_config *s, const faults_trace *trace, int runs, faults_report *out,
+                     config_error *err);
 
-/* One timeline with a given checkpoint interval (exposed for tests): returns goodput and fills
- * interruptions / lost seconds by cause. */
+/* One timeline with a given checkpoint interval (exposed for tests). params: a report whose
+ * step, checkpoint and horizon figures are filled (faults_run fills them). trace: NULL to draw. */
 typedef struct {
     double wall_s, train_s, interruptions, lost_s[LOSS_COUNT];
 } faults_timeline;
 void faults_simulate_one(const scenario_config *s, const faults_report *params, double interval_s,
                          unsigned long long seed, faults_timeline *out);
+void faults_simulate_trace(const scenario_config *s, const faults_report *params, const faults_trace *trace,
+                           double interval_s, unsigned long long seed, faults_timeline *out);
+
+/* The seed of Monte Carlo run `run` of a scenario seeded `seed` (splitmix64 of both, so that
+ * neighbouring runs and neighbouring scenario seeds give unrelated streams). */
+unsigned long long faults_run_seed(unsigned long long seed, int run);
+
 #endif

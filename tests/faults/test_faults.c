@@ -7,11 +7,17 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 #include "faults.h"
 #include "fixture.h"
+
+#ifndef DTSIM_SOURCE_DIR
+#define DTSIM_SOURCE_DIR "."
+#endif
 
 /* 64 GPUs, free restarts and checkpoints: only failures are counted. */
 static void base(scenario_config *s, faults_report *p)
@@ -117,6 +123,149 @@ static void optimum_departs_from_young_daly_when_checkpoints_are_dear(void **sta
     assert_true(opt < 0.85 * yd);
 }
 
+/* Closed form for exponential failures, sync checkpoints of cost C every tau of work, no
+ * restart cost (Daly 2006, with R = 0): a segment of tau + C takes M (e^((tau+C)/M) - 1) of
+ * wall time on average, so goodput = tau / (M (e^((tau+C)/M) - 1)). */
+static void goodput_matches_dalys_exact_expectation(void **state)
+{
+    scenario_config s;
+    faults_report p;
+    base(&s, &p);
+    const double M = 5 * 3600.0, tau = 3600, C = 360;
+    s.faults.gpu_mtbf_hours = 64 * M / 3600;
+    p.horizon_s = 5000 * 3600.0;
+    p.checkpoint_write_s = p.checkpoint_block_s = C;
+    int runs = 40;
+    double sum = 0, sum2 = 0, lost_ckpt = 0;
+    for (int r = 0; r < runs; r++) {
+        faults_timeline tl;
+        faults_simulate_one(&s, &p, tau, faults_run_seed(3, r), &tl);
+        double g = tl.train_s / tl.wall_s;
+        sum += g;
+        sum2 += g * g;
+        lost_ckpt += tl.lost_s[LOSS_CHECKPOINT] / runs;
+    }
+    double mean = sum / runs, sd = sqrt(fmax(0, sum2 / runs - mean * mean)), se = sd / sqrt(runs);
+    double expect = tau / (M * (exp((tau + C) / M) - 1));
+    print_message("goodput %.4f (se %.4f) expected %.4f\n", mean, se, expect);
+    assert_true(fabs(mean - expect) < 3 * se + 1e-3); /* 1e-3: the horizon cuts the last segment */
+    assert_true(lost_ckpt > 0);
+    fixture_free(&s);
+}
+
+/* A trace replays exactly: one interruption per line inside the horizon, each with its costs;
+ * malformed lines are refused with the file and line. */
+static const char *write_file(const char *name, const char *text)
+{
+    static char path[256];
+    snprintf(path, sizeof path, "/tmp/dtsim_test_faults_%d_%s", (int)getpid(), name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+static void trace_replays_each_failure(void **state)
+{
+    scenario_config s;
+    faults_report p;
+    base(&s, &p);
+    s.faults.detect_s = 60;
+    s.faults.restart_s = 240;
+    p.restore_s = 30;
+    p.horizon_s = 100 * 3600.0;
+    faults_trace t;
+    config_error err;
+    const char *path = write_file("ok.txt", "# time_hours kind index\n1.5 gpu 3\n\n2.25 node 7  # a comment\n"
+                                            "40 gpu 63\n250 gpu 0\n");
+    assert_int_equal(faults_trace_load(path, 64, 8, &t, &err), 0);
+    assert_int_equal(t.count, 4);
+    assert_true(fabs(t.events[1].t_s - 2.25 * 3600) < 1e-9 && t.events[1].node == 1 && t.events[1].index == 7);
+    faults_timeline tl;
+    faults_simulate_trace(&s, &p, &t, 3600, 1, &tl);
+    assert_int_equal((int)tl.interruptions, 3); /* the failure at 250 h is past the horizon */
+    assert_true(fabs(tl.lost_s[LOSS_DETECTION] - 180) < 1e-6);
+    assert_true(fabs(tl.lost_s[LOSS_RESTART] - 720) < 1e-6);
+    assert_true(fabs(tl.lost_s[LOSS_RESTORE] - 90) < 1e-6);
+    /* Lost work: 1.5 h -> 0.5 h since the 1 h checkpoint; 2.25 h: the job restarted at
+     * 1.5 h + 330 s from the 1 h checkpoint and redid 0.25 h + 330 s... of which the part since
+     * the last checkpoint is lost; the sum is bounded by an interval per failure. */
+    assert_true(tl.lost_s[LOSS_LOST_WORK] > 0.5 * 3600 - 1e-6 && tl.lost_s[LOSS_LOST_WORK] <= 3 * 3600);
+    faults_trace_free(&t);
+    unlink(path);
+
+    const char *bad[][2] = {{"1 gpu 3\n2 cpu 1\n", ":2: kind 'cpu'"},
+                            {"1 gpu 3\n0.5 gpu 1\n", ":2: time_hours 0.5 is before"},
+                            {"1 gpu 64\n", ":1: index '64'"},
+                            {"# x\n\n1 node\n", ":3: expected"},
+                            {"-1 gpu 0\n", ":1: time_hours '-1'"},
+                            {"abc gpu 0\n", ":1: time_hours 'abc'"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        path = write_file("bad.txt", bad[i][0]);
+        assert_int_equal(faults_trace_load(path, 64, 8, &t, &err), -1);
+        print_message("%s\n", err.msg);
+        assert_non_null(strstr(err.msg, bad[i][1]));
+        unlink(path);
+    }
+    assert_int_equal(faults_trace_load("/nonexistent/trace.txt", 64, 8, &t, &err), -1);
+}
+
+/* No free node: the job waits for the repair, or (elastic) drops the replica and runs at
+ * (dp - 1) / dp until the node returns. One node failure at 10.5 h, checkpoints every hour
+ * (free), repair 20 h, horizon 100 h:
+ *   wait:    training = 10 + (100 - 10.5 - 20) = 79.5 h, 20 h waiting;
+ *   elastic: training = 10 + 20 x 3/4 + (100 - 30.5) = 94.5 h. */
+static void no_spare_waits_or_shrinks(void **state)
+{
+    scenario_config s;
+    faults_report p;
+    base(&s, &p);
+    s.parallel.tp = 8; /* a replica per node: 4 replicas on 4 nodes */
+    s.parallel.dp = 4;
+    s.platform.network.nodes = 4;
+    s.faults.spare_nodes = 0;
+    s.faults.repair_hours = 20;
+    p.horizon_s = 100 * 3600.0;
+    faults_trace t = {1, (faults_event[]){{10.5 * 3600, 1, 2}}};
+    faults_timeline tl;
+    faults_simulate_trace(&s, &p, &t, 3600, 1, &tl);
+    print_message("wait: trained %.3f h, waited %.3f h\n", tl.train_s / 3600, tl.lost_s[LOSS_WAIT_REPAIR] / 3600);
+    assert_true(fabs(tl.train_s / 3600 - 79.5) < 1e-6);
+    assert_true(fabs(tl.lost_s[LOSS_WAIT_REPAIR] / 3600 - 20) < 1e-6);
+    s.faults.elastic = 1;
+    faults_simulate_trace(&s, &p, &t, 3600, 1, &tl);
+    print_message("elastic: trained %.3f h\n", tl.train_s / 3600);
+    assert_true(fabs(tl.train_s / 3600 - 94.5) < 1e-6);
+    assert_true(tl.lost_s[LOSS_WAIT_REPAIR] == 0);
+    s.faults.elastic = 0;
+    s.faults.spare_nodes = 1; /* a spare: no wait, full speed */
+    faults_simulate_trace(&s, &p, &t, 3600, 1, &tl);
+    assert_true(fabs(tl.train_s / 3600 - 99.5) < 1e-6);
+    fixture_free(&s);
+}
+
+/* The issue's figure: Llama 3 405B on 16,384 H100 for 54 days (Dubey et al. 2024, 3.3.4: 419
+ * unexpected interruptions, > 90% effective training time). */
+static void llama3_54_days(void **state)
+{
+    scenario_config s;
+    config_error err;
+    if (scenario_load(DTSIM_SOURCE_DIR "/scenarios/llama3-405b-54d-faults.json", NULL, 0, &s, &err) != 0) {
+        print_error("%s\n", err.msg);
+        fail();
+    }
+    faults_report r;
+    memset(&r, 0, sizeof r);
+    assert_int_equal(faults_run(&s, 100, &r, &err), 0);
+    print_message("interruptions %.1f (p5 %.0f, p95 %.0f), goodput %.2f%% (p5 %.2f%%)\n", r.interruptions.mean,
+                  r.interruptions.p5, r.interruptions.p95, 100 * r.goodput.mean, 100 * r.goodput.p5);
+    assert_true(fabs(r.expected_failures - 419) < 0.5);
+    assert_true(r.interruptions.p5 <= 419 && 419 <= r.interruptions.p95);
+    assert_true(r.goodput.mean > 0.90);
+    scenario_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -124,6 +273,10 @@ int main(void)
         cmocka_unit_test(weibull_renewals_match_t_over_mean_lifetime),
         cmocka_unit_test(optimum_near_young_daly_when_checkpoints_are_cheap),
         cmocka_unit_test(optimum_departs_from_young_daly_when_checkpoints_are_dear),
+        cmocka_unit_test(goodput_matches_dalys_exact_expectation),
+        cmocka_unit_test(trace_replays_each_failure),
+        cmocka_unit_test(no_spare_waits_or_shrinks),
+        cmocka_unit_test(llama3_54_days),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,182 @@
+/* The Monte Carlo of `dtsim faults`: the healthy step, the checkpoint's size and costs, the
+ * runs, their statistics, and the goodput-optimal checkpoint interval. See faults.h. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "faults.h"
+#include "params.h"
+#include "run.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Mean and nearest-rank percentiles; sorts v. */
+static faults_stat stat_of(double *v, int n)
+{
+    faults_stat st = {0, 0, 0, 0};
+    if (n == 0)
+        return st;
+    for (int i = 0; i < n; i++)
+        st.mean += v[i] / n;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    st.p5 = v[(int)(0.05 * (n - 1) + 0.5)];
+    st.p50 = v[(int)(0.50 * (n - 1) + 0.5)];
+    st.p95 = v[(int)(0.95 * (n - 1) + 0.5)];
+    return st;
+}
+
+/* Mean goodput over `runs` runs at one interval. Every candidate interval sees the same seeds,
+ * hence the same failure draws (common random numbers): the comparison between intervals is
+ * not blurred by the Monte Carlo noise of the failures themselves. */
+static double mean_goodput(const scenario_config *s, const faults_report *P, const faults_trace *trace,
+                           double interval, int runs)
+{
+    double g = 0;
+    for (int r = 0; r < runs; r++) {
+        faults_timeline tl;
+        faults_simulate_trace(s, P, trace, interval, faults_run_seed(s->faults.seed, r), &tl);
+        g += (tl.wall_s > 0 ? tl.train_s / tl.wall_s : 0) / runs;
+    }
+    return g;
+}
+
+/* Size and costs of one checkpoint. Mixed precision: 2 bytes of bf16/fp16 weights plus 12 of
+ * fp32 master weights and Adam's two moments per parameter; fp32 training: 4 + 8. SGD keeps
+ * no moments (momentum-free): weights, plus fp32 masters in mixed precision. */
+static void checkpoint_costs(const scenario_config *s, faults_report *out)
+{
+    int half = s->training.precision != PREC_FP32 && s->training.precision != PREC_TF32;
+    double weights = half ? 2 : 4, master = half ? 4 : 0;
+    double moments = s->training.optimizer == OPTIMIZER_ADAM ? 8 : 0;
+    out->checkpoint_bytes = params_total(s) * (weights + master + moments);
+    out->checkpoint_write_s = out->checkpoint_bytes / (s->platform.storage.checkpoint_write_gbs * 1e9);
+    out->restore_s = out->checkpoint_bytes / (s->platform.storage.checkpoint_read_gbs * 1e9);
+    /* Async: each GPU copies its shard (the checkpoint / GPUs, all shards moving at once) to
+     * host memory over its PCIe link, then the step loop goes on. */
+    out->checkpoint_block_s = s->faults.checkpoint_async
+                                  ? out->checkpoint_bytes / scenario_gpus(s) / (s->platform.node.pcie_bandwidth_gbs * 1e9)
+                                  : out->checkpoint_write_s;
+}
+
+static int check_inputs(const scenario_config *s, config_error *err)
+{
+    if (s->platform.storage.checkpoint_write_gbs <= 0 || s->platform.storage.checkpoint_read_gbs <= 0)
+        return snprintf(err->msg, sizeof err->msg, "platform.storage: checkpoint_write_gbs and "
+                                                   "checkpoint_read_gbs must be > 0 for dtsim faults"), -1;
+    if (s->faults.checkpoint_async && s->platform.node.pcie_bandwidth_gbs <= 0)
+        return snprintf(err->msg, sizeof err->msg, "platform.node.pcie_bandwidth_gbs must be > 0 for "
+                                                   "asynchronous checkpoints"), -1;
+    if (s->faults.checkpoint_interval_s <= 0)
+        return snprintf(err->msg, sizeof err->msg, "faults.checkpoint_interval_s must be > 0"), -1;
+    if (s->training.tokens <= 0 && s->faults.horizon_days <= 0)
+        return snprintf(err->msg, sizeof err->msg, "faults.horizon_days must be > 0 (or set training.tokens)"), -1;
+    return 0;
+}
+
+int faults_run_trace(const scenario_config *s, const faults_trace *trace, int runs, faults_report *out,
+                     config_error *err)
+{
+    double step = out->step_time_s, tps = out->tokens_per_s; /* a step the caller simulated */
+    memset(out, 0, sizeof *out);
+    if (runs < 1)
+        return snprintf(err->msg, sizeof err->msg, "runs must be >= 1 (got %d)", runs), -1;
+    if (check_inputs(s, err) != 0)
+        return -1;
+    out->runs = runs;
+    out->replayed = trace != NULL;
+    if (step > 0 && tps > 0) {
+        out->step_time_s = step;
+        out->tokens_per_s = tps;
+    } else {
+        run_result r;
+        if (run_scenario(s, &r, err) != 0)
+            return -1;
+        out->step_time_s = r.step_time_s;
+        out->tokens_per_s = r.tokens_per_s;
+    }
+    checkpoint_costs(s, out);
+    int gpus = scenario_gpus(s), gpn = s->platform.node.gpus > 0 ? s->platform.node.gpus : 1;
+    int nodes = (gpus + gpn - 1) / gpn;
+    double rate = (s->faults.gpu_mtbf_hours > 0 ? gpus / (s->faults.gpu_mtbf_hours * 3600) : 0) +
+                  (s->faults.node_mtbf_hours > 0 ? nodes / (s->faults.node_mtbf_hours * 3600) : 0);
+    out->horizon_s = s->faults.horizon_days * 86400;
+    out->target_train_s = s->training.tokens > 0 && out->tokens_per_s > 0 ? s->training.tokens / out->tokens_per_s : 0;
+    out->system_mtbf_hours = rate > 0 ? 1.0 / rate / 3600 : INFINITY;
+    out->expected_failures = rate * (out->target_train_s > 0 ? out->target_train_s : out->horizon_s);
+
+    double *buf = malloc((size_t)runs * (3 + LOSS_COUNT) * sizeof *buf);
+    if (!buf)
+        return snprintf(err->msg, sizeof err->msg, "out of memory for %d runs", runs), -1;
+    double *v = buf, *w = buf + runs, *d = buf + 2 * runs, *loss = buf + 3 * runs;
+    for (int r = 0; r < runs; r++) {
+        faults_timeline tl;
+        faults_simulate_trace(s, out, trace, s->faults.checkpoint_interval_s, faults_run_seed(s->faults.seed, r), &tl);
+        v[r] = tl.interruptions;
+        w[r] = tl.wall_s > 0 ? tl.train_s / tl.wall_s : 0;
+        d[r] = tl.wall_s / 86400;
+        for (int c = 0; c < LOSS_COUNT; c++)
+            loss[c * runs + r] = tl.lost_s[c] / 3600;
+    }
+    out->interruptions = stat_of(v, runs);
+    out->goodput = stat_of(w, runs);
+    out->goodput_at_scenario_interval = out->goodput.mean;
+    if (out->target_train_s > 0)
+        out->days_to_train = stat_of(d, runs);
+    for (int c = 0; c < LOSS_COUNT; c++)
+        out->lost_hours[c] = stat_of(loss + c * runs, runs);
+    free(buf);
+
+    /* Young (1974) / Daly (2006) first order: sqrt(2 C M), C the checkpoint's blocking cost. */
+    double cost = out->checkpoint_block_s;
+    out->young_daly_interval_s = isfinite(out->system_mtbf_hours) ? sqrt(2 * cost * out->system_mtbf_hours * 3600) : 0;
+
+    /* The goodput-optimal interval: 40 points on a log grid from one step (or 10 s) to a week,
+     * then 17 points across the best cell. At most 50 runs per candidate (a trace: one). */
+    double lo = fmax(10.0, out->step_time_s), hi = 7 * 86400.0;
+    int search_runs = trace ? 1 : (runs < 50 ? runs : 50);
+    double ratio = pow(hi / lo, 1.0 / 39), best = s->faults.checkpoint_interval_s, best_g = -1;
+    for (int n = 0; n < 40; n++) {
+        double iv = lo * pow(ratio, n);
+        double g = mean_goodput(s, out, trace, iv, search_runs);
+        out->curve_interval_s[n] = iv;
+        out->curve_goodput[n] = g;
+        out->curve_points = n + 1;
+        if (g > best_g) {
+            best_g = g;
+            best = iv;
+        }
+    }
+    double centre = best;
+    for (int k = -8; k <= 8; k++) {
+        double iv = centre * pow(ratio, k / 8.0);
+        if (k == 0 || iv < lo || iv > hi)
+            continue;
+        double g = mean_goodput(s, out, trace, iv, search_runs);
+        if (g > best_g) {
+            best_g = g;
+            best = iv;
+        }
+    }
+    out->optimal_checkpoint_interval_s = best;
+    out->optimal_goodput = best_g;
+    return 0;
+}
+
+int faults_run(const scenario_config *s, int runs, faults_report *out, config_error *err)
+{
+    if (!s->faults.failure_trace[0])
+        return faults_run_trace(s, NULL, runs, out, err);
+    char path[CFG_PATH_MAX];
+    faults_trace_path(s, path, sizeof path);
+    int gpus = scenario_gpus(s), gpn = s->platform.node.gpus > 0 ? s->platform.node.gpus : 1;
+    faults_trace trace;
+    if (faults_trace_load(path, gpus, (gpus + gpn - 1) / gpn, &trace, err) != 0)
+        return -1;
+    int rc = faults_run_trace(s, &trace, runs, out, err);
+    faults_trace_free(&trace);
+    return rc;
+}
