@@ -1,17 +1,28 @@
-# Throughput (tokens/s) and MFU against the first varied value of a dtsim sweep.
-# gnuplot -e "datafile='sweep.csv'; xcol='parallel.data_parallel_size'; out='x.png'; fmt='png'; plottitle='...'" sweep_throughput.gp
-if (fmt eq 'svg') { set terminal svg size 900,560 dynamic font 'sans,11' } else { set terminal pngcairo size 900,560 font 'sans,10' }
+# Throughput (tokens/s) and MFU against the first varied value of a dtsim sweep; with more
+# than one --vary, one line per combination of the others (rows come in odometer order, so
+# series j is every nz-th row from j).
+# gnuplot -e "datafile='sweep.csv'; xcol='training.micro_batch_size'; out='x.png'; fmt='png'; plottitle='...'" sweep_throughput.gp
+# optional: nz (series count), zvals (their labels, space-separated), xnumeric (0: x is text)
+if (fmt eq 'svg') { set terminal svg size 1100,560 dynamic font 'sans,11' } else { set terminal pngcairo size 1100,560 font 'sans,10' }
 set output out
 set termoption noenhanced
 set datafile separator ','
 set datafile columnheaders
+if (!exists("nz")) nz = 1
+if (!exists("zvals")) zvals = ''
+if (!exists("xnumeric")) xnumeric = 1
+xspec = xnumeric ? "(column(xcol))" : "0"
+xtl = xnumeric ? "" : ":xticlabels(strcol(xcol))"
 set title sprintf("%s: throughput and MFU vs %s", plottitle, xcol)
 set xlabel xcol
-set ylabel 'tokens per second'
-set y2label 'MFU (%)'
+set ylabel 'throughput (tokens/s)'
+set y2label 'MFU (% of peak)'
 set ytics nomirror
 set y2tics
 set grid
-set key top left
-plot datafile using (column(xcol)):(column('tokens_per_s')) with linespoints lw 2 pt 7 title 'tokens/s', \
-     '' using (column(xcol)):(100 * column('mfu')) axes x1y2 with linespoints lw 2 pt 5 dt 2 title 'MFU (%)'
+set key outside right top vertical
+tag(j) = nz > 1 ? sprintf(' (%s)', word(zvals, j)) : ''
+plot for [j=1:nz] datafile every nz::(j-1) using @xspec:(column('tokens_per_s'))@xtl with linespoints lw 2 pt 7 lc j \
+        title 'tokens/s'.tag(j), \
+     for [j=1:nz] datafile every nz::(j-1) using @xspec:(100 * column('mfu'))@xtl axes x1y2 with linespoints lw 2 \
+        pt 5 dt 2 lc j title 'MFU'.tag(j)

@@ -5,6 +5,7 @@ set -euo pipefail
 trace=$1; out=$2; stages=${3:-8}
 here=$(cd "$(dirname "$0")" && pwd)
 data=$(mktemp)
+trap 'rm -f "$data"' EXIT
 # one event per line: pull name, cat, ts, dur, pid, tid
 tr '{' '\n' < "$trace" | awk -v max="$stages" -F, '
   /"ph":"X"/ {
@@ -20,5 +21,4 @@ tr '{' '\n' < "$trace" | awk -v max="$stages" -F, '
   }' > "$data"
 fmt=png; case "$out" in *.svg) fmt=svg;; esac
 gnuplot -e "datafile='$data'; out='$out'; fmt='$fmt'; plottitle='$(basename "$trace" .json)'" "$here/timeline.gp"
-rm -f "$data"
 echo "timeline: $out"

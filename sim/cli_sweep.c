@@ -7,10 +7,7 @@
 #include <unistd.h>
 #include "cli.h"
 #include "sweep.h"
-
-#ifndef DTSIM_SOURCE_DIR
-#define DTSIM_SOURCE_DIR "."
-#endif
+#include "sweep_plot.h"
 
 static void usage(FILE *f)
 {
@@ -39,24 +36,6 @@ static void progress(long done, long total)
             done, total);
     if (done == total)
         fputc('\n', stderr);
-}
-
-static int plot(const char *script, const char *csv, const char *xcol, const char *out_prefix, const char *title,
-                const char *extra)
-{
-    const char *root = getenv("DTSIM_ROOT");
-    char cmd[8192];
-    const char *fmts[] = {"png", "svg"};
-    for (int i = 0; i < 2; i++) {
-        snprintf(cmd, sizeof cmd,
-                 "gnuplot -e \"datafile='%s'; xcol='%s'; out='%s.%s'; fmt='%s'; plottitle='%s'%s\" '%s/plots/%s'", csv,
-                 xcol, out_prefix, fmts[i], fmts[i], title, extra, root && *root ? root : DTSIM_SOURCE_DIR, script);
-        if (system(cmd) != 0) {
-            fprintf(stderr, "dtsim sweep: --plot: gnuplot failed on %s (is gnuplot installed?)\n", script);
-            return -1;
-        }
-    }
-    return 0;
 }
 
 int cli_sweep(int argc, char **argv)
@@ -118,9 +97,14 @@ int cli_sweep(int argc, char **argv)
     }
     char title[160];
     snprintf(title, sizeof title, "%s", probe.name);
-    int probe_pp = probe.parallel.pp;
-    long long probe_per = probe.training.micro_batch_size * probe.parallel.dp;
+    sweep_plot_spec ps = {.dir = out, .title = title, .vary = &spec, .stages = probe.parallel.pp,
+                          .vpp = probe.parallel.vpp, .micro_batch = probe.training.micro_batch_size,
+                          .dp = probe.parallel.dp, .global_batch = probe.training.global_batch_size};
     scenario_free(&probe);
+    if (want_plot && !sweep_gnuplot_available()) {
+        fprintf(stderr, "dtsim sweep: --plot needs gnuplot, which cannot be started (install gnuplot-nox)\n");
+        goto out;
+    }
     json_t *rows, *points = NULL;
     if (merge) {
         if (sweep_merge_parts(out, &rows, &err) != 0) {
@@ -151,7 +135,7 @@ int cli_sweep(int argc, char **argv)
         goto out;
     }
     json_decref(points);
-    char jpath[4200], cpath[4200], prefix[4200];
+    char jpath[4200], cpath[4200];
     snprintf(jpath, sizeof jpath, "%s/sweep.json", out);
     snprintf(cpath, sizeof cpath, "%s/sweep.csv", out);
     long failed = 0;
@@ -174,43 +158,9 @@ int cli_sweep(int argc, char **argv)
         fprintf(stderr, "dtsim sweep: --plot with --merge needs the --vary of the sweep (for the x axis)\n");
         rc = 2;
     }
-    if (rc == 0 && want_plot) {
-        static const char *scripts[][2] = {{"sweep_throughput.gp", "throughput"},
-                                           {"sweep_breakdown.gp", "breakdown"},
-                                           {"sweep_memory.gp", "memory"}};
-        for (int s = 0; s < 3 && rc == 0; s++) {
-            snprintf(prefix, sizeof prefix, "%s/%s", out, scripts[s][1]);
-            if (plot(scripts[s][0], cpath, spec.dim[0].path, prefix, title, "") != 0)
-                rc = 1;
-        }
-        /* Scaling when the sweep changes the GPU count; the bubble against its closed form when
-         * it changes the micro-batches per pipeline through the global batch. */
-        double g0 = -1;
-        int gpus_vary = 0;
-        json_array_foreach(rows, i, row) {
-            json_t *g = json_object_get(row, "gpus");
-            if (json_is_number(g)) {
-                if (g0 >= 0 && json_number_value(g) != g0)
-                    gpus_vary = 1;
-                g0 = json_number_value(g);
-            }
-        }
-        if (rc == 0 && gpus_vary) {
-            snprintf(prefix, sizeof prefix, "%s/scaling", out);
-            rc = plot("sweep_scaling.gp", cpath, spec.dim[0].path, prefix, title, "") ? 1 : 0;
-            if (rc == 0)
-                printf("dtsim sweep: scaling with the ideal line in %s/scaling.{png,svg}\n", out);
-        }
-        if (rc == 0 && !strcmp(spec.dim[0].path, "training.global_batch_size") && probe_pp > 1) {
-            char extra[96];
-            snprintf(extra, sizeof extra, "; stages=%d; per=%lld", probe_pp, probe_per);
-            snprintf(prefix, sizeof prefix, "%s/bubble", out);
-            rc = plot("sweep_bubble.gp", cpath, spec.dim[0].path, prefix, title, extra) ? 1 : 0;
-            if (rc == 0)
-                printf("dtsim sweep: bubble against (p-1)/(m+p-1) in %s/bubble.{png,svg}\n", out);
-        }
-        if (rc == 0)
-            printf("dtsim sweep: pictures in %s/{throughput,breakdown,memory}.{png,svg}\n", out);
+    if (rc == 0 && want_plot && sweep_plot_all(&ps, rows, &err) != 0) {
+        fprintf(stderr, "dtsim sweep: --plot: %s\n", err.msg);
+        rc = 1;
     }
     json_decref(rows);
 out:

@@ -1,21 +1,15 @@
 /* The layout planner; see plan.h. */
+#include <ctype.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "plan.h"
 
 const char *recompute_name(recompute_kind r)
 {
     static const char *names[] = {"none", "selective", "full"};
     return r <= RECOMPUTE_FULL ? names[r] : "?";
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 void plan_apply(const scenario_config *base, const plan_layout *l, scenario_config *out)
@@ -39,137 +33,144 @@ void plan_apply(const scenario_config *base, const plan_layout *l, scenario_conf
     out->run.fidelity_flow = 0;
 }
 
-static void push(plan_result *r, const plan_layout *l)
+void plan_tally_add(plan_tally *t, const char *msg)
 {
-    if (r->count == r->cap) {
-        r->cap = r->cap ? 2 * r->cap : 256;
-        r->layouts = realloc(r->layouts, (size_t)r->cap * sizeof *r->layouts);
+    /* Fold every number into N: the rule stays, the instance goes. */
+    char rule[sizeof t->reason[0].rule];
+    size_t n = 0;
+    for (const char *m = msg; *m && n + 2 < sizeof rule;) {
+        if (isdigit((unsigned char)*m)) {
+            rule[n++] = 'N';
+            while (isdigit((unsigned char)*m) || (*m == '.' && isdigit((unsigned char)m[1])))
+                m++;
+        } else {
+            rule[n++] = *m++;
+        }
     }
-    r->layouts[r->count++] = *l;
+    while (n > 0 && rule[n - 1] == ' ')
+        n--;
+    rule[n] = 0;
+    plan_tally_count(t, rule, 1);
 }
 
-/* Evaluates one candidate: layout rules, then memory, then the simulation. */
-static void evaluate(const scenario_config *base, plan_layout *l, plan_result *r)
+void plan_tally_count(plan_tally *t, const char *rule, long count)
 {
+    for (int i = 0; i < t->count; i++)
+        if (!strcmp(t->reason[i].rule, rule)) {
+            t->reason[i].count += count;
+            return;
+        }
+    if (t->count == PLAN_MAX_REASONS - 1) { /* full: the last slot counts the rest, by name */
+        t->count = PLAN_MAX_REASONS;
+        snprintf(t->reason[PLAN_MAX_REASONS - 1].rule, sizeof t->reason[0].rule, "other rules");
+    }
+    if (t->count == PLAN_MAX_REASONS) {
+        t->reason[PLAN_MAX_REASONS - 1].count += count;
+        return;
+    }
+    snprintf(t->reason[t->count].rule, sizeof t->reason[0].rule, "%s", rule);
+    t->reason[t->count++].count = count;
+}
+
+static int reason_cmp(const void *a, const void *b)
+{
+    const plan_reason *p = a, *q = b;
+    if (p->count != q->count)
+        return (q->count > p->count) - (q->count < p->count);
+    return strcmp(p->rule, q->rule); /* equal counts: by name, the same order every run */
+}
+
+void plan_tally_sort(plan_tally *t)
+{
+    if (t->count > 1)
+        qsort(t->reason, (size_t)t->count, sizeof t->reason[0], reason_cmp);
+}
+
+void *plan_tally_to_json(const plan_tally *t)
+{
+    json_t *o = json_object();
+    for (int i = 0; i < t->count; i++)
+        json_object_set_new(o, t->reason[i].rule, json_integer(t->reason[i].count));
+    return o;
+}
+
+/* Why a layout does not fit: its largest state names the lever (recompute or smaller
+ * micro-batches for activations, a higher ZeRO stage for optimizer states and gradients,
+ * more TP x PP for weights). */
+void plan_oom_reason(const run_memory *m, plan_tally *t)
+{
+    const char *names[] = {"weights", "gradients", "optimizer states", "activations", "buffers"};
+    double parts[] = {m->weights, m->gradients, m->optimizer, m->activations, m->buffers};
+    int big = 0;
+    for (int i = 1; i < 5; i++)
+        if (parts[i] > parts[big])
+            big = i;
+    char msg[160];
+    snprintf(msg, sizeof msg, "over the GPU's memory, the largest part being %s", names[big]);
+    plan_tally_add(t, msg);
+}
+
+double plan_exposed_comm_s(const plan_layout *l)
+{
+    double exposed = 0;
+    for (int c = 0; c < COMM_CLASS_COUNT; c++)
+        exposed += l->result.comm_exposed_s[c];
+    return exposed;
+}
+
+void plan_layout_label(const plan_layout *l, char *buf, size_t n)
+{
+    static const char *rec[] = {"none", "sel", "full"};
+    char cp[16] = "", vpp[16] = "";
+    if (l->cp > 1)
+        snprintf(cp, sizeof cp, " CP%d", l->cp);
+    if (l->vpp > 1)
+        snprintf(vpp, sizeof vpp, " V%d", l->vpp);
+    snprintf(buf, n, "TP%d PP%d DP%d%s%s%s Z%d mb%lld %s", l->tp, l->pp, l->dp, cp, vpp, l->sp ? " SP" : "", l->zero,
+             l->micro_batch, l->recompute <= RECOMPUTE_FULL ? rec[l->recompute] : "?");
+}
+
+void *plan_layout_to_json(const scenario_config *base, const plan_layout *l)
+{
+    const run_result *r = &l->result;
     scenario_config s;
-    config_error err;
     plan_apply(base, l, &s);
-    r->enumerated++;
-    if (scenario_validate_layout(&s, &err) != 0) {
-        r->invalid++;
-        if (!r->first_invalid[0])
-            snprintf(r->first_invalid, sizeof r->first_invalid, "%s", err.msg);
-        return;
+    json_t *par = json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:i,s:i,s:s,s:b,s:f}", "tensor_model_parallel_size", l->tp,
+                            "pipeline_model_parallel_size", l->pp, "data_parallel_size", l->dp,
+                            "context_parallel_size", l->cp, "virtual_pipeline_model_parallel_size", l->vpp,
+                            "sequence_parallel", l->sp, "expert_model_parallel_size", s.parallel.ep, "zero_stage",
+                            l->zero, "schedule", pipeline_kind_name(l->schedule), "overlap_grad_reduce",
+                            s.parallel.overlap_grad_reduce, "bucket_size_mb", s.parallel.bucket_size_mb);
+    if (s.parallel.pipeline_layers_count > 0) { /* the scenario's own uneven split, kept */
+        json_t *pl = json_array();
+        for (int i = 0; i < s.parallel.pipeline_layers_count; i++)
+            json_array_append_new(pl, json_integer(s.parallel.pipeline_layers[i]));
+        json_object_set_new(par, "pipeline_layers", pl);
     }
-    run_memory mem;
-    run_memory_estimate(&s, &mem);
-    if (mem.oom) {
-        r->out_of_memory++;
-        return;
-    }
-    if (run_scenario(&s, &l->result, &err) != 0) {
-        r->invalid++;
-        return;
-    }
-    double tokens = s.training.tokens;
-    l->days_to_train = tokens > 0 && l->result.tokens_per_s > 0 ? tokens / l->result.tokens_per_s / 86400.0 : 0;
-    push(r, l);
+    json_t *mem = json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:b}", "weights", r->memory.weights, "gradients",
+                            r->memory.gradients, "optimizer", r->memory.optimizer, "activations", r->memory.activations,
+                            "buffers", r->memory.buffers, "total", r->memory.total, "capacity", r->memory.capacity,
+                            "oom", r->memory.oom);
+    return json_pack("{s:o,s:{s:I,s:s},s:f,s:f,s:f,s:f,s:f,s:o,s:f,s:b}", "parallel", par, "training",
+                     "micro_batch_size", (json_int_t)l->micro_batch, "recompute_granularity",
+                     recompute_name(l->recompute), "step_time_s", r->step_time_s, "mfu", r->mfu, "bubble_fraction",
+                     r->bubble_mean, "exposed_comm_s", plan_exposed_comm_s(l), "tokens_per_s", r->tokens_per_s,
+                     "memory_gib", mem, "days_to_train", l->days_to_train, "scenario_own_layout", l->is_scenario_own);
 }
 
 int plan_compare(const void *a, const void *b)
 {
-    double x = ((const plan_layout *)a)->result.step_time_s, y = ((const plan_layout *)b)->result.step_time_s;
-    return (x > y) - (x < y);
-}
-
-static int same_layout(const plan_layout *a, const plan_layout *b)
-{
-    return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->cp == b->cp && a->vpp == b->vpp &&
-           a->sp == b->sp && a->zero == b->zero && a->micro_batch == b->micro_batch &&
-           a->recompute == b->recompute && a->schedule == b->schedule;
-}
-
-int plan_search(const scenario_config *base, int gpus, plan_result *out, config_error *err,
-                void (*progress)(long done, long total))
-{
-    memset(out, 0, sizeof *out);
-    double t0 = now_s();
-    long long platform_gpus = (long long)base->platform.network.nodes * base->platform.node.gpus;
-    if (gpus <= 0)
-        gpus = scenario_gpus(base);
-    if (gpus > platform_gpus) {
-        snprintf(err->msg, sizeof err->msg, "--gpus %d: the platform has only %lld GPUs", gpus, platform_gpus);
-        return -1;
-    }
-    int gpn = base->platform.node.gpus;
-    long long L = base->model.num_layers, seq = base->model.seq_length;
-
-    /* The scenario's own layout first, so the plan is never worse than it. */
-    plan_layout own;
-    memset(&own, 0, sizeof own);
-    own.tp = base->parallel.tp;
-    own.pp = base->parallel.pp;
-    own.dp = base->parallel.dp;
-    own.cp = base->parallel.cp;
-    own.vpp = base->parallel.vpp;
-    own.sp = base->parallel.sequence_parallel;
-    own.zero = base->parallel.zero_stage;
-    own.micro_batch = base->training.micro_batch_size;
-    own.recompute = base->training.recompute;
-    own.schedule = base->parallel.schedule;
-    own.is_scenario_own = 1;
-    if ((long long)own.tp * own.pp * own.dp * own.cp == gpus)
-        evaluate(base, &own, out);
-
-    static const int mbs[] = {1, 2, 4, 8};
-    static const int cps[] = {1, 2, 4, 8};
-    long total = 0, done = 0;
-    for (int pass = 0; pass < 2; pass++) { /* pass 0 counts, pass 1 evaluates */
-        for (int tp = 1; tp <= gpn && tp <= gpus; tp *= 2)
-            for (long long pp = 1; pp <= L && tp * pp <= gpus; pp++) {
-                if (L % pp)
-                    continue;
-                for (int ci = 0; ci < 4; ci++) {
-                    int cp = cps[ci];
-                    if (cp > 1 && (seq < 8192 || seq % cp))
-                        continue;
-                    long long model = (long long)tp * pp * cp;
-                    if (gpus % model)
-                        continue;
-                    int dp = (int)(gpus / model);
-                    for (int mi = 0; mi < 4; mi++)
-                        for (int vpp = 1; vpp <= (pp > 1 ? 4 : 1); vpp *= 2)
-                            for (int zero = 0; zero <= (dp * cp > 1 ? 3 : 0); zero++)
-                                for (int rec = 0; rec <= RECOMPUTE_FULL; rec++)
-                                    for (int sp = 0; sp <= (tp > 1); sp++) {
-                                        if (pass == 0) {
-                                            total++;
-                                            continue;
-                                        }
-                                        plan_layout l;
-                                        memset(&l, 0, sizeof l);
-                                        l.tp = tp;
-                                        l.pp = (int)pp;
-                                        l.dp = dp;
-                                        l.cp = cp;
-                                        l.vpp = vpp;
-                                        l.sp = sp;
-                                        l.zero = zero;
-                                        l.micro_batch = mbs[mi];
-                                        l.recompute = (recompute_kind)rec;
-                                        l.schedule = vpp > 1 ? PIPELINE_INTERLEAVED : PIPELINE_1F1B;
-                                        if (!same_layout(&l, &own))
-                                            evaluate(base, &l, out);
-                                        if (progress && (++done % 500 == 0 || done == total))
-                                            progress(done, total);
-                                    }
-                }
-            }
-    }
-    if (out->count > 1)
-        qsort(out->layouts, (size_t)out->count, sizeof *out->layouts, plan_compare);
-    out->wall_s = now_s() - t0;
-    return 0;
+    const plan_layout *p = a, *q = b;
+    double x = p->result.step_time_s, y = q->result.step_time_s;
+    if (x != y)
+        return (x > y) - (x < y);
+    /* Equal time (ZeRO 1 and 2 often are): the one with more memory headroom first, then the
+     * order of enumeration, so the ranking is the same on every run and every libc. */
+    x = p->result.memory.total;
+    y = q->result.memory.total;
+    if (x != y)
+        return (x > y) - (x < y);
+    return (p->order > q->order) - (p->order < q->order);
 }
 
 void plan_result_free(plan_result *r)

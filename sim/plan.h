@@ -5,6 +5,7 @@
 #ifndef DTSIM_SIM_PLAN_H
 #define DTSIM_SIM_PLAN_H
 
+#include <stddef.h>
 #include "run.h"
 
 typedef struct {
@@ -13,28 +14,70 @@ typedef struct {
     recompute_kind recompute;
     pipeline_kind schedule;
     int is_scenario_own;       /* the scenario's own layout (always a candidate) */
+    long order;                /* enumeration order: the last tie-breaker of the ranking */
     run_result result;
     double days_to_train;      /* training.tokens / tokens per second; 0 when no budget */
 } plan_layout;
+
+/* Why candidates were dropped: one rule (numbers replaced by N, so "TP 3 does not divide 96
+ * heads" and "TP 5 does not divide 96 heads" count together) and how many it dropped. */
+#define PLAN_MAX_REASONS 24
+typedef struct {
+    char rule[200];
+    long count;
+} plan_reason;
+
+typedef struct {
+    int count;                 /* distinct rules; the last slot collects "other" when full */
+    plan_reason reason[PLAN_MAX_REASONS];
+} plan_tally;
 
 typedef struct {
     plan_layout *layouts;      /* fitting layouts, best first */
     int count, cap;
     long enumerated, invalid, out_of_memory;
     char first_invalid[1024];   /* an example reason, for the summary */
+    plan_tally invalid_by;     /* invalid candidates by the layout rule they break */
+    plan_tally oom_by;         /* candidates over the GPU's memory, by their largest state */
     double wall_s;
+    int threads;               /* worker threads that ran the search */
 } plan_result;
 
 /* Searches the layouts of base on `gpus` GPUs (0: the scenario's own count). progress, when
- * not NULL, is called now and then with (done, total). Returns 0, or -1 with err. */
+ * not NULL, is called now and then with (done, total), from one thread at a time. Uses
+ * plan_default_threads() threads. Returns 0, or -1 with err. */
 int plan_search(const scenario_config *base, int gpus, plan_result *out, config_error *err,
                 void (*progress)(long done, long total));
+/* The same with `threads` worker threads (0: plan_default_threads()). The result does not
+ * depend on the thread count: the ranking's last tie-breaker is the enumeration order. */
+int plan_search_threads(const scenario_config *base, int gpus, int threads, plan_result *out, config_error *err,
+                        void (*progress)(long done, long total));
+/* $DTSIM_THREADS when set, else the online CPUs (at most 64). */
+int plan_default_threads(void);
 void plan_result_free(plan_result *r);
 
 /* Applies a layout to a copy of base (the copy shares base's owned pointers: never free it). */
 void plan_apply(const scenario_config *base, const plan_layout *l, scenario_config *out);
 
 const char *recompute_name(recompute_kind r);
+
+/* A layout as DESIGN.md's plan --json entry: "parallel" (the scenario's keys, so each can be
+ * given back with --set), "training", the figures and "memory_gib" (json_t*, caller decrefs). */
+void *plan_layout_to_json(const scenario_config *base, const plan_layout *l);
+/* A tally as {"rule": count, ...} (json_t*), most frequent first. */
+void *plan_tally_to_json(const plan_tally *t);
+/* Sorts a tally by count, most frequent first. */
+void plan_tally_sort(plan_tally *t);
+/* Counts one occurrence of a rule message (numbers folded into N). */
+void plan_tally_add(plan_tally *t, const char *msg);
+/* Adds count occurrences of an already folded rule (merging tallies). */
+void plan_tally_count(plan_tally *t, const char *rule, long count);
+/* Counts a layout over the GPU's memory under its largest state (the lever to pull). */
+void plan_oom_reason(const run_memory *m, plan_tally *t);
+/* Short label of a layout for tables and charts: "TP4 PP8 DP32 V4 SP Z1 mb1 sel". */
+void plan_layout_label(const plan_layout *l, char *buf, size_t n);
+/* Total exposed communication of a layout's step (s). */
+double plan_exposed_comm_s(const plan_layout *l);
 /* Orders layouts by step time (qsort comparator). */
 int plan_compare(const void *a, const void *b);
 #endif

@@ -24,6 +24,11 @@ int sweep_add_vary(sweep_spec *spec, const char *arg, config_error *err)
         return -1;
     }
     memcpy(d->path, arg, (size_t)(eq - arg));
+    for (int i = 0; i < spec->dims; i++)
+        if (!strcmp(spec->dim[i].path, d->path)) {
+            snprintf(err->msg, sizeof err->msg, "--vary %s: given twice (give all its values in one --vary)", d->path);
+            return -1;
+        }
     const char *p = eq + 1, *start = p;
     int depth = 0, quoted = 0;
     for (;; p++) {
@@ -67,8 +72,11 @@ void sweep_spec_free(sweep_spec *spec)
 long sweep_points(const sweep_spec *spec)
 {
     long n = 1;
-    for (int i = 0; i < spec->dims; i++)
+    for (int i = 0; i < spec->dims; i++) {
         n *= spec->dim[i].count;
+        if (n > 1000000000L) /* far over any limit: stop before the product overflows */
+            return 1000000001L;
+    }
     return n;
 }
 
@@ -108,12 +116,20 @@ int sweep_run(const char *scenario_path, const char *const *base_sets, int n_bas
 
     /* Unknown paths and bad syntax stop the sweep before any run: probe each dimension alone. */
     for (int d = 0; d < spec->dims; d++) {
-        char probe[2048];
-        snprintf(probe, sizeof probe, "%s=%s", spec->dim[d].path, spec->dim[d].values[0]);
+        size_t plen = strlen(spec->dim[d].path) + strlen(spec->dim[d].values[0]) + 2;
+        char *probe = malloc(plen);
+        if (!probe) {
+            snprintf(err->msg, sizeof err->msg, "out of memory");
+            free(sets);
+            return -1;
+        }
+        snprintf(probe, plen, "%s=%s", spec->dim[d].path, spec->dim[d].values[0]);
         sets[n_base] = probe;
         scenario_config s;
         config_error e;
-        if (scenario_load(scenario_path, sets, n_base + 1, &s, &e) == 0) {
+        int loaded = scenario_load(scenario_path, sets, n_base + 1, &s, &e);
+        free(probe);
+        if (loaded == 0) {
             scenario_free(&s);
         } else if (strstr(e.msg, "unknown key") || strstr(e.msg, "--set") || strstr(e.msg, "not an object") ||
                    strstr(e.msg, "cannot read") || strstr(e.msg, ":1:")) {
@@ -232,7 +248,7 @@ int sweep_merge_parts(const char *dir, json_t **rows_out, config_error *err)
             for (long i = 0; i < total; i++)
                 json_array_append_new(all, json_null());
         } else if (t != total) {
-            snprintf(err->msg, sizeof err->msg, "%s: %ld points, other parts say %ld (different sweeps?)", path, t,
+            snprintf(err->msg, sizeof err->msg, "%.900s: %ld points, other parts say %ld (different sweeps?)", path, t,
                      total);
             json_decref(part);
             json_decref(all);
@@ -243,7 +259,7 @@ int sweep_merge_parts(const char *dir, json_t **rows_out, config_error *err)
         for (size_t i = 0; i < json_array_size(pts); i++) {
             long idx = (long)json_integer_value(json_array_get(pts, i));
             if (idx < 0 || idx >= total || !json_is_null(json_array_get(all, (size_t)idx))) {
-                snprintf(err->msg, sizeof err->msg, "%s: point %ld out of range or given twice", path, idx);
+                snprintf(err->msg, sizeof err->msg, "%.900s: point %ld out of range or given twice", path, idx);
                 json_decref(part);
                 json_decref(all);
                 json_decref(rows);

@@ -7,7 +7,38 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include "plan.h"
+
+/* One search of GPT-3 175B on its 1,024 GPUs, shared by the tests that only read it. */
+typedef struct {
+    scenario_config s;
+    plan_result p;
+} gpt3_plan;
+
+static int search_once(void **state)
+{
+    gpt3_plan *g = calloc(1, sizeof *g);
+    config_error err;
+    if (!g || scenario_load(DTSIM_SOURCE_DIR "/scenarios/gpt3-175b-1024-a100.json", NULL, 0, &g->s, &err) != 0 ||
+        plan_search(&g->s, 0, &g->p, &err, NULL) != 0) {
+        free(g);
+        return -1;
+    }
+    *state = g;
+    return 0;
+}
+
+static int free_search(void **state)
+{
+    gpt3_plan *g = *state;
+    plan_result_free(&g->p);
+    scenario_free(&g->s);
+    free(g);
+    return 0;
+}
 
 static void gpt3_on_1024_a100(void **state)
 {
@@ -59,11 +90,163 @@ static void nothing_fits_on_too_few_gpus(void **state)
     scenario_free(&s);
 }
 
+/* Every dropped candidate is counted under one reason, and a reason is a rule, not an
+ * instance: its numbers are folded (no digits left). */
+static void dropped_candidates_are_counted_by_reason(void **state)
+{
+    const plan_result p = ((gpt3_plan *)*state)->p;
+    long inv = 0, oom = 0;
+    for (int i = 0; i < p.invalid_by.count; i++) {
+        inv += p.invalid_by.reason[i].count;
+        assert_null(strpbrk(p.invalid_by.reason[i].rule, "0123456789"));
+        if (i > 0)
+            assert_true(p.invalid_by.reason[i].count <= p.invalid_by.reason[i - 1].count);
+    }
+    for (int i = 0; i < p.oom_by.count; i++) {
+        oom += p.oom_by.reason[i].count;
+        assert_non_null(strstr(p.oom_by.reason[i].rule, "largest part"));
+    }
+    assert_int_equal(inv, p.invalid);
+    assert_int_equal(oom, p.out_of_memory);
+    assert_true(p.invalid > 0 && p.out_of_memory > 0);
+    assert_int_equal(p.enumerated, p.invalid + p.out_of_memory + p.count);
+}
+
+static void tally_folds_numbers_and_overflows_into_other(void **state)
+{
+    plan_tally t;
+    memset(&t, 0, sizeof t);
+    plan_tally_add(&t, "a.tp: 3 does not divide heads=96");
+    plan_tally_add(&t, "a.tp: 5 does not divide heads=12");
+    plan_tally_add(&t, "a.cp: 2.5 is not an integer");
+    assert_int_equal(t.count, 2);
+    assert_string_equal(t.reason[0].rule, "a.tp: N does not divide heads=N");
+    assert_int_equal(t.reason[0].count, 2);
+    assert_string_equal(t.reason[1].rule, "a.cp: N is not an integer");
+    for (int i = 0; i < 3 * PLAN_MAX_REASONS; i++) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "rule %c%c", 'a' + i % 26, 'a' + i / 26);
+        plan_tally_add(&t, msg);
+    }
+    assert_int_equal(t.count, PLAN_MAX_REASONS);
+    long total = 0;
+    for (int i = 0; i < t.count; i++)
+        total += t.reason[i].count;
+    assert_int_equal(total, 3 + 3 * PLAN_MAX_REASONS); /* nothing dropped from the counts */
+    assert_string_equal(t.reason[PLAN_MAX_REASONS - 1].rule, "other rules");
+}
+
+/* A --json layout given back to the loader as --set overrides is the same layout: same step
+ * time. Its "parallel" object has every parallel key of DESIGN.md's scenario. */
+static void json_layouts_load_back_through_the_loader(void **state)
+{
+    const scenario_config s = ((gpt3_plan *)*state)->s;
+    const plan_result p = ((gpt3_plan *)*state)->p;
+    config_error err;
+    static const char *keys[] = {"tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
+                                 "virtual_pipeline_model_parallel_size", "sequence_parallel", "context_parallel_size",
+                                 "expert_model_parallel_size", "zero_stage", "schedule", "overlap_grad_reduce",
+                                 "bucket_size_mb"};
+    for (int i = 0; i < 5 && i < p.count; i++) {
+        json_t *j = plan_layout_to_json(&s, &p.layouts[i]);
+        json_t *par = json_object_get(j, "parallel"), *tr = json_object_get(j, "training");
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+            if (!json_object_get(par, keys[k]))
+                fail_msg("plan --json parallel lacks %s", keys[k]);
+        assert_false(json_is_true(json_object_get(json_object_get(j, "memory_gib"), "oom")));
+        char *sets[32];
+        int n = 0;
+        const char *key;
+        json_t *val;
+        json_object_foreach(par, key, val) {
+            char *v = json_dumps(val, JSON_ENCODE_ANY), *set = malloc(256);
+            snprintf(set, 256, "parallel.%s=%s", key, v);
+            free(v);
+            sets[n++] = set;
+        }
+        json_object_foreach(tr, key, val) {
+            char *v = json_dumps(val, JSON_ENCODE_ANY), *set = malloc(256);
+            snprintf(set, 256, "training.%s=%s", key, v);
+            free(v);
+            sets[n++] = set;
+        }
+        scenario_config c;
+        if (scenario_load(DTSIM_SOURCE_DIR "/scenarios/gpt3-175b-1024-a100.json", (const char *const *)sets, n, &c,
+                          &err) != 0)
+            fail_msg("layout %d does not load back: %s", i + 1, err.msg);
+        run_result r;
+        assert_int_equal(run_scenario(&c, &r, &err), 0);
+        assert_float_equal(r.step_time_s, p.layouts[i].result.step_time_s, 1e-9 * r.step_time_s);
+        assert_float_equal(json_real_value(json_object_get(j, "step_time_s")), r.step_time_s, 1e-9 * r.step_time_s);
+        scenario_free(&c);
+        for (int k = 0; k < n; k++)
+            free(sets[k]);
+        json_decref(j);
+    }
+}
+
+/* Equal step times are ordered by memory then enumeration order: the same ranking on every
+ * run and every libc's qsort. */
+static void ties_are_broken_by_memory_then_enumeration(void **state)
+{
+    const plan_result *p = &((gpt3_plan *)*state)->p;
+    int ties = 0;
+    for (int i = 1; i < p->count; i++) {
+        const plan_layout *x = &p->layouts[i - 1], *y = &p->layouts[i];
+        assert_true(x->result.step_time_s <= y->result.step_time_s);
+        if (x->result.step_time_s == y->result.step_time_s) {
+            ties++;
+            assert_true(x->result.memory.total <= y->result.memory.total);
+            if (x->result.memory.total == y->result.memory.total)
+                assert_true(x->order < y->order);
+        }
+    }
+    assert_true(ties > 0); /* ZeRO 1 and 2 tie in time: the rule is exercised */
+}
+
+/* Threads change nothing but the time: 1 and 3 workers give the same ranking and tallies. */
+static void threads_do_not_change_the_result(void **state)
+{
+    scenario_config s;
+    config_error err;
+    if (scenario_load(DTSIM_SOURCE_DIR "/scenarios/gpt3-175b-1024-a100.json", NULL, 0, &s, &err) != 0)
+        fail_msg("%s", err.msg);
+    plan_result a, b;
+    assert_int_equal(plan_search_threads(&s, 64, 1, &a, &err, NULL), 0);
+    assert_int_equal(plan_search_threads(&s, 64, 3, &b, &err, NULL), 0);
+    assert_true(a.count > 0);
+    assert_int_equal(a.count, b.count);
+    assert_int_equal(a.enumerated, b.enumerated);
+    assert_int_equal(a.invalid, b.invalid);
+    assert_int_equal(a.out_of_memory, b.out_of_memory);
+    assert_string_equal(a.first_invalid, b.first_invalid);
+    assert_int_equal(a.invalid_by.count, b.invalid_by.count);
+    for (int i = 0; i < a.invalid_by.count; i++) {
+        assert_string_equal(a.invalid_by.reason[i].rule, b.invalid_by.reason[i].rule);
+        assert_int_equal(a.invalid_by.reason[i].count, b.invalid_by.reason[i].count);
+    }
+    for (int i = 0; i < a.count; i++) {
+        assert_int_equal(a.layouts[i].order, b.layouts[i].order);
+        assert_true(a.layouts[i].result.step_time_s == b.layouts[i].result.step_time_s);
+    }
+    plan_result_free(&a);
+    plan_result_free(&b);
+    scenario_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gpt3_on_1024_a100),
         cmocka_unit_test(nothing_fits_on_too_few_gpus),
+        cmocka_unit_test(tally_folds_numbers_and_overflows_into_other),
+        cmocka_unit_test(threads_do_not_change_the_result),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    const struct CMUnitTest shared[] = {
+        cmocka_unit_test(dropped_candidates_are_counted_by_reason),
+        cmocka_unit_test(json_layouts_load_back_through_the_loader),
+        cmocka_unit_test(ties_are_broken_by_memory_then_enumeration),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    return failed + cmocka_run_group_tests(shared, search_once, free_search);
 }

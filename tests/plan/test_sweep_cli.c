@@ -1,6 +1,10 @@
-/* dtsim sweep: bad --vary syntax and unknown paths stop before any run (exit 2); invalid
- * combinations are skipped with the loader's reason; CSV columns equal the JSON keys; --plot
- * writes real PNG and SVG files. argv[1]: dtsim, argv[2]: the scenario. */
+/* dtsim sweep and plan from the command line. Without gnuplot ("cli"): bad --vary syntax and
+ * unknown paths stop before any run (exit 2); invalid combinations are skipped with the
+ * loader's reason; CSV columns equal the JSON keys; shards merge to the local result; plan
+ * --json is ranked, never worse than the scenario's own layout, with its exit codes; --plot
+ * without gnuplot is refused before any run. With gnuplot ("plots", else exit 77): every
+ * picture is a real PNG and SVG, and the plan report has its sections and pictures.
+ * argv[1]: dtsim, argv[2]: the scenario, argv[3]: cli | plots. */
 #include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,13 +39,15 @@ static void bad_vary_stops_before_any_run(void **state)
     assert_int_not_equal(stat("/tmp/dtsim_sw_bad/sweep.csv", &st), 0); /* nothing ran, nothing written */
     assert_int_equal(sh("'%s' sweep '%s' --vary noequals --out /tmp/dtsim_sw_bad 2>/dev/null", DTSIM, SCENARIO), 2);
     assert_int_equal(sh("'%s' sweep '%s' --vary training.micro_batch_size=1,,2 2>/dev/null", DTSIM, SCENARIO), 2);
+    assert_int_equal(sh("'%s' sweep '%s' --vary training.micro_batch_size=1 --vary training.micro_batch_size=2 "
+                        "2>/dev/null", DTSIM, SCENARIO), 2);
 }
 
-static void rows_csv_and_plots(void **state)
+static void rows_and_csv(void **state)
 {
     sh("rm -rf /tmp/dtsim_sw");
     assert_int_equal(sh("'%s' sweep '%s' --vary parallel.tensor_model_parallel_size=4,3,8 --vary "
-                        "training.micro_batch_size=1,2 --out /tmp/dtsim_sw --plot >/dev/null 2>/tmp/dtsim_sw_err",
+                        "training.micro_batch_size=1,2 --out /tmp/dtsim_sw >/dev/null 2>/tmp/dtsim_sw_err",
                         DTSIM, SCENARIO), 0);
     json_error_t je;
     json_t *doc = json_load_file("/tmp/dtsim_sw/sweep.json", 0, &je);
@@ -76,21 +82,24 @@ static void rows_csv_and_plots(void **state)
     json_object_foreach(first, key, val) snprintf(expect + strlen(expect), sizeof expect - strlen(expect), "%s%s",
                                                  *expect ? "," : "", key);
     assert_string_equal(header, expect);
-    json_decref(doc);
-    /* Pictures: PNG magic and SVG text, not empty. */
-    const char *names[] = {"throughput", "breakdown", "memory"};
-    for (int i = 0; i < 3; i++) {
-        char path[256];
-        unsigned char magic[8];
-        snprintf(path, sizeof path, "/tmp/dtsim_sw/%s.png", names[i]);
-        f = fopen(path, "rb");
-        assert_non_null(f);
-        assert_int_equal(fread(magic, 1, 8, f), 8);
-        fclose(f);
-        assert_memory_equal(magic, "\x89PNG\r\n\x1a\n", 8);
-        snprintf(path, sizeof path, "/tmp/dtsim_sw/%s.svg", names[i]);
-        assert_int_equal(sh("grep -q '<svg' %s", path), 0);
+    /* every CSV line has as many cells as the header (the error text is quoted) */
+    f = fopen("/tmp/dtsim_sw/sweep.csv", "r");
+    char line[16384];
+    int lines = 0;
+    while (fgets(line, sizeof line, f)) {
+        int cells = 1, quoted = 0;
+        for (char *c = line; *c; c++)
+            if (*c == '"')
+                quoted = !quoted;
+            else if (*c == ',' && !quoted)
+                cells++;
+        assert_int_equal(cells, (int)json_object_size(first));
+        lines++;
     }
+    fclose(f);
+    assert_int_equal(lines, 7); /* header + 6 points */
+    assert_int_equal(sh("grep -q 'skipped point' /tmp/dtsim_sw_err"), 0);
+    json_decref(doc);
 }
 
 static void shards_merge_to_the_local_result(void **state)
@@ -124,37 +133,170 @@ static void shards_merge_to_the_local_result(void **state)
     json_decref(b);
 }
 
+static int is_png(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char magic[8];
+    int ok = f && fread(magic, 1, 8, f) == 8 && !memcmp(magic, "\x89PNG\r\n\x1a\n", 8);
+    if (f)
+        fclose(f);
+    return ok;
+}
+
+static int is_svg(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && st.st_size > 200 && sh("grep -q '<svg' '%s'", path) == 0;
+}
+
+static void plan_json_is_ranked_and_never_worse_than_the_scenario(void **state)
+{
+    assert_int_equal(sh("'%s' plan '%s' --top 100000 --json - >/tmp/dtsim_plan.json 2>/tmp/dtsim_plan_err", DTSIM,
+                        SCENARIO), 0);
+    json_error_t je;
+    json_t *doc = json_load_file("/tmp/dtsim_plan.json", 0, &je); /* stdout holds the JSON and nothing else */
+    assert_non_null(doc);
+    json_t *ls = json_object_get(doc, "layouts");
+    assert_true(json_array_size(ls) > 100);
+    double prev = 0, own = -1;
+    size_t i;
+    json_t *l;
+    json_array_foreach(ls, i, l) {
+        double t = json_number_value(json_object_get(l, "step_time_s"));
+        assert_true(t >= prev);
+        prev = t;
+        assert_false(json_is_true(json_object_get(json_object_get(l, "memory_gib"), "oom")));
+        assert_non_null(json_object_get(json_object_get(l, "training"), "recompute_granularity"));
+        assert_true(json_is_number(json_object_get(l, "days_to_train")));
+        if (json_is_true(json_object_get(l, "scenario_own_layout")))
+            own = t;
+    }
+    assert_true(own > 0);
+    assert_true(json_number_value(json_object_get(json_array_get(ls, 0), "step_time_s")) <= own);
+    /* the counts add up, reason by reason */
+    long inv = 0, oom = 0;
+    const char *key;
+    json_t *val;
+    json_object_foreach(json_object_get(doc, "invalid_by_reason"), key, val) inv += (long)json_integer_value(val);
+    json_object_foreach(json_object_get(doc, "out_of_memory_by_reason"), key, val) oom += (long)json_integer_value(val);
+    assert_int_equal(inv, json_integer_value(json_object_get(doc, "invalid")));
+    assert_int_equal(oom, json_integer_value(json_object_get(doc, "out_of_memory")));
+    assert_int_equal(json_integer_value(json_object_get(doc, "enumerated")),
+                     inv + oom + json_integer_value(json_object_get(doc, "fitting")));
+    json_decref(doc);
+    assert_int_equal(sh("grep -q 'out of memory' /tmp/dtsim_plan_err"), 0); /* the summary went to stderr */
+    /* --top K: K layouts */
+    assert_int_equal(sh("'%s' plan '%s' --top 3 --json /tmp/dtsim_plan3.json >/dev/null 2>&1", DTSIM, SCENARIO), 0);
+    doc = json_load_file("/tmp/dtsim_plan3.json", 0, &je);
+    assert_non_null(doc);
+    assert_int_equal(json_array_size(json_object_get(doc, "layouts")), 3);
+    json_decref(doc);
+}
+
+static void plan_exit_codes(void **state)
+{
+    assert_int_equal(sh("'%s' plan '%s' --gpus abc 2>/dev/null", DTSIM, SCENARIO), 2);
+    assert_int_equal(sh("'%s' plan '%s' --top 0 2>/dev/null", DTSIM, SCENARIO), 2);
+    assert_int_equal(sh("'%s' plan /nonexistent.json 2>/dev/null", DTSIM), 2);
+    assert_int_equal(sh("'%s' plan '%s' --frobnicate 2>/dev/null", DTSIM, SCENARIO), 2);
+    assert_int_equal(sh("'%s' plan --help >/dev/null", DTSIM), 0);
+    /* 8 GPUs cannot hold 175B parameters: nothing fits, exit 1, and the reason is given */
+    assert_int_equal(sh("'%s' plan '%s' --gpus 8 >/dev/null 2>/tmp/dtsim_plan_err8", DTSIM, SCENARIO), 1);
+    assert_int_equal(sh("grep -q 'fits' /tmp/dtsim_plan_err8"), 0);
+}
+
+static void plot_without_gnuplot_is_refused_before_any_run(void **state)
+{
+    sh("rm -rf /tmp/dtsim_sw_nognu");
+    assert_int_equal(sh("env PATH=/nonexistent '%s' sweep '%s' --vary training.micro_batch_size=1,2 --plot --out "
+                        "/tmp/dtsim_sw_nognu >/dev/null 2>/tmp/dtsim_sw_nognu_err", DTSIM, SCENARIO), 2);
+    assert_int_equal(sh("grep -q gnuplot /tmp/dtsim_sw_nognu_err"), 0);
+    struct stat st;
+    assert_int_not_equal(stat("/tmp/dtsim_sw_nognu/sweep.csv", &st), 0);
+    /* the report is still written, and says why it has no pictures */
+    sh("rm -f /tmp/dtsim_plan_nognu.md*");
+    assert_int_equal(sh("env PATH=/nonexistent '%s' plan '%s' --top 3 --report /tmp/dtsim_plan_nognu.md >/dev/null "
+                        "2>&1", DTSIM, SCENARIO), 0);
+    assert_int_equal(sh("grep -q 'Not drawn: gnuplot' /tmp/dtsim_plan_nognu.md"), 0);
+}
+
+/* Pictures of a sweep: the three every sweep gets, scaling when the GPU count changes, and the
+ * bubble against (p-1)/(m+p-1) when the micro-batch size changes m. */
+static void sweep_pictures_are_real_png_and_svg(void **state)
+{
+    sh("rm -rf /tmp/dtsim_swp /tmp/dtsim_swg");
+    assert_int_equal(sh("'%s' sweep '%s' --vary training.micro_batch_size=1,2,4 --vary parallel.zero_stage=1,3 "
+                        "--out /tmp/dtsim_swp --plot >/dev/null 2>&1", DTSIM, SCENARIO), 0);
+    const char *names[] = {"throughput", "breakdown", "memory", "bubble"};
+    for (int i = 0; i < 4; i++) {
+        char png[128], svg[128];
+        snprintf(png, sizeof png, "/tmp/dtsim_swp/%s.png", names[i]);
+        snprintf(svg, sizeof svg, "/tmp/dtsim_swp/%s.svg", names[i]);
+        if (!is_png(png) || !is_svg(svg))
+            fail_msg("%s or %s is not a picture", png, svg);
+    }
+    assert_int_equal(sh("'%s' sweep '%s' --vary parallel.data_parallel_size=2,4,8 --out /tmp/dtsim_swg --plot "
+                        ">/dev/null 2>&1", DTSIM, SCENARIO), 0);
+    assert_true(is_png("/tmp/dtsim_swg/scaling.png"));
+    assert_true(is_svg("/tmp/dtsim_swg/scaling.svg"));
+    assert_false(is_png("/tmp/dtsim_swg/bubble.png")); /* m does not change with DP here */
+}
+
 static void plan_report_has_the_sections_and_pictures(void **state)
 {
     sh("rm -f /tmp/dtsim_plan_report.*");
-    assert_int_equal(sh("'%s' plan '%s' --top 3 --set faults.gpu_mtbf_hours=50000 --report /tmp/dtsim_plan_report.html "
+    assert_int_equal(sh("'%s' plan '%s' --top 4 --set faults.gpu_mtbf_hours=50000 --report /tmp/dtsim_plan_report.md "
                         ">/dev/null 2>&1", DTSIM, SCENARIO), 0);
+    const char *sections[] = {"^# Capacity plan", "^\\*\\*Question", "^\\*\\*Cluster", "^## Best layouts",
+                              "^## Why the best one wins", "^### The effect of each choice", "^## Pictures",
+                              "^## What failures cost", "^## Why candidates were dropped", "^## Assumptions",
+                              "^- Calibration: .*nccl-tests", "^- Platform: gpu:"};
+    for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++)
+        if (sh("grep -q '%s' /tmp/dtsim_plan_report.md", sections[i]) != 0)
+            fail_msg("the report lacks %s", sections[i]);
+    const char *pics[] = {"breakdown", "memory", "best-step"};
+    for (int i = 0; i < 3; i++) {
+        char png[128];
+        snprintf(png, sizeof png, "/tmp/dtsim_plan_report.md.%s.png", pics[i]);
+        assert_true(is_png(png));
+        assert_int_equal(sh("grep -q '](dtsim_plan_report.md.%s.png)' /tmp/dtsim_plan_report.md", pics[i]), 0);
+    }
+    assert_true(is_svg("/tmp/dtsim_plan_report.md.breakdown.svg"));
+    assert_true(is_svg("/tmp/dtsim_plan_report.md.memory.svg"));
+    assert_int_equal(sh("grep -c '^| [0-9]' /tmp/dtsim_plan_report.md | grep -qx 4"), 0); /* --top 4 rows */
+    /* HTML: the same report as a page */
+    assert_int_equal(sh("'%s' plan '%s' --top 3 --report /tmp/dtsim_plan_report.html >/dev/null 2>&1", DTSIM,
+                        SCENARIO), 0);
     assert_int_equal(sh("grep -q '<html>' /tmp/dtsim_plan_report.html"), 0);
     assert_int_equal(sh("grep -q '<h2>Best layouts</h2>' /tmp/dtsim_plan_report.html"), 0);
-    assert_int_equal(sh("grep -q 'What failures cost' /tmp/dtsim_plan_report.html"), 0);
-    assert_int_equal(sh("grep -q '<img' /tmp/dtsim_plan_report.html"), 0);
-    FILE *f = fopen("/tmp/dtsim_plan_report.html.best-step.png", "rb");
-    assert_non_null(f);
-    unsigned char magic[8];
-    assert_int_equal(fread(magic, 1, 8, f), 8);
-    fclose(f);
-    assert_memory_equal(magic, "\x89PNG\r\n\x1a\n", 8);
+    assert_int_equal(sh("grep -q '<table>' /tmp/dtsim_plan_report.html"), 0);
+    assert_int_equal(sh("grep -q '<img alt=' /tmp/dtsim_plan_report.html"), 0);
+    assert_true(is_png("/tmp/dtsim_plan_report.html.best-step.png"));
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 3)
+    if (argc < 4)
         return 2;
     DTSIM = argv[1];
     SCENARIO = argv[2];
+    if (!strcmp(argv[3], "cli")) {
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(bad_vary_stops_before_any_run),
+            cmocka_unit_test(rows_and_csv),
+            cmocka_unit_test(shards_merge_to_the_local_result),
+            cmocka_unit_test(plan_json_is_ranked_and_never_worse_than_the_scenario),
+            cmocka_unit_test(plan_exit_codes),
+            cmocka_unit_test(plot_without_gnuplot_is_refused_before_any_run),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+    }
     if (sh("command -v gnuplot >/dev/null") != 0) {
         printf("skipped: gnuplot is not installed\n");
         return 77;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(bad_vary_stops_before_any_run),
-        cmocka_unit_test(rows_csv_and_plots),
-        cmocka_unit_test(shards_merge_to_the_local_result),
+        cmocka_unit_test(sweep_pictures_are_real_png_and_svg),
         cmocka_unit_test(plan_report_has_the_sections_and_pictures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
