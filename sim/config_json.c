@@ -241,24 +241,30 @@ int config_apply_override(json_t *root, const char *assignment, config_error *er
     json_t *val = json_loads(value, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
     if (!val)
         val = json_string(value); /* not JSON: take it as a string */
+    if (!val)
+        return config_fail(err, "--set '%s': the value is neither JSON nor a UTF-8 string", assignment);
 
     json_t *node = root;
     char walked[512] = "scenario";
-    char *save = NULL;
-    char *seg = strtok_r(path, ".", &save);
-    while (seg) {
-        char *next = strtok_r(NULL, ".", &save);
+    /* Split by hand, not with strtok: "a..b", ".a" and "a." are typos to report, not to
+     * silently fold into "a.b". */
+    char *seg = path;
+    for (;;) {
+        char *dot = strchr(seg, '.');
+        if (dot)
+            *dot = 0;
         if (!*seg) {
             json_decref(val);
             return config_fail(err, "--set '%s': empty path segment", assignment);
         }
-        if (!next) {
+        if (!dot) {
             json_object_set_new(node, seg, val);
             return 0;
         }
         json_t *child = json_object_get(node, seg);
         snprintf(walked + strlen(walked), sizeof walked - strlen(walked), ".%s", seg);
         if (!child) {
+            /* absent along the path: created here, judged by the loader like a key in the file */
             child = json_object();
             json_object_set_new(node, seg, child);
         } else if (!json_is_object(child)) {
@@ -266,10 +272,8 @@ int config_apply_override(json_t *root, const char *assignment, config_error *er
             return config_fail(err, "--set '%s': %s is %s, not an object", assignment, walked, type_name(child));
         }
         node = child;
-        seg = next;
+        seg = dot + 1;
     }
-    json_decref(val);
-    return config_fail(err, "--set '%s': empty path", assignment);
 }
 
 void config_dirname(const char *path, char *out, size_t n)

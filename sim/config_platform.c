@@ -19,7 +19,8 @@ int precision_from_name(const char *name)
     return -1;
 }
 
-int platform_parse(json_t *root, const char *path, const char *base_dir, platform_config *p, config_error *err)
+int platform_parse(json_t *root, const char *path, const char *base_dir, int need_calibration, platform_config *p,
+                   config_error *err)
 {
     static const char *const top[] = {"name", "gpu", "node", "network", "storage", "calibration", NULL};
     static const char *const gpu_keys[] = {"name", "memory_gib", "hbm_bandwidth_gbs", "peak_tflops", NULL};
@@ -126,13 +127,22 @@ int platform_parse(json_t *root, const char *path, const char *base_dir, platfor
     char cal[CFG_PATH_MAX];
     if (config_str(root, path, "calibration", 0, "", cal, sizeof cal, err))
         return -1;
-    if (cal[0] && config_resolve_path(cal, base_dir, p->calibration, sizeof p->calibration) != 0)
+    if (cal[0] && config_resolve_path(cal, base_dir, p->calibration, sizeof p->calibration) != 0) {
+        p->calibration[0] = 0;
+        if (!need_calibration)
+            return 0;
         return config_fail(err, "%s.calibration: '%s' not found (looked in %s and the repository root)", path, cal,
                            base_dir && *base_dir ? base_dir : ".");
+    }
     return 0;
 }
 
 int platform_load(const char *path, platform_config *out, config_error *err)
+{
+    return platform_load_ex(path, 1, out, err);
+}
+
+int platform_load_ex(const char *path, int need_calibration, platform_config *out, config_error *err)
 {
     json_t *root = config_load_file(path, "platform", err);
     if (!root)
@@ -140,7 +150,7 @@ int platform_load(const char *path, platform_config *out, config_error *err)
     char dir[CFG_PATH_MAX], label[CFG_PATH_MAX + 16];
     config_dirname(path, dir, sizeof dir);
     snprintf(label, sizeof label, "platform (%s)", path);
-    int rc = platform_parse(root, label, dir, out, err);
+    int rc = platform_parse(root, label, dir, need_calibration, out, err);
     json_decref(root);
     return rc;
 }

@@ -176,9 +176,12 @@ int scenario_validate_layout(const scenario_config *s, config_error *err)
         if (s->model.num_layers % pp)
             return config_fail(err, "%s.pipeline_model_parallel_size: %lld does not divide num_layers=%lld (give "
                                     "pipeline_layers for an uneven split)", p, pp, s->model.num_layers);
-        if (s->model.num_layers / pp < vpp)
-            return config_fail(err, "%s.virtual_pipeline_model_parallel_size: %lld chunks per stage but only %lld "
-                                    "layers per stage", p, vpp, s->model.num_layers / pp);
+        /* Megatron-LM's rule for an equal split: every model chunk holds the same number of
+         * layers. An uneven split is what pipeline_layers is for (each stage >= vpp). */
+        if (s->model.num_layers % (pp * vpp))
+            return config_fail(err, "%s.virtual_pipeline_model_parallel_size: PP x VPP = %lld x %lld = %lld does "
+                                    "not divide num_layers=%lld (give pipeline_layers for an uneven split)", p, pp, vpp,
+                               pp * vpp, s->model.num_layers);
     }
     if (s->parallel.zero_stage < 0 || s->parallel.zero_stage > 3)
         return config_fail(err, "%s.zero_stage: %d is outside the allowed range 0..3", p, s->parallel.zero_stage);
@@ -391,7 +394,8 @@ static int name_default_calibration(json_t *root, const char *base_dir, config_e
         if (config_resolve_path(json_string_value(cal), plat_dir, path, sizeof path) == 0)
             json_object_set_new(root, "calibration", json_string(path));
         else
-            rc = config_fail(err, "platform.calibration: '%s' not found", json_string_value(cal));
+            rc = config_fail(err, S ".platform.calibration: '%s' not found (looked in %s and the repository root)",
+                             json_string_value(cal), plat_dir);
     }
     json_decref(loaded);
     return rc;
@@ -429,6 +433,7 @@ int scenario_load_json(void *json_root, const char *base_dir, const char *const 
         goto done;
 
     json_t *plat = json_object_get(root, "platform");
+    int need_cal = json_object_get(root, "calibration") == NULL;
     if (json_is_string(plat)) {
         char path[CFG_PATH_MAX];
         if (config_resolve_path(json_string_value(plat), base_dir, path, sizeof path) != 0) {
@@ -436,10 +441,10 @@ int scenario_load_json(void *json_root, const char *base_dir, const char *const 
                         json_string_value(plat), base_dir);
             goto done;
         }
-        if (platform_load(path, &out->platform, err))
+        if (platform_load_ex(path, need_cal, &out->platform, err))
             goto done;
     } else if (json_is_object(plat)) {
-        if (platform_parse(plat, S ".platform", platform_dir, &out->platform, err))
+        if (platform_parse(plat, S ".platform", platform_dir, need_cal, &out->platform, err))
             goto done;
     } else {
         config_fail(err, S ".platform: required (a file path or an object)");

@@ -51,6 +51,28 @@ static void base_is_valid_and_defaults_apply(void **state)
     assert_int_equal(s.run.steps, 1);
     assert_int_equal(s.run.fidelity_flow, 0);
     assert_true(s.faults.detect_s == 120 && s.faults.restart_s == 600);
+    assert_int_equal(s.parallel.ep, 1);
+    assert_false(s.parallel.sequence_parallel);
+    assert_null(s.parallel.pipeline_layers);
+    assert_int_equal(s.parallel.pipeline_layers_count, 0);
+    assert_false(s.model.swiglu);
+    assert_int_equal(s.model.num_experts, 0);
+    assert_int_equal(s.model.moe_router_topk, 0);
+    assert_int_equal(s.model.attention, ATTENTION_UNFUSED);
+    assert_int_equal(s.training.optimizer, OPTIMIZER_ADAM);
+    assert_true(s.training.tokens == 0);
+    assert_true(s.faults.gpu_mtbf_hours == 0 && s.faults.node_mtbf_hours == 0);
+    assert_true(s.faults.weibull_shape == 1);
+    assert_true(s.faults.checkpoint_interval_s == 1800);
+    assert_true(s.faults.checkpoint_async);
+    assert_true(s.faults.horizon_days == 30);
+    assert_int_equal(s.faults.seed, 1);
+    assert_int_equal(s.faults.degraded_count, 0);
+    assert_int_equal(s.faults.straggler_count, 0);
+    assert_int_equal(s.faults.spare_nodes, 0);
+    assert_true(s.faults.repair_hours == 24);
+    assert_false(s.faults.elastic);
+    assert_string_equal(s.faults.failure_trace, "");
     assert_int_equal(scenario_gpus(&s), 64);
     assert_int_equal(scenario_micro_batches(&s), 4);
     /* The platform's default calibration was loaded. */
@@ -59,7 +81,7 @@ static void base_is_valid_and_defaults_apply(void **state)
 }
 
 typedef struct {
-    const char *set[3];
+    const char *set[4];
     const char *expect[2]; /* fragments the error must contain */
 } reject_case;
 
@@ -74,12 +96,25 @@ static const reject_case REJECTS[] = {
     {{"model.swiglu=1"}, {"scenario.model.swiglu", "true or false"}},
     {{"model.hidden_sise=1024"}, {"scenario.model.hidden_sise", "did you mean 'hidden_size'"}},
     {{"model.num_layers=200000"}, {"scenario.model.num_layers", "range"}},
+    {{"model.hidden_size=2000000"}, {"scenario.model.hidden_size", "range"}}, /* resource limit */
+    {{"model.seq_length=0"}, {"scenario.model.seq_length", "range"}},
+    {{"model.vocab_size=-5"}, {"scenario.model.vocab_size", "range"}},
+    {{"model.num_attention_heads=0"}, {"scenario.model.num_attention_heads", "range"}},
+    {{"model.num_layers=8.5"}, {"scenario.model.num_layers", "expected an integer"}},
+    {{"model.num_layers=\"8\""}, {"scenario.model.num_layers", "expected an integer, got a string"}},
+    {{"model.num_experts=8", "model.moe_router_topk=0"}, {"scenario.model.moe_router_topk", "1..num_experts=8"}},
     /* training */
     {{"training.precision=\"fp8\""}, {"scenario.training.precision", "not supported"}},
     {{"training.precision=\"fp64\""}, {"scenario.training.precision", "not one of"}},
     {{"training.global_batch_size=60"}, {"scenario.training.global_batch_size", "multiple"}},
     {{"training.recompute_granularity=\"some\""}, {"scenario.training.recompute_granularity", "not one of"}},
     {{"training.micro_batch_size=\"one\""}, {"scenario.training.micro_batch_size", "integer"}},
+    {{"training.micro_batch_size=0"}, {"scenario.training.micro_batch_size", "range"}},
+    {{"training.global_batch_size=200000000"}, {"scenario.training.global_batch_size", "range"}}, /* limit */
+    {{"training.micro_batch_size=3"}, {"scenario.training.global_batch_size", "micro_batch_size x data_parallel_size = 3 x 16"}},
+    {{"training.optimizer=\"lamb\""}, {"scenario.training.optimizer", "not one of"}},
+    {{"training.tokens=-1"}, {"scenario.training.tokens", "range"}},
+    {{"training.global_batch_sise=64"}, {"scenario.training.global_batch_sise", "did you mean 'global_batch_size'"}},
     /* parallel */
     {{"parallel.tensor_model_parallel_size=3"}, {"scenario.parallel.tensor_model_parallel_size", "does not divide num_attention_heads=16"}},
     {{"model.num_query_groups=2", "parallel.tensor_model_parallel_size=4"}, {"tensor_model_parallel_size", "num_query_groups=2"}},
@@ -99,6 +134,18 @@ static const reject_case REJECTS[] = {
     {{"parallel.bucket_size_mb=0"}, {"scenario.parallel.bucket_size_mb", "greater than 0"}},
     {{"parallel.sequence_parallel=true", "model.seq_length=2047"}, {"scenario.parallel.sequence_parallel", "multiple of TP"}},
     {{"parallel.schedul=\"1f1b\""}, {"scenario.parallel.schedul", "did you mean 'schedule'"}},
+    {{"parallel.tensor_parallel_size=2"}, {"scenario.parallel.tensor_parallel_size", "did you mean 'tensor_model_parallel_size'"}},
+    {{"parallel.tensor_model_parallel_size=0"}, {"scenario.parallel.tensor_model_parallel_size", "range"}},
+    {{"parallel.data_parallel_size=0"}, {"scenario.parallel.data_parallel_size", "range"}},
+    {{"parallel.schedule=\"interleaved\"", "parallel.virtual_pipeline_model_parallel_size=3"}, {"scenario.parallel.virtual_pipeline_model_parallel_size", "does not divide num_layers=8"}},
+    {{"parallel.schedule=\"interleaved\"", "parallel.virtual_pipeline_model_parallel_size=2", "parallel.pipeline_layers=[1,7]"}, {"scenario.parallel.pipeline_layers[0]", ">= 2"}},
+    {{"parallel.pipeline_layers={\"a\":1}"}, {"scenario.parallel.pipeline_layers", "list of 2"}},
+    {{"model.num_experts=64", "model.moe_router_topk=2", "parallel.expert_model_parallel_size=32"}, {"scenario.parallel.expert_model_parallel_size", "data x context parallel = 16"}},
+    {{"model.num_experts=6", "model.moe_router_topk=2", "parallel.expert_model_parallel_size=4"}, {"scenario.parallel.expert_model_parallel_size", "num_experts=6"}},
+    {{"parallel.context_parallel_size=4", "platform.network.nodes=1"}, {"scenario.parallel", "more than the platform's 8"}},
+    {{"parallel.data_parallel_size=4000"}, {"scenario.parallel.data_parallel_size", "more than the platform's 12288"}},
+    {{"parallel.zero_stage=-1"}, {"scenario.parallel.zero_stage", "range"}},
+    {{"parallel.sequence_parallel=\"yes\""}, {"scenario.parallel.sequence_parallel", "true or false"}},
     /* faults */
     {{"faults.degraded_links=[{\"node\":1,\"nic\":0,\"bandwidth_factor\":1.5}]"}, {"scenario.faults.degraded_links[0].bandwidth_factor", "range"}},
     {{"faults.degraded_links=[{\"node\":99,\"nic\":0,\"bandwidth_factor\":0.5}]"}, {"scenario.faults.degraded_links[0].node", "range"}},
@@ -108,11 +155,27 @@ static const reject_case REJECTS[] = {
     {{"faults.gpu_mtbf_hours=-1"}, {"scenario.faults.gpu_mtbf_hours", "range"}},
     {{"faults.checkpoint_interval_s=0"}, {"scenario.faults.checkpoint_interval_s", "greater than 0"}},
     {{"faults.checkpoint_write=\"lazy\""}, {"scenario.faults.checkpoint_write", "not one of"}},
+    {{"faults.node_mtbf_hours=-0.5"}, {"scenario.faults.node_mtbf_hours", "range"}},
+    {{"faults.horizon_days=0"}, {"scenario.faults.horizon_days", "greater than 0"}},
+    {{"faults.degraded_links=[{\"node\":1,\"nic\":0,\"bandwidth_factor\":0}]"}, {"scenario.faults.degraded_links[0].bandwidth_factor", "greater than 0"}},
+    {{"faults.degraded_links=[{\"node\":1,\"nic\":0}]"}, {"scenario.faults.degraded_links[0].bandwidth_factor", "required"}},
+    {{"faults.degraded_links=[{\"node\":1,\"nic\":0,\"factor\":0.5}]"}, {"scenario.faults.degraded_links[0].factor", "unknown key"}},
+    {{"faults.stragglers={\"gpu\":1}"}, {"scenario.faults.stragglers", "expected a list"}},
+    {{"faults.stragglers=[5]"}, {"scenario.faults.stragglers[0]", "expected an object"}},
+    {{"faults.spare_nodes=-1"}, {"scenario.faults.spare_nodes", "range"}},
+    {{"faults.elastic=\"no\""}, {"scenario.faults.elastic", "true or false"}},
+    {{"faults.mtbf_hours=5"}, {"scenario.faults.mtbf_hours", "unknown key"}},
     /* run */
     {{"run.fidelity=\"exact\""}, {"scenario.run.fidelity", "not one of"}},
     {{"run.steps=0"}, {"scenario.run.steps", "range"}},
     /* top level and --set syntax */
     {{"platfrom=\"x\""}, {"scenario.platfrom", "did you mean 'platform'"}},
+    {{"modle.num_layers=8"}, {"scenario.modle", "did you mean 'model'"}}, /* objects along a --set path are created, then judged */
+    {{"model=[1,2]"}, {"scenario.model", "expected an object, got a list"}},
+    {{"platform=42"}, {"scenario.platform", "a file path or an object"}},
+    {{"calibration=true"}, {"scenario.calibration", "a file path or an object"}},
+    {{"name=12"}, {"scenario.name", "expected a string"}},
+    {{"model..num_layers=8"}, {"--set", "empty path segment"}},
     {{"platform=\"platforms/none.json\""}, {"scenario.platform", "not found"}},
     {{"calibration=\"calibrate/data/none.json\""}, {"scenario.calibration", "not found"}},
     {{"model.num_layers.x=3"}, {"model.num_layers", "not an object"}},
@@ -125,6 +188,17 @@ static const reject_case REJECTS[] = {
     {{"platform.gpu.memory_gib=0"}, {"platform.gpu.memory_gib", "greater than 0"}},
     {{"platform.node.nics=0"}, {"platform.node", "nics >= 1"}},
     {{"platform.network.nodes=2000000"}, {"platform.network.nodes", "range"}},
+    {{"platform.network.nodes=200000"}, {"scenario.platform", "over the limit of 1,048,576 GPUs"}}, /* limit */
+    {{"platform.node.nvlink_bandwidth_gbs=0"}, {"scenario.platform.node.nvlink_bandwidth_gbs", "greater than 0"}},
+    {{"platform.node.nic_bandwidth_gbps=0"}, {"scenario.platform.node", "nic_bandwidth_gbps > 0"}},
+    {{"platform.node.pcie_bandwidth_gbs=-1"}, {"scenario.platform.node.pcie_bandwidth_gbs", "range"}},
+    {{"platform.hbm_bandwidth_gbs=1"}, {"scenario.platform.hbm_bandwidth_gbs", "unknown key"}},
+    {{"platform.node.gpu=8"}, {"scenario.platform.node.gpu", "did you mean 'gpus'"}},
+    {{"platform.gpu.peak_tflops={\"fp32\":0}"}, {"scenario.platform.gpu.peak_tflops", "at least one precision"}},
+    {{"platform.network.topology=\"single_switch\"", "platform.network.tiers=2"}, {"scenario.platform.network.tiers", "single_switch"}},
+    {{"platform.network.tiers=4"}, {"scenario.platform.network.tiers", "range"}},
+    {{"platform.storage.checkpoint_write_gbs=0"}, {"scenario.platform.storage.checkpoint_write_gbs", "greater than 0"}},
+    {{"platform.calibration=\"nowhere.json\""}, {"scenario.platform.calibration", "not found"}},
     /* calibration (inlined likewise) */
     {{"calibration.gemm.bf16=[{\"m\":1,\"n\":1,\"k\":1,\"tflops\":-5}]"}, {"calibration.gemm.bf16[0].tflops", "range"}},
     {{"calibration.gemm.int4=[{\"m\":1,\"n\":1,\"k\":1,\"tflops\":5}]"}, {"calibration.gemm.int4", "unknown precision"}},
@@ -133,6 +207,15 @@ static const reject_case REJECTS[] = {
     {{"calibration.collectives.infiniband={}"}, {"calibration.collectives.infiniband", "unknown key"}},
     {{"calibration.collectives.nvlink.all_reduce={\"alpha_us\":1}"}, {"busbw_gbs", "required"}},
     {{"calibration.source=\"guess\""}, {"calibration.source", "not one of"}},
+    {{"calibration.gemm.bf16=[{\"m\":0,\"n\":1,\"k\":1,\"tflops\":5}]"}, {"scenario.calibration.gemm.bf16[0].m", "greater than 0"}},
+    {{"calibration.gemm.bf16=[]"}, {"scenario.calibration.gemm.bf16", "non-empty list"}},
+    {{"calibration.gemm.bf16=[{\"m\":1,\"n\":1,\"k\":1,\"tflop\":5}]"}, {"scenario.calibration.gemm.bf16[0].tflop", "did you mean 'tflops'"}},
+    {{"calibration.ops.layer_norm={\"gbs\":1}"}, {"scenario.calibration.ops.layer_norm", "did you mean 'layernorm'"}},
+    {{"calibration.ops.attention={\"efficiency\":0}"}, {"scenario.calibration.ops.attention.efficiency", "greater than 0"}},
+    {{"calibration.collectives.nvlink.all_reduc={\"alpha_us\":1,\"busbw_gbs\":1}"}, {"scenario.calibration.collectives.nvlink.all_reduc", "did you mean 'all_reduce'"}},
+    {{"calibration.collectives.network.send_recv={\"alpha_us\":-1,\"busbw_gbs\":1}"}, {"scenario.calibration.collectives.network.send_recv.alpha_us", "range"}},
+    {{"calibration.launch_overhead_us=-1"}, {"scenario.calibration.launch_overhead_us", "range"}},
+    {{"calibration.device=7"}, {"scenario.calibration.device", "expected a string"}},
 };
 
 static void every_rule_rejects(void **state)
@@ -140,7 +223,7 @@ static void every_rule_rejects(void **state)
     for (size_t i = 0; i < sizeof REJECTS / sizeof REJECTS[0]; i++) {
         const reject_case *c = &REJECTS[i];
         int n = 0;
-        while (n < 3 && c->set[n])
+        while (n < 4 && c->set[n])
             n++;
         scenario_config s;
         config_error err;
@@ -171,6 +254,116 @@ static void overrides_apply_like_the_file(void **state)
     assert_true(s.platform.node.nvlink_bandwidth_gbs == 150);
     assert_string_equal(s.name, "renamed"); /* not JSON: taken as a string */
     assert_string_equal(s.calibration.device, "A100-SXM4-80GB"); /* still found after inlining */
+    scenario_free(&s);
+}
+
+/* Omitted keys take their documented defaults (docs/formats.md), here precision and
+ * micro-batch, which BASE states. */
+static void training_defaults(void **state)
+{
+    json_error_t je;
+    json_t *root = json_loads(BASE, 0, &je);
+    json_t *t = json_object_get(root, "training");
+    json_object_del(t, "precision");
+    json_object_del(t, "micro_batch_size");
+    scenario_config s;
+    config_error err;
+    if (scenario_load_json(root, DTSIM_SOURCE_DIR, NULL, 0, &s, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(s.training.precision, PREC_BF16);
+    assert_int_equal(s.training.micro_batch_size, 1);
+    scenario_free(&s);
+    json_decref(root);
+}
+
+static void more_overrides(void **state)
+{
+    /* A value that is not JSON is a string; an absent object along the path is created; an
+     * object value replaces the object; a list replaces a list. */
+    const char *sets[] = {"training.precision=fp16", "run.fidelity=flow", "faults.seed=9",
+                          "faults.stragglers=[{\"gpu\":3,\"slowdown\":1.5},{\"gpu\":63,\"slowdown\":2}]",
+                          "model={\"num_layers\":4,\"hidden_size\":512,\"num_attention_heads\":8,"
+                          "\"seq_length\":1024,\"vocab_size\":1000,\"swiglu\":true}",
+                          "parallel.pipeline_layers=[1,3]"};
+    scenario_config s;
+    config_error err;
+    if (load_with(sets, 6, &s, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(s.training.precision, PREC_FP16);
+    assert_int_equal(s.run.fidelity_flow, 1);
+    assert_int_equal(s.faults.seed, 9);
+    assert_int_equal(s.faults.straggler_count, 2);
+    assert_int_equal(s.faults.stragglers[1].gpu, 63);
+    assert_true(s.faults.stragglers[1].slowdown == 2);
+    assert_int_equal(s.model.num_layers, 4);
+    assert_int_equal(s.model.ffn_hidden_size, 2048); /* the default follows the overridden hidden */
+    assert_true(s.model.swiglu);
+    assert_int_equal(s.parallel.pipeline_layers_count, 2);
+    assert_int_equal(s.parallel.pipeline_layers[0], 1);
+    assert_int_equal(s.parallel.pipeline_layers[1], 3);
+    scenario_free(&s);
+
+    /* Overrides apply in order: the last one wins. */
+    const char *twice[] = {"run.steps=3", "run.steps=5"};
+    if (load_with(twice, 2, &s, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(s.run.steps, 5);
+    scenario_free(&s);
+
+    /* The caller's JSON document is not changed by overrides. */
+    json_error_t je;
+    json_t *root = json_loads(BASE, 0, &je);
+    const char *one[] = {"parallel.tensor_model_parallel_size=4"};
+    if (scenario_load_json(root, DTSIM_SOURCE_DIR, one, 1, &s, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(s.parallel.tp, 4);
+    scenario_free(&s);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(root, "parallel"),
+                                                        "tensor_model_parallel_size")), 2);
+    json_decref(root);
+}
+
+static void precision_names_round_trip(void **state)
+{
+    const char *names[] = {"fp32", "tf32", "fp16", "bf16", "fp8"};
+    for (int p = 0; p < PREC_COUNT; p++) {
+        assert_string_equal(precision_name((precision_kind)p), names[p]);
+        assert_int_equal(precision_from_name(names[p]), p);
+    }
+    assert_int_equal(precision_from_name("fp64"), -1);
+    assert_int_equal(precision_from_name(""), -1);
+    assert_int_equal(precision_from_name("BF16"), -1); /* names are exact */
+}
+
+/* The planner checks candidate layouts on the struct: the same rules as the loader. */
+static void layout_rules_on_the_struct(void **state)
+{
+    scenario_config s;
+    config_error err;
+    if (load_with(NULL, 0, &s, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(scenario_validate_layout(&s, &err), 0);
+    scenario_config c = s;
+    c.parallel.tp = 3;
+    assert_int_equal(scenario_validate_layout(&c, &err), -1);
+    assert_non_null(strstr(err.msg, "tensor_model_parallel_size: 3 does not divide num_attention_heads=16"));
+    c = s;
+    c.parallel.dp = 8; /* 64 % (1 x 8) == 0, but 8 GPUs fewer is fine: DP may use fewer GPUs */
+    assert_int_equal(scenario_validate_layout(&c, &err), 0);
+    c.parallel.vpp = 2; /* without interleaved */
+    assert_int_equal(scenario_validate_layout(&c, &err), -1);
+    assert_non_null(strstr(err.msg, "needs schedule \"interleaved\""));
+    c = s;
+    c.parallel.zero_stage = 5;
+    assert_int_equal(scenario_validate_layout(&c, &err), -1);
+    assert_non_null(strstr(err.msg, "zero_stage"));
+    c = s;
+    c.parallel.pp = 4; /* 8 layers over 4 stages fine; 8 x 2 x 4 = 64 GPUs */
+    c.parallel.dp = 8;
+    assert_int_equal(scenario_validate_layout(&c, &err), 0);
+    c.parallel.dp = 2000; /* 2 x 4 x 2000 = 16,000 > 12,288 */
+    assert_int_equal(scenario_validate_layout(&c, &err), -1);
+    assert_non_null(strstr(err.msg, "more than the platform's 12288"));
     scenario_free(&s);
 }
 
@@ -258,6 +451,10 @@ int main(void)
         cmocka_unit_test(base_is_valid_and_defaults_apply),
         cmocka_unit_test(every_rule_rejects),
         cmocka_unit_test(overrides_apply_like_the_file),
+        cmocka_unit_test(training_defaults),
+        cmocka_unit_test(more_overrides),
+        cmocka_unit_test(precision_names_round_trip),
+        cmocka_unit_test(layout_rules_on_the_struct),
         cmocka_unit_test(data_parallel_size_is_derived),
         cmocka_unit_test(files_load_from_disk_and_bad_json_is_located),
         cmocka_unit_test(shipped_files_load),
