@@ -1,5 +1,13 @@
 /* Pipeline schedules (see schedule.h): GPipe, 1F1B (PipeDream-Flush) and interleaved 1F1B
- * (Narayanan et al., SC'21), as Megatron-LM orders them. */
+ * (Narayanan et al., SC'21), as Megatron-LM orders them.
+ *
+ * 1F1B: stage s runs min(p-s-1, m) warm-up forwards, then pairs (one forward, one backward)
+ * while forwards remain, then the remaining backwards (cool-down).
+ * Interleaved: the same shape over m*v (chunk, micro-batch) pairs with Megatron-LM's warm-up
+ * min(2(p-s-1) + (v-1)p, m*v) and its default micro-batch group of p per chunk (the k-th
+ * forward runs chunk (k/p)%v on micro-batch (k/(pv))*p + k%p; backwards visit the chunks in
+ * reverse). Megatron-LM's older releases ran everything as warm-up when m == p; current ones
+ * (get_pp_rank_microbatches) do not, and neither does this. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,7 +109,10 @@ int pipeline_schedule_build(pipeline_schedule *s, pipeline_kind kind, int stages
         s->count[st] = 2 * total;
         int n = 0;
         if (kind == PIPELINE_GPIPE) {
-            /* All forwards, then all backwards in the same micro-batch order. */
+            /* All forwards, then all backwards in the same micro-batch order (0..m-1), as
+             * Narayanan et al. (SC'21, Fig. 3) and PipeDream draw GPipe. GPipe's own figure
+             * runs the backwards in reverse; either order gives the same bubble
+             * (p-1)/(m+p-1) and the same peak (m micro-batches held). */
             for (int k = 0; k < total; k++)
                 a[n++] = simple_action(k, PIPE_FORWARD);
             for (int k = 0; k < total; k++)

@@ -1,4 +1,5 @@
-/* Memory per GPU; see memory.h. */
+/* Memory per GPU; see memory.h for the accounting. */
+#include <stdlib.h>
 #include <string.h>
 #include "memory.h"
 #include "params.h"
@@ -6,6 +7,11 @@
 static int is_half(precision_kind p)
 {
     return p == PREC_FP16 || p == PREC_BF16 || p == PREC_FP8;
+}
+
+double memory_bytes_to_gib(double bytes)
+{
+    return bytes / 1073741824.0;
 }
 
 void memory_model_states(double params, int shards, int zero_stage, precision_kind prec,
@@ -24,17 +30,20 @@ void memory_model_states(double params, int shards, int zero_stage, precision_ki
     out->total = out->weights + out->gradients + out->optimizer;
 }
 
-double memory_layer_activations(const scenario_config *s)
+/* Per-layer activations under a given recomputation (the scenario's own, or none for the
+ * working set of the layer being recomputed). */
+static double layer_activations(const scenario_config *s, recompute_kind recompute)
 {
     double b = (double)s->training.micro_batch_size;
     double cp = s->parallel.cp > 0 ? s->parallel.cp : 1, t = s->parallel.tp > 0 ? s->parallel.tp : 1;
     double sq = (double)s->model.seq_length / cp, h = (double)s->model.hidden_size;
     double a = (double)s->model.num_attention_heads, f = (double)s->model.ffn_hidden_size;
-    double kv = h * (double)s->model.num_query_groups / a;
+    double g = s->model.num_query_groups > 0 ? (double)s->model.num_query_groups : a;
+    double kv = h * g / a;
     double scale = is_half(s->training.precision) ? 1.0 : 2.0; /* formulas count 16-bit values */
     double sbh = sq * b * h;
 
-    if (s->training.recompute == RECOMPUTE_FULL) /* only the layer input is kept */
+    if (recompute == RECOMPUTE_FULL) /* only the layer input is kept */
         return 2.0 * sbh * scale / (s->parallel.sequence_parallel ? t : 1);
 
     /* Korthikanti et al. per layer, 16-bit activations, 1-byte dropout masks:
@@ -44,13 +53,14 @@ double memory_layer_activations(const scenario_config *s)
      *   MLP: input 2sbh, the two f-wide tensors 4sbf (SwiGLU keeps 3: 6sbf), mask sbh;
      *   two LayerNorm inputs 4sbh.   For f = 4h, MHA: 34 sbh + 5 as^2 b.
      * Without SP, 10 sbh (norm inputs, masks, QKV and FC1 inputs) are replicated on every TP
-     * rank; the rest is split. Selective recomputation and flash attention drop the scores. */
+     * rank; the rest is split. Selective recomputation and flash attention drop the scores.
+     * MoE (balanced routing): each GPU's experts see topk x its tokens. */
     double mlp_f = (s->model.swiglu ? 6.0 : 4.0) * sq * b * f;
     if (s->model.num_experts > 0)
         mlp_f *= s->model.moe_router_topk > 0 ? s->model.moe_router_topk : 1;
     double total = (7.0 + 4.0 * kv / h + 4.0 + 3.0) * sbh + mlp_f;
     double scores = 5.0 * a * sq * sq * b * cp; /* each CP rank's queries against all keys */
-    int keep_scores = s->training.recompute == RECOMPUTE_NONE && s->model.attention == ATTENTION_UNFUSED;
+    int keep_scores = recompute == RECOMPUTE_NONE && s->model.attention == ATTENTION_UNFUSED;
     double split = keep_scores ? scores / t : 0;
     double per_layer;
     if (s->parallel.sequence_parallel)
@@ -60,46 +70,81 @@ double memory_layer_activations(const scenario_config *s)
     return per_layer * scale;
 }
 
-static void stage_layers(const scenario_config *s, int stage, int *layers_on_stage)
+double memory_layer_activations(const scenario_config *s)
 {
-    int P = s->parallel.pp, V = s->parallel.vpp > 0 ? s->parallel.vpp : 1;
-    int buf[4096];
+    return layer_activations(s, s->training.recompute);
+}
+
+double memory_recompute_working_set(const scenario_config *s)
+{
+    if (s->training.recompute == RECOMPUTE_NONE)
+        return 0;
+    return layer_activations(s, RECOMPUTE_NONE) - layer_activations(s, s->training.recompute);
+}
+
+/* Layers of all chunks of `stage`, and the expert parameters they hold on one GPU. */
+static int stage_layers(const scenario_config *s, int stage, int *layers_on_stage)
+{
+    int P = s->parallel.pp > 0 ? s->parallel.pp : 1, V = s->parallel.vpp > 0 ? s->parallel.vpp : 1;
+    int *buf = calloc((size_t)P * V, sizeof *buf);
     char err[256];
     *layers_on_stage = 0;
-    if (P * V > 4096 || pipeline_layer_split((int)s->model.num_layers, P, V, s->parallel.pipeline_layers, buf,
-                                             err, sizeof err) != 0)
-        return;
+    if (!buf || stage < 0 || stage >= P ||
+        pipeline_layer_split((int)s->model.num_layers, P, V, s->parallel.pipeline_layers, buf, err, sizeof err)) {
+        free(buf);
+        return -1;
+    }
     for (int c = 0; c < V; c++)
         *layers_on_stage += buf[pipeline_virtual_stage(P, stage, c)];
+    free(buf);
+    return 0;
 }
 
 int memory_model_stage(const scenario_config *s, int stage, int in_flight, memory_breakdown *out)
 {
-    int shards = s->parallel.dp * (s->parallel.cp > 0 ? s->parallel.cp : 1);
-    double params = params_stage_per_gpu(s, stage);
-    memory_model_states(params, shards, s->parallel.zero_stage, s->training.precision, s->training.optimizer, out);
+    memset(out, 0, sizeof *out);
+    int P = s->parallel.pp > 0 ? s->parallel.pp : 1, V = s->parallel.vpp > 0 ? s->parallel.vpp : 1, L = 0;
+    if (stage_layers(s, stage, &L) != 0)
+        return -1;
+    int dp = s->parallel.dp > 0 ? s->parallel.dp : 1, cp_i = s->parallel.cp > 0 ? s->parallel.cp : 1;
+    int ep = s->parallel.ep > 0 ? s->parallel.ep : 1;
+    int shards = dp * cp_i;
+    int expert_shards = shards / ep > 0 ? shards / ep : 1;
 
-    int V = s->parallel.vpp > 0 ? s->parallel.vpp : 1, L = 0;
-    stage_layers(s, stage, &L);
+    /* Dense parameters shard over dp x cp, expert parameters over the expert-data-parallel
+     * group (dp x cp / ep): each expert has that many replicas. */
+    layer_params lp = params_layer_per_gpu(s);
+    double expert = (double)L * lp.expert;
+    double dense = params_stage_per_gpu(s, stage) - expert;
+    memory_breakdown e;
+    memory_model_states(dense, shards, s->parallel.zero_stage, s->training.precision, s->training.optimizer, out);
+    memory_model_states(expert, expert_shards, s->parallel.zero_stage, s->training.precision, s->training.optimizer,
+                        &e);
+    out->weights += e.weights;
+    out->gradients += e.gradients;
+    out->optimizer += e.optimizer;
+
     double act_bytes = is_half(s->training.precision) ? 2 : 4;
-    double t = s->parallel.tp, cp = s->parallel.cp > 0 ? s->parallel.cp : 1;
+    double t = s->parallel.tp > 0 ? s->parallel.tp : 1, cp = cp_i;
     double tokens = (double)s->training.micro_batch_size * (double)s->model.seq_length / cp;
     double h = (double)s->model.hidden_size;
-    /* Each in-flight (chunk, micro-batch) holds one chunk's layers. */
+    /* Each in-flight (chunk, micro-batch) holds one chunk's layers; the layer being
+     * back-propagated also holds what recomputation rebuilds. */
     out->activations = in_flight * ((double)L / V) * memory_layer_activations(s);
-    if (stage == s->parallel.pp - 1) /* fp32 logits of one micro-batch for the loss */
+    if (in_flight > 0 && L > 0)
+        out->activations += memory_recompute_working_set(s);
+    if (stage == P - 1) /* fp32 logits of one micro-batch for the loss */
         out->activations += tokens * (double)s->model.vocab_size / t * 4;
-    if (stage == 0) /* embedding output of the in-flight micro-batches */
-        out->activations += in_flight * tokens * h * act_bytes;
+    if (stage == 0) /* embedding output of the in-flight micro-batches (split over TP with SP) */
+        out->activations += in_flight * tokens * h * act_bytes / (s->parallel.sequence_parallel ? t : 1);
 
-    /* Buffers: two DP gradient buckets in flight, pipeline send/receive buffers, and with
-     * ZeRO-3 the gathered weights of two layers (current + prefetched). */
+    /* Buffers: two DP gradient buckets in flight, pipeline send/receive buffers (a forward
+     * activation and a gradient each way), and with ZeRO-3 the gathered weights of two layers
+     * (current + prefetched). */
     double bucket = (s->parallel.bucket_size_mb > 0 ? s->parallel.bucket_size_mb : 40) * 1048576.0;
-    out->buffers = (shards > 1 ? 2 * bucket : 0) + (s->parallel.pp > 1 ? 4 * tokens * h * act_bytes : 0);
-    if (s->parallel.zero_stage >= 3 && shards > 1) {
-        layer_params lp = params_layer_per_gpu(s);
+    out->buffers = (shards > 1 ? 2 * bucket : 0) + (P > 1 ? 4 * tokens * h * act_bytes : 0);
+    if (s->parallel.zero_stage >= 3 && shards > 1)
         out->buffers += 2 * (lp.dense + lp.expert) * act_bytes;
-    }
     out->total = out->weights + out->gradients + out->optimizer + out->activations + out->buffers;
     out->capacity = s->platform.gpu.memory_gib * 1073741824.0;
     out->oom = out->capacity > 0 && out->total > out->capacity;
@@ -113,7 +158,8 @@ int memory_model_worst_stage(const scenario_config *s, const pipeline_schedule *
     *worst_stage = 0;
     for (int p = 0; p < sched->stages; p++) {
         memory_breakdown m;
-        memory_model_stage(s, p, pipeline_schedule_peak_in_flight(sched, p), &m);
+        if (memory_model_stage(s, p, pipeline_schedule_peak_in_flight(sched, p), &m) != 0)
+            return -1;
         if (p == 0 || m.total > out->total) {
             *out = m;
             *worst_stage = p;

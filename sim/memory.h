@@ -1,6 +1,17 @@
 /* Memory per GPU: model states (weights, gradients, optimizer states under ZeRO 0-3),
  * activations (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
- * Transformer Models", generalised to any FFN width and GQA), and communication buffers. */
+ * Transformer Models", generalised to any FFN width and GQA), and communication buffers.
+ *
+ * Accounting (all figures in bytes):
+ *  - Model states follow the ZeRO paper (Rajbhandari et al. 2020): mixed precision keeps
+ *    2-byte weights, 2-byte gradients and K = 12 bytes of optimizer state per parameter
+ *    (fp32 master copy 4 + Adam m 4 + v 4): 16 bytes per parameter. fp32/tf32 training:
+ *    4 + 4 + 8. SGD (momentum) keeps one fp32 buffer instead of Adam's two.
+ *  - ZeRO shards over the data-parallel group including context parallelism (dp x cp), as
+ *    Megatron-LM's distributed optimizer does; expert parameters shard over the expert data
+ *    parallel group (dp x cp / ep).
+ *  - No fixed CUDA-context / framework allowance is added (it is 0.5-1 GiB in practice and
+ *    depends on the framework and NCCL settings); buffers hold only what the layout implies. */
 #ifndef DTSIM_SIM_MEMORY_H
 #define DTSIM_SIM_MEMORY_H
 
@@ -9,24 +20,42 @@
 typedef struct {
     double weights, gradients, optimizer, activations, buffers; /* bytes */
     double total, capacity;                                      /* bytes */
-    int oom;
+    int oom;                                                     /* total > capacity (capacity > 0) */
 } memory_breakdown;
+
+/* Bytes -> GiB (2^30 bytes), the unit of "memory_gib" in the JSON output. */
+double memory_bytes_to_gib(double bytes);
 
 /* Model states of `params` parameters held by one GPU, sharded over `shards` data-parallel
  * ranks as ZeRO stage `zero_stage` says (0: DDP, 1: optimizer, 2: + gradients, 3: + weights).
- * Mixed precision (fp16/bf16/fp8) keeps 2-byte weights and gradients and, for Adam, 12 bytes
- * of fp32 master weights and moments per parameter (ZeRO paper accounting: 2 + 2 + 12). */
+ * Fills weights, gradients, optimizer and total (activations, buffers, capacity are 0). */
 void memory_model_states(double params, int shards, int zero_stage, precision_kind prec,
                          optimizer_kind opt, memory_breakdown *out);
 
 /* Activation bytes one layer keeps for one micro-batch on one GPU under the scenario's
- * TP/SP/CP split and recomputation. */
+ * TP/SP/CP split and recomputation, between its forward and its backward:
+ *   none, TP t with SP:   s*b*h/t * (34 + 5*a*s/h)       (MHA, f = 4h, 16-bit activations)
+ *   none, TP t, no SP:    s*b*h * (10 + 24/t + 5*a*s/(h*t))
+ *   selective or flash:   the 5*a*s/h term (attention scores) dropped
+ *   full:                 2*s*b*h (the layer input), divided by t with SP
+ * fp32/tf32 activations double these figures. */
 double memory_layer_activations(const scenario_config *s);
 
-/* One pipeline stage, holding `in_flight` (chunk, micro-batch) activations at its peak. */
+/* The extra activation bytes of the one layer whose backward is running under recomputation:
+ * its recomputed activations exist transiently on top of what memory_layer_activations keeps
+ * (Korthikanti et al. 2022, Sec. 4). 0 without recomputation. */
+double memory_recompute_working_set(const scenario_config *s);
+
+/* One pipeline stage, holding `in_flight` (chunk, micro-batch) activations at its peak
+ * (for interleaving, each pair holds one chunk's layers: the stage's layers / v).
+ * Stage 0 adds the embedding output of the in-flight micro-batches, the last stage the fp32
+ * logits of one micro-batch; buffers are two DP gradient buckets (when dp x cp > 1), four
+ * pipeline send/receive activation buffers (when pp > 1) and, under ZeRO-3, the gathered
+ * weights of two layers (current + prefetched). Returns 0, -1 for an impossible layout. */
 int memory_model_stage(const scenario_config *s, int stage, int in_flight, memory_breakdown *out);
 
-/* The stage with the largest total under the schedule (in-flight counts from the schedule). */
+/* The stage with the largest total under the schedule (in-flight counts from
+ * pipeline_schedule_peak_in_flight). Returns 0, -1 if a stage cannot be modelled. */
 int memory_model_worst_stage(const scenario_config *s, const pipeline_schedule *sched,
                              memory_breakdown *out, int *worst_stage);
 

@@ -1,0 +1,378 @@
+/* The op list of one transformer layer on one GPU: FLOPs against DESIGN.md's closed form
+ * and Narayanan et al.'s 24sh^2(1 + s/6h) (computed here independently of oplist.c), GEMM
+ * shapes, TP/SP/CP/EP communication present exactly when the layout asks for it, and the
+ * backward pass as the mirror of the forward. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include "oplist.h"
+
+static layer_shape shape(long long b, long long s, long long h, long long a, long long g, long long f, int swiglu,
+                         int tp, int sp, attention_impl att)
+{
+    layer_shape sh;
+    memset(&sh, 0, sizeof sh);
+    sh.micro_batch = b;
+    sh.seq_length = s;
+    sh.hidden = h;
+    sh.heads = a;
+    sh.kv_groups = g;
+    sh.ffn_hidden = f;
+    sh.swiglu = swiglu;
+    sh.tp = tp;
+    sh.cp = 1;
+    sh.ep = 1;
+    sh.sequence_parallel = sp;
+    sh.attention = att;
+    sh.act_bytes = 2;
+    return sh;
+}
+
+/* DESIGN.md: 2s(h(h+2k) + h^2 + (2|3)hf) + 4s^2h, k = h*g/a. */
+static double design_formula(double s, double h, double a, double g, double f, int swiglu)
+{
+    double k = h * g / a;
+    return 2 * s * (h * (h + 2 * k) + h * h + (swiglu ? 3 : 2) * h * f) + 4 * s * s * h;
+}
+
+static double sum_flops(const layer_op *ops, int n)
+{
+    double f = 0;
+    for (int i = 0; i < n; i++)
+        if (ops[i].kind != OPK_COMM)
+            f += ops[i].flops;
+    return f;
+}
+
+static const layer_op *find(const layer_op *ops, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(ops[i].name, name))
+            return &ops[i];
+    return NULL;
+}
+
+static int count_comm(const layer_op *ops, int n, comm_class cc, coll_kind k)
+{
+    int c = 0;
+    for (int i = 0; i < n; i++)
+        if (ops[i].kind == OPK_COMM && ops[i].comm == cc && ops[i].coll == k)
+            c++;
+    return c;
+}
+
+#define CLOSE(x, y) (fabs((x) - (y)) <= 1e-9 * fabs(y))
+
+static void forward_flops_match_the_closed_form(void **state)
+{
+    /* GPT-3 175B-like (MHA, f = 4h), Llama-2 7B-like (MHA, SwiGLU), Llama-2 70B-like (GQA 8,
+     * SwiGLU), a small odd one. */
+    struct { long long s, h, a, g, f; int swiglu; } shapes[] = {
+        {2048, 12288, 96, 96, 49152, 0},
+        {4096, 4096, 32, 32, 11008, 1},
+        {4096, 8192, 64, 8, 28672, 1},
+        {512, 768, 12, 4, 3072, 0},
+    };
+    int tps[] = {1, 2, 4, 8};
+    layer_op ops[LAYER_OPS_MAX];
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int att = 0; att < 2; att++) {
+            double want = design_formula((double)shapes[i].s, (double)shapes[i].h, (double)shapes[i].a,
+                                         (double)shapes[i].g, (double)shapes[i].f, shapes[i].swiglu);
+            layer_shape one = shape(1, shapes[i].s, shapes[i].h, shapes[i].a, shapes[i].g, shapes[i].f,
+                                    shapes[i].swiglu, 1, 0, (attention_impl)att);
+            if (!CLOSE(layer_forward_flops_per_sequence(&one), want))
+                fail_msg("shape %zu: per-sequence %.6g, formula %.6g", i, layer_forward_flops_per_sequence(&one), want);
+            for (size_t t = 0; t < sizeof tps / sizeof tps[0]; t++)
+                for (int sp = 0; sp < 2; sp++) {
+                    if (shapes[i].g % tps[t] && tps[t] > shapes[i].g)
+                        continue;
+                    layer_shape sh = shape(3, shapes[i].s, shapes[i].h, shapes[i].a, shapes[i].g, shapes[i].f,
+                                           shapes[i].swiglu, tps[t], sp && tps[t] > 1, (attention_impl)att);
+                    int n = layer_ops_forward(&sh, ops);
+                    assert_true(n > 0 && n <= LAYER_OPS_MAX);
+                    double fwd = sum_flops(ops, n);
+                    if (!CLOSE(fwd, 3 * want / tps[t])) /* micro-batch 3, split by TP */
+                        fail_msg("shape %zu tp %d sp %d att %d: %.6g FLOPs, formula %.6g", i, tps[t], sp, att, fwd,
+                                 3 * want / tps[t]);
+                    n = layer_ops_backward(&sh, ops);
+                    assert_true(n > 0 && n <= LAYER_OPS_MAX);
+                    assert_true(CLOSE(sum_flops(ops, n), 2 * fwd));
+                }
+        }
+}
+
+/* Narayanan et al. (SC'21), Sec. 5.1: with full activation recomputation a GPT model with
+ * f = 4h and MHA costs 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) FLOPs per iteration: four
+ * passes' worth of the layers (forward, recomputed forward, backward = 2x) and three of the
+ * LM head (not recomputed). Per sequence: 4 l x layer + 3 x head. */
+static void gpt3_model_flops_match_narayanan(void **state)
+{
+    double s = 2048, h = 12288, l = 96, V = 51200;
+    layer_shape sh = shape(1, 2048, 12288, 96, 96, 4 * 12288, 0, 1, 0, ATTENTION_UNFUSED);
+    double layer = layer_forward_flops_per_sequence(&sh), head = lm_head_forward_flops_per_sequence(2048, 12288, 51200);
+    double want = 96 * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+    assert_true(CLOSE(4 * l * layer + 3 * head, want));
+    /* the forward of one layer alone: 24 s h^2 (1 + s/(6h)) */
+    assert_true(CLOSE(layer, 24 * s * h * h * (1 + s / (6 * h))));
+    assert_true(CLOSE(lm_head_forward_flops_per_sequence(10, 20, 30), 2.0 * 10 * 20 * 30));
+}
+
+static void gemm_shapes_follow_the_megatron_split(void **state)
+{
+    layer_op ops[LAYER_OPS_MAX];
+    /* b 2, s 1024, h 4096, a 32, g 8 (kv width 1024), f 11008 swiglu, tp 4, cp 2 */
+    layer_shape sh = shape(2, 1024, 4096, 32, 8, 11008, 1, 4, 0, ATTENTION_UNFUSED);
+    sh.cp = 2;
+    int n = layer_ops_forward(&sh, ops);
+    const layer_op *q = find(ops, n, "qkv");
+    assert_non_null(q);
+    assert_int_equal(q->kind, OPK_GEMM);
+    assert_int_equal(q->m, 2 * 1024 / 2);
+    assert_int_equal(q->n, (4096 + 2 * 1024) / 4);
+    assert_int_equal(q->k, 4096);
+    const layer_op *sc = find(ops, n, "attn_score");
+    assert_non_null(sc);
+    assert_int_equal(sc->kind, OPK_BATCHED_GEMM);
+    assert_int_equal(sc->batch, 2 * 32 / 4);
+    assert_int_equal(sc->m, 512);
+    assert_int_equal(sc->n, 1024);
+    assert_int_equal(sc->k, 128);
+    const layer_op *av = find(ops, n, "attn_value");
+    assert_non_null(av);
+    assert_int_equal(av->m, 512);
+    assert_int_equal(av->n, 128);
+    assert_int_equal(av->k, 1024);
+    const layer_op *sm = find(ops, n, "attn_softmax");
+    assert_non_null(sm);
+    assert_int_equal(sm->kind, OPK_MEMORY);
+    assert_int_equal(sm->cls, OPCLASS_SOFTMAX);
+    assert_true(sm->bytes >= 2.0 * (2 * 32 / 4) * 512 * 1024 * 2); /* read + write the scores */
+    const layer_op *pr = find(ops, n, "attn_proj");
+    assert_non_null(pr);
+    assert_int_equal(pr->m, 1024);
+    assert_int_equal(pr->n, 4096);
+    assert_int_equal(pr->k, 1024);
+    const layer_op *f1 = find(ops, n, "fc1");
+    assert_non_null(f1);
+    assert_int_equal(f1->n, 2 * 11008 / 4);
+    assert_non_null(find(ops, n, "swiglu"));
+    assert_null(find(ops, n, "gelu"));
+    const layer_op *f2 = find(ops, n, "fc2");
+    assert_non_null(f2);
+    assert_int_equal(f2->n, 4096);
+    assert_int_equal(f2->k, 11008 / 4);
+    /* the order of a pre-LN block */
+    const char *order[] = {"ln1", "qkv", "attn_score", "attn_softmax", "attn_value", "attn_proj", "residual1",
+                           "ln2", "fc1", "swiglu", "fc2", "residual2"};
+    int at = -1;
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        const layer_op *op = find(ops, n, order[i]);
+        assert_non_null(op);
+        assert_true(op - ops > at);
+        at = (int)(op - ops);
+    }
+    /* flash: one fused op with the FLOPs of score + value */
+    sh.attention = ATTENTION_FLASH;
+    n = layer_ops_forward(&sh, ops);
+    assert_null(find(ops, n, "attn_score"));
+    const layer_op *fa = find(ops, n, "attn_fused");
+    assert_non_null(fa);
+    assert_int_equal(fa->kind, OPK_FUSED_ATTENTION);
+    assert_true(CLOSE(fa->flops, sc->flops + av->flops));
+}
+
+static void tp_communication_only_with_tp_and_mirrored(void **state)
+{
+    layer_op ops[LAYER_OPS_MAX];
+    for (int sp = 0; sp < 2; sp++)
+        for (int tp = 1; tp <= 8; tp *= 2) {
+            layer_shape sh = shape(2, 2048, 4096, 32, 32, 16384, 0, tp, sp, ATTENTION_UNFUSED);
+            int n = layer_ops_forward(&sh, ops);
+            int ar = count_comm(ops, n, COMM_TP, COLL_ALL_REDUCE), ag = count_comm(ops, n, COMM_TP, COLL_ALL_GATHER),
+                rs = count_comm(ops, n, COMM_TP, COLL_REDUCE_SCATTER);
+            for (int i = 0; i < n; i++)
+                if (ops[i].kind == OPK_COMM) {
+                    assert_int_equal(ops[i].comm, COMM_TP);
+                    assert_int_equal(ops[i].group, tp);
+                    assert_true(ops[i].bytes == 2.0 * 2048 * 4096 * 2); /* b*s*h*act */
+                }
+            if (tp == 1) {
+                assert_int_equal(ar + ag + rs, 0);
+            } else if (sp) {
+                assert_int_equal(ar, 0);
+                assert_int_equal(ag, 2);
+                assert_int_equal(rs, 2);
+            } else {
+                assert_int_equal(ar, 2);
+                assert_int_equal(ag + rs, 0);
+            }
+            /* backward: all-reduce conjugates (f/g of Megatron) and AG <-> RS */
+            n = layer_ops_backward(&sh, ops);
+            int bar = count_comm(ops, n, COMM_TP, COLL_ALL_REDUCE), bag = count_comm(ops, n, COMM_TP, COLL_ALL_GATHER),
+                brs = count_comm(ops, n, COMM_TP, COLL_REDUCE_SCATTER);
+            assert_int_equal(bar, ar);
+            assert_int_equal(bag, rs);
+            assert_int_equal(brs, ag);
+            if (tp > 1 && !sp) {
+                /* the input-gradient all-reduce follows qkv's data gradient */
+                const layer_op *d = find(ops, n, "qkv_dgrad"), *r = find(ops, n, "tp_allreduce_attn_bwd");
+                assert_non_null(d);
+                assert_non_null(r);
+                assert_true(r > d);
+                assert_true(r->bytes == 2.0 * 2048 * 4096 * 2);
+            }
+        }
+    /* SP splits the norms' and residuals' memory traffic over TP */
+    layer_shape one = shape(2, 2048, 4096, 32, 32, 16384, 0, 1, 0, ATTENTION_UNFUSED);
+    layer_shape spl = shape(2, 2048, 4096, 32, 32, 16384, 0, 4, 1, ATTENTION_UNFUSED);
+    layer_shape nosp = shape(2, 2048, 4096, 32, 32, 16384, 0, 4, 0, ATTENTION_UNFUSED);
+    layer_op a[LAYER_OPS_MAX], b[LAYER_OPS_MAX], c[LAYER_OPS_MAX];
+    int na = layer_ops_forward(&one, a), nb = layer_ops_forward(&spl, b), nc = layer_ops_forward(&nosp, c);
+    const char *split_ops[] = {"ln1", "ln2", "residual1", "residual2"};
+    for (int i = 0; i < 4; i++) {
+        assert_true(CLOSE(find(b, nb, split_ops[i])->bytes, find(a, na, split_ops[i])->bytes / 4));
+        assert_true(CLOSE(find(c, nc, split_ops[i])->bytes, find(a, na, split_ops[i])->bytes));
+    }
+    const layer_op *ln = find(a, na, "ln1");
+    assert_int_equal(ln->kind, OPK_MEMORY);
+    assert_int_equal(ln->cls, OPCLASS_LAYERNORM);
+    assert_true(ln->bytes == 2.0 * 2 * 2048 * 4096 * 2); /* read + write b*s*h at 2 bytes */
+}
+
+static void context_parallel_gathers_keys_and_values(void **state)
+{
+    layer_op ops[LAYER_OPS_MAX];
+    for (int cp = 1; cp <= 4; cp *= 2) {
+        layer_shape sh = shape(1, 8192, 4096, 32, 8, 14336, 1, 2, 1, ATTENTION_FLASH);
+        sh.cp = cp;
+        int n = layer_ops_forward(&sh, ops);
+        int ag = count_comm(ops, n, COMM_CP, COLL_ALL_GATHER);
+        assert_int_equal(ag, cp > 1 ? 1 : 0);
+        if (cp > 1) {
+            const layer_op *g = find(ops, n, "cp_allgather_kv");
+            assert_non_null(g);
+            assert_int_equal(g->group, cp);
+            /* K and V of the whole sequence, kv width 1024 split over tp 2, 2 bytes */
+            assert_true(CLOSE(g->bytes, 2.0 * 8192 * 1024 / 2 * 2));
+            assert_true(g < find(ops, n, "attn_fused"));
+            assert_true(g > find(ops, n, "qkv"));
+        }
+        /* the per-GPU FLOPs divide by tp x cp */
+        layer_shape one = shape(1, 8192, 4096, 32, 8, 14336, 1, 1, 0, ATTENTION_FLASH);
+        assert_true(CLOSE(sum_flops(ops, n), layer_forward_flops_per_sequence(&one) / (2.0 * cp)));
+        /* the TP all-reduce moves this GPU's tokens: b*s/cp*h*act */
+        sh.sequence_parallel = 0;
+        n = layer_ops_forward(&sh, ops);
+        assert_true(CLOSE(find(ops, n, "tp_allreduce_attn")->bytes, 8192.0 / cp * 4096 * 2));
+    }
+}
+
+static void moe_routes_tokens_through_its_experts(void **state)
+{
+    layer_op ops[LAYER_OPS_MAX];
+    double s = 4096, h = 4096, f = 14336, E = 8, k = 2;
+    for (int ep = 1; ep <= 4; ep *= 4) {
+        layer_shape sh = shape(1, 4096, 4096, 32, 8, 14336, 1, 1, 0, ATTENTION_FLASH);
+        sh.num_experts = 8;
+        sh.moe_topk = 2;
+        sh.ep = ep;
+        /* Mixtral-like: MLP term times topk plus the router (2 s h E) */
+        double kvw = h * 8 / 32;
+        double want = 2 * s * (h * (h + 2 * kvw) + h * h + 3 * h * f * k + h * E) + 4 * s * s * h;
+        assert_true(CLOSE(layer_forward_flops_per_sequence(&sh), want));
+        int n = layer_ops_forward(&sh, ops);
+        /* balanced routing: every GPU runs s*topk token-expert pairs whatever ep is */
+        assert_true(CLOSE(sum_flops(ops, n), want));
+        const layer_op *r = find(ops, n, "router");
+        assert_non_null(r);
+        assert_int_equal(r->n, 8);
+        assert_int_equal(find(ops, n, "fc1")->m, 4096 * 2);
+        int a2a = count_comm(ops, n, COMM_EP, COLL_ALL_TO_ALL);
+        assert_int_equal(a2a, ep > 1 ? 2 : 0);
+        if (ep > 1) {
+            const layer_op *d = find(ops, n, "ep_alltoall_dispatch"), *c = find(ops, n, "ep_alltoall_combine");
+            assert_non_null(d);
+            assert_non_null(c);
+            assert_true(d > r && c > find(ops, n, "fc2"));
+            assert_true(CLOSE(d->bytes, s * k * h * 2)); /* tokens * topk * h * act */
+            assert_int_equal(d->group, ep);
+        }
+        n = layer_ops_backward(&sh, ops);
+        assert_int_equal(count_comm(ops, n, COMM_EP, COLL_ALL_TO_ALL), a2a);
+    }
+}
+
+static void backward_mirrors_the_forward(void **state)
+{
+    layer_op f[LAYER_OPS_MAX], b[LAYER_OPS_MAX];
+    layer_shape sh = shape(2, 1024, 2048, 16, 16, 8192, 0, 2, 0, ATTENTION_UNFUSED);
+    int nf = layer_ops_forward(&sh, f), nb = layer_ops_backward(&sh, b);
+    char name[64];
+    for (int i = 0; i < nf; i++) {
+        if (f[i].kind == OPK_GEMM || f[i].kind == OPK_BATCHED_GEMM) {
+            snprintf(name, sizeof name, "%s_dgrad", f[i].name);
+            const layer_op *d = find(b, nb, name);
+            snprintf(name, sizeof name, "%s_wgrad", f[i].name);
+            const layer_op *w = find(b, nb, name);
+            if (!d || !w)
+                fail_msg("%s has no dgrad/wgrad", f[i].name);
+            assert_true(CLOSE(d->flops, f[i].flops));
+            assert_true(CLOSE(w->flops, f[i].flops));
+            assert_int_equal(d->kind, f[i].kind);
+        } else if (f[i].kind == OPK_MEMORY) {
+            snprintf(name, sizeof name, "%s_bwd", f[i].name);
+            const layer_op *m = find(b, nb, name);
+            if (!m)
+                fail_msg("%s has no backward", f[i].name);
+            assert_true(CLOSE(m->bytes, 2 * f[i].bytes));
+            assert_int_equal(m->cls, f[i].cls);
+        }
+    }
+    /* reverse order: the last forward compute op's gradient comes first */
+    assert_string_equal(b[0].name, "residual2_bwd");
+    assert_true(find(b, nb, "fc2_dgrad") < find(b, nb, "fc1_dgrad"));
+    assert_true(find(b, nb, "attn_proj_dgrad") < find(b, nb, "qkv_dgrad"));
+    assert_string_equal(b[nb - 1].name, "ln1_bwd");
+}
+
+static void names(void **state)
+{
+    assert_string_equal(op_class_name(OPCLASS_LAYERNORM), "layernorm");
+    assert_string_equal(op_class_name(OPCLASS_SOFTMAX), "softmax");
+    assert_string_equal(op_class_name(OPCLASS_GELU), "gelu");
+    assert_string_equal(op_class_name(OPCLASS_ELEMENTWISE), "elementwise");
+    assert_string_equal(op_class_name(OPCLASS_CROSS_ENTROPY), "cross_entropy");
+    assert_string_equal(op_class_name(OPCLASS_ADAMW), "adamw");
+    assert_string_equal(op_class_name(OPCLASS_EMBEDDING), "embedding");
+    assert_string_equal(op_class_name(OPCLASS_COUNT), "?");
+    assert_string_equal(coll_kind_name(COLL_ALL_REDUCE), "all_reduce");
+    assert_string_equal(coll_kind_name(COLL_ALL_GATHER), "all_gather");
+    assert_string_equal(coll_kind_name(COLL_REDUCE_SCATTER), "reduce_scatter");
+    assert_string_equal(coll_kind_name(COLL_ALL_TO_ALL), "all_to_all");
+    assert_string_equal(coll_kind_name(COLL_SEND_RECV), "send_recv");
+    const char *cc[] = {"tp", "pp", "dp", "zero", "cp", "ep"};
+    for (int i = 0; i < COMM_CLASS_COUNT; i++)
+        assert_string_equal(comm_class_name((comm_class)i), cc[i]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(forward_flops_match_the_closed_form),
+        cmocka_unit_test(gpt3_model_flops_match_narayanan),
+        cmocka_unit_test(gemm_shapes_follow_the_megatron_split),
+        cmocka_unit_test(tp_communication_only_with_tp_and_mirrored),
+        cmocka_unit_test(context_parallel_gathers_keys_and_values),
+        cmocka_unit_test(moe_routes_tokens_through_its_experts),
+        cmocka_unit_test(backward_mirrors_the_forward),
+        cmocka_unit_test(names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
