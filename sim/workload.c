@@ -45,6 +45,30 @@ static coll_group group_for(const builder *b, int size, int stride)
     return coll_group_of(size, stride, b->gpn);
 }
 
+/* The gradient group: DP replicas (stride tp*cp*pp) times the CP ranks of each (stride tp).
+ * Its node count is counted from the member ranks, which ascend in (replica, cp) order: with
+ * TP filling a node the CP ranks sit on different nodes, and scaling the DP group's members
+ * per node by cp (as if CP ranks shared a node) would give each node cp NICs it lacks. */
+static coll_group gradient_group(const builder *b, int dp, int cp, int tp, int pp)
+{
+    coll_group g = {dp * cp, 1, dp * cp};
+    if (g.ranks <= 1 || b->gpn <= 0)
+        return g;
+    long stride = (long)tp * cp * pp, last = -1;
+    int nodes = 0;
+    for (int d = 0; d < dp; d++)
+        for (int c = 0; c < cp; c++) {
+            long node = ((long)d * stride + (long)c * tp) / b->gpn;
+            if (node != last) {
+                nodes++;
+                last = node;
+            }
+        }
+    g.nodes = nodes;
+    g.per_node = (g.ranks + nodes - 1) / nodes;
+    return g;
+}
+
 static double comm_op_time(const builder *b, const layer_op *op)
 {
     coll_group g = b->tp;
@@ -136,9 +160,7 @@ static int builder_init(builder *b, const scenario_config *s, config_error *err)
     b->cp = group_for(b, cp, tp);
     b->pp = group_for(b, pp, tp * cp);
     /* Gradients are reduced over DP x CP: the DP replicas, each CP rank's partial sums. */
-    b->dp = group_for(b, dp, tp * cp * pp);
-    b->dp.ranks *= cp;
-    b->dp.per_node *= cp;
+    b->dp = gradient_group(b, dp, cp, tp, pp);
     b->ep = group_for(b, s->parallel.ep, tp * cp * pp);
 
     b->layers = calloc((size_t)b->P * b->V, sizeof(int));
