@@ -11,6 +11,13 @@ struct comm_group {
     double bytes_sent;
 };
 
+/* Sends in flight: their requests and the host copies they read from. */
+struct comm_sends {
+    MPI_Request *req;
+    float **buf;
+    int n, cap;
+};
+
 static comm_group *group_new(MPI_Comm m, int mpi)
 {
     comm_group *g = calloc(1, sizeof *g);
@@ -58,26 +65,95 @@ int comm_layout(comm_ctx *c, int tp, int pp, int dp, char *err, size_t errlen)
     c->tp_rank = c->world_rank % tp;
     c->pp_rank = (c->world_rank / tp) % pp;
     c->dp_rank = c->world_rank / (tp * pp);
+    c->sends = calloc(1, sizeof *c->sends);
     if (c->mpi) {
-        MPI_Comm dpc;
-        /* DP group: same (tp, pp) position, one rank per replica */
-        MPI_Comm_split(MPI_COMM_WORLD, c->world_rank % (tp * pp), c->dp_rank, &dpc);
+        MPI_Comm dpc, tpc, mpc, emc;
+        int r = c->world_rank, ends = c->pp_rank == 0 || c->pp_rank == pp - 1;
+        MPI_Comm_split(MPI_COMM_WORLD, r % (tp * pp), c->dp_rank, &dpc);
+        MPI_Comm_split(MPI_COMM_WORLD, r / tp, c->tp_rank, &tpc);
+        MPI_Comm_split(MPI_COMM_WORLD, c->dp_rank, r, &mpc);
+        MPI_Comm_split(MPI_COMM_WORLD, ends ? c->dp_rank * tp + c->tp_rank : MPI_UNDEFINED, c->pp_rank, &emc);
         c->dp_group = group_new(dpc, 1);
+        c->tp_group = group_new(tpc, 1);
+        c->mp_group = group_new(mpc, 1);
+        c->embed_group = ends ? group_new(emc, 1) : group_new(MPI_COMM_NULL, 0);
     } else {
         c->dp_group = group_new(MPI_COMM_NULL, 0);
+        c->tp_group = group_new(MPI_COMM_NULL, 0);
+        c->mp_group = group_new(MPI_COMM_NULL, 0);
+        c->embed_group = group_new(MPI_COMM_NULL, 0);
     }
     return 0;
 }
 
+int comm_world_rank(const comm_ctx *c, int tp_rank, int pp_rank, int dp_rank)
+{
+    return (dp_rank * c->pp + pp_rank) * c->tp + tp_rank;
+}
+
+static void check(int rc, const char *what);
+
+void comm_send(comm_ctx *c, int dest, int tag, const float *buf, size_t n)
+{
+    comm_sends *s = c->sends;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 16;
+        s->req = realloc(s->req, (size_t)s->cap * sizeof *s->req);
+        s->buf = realloc(s->buf, (size_t)s->cap * sizeof *s->buf);
+    }
+    float *copy = malloc(n * sizeof(float));
+    memcpy(copy, buf, n * sizeof(float));
+    s->buf[s->n] = copy;
+    check(MPI_Isend(copy, (int)n, MPI_FLOAT, dest, tag, MPI_COMM_WORLD, &s->req[s->n]), "pipeline send");
+    s->n++;
+}
+
+void comm_recv(comm_ctx *c, int src, int tag, float *buf, size_t n)
+{
+    (void)c;
+    check(MPI_Recv(buf, (int)n, MPI_FLOAT, src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "pipeline receive");
+}
+
+void comm_wait_sends(comm_ctx *c)
+{
+    comm_sends *s = c->sends;
+    if (!s || s->n == 0)
+        return;
+    check(MPI_Waitall(s->n, s->req, MPI_STATUSES_IGNORE), "pipeline send");
+    for (int i = 0; i < s->n; i++)
+        free(s->buf[i]);
+    s->n = 0;
+}
+
+static void group_free(comm_group *g)
+{
+    if (g && g->mpi != MPI_COMM_NULL && g->mpi != MPI_COMM_WORLD)
+        MPI_Comm_free(&g->mpi);
+    free(g);
+}
+
 void comm_finish(comm_ctx *c)
 {
+    if (c->sends) {
+        if (c->mpi)
+            comm_wait_sends(c);
+        free(c->sends->req);
+        free(c->sends->buf);
+        free(c->sends);
+    }
     if (c->mpi) {
-        if (c->dp_group && c->dp_group->mpi != MPI_COMM_NULL)
-            MPI_Comm_free(&c->dp_group->mpi);
+        group_free(c->dp_group);
+        group_free(c->tp_group);
+        group_free(c->mp_group);
+        group_free(c->embed_group);
         MPI_Finalize();
+    } else {
+        free(c->dp_group);
+        free(c->tp_group);
+        free(c->mp_group);
+        free(c->embed_group);
     }
     free(c->world);
-    free(c->dp_group);
     memset(c, 0, sizeof *c);
 }
 

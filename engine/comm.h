@@ -9,12 +9,18 @@
 #include <stddef.h>
 
 typedef struct comm_group comm_group; /* opaque */
+typedef struct comm_sends comm_sends; /* opaque: point-to-point sends not yet completed */
 
 typedef struct {
     int world_rank, world_size;
     int tp, pp, dp;
     int tp_rank, pp_rank, dp_rank;
-    comm_group *world, *dp_group;
+    comm_group *world;
+    comm_group *dp_group;      /* same (tp, pp) position, one rank per replica */
+    comm_group *tp_group;      /* the tp ranks of one stage of one replica */
+    comm_group *mp_group;      /* the tp x pp ranks of one replica (norms over the whole model) */
+    comm_group *embed_group;   /* first and last stage, same tp rank and replica (tied wte) */
+    comm_sends *sends;
     int mpi;                   /* launched under MPI */
 } comm_ctx;
 
@@ -33,6 +39,13 @@ void comm_allgather(comm_group *g, float *buf, size_t n);           /* from each
 double comm_allreduce_sum_double(comm_group *g, double x);
 int comm_allreduce_max_int(comm_group *g, int x);
 int comm_group_size(const comm_group *g);
+/* World rank of grid position (tp_rank, pp_rank, dp_rank). */
+int comm_world_rank(const comm_ctx *c, int tp_rank, int pp_rank, int dp_rank);
+/* Point-to-point on the world (pipeline transfers). The send copies buf and returns at once,
+ * so two stages sending to each other cannot deadlock; comm_wait_sends completes them all. */
+void comm_send(comm_ctx *c, int dest, int tag, const float *buf, size_t n);
+void comm_recv(comm_ctx *c, int src, int tag, float *buf, size_t n);
+void comm_wait_sends(comm_ctx *c);
 int comm_group_rank(const comm_group *g);
 /* Bytes this rank has sent through collectives of the group (for the wire-volume checks). */
 double comm_bytes_sent(const comm_group *g);

@@ -112,7 +112,18 @@ double dp_grad_sum_squares(dp_state *d, const gpt_model *m)
 {
     size_t lo, hi;
     owned(d, &lo, &hi);
-    double s = hi > lo ? m->k->sum_squares(m->grads + lo, hi - lo) : 0;
+    /* Only the tensors this rank counts: a copy replicated over TP ranks, or the last stage's
+     * copy of the tied embedding, would otherwise be counted more than once. */
+    double s = 0;
+    for (int i = 0; i < m->num_tensors; i++) {
+        size_t a = m->tensors[i].offset, b = a + m->tensors[i].count;
+        if (a < lo)
+            a = lo;
+        if (b > hi)
+            b = hi;
+        if (b > a && m->tensors[i].counted)
+            s += m->k->sum_squares(m->grads + a, b - a);
+    }
     return d->zero >= 1 ? comm_allreduce_sum_double(d->comm->dp_group, s) : s;
 }
 

@@ -5,7 +5,7 @@ add_library(dtrain_lib STATIC ${CMAKE_CURRENT_LIST_DIR}/gpt.c ${CMAKE_CURRENT_LI
             ${CMAKE_CURRENT_LIST_DIR}/data_parallel.c
             ${CMAKE_CURRENT_LIST_DIR}/rng.c ${CMAKE_CURRENT_LIST_DIR}/train.c ${CMAKE_CURRENT_LIST_DIR}/profiler.c)
 target_include_directories(dtrain_lib PUBLIC ${CMAKE_CURRENT_LIST_DIR})
-target_link_libraries(dtrain_lib PUBLIC dtkernels PkgConfig::JANSSON ZLIB::ZLIB Threads::Threads MPI::MPI_C ${MATH_LIB})
+target_link_libraries(dtrain_lib PUBLIC dtengine_core dtkernels PkgConfig::JANSSON ZLIB::ZLIB Threads::Threads MPI::MPI_C ${MATH_LIB})
 target_compile_definitions(dtrain_lib PUBLIC _DEFAULT_SOURCE)
 
 add_executable(dtok ${CMAKE_CURRENT_LIST_DIR}/dtok_main.c)

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "comm.h"
+#include "schedule.h"
 #include "train.h"
 
 #ifndef DTRAIN_DEFAULT_DATA
@@ -13,7 +14,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: dtrain [options]\n"
-            "Trains a GPT-2 style model on one rank (CPU or one GPU).\n\n"
+            "Trains a GPT-2 style model on one rank, or on TP x PP x DP ranks under mpirun.\n\n"
             "  --device cpu|cuda        kernels to run on (default cpu)\n"
             "  --model tiny|small|FILE  tiny: 4 layers, hidden 128, 4 heads, seq 64; small: GPT-2 124M;\n"
             "                           FILE.json: {num_layers, hidden, heads, seq_len[, vocab]} (default tiny)\n"
@@ -41,10 +42,13 @@ static void usage(FILE *f)
             "  --resume                 start from the newest intact checkpoint in --ckpt-dir (bit-exact)\n"
             "  --stop-after N           test aid: stop after step N as if killed (no final checkpoint)\n"
             "  SIGTERM                  finishes the current step, writes a checkpoint, exits 0\n"
-            "  --dp N                   data-parallel ranks (launch N ranks with mpirun)\n"
+            "  --tp N                   tensor-parallel ranks (Megatron: heads and MLP columns split; N divides heads)\n"
+            "  --pp N                   pipeline stages (layers split evenly, or by --pipeline-layers)\n"
+            "  --pipeline-layers a,b,.. layers of each stage (uneven split; sums to the model's layers)\n"
+            "  --schedule gpipe|1f1b|interleaved  pipeline schedule (default 1f1b)\n"
+            "  --vpp V                  model chunks per stage for interleaved 1F1B (default 1; interleaved needs 2+)\n"
+            "  --dp N                   data-parallel replicas; launch TP x PP x DP ranks with mpirun\n"
             "  --zero 0|1|2|3           ZeRO stage: sharded optimizer (1), + gradients (2), + parameters (3)\n"
-            "  --tp/--pp/--schedule/--vpp: tensor and pipeline parallelism are not in this build yet; only\n"
-            "                           the 1-rank values (1, 1, 1f1b, 1) are accepted\n"
             "exit: 0 ok, 2 bad input, 1 runtime failure\n",
             DTRAIN_DEFAULT_DATA);
 }
@@ -84,13 +88,32 @@ int main(int argc, char **argv)
     return rc;
 }
 
+/* "a,b,c" -> counts; returns how many, or -1. */
+static int parse_layer_list(const char *v, int *out, int max)
+{
+    int n = 0;
+    const char *p = v;
+    while (*p) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || x < 1 || x > 100000 || n == max || (*end && *end != ','))
+            return -1;
+        out[n++] = (int)x;
+        p = *end ? end + 1 : end;
+        if (*end && !*p)
+            return -1;
+    }
+    return n;
+}
+
 static int run(int argc, char **argv, comm_ctx *comm)
 {
-    int dp = 1;
+    int dp = 1, tp = 1, pp = 1, n_stage_layers = 0;
+    static int stage_layers[1024];
     train_options o = {.device = "cpu", .model = "tiny", .data = DTRAIN_DEFAULT_DATA, .micro_batch = 8,
                        .global_batch = 0, .steps = 200, .warmup = -1, .seed = 1, .lr = 1e-3,
                        .weight_decay = 0.1, .grad_clip = 1.0, .precision = KPREC_FP32, .loss_scale = 65536,
-                       .loss_scale_window = 1000, .ckpt_keep = 3};
+                       .loss_scale_window = 1000, .ckpt_keep = 3, .vpp = 1, .schedule = PIPELINE_1F1B};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long n;
@@ -170,10 +193,19 @@ static int run(int argc, char **argv, comm_ctx *comm)
             o.profile = v;
         } else if (!strcmp(a, "--dump-params")) {
             o.dump_params = v;
-        } else if (!strcmp(a, "--tp") || !strcmp(a, "--pp") || !strcmp(a, "--vpp")) {
-            if (strcmp(v, "1")) {
-                fprintf(stderr, "dtrain: %s %s: tensor and pipeline parallelism are not in this build yet (only 1)\n",
-                        a, v);
+        } else if (!strcmp(a, "--tp")) {
+            if (parse_long(a, v, 1, 1024, &n)) return 2;
+            tp = (int)n;
+        } else if (!strcmp(a, "--pp")) {
+            if (parse_long(a, v, 1, 1024, &n)) return 2;
+            pp = (int)n;
+        } else if (!strcmp(a, "--vpp")) {
+            if (parse_long(a, v, 1, 64, &n)) return 2;
+            o.vpp = (int)n;
+        } else if (!strcmp(a, "--pipeline-layers")) {
+            n_stage_layers = parse_layer_list(v, stage_layers, 1024);
+            if (n_stage_layers < 1) {
+                fprintf(stderr, "dtrain: --pipeline-layers: '%s' is not a list of positive layer counts like 3,5\n", v);
                 return 2;
             }
         } else if (!strcmp(a, "--dp")) {
@@ -183,10 +215,12 @@ static int run(int argc, char **argv, comm_ctx *comm)
             if (parse_long(a, v, 0, 3, &n)) return 2;
             o.zero = (int)n;
         } else if (!strcmp(a, "--schedule")) {
-            if (strcmp(v, "1f1b") && strcmp(v, "gpipe")) {
-                fprintf(stderr, "dtrain: --schedule %s: only gpipe or 1f1b (trivial on one rank) in this build\n", v);
+            int kind = pipeline_kind_from_name(v);
+            if (kind < 0) {
+                fprintf(stderr, "dtrain: --schedule: '%s' is not gpipe, 1f1b or interleaved\n", v);
                 return 2;
             }
+            o.schedule = kind;
         } else if (!strcmp(a, "--ckpt-dir")) {
             o.ckpt_dir = v;
         } else if (!strcmp(a, "--ckpt-every")) {
@@ -217,7 +251,12 @@ static int run(int argc, char **argv, comm_ctx *comm)
         return 2;
     }
     char err[256];
-    if (comm_layout(comm, 1, 1, dp, err, sizeof err) != 0) {
+    if (n_stage_layers && n_stage_layers != pp) {
+        fprintf(stderr, "dtrain: --pipeline-layers gives %d stages but --pp is %d\n", n_stage_layers, pp);
+        return 2;
+    }
+    o.stage_layers = n_stage_layers ? stage_layers : NULL;
+    if (comm_layout(comm, tp, pp, dp, err, sizeof err) != 0) {
         if (comm->world_rank == 0)
             fprintf(stderr, "dtrain: %s\n", err);
         return 2;

@@ -77,19 +77,32 @@ int gpt_config_from_name(const char *name, int tokenizer_vocab, gpt_config *cfg,
 }
 
 /* ---- parameters ------------------------------------------------------------------------ */
-static size_t layer_tensor_count(const gpt_config *c, int j)
+enum { J_LN1_W, J_LN1_B, J_QKV_W, J_QKV_B, J_PROJ_W, J_PROJ_B, J_LN2_W, J_LN2_B, J_FC_W, J_FC_B, J_FCPROJ_W,
+       J_FCPROJ_B };
+
+/* Floats of layer tensor j on a rank holding 1/tp of the split ones. */
+static size_t layer_tensor_count(const gpt_config *c, int j, int tp)
 {
-    size_t C = (size_t)c->hidden;
-    static const int mult_rows[LAYER_TENSORS] = {1, 1, 3, 3, 1, 1, 1, 1, 4, 4, 1, 1};
-    static const int is_matrix[LAYER_TENSORS] = {0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 0};
-    size_t rows = mult_rows[j] * C;
-    if (is_matrix[j] == 4)
-        return C * 4 * C; /* fcproj_w (C, 4C) */
-    return is_matrix[j] ? rows * C : rows;
+    size_t C = (size_t)c->hidden, Cl = C / tp, Fl = 4 * C / tp;
+    switch (j) {
+    case J_QKV_W: return 3 * Cl * C;
+    case J_QKV_B: return 3 * Cl;
+    case J_PROJ_W: return C * Cl;   /* (C, C) split by input columns */
+    case J_FC_W: return Fl * C;
+    case J_FC_B: return Fl;
+    case J_FCPROJ_W: return C * Fl; /* (C, 4C) split by input columns */
+    default: return C;              /* norms and the row-parallel GEMMs' biases: replicated */
+    }
+}
+
+static int layer_tensor_is_split(int j)
+{
+    return j == J_QKV_W || j == J_QKV_B || j == J_PROJ_W || j == J_FC_W || j == J_FC_B || j == J_FCPROJ_W;
 }
 
 int gpt_layer_tensor(const gpt_model *m, int layer, int j)
 {
+    (void)m;
     return 2 + layer * LAYER_TENSORS + j;
 }
 
@@ -108,30 +121,113 @@ float *gpt_grad(const gpt_model *m, int t)
     return m->grads + m->tensors[t].offset;
 }
 
+/* Tensor table: this rank's counts and offsets, and the single-rank layout's offsets. */
 static void layout(gpt_model *m)
 {
     const gpt_config *c = &m->cfg;
+    const gpt_shard *sh = &m->shard;
+    int tp = sh->tp, lead = sh->tp_rank == 0;
     m->num_tensors = 2 + LAYER_TENSORS * c->num_layers + 2;
     m->tensors = calloc((size_t)m->num_tensors, sizeof *m->tensors);
-    size_t off = 0;
+    size_t off = 0, goff = 0;
     int t = 0;
-    size_t counts[2] = {(size_t)c->vocab * c->hidden, (size_t)c->seq_len * c->hidden};
-    for (int i = 0; i < 2; i++, t++) {
-        m->tensors[t] = (gpt_tensor){off, counts[i], 1};
-        off += counts[i];
-    }
+    size_t C = (size_t)c->hidden;
+    /* wte: used by the embedding (first stage) and the tied LM head (last stage); wpe by the
+     * embedding. The first stage's copy of wte is the counted one. */
+    size_t wte = (size_t)c->vocab * C, wpe = (size_t)c->seq_len * C;
+    m->tensors[t++] = (gpt_tensor){off, sh->embedding || sh->head ? wte : 0, 1, goff, lead && sh->embedding};
+    off += m->tensors[0].count;
+    goff += wte;
+    m->tensors[t++] = (gpt_tensor){off, sh->embedding ? wpe : 0, 1, goff, lead && sh->embedding};
+    off += m->tensors[1].count;
+    goff += wpe;
     for (int l = 0; l < c->num_layers; l++)
         for (int j = 0; j < LAYER_TENSORS; j++, t++) {
-            size_t n = layer_tensor_count(c, j);
-            int decay = j == 2 || j == 4 || j == 8 || j == 10; /* the four weight matrices */
-            m->tensors[t] = (gpt_tensor){off, n, decay};
+            size_t n = m->runs_layer[l] ? layer_tensor_count(c, j, tp) : 0;
+            int decay = j == J_QKV_W || j == J_PROJ_W || j == J_FC_W || j == J_FCPROJ_W; /* the four matrices */
+            int counted = m->runs_layer[l] && (layer_tensor_is_split(j) || lead);
+            m->tensors[t] = (gpt_tensor){off, n, decay, goff, counted};
             off += n;
+            goff += layer_tensor_count(c, j, 1);
         }
     for (int i = 0; i < 2; i++, t++) {
-        m->tensors[t] = (gpt_tensor){off, (size_t)c->hidden, 0};
-        off += (size_t)c->hidden;
+        m->tensors[t] = (gpt_tensor){off, sh->head ? C : 0, 0, goff, lead && sh->head};
+        off += m->tensors[t].count;
+        goff += C;
     }
     m->num_params = off;
+    m->global_params = goff;
+}
+
+/* Calls fn(local offset, global offset, n) for each contiguous run of tensor t: the map between
+ * this rank's copy and the single-rank layout. */
+typedef void (*run_fn)(size_t local, size_t global, size_t n, void *ctx);
+
+static void tensor_runs(const gpt_model *m, int t, run_fn fn, void *ctx)
+{
+    const gpt_tensor *g = &m->tensors[t];
+    if (g->count == 0)
+        return;
+    int L = m->cfg.num_layers;
+    int j = t >= 2 && t < 2 + LAYER_TENSORS * L ? (t - 2) % LAYER_TENSORS : -1;
+    size_t C = (size_t)m->cfg.hidden, r = (size_t)m->shard.tp_rank, Cl = C / m->shard.tp, Fl = 4 * C / m->shard.tp;
+    size_t lo = g->offset, go = g->global_offset;
+    switch (j) {
+    case J_QKV_W: /* rows [q C + r Cl, q C + (r+1) Cl) of each of q, k, v */
+        for (size_t q = 0; q < 3; q++)
+            fn(lo + q * Cl * C, go + (q * C + r * Cl) * C, Cl * C, ctx);
+        break;
+    case J_QKV_B:
+        for (size_t q = 0; q < 3; q++)
+            fn(lo + q * Cl, go + q * C + r * Cl, Cl, ctx);
+        break;
+    case J_PROJ_W: /* columns [r Cl, (r+1) Cl) of every row */
+        for (size_t o = 0; o < C; o++)
+            fn(lo + o * Cl, go + o * C + r * Cl, Cl, ctx);
+        break;
+    case J_FC_W:
+        fn(lo, go + r * Fl * C, Fl * C, ctx);
+        break;
+    case J_FC_B:
+        fn(lo, go + r * Fl, Fl, ctx);
+        break;
+    case J_FCPROJ_W:
+        for (size_t o = 0; o < C; o++)
+            fn(lo + o * Fl, go + o * 4 * C + r * Fl, Fl, ctx);
+        break;
+    default:
+        fn(lo, go, g->count, ctx);
+    }
+}
+
+typedef struct {
+    const float *from;
+    float *to;
+    int to_global;
+} copy_ctx;
+
+static void copy_run(size_t local, size_t global, size_t n, void *ctx)
+{
+    copy_ctx *c = ctx;
+    if (c->to_global)
+        memcpy(c->to + global, c->from + local, n * sizeof(float));
+    else
+        memcpy(c->to + local, c->from + global, n * sizeof(float));
+}
+
+void gpt_write_global(const gpt_model *m, const float *local_host, float *global)
+{
+    copy_ctx c = {local_host, global, 1};
+    for (int t = 0; t < m->num_tensors; t++)
+        if (m->tensors[t].counted)
+            tensor_runs(m, t, copy_run, &c);
+}
+
+void gpt_read_global(const gpt_model *m, const float *global, float *local_host)
+{
+    copy_ctx c = {global, local_host, 0};
+    for (int t = 0; t < m->num_tensors; t++)
+        tensor_runs(m, t, copy_run, &c);
 }
 
 static float *dev(const gpt_model *m, size_t n)
@@ -139,94 +235,173 @@ static float *dev(const gpt_model *m, size_t n)
     return m->k->alloc(n * sizeof(float));
 }
 
-void gpt_init(gpt_model *m, const gpt_config *cfg, const kernels_backend *k, kernels_precision prec, int B,
-              uint64_t seed)
+/* GPT-2 initialisation of the whole model, in the single-rank layout, on the host. */
+static float *init_global(const gpt_model *m, uint64_t seed)
+{
+    const gpt_config *cfg = &m->cfg;
+    float *host = calloc(m->global_params, sizeof(float));
+    rng_t r;
+    rng_seed(&r, seed);
+    double resid_std = 0.02 / sqrt(2.0 * cfg->num_layers);
+    int L = cfg->num_layers, lnf = gpt_lnf_w(m);
+    for (int t = 0; t < m->num_tensors; t++) {
+        size_t n = t < 2 ? (t == 0 ? (size_t)cfg->vocab : (size_t)cfg->seq_len) * cfg->hidden
+                   : t >= lnf ? (size_t)cfg->hidden
+                              : layer_tensor_count(cfg, (t - 2) % LAYER_TENSORS, 1);
+        int j = t >= 2 && t < 2 + LAYER_TENSORS * L ? (t - 2) % LAYER_TENSORS : -1;
+        int is_norm_w = j == J_LN1_W || j == J_LN2_W || t == lnf;
+        int is_bias = j == J_LN1_B || j == J_QKV_B || j == J_PROJ_B || j == J_LN2_B || j == J_FC_B ||
+                      j == J_FCPROJ_B || t == lnf + 1;
+        double std = (j == J_PROJ_W || j == J_FCPROJ_W) ? resid_std : 0.02;
+        float *x = host + m->tensors[t].global_offset;
+        for (size_t i = 0; i < n; i++)
+            x[i] = is_norm_w ? 1.0f : is_bias ? 0.0f : (float)(rng_normal(&r) * std);
+    }
+    return host;
+}
+
+static void alloc_acts(gpt_model *m, gpt_acts *a)
+{
+    const gpt_config *cfg = &m->cfg;
+    const gpt_shard *sh = &m->shard;
+    size_t C = (size_t)cfg->hidden, N = (size_t)m->B * cfg->seq_len, V = (size_t)cfg->vocab;
+    size_t Cl = C / sh->tp, NHl = (size_t)cfg->heads / sh->tp;
+    if (sh->embedding)
+        a->encoded = dev(m, N * C);
+    a->layers = calloc((size_t)cfg->num_layers, sizeof *a->layers);
+    for (int l = 0; l < cfg->num_layers; l++) {
+        gpt_layer_acts *x = &a->layers[l];
+        if (!m->runs_layer[l])
+            continue;
+        if (l > 0 && !m->runs_layer[l - 1])
+            x->input = dev(m, N * C);
+        x->ln1 = dev(m, N * C);
+        x->ln1_mean = dev(m, N);
+        x->ln1_rstd = dev(m, N);
+        x->qkv = dev(m, N * 3 * Cl);
+        x->atty = dev(m, N * Cl);
+        x->lse = dev(m, N * NHl);
+        x->proj = dev(m, N * C);
+        x->res2 = dev(m, N * C);
+        x->ln2 = dev(m, N * C);
+        x->ln2_mean = dev(m, N);
+        x->ln2_rstd = dev(m, N);
+        x->fch = dev(m, N * 4 * Cl);
+        x->fch_gelu = dev(m, N * 4 * Cl);
+        x->fcproj = dev(m, N * C);
+        x->res3 = dev(m, N * C);
+    }
+    if (sh->head) {
+        a->lnf = dev(m, N * C);
+        a->lnf_mean = dev(m, N);
+        a->lnf_rstd = dev(m, N);
+        a->logits = dev(m, N * V);
+        a->losses = dev(m, N);
+    }
+    a->tokens = m->k->alloc(N * sizeof(int));
+    a->targets = m->k->alloc(N * sizeof(int));
+}
+
+static void free_acts(gpt_model *m, gpt_acts *a)
+{
+    const kernels_backend *k = m->k;
+    float *top[] = {a->encoded, a->lnf, a->lnf_mean, a->lnf_rstd, a->logits, a->losses};
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+        if (top[i])
+            k->free(top[i]);
+    for (int l = 0; a->layers && l < m->cfg.num_layers; l++) {
+        gpt_layer_acts *x = &a->layers[l];
+        float *p[] = {x->input, x->ln1, x->ln1_mean, x->ln1_rstd, x->qkv, x->atty, x->lse, x->proj, x->res2,
+                      x->ln2, x->ln2_mean, x->ln2_rstd, x->fch, x->fch_gelu, x->fcproj, x->res3};
+        for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+            if (p[i])
+                k->free(p[i]);
+    }
+    if (a->tokens)
+        k->free(a->tokens);
+    if (a->targets)
+        k->free(a->targets);
+    free(a->layers);
+}
+
+int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k, kernels_precision prec, int B,
+                   uint64_t seed, const gpt_shard *shard, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
+    if (shard->tp < 1 || cfg->heads % shard->tp || cfg->hidden % shard->tp) {
+        snprintf(err, errlen, "tensor parallel %d must divide the heads (%d) and the hidden size (%d)", shard->tp,
+                 cfg->heads, cfg->hidden);
+        return -1;
+    }
+    if (shard->layers && shard->head && !shard->layers[cfg->num_layers - 1]) {
+        snprintf(err, errlen, "the rank with the LM head must also run the last layer");
+        return -1;
+    }
     m->cfg = *cfg;
     m->k = k;
     m->prec = prec;
     m->B = B;
     m->T = cfg->seq_len;
+    m->shard = *shard;
+    if (m->shard.slots < 1)
+        m->shard.slots = 1;
+    m->runs_layer = malloc((size_t)cfg->num_layers);
+    for (int l = 0; l < cfg->num_layers; l++)
+        m->runs_layer[l] = shard->layers ? shard->layers[l] != 0 : 1;
+    m->shard.layers = m->runs_layer;
     layout(m);
     size_t P = m->num_params, C = (size_t)cfg->hidden, N = (size_t)B * cfg->seq_len, V = (size_t)cfg->vocab;
-    m->params = dev(m, P);
-    m->grads = dev(m, P);
-    m->m = dev(m, P);
-    m->v = dev(m, P);
+    size_t Cl = C / shard->tp;
+    m->params = dev(m, P ? P : 1);
+    m->grads = dev(m, P ? P : 1);
+    m->m = dev(m, P ? P : 1);
+    m->v = dev(m, P ? P : 1);
 
-    /* GPT-2 initialisation on the host, then one copy to the backend. */
-    float *host = calloc(P, sizeof(float));
-    rng_t r;
-    rng_seed(&r, seed);
-    double resid_std = 0.02 / sqrt(2.0 * cfg->num_layers);
-    for (int t = 0; t < m->num_tensors; t++) {
-        gpt_tensor *tt = &m->tensors[t];
-        int j = t >= 2 && t < 2 + LAYER_TENSORS * cfg->num_layers ? (t - 2) % LAYER_TENSORS : -1;
-        int is_norm_w = j == 0 || j == 6 || t == gpt_lnf_w(m);
-        int is_bias = j == 1 || j == 3 || j == 5 || j == 7 || j == 9 || j == 11 || t == gpt_lnf_w(m) + 1;
-        double std = (j == 4 || j == 10) ? resid_std : 0.02;
-        for (size_t i = 0; i < tt->count; i++)
-            host[tt->offset + i] = is_norm_w ? 1.0f : is_bias ? 0.0f : (float)(rng_normal(&r) * std);
-    }
-    k->copy_to_device(m->params, host, P * sizeof(float));
-    free(host);
+    /* The single-rank model's initial values, cut to this rank's part: every layout starts
+     * from the same weights. */
+    float *global = init_global(m, seed), *local = calloc(P ? P : 1, sizeof(float));
+    gpt_read_global(m, global, local);
+    k->copy_to_device(m->params, local, P * sizeof(float));
+    free(global);
+    free(local);
 
-    m->encoded = dev(m, N * C);
-    m->layers = calloc((size_t)cfg->num_layers, sizeof *m->layers);
-    for (int l = 0; l < cfg->num_layers; l++) {
-        gpt_layer_acts *a = &m->layers[l];
-        a->ln1 = dev(m, N * C);
-        a->ln1_mean = dev(m, N);
-        a->ln1_rstd = dev(m, N);
-        a->qkv = dev(m, N * 3 * C);
-        a->atty = dev(m, N * C);
-        a->lse = dev(m, N * (size_t)cfg->heads);
-        a->proj = dev(m, N * C);
-        a->res2 = dev(m, N * C);
-        a->ln2 = dev(m, N * C);
-        a->ln2_mean = dev(m, N);
-        a->ln2_rstd = dev(m, N);
-        a->fch = dev(m, N * 4 * C);
-        a->fch_gelu = dev(m, N * 4 * C);
-        a->fcproj = dev(m, N * C);
-        a->res3 = dev(m, N * C);
-    }
-    m->lnf = dev(m, N * C);
-    m->lnf_mean = dev(m, N);
-    m->lnf_rstd = dev(m, N);
-    m->logits = dev(m, N * V);
-    m->losses = dev(m, N);
-    m->tokens = k->alloc(N * sizeof(int));
-    m->targets = k->alloc(N * sizeof(int));
+    m->acts = calloc((size_t)m->shard.slots, sizeof *m->acts);
+    for (int i = 0; i < m->shard.slots; i++)
+        alloc_acts(m, &m->acts[i]);
     m->d_res = dev(m, N * C);
     m->d_a = dev(m, N * C);
     m->d_b = dev(m, N * C);
-    m->d_big = dev(m, N * 4 * C);
-    m->d_big2 = dev(m, N * 4 * C);
-    m->d_qkv = dev(m, N * 3 * C);
-    m->d_logits = dev(m, N * V);
+    m->d_big = dev(m, N * 4 * Cl);
+    m->d_big2 = dev(m, N * 4 * Cl);
+    m->d_qkv = dev(m, N * 3 * Cl);
+    m->d_logits = shard->head ? dev(m, N * V) : NULL;
+    return 0;
+}
+
+void gpt_init(gpt_model *m, const gpt_config *cfg, const kernels_backend *k, kernels_precision prec, int B,
+              uint64_t seed)
+{
+    gpt_shard whole = {.tp = 1, .embedding = 1, .head = 1, .slots = 1};
+    char err[256];
+    if (gpt_init_shard(m, cfg, k, prec, B, seed, &whole, err, sizeof err) != 0) {
+        fprintf(stderr, "gpt_init: %s\n", err); /* cannot happen with tp = 1 */
+        abort();
+    }
 }
 
 void gpt_free(gpt_model *m)
 {
     const kernels_backend *k = m->k;
-    float **bufs[] = {&m->params, &m->grads, &m->m, &m->v, &m->encoded, &m->lnf, &m->lnf_mean, &m->lnf_rstd,
-                      &m->logits, &m->losses, &m->d_res, &m->d_a, &m->d_b, &m->d_big, &m->d_big2, &m->d_qkv,
-                      &m->d_logits};
+    float *bufs[] = {m->params, m->grads, m->m, m->v, m->d_res, m->d_a, m->d_b, m->d_big, m->d_big2, m->d_qkv,
+                     m->d_logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        k->free(*bufs[i]);
-    for (int l = 0; l < m->cfg.num_layers; l++) {
-        gpt_layer_acts *a = &m->layers[l];
-        float *p[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->atty, a->lse, a->proj, a->res2,
-                      a->ln2, a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu, a->fcproj, a->res3};
-        for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
-            k->free(p[i]);
-    }
-    k->free(m->tokens);
-    k->free(m->targets);
-    free(m->layers);
+        if (bufs[i])
+            k->free(bufs[i]);
+    for (int i = 0; m->acts && i < m->shard.slots; i++)
+        free_acts(m, &m->acts[i]);
+    free(m->acts);
     free(m->tensors);
+    free(m->runs_layer);
     memset(m, 0, sizeof *m);
 }
 
@@ -262,84 +437,112 @@ static void round_act(const gpt_model *m, float *x, size_t n)
         m->k->round_to_precision(x, n, m->prec);
 }
 
-float gpt_forward(gpt_model *m, const int *tokens, const int *targets)
+/* The sum over the TP group that follows a row-parallel GEMM (forward) or a column-parallel
+ * GEMM's input gradient (backward). */
+static void tp_sum(gpt_model *m, float *x, size_t n)
+{
+    if (m->shard.tp > 1)
+        m->shard.tp_allreduce(x, n, m->shard.tp_ctx);
+}
+
+static float *layer_input(const gpt_model *m, const gpt_acts *a, int l)
+{
+    if (l == 0)
+        return a->encoded;
+    return m->runs_layer[l - 1] ? a->layers[l - 1].res3 : a->layers[l].input;
+}
+
+static void check_layers(const gpt_model *m, int slot, int l0, int l1)
+{
+    int ok = slot >= 0 && slot < m->shard.slots && l0 >= 0 && l1 <= m->cfg.num_layers && l0 < l1 &&
+             (l0 > 0 || m->shard.embedding) && (l1 < m->cfg.num_layers || m->shard.head);
+    for (int l = l0; ok && l < l1; l++)
+        ok = m->runs_layer[l];
+    if (!ok) {
+        fprintf(stderr, "gpt: slot %d, layers [%d, %d) are not this rank's part of the model\n", slot, l0, l1);
+        abort();
+    }
+}
+
+static void block_forward(gpt_model *m, gpt_acts *act, int l)
 {
     const kernels_backend *k = m->k;
-    int B = m->B, T = m->T, C = m->cfg.hidden, NH = m->cfg.heads, V = m->cfg.vocab, L = m->cfg.num_layers;
-    int N = B * T;
+    int B = m->B, T = m->T, C = m->cfg.hidden, tp = m->shard.tp, NH = m->cfg.heads / tp, Cl = C / tp;
+    int N = B * T, lead = m->shard.tp_rank == 0;
     double f = 4.0 * (double)sizeof(float);
-    k->copy_to_device(m->tokens, tokens, (size_t)N * sizeof(int));
-    k->copy_to_device(m->targets, targets, (size_t)N * sizeof(int));
-
-    hook(m, GPT_WTE, 2, 1);
+    gpt_layer_acts *a = &act->layers[l];
+    float *x = layer_input(m, act, l);
+    float *w[LAYER_TENSORS];
+    for (int j = 0; j < LAYER_TENSORS; j++)
+        w[j] = gpt_param(m, gpt_layer_tensor(m, l, j));
+    hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 1);
     PROF_BEGIN();
-    k->encoder_forward(m->encoded, m->tokens, gpt_param(m, GPT_WTE), gpt_param(m, GPT_WPE), B, T, C);
-    round_act(m, m->encoded, (size_t)N * C);
-    PROF_END("embedding", -1, 0, 3.0 * N * C * f / 4, "B=%d T=%d C=%d", B, T, C);
+    k->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w[J_LN1_W], w[J_LN1_B], N, C);
+    round_act(m, a->ln1, (size_t)N * C);
+    PROF_END("ln1", l, 0, 2.0 * N * C * f / 4, "N=%d C=%d", N, C);
+    PROF_BEGIN();
+    k->matmul_forward(a->qkv, a->ln1, w[J_QKV_W], w[J_QKV_B], N, C, 3 * Cl, m->prec);
+    PROF_END("qkv", l, 2.0 * N * C * 3 * Cl, gemm_bytes(N, 3 * Cl, C), "m=%d n=%d k=%d", N, 3 * Cl, C);
+    PROF_BEGIN();
+    k->attention_forward(a->atty, a->lse, a->qkv, B, T, Cl, NH, m->prec);
+    PROF_END("attention", l, 4.0 * B * (double)T * T * Cl, 4.0 * N * (4.0 * Cl + NH),
+             "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
+    PROF_BEGIN();
+    /* Row-parallel: each rank's partial product; the bias is added once (by TP rank 0). */
+    k->matmul_forward(a->proj, a->atty, w[J_PROJ_W], lead ? w[J_PROJ_B] : NULL, N, Cl, C, m->prec);
+    PROF_END("attn_proj", l, 2.0 * N * Cl * C, gemm_bytes(N, C, Cl), "m=%d n=%d k=%d", N, C, Cl);
+    tp_sum(m, a->proj, (size_t)N * C);
+    PROF_BEGIN();
+    k->residual_forward(a->res2, x, a->proj, (size_t)N * C);
+    round_act(m, a->res2, (size_t)N * C);
+    PROF_END("residual1", l, 0, 3.0 * N * C * f / 4, "N=%d C=%d", N, C);
+    PROF_BEGIN();
+    k->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w[J_LN2_W], w[J_LN2_B], N, C);
+    round_act(m, a->ln2, (size_t)N * C);
+    PROF_END("ln2", l, 0, 2.0 * N * C * f / 4, "N=%d C=%d", N, C);
+    PROF_BEGIN();
+    k->matmul_forward(a->fch, a->ln2, w[J_FC_W], w[J_FC_B], N, C, 4 * Cl, m->prec);
+    PROF_END("fc1", l, 2.0 * N * C * 4 * Cl, gemm_bytes(N, 4 * Cl, C), "m=%d n=%d k=%d", N, 4 * Cl, C);
+    PROF_BEGIN();
+    k->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * Cl);
+    round_act(m, a->fch_gelu, (size_t)N * 4 * Cl);
+    PROF_END("gelu", l, 0, 8.0 * N * Cl * f / 4, "n=%d", 4 * N * Cl);
+    PROF_BEGIN();
+    k->matmul_forward(a->fcproj, a->fch_gelu, w[J_FCPROJ_W], lead ? w[J_FCPROJ_B] : NULL, N, 4 * Cl, C, m->prec);
+    PROF_END("fc2", l, 2.0 * N * C * 4 * Cl, gemm_bytes(N, C, 4 * Cl), "m=%d n=%d k=%d", N, C, 4 * Cl);
+    tp_sum(m, a->fcproj, (size_t)N * C);
+    PROF_BEGIN();
+    k->residual_forward(a->res3, a->res2, a->fcproj, (size_t)N * C);
+    round_act(m, a->res3, (size_t)N * C);
+    PROF_END("residual2", l, 0, 3.0 * N * C * f / 4, "N=%d C=%d", N, C);
+    hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 0);
+}
 
-    float *x = m->encoded;
-    for (int l = 0; l < L; l++) {
-        gpt_layer_acts *a = &m->layers[l];
-        float *w[LAYER_TENSORS];
-        for (int j = 0; j < LAYER_TENSORS; j++)
-            w[j] = gpt_param(m, gpt_layer_tensor(m, l, j));
-        hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 1);
-        PROF_BEGIN();
-        k->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w[0], w[1], N, C);
-        round_act(m, a->ln1, (size_t)N * C);
-        PROF_END("ln1", l, 0, 2.0 * N * C * f / 4, "N=%d C=%d", N, C);
-        PROF_BEGIN();
-        k->matmul_forward(a->qkv, a->ln1, w[2], w[3], N, C, 3 * C, m->prec);
-        PROF_END("qkv", l, 2.0 * N * C * 3 * C, gemm_bytes(N, 3 * C, C), "m=%d n=%d k=%d", N, 3 * C, C);
-        PROF_BEGIN();
-        k->attention_forward(a->atty, a->lse, a->qkv, B, T, C, NH, m->prec);
-        PROF_END("attention", l, 4.0 * B * (double)T * T * C, 4.0 * N * (4.0 * C + NH),
-                 "B=%d T=%d heads=%d head_dim=%d", B, T, NH, C / NH);
-        PROF_BEGIN();
-        k->matmul_forward(a->proj, a->atty, w[4], w[5], N, C, C, m->prec);
-        PROF_END("attn_proj", l, 2.0 * N * C * C, gemm_bytes(N, C, C), "m=%d n=%d k=%d", N, C, C);
-        PROF_BEGIN();
-        k->residual_forward(a->res2, x, a->proj, (size_t)N * C);
-        round_act(m, a->res2, (size_t)N * C);
-        PROF_END("residual1", l, 0, 3.0 * N * C * f / 4, "N=%d C=%d", N, C);
-        PROF_BEGIN();
-        k->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w[6], w[7], N, C);
-        round_act(m, a->ln2, (size_t)N * C);
-        PROF_END("ln2", l, 0, 2.0 * N * C * f / 4, "N=%d C=%d", N, C);
-        PROF_BEGIN();
-        k->matmul_forward(a->fch, a->ln2, w[8], w[9], N, C, 4 * C, m->prec);
-        PROF_END("fc1", l, 2.0 * N * C * 4 * C, gemm_bytes(N, 4 * C, C), "m=%d n=%d k=%d", N, 4 * C, C);
-        PROF_BEGIN();
-        k->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
-        round_act(m, a->fch_gelu, (size_t)N * 4 * C);
-        PROF_END("gelu", l, 0, 8.0 * N * C * f / 4, "n=%d", 4 * N * C);
-        PROF_BEGIN();
-        k->matmul_forward(a->fcproj, a->fch_gelu, w[10], w[11], N, 4 * C, C, m->prec);
-        PROF_END("fc2", l, 2.0 * N * C * 4 * C, gemm_bytes(N, C, 4 * C), "m=%d n=%d k=%d", N, C, 4 * C);
-        PROF_BEGIN();
-        k->residual_forward(a->res3, a->res2, a->fcproj, (size_t)N * C);
-        round_act(m, a->res3, (size_t)N * C);
-        PROF_END("residual2", l, 0, 3.0 * N * C * f / 4, "N=%d C=%d", N, C);
-        hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 0);
-        x = a->res3;
-    }
+/* The final norm, LM head and loss on the last layer's output; returns the mean loss. */
+static float head_forward(gpt_model *m, gpt_acts *a)
+{
+    const kernels_backend *k = m->k;
+    int C = m->cfg.hidden, V = m->cfg.vocab, L = m->cfg.num_layers, N = m->B * m->T;
+    double f = 4.0 * (double)sizeof(float);
+    float *x = a->layers[L - 1].res3;
     int lnf = gpt_lnf_w(m);
+    hook(m, GPT_WTE, 1, 1);
     hook(m, lnf, 2, 1);
     PROF_BEGIN();
-    k->layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, x, gpt_param(m, lnf), gpt_param(m, lnf + 1), N, C);
-    round_act(m, m->lnf, (size_t)N * C);
+    k->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, gpt_param(m, lnf), gpt_param(m, lnf + 1), N, C);
+    round_act(m, a->lnf, (size_t)N * C);
     PROF_END("lnf", -1, 0, 2.0 * N * C * f / 4, "N=%d C=%d", N, C);
     PROF_BEGIN();
-    k->matmul_forward(m->logits, m->lnf, gpt_param(m, GPT_WTE), NULL, N, C, V, m->prec);
+    k->matmul_forward(a->logits, a->lnf, gpt_param(m, GPT_WTE), NULL, N, C, V, m->prec);
     PROF_END("lm_head", -1, 2.0 * N * C * V, gemm_bytes(N, V, C), "m=%d n=%d k=%d", N, V, C);
     PROF_BEGIN();
-    k->cross_entropy_forward(m->losses, m->logits, m->targets, N, V);
+    k->cross_entropy_forward(a->losses, a->logits, a->targets, N, V);
     PROF_END("cross_entropy", -1, 0, (double)N * V * 4, "N=%d V=%d", N, V);
     hook(m, lnf, 2, 0);
-    hook(m, GPT_WTE, 2, 0);
+    hook(m, GPT_WTE, 1, 0);
 
     float *host = malloc((size_t)N * sizeof(float));
-    k->copy_to_host(host, m->losses, (size_t)N * sizeof(float));
+    k->copy_to_host(host, a->losses, (size_t)N * sizeof(float));
     double sum = 0;
     for (int i = 0; i < N; i++)
         sum += host[i];
@@ -347,109 +550,184 @@ float gpt_forward(gpt_model *m, const int *tokens, const int *targets)
     return (float)(sum / N);
 }
 
-void gpt_backward(gpt_model *m, float dloss)
+const float *gpt_forward_layers(gpt_model *m, int slot, int l0, int l1, const int *tokens, const int *targets,
+                                const float *in, float *loss)
+{
+    check_layers(m, slot, l0, l1);
+    const kernels_backend *k = m->k;
+    int B = m->B, T = m->T, C = m->cfg.hidden, L = m->cfg.num_layers, N = B * T;
+    double f = 4.0 * (double)sizeof(float);
+    gpt_acts *a = &m->acts[slot];
+    if (l0 == 0) {
+        k->copy_to_device(a->tokens, tokens, (size_t)N * sizeof(int));
+        hook(m, GPT_WTE, 2, 1);
+        PROF_BEGIN();
+        k->encoder_forward(a->encoded, a->tokens, gpt_param(m, GPT_WTE), gpt_param(m, GPT_WPE), B, T, C);
+        round_act(m, a->encoded, (size_t)N * C);
+        PROF_END("embedding", -1, 0, 3.0 * N * C * f / 4, "B=%d T=%d C=%d", B, T, C);
+        hook(m, GPT_WTE, 2, 0);
+    } else {
+        k->copy_to_device(layer_input(m, a, l0), in, (size_t)N * C * sizeof(float));
+    }
+    for (int l = l0; l < l1; l++)
+        block_forward(m, a, l);
+    if (l1 == L) {
+        k->copy_to_device(a->targets, targets, (size_t)N * sizeof(int));
+        *loss = head_forward(m, a);
+    }
+    return a->layers[l1 - 1].res3;
+}
+
+float gpt_forward(gpt_model *m, const int *tokens, const int *targets)
+{
+    float loss = 0;
+    gpt_forward_layers(m, 0, 0, m->cfg.num_layers, tokens, targets, NULL, &loss);
+    return loss;
+}
+
+/* dL/d(last layer's output) into m->d_res, from the loss scaled by dloss. */
+static void head_backward(gpt_model *m, gpt_acts *a, float dloss)
 {
     const kernels_backend *k = m->k;
-    int B = m->B, T = m->T, C = m->cfg.hidden, NH = m->cfg.heads, V = m->cfg.vocab, L = m->cfg.num_layers;
-    int N = B * T;
+    int C = m->cfg.hidden, V = m->cfg.vocab, L = m->cfg.num_layers, N = m->B * m->T;
     size_t NC = (size_t)N * C;
-
     int lnf = gpt_lnf_w(m);
-    hook(m, GPT_WTE, 2, 1);
+    hook(m, GPT_WTE, 1, 1);
     hook(m, lnf, 2, 1);
     PROF_BEGIN();
     k->memset_zero(m->d_logits, (size_t)N * V * sizeof(float));
-    k->cross_entropy_backward(m->d_logits, m->logits, m->targets, dloss, N, V);
+    k->cross_entropy_backward(m->d_logits, a->logits, a->targets, dloss, N, V);
     round_act(m, m->d_logits, (size_t)N * V);
     PROF_END("cross_entropy_bwd", -1, 0, (double)N * V * 8, "N=%d V=%d", N, V);
     PROF_BEGIN();
     k->memset_zero(m->d_a, NC * sizeof(float));
-    k->matmul_backward(m->d_a, gpt_grad(m, GPT_WTE), NULL, m->d_logits, m->lnf, gpt_param(m, GPT_WTE), N, C, V, m->prec);
+    k->matmul_backward(m->d_a, gpt_grad(m, GPT_WTE), NULL, m->d_logits, a->lnf, gpt_param(m, GPT_WTE), N, C, V, m->prec);
     round_act(m, m->d_a, NC);
     PROF_END("lm_head_bwd", -1, 4.0 * N * C * V, 2 * gemm_bytes(N, V, C), "m=%d n=%d k=%d", N, V, C);
-    float *x_last = L > 0 ? m->layers[L - 1].res3 : m->encoded;
     PROF_BEGIN();
     k->memset_zero(m->d_res, NC * sizeof(float));
-    k->layernorm_backward(m->d_res, gpt_grad(m, lnf), gpt_grad(m, lnf + 1), m->d_a, x_last, gpt_param(m, lnf),
-                          m->lnf_mean, m->lnf_rstd, N, C);
+    k->layernorm_backward(m->d_res, gpt_grad(m, lnf), gpt_grad(m, lnf + 1), m->d_a, a->layers[L - 1].res3,
+                          gpt_param(m, lnf), a->lnf_mean, a->lnf_rstd, N, C);
     round_act(m, m->d_res, NC);
     PROF_END("lnf_bwd", -1, 0, 4.0 * NC * 4, "N=%d C=%d", N, C);
     hook(m, lnf, 2, 0);
-
-    for (int l = L - 1; l >= 0; l--) {
-        gpt_layer_acts *a = &m->layers[l];
-        float *x = l > 0 ? m->layers[l - 1].res3 : m->encoded;
-        float *w[LAYER_TENSORS], *g[LAYER_TENSORS];
-        for (int j = 0; j < LAYER_TENSORS; j++) {
-            w[j] = gpt_param(m, gpt_layer_tensor(m, l, j));
-            g[j] = gpt_grad(m, gpt_layer_tensor(m, l, j));
-        }
-        hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 1);
-        /* d_res holds dL/d(res3). MLP: res3 = res2 + fc2(gelu(fc1(ln2(res2)))). */
-        PROF_BEGIN();
-        k->memset_zero(m->d_big, NC * 4 * sizeof(float));
-        k->matmul_backward(m->d_big, g[10], g[11], m->d_res, a->fch_gelu, w[10], N, 4 * C, C, m->prec);
-        round_act(m, m->d_big, NC * 4);
-        PROF_END("fc2_bwd", l, 4.0 * N * C * 4 * C, 2 * gemm_bytes(N, C, 4 * C), "m=%d n=%d k=%d", N, C, 4 * C);
-        PROF_BEGIN();
-        k->memset_zero(m->d_big2, NC * 4 * sizeof(float));
-        k->gelu_backward(m->d_big2, a->fch, m->d_big, NC * 4);
-        round_act(m, m->d_big2, NC * 4);
-        PROF_END("gelu_bwd", l, 0, 12.0 * NC * 4, "n=%d", 4 * N * C);
-        PROF_BEGIN();
-        k->memset_zero(m->d_a, NC * sizeof(float));
-        k->matmul_backward(m->d_a, g[8], g[9], m->d_big2, a->ln2, w[8], N, C, 4 * C, m->prec);
-        round_act(m, m->d_a, NC);
-        PROF_END("fc1_bwd", l, 4.0 * N * C * 4 * C, 2 * gemm_bytes(N, 4 * C, C), "m=%d n=%d k=%d", N, 4 * C, C);
-        PROF_BEGIN();
-        k->layernorm_backward(m->d_res, g[6], g[7], m->d_a, a->res2, w[6], a->ln2_mean, a->ln2_rstd, N, C);
-        round_act(m, m->d_res, NC); /* now dL/d(res2) */
-        PROF_END("ln2_bwd", l, 0, 4.0 * NC * 4, "N=%d C=%d", N, C);
-        /* Attention: res2 = x + proj(attn(qkv(ln1(x)))). */
-        PROF_BEGIN();
-        k->memset_zero(m->d_a, NC * sizeof(float));
-        k->matmul_backward(m->d_a, g[4], g[5], m->d_res, a->atty, w[4], N, C, C, m->prec);
-        round_act(m, m->d_a, NC);
-        PROF_END("attn_proj_bwd", l, 4.0 * N * C * C, 2 * gemm_bytes(N, C, C), "m=%d n=%d k=%d", N, C, C);
-        PROF_BEGIN();
-        k->memset_zero(m->d_qkv, NC * 3 * sizeof(float));
-        k->attention_backward(m->d_qkv, m->d_a, a->qkv, a->atty, a->lse, B, T, C, NH, m->prec);
-        round_act(m, m->d_qkv, NC * 3);
-        PROF_END("attention_bwd", l, 8.0 * B * (double)T * T * C, 4.0 * N * (8.0 * C + NH),
-                 "B=%d T=%d heads=%d head_dim=%d", B, T, NH, C / NH);
-        PROF_BEGIN();
-        k->memset_zero(m->d_b, NC * sizeof(float));
-        k->matmul_backward(m->d_b, g[2], g[3], m->d_qkv, a->ln1, w[2], N, C, 3 * C, m->prec);
-        round_act(m, m->d_b, NC);
-        PROF_END("qkv_bwd", l, 4.0 * N * C * 3 * C, 2 * gemm_bytes(N, 3 * C, C), "m=%d n=%d k=%d", N, 3 * C, C);
-        PROF_BEGIN();
-        k->layernorm_backward(m->d_res, g[0], g[1], m->d_b, x, w[0], a->ln1_mean, a->ln1_rstd, N, C);
-        round_act(m, m->d_res, NC); /* now dL/dx */
-        PROF_END("ln1_bwd", l, 0, 4.0 * NC * 4, "N=%d C=%d", N, C);
-        hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 0);
-    }
-    PROF_BEGIN();
-    k->encoder_backward(gpt_grad(m, GPT_WTE), gpt_grad(m, GPT_WPE), m->d_res, m->tokens, B, T, C);
-    PROF_END("embedding_bwd", -1, 0, 3.0 * NC * 4, "B=%d T=%d C=%d", B, T, C);
-    hook(m, GPT_WTE, 2, 0);
+    hook(m, GPT_WTE, 1, 0);
 }
 
-uint32_t gpt_params_crc32(const gpt_model *m)
+/* m->d_res holds dL/d(res3) of layer l on entry and dL/d(input of l) on return. */
+static void block_backward(gpt_model *m, gpt_acts *act, int l)
 {
-    float *host = malloc(m->num_params * sizeof(float));
-    m->k->copy_to_host(host, m->params, m->num_params * sizeof(float));
+    const kernels_backend *k = m->k;
+    int B = m->B, T = m->T, C = m->cfg.hidden, tp = m->shard.tp, NH = m->cfg.heads / tp, Cl = C / tp;
+    int N = B * T;
+    size_t NC = (size_t)N * C, NCl = (size_t)N * Cl;
+    gpt_layer_acts *a = &act->layers[l];
+    float *x = layer_input(m, act, l);
+    float *w[LAYER_TENSORS], *g[LAYER_TENSORS];
+    for (int j = 0; j < LAYER_TENSORS; j++) {
+        w[j] = gpt_param(m, gpt_layer_tensor(m, l, j));
+        g[j] = gpt_grad(m, gpt_layer_tensor(m, l, j));
+    }
+    hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 1);
+    /* MLP: res3 = res2 + fc2(gelu(fc1(ln2(res2)))). The replicated biases' gradients come out
+     * equal on every TP rank, since d_res is. */
+    PROF_BEGIN();
+    k->memset_zero(m->d_big, NCl * 4 * sizeof(float));
+    k->matmul_backward(m->d_big, g[J_FCPROJ_W], g[J_FCPROJ_B], m->d_res, a->fch_gelu, w[J_FCPROJ_W], N, 4 * Cl, C,
+                       m->prec);
+    round_act(m, m->d_big, NCl * 4);
+    PROF_END("fc2_bwd", l, 4.0 * N * C * 4 * Cl, 2 * gemm_bytes(N, C, 4 * Cl), "m=%d n=%d k=%d", N, C, 4 * Cl);
+    PROF_BEGIN();
+    k->memset_zero(m->d_big2, NCl * 4 * sizeof(float));
+    k->gelu_backward(m->d_big2, a->fch, m->d_big, NCl * 4);
+    round_act(m, m->d_big2, NCl * 4);
+    PROF_END("gelu_bwd", l, 0, 12.0 * NCl * 4, "n=%d", 4 * N * Cl);
+    PROF_BEGIN();
+    k->memset_zero(m->d_a, NC * sizeof(float));
+    k->matmul_backward(m->d_a, g[J_FC_W], g[J_FC_B], m->d_big2, a->ln2, w[J_FC_W], N, C, 4 * Cl, m->prec);
+    PROF_END("fc1_bwd", l, 4.0 * N * C * 4 * Cl, 2 * gemm_bytes(N, 4 * Cl, C), "m=%d n=%d k=%d", N, 4 * Cl, C);
+    tp_sum(m, m->d_a, NC);
+    round_act(m, m->d_a, NC);
+    PROF_BEGIN();
+    k->layernorm_backward(m->d_res, g[J_LN2_W], g[J_LN2_B], m->d_a, a->res2, w[J_LN2_W], a->ln2_mean, a->ln2_rstd,
+                          N, C);
+    round_act(m, m->d_res, NC); /* now dL/d(res2) */
+    PROF_END("ln2_bwd", l, 0, 4.0 * NC * 4, "N=%d C=%d", N, C);
+    /* Attention: res2 = x + proj(attn(qkv(ln1(x)))). */
+    PROF_BEGIN();
+    k->memset_zero(m->d_a, NCl * sizeof(float));
+    k->matmul_backward(m->d_a, g[J_PROJ_W], g[J_PROJ_B], m->d_res, a->atty, w[J_PROJ_W], N, Cl, C, m->prec);
+    round_act(m, m->d_a, NCl);
+    PROF_END("attn_proj_bwd", l, 4.0 * N * C * Cl, 2 * gemm_bytes(N, C, Cl), "m=%d n=%d k=%d", N, C, Cl);
+    PROF_BEGIN();
+    k->memset_zero(m->d_qkv, NCl * 3 * sizeof(float));
+    k->attention_backward(m->d_qkv, m->d_a, a->qkv, a->atty, a->lse, B, T, Cl, NH, m->prec);
+    round_act(m, m->d_qkv, NCl * 3);
+    PROF_END("attention_bwd", l, 8.0 * B * (double)T * T * Cl, 4.0 * N * (8.0 * Cl + NH),
+             "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
+    PROF_BEGIN();
+    k->memset_zero(m->d_b, NC * sizeof(float));
+    k->matmul_backward(m->d_b, g[J_QKV_W], g[J_QKV_B], m->d_qkv, a->ln1, w[J_QKV_W], N, C, 3 * Cl, m->prec);
+    PROF_END("qkv_bwd", l, 4.0 * N * C * 3 * Cl, 2 * gemm_bytes(N, 3 * Cl, C), "m=%d n=%d k=%d", N, 3 * Cl, C);
+    tp_sum(m, m->d_b, NC);
+    round_act(m, m->d_b, NC);
+    PROF_BEGIN();
+    k->layernorm_backward(m->d_res, g[J_LN1_W], g[J_LN1_B], m->d_b, x, w[J_LN1_W], a->ln1_mean, a->ln1_rstd, N, C);
+    round_act(m, m->d_res, NC); /* now dL/dx */
+    PROF_END("ln1_bwd", l, 0, 4.0 * NC * 4, "N=%d C=%d", N, C);
+    hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 0);
+}
+
+const float *gpt_backward_layers(gpt_model *m, int slot, int l0, int l1, float dloss, const float *dout)
+{
+    check_layers(m, slot, l0, l1);
+    const kernels_backend *k = m->k;
+    int B = m->B, T = m->T, C = m->cfg.hidden, N = B * T;
+    size_t NC = (size_t)N * C;
+    gpt_acts *a = &m->acts[slot];
+    if (l1 == m->cfg.num_layers)
+        head_backward(m, a, dloss);
+    else
+        k->copy_to_device(m->d_res, dout, NC * sizeof(float));
+    for (int l = l1 - 1; l >= l0; l--)
+        block_backward(m, a, l);
+    if (l0 > 0)
+        return m->d_res;
+    hook(m, GPT_WTE, 2, 1);
+    PROF_BEGIN();
+    k->encoder_backward(gpt_grad(m, GPT_WTE), gpt_grad(m, GPT_WPE), m->d_res, a->tokens, B, T, C);
+    PROF_END("embedding_bwd", -1, 0, 3.0 * NC * 4, "B=%d T=%d C=%d", B, T, C);
+    hook(m, GPT_WTE, 2, 0);
+    return NULL;
+}
+
+void gpt_backward(gpt_model *m, float dloss)
+{
+    gpt_backward_layers(m, 0, 0, m->cfg.num_layers, dloss, NULL);
+}
+
+uint32_t gpt_crc32_floats(const float *x, size_t n)
+{
     uLong crc = crc32(0L, Z_NULL, 0);
     /* fp32 little-endian bytes; zlib's crc32 takes at most UINT_MAX bytes per call. */
-    const unsigned char *p = (const unsigned char *)host;
-    size_t left = m->num_params * sizeof(float);
+    const unsigned char *p = (const unsigned char *)x;
+    size_t left = n * sizeof(float);
     while (left > 0) {
         uInt chunk = left > (1u << 30) ? (1u << 30) : (uInt)left;
         crc = crc32(crc, p, chunk);
         p += chunk;
         left -= chunk;
     }
-    free(host);
     return (uint32_t)crc;
+}
+
+uint32_t gpt_params_crc32(const gpt_model *m)
+{
+    float *host = malloc(m->num_params * sizeof(float));
+    m->k->copy_to_host(host, m->params, m->num_params * sizeof(float));
+    uint32_t crc = gpt_crc32_floats(host, m->num_params);
+    free(host);
+    return crc;
 }
 
 double gpt_forward_flops(const gpt_config *c, int B)

@@ -29,31 +29,57 @@ int gpt_config_validate(const gpt_config *cfg, char *err, size_t errlen);
 enum { LAYER_TENSORS = 12 };
 
 typedef struct {
-    size_t offset, count;
-    int decay;            /* AdamW weight decay applies (matrices), or not (biases, norms) */
+    size_t offset, count;  /* in this rank's flat buffers; count 0 for a tensor held elsewhere */
+    int decay;             /* AdamW weight decay applies (matrices), or not (biases, norms) */
+    size_t global_offset;  /* where the whole tensor starts in the single-rank layout */
+    int counted;           /* this rank's copy is the one norms and gathers count (a tensor
+                              replicated over TP ranks, or wte on the last stage, counts once) */
 } gpt_tensor;
 
+/* How this rank's part of the model is cut (DESIGN.md, Engine). Tensor parallel as Megatron:
+ * QKV and FC1 split by output rows (heads and MLP columns), projection and FC2 by input
+ * columns, a sum over the TP group after each of those two; norms, biases of the row-parallel
+ * GEMMs, the embeddings and the LM head are replicated. Pipeline parallel: a rank runs a subset
+ * of the layers; the first stage the embedding, the last the final norm, LM head and loss. */
 typedef struct {
-    float *encoded;                  /* (B,T,C) */
+    int tp, tp_rank;
+    const unsigned char *layers;  /* NULL: every layer; else layers[l] != 0 for the ones run here */
+    int embedding, head;
+    int slots;                    /* micro-batches whose activations are held at once (>= 1) */
+    /* Sums a backend buffer of n floats over the TP group (called only when tp > 1). */
+    void (*tp_allreduce)(float *buf, size_t n, void *ctx);
+    void *tp_ctx;
+} gpt_shard;
+
+typedef struct {
+    float *input;                    /* (B,T,C) received from the previous stage, when the
+                                        layer before this one runs elsewhere */
     float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *lse, *proj, *res2;
     float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *fcproj, *res3;
 } gpt_layer_acts;
+
+/* One micro-batch's activations (buffers of layers not run here stay NULL). */
+typedef struct {
+    float *encoded;                  /* (B,T,C) */
+    gpt_layer_acts *layers;
+    float *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
+    int *tokens, *targets;           /* backend memory, B*T */
+} gpt_acts;
 
 typedef struct gpt_model_s {
     gpt_config cfg;
     const kernels_backend *k;
     kernels_precision prec;
     int B, T;                        /* activation buffers sized for this micro-batch */
-    size_t num_params;
+    gpt_shard shard;
+    unsigned char *runs_layer;       /* L flags: this rank runs layer l */
+    size_t num_params;               /* this rank's */
+    size_t global_params;            /* the whole model's (single-rank layout) */
     gpt_tensor *tensors;             /* 2 + 12 L + 2 of them */
     int num_tensors;
     float *params, *grads;           /* backend memory, num_params each */
     float *m, *v;                    /* AdamW moments */
-    /* activations of the current micro-batch */
-    float *encoded;
-    gpt_layer_acts *layers;
-    float *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
-    int *tokens, *targets;           /* backend memory, B*T */
+    gpt_acts *acts;                  /* shard.slots of them */
     /* backward scratch */
     float *d_res, *d_a, *d_b, *d_big, *d_big2, *d_qkv, *d_logits;
     profiler *prof;                  /* optional */
@@ -67,6 +93,11 @@ typedef struct gpt_model_s {
  * tokens, initialised as GPT-2 (normal 0.02; residual projections scaled by 1/sqrt(2L)). */
 void gpt_init(gpt_model *m, const gpt_config *cfg, const kernels_backend *k, kernels_precision prec, int B,
               uint64_t seed);
+/* The same for this rank's part of the model; its parameters are the single-rank model's
+ * (same seed) cut as `shard` says. Returns 0, or -1 with a reason (heads or hidden not
+ * divisible by tp) before allocating anything. */
+int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k, kernels_precision prec, int B,
+                   uint64_t seed, const gpt_shard *shard, char *err, size_t errlen);
 void gpt_free(gpt_model *m);
 
 /* Forward on host tokens/targets (B x T); returns the mean loss (fp32 arithmetic). */
@@ -74,6 +105,23 @@ float gpt_forward(gpt_model *m, const int *tokens, const int *targets);
 /* Backward of the last forward; adds to m->grads with the loss gradient scaled by dloss (the
  * caller folds loss scaling and micro-batch averaging into it). */
 void gpt_backward(gpt_model *m, float dloss);
+
+/* Pipeline pieces. Forward of layers [l0, l1) on activation slot `slot`: from the tokens when
+ * l0 == 0 (the embedding; tokens/targets are host arrays, targets used by the head), else from
+ * `in` (a backend buffer of B*T*C floats, the previous stage's output). Runs the head when
+ * l1 == L, storing the mean loss in *loss. Returns the output (layer l1-1's, a backend buffer
+ * valid until the slot is reused). */
+const float *gpt_forward_layers(gpt_model *m, int slot, int l0, int l1, const int *tokens, const int *targets,
+                                const float *in, float *loss);
+/* Backward of layers [l0, l1) on slot: from the loss (scaled by dloss) when l1 == L, else from
+ * `dout` (dL/d output of layer l1-1, B*T*C floats). Returns dL/d input of layer l0 (a backend
+ * buffer valid until the next backward), or NULL when l0 == 0 (the embedding took it). */
+const float *gpt_backward_layers(gpt_model *m, int slot, int l0, int l1, float dloss, const float *dout);
+
+/* The single-rank layout <-> this rank's tensors. gpt_write_global writes the tensors this
+ * rank counts into `global` (global_params floats, host), leaving the rest untouched. */
+void gpt_write_global(const gpt_model *m, const float *local_host, float *global);
+void gpt_read_global(const gpt_model *m, const float *global, float *local_host);
 
 /* Pointer to a tensor's parameters / gradients (backend memory). */
 float *gpt_param(const gpt_model *m, int tensor);
@@ -83,8 +131,10 @@ int gpt_layer_tensor(const gpt_model *m, int layer, int j);
 enum { GPT_WTE = 0, GPT_WPE = 1 };
 int gpt_lnf_w(const gpt_model *m);
 
-/* CRC32 (zlib) over every parameter in fp32, in the layout above. */
+/* CRC32 (zlib) over every parameter in fp32, in the layout above (a single-rank model). */
 uint32_t gpt_params_crc32(const gpt_model *m);
+/* CRC32 of n host floats (a gathered single-rank layout). */
+uint32_t gpt_crc32_floats(const float *x, size_t n);
 
 /* FLOPs of one forward over B x T tokens (GEMMs and attention, DESIGN.md convention). */
 double gpt_forward_flops(const gpt_config *cfg, int B);

@@ -12,6 +12,7 @@
 #include "data_parallel.h"
 #include "gpt.h"
 #include "profiler.h"
+#include "schedule.h"
 #include "train.h"
 
 static double now_s(void)
@@ -75,6 +76,167 @@ static const char *precision_label(kernels_precision p)
     return p == KPREC_BF16 ? "bf16" : p == KPREC_FP16 ? "fp16" : "fp32";
 }
 
+/* This rank's place in the pipeline: the layer range of each of its chunks. */
+typedef struct {
+    int P, V, s;                  /* stages, chunks per stage, this stage */
+    int *first;                   /* first[vs], first[vs + 1]: layers of virtual stage vs */
+    pipeline_schedule sched;
+    float *in, *out;              /* host staging of one activation (B*T*C floats) */
+} pipeline_plan;
+
+static int pipeline_plan_build(pipeline_plan *pl, const train_options *o, int L, int micro_batches,
+                               unsigned char *runs_layer, char *err, size_t errlen)
+{
+    memset(pl, 0, sizeof *pl);
+    pl->P = o->comm->pp;
+    pl->V = o->vpp > 0 ? o->vpp : 1;
+    pl->s = o->comm->pp_rank;
+    int nv = pl->P * pl->V, *counts = calloc((size_t)nv, sizeof(int));
+    pl->first = calloc((size_t)nv + 1, sizeof(int));
+    /* One stage runs its micro-batches forward then backward one by one (1F1B with p = 1). */
+    pipeline_kind kind = pl->P == 1 ? PIPELINE_1F1B : (pipeline_kind)o->schedule;
+    if (pipeline_layer_split(L, pl->P, pl->V, o->stage_layers, counts, err, errlen) != 0 ||
+        pipeline_schedule_build(&pl->sched, kind, pl->P, micro_batches, pl->V, err, errlen) != 0) {
+        free(counts);
+        return -1;
+    }
+    for (int vs = 0; vs < nv; vs++) {
+        if (counts[vs] < 1) {
+            snprintf(err, errlen, "virtual stage %d of %d gets no layer (%d layers)", vs, nv, L);
+            free(counts);
+            return -1;
+        }
+        pl->first[vs + 1] = pl->first[vs] + counts[vs];
+    }
+    free(counts);
+    memset(runs_layer, 0, (size_t)L);
+    for (int c = 0; c < pl->V; c++) {
+        int vs = pipeline_virtual_stage(pl->P, pl->s, c);
+        for (int l = pl->first[vs]; l < pl->first[vs + 1]; l++)
+            runs_layer[l] = 1;
+    }
+    return 0;
+}
+
+static void pipeline_plan_free(pipeline_plan *pl)
+{
+    free(pl->first);
+    free(pl->in);
+    free(pl->out);
+    pipeline_schedule_free(&pl->sched);
+}
+
+/* Message tag of the activation into (mb, vs) (dir 0) or its gradient out of it (dir 1). */
+static int pipe_tag(const pipeline_plan *pl, int mb, int vs, int dir)
+{
+    return (mb * pl->P * pl->V + vs) * 2 + dir;
+}
+
+/* Reads micro-batch mb of this DP rank's share of the step: DP rank r takes sequences
+ * [r G/dp, (r+1) G/dp) of the step's G; together, exactly the single-rank batch. */
+static void read_micro_batch(const train_options *o, data_loader *d, int step, int mb, int *tokens, int *targets,
+                             int T)
+{
+    int dp = o->comm->dp;
+    d->position = (uint64_t)(step - 1) * o->global_batch + (uint64_t)o->comm->dp_rank * (o->global_batch / dp) +
+                  (uint64_t)mb * o->micro_batch;
+    data_next_batch(d, o->micro_batch, T, tokens, targets);
+}
+
+/* One step's forwards and backwards in the schedule's order, with the pipeline transfers.
+ * Returns the sum of the micro-batch losses (last stage; 0 elsewhere). */
+static double run_pipeline(const train_options *o, pipeline_plan *pl, gpt_model *m, data_loader *d, int step,
+                           float dloss, int *tokens, int *targets)
+{
+    comm_ctx *c = o->comm;
+    int L = m->cfg.num_layers, T = m->T, last = pl->P * pl->V - 1;
+    size_t act = (size_t)m->B * T * m->cfg.hidden;
+    double loss_sum = 0;
+    for (int i = 0; i < pl->sched.count[pl->s]; i++) {
+        pipe_action a = pl->sched.actions[pl->s][i];
+        int vs = pipeline_virtual_stage(pl->P, pl->s, a.chunk), l0 = pl->first[vs], l1 = pl->first[vs + 1];
+        int slot = m->shard.slots > 1 ? a.micro_batch : 0;
+        if (a.phase == PIPE_FORWARD) {
+            if (vs == 0 || vs == last)
+                read_micro_batch(o, d, step, a.micro_batch, tokens, targets, T);
+            if (vs > 0)
+                comm_recv(c, comm_world_rank(c, c->tp_rank, (vs - 1) % pl->P, c->dp_rank),
+                          pipe_tag(pl, a.micro_batch, vs, 0), pl->in, act);
+            float loss = 0;
+            const float *out = gpt_forward_layers(m, slot, l0, l1, tokens, targets, pl->in, &loss);
+            if (vs == last) {
+                loss_sum += loss;
+            } else {
+                m->k->copy_to_host(pl->out, out, act * sizeof(float));
+                comm_send(c, comm_world_rank(c, c->tp_rank, (vs + 1) % pl->P, c->dp_rank),
+                          pipe_tag(pl, a.micro_batch, vs + 1, 0), pl->out, act);
+            }
+        } else {
+            if (vs < last)
+                comm_recv(c, comm_world_rank(c, c->tp_rank, (vs + 1) % pl->P, c->dp_rank),
+                          pipe_tag(pl, a.micro_batch, vs, 1), pl->in, act);
+            const float *dx = gpt_backward_layers(m, slot, l0, l1, dloss, pl->in);
+            if (vs > 0) {
+                m->k->copy_to_host(pl->out, dx, act * sizeof(float));
+                comm_send(c, comm_world_rank(c, c->tp_rank, (vs - 1) % pl->P, c->dp_rank),
+                          pipe_tag(pl, a.micro_batch, vs - 1, 1), pl->out, act);
+            }
+        }
+    }
+    comm_wait_sends(c);
+    (void)L;
+    return loss_sum;
+}
+
+/* Sums a backend buffer over the TP group, staged through the host (gpt_shard.tp_allreduce). */
+typedef struct {
+    comm_group *group;
+    const kernels_backend *k;
+    float *host;
+    size_t cap;
+} tp_staging;
+
+static void tp_allreduce_staged(float *buf, size_t n, void *ctx)
+{
+    tp_staging *t = ctx;
+    if (n > t->cap) {
+        free(t->host);
+        t->host = malloc(n * sizeof(float));
+        t->cap = n;
+    }
+    t->k->copy_to_host(t->host, buf, n * sizeof(float));
+    comm_allreduce_sum(t->group, t->host, n);
+    t->k->copy_to_device(buf, t->host, n * sizeof(float));
+}
+
+/* The tied embedding's two copies (first and last stage) get the sum of both gradients. */
+static void reduce_tied_embedding(const train_options *o, gpt_model *m)
+{
+    if (o->comm->pp == 1 || m->tensors[GPT_WTE].count == 0)
+        return;
+    size_t n = m->tensors[GPT_WTE].count;
+    float *host = malloc(n * sizeof(float));
+    m->k->copy_to_host(host, gpt_grad(m, GPT_WTE), n * sizeof(float));
+    comm_allreduce_sum(o->comm->embed_group, host, n);
+    m->k->copy_to_device(gpt_grad(m, GPT_WTE), host, n * sizeof(float));
+    free(host);
+}
+
+/* The whole model's parameters in the single-rank layout, on every rank (host, malloc'd). */
+static float *gather_global(const train_options *o, const gpt_model *m)
+{
+    float *local = malloc((m->num_params ? m->num_params : 1) * sizeof(float));
+    m->k->copy_to_host(local, m->params, m->num_params * sizeof(float));
+    if (o->comm->tp * o->comm->pp == 1)
+        return local;
+    float *global = calloc(m->global_params, sizeof(float));
+    if (o->comm->dp_rank == 0)
+        gpt_write_global(m, local, global);
+    comm_allreduce_sum(o->comm->world, global, m->global_params);
+    free(local);
+    return global;
+}
+
 int train_run(const train_options *o)
 {
     char err[1024];
@@ -85,9 +247,9 @@ int train_run(const train_options *o)
                     o->global_batch, o->micro_batch, dp);
         return 2;
     }
-    if (o->ckpt_dir && dp > 1) {
+    if (o->ckpt_dir && o->comm->world_size > 1) {
         if (leader)
-            fprintf(stderr, "dtrain: checkpoints of data-parallel runs are not in this build yet (one shard per rank "
+            fprintf(stderr, "dtrain: checkpoints of multi-rank runs are not in this build yet (one shard per rank "
                             "is the next step)\n");
         return 2;
     }
@@ -124,18 +286,50 @@ int train_run(const train_options *o)
     }
 
     gpt_model m;
-    gpt_init(&m, &cfg, k, o->precision, o->micro_batch, o->seed);
+    int B = o->micro_batch, T = cfg.seq_len, accum = o->global_batch / (o->micro_batch * dp);
+    pipeline_plan pl;
+    unsigned char *runs_layer = malloc((size_t)cfg.num_layers);
+    if (pipeline_plan_build(&pl, o, cfg.num_layers, accum, runs_layer, err, sizeof err) != 0) {
+        if (leader)
+            fprintf(stderr, "dtrain: pipeline (--pp %d --vpp %d --schedule %s): %s\n", o->comm->pp, pl.V,
+                    pipeline_kind_name((pipeline_kind)o->schedule), err);
+        pipeline_plan_free(&pl);
+        free(runs_layer);
+        data_close(&data);
+        if (log && log != stdout)
+            fclose(log);
+        return 2;
+    }
+    tp_staging tps = {o->comm->tp_group, k, NULL, 0};
+    gpt_shard shard = {.tp = o->comm->tp, .tp_rank = o->comm->tp_rank, .layers = runs_layer,
+                       .embedding = o->comm->pp_rank == 0, .head = o->comm->pp_rank == o->comm->pp - 1,
+                       .slots = o->comm->pp > 1 ? accum : 1, .tp_allreduce = tp_allreduce_staged, .tp_ctx = &tps};
+    if (gpt_init_shard(&m, &cfg, k, o->precision, o->micro_batch, o->seed, &shard, err, sizeof err) != 0) {
+        if (leader)
+            fprintf(stderr, "dtrain: --tp %d: %s\n", o->comm->tp, err);
+        pipeline_plan_free(&pl);
+        free(runs_layer);
+        data_close(&data);
+        if (log && log != stdout)
+            fclose(log);
+        return 2;
+    }
+    free(runs_layer);
+    size_t act_floats = (size_t)B * T * cfg.hidden;
+    pl.in = malloc(act_floats * sizeof(float));
+    pl.out = malloc(act_floats * sizeof(float));
     if (o->profile)
         m.prof = profiler_create(k);
-    int B = o->micro_batch, T = cfg.seq_len, accum = o->global_batch / (o->micro_batch * dp);
     dp_state dps;
     dp_init(&dps, o->comm, o->zero, &m);
     int *tokens = malloc((size_t)B * T * sizeof(int)), *targets = malloc((size_t)B * T * sizeof(int));
     if (leader)
-        fprintf(stderr, "dtrain: %s model, %d layers, hidden %d, %d heads, seq %d, vocab %d, %.2fM parameters; "
-                        "%s on %s; batch %d sequences = DP %d x %d micro-batches x %d; ZeRO-%d\n",
-                o->model, cfg.num_layers, cfg.hidden, cfg.heads, cfg.seq_len, cfg.vocab, m.num_params / 1e6,
-                precision_label(o->precision), k->name, o->global_batch, dp, accum, B, o->zero);
+        fprintf(stderr, "dtrain: %s model, %d layers, hidden %d, %d heads, seq %d, vocab %d, %.2fM parameters "
+                        "(%.2fM on rank 0); %s on %s; TP %d x PP %d (%s, %d chunks) x DP %d; batch %d sequences = "
+                        "DP %d x %d micro-batches x %d; ZeRO-%d\n",
+                o->model, cfg.num_layers, cfg.hidden, cfg.heads, cfg.seq_len, cfg.vocab, m.global_params / 1e6,
+                m.num_params / 1e6, precision_label(o->precision), k->name, o->comm->tp, o->comm->pp,
+                pipeline_kind_name(pl.sched.kind), pl.V, dp, o->global_batch, dp, accum, B, o->zero);
 
     double scale = o->precision == KPREC_FP16 ? o->loss_scale : 1.0;
     int good_steps = 0, updates = 0, first_step = 1;
@@ -170,25 +364,20 @@ int train_run(const train_options *o)
         double t0 = now_s();
         profiler_set_step(m.prof, step);
         k->memset_zero(m.grads, m.num_params * sizeof(float));
-        double loss_sum = 0;
-        /* Mean loss over all tokens of the step, times the loss scale. DP rank r takes sequences
-         * [r G/dp, (r+1) G/dp) of the step's G: together, exactly the single-rank batch. */
+        /* Mean loss over all tokens of the step, times the loss scale. */
         float dloss = (float)(scale / ((double)B * T * accum * dp));
-        for (int a = 0; a < accum; a++) {
-            data.position = (uint64_t)(step - 1) * o->global_batch + (uint64_t)o->comm->dp_rank * (o->global_batch / dp) +
-                            (uint64_t)a * B;
-            data_next_batch(&data, B, T, tokens, targets);
-            loss_sum += gpt_forward(&m, tokens, targets);
-            gpt_backward(&m, dloss);
-        }
+        double loss_sum = run_pipeline(o, &pl, &m, &data, step, dloss, tokens, targets);
         data.position = (uint64_t)step * o->global_batch;
-        loss = (float)(comm_allreduce_sum_double(o->comm->dp_group, loss_sum / accum) / dp);
+        /* The loss lives on the last stage: its TP rank 0 of each replica contributes. */
+        int reports = o->comm->pp_rank == o->comm->pp - 1 && o->comm->tp_rank == 0;
+        loss = (float)(comm_allreduce_sum_double(o->comm->world, reports ? loss_sum / accum : 0) / dp);
+        reduce_tied_embedding(o, &m);
         dp_reduce_gradients(&dps, &m);
         if (step == o->inject_overflow_step) {
             float inf = INFINITY;
             k->copy_to_device(m.grads, &inf, sizeof inf);
         }
-        int overflow = dp_overflow(&dps, &m);
+        int overflow = comm_allreduce_max_int(o->comm->world, dp_overflow(&dps, &m));
         double grad_norm = INFINITY, lr = train_lr(o, step);
         if (overflow) {
             /* Skip the update. With fp16 this is the loss scaler's signal: halve the scale. */
@@ -199,7 +388,7 @@ int train_run(const train_options *o)
                 fprintf(stderr, "dtrain: step %d: gradients overflowed; step skipped%s\n", step,
                         o->precision == KPREC_FP16 ? ", loss scale halved" : "");
         } else {
-            grad_norm = sqrt(dp_grad_sum_squares(&dps, &m)) / scale;
+            grad_norm = sqrt(comm_allreduce_sum_double(o->comm->mp_group, dp_grad_sum_squares(&dps, &m))) / scale;
             double clip = o->grad_clip > 0 && grad_norm > o->grad_clip ? o->grad_clip / grad_norm : 1.0;
             float grad_scale = (float)(clip / scale);
             updates++;
@@ -218,8 +407,10 @@ int train_run(const train_options *o)
                                  "step_time_s", dt, "tokens_per_s", (double)B * T * accum / dt);
         if (o->log_crc) {
             dp_gather_all(&dps, &m);
+            float *global = gather_global(o, &m);
             char crc[16];
-            snprintf(crc, sizeof crc, "%08x", gpt_params_crc32(&m));
+            snprintf(crc, sizeof crc, "%08x", gpt_crc32_floats(global, m.global_params));
+            free(global);
             json_object_set_new(line, "params_crc32", json_string(crc));
         }
         log_line(log, line);
@@ -279,23 +470,24 @@ int train_run(const train_options *o)
         checkpoint_prune(o->ckpt_dir, o->ckpt_keep);
     char crc[16];
     dp_gather_all(&dps, &m);
-    snprintf(crc, sizeof crc, "%08x", gpt_params_crc32(&m));
+    float *global = gather_global(o, &m);
+    snprintf(crc, sizeof crc, "%08x", gpt_crc32_floats(global, m.global_params));
     log_line(log, json_pack("{s:b,s:i,s:f,s:s}", "final", 1, "step", last_step, "loss", (double)loss, "params_crc32", crc));
     if (leader)
         fprintf(stderr, "dtrain: done, final loss %.4f, params_crc32 %s\n", loss, crc);
     if (leader && o->dump_params) {
-        float *host = malloc(m.num_params * sizeof(float));
-        k->copy_to_host(host, m.params, m.num_params * sizeof(float));
         FILE *f = fopen(o->dump_params, "wb");
-        if (!f || fwrite(host, sizeof(float), m.num_params, f) != m.num_params) {
+        if (!f || fwrite(global, sizeof(float), m.global_params, f) != m.global_params) {
             fprintf(stderr, "dtrain: --dump-params %s: cannot write\n", o->dump_params);
             rc = 1;
         }
         if (f)
             fclose(f);
-        free(host);
     }
+    free(global);
     dp_free(&dps);
+    pipeline_plan_free(&pl);
+    free(tps.host);
 
     if (m.prof) {
         if (profiler_write(m.prof, o->profile, precision_label(o->precision), k->name, err, sizeof err) != 0) {

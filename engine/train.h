@@ -28,6 +28,9 @@ typedef struct {
     comm_ctx *comm;              /* the ranks and groups (DP only in this build) */
     const char *dump_params;     /* test aid: write the final fp32 parameters (single-rank layout) */
     int zero;                    /* ZeRO stage 0-3 */
+    int vpp;                     /* model chunks per pipeline stage (interleaved 1F1B) */
+    int schedule;                /* pipeline_kind */
+    const int *stage_layers;     /* NULL: equal split; else one layer count per stage */
 } train_options;
 
 /* Runs the training; returns the process exit code (0, 1 runtime failure, 2 bad input). */

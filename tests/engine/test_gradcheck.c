@@ -92,7 +92,7 @@ static double mean_loss(const gpt_model *m, const int *tokens, const int *target
     gpt_forward((gpt_model *)m, tokens, targets);
     double s = 0;
     for (int i = 0; i < N; i++)
-        s += m->losses[i];
+        s += m->acts[0].losses[i];
     return s / N;
 }
 
