@@ -183,6 +183,16 @@ void comm_allreduce_sum(comm_group *g, float *buf, size_t n)
     g->bytes_sent += 2.0 * (g->size - 1) / g->size * n * sizeof(float);
 }
 
+void comm_allreduce_max(comm_group *g, float *buf, size_t n)
+{
+    if (g->size == 1)
+        return;
+    for (size_t off = 0; off < n; off += CHUNK) {
+        size_t k = n - off < CHUNK ? n - off : CHUNK;
+        check(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_FLOAT, MPI_MAX, g->mpi), "all-reduce (max)");
+    }
+}
+
 void comm_reduce_scatter_sum(comm_group *g, float *buf, size_t n)
 {
     if (g->size == 1)

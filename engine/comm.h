@@ -34,6 +34,7 @@ void comm_finish(comm_ctx *c);
 /* Collectives on host float buffers (sum). n counts floats; for reduce-scatter and all-gather
  * `n` is the whole buffer, a multiple of the group size, rank i owning the i-th 1/size. */
 void comm_allreduce_sum(comm_group *g, float *buf, size_t n);
+void comm_allreduce_max(comm_group *g, float *buf, size_t n);
 void comm_reduce_scatter_sum(comm_group *g, float *buf, size_t n); /* result in this rank's part of buf */
 void comm_allgather(comm_group *g, float *buf, size_t n);           /* from each rank's part of buf */
 double comm_allreduce_sum_double(comm_group *g, double x);

@@ -135,7 +135,7 @@ static void layout(gpt_model *m)
     /* wte: used by the embedding (first stage) and the tied LM head (last stage); wpe by the
      * embedding. The first stage's copy of wte is the counted one. */
     size_t wte = (size_t)c->vocab * C, wpe = (size_t)c->seq_len * C;
-    m->tensors[t++] = (gpt_tensor){off, sh->embedding || sh->head ? wte : 0, 1, goff, lead && sh->embedding};
+    m->tensors[t++] = (gpt_tensor){off, sh->embedding || sh->head ? wte / tp : 0, 1, goff, sh->embedding};
     off += m->tensors[0].count;
     goff += wte;
     m->tensors[t++] = (gpt_tensor){off, sh->embedding ? wpe : 0, 1, goff, lead && sh->embedding};
@@ -172,6 +172,10 @@ static void tensor_runs(const gpt_model *m, int t, run_fn fn, void *ctx)
     int j = t >= 2 && t < 2 + LAYER_TENSORS * L ? (t - 2) % LAYER_TENSORS : -1;
     size_t C = (size_t)m->cfg.hidden, r = (size_t)m->shard.tp_rank, Cl = C / m->shard.tp, Fl = 4 * C / m->shard.tp;
     size_t lo = g->offset, go = g->global_offset;
+    if (t == GPT_WTE) { /* vocabulary rows [r V/tp, (r+1) V/tp) */
+        fn(lo, go + r * g->count, g->count, ctx);
+        return;
+    }
     switch (j) {
     case J_QKV_W: /* rows [q C + r Cl, q C + (r+1) Cl) of each of q, k, v */
         for (size_t q = 0; q < 3; q++)
@@ -295,11 +299,17 @@ static void alloc_acts(gpt_model *m, gpt_acts *a)
         a->lnf = dev(m, N * C);
         a->lnf_mean = dev(m, N);
         a->lnf_rstd = dev(m, N);
-        a->logits = dev(m, N * V);
+        a->logits = dev(m, N * V / sh->tp);
         a->losses = dev(m, N);
     }
     a->tokens = m->k->alloc(N * sizeof(int));
     a->targets = m->k->alloc(N * sizeof(int));
+    if (sh->tp > 1) {
+        a->in_vocab = calloc(N, 1);
+        a->host_targets = calloc(N, sizeof(int));
+        a->ce_max = calloc(N, sizeof(float));
+        a->ce_sum = calloc(N, sizeof(float));
+    }
 }
 
 static void free_acts(gpt_model *m, gpt_acts *a)
@@ -322,15 +332,19 @@ static void free_acts(gpt_model *m, gpt_acts *a)
     if (a->targets)
         k->free(a->targets);
     free(a->layers);
+    free(a->in_vocab);
+    free(a->host_targets);
+    free(a->ce_max);
+    free(a->ce_sum);
 }
 
 int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k, kernels_precision prec, int B,
                    uint64_t seed, const gpt_shard *shard, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
-    if (shard->tp < 1 || cfg->heads % shard->tp || cfg->hidden % shard->tp) {
-        snprintf(err, errlen, "tensor parallel %d must divide the heads (%d) and the hidden size (%d)", shard->tp,
-                 cfg->heads, cfg->hidden);
+    if (shard->tp < 1 || cfg->heads % shard->tp || cfg->hidden % shard->tp || cfg->vocab % shard->tp) {
+        snprintf(err, errlen, "tensor parallel %d must divide the heads (%d), the hidden size (%d) and the vocabulary "
+                 "(%d)", shard->tp, cfg->heads, cfg->hidden, cfg->vocab);
         return -1;
     }
     if (shard->layers && shard->head && !shard->layers[cfg->num_layers - 1]) {
@@ -374,7 +388,16 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
     m->d_big = dev(m, N * 4 * Cl);
     m->d_big2 = dev(m, N * 4 * Cl);
     m->d_qkv = dev(m, N * 3 * Cl);
-    m->d_logits = shard->head ? dev(m, N * V) : NULL;
+    m->d_logits = shard->head ? dev(m, N * V / shard->tp) : NULL;
+    if (shard->tp > 1) {
+        m->vp_zeros = dev(m, N * C);
+        m->vp_tmp = dev(m, N * C);
+        m->vp_sink = dev(m, (size_t)cfg->seq_len * C);
+        m->vp_zero_tokens = k->alloc(N * sizeof(int));
+        k->memset_zero(m->vp_zero_tokens, N * sizeof(int));
+        if (shard->head)
+            m->vp_host_logits = malloc(N * V / shard->tp * sizeof(float));
+    }
     return 0;
 }
 
@@ -393,7 +416,10 @@ void gpt_free(gpt_model *m)
 {
     const kernels_backend *k = m->k;
     float *bufs[] = {m->params, m->grads, m->m, m->v, m->d_res, m->d_a, m->d_b, m->d_big, m->d_big2, m->d_qkv,
-                     m->d_logits};
+                     m->d_logits, m->vp_zeros, m->vp_tmp, m->vp_sink};
+    if (m->vp_zero_tokens)
+        k->free(m->vp_zero_tokens);
+    free(m->vp_host_logits);
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             k->free(bufs[i]);
@@ -518,6 +544,100 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
     hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 0);
 }
 
+/* Vocabulary-parallel cross-entropy (Megatron): each TP rank holds V/tp columns of the logits;
+ * the row maximum, the sum of exponentials and the target's logit are reduced over the TP
+ * group, so no rank ever holds a full row. Runs on host copies of the logits: exact, and the
+ * place for a fused device kernel later. Returns the mean loss; keeps the row statistics for
+ * the backward. */
+static float vocab_parallel_loss(gpt_model *m, gpt_acts *a)
+{
+    int N = m->B * m->T, tp = m->shard.tp, Vl = m->cfg.vocab / tp, lo = m->shard.tp_rank * Vl;
+    float *lg = m->vp_host_logits;
+    PROF_BEGIN();
+    m->k->copy_to_host(lg, a->logits, (size_t)N * Vl * sizeof(float));
+    for (int i = 0; i < N; i++) {
+        float mx = -INFINITY;
+        for (int j = 0; j < Vl; j++)
+            mx = fmaxf(mx, lg[(size_t)i * Vl + j]);
+        a->ce_max[i] = mx;
+    }
+    m->shard.tp_allreduce_host(a->ce_max, (size_t)N, 1, m->shard.tp_ctx);
+    float *sum_and_target = calloc(2 * (size_t)N, sizeof(float));
+    for (int i = 0; i < N; i++) {
+        double se = 0;
+        for (int j = 0; j < Vl; j++)
+            se += exp((double)lg[(size_t)i * Vl + j] - a->ce_max[i]);
+        sum_and_target[i] = (float)se;
+        int t = a->host_targets[i] - lo;
+        sum_and_target[N + i] = t >= 0 && t < Vl ? lg[(size_t)i * Vl + t] : 0.0f;
+    }
+    m->shard.tp_allreduce_host(sum_and_target, 2 * (size_t)N, 0, m->shard.tp_ctx);
+    double total = 0;
+    for (int i = 0; i < N; i++) {
+        a->ce_sum[i] = sum_and_target[i];
+        total += log((double)sum_and_target[i]) + a->ce_max[i] - sum_and_target[N + i];
+    }
+    free(sum_and_target);
+    PROF_END("cross_entropy", -1, 0, (double)N * Vl * 4, "N=%d V=%d", N, Vl);
+    return (float)(total / N);
+}
+
+/* d_logits = dloss (softmax - onehot) on this rank's vocabulary columns. */
+static void vocab_parallel_loss_backward(gpt_model *m, gpt_acts *a, float dloss)
+{
+    int N = m->B * m->T, Vl = m->cfg.vocab / m->shard.tp, lo = m->shard.tp_rank * Vl;
+    float *lg = m->vp_host_logits;
+    m->k->copy_to_host(lg, a->logits, (size_t)N * Vl * sizeof(float));
+    for (int i = 0; i < N; i++) {
+        float *row = lg + (size_t)i * Vl;
+        for (int j = 0; j < Vl; j++)
+            row[j] = (float)(exp((double)row[j] - a->ce_max[i]) / a->ce_sum[i]) * dloss;
+        int t = a->host_targets[i] - lo;
+        if (t >= 0 && t < Vl)
+            row[t] -= dloss;
+    }
+    m->k->copy_to_device(m->d_logits, lg, (size_t)N * Vl * sizeof(float));
+}
+
+/* The vocabulary-parallel embedding: each rank looks up the tokens in its rows (zero for the
+ * others), the TP sum assembles every row, then the position embedding is added. */
+static void vocab_parallel_embedding(gpt_model *m, gpt_acts *a, const int *tokens)
+{
+    const kernels_backend *k = m->k;
+    int B = m->B, T = m->T, C = m->cfg.hidden, N = B * T, Vl = m->cfg.vocab / m->shard.tp;
+    int lo = m->shard.tp_rank * Vl;
+    int *local = malloc((size_t)N * sizeof(int));
+    for (int i = 0; i < N; i++) {
+        int t = tokens[i] - lo;
+        a->in_vocab[i] = t >= 0 && t < Vl;
+        local[i] = a->in_vocab[i] ? t : 0;
+    }
+    k->copy_to_device(a->tokens, local, (size_t)N * sizeof(int));
+    free(local);
+    k->encoder_forward(a->encoded, a->tokens, gpt_param(m, GPT_WTE), m->vp_zeros, B, T, C);
+    for (int i = 0; i < N; i++)
+        if (!a->in_vocab[i])
+            k->memset_zero(a->encoded + (size_t)i * C, (size_t)C * sizeof(float));
+    tp_sum(m, a->encoded, (size_t)N * C);
+    /* positions: a lookup of token 0 in an all-zero one-row table, plus wpe */
+    k->encoder_forward(m->vp_tmp, m->vp_zero_tokens, m->vp_zeros, gpt_param(m, GPT_WPE), B, T, C);
+    k->residual_forward(a->encoded, a->encoded, m->vp_tmp, (size_t)N * C);
+}
+
+static void vocab_parallel_embedding_backward(gpt_model *m, gpt_acts *a)
+{
+    const kernels_backend *k = m->k;
+    int B = m->B, T = m->T, C = m->cfg.hidden, N = B * T;
+    /* this rank's rows get the gradient of the tokens it looked up; the others are masked */
+    k->residual_forward(m->vp_tmp, m->d_res, m->vp_zeros, (size_t)N * C);
+    for (int i = 0; i < N; i++)
+        if (!a->in_vocab[i])
+            k->memset_zero(m->vp_tmp + (size_t)i * C, (size_t)C * sizeof(float));
+    k->encoder_backward(gpt_grad(m, GPT_WTE), m->vp_sink, m->vp_tmp, a->tokens, B, T, C);
+    /* wpe gets every position's gradient, replicated on each TP rank like wpe itself */
+    k->encoder_backward(m->vp_sink, gpt_grad(m, GPT_WPE), m->d_res, m->vp_zero_tokens, B, T, C);
+}
+
 /* The final norm, LM head and loss on the last layer's output; returns the mean loss. */
 static float head_forward(gpt_model *m, gpt_acts *a)
 {
@@ -532,14 +652,17 @@ static float head_forward(gpt_model *m, gpt_acts *a)
     k->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, gpt_param(m, lnf), gpt_param(m, lnf + 1), N, C);
     round_act(m, a->lnf, (size_t)N * C);
     PROF_END("lnf", -1, 0, 2.0 * N * C * f / 4, "N=%d C=%d", N, C);
+    int Vl = V / m->shard.tp;
     PROF_BEGIN();
-    k->matmul_forward(a->logits, a->lnf, gpt_param(m, GPT_WTE), NULL, N, C, V, m->prec);
-    PROF_END("lm_head", -1, 2.0 * N * C * V, gemm_bytes(N, V, C), "m=%d n=%d k=%d", N, V, C);
+    k->matmul_forward(a->logits, a->lnf, gpt_param(m, GPT_WTE), NULL, N, C, Vl, m->prec);
+    PROF_END("lm_head", -1, 2.0 * N * C * Vl, gemm_bytes(N, Vl, C), "m=%d n=%d k=%d", N, Vl, C);
+    hook(m, lnf, 2, 0);
+    hook(m, GPT_WTE, 1, 0);
+    if (m->shard.tp > 1)
+        return vocab_parallel_loss(m, a);
     PROF_BEGIN();
     k->cross_entropy_forward(a->losses, a->logits, a->targets, N, V);
     PROF_END("cross_entropy", -1, 0, (double)N * V * 4, "N=%d V=%d", N, V);
-    hook(m, lnf, 2, 0);
-    hook(m, GPT_WTE, 1, 0);
 
     float *host = malloc((size_t)N * sizeof(float));
     k->copy_to_host(host, a->losses, (size_t)N * sizeof(float));
@@ -559,10 +682,14 @@ const float *gpt_forward_layers(gpt_model *m, int slot, int l0, int l1, const in
     double f = 4.0 * (double)sizeof(float);
     gpt_acts *a = &m->acts[slot];
     if (l0 == 0) {
-        k->copy_to_device(a->tokens, tokens, (size_t)N * sizeof(int));
         hook(m, GPT_WTE, 2, 1);
         PROF_BEGIN();
-        k->encoder_forward(a->encoded, a->tokens, gpt_param(m, GPT_WTE), gpt_param(m, GPT_WPE), B, T, C);
+        if (m->shard.tp > 1) {
+            vocab_parallel_embedding(m, a, tokens);
+        } else {
+            k->copy_to_device(a->tokens, tokens, (size_t)N * sizeof(int));
+            k->encoder_forward(a->encoded, a->tokens, gpt_param(m, GPT_WTE), gpt_param(m, GPT_WPE), B, T, C);
+        }
         round_act(m, a->encoded, (size_t)N * C);
         PROF_END("embedding", -1, 0, 3.0 * N * C * f / 4, "B=%d T=%d C=%d", B, T, C);
         hook(m, GPT_WTE, 2, 0);
@@ -573,6 +700,8 @@ const float *gpt_forward_layers(gpt_model *m, int slot, int l0, int l1, const in
         block_forward(m, a, l);
     if (l1 == L) {
         k->copy_to_device(a->targets, targets, (size_t)N * sizeof(int));
+        if (a->host_targets)
+            memcpy(a->host_targets, targets, (size_t)N * sizeof(int));
         *loss = head_forward(m, a);
     }
     return a->layers[l1 - 1].res3;
@@ -594,16 +723,23 @@ static void head_backward(gpt_model *m, gpt_acts *a, float dloss)
     int lnf = gpt_lnf_w(m);
     hook(m, GPT_WTE, 1, 1);
     hook(m, lnf, 2, 1);
+    int Vl = V / m->shard.tp;
     PROF_BEGIN();
-    k->memset_zero(m->d_logits, (size_t)N * V * sizeof(float));
-    k->cross_entropy_backward(m->d_logits, a->logits, a->targets, dloss, N, V);
-    round_act(m, m->d_logits, (size_t)N * V);
-    PROF_END("cross_entropy_bwd", -1, 0, (double)N * V * 8, "N=%d V=%d", N, V);
+    if (m->shard.tp > 1) {
+        vocab_parallel_loss_backward(m, a, dloss);
+    } else {
+        k->memset_zero(m->d_logits, (size_t)N * V * sizeof(float));
+        k->cross_entropy_backward(m->d_logits, a->logits, a->targets, dloss, N, V);
+    }
+    round_act(m, m->d_logits, (size_t)N * Vl);
+    PROF_END("cross_entropy_bwd", -1, 0, (double)N * Vl * 8, "N=%d V=%d", N, Vl);
     PROF_BEGIN();
     k->memset_zero(m->d_a, NC * sizeof(float));
-    k->matmul_backward(m->d_a, gpt_grad(m, GPT_WTE), NULL, m->d_logits, a->lnf, gpt_param(m, GPT_WTE), N, C, V, m->prec);
+    k->matmul_backward(m->d_a, gpt_grad(m, GPT_WTE), NULL, m->d_logits, a->lnf, gpt_param(m, GPT_WTE), N, C, Vl,
+                       m->prec);
+    PROF_END("lm_head_bwd", -1, 4.0 * N * C * Vl, 2 * gemm_bytes(N, Vl, C), "m=%d n=%d k=%d", N, Vl, C);
+    tp_sum(m, m->d_a, NC); /* each rank's vocabulary columns contribute to every row */
     round_act(m, m->d_a, NC);
-    PROF_END("lm_head_bwd", -1, 4.0 * N * C * V, 2 * gemm_bytes(N, V, C), "m=%d n=%d k=%d", N, V, C);
     PROF_BEGIN();
     k->memset_zero(m->d_res, NC * sizeof(float));
     k->layernorm_backward(m->d_res, gpt_grad(m, lnf), gpt_grad(m, lnf + 1), m->d_a, a->layers[L - 1].res3,
@@ -695,7 +831,10 @@ const float *gpt_backward_layers(gpt_model *m, int slot, int l0, int l1, float d
         return m->d_res;
     hook(m, GPT_WTE, 2, 1);
     PROF_BEGIN();
-    k->encoder_backward(gpt_grad(m, GPT_WTE), gpt_grad(m, GPT_WPE), m->d_res, a->tokens, B, T, C);
+    if (m->shard.tp > 1)
+        vocab_parallel_embedding_backward(m, a);
+    else
+        k->encoder_backward(gpt_grad(m, GPT_WTE), gpt_grad(m, GPT_WPE), m->d_res, a->tokens, B, T, C);
     PROF_END("embedding_bwd", -1, 0, 3.0 * NC * 4, "B=%d T=%d C=%d", B, T, C);
     hook(m, GPT_WTE, 2, 0);
     return NULL;

@@ -38,8 +38,9 @@ typedef struct {
 
 /* How this rank's part of the model is cut (DESIGN.md, Engine). Tensor parallel as Megatron:
  * QKV and FC1 split by output rows (heads and MLP columns), projection and FC2 by input
- * columns, a sum over the TP group after each of those two; norms, biases of the row-parallel
- * GEMMs, the embeddings and the LM head are replicated. Pipeline parallel: a rank runs a subset
+ * columns, a sum over the TP group after each of those two; the token embedding and the tied
+ * LM head split by vocabulary rows with a parallel cross-entropy; norms, the biases of the
+ * row-parallel GEMMs and the position embedding are replicated. Pipeline parallel: a rank runs a subset
  * of the layers; the first stage the embedding, the last the final norm, LM head and loss. */
 typedef struct {
     int tp, tp_rank;
@@ -48,6 +49,9 @@ typedef struct {
     int slots;                    /* micro-batches whose activations are held at once (>= 1) */
     /* Sums a backend buffer of n floats over the TP group (called only when tp > 1). */
     void (*tp_allreduce)(float *buf, size_t n, void *ctx);
+    /* Sum (max = 0) or maximum (max = 1) of a host buffer over the TP group: the vocabulary-
+     * parallel cross-entropy's row statistics. */
+    void (*tp_allreduce_host)(float *buf, size_t n, int max, void *ctx);
     void *tp_ctx;
 } gpt_shard;
 
@@ -63,7 +67,11 @@ typedef struct {
     float *encoded;                  /* (B,T,C) */
     gpt_layer_acts *layers;
     float *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
-    int *tokens, *targets;           /* backend memory, B*T */
+    int *tokens, *targets;           /* backend memory, B*T (tokens: this rank's vocabulary rows
+                                        when the vocabulary is split) */
+    unsigned char *in_vocab;         /* host, B*T: the token's row is on this rank (tp > 1) */
+    int *host_targets;               /* host, B*T (tp > 1) */
+    float *ce_max, *ce_sum;          /* host, B*T: row max and sum of exponentials (tp > 1) */
 } gpt_acts;
 
 typedef struct gpt_model_s {
@@ -82,6 +90,10 @@ typedef struct gpt_model_s {
     gpt_acts *acts;                  /* shard.slots of them */
     /* backward scratch */
     float *d_res, *d_a, *d_b, *d_big, *d_big2, *d_qkv, *d_logits;
+    /* vocabulary-parallel embedding scratch (tp > 1): zeros, a row table, gradient sinks */
+    float *vp_zeros, *vp_tmp, *vp_sink;
+    int *vp_zero_tokens;
+    float *vp_host_logits;
     profiler *prof;                  /* optional */
     /* Optional: called before and after the model uses tensors [first, first + count) in a
      * pass (ZeRO-3 gathers a layer's parameters just in time and releases them after). */

@@ -209,6 +209,15 @@ static void tp_allreduce_staged(float *buf, size_t n, void *ctx)
     t->k->copy_to_device(buf, t->host, n * sizeof(float));
 }
 
+static void tp_allreduce_host(float *buf, size_t n, int max, void *ctx)
+{
+    tp_staging *t = ctx;
+    if (max)
+        comm_allreduce_max(t->group, buf, n);
+    else
+        comm_allreduce_sum(t->group, buf, n);
+}
+
 /* The tied embedding's two copies (first and last stage) get the sum of both gradients. */
 static void reduce_tied_embedding(const train_options *o, gpt_model *m)
 {
@@ -303,7 +312,8 @@ int train_run(const train_options *o)
     tp_staging tps = {o->comm->tp_group, k, NULL, 0};
     gpt_shard shard = {.tp = o->comm->tp, .tp_rank = o->comm->tp_rank, .layers = runs_layer,
                        .embedding = o->comm->pp_rank == 0, .head = o->comm->pp_rank == o->comm->pp - 1,
-                       .slots = o->comm->pp > 1 ? accum : 1, .tp_allreduce = tp_allreduce_staged, .tp_ctx = &tps};
+                       .slots = o->comm->pp > 1 ? accum : 1, .tp_allreduce = tp_allreduce_staged,
+                       .tp_allreduce_host = tp_allreduce_host, .tp_ctx = &tps};
     if (gpt_init_shard(&m, &cfg, k, o->precision, o->micro_batch, o->seed, &shard, err, sizeof err) != 0) {
         if (leader)
             fprintf(stderr, "dtrain: --tp %d: %s\n", o->comm->tp, err);
