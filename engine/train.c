@@ -482,7 +482,15 @@ int train_run(const train_options *o)
     dp_gather_all(&dps, &m);
     float *global = gather_global(o, &m);
     snprintf(crc, sizeof crc, "%08x", gpt_crc32_floats(global, m.global_params));
-    log_line(log, json_pack("{s:b,s:i,s:f,s:s}", "final", 1, "step", last_step, "loss", (double)loss, "params_crc32", crc));
+    /* Parameters each rank holds (its part of the model), in world-rank order: the figure the
+     * simulator's memory model predicts per GPU for the same layout. */
+    json_t *per_rank = json_array();
+    for (int r = 0; r < o->comm->world_size; r++)
+        json_array_append_new(per_rank, json_integer((json_int_t)comm_allreduce_sum_double(
+                                            o->comm->world, r == o->comm->world_rank ? (double)m.num_params : 0)));
+    log_line(log, json_pack("{s:b,s:i,s:f,s:s,s:I,s:o}", "final", 1, "step", last_step, "loss", (double)loss,
+                            "params_crc32", crc, "params_total", (json_int_t)m.global_params, "params_per_rank",
+                            per_rank));
     if (leader)
         fprintf(stderr, "dtrain: done, final loss %.4f, params_crc32 %s\n", loss, crc);
     if (leader && o->dump_params) {

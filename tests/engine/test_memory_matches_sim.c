@@ -1,0 +1,99 @@
+/* The engine and the simulator count the same parameters per GPU: for each layout, the
+ * parameters each dtrain rank holds (its "params_per_rank" in the final log line) equal
+ * params_stage_per_gpu() of dtsim's memory model for that rank's pipeline stage, and the
+ * whole model equals params_total(). Two independent codes (the engine's tensor table and the
+ * simulator's formulas) must agree, so a change to either side's TP split, vocabulary split,
+ * tied-embedding copy or stage split shows up here.
+ * argv[1]: dtrain, argv[2]: mpirun, argv[3]: a scratch folder. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include "run_dtrain.h"
+#include "params.h"
+
+static const char *DTRAIN, *MPIRUN, *DIR;
+static char ERR[65536];
+
+enum { LAYERS = 8, HIDDEN = 64, HEADS = 4, SEQ = 32, VOCAB = 256 };
+
+static void engine_matches_model(int tp, int pp, int dp, int vpp, const char *extra, const int *stage_layers)
+{
+    char model[1024], launcher[1024], args[1024];
+    snprintf(model, sizeof model, "%s/mem_model.json", DIR);
+    FILE *f = fopen(model, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"num_layers\": %d, \"hidden\": %d, \"heads\": %d, \"seq_len\": %d}\n", LAYERS, HIDDEN, HEADS, SEQ);
+    fclose(f);
+    int ranks = tp * pp * dp;
+    snprintf(launcher, sizeof launcher, "%s' --oversubscribe -np %d '%s", MPIRUN, ranks, DTRAIN);
+    snprintf(args, sizeof args, "--model %s --steps 1 --micro-batch 1 --global-batch %d --tp %d --pp %d --dp %d %s",
+             model, 4 * dp, tp, pp, dp, extra);
+    json_t *lines[8];
+    int n;
+    int rc = run_dtrain(ranks > 1 ? launcher : DTRAIN, args, lines, 8, &n, ERR, sizeof ERR);
+    remove(model);
+    if (rc != 0 || n < 1)
+        fail_msg("%s exited %d: %s", args, rc, ERR);
+    json_t *final = lines[n - 1], *per_rank = json_object_get(final, "params_per_rank");
+    assert_int_equal(json_array_size(per_rank), ranks);
+
+    scenario_config s;
+    memset(&s, 0, sizeof s);
+    s.model.num_layers = LAYERS;
+    s.model.hidden_size = HIDDEN;
+    s.model.num_attention_heads = HEADS;
+    s.model.num_query_groups = HEADS;
+    s.model.ffn_hidden_size = 4 * HIDDEN;
+    s.model.seq_length = SEQ;
+    s.model.vocab_size = VOCAB;
+    s.parallel.tp = tp;
+    s.parallel.pp = pp;
+    s.parallel.dp = dp;
+    s.parallel.vpp = vpp;
+    s.parallel.cp = 1;
+    s.parallel.ep = 1;
+    s.parallel.pipeline_layers = (int *)stage_layers;
+    s.parallel.pipeline_layers_count = stage_layers ? pp : 0;
+    assert_int_equal(json_integer_value(json_object_get(final, "params_total")), (json_int_t)params_total(&s));
+    for (int r = 0; r < ranks; r++) {
+        int stage = (r / tp) % pp;
+        double engine = (double)json_integer_value(json_array_get(per_rank, (size_t)r));
+        double model_says = params_stage_per_gpu(&s, stage);
+        if (engine != model_says)
+            fail_msg("%s: rank %d (stage %d) holds %.0f parameters, the memory model says %.0f", args, r, stage,
+                     engine, model_says);
+    }
+    print_message("TP %d PP %d VPP %d DP %d %s: every rank's parameters as the memory model counts them\n", tp, pp,
+                  vpp, dp, extra);
+    free_lines(lines, n);
+}
+
+static void layouts(void **state)
+{
+    (void)state;
+    static const int uneven[] = {3, 5};
+    engine_matches_model(1, 1, 1, 1, "", NULL);
+    engine_matches_model(2, 1, 1, 1, "", NULL);
+    engine_matches_model(4, 1, 1, 1, "", NULL);
+    engine_matches_model(1, 2, 1, 1, "", NULL);
+    engine_matches_model(1, 2, 1, 1, "--pipeline-layers 3,5", uneven);
+    engine_matches_model(1, 2, 1, 2, "--schedule interleaved --vpp 2", NULL);
+    engine_matches_model(2, 2, 2, 1, "", NULL);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4)
+        return 2;
+    DTRAIN = argv[1];
+    MPIRUN = argv[2];
+    DIR = argv[3];
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    const struct CMUnitTest tests[] = {cmocka_unit_test(layouts)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
