@@ -36,7 +36,7 @@ static int write_all(int fd, const void *buf, size_t n)
     return 0;
 }
 
-static int read_all(int fd, void *buf, size_t n)
+int flow_read_all(int fd, void *buf, size_t n)
 {
     char *p = buf;
     while (n > 0) {
@@ -133,9 +133,9 @@ int flow_platform_probe(const platform_config *p, int nodes, const int *pairs, i
     }
     close(fds[1]);
     flow_platform_info got;
-    int rc = read_all(fds[0], &got, sizeof got);
+    int rc = flow_read_all(fds[0], &got, sizeof got);
     for (int i = 0; rc == 0 && i < n_pairs; i++)
-        rc = read_all(fds[0], routes[i], FLOW_ROUTE_MAX);
+        rc = flow_read_all(fds[0], routes[i], FLOW_ROUTE_MAX);
     close(fds[0]);
     int status = 0;
     waitpid(pid, &status, 0);

@@ -404,19 +404,6 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
     return 0;
 }
 
-static int read_all(int fd, void *buf, size_t n)
-{
-    char *p = buf;
-    while (n > 0) {
-        ssize_t got = read(fd, p, n);
-        if (got <= 0)
-            return -1;
-        p += got;
-        n -= (size_t)got;
-    }
-    return 0;
-}
-
 int replay_flow_with(const scenario_config *s, const step_workload *w, const flow_options *o, replay_times *t,
                      flow_report *r, config_error *err)
 {
@@ -450,8 +437,8 @@ int replay_flow_with(const scenario_config *s, const step_workload *w, const flo
     close(fds[1]);
     flow_report rep;
     size_t bytes = (size_t)w->n_tasks * sizeof(double);
-    int rc = read_all(fds[0], &rep, sizeof rep) || read_all(fds[0], t->start, bytes) ||
-             read_all(fds[0], t->finish, bytes);
+    int rc = flow_read_all(fds[0], &rep, sizeof rep) || flow_read_all(fds[0], t->start, bytes) ||
+             flow_read_all(fds[0], t->finish, bytes);
     close(fds[0]);
     int status = 0;
     waitpid(pid, &status, 0);

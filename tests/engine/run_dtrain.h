@@ -52,4 +52,18 @@ static void free_lines(json_t **lines, int n)
     for (int i = 0; i < n; i++)
         json_decref(lines[i]);
 }
+/* A --dump-params file: fp32 parameters in the single-rank layout (malloc'd; NULL if unreadable). */
+static inline float *load_params(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long bytes = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    float *p = malloc((size_t)bytes > 0 ? (size_t)bytes : 1);
+    *n = bytes > 0 ? fread(p, sizeof(float), (size_t)bytes / sizeof(float), f) : 0;
+    fclose(f);
+    return p;
+}
 #endif

@@ -15,20 +15,6 @@ static const char *DTRAIN, *MPIRUN;
 static json_t *S[64], *D[64];
 static char ERR[65536];
 
-static float *load_params(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long bytes = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    float *p = malloc((size_t)bytes);
-    *n = fread(p, sizeof(float), (size_t)bytes / sizeof(float), f);
-    fclose(f);
-    return p;
-}
-
 static void equivalent(int dp, int zero)
 {
     char dtrain_dp[1024], args[512];
@@ -48,7 +34,7 @@ static void equivalent(int dp, int zero)
         if (fabs(a - b) > 1e-5 * fabs(a))
             fail_msg("dp %d zero %d step %d: loss %.9g vs single-rank %.9g", dp, zero, i + 1, b, a);
     }
-    size_t n1, n2;
+    size_t n1 = 0, n2 = 0;
     float *p1 = load_params("/tmp/dtrain_dp_single.bin", &n1), *p2 = load_params("/tmp/dtrain_dp_multi.bin", &n2);
     assert_non_null(p1);
     assert_non_null(p2);

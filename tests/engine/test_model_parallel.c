@@ -16,27 +16,13 @@
 #include "run_dtrain.h"
 
 static const char *DTRAIN, *MPIRUN, *DIR;
-static char MODEL[1024], SINGLE[1024];
+static char MODEL[4096], SINGLE[4096];
 static json_t *S[64];
 static int NS;
 static char ERR[65536];
 
 /* 8 layers (so 4 stages x 2 chunks each get one), 4 heads, small enough to run in a second. */
 static const char *COMMON = "--steps 5 --micro-batch 2 --global-batch 8 --seed 5 --lr 3e-3 --warmup 1";
-
-static float *load_params(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long bytes = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    float *p = malloc((size_t)bytes);
-    *n = fread(p, sizeof(float), (size_t)bytes / sizeof(float), f);
-    fclose(f);
-    return p;
-}
 
 static int setup(void **state)
 {
@@ -69,7 +55,7 @@ static int teardown(void **state)
 
 static void equivalent(int ranks, const char *layout)
 {
-    char launcher[1024], args[1024], dump[1024];
+    char launcher[4096], args[8192], dump[4096];
     json_t *D[64];
     int nd;
     snprintf(dump, sizeof dump, "%s/mp_multi.bin", DIR);
@@ -92,7 +78,7 @@ static void equivalent(int ranks, const char *layout)
         if (fabs(a - b) > 1e-5 * fabs(a))
             fail_msg("%s step %d: gradient norm %.9g vs single-rank %.9g", layout, i + 1, b, a);
     }
-    size_t n1, n2;
+    size_t n1 = 0, n2 = 0;
     float *p1 = load_params(SINGLE, &n1), *p2 = load_params(dump, &n2);
     assert_non_null(p1);
     assert_non_null(p2);
