@@ -35,6 +35,7 @@ static void usage(FILE *f)
             "  --profile FILE           per-op times to FILE and a Chrome trace to FILE.trace.json\n"
             "  --inject-overflow STEP   test aid: an inf in the gradients at STEP (exercises loss scaling)\n"
             "  --dump-params FILE       test aid: the final parameters, fp32, in the single-rank layout\n"
+            "  --rank-params FILE       JSON: the parameters each rank holds (to compare with dtsim's memory model)\n"
             "  --ckpt-dir D             checkpoint folder (D/step-NNNNNNNN/: shard + manifest, written last)\n"
             "  --ckpt-every N           checkpoint every N steps (written in the background from a host copy)\n"
             "  --ckpt-keep K            complete checkpoints to keep (default 3)\n"
@@ -193,6 +194,8 @@ static int run(int argc, char **argv, comm_ctx *comm)
             o.profile = v;
         } else if (!strcmp(a, "--dump-params")) {
             o.dump_params = v;
+        } else if (!strcmp(a, "--rank-params")) {
+            o.rank_params = v;
         } else if (!strcmp(a, "--tp")) {
             if (parse_long(a, v, 1, 1024, &n)) return 2;
             tp = (int)n;

@@ -482,15 +482,22 @@ int train_run(const train_options *o)
     dp_gather_all(&dps, &m);
     float *global = gather_global(o, &m);
     snprintf(crc, sizeof crc, "%08x", gpt_crc32_floats(global, m.global_params));
-    /* Parameters each rank holds (its part of the model), in world-rank order: the figure the
-     * simulator's memory model predicts per GPU for the same layout. */
-    json_t *per_rank = json_array();
-    for (int r = 0; r < o->comm->world_size; r++)
-        json_array_append_new(per_rank, json_integer((json_int_t)comm_allreduce_sum_double(
-                                            o->comm->world, r == o->comm->world_rank ? (double)m.num_params : 0)));
-    log_line(log, json_pack("{s:b,s:i,s:f,s:s,s:I,s:o}", "final", 1, "step", last_step, "loss", (double)loss,
-                            "params_crc32", crc, "params_total", (json_int_t)m.global_params, "params_per_rank",
-                            per_rank));
+    log_line(log, json_pack("{s:b,s:i,s:f,s:s}", "final", 1, "step", last_step, "loss", (double)loss, "params_crc32", crc));
+    if (o->rank_params) {
+        /* Parameters each rank holds (its part of the model), in world-rank order: the figure the
+         * simulator's memory model predicts per GPU for the same layout. */
+        json_t *per_rank = json_array();
+        for (int r = 0; r < o->comm->world_size; r++)
+            json_array_append_new(per_rank, json_integer((json_int_t)comm_allreduce_sum_double(
+                                                o->comm->world, r == o->comm->world_rank ? (double)m.num_params : 0)));
+        json_t *doc = json_pack("{s:i,s:i,s:i,s:I,s:o}", "tp", o->comm->tp, "pp", o->comm->pp, "dp", o->comm->dp,
+                                "params_total", (json_int_t)m.global_params, "params_per_rank", per_rank);
+        if (leader && json_dump_file(doc, o->rank_params, JSON_INDENT(1)) != 0) {
+            fprintf(stderr, "dtrain: --rank-params %s: cannot write\n", o->rank_params);
+            rc = 1;
+        }
+        json_decref(doc);
+    }
     if (leader)
         fprintf(stderr, "dtrain: done, final loss %.4f, params_crc32 %s\n", loss, crc);
     if (leader && o->dump_params) {

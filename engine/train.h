@@ -27,6 +27,7 @@ typedef struct {
     int stop_after;              /* test aid: stop as if killed after this step (0 = never) */
     comm_ctx *comm;              /* the ranks and groups (DP only in this build) */
     const char *dump_params;     /* test aid: write the final fp32 parameters (single-rank layout) */
+    const char *rank_params;     /* write {tp, pp, dp, params_total, params_per_rank} here */
     int zero;                    /* ZeRO stage 0-3 */
     int vpp;                     /* model chunks per pipeline stage (interleaved 1F1B) */
     int schedule;                /* pipeline_kind */

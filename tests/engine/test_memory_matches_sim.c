@@ -1,5 +1,5 @@
 /* The engine and the simulator count the same parameters per GPU: for each layout, the
- * parameters each dtrain rank holds (its "params_per_rank" in the final log line) equal
+ * parameters each dtrain rank holds ("params_per_rank" of its --rank-params file) equal
  * params_stage_per_gpu() of dtsim's memory model for that rank's pipeline stage, and the
  * whole model equals params_total(). Two independent codes (the engine's tensor table and the
  * simulator's formulas) must agree, so a change to either side's TP split, vocabulary split,
@@ -22,23 +22,30 @@ enum { LAYERS = 8, HIDDEN = 64, HEADS = 4, SEQ = 32, VOCAB = 256 };
 
 static void engine_matches_model(int tp, int pp, int dp, int vpp, const char *extra, const int *stage_layers)
 {
-    char model[1024], launcher[1024], args[1024];
+    char model[1024], launcher[1024], args[4096], report[1024];
     snprintf(model, sizeof model, "%s/mem_model.json", DIR);
+    snprintf(report, sizeof report, "%s/mem_rank_params.json", DIR);
     FILE *f = fopen(model, "w");
     assert_non_null(f);
     fprintf(f, "{\"num_layers\": %d, \"hidden\": %d, \"heads\": %d, \"seq_len\": %d}\n", LAYERS, HIDDEN, HEADS, SEQ);
     fclose(f);
     int ranks = tp * pp * dp;
     snprintf(launcher, sizeof launcher, "%s' --oversubscribe -np %d '%s", MPIRUN, ranks, DTRAIN);
-    snprintf(args, sizeof args, "--model %s --steps 1 --micro-batch 1 --global-batch %d --tp %d --pp %d --dp %d %s",
-             model, 4 * dp, tp, pp, dp, extra);
+    snprintf(args, sizeof args,
+             "--model %s --steps 1 --micro-batch 1 --global-batch %d --tp %d --pp %d --dp %d %s --rank-params %s", model,
+             4 * dp, tp, pp, dp, extra, report);
     json_t *lines[8];
     int n;
     int rc = run_dtrain(ranks > 1 ? launcher : DTRAIN, args, lines, 8, &n, ERR, sizeof ERR);
     remove(model);
     if (rc != 0 || n < 1)
         fail_msg("%s exited %d: %s", args, rc, ERR);
-    json_t *final = lines[n - 1], *per_rank = json_object_get(final, "params_per_rank");
+    json_error_t je;
+    json_t *final = json_load_file(report, 0, &je);
+    remove(report);
+    if (!final)
+        fail_msg("%s: no readable --rank-params file: %s", args, je.text);
+    json_t *per_rank = json_object_get(final, "params_per_rank");
     assert_int_equal(json_array_size(per_rank), ranks);
 
     scenario_config s;
@@ -69,6 +76,7 @@ static void engine_matches_model(int tp, int pp, int dp, int vpp, const char *ex
     }
     print_message("TP %d PP %d VPP %d DP %d %s: every rank's parameters as the memory model counts them\n", tp, pp,
                   vpp, dp, extra);
+    json_decref(final);
     free_lines(lines, n);
 }
 
