@@ -12,9 +12,11 @@
 #include <unistd.h>
 #include <zlib.h>
 #include "checkpoint.h"
+#include "data_parallel.h"
+#include "schedule.h"
 
 #define SHARD_MAGIC "DTCK"
-#define FORMAT_VERSION 1
+#define FORMAT_VERSION 2
 #define SHARD_HEADER_BYTES 64
 
 static double now_s(void)
@@ -75,30 +77,37 @@ static void fsync_dir(const char *dir)
 struct checkpoint_job {
     char dir[4096];
     gpt_config cfg;
+    ckpt_layout layout;
+    int rank, world;
     size_t n;
     float *host;         /* params, m, v: 3n floats */
     train_state st;
     pthread_t thread;
+    int threaded;
     int rc;
     char err[9000];
     double write_s;
+    uint32_t crc;
+    uint64_t bytes;
 };
 
-static int write_checkpoint(checkpoint_job *j)
+static void step_dir(char *out, size_t len, const char *dir, int step)
+{
+    snprintf(out, len, "%s/step-%08d", dir, step);
+}
+
+/* This rank's shard: header, then params, m, v of its layout. */
+static int write_shard(checkpoint_job *j)
 {
     char sdir[4200], path[4300];
-    snprintf(sdir, sizeof sdir, "%s/step-%08d", j->dir, j->st.step);
-    if (mkdir(j->dir, 0755) != 0 && errno != EEXIST) {
-        snprintf(j->err, sizeof j->err, "%s: cannot create: %s", j->dir, strerror(errno));
-        return -1;
-    }
-    if (mkdir(sdir, 0755) != 0 && errno != EEXIST) {
+    step_dir(sdir, sizeof sdir, j->dir, j->st.step);
+    if ((mkdir(j->dir, 0755) != 0 && errno != EEXIST) || (mkdir(sdir, 0755) != 0 && errno != EEXIST)) {
         snprintf(j->err, sizeof j->err, "%s: cannot create: %s", sdir, strerror(errno));
         return -1;
     }
     unsigned char header[SHARD_HEADER_BYTES] = {0};
     memcpy(header, SHARD_MAGIC, 4);
-    uint32_t version = FORMAT_VERSION, rank = 0, world = 1;
+    uint32_t version = FORMAT_VERSION, rank = (uint32_t)j->rank, world = (uint32_t)j->world;
     uint64_t n = j->n;
     memcpy(header + 4, &version, 4);
     memcpy(header + 8, &rank, 4);
@@ -108,95 +117,123 @@ static int write_checkpoint(checkpoint_job *j)
     memcpy(header + 32, &j->st.good_steps, 4);
     const void *parts[2] = {header, j->host};
     size_t sizes[2] = {sizeof header, 3 * j->n * sizeof(float)};
-    uint32_t crc;
-    snprintf(path, sizeof path, "%s/shard-00000.bin", sdir);
-    if (write_file_atomic(path, parts, sizes, 2, &crc, j->err, sizeof j->err))
-        return -1;
-
-    char crc_text[16];
-    snprintf(crc_text, sizeof crc_text, "%08x", crc);
-    json_t *man = json_pack(
-        "{s:i,s:i,s:i,s:I,s:I,s:{s:i,s:i,s:i,s:i,s:i},s:{s:i,s:i,s:i,s:i},s:{s:f,s:f,s:f},s:i,s:f,s:i,s:[{s:s,s:I,s:s}]}",
-        "format", FORMAT_VERSION, "step", j->st.step, "updates", j->st.updates, "data_position",
-        (json_int_t)j->st.data_position, "seed", (json_int_t)j->st.seed, "model", "num_layers", j->cfg.num_layers,
-        "hidden", j->cfg.hidden, "heads", j->cfg.heads, "seq_len", j->cfg.seq_len, "vocab", j->cfg.vocab, "layout",
-        "tp", 1, "pp", 1, "dp", 1, "zero", 0, "lr_schedule", "lr", j->st.lr, "warmup", j->st.warmup, "steps",
-        j->st.total_steps, "precision", j->st.precision, "loss_scale", j->st.loss_scale, "good_steps",
-        j->st.good_steps, "shards", "file", "shard-00000.bin", "bytes", (json_int_t)(sizes[0] + sizes[1]), "crc32",
-        crc_text);
-    char *text = json_dumps(man, JSON_INDENT(2));
-    json_decref(man);
-    const void *mparts[1] = {text};
-    size_t msizes[1] = {strlen(text)};
-    snprintf(path, sizeof path, "%s/manifest.json", sdir);
-    int rc = write_file_atomic(path, mparts, msizes, 1, NULL, j->err, sizeof j->err); /* last: completes it */
-    free(text);
-    fsync_dir(sdir);
-    fsync_dir(j->dir);
-    return rc;
-}
-
-static checkpoint_job *job_new(const char *dir, const gpt_model *m, const train_state *st)
-{
-    checkpoint_job *j = calloc(1, sizeof *j);
-    snprintf(j->dir, sizeof j->dir, "%s", dir);
-    j->cfg = m->cfg;
-    j->n = m->num_params;
-    j->st = *st;
-    j->host = malloc(3 * j->n * sizeof(float));
-    m->k->copy_to_host(j->host, m->params, j->n * sizeof(float));
-    m->k->copy_to_host(j->host + j->n, m->m, j->n * sizeof(float));
-    m->k->copy_to_host(j->host + 2 * j->n, m->v, j->n * sizeof(float));
-    return j;
-}
-
-static void job_free(checkpoint_job *j)
-{
-    free(j->host);
-    free(j);
-}
-
-int checkpoint_save(const char *dir, const gpt_model *m, const train_state *st, char *err, size_t errlen)
-{
-    checkpoint_job *j = job_new(dir, m, st);
-    int rc = write_checkpoint(j);
-    if (rc)
-        snprintf(err, errlen, "%s", j->err);
-    job_free(j);
-    return rc;
+    snprintf(path, sizeof path, "%s/shard-%05d.bin", sdir, j->rank);
+    j->bytes = sizes[0] + sizes[1];
+    return write_file_atomic(path, parts, sizes, 2, &j->crc, j->err, sizeof j->err);
 }
 
 static void *writer(void *arg)
 {
     checkpoint_job *j = arg;
     double t0 = now_s();
-    j->rc = write_checkpoint(j);
+    j->rc = write_shard(j);
     j->write_s = now_s() - t0;
     return NULL;
 }
 
-checkpoint_job *checkpoint_save_async(const char *dir, const gpt_model *m, const train_state *st)
+checkpoint_job *checkpoint_save_async(const char *dir, const gpt_model *m, const train_state *st, const comm_ctx *c,
+                                      const ckpt_layout *layout, int background)
 {
-    checkpoint_job *j = job_new(dir, m, st);
-    if (pthread_create(&j->thread, NULL, writer, j) != 0) {
-        j->rc = write_checkpoint(j); /* no thread: write now */
-        j->thread = 0;
+    checkpoint_job *j = calloc(1, sizeof *j);
+    snprintf(j->dir, sizeof j->dir, "%s", dir);
+    j->cfg = m->cfg;
+    j->layout = *layout;
+    j->rank = c->world_rank;
+    j->world = c->world_size;
+    j->n = m->num_params;
+    j->st = *st;
+    j->host = malloc((3 * j->n ? 3 * j->n : 1) * sizeof(float));
+    m->k->copy_to_host(j->host, m->params, j->n * sizeof(float));
+    m->k->copy_to_host(j->host + j->n, m->m, j->n * sizeof(float));
+    m->k->copy_to_host(j->host + 2 * j->n, m->v, j->n * sizeof(float));
+    if (background && pthread_create(&j->thread, NULL, writer, j) == 0) {
+        j->threaded = 1;
+    } else {
+        writer(j);
     }
     return j;
 }
 
-int checkpoint_wait(checkpoint_job *j, double *write_s, char *err, size_t errlen)
+/* One rank's report to rank 0 after writing its shard. */
+typedef struct {
+    int32_t ok;
+    uint32_t crc;
+    uint64_t bytes;
+} shard_report;
+
+static int write_manifest(const checkpoint_job *j, const shard_report *reps, char *err, size_t errlen)
+{
+    char sdir[4200], path[4300];
+    step_dir(sdir, sizeof sdir, j->dir, j->st.step);
+    json_t *shards = json_array();
+    for (int r = 0; r < j->world; r++) {
+        char file[32], crc[16];
+        snprintf(file, sizeof file, "shard-%05d.bin", r);
+        snprintf(crc, sizeof crc, "%08x", reps[r].crc);
+        json_array_append_new(shards, json_pack("{s:i,s:s,s:I,s:s}", "rank", r, "file", file, "bytes",
+                                                (json_int_t)reps[r].bytes, "crc32", crc));
+    }
+    json_t *stages = json_array();
+    for (int i = 0; i < j->layout.pp && j->layout.stage_layers[0] > 0; i++)
+        json_array_append_new(stages, json_integer(j->layout.stage_layers[i]));
+    json_t *man = json_pack(
+        "{s:i,s:i,s:i,s:I,s:I,s:{s:i,s:i,s:i,s:i,s:i},s:{s:i,s:i,s:i,s:i,s:i,s:i,s:o},s:{s:f,s:f,s:f},s:i,s:f,s:i,"
+        "s:o}",
+        "format", FORMAT_VERSION, "step", j->st.step, "updates", j->st.updates, "data_position",
+        (json_int_t)j->st.data_position, "seed", (json_int_t)j->st.seed, "model", "num_layers", j->cfg.num_layers,
+        "hidden", j->cfg.hidden, "heads", j->cfg.heads, "seq_len", j->cfg.seq_len, "vocab", j->cfg.vocab, "layout",
+        "tp", j->layout.tp, "pp", j->layout.pp, "dp", j->layout.dp, "vpp", j->layout.vpp, "zero", j->layout.zero,
+        "world", j->world, "stage_layers", stages, "lr_schedule", "lr", j->st.lr, "warmup", j->st.warmup, "steps",
+        j->st.total_steps, "precision", j->st.precision, "loss_scale", j->st.loss_scale, "good_steps",
+        j->st.good_steps, "shards", shards);
+    char *text = json_dumps(man, JSON_INDENT(2));
+    json_decref(man);
+    const void *mparts[1] = {text};
+    size_t msizes[1] = {strlen(text)};
+    snprintf(path, sizeof path, "%s/manifest.json", sdir);
+    fsync_dir(sdir);
+    int rc = write_file_atomic(path, mparts, msizes, 1, NULL, err, errlen); /* last: completes it */
+    free(text);
+    fsync_dir(sdir);
+    fsync_dir(j->dir);
+    return rc;
+}
+
+int checkpoint_finish(checkpoint_job *j, comm_ctx *c, double *write_s, char *err, size_t errlen)
 {
     if (!j)
         return 0;
-    if (j->thread)
+    if (j->threaded)
         pthread_join(j->thread, NULL);
-    int rc = j->rc;
-    if (rc)
-        snprintf(err, errlen, "%s", j->err);
+    shard_report mine = {j->rc == 0, j->crc, j->bytes};
+    shard_report *reps = calloc((size_t)c->world_size, sizeof *reps);
+    comm_allgather_bytes(c->world, &mine, sizeof mine, reps);
+    int all_ok = 1, bad = -1;
+    for (int r = 0; r < c->world_size; r++)
+        if (!reps[r].ok && bad < 0) {
+            all_ok = 0;
+            bad = r;
+        }
+    int rc = 0;
+    if (!all_ok) {
+        if (j->rc)
+            snprintf(err, errlen, "%s", j->err);
+        else
+            snprintf(err, errlen, "rank %d could not write its shard of step %d", bad, j->st.step);
+        rc = -1;
+    } else if (c->world_rank == 0) {
+        rc = write_manifest(j, reps, err, errlen);
+    }
+    /* every rank learns whether the manifest landed */
+    if (comm_allreduce_max_int(c->world, rc != 0) && rc == 0) {
+        snprintf(err, errlen, "rank 0 could not write the manifest of step %d", j->st.step);
+        rc = -1;
+    }
     if (write_s)
         *write_s = j->write_s;
-    job_free(j);
+    free(reps);
+    free(j->host);
+    free(j);
     return rc;
 }
 
@@ -229,41 +266,48 @@ static int list_steps(const char *dir, int **out)
     return n;
 }
 
-/* Reads and checks one checkpoint; 0 ok, 1 skip (reason in why), -1 fatal (in why). */
-static int try_load(const char *sdir, gpt_model *m, train_state *st, char *why, size_t len)
+static int jint(json_t *o, const char *k)
+{
+    return (int)json_integer_value(json_object_get(o, k));
+}
+
+/* The layout a manifest records (0 on a missing key). */
+static void manifest_layout(json_t *man, ckpt_layout *l)
+{
+    memset(l, 0, sizeof *l);
+    json_t *lay = json_object_get(man, "layout");
+    l->tp = jint(lay, "tp");
+    l->pp = jint(lay, "pp");
+    l->dp = jint(lay, "dp");
+    l->vpp = jint(lay, "vpp");
+    l->zero = jint(lay, "zero");
+    json_t *st = json_object_get(lay, "stage_layers");
+    for (size_t i = 0; i < json_array_size(st) && i < CKPT_MAX_STAGES; i++)
+        l->stage_layers[i] = (int)json_integer_value(json_array_get(st, i));
+}
+
+static int same_layout(const ckpt_layout *a, const ckpt_layout *b)
+{
+    if (a->tp != b->tp || a->pp != b->pp || a->dp != b->dp || a->vpp != b->vpp || a->zero != b->zero)
+        return 0;
+    for (int i = 0; i < a->pp && i < CKPT_MAX_STAGES; i++)
+        if (a->stage_layers[i] != b->stage_layers[i])
+            return 0;
+    return 1;
+}
+
+/* Reads shard `file` of sdir and checks it against the manifest's size and CRC; returns the
+ * malloc'd bytes, or NULL with the reason. */
+static unsigned char *read_shard(const char *sdir, json_t *entry, size_t *n_floats, char *why, size_t len)
 {
     char path[4300];
-    snprintf(path, sizeof path, "%s/manifest.json", sdir);
-    json_error_t je;
-    json_t *man = json_load_file(path, 0, &je);
-    if (!man) {
-        snprintf(why, len, "no readable manifest (incomplete checkpoint)");
-        return 1;
-    }
-    int rc = 1;
-    json_t *model = json_object_get(man, "model"), *shards = json_object_get(man, "shards");
-    json_t *shard = json_array_get(shards, 0);
-    if (json_integer_value(json_object_get(man, "format")) != FORMAT_VERSION || !model || !shard) {
-        snprintf(why, len, "manifest has an unknown format");
-        goto out;
-    }
-    gpt_config c = {(int)json_integer_value(json_object_get(model, "num_layers")),
-                    (int)json_integer_value(json_object_get(model, "hidden")),
-                    (int)json_integer_value(json_object_get(model, "heads")),
-                    (int)json_integer_value(json_object_get(model, "seq_len")),
-                    (int)json_integer_value(json_object_get(model, "vocab"))};
-    if (memcmp(&c, &m->cfg, sizeof c) != 0) {
-        snprintf(why, len, "it is a checkpoint of a different model (layers %d, hidden %d, heads %d, seq %d, vocab %d)",
-                 c.num_layers, c.hidden, c.heads, c.seq_len, c.vocab);
-        rc = -1;
-        goto out;
-    }
-    snprintf(path, sizeof path, "%s/%s", sdir, json_string_value(json_object_get(shard, "file")));
-    size_t expect = (size_t)json_integer_value(json_object_get(shard, "bytes"));
+    snprintf(path, sizeof path, "%s/%s", sdir, json_string_value(json_object_get(entry, "file")));
+    size_t expect = (size_t)json_integer_value(json_object_get(entry, "bytes"));
+    const char *want_crc = json_string_value(json_object_get(entry, "crc32"));
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(why, len, "shard %s is missing", path);
-        goto out;
+        return NULL;
     }
     unsigned char *buf = malloc(expect + 1);
     size_t got = fread(buf, 1, expect + 1, f);
@@ -275,51 +319,204 @@ static int try_load(const char *sdir, gpt_model *m, train_state *st, char *why, 
         memcpy(&n, buf + 16, 8);
     if (got != expect) {
         snprintf(why, len, "shard %s has %zu bytes, the manifest says %zu (truncated or overwritten)", path, got, expect);
-    } else if (strcmp(crc_text, json_string_value(json_object_get(shard, "crc32")))) {
+    } else if (!want_crc || strcmp(crc_text, want_crc)) {
         snprintf(why, len, "shard %s has CRC32 %s, the manifest says %s (corrupt)", path, crc_text,
-                 json_string_value(json_object_get(shard, "crc32")));
-    } else if (memcmp(buf, SHARD_MAGIC, 4) || n != m->num_params ||
-               expect != SHARD_HEADER_BYTES + 3 * n * sizeof(float)) {
-        snprintf(why, len, "shard %s does not hold this model's %zu parameters", path, m->num_params);
+                 want_crc ? want_crc : "nothing");
+    } else if (memcmp(buf, SHARD_MAGIC, 4) || expect != SHARD_HEADER_BYTES + 3 * n * sizeof(float)) {
+        snprintf(why, len, "shard %s is not a dtrain shard of its stated size", path);
     } else {
-        const float *p = (const float *)(buf + SHARD_HEADER_BYTES);
-        m->k->copy_to_device(m->params, p, n * sizeof(float));
-        m->k->copy_to_device(m->m, p + n, n * sizeof(float));
-        m->k->copy_to_device(m->v, p + 2 * n, n * sizeof(float));
-        memset(st, 0, sizeof *st);
-        st->step = (int)json_integer_value(json_object_get(man, "step"));
-        st->updates = (int)json_integer_value(json_object_get(man, "updates"));
-        st->data_position = (uint64_t)json_integer_value(json_object_get(man, "data_position"));
-        st->seed = (uint64_t)json_integer_value(json_object_get(man, "seed"));
-        memcpy(&st->loss_scale, buf + 24, 8);
-        memcpy(&st->good_steps, buf + 32, 4);
-        st->precision = (int)json_integer_value(json_object_get(man, "precision"));
-        rc = 0;
+        *n_floats = (size_t)n;
+        return buf;
     }
     free(buf);
+    return NULL;
+}
+
+/* Layers stage `stage` of a layout runs (all its chunks); 0 or -1. */
+static int stage_layers_of(const ckpt_layout *l, int L, int stage, unsigned char *runs)
+{
+    int nv = l->pp * (l->vpp > 0 ? l->vpp : 1), V = l->vpp > 0 ? l->vpp : 1;
+    int *counts = calloc((size_t)nv, sizeof(int));
+    char why[256];
+    if (pipeline_layer_split(L, l->pp, V, l->stage_layers[0] > 0 ? l->stage_layers : NULL, counts, why,
+                             sizeof why) != 0) {
+        free(counts);
+        return -1;
+    }
+    memset(runs, 0, (size_t)L);
+    for (int vs = 0, first = 0; vs < nv; first += counts[vs], vs++)
+        if (vs % l->pp == stage)
+            for (int i = first; i < first + counts[vs]; i++)
+                runs[i] = 1;
+    free(counts);
+    return 0;
+}
+
+/* Adds old rank r's shard (its valid part) to the single-rank arrays g (params, m, v). */
+static int add_old_shard(const gpt_model *m, const ckpt_layout *old, int r, const float *data, size_t n, float *g,
+                         char *why, size_t len)
+{
+    int L = m->cfg.num_layers, tp_rank = r % old->tp, pp_rank = (r / old->tp) % old->pp, dp_rank = r / (old->tp * old->pp);
+    unsigned char *runs = malloc((size_t)L);
+    gpt_model view;
+    gpt_shard sh = {.tp = old->tp, .tp_rank = tp_rank, .layers = runs, .embedding = pp_rank == 0,
+                    .head = pp_rank == old->pp - 1, .slots = 1};
+    if (stage_layers_of(old, L, pp_rank, runs) != 0 || gpt_layout_view(&view, &m->cfg, &sh, why, len) != 0) {
+        snprintf(why, len, "its layout (TP %d, PP %d) does not fit this model", old->tp, old->pp);
+        free(runs);
+        return -1;
+    }
+    free(runs);
+    if (view.num_params != n) {
+        snprintf(why, len, "shard of rank %d holds %zu parameters, its layout gives %zu", r, n, view.num_params);
+        gpt_layout_view_free(&view);
+        return -1;
+    }
+    size_t lo, hi;
+    dp_shard_range(n, old->dp, dp_rank, &lo, &hi);
+    float *part = malloc((n ? n : 1) * sizeof(float));
+    for (int a = 0; a < 3; a++) {
+        /* Which copy holds the truth: with ZeRO the optimizer moments (>= 1) and the parameters
+         * (3) are valid only in the owner's range; replicated data is taken from replica 0. */
+        int sharded = old->dp > 1 && (a == 0 ? old->zero >= 3 : old->zero >= 1);
+        if (!sharded && dp_rank != 0)
+            continue;
+        const float *src = data + (size_t)a * n;
+        for (size_t i = 0; i < n; i++)
+            part[i] = !sharded || (i >= lo && i < hi) ? src[i] : 0.0f;
+        gpt_add_global(&view, part, g + (size_t)a * m->global_params);
+    }
+    free(part);
+    gpt_layout_view_free(&view);
+    return 0;
+}
+
+static void state_from_manifest(json_t *man, const unsigned char *shard, train_state *st)
+{
+    memset(st, 0, sizeof *st);
+    st->step = jint(man, "step");
+    st->updates = jint(man, "updates");
+    st->data_position = (uint64_t)json_integer_value(json_object_get(man, "data_position"));
+    st->seed = (uint64_t)json_integer_value(json_object_get(man, "seed"));
+    memcpy(&st->loss_scale, shard + 24, 8);
+    memcpy(&st->good_steps, shard + 32, 4);
+    st->precision = jint(man, "precision");
+}
+
+/* Tries one checkpoint on this rank: 0 loaded, 1 skip (why), -1 fatal (why). Collective only
+ * through the caller's agreement step. */
+static int try_load(const char *sdir, gpt_model *m, train_state *st, const comm_ctx *c, const ckpt_layout *now,
+                    char *why, size_t len)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/manifest.json", sdir);
+    json_error_t je;
+    json_t *man = json_load_file(path, 0, &je);
+    if (!man) {
+        snprintf(why, len, "no readable manifest (incomplete checkpoint)");
+        return 1;
+    }
+    int rc = 1;
+    json_t *model = json_object_get(man, "model"), *shards = json_object_get(man, "shards");
+    ckpt_layout old;
+    manifest_layout(man, &old);
+    if (jint(man, "format") != FORMAT_VERSION || !model || old.tp < 1 || old.pp < 1 || old.dp < 1 ||
+        (int)json_array_size(shards) != old.tp * old.pp * old.dp) {
+        snprintf(why, len, "manifest has an unknown format or an inconsistent layout");
+        goto out;
+    }
+    gpt_config cfg = {jint(model, "num_layers"), jint(model, "hidden"), jint(model, "heads"), jint(model, "seq_len"),
+                      jint(model, "vocab")};
+    if (memcmp(&cfg, &m->cfg, sizeof cfg) != 0) {
+        snprintf(why, len, "it is a checkpoint of a different model (layers %d, hidden %d, heads %d, seq %d, vocab %d)",
+                 cfg.num_layers, cfg.hidden, cfg.heads, cfg.seq_len, cfg.vocab);
+        rc = -1;
+        goto out;
+    }
+    size_t n = 0;
+    if (same_layout(&old, now)) {
+        unsigned char *buf = read_shard(sdir, json_array_get(shards, (size_t)c->world_rank), &n, why, len);
+        if (buf && n != m->num_params) {
+            snprintf(why, len, "shard of rank %d holds %zu parameters, this rank has %zu", c->world_rank, n,
+                     m->num_params);
+            free(buf);
+            buf = NULL;
+        }
+        if (buf) {
+            const float *p = (const float *)(buf + SHARD_HEADER_BYTES);
+            m->k->copy_to_device(m->params, p, n * sizeof(float));
+            m->k->copy_to_device(m->m, p + n, n * sizeof(float));
+            m->k->copy_to_device(m->v, p + 2 * n, n * sizeof(float));
+            state_from_manifest(man, buf, st);
+            free(buf);
+            rc = 0;
+        }
+        goto out;
+    }
+    /* Another layout: assemble the single-rank model from every old shard, take this rank's part. */
+    float *g = calloc(3 * m->global_params, sizeof(float));
+    unsigned char *first = NULL;
+    int ok = 1;
+    for (int r = 0; ok && r < old.tp * old.pp * old.dp; r++) {
+        unsigned char *buf = read_shard(sdir, json_array_get(shards, (size_t)r), &n, why, len);
+        ok = buf && add_old_shard(m, &old, r, (const float *)(buf + SHARD_HEADER_BYTES), n, g, why, len) == 0;
+        if (buf && r == 0 && ok)
+            first = buf;
+        else
+            free(buf);
+    }
+    if (ok) {
+        size_t P = m->num_params;
+        float *local = malloc((P ? P : 1) * sizeof(float));
+        float *dst[3] = {m->params, m->m, m->v};
+        for (int a = 0; a < 3; a++) {
+            gpt_read_global(m, g + (size_t)a * m->global_params, local);
+            m->k->copy_to_device(dst[a], local, P * sizeof(float));
+        }
+        free(local);
+        state_from_manifest(man, first, st);
+        if (c->world_rank == 0)
+            fprintf(stderr, "dtrain: resharding %s from TP %d x PP %d x DP %d (ZeRO-%d) to TP %d x PP %d x DP %d "
+                            "(ZeRO-%d)\n", sdir, old.tp, old.pp, old.dp, old.zero, now->tp, now->pp, now->dp, now->zero);
+        rc = 0;
+    }
+    free(first);
+    free(g);
 out:
     json_decref(man);
     return rc;
 }
 
-int checkpoint_load_latest(const char *dir, gpt_model *m, train_state *st, char *err, size_t errlen)
+int checkpoint_load_latest(const char *dir, gpt_model *m, train_state *st, comm_ctx *c, const ckpt_layout *layout,
+                           char *err, size_t errlen)
 {
     int *steps;
-    int n = list_steps(dir, &steps);
+    int mine = list_steps(dir, &steps);
+    /* The folder is shared: every rank lists the same steps. Agree on a count anyway, so a rank
+     * that sees fewer skips in step with the others instead of leaving them waiting. */
+    int n = comm_allreduce_max_int(c->world, mine);
     for (int i = 0; i < n; i++) {
-        char sdir[4200], why[9000];
-        snprintf(sdir, sizeof sdir, "%s/step-%08d", dir, steps[i]);
-        int rc = try_load(sdir, m, st, why, sizeof why);
-        if (rc == 0) {
+        char sdir[4200] = "", why[9000] = "";
+        int rc = 1;
+        if (i < mine) {
+            step_dir(sdir, sizeof sdir, dir, steps[i]);
+            rc = try_load(sdir, m, st, c, layout, why, sizeof why);
+        } else {
+            snprintf(why, sizeof why, "fewer checkpoints visible on this rank");
+        }
+        /* agree: fatal anywhere stops all; a skip anywhere skips for all */
+        int worst = comm_allreduce_max_int(c->world, rc < 0 ? 2 : rc);
+        if (worst == 0) {
             free(steps);
             return 1;
         }
-        if (rc < 0) {
-            snprintf(err, errlen, "%s: %s", sdir, why);
+        if (worst == 2) {
+            snprintf(err, errlen, "%s: %s", sdir, rc < 0 ? why : "another rank found it unusable");
             free(steps);
             return -1;
         }
-        fprintf(stderr, "dtrain: skipping checkpoint %s: %s\n", sdir, why);
+        if (rc == 1)
+            fprintf(stderr, "dtrain: rank %d: skipping checkpoint %s: %s\n", c->world_rank, sdir, why);
     }
     free(steps);
     return 0;

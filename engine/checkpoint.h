@@ -1,17 +1,24 @@
 /* Checkpoints of dtrain (DESIGN.md, Engine: Checkpoints).
  *
- * DIR/step-NNNNNNNN/ holds one shard per rank (shard-RRRRR.bin: parameters, AdamW moments and
- * the loss-scaler state of that rank's layout) and manifest.json, written last: a checkpoint is
- * complete only when its manifest exists. Every file is written to a temporary name, fsynced,
- * renamed, and the directory fsynced. The manifest records the format version, model, layout,
- * step, data position, optimizer step count, learning-rate schedule, and each shard's byte size
- * and CRC32. Resuming takes the newest checkpoint whose shards all match; a partial or corrupt
- * one is reported by name and skipped. */
+ * DIR/step-NNNNNNNN/ holds one shard per rank (shard-RRRRR.bin: that rank's parameters, AdamW
+ * moments and loss-scaler state, in its own layout) and manifest.json, written by rank 0 after
+ * every shard is on disk: a checkpoint is complete only when its manifest exists. Every file is
+ * written to a temporary name, fsynced and renamed, then the directory fsynced. The manifest
+ * records the format version, model, parallel layout, step, data position, optimizer step
+ * count, learning-rate schedule, loss scaler, and each shard's byte size and CRC32.
+ *
+ * Resuming takes the newest checkpoint whose shards all match; a partial or corrupt one is
+ * reported by name and skipped. In the layout it was saved in, each rank loads its own shard
+ * (bit-exact). In another layout, every rank assembles the single-rank model (parameters and
+ * moments) from all shards of the old layout and takes its part: resharding.
+ *
+ * Saving and loading are collective: every rank calls them at the same step. */
 #ifndef DTSIM_ENGINE_CHECKPOINT_H
 #define DTSIM_ENGINE_CHECKPOINT_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include "comm.h"
 #include "gpt.h"
 
 typedef struct {
@@ -25,23 +32,31 @@ typedef struct {
     int precision;            /* kernels_precision */
 } train_state;
 
-/* Writes a checkpoint of the model (params, m, v copied to the host first) and state into
- * dir/step-NNNNNNNN. Returns 0 or -1 with err. */
-int checkpoint_save(const char *dir, const gpt_model *m, const train_state *st, char *err, size_t errlen);
+enum { CKPT_MAX_STAGES = 1024 };
 
-/* The host copy an asynchronous save writes from. */
+/* The parallel layout a checkpoint is written in (the rank grid is comm.h's). */
+typedef struct {
+    int tp, pp, dp, vpp, zero;
+    int stage_layers[CKPT_MAX_STAGES]; /* all 0: equal split */
+} ckpt_layout;
+
 typedef struct checkpoint_job checkpoint_job;
-/* Copies the state to host memory (the part that blocks training) and starts writing it on a
- * background thread. */
-checkpoint_job *checkpoint_save_async(const char *dir, const gpt_model *m, const train_state *st);
-/* Waits for the write; returns 0 or -1 with err; *write_s gets the background write's duration. */
-int checkpoint_wait(checkpoint_job *job, double *write_s, char *err, size_t errlen);
+/* Copies this rank's state to host memory (the part that blocks training) and writes its shard
+ * on a background thread (or at once when background = 0). */
+checkpoint_job *checkpoint_save_async(const char *dir, const gpt_model *m, const train_state *st, const comm_ctx *c,
+                                      const ckpt_layout *layout, int background);
+/* Collective: waits for this rank's shard, then rank 0 writes the manifest when every shard
+ * was written. Returns 0, or -1 with err (the same on every rank); *write_s gets this rank's
+ * shard write time. A NULL job is a no-op returning 0 (on every rank alike). */
+int checkpoint_finish(checkpoint_job *job, comm_ctx *c, double *write_s, char *err, size_t errlen);
 
-/* Loads the newest complete, intact checkpoint of dir into m and st. Returns 1 when one was
- * loaded, 0 when none was found (fresh start), -1 on an error that must stop the run (a
- * checkpoint of a different model). Skipped checkpoints are reported on stderr. */
-int checkpoint_load_latest(const char *dir, gpt_model *m, train_state *st, char *err, size_t errlen);
+/* Collective: loads the newest complete, intact checkpoint of dir into m and st, resharding
+ * when it was saved in another layout. Returns 1 when one was loaded, 0 when none was found
+ * (fresh start), -1 on an error that must stop the run (a checkpoint of a different model).
+ * Skipped checkpoints are reported on stderr. */
+int checkpoint_load_latest(const char *dir, gpt_model *m, train_state *st, comm_ctx *c, const ckpt_layout *layout,
+                           char *err, size_t errlen);
 
-/* Deletes complete checkpoints older than the newest `keep`. */
+/* Deletes complete checkpoints older than the newest `keep` (call on one rank). */
 void checkpoint_prune(const char *dir, int keep);
 #endif

@@ -214,6 +214,15 @@ void comm_allgather(comm_group *g, float *buf, size_t n)
     g->bytes_sent += (double)(g->size - 1) / g->size * n * sizeof(float);
 }
 
+void comm_allgather_bytes(comm_group *g, const void *mine, size_t n, void *all)
+{
+    if (g->size == 1) {
+        memcpy(all, mine, n);
+        return;
+    }
+    check(MPI_Allgather(mine, (int)n, MPI_BYTE, all, (int)n, MPI_BYTE, g->mpi), "all-gather");
+}
+
 double comm_allreduce_sum_double(comm_group *g, double x)
 {
     if (g->size == 1)

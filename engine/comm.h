@@ -37,6 +37,8 @@ void comm_allreduce_sum(comm_group *g, float *buf, size_t n);
 void comm_allreduce_max(comm_group *g, float *buf, size_t n);
 void comm_reduce_scatter_sum(comm_group *g, float *buf, size_t n); /* result in this rank's part of buf */
 void comm_allgather(comm_group *g, float *buf, size_t n);           /* from each rank's part of buf */
+/* Every rank's n bytes, in group-rank order, into all (size x n bytes). */
+void comm_allgather_bytes(comm_group *g, const void *mine, size_t n, void *all);
 double comm_allreduce_sum_double(comm_group *g, double x);
 int comm_allreduce_max_int(comm_group *g, int x);
 int comm_group_size(const comm_group *g);

@@ -45,6 +45,15 @@ static void zero3_hook(gpt_model *m, int first, int count, int before, void *ctx
         release_outside(m, m->params, lo, hi, d->shard_lo, d->shard_hi);
 }
 
+void dp_shard_range(size_t n, int dp, int rank, size_t *lo, size_t *hi)
+{
+    size_t padded = (n + dp - 1) / dp * dp, part = padded / dp;
+    *lo = part * rank;
+    *hi = part * (rank + 1) < n ? part * (rank + 1) : n;
+    if (*lo > n)
+        *lo = n;
+}
+
 void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m)
 {
     memset(d, 0, sizeof *d);
@@ -54,11 +63,7 @@ void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m)
     d->rank = comm_group_rank(c->dp_group);
     d->n = m->num_params;
     d->padded = (d->n + d->dp - 1) / d->dp * d->dp;
-    size_t part = d->padded / d->dp;
-    d->shard_lo = part * d->rank;
-    d->shard_hi = part * (d->rank + 1) < d->n ? part * (d->rank + 1) : d->n;
-    if (d->shard_lo > d->n)
-        d->shard_lo = d->n;
+    dp_shard_range(d->n, d->dp, d->rank, &d->shard_lo, &d->shard_hi);
     d->host = calloc(d->padded, sizeof(float));
     if (zero >= 3 && d->dp > 1) {
         m->param_hook = zero3_hook;

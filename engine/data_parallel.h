@@ -19,6 +19,8 @@ typedef struct {
     float *host;                           /* staging, padded floats */
 } dp_state;
 
+/* The flat-buffer range [lo, hi) that DP rank `rank` of `dp` owns, of n floats. */
+void dp_shard_range(size_t n, int dp, int rank, size_t *lo, size_t *hi);
 void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m);
 void dp_free(dp_state *d);
 /* Sums the gradients over the DP group (all-reduce, or reduce-scatter into the shard). */

@@ -227,6 +227,45 @@ void gpt_write_global(const gpt_model *m, const float *local_host, float *global
             tensor_runs(m, t, copy_run, &c);
 }
 
+static void add_run(size_t local, size_t global, size_t n, void *ctx)
+{
+    copy_ctx *c = ctx;
+    for (size_t i = 0; i < n; i++)
+        c->to[global + i] += c->from[local + i];
+}
+
+void gpt_add_global(const gpt_model *m, const float *local_host, float *global)
+{
+    copy_ctx c = {local_host, global, 1};
+    for (int t = 0; t < m->num_tensors; t++)
+        if (m->tensors[t].counted)
+            tensor_runs(m, t, add_run, &c);
+}
+
+int gpt_layout_view(gpt_model *m, const gpt_config *cfg, const gpt_shard *shard, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    if (shard->tp < 1 || cfg->heads % shard->tp || cfg->hidden % shard->tp || cfg->vocab % shard->tp) {
+        snprintf(err, errlen, "tensor parallel %d does not divide the model", shard->tp);
+        return -1;
+    }
+    m->cfg = *cfg;
+    m->shard = *shard;
+    m->runs_layer = malloc((size_t)cfg->num_layers);
+    for (int l = 0; l < cfg->num_layers; l++)
+        m->runs_layer[l] = shard->layers ? shard->layers[l] != 0 : 1;
+    m->shard.layers = m->runs_layer;
+    layout(m);
+    return 0;
+}
+
+void gpt_layout_view_free(gpt_model *m)
+{
+    free(m->tensors);
+    free(m->runs_layer);
+    memset(m, 0, sizeof *m);
+}
+
 void gpt_read_global(const gpt_model *m, const float *global, float *local_host)
 {
     copy_ctx c = {global, local_host, 0};

@@ -134,6 +134,11 @@ const float *gpt_backward_layers(gpt_model *m, int slot, int l0, int l1, float d
  * rank counts into `global` (global_params floats, host), leaving the rest untouched. */
 void gpt_write_global(const gpt_model *m, const float *local_host, float *global);
 void gpt_read_global(const gpt_model *m, const float *global, float *local_host);
+/* As gpt_write_global, adding instead of copying (assembling a model from shards). */
+void gpt_add_global(const gpt_model *m, const float *local_host, float *global);
+/* The tensor table of a rank's part (no memory allocated): for reading another layout's shard. */
+int gpt_layout_view(gpt_model *m, const gpt_config *cfg, const gpt_shard *shard, char *err, size_t errlen);
+void gpt_layout_view_free(gpt_model *m);
 
 /* Pointer to a tensor's parameters / gradients (backend memory). */
 float *gpt_param(const gpt_model *m, int tensor);

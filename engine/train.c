@@ -256,12 +256,6 @@ int train_run(const train_options *o)
                     o->global_batch, o->micro_batch, dp);
         return 2;
     }
-    if (o->ckpt_dir && o->comm->world_size > 1) {
-        if (leader)
-            fprintf(stderr, "dtrain: checkpoints of multi-rank runs are not in this build yet (one shard per rank "
-                            "is the next step)\n");
-        return 2;
-    }
     const kernels_backend *k = kernels_cpu();
     if (!strcmp(o->device, "cuda")) {
         k = kernels_cuda(err, sizeof err);
@@ -341,12 +335,15 @@ int train_run(const train_options *o)
                 m.num_params / 1e6, precision_label(o->precision), k->name, o->comm->tp, o->comm->pp,
                 pipeline_kind_name(pl.sched.kind), pl.V, dp, o->global_batch, dp, accum, B, o->zero);
 
+    ckpt_layout layout = {.tp = o->comm->tp, .pp = o->comm->pp, .dp = dp, .vpp = pl.V, .zero = o->zero};
+    for (int i = 0; o->stage_layers && i < o->comm->pp && i < CKPT_MAX_STAGES; i++)
+        layout.stage_layers[i] = o->stage_layers[i];
     double scale = o->precision == KPREC_FP16 ? o->loss_scale : 1.0;
     int good_steps = 0, updates = 0, first_step = 1;
     float loss = 0;
     if (o->resume) {
         train_state st;
-        int got = checkpoint_load_latest(o->ckpt_dir, &m, &st, err, sizeof err);
+        int got = checkpoint_load_latest(o->ckpt_dir, &m, &st, o->comm, &layout, err, sizeof err);
         if (got < 0 || (got == 1 && st.precision != (int)o->precision)) {
             fprintf(stderr, "dtrain: --resume: %s\n", got < 0 ? err : "the checkpoint was made in another precision");
             gpt_free(&m);
@@ -359,8 +356,9 @@ int train_run(const train_options *o)
             data.position = st.data_position;
             scale = st.loss_scale;
             good_steps = st.good_steps;
-            fprintf(stderr, "dtrain: resumed from %s/step-%08d (step %d done)\n", o->ckpt_dir, st.step, st.step);
-        } else {
+            if (leader)
+                fprintf(stderr, "dtrain: resumed from %s/step-%08d (step %d done)\n", o->ckpt_dir, st.step, st.step);
+        } else if (leader) {
             fprintf(stderr, "dtrain: no checkpoint in %s: starting fresh\n", o->ckpt_dir);
         }
     }
@@ -369,7 +367,7 @@ int train_run(const train_options *o)
     sa.sa_handler = on_sigterm;
     sigaction(SIGTERM, &sa, NULL);
     checkpoint_job *pending = NULL;
-    int rc = 0, last_step = first_step - 1;
+    int rc = 0, last_step = first_step - 1, stopped = 0;
     for (int step = first_step; step <= o->steps; step++) {
         double t0 = now_s();
         profiler_set_step(m.prof, step);
@@ -429,55 +427,68 @@ int train_run(const train_options *o)
                     loss, grad_norm, lr, dt, (double)B * T * accum / dt);
 
         last_step = step;
-        int term = g_term_requested;
+        /* agreed by every rank, so all write the last checkpoint at the same step */
+        int term = comm_allreduce_max_int(o->comm->world, g_term_requested);
         if (o->ckpt_dir && ((o->ckpt_every > 0 && step % o->ckpt_every == 0) || term)) {
             double write_s = 0;
-            if (checkpoint_wait(pending, &write_s, err, sizeof err) != 0) {
+            if (checkpoint_finish(pending, o->comm, &write_s, err, sizeof err) != 0) {
                 fprintf(stderr, "dtrain: checkpoint: %s\n", err);
+                pending = NULL;
                 rc = 1;
                 break;
             }
             pending = NULL;
-            checkpoint_prune(o->ckpt_dir, o->ckpt_keep);
+            if (leader)
+                checkpoint_prune(o->ckpt_dir, o->ckpt_keep);
             train_state st = state_of(o, step, updates, &data, scale, good_steps);
             double t1 = now_s();
+            int sync = o->ckpt_sync || term;
             profiler_begin(m.prof);
-            if (o->ckpt_sync || term) {
-                if (checkpoint_save(o->ckpt_dir, &m, &st, err, sizeof err) != 0) {
+            pending = checkpoint_save_async(o->ckpt_dir, &m, &st, o->comm, &layout, !sync);
+            profiler_end(m.prof, "checkpoint_blocked", -1, "host copy", 0, 3.0 * m.num_params * 4);
+            if (sync) {
+                if (checkpoint_finish(pending, o->comm, &write_s, err, sizeof err) != 0) {
                     fprintf(stderr, "dtrain: checkpoint: %s\n", err);
+                    pending = NULL;
                     rc = 1;
                     break;
                 }
-                checkpoint_prune(o->ckpt_dir, o->ckpt_keep);
-            } else {
-                pending = checkpoint_save_async(o->ckpt_dir, &m, &st);
+                pending = NULL;
+                if (leader)
+                    checkpoint_prune(o->ckpt_dir, o->ckpt_keep);
             }
-            profiler_end(m.prof, "checkpoint_blocked", -1, "host copy", 0, 3.0 * m.num_params * 4);
-            fprintf(stderr, "dtrain: checkpoint step %d: step loop blocked %.3f s%s\n", step, now_s() - t1,
-                    o->ckpt_sync || term ? " (synchronous write)" : ", writing in the background");
+            if (leader)
+                fprintf(stderr, "dtrain: checkpoint step %d: step loop blocked %.3f s%s\n", step, now_s() - t1,
+                        sync ? " (synchronous write)" : ", writing in the background");
         }
         if (term) {
-            fprintf(stderr, "dtrain: SIGTERM: stopped after step %d with a checkpoint\n", step);
+            if (leader)
+                fprintf(stderr, "dtrain: SIGTERM: stopped after step %d with a checkpoint\n", step);
             break;
         }
         if (o->stop_after > 0 && step == o->stop_after) {
-            checkpoint_wait(pending, NULL, err, sizeof err);
-            pending = NULL;
-            fprintf(stderr, "dtrain: --stop-after %d: stopping as if killed\n", step);
-            if (log && log != stdout)
-                fclose(log);
-            _exit(0); /* no final line, no final checkpoint: as a crash would leave things */
+            if (leader)
+                fprintf(stderr, "dtrain: --stop-after %d: stopping as if killed\n", step);
+            stopped = 1;
+            break;
         }
     }
     double write_s = 0;
-    if (checkpoint_wait(pending, &write_s, err, sizeof err) != 0) {
+    if (checkpoint_finish(pending, o->comm, &write_s, err, sizeof err) != 0) {
         fprintf(stderr, "dtrain: checkpoint: %s\n", err);
         rc = 1;
-    } else if (pending) {
+    } else if (pending && leader) {
         fprintf(stderr, "dtrain: last checkpoint written in %.3f s\n", write_s);
     }
-    if (o->ckpt_dir)
+    pending = NULL;
+    if (o->ckpt_dir && leader)
         checkpoint_prune(o->ckpt_dir, o->ckpt_keep);
+    if (stopped) {
+        /* no final line, no final checkpoint: as a crash would leave things */
+        if (log && log != stdout)
+            fclose(log);
+        log = NULL;
+    }
     char crc[16];
     dp_gather_all(&dps, &m);
     float *global = gather_global(o, &m);

@@ -1,0 +1,174 @@
+/* Checkpoints of multi-rank runs under mpirun (CPU): one shard per rank and a manifest.
+ *  - Resume is bit-exact: a run stopped after step 4 (checkpoints every 2 steps) and resumed
+ *    logs the same losses for steps 5-6 and ends with the same params_crc32 as an uninterrupted
+ *    run, for DP 2 with ZeRO-1 and ZeRO-3, TP 2, interleaved PP 2, and TP 2 x PP 2 x DP 2 in
+ *    fp32 and bf16.
+ *  - Resharding: a checkpoint saved at TP 2 x PP 2 x DP 2 (ZeRO-1) and loaded at DP 4 continues
+ *    with the same losses within 1e-5 (other summation order) and the same parameters.
+ *  - A truncated shard in the newest checkpoint is reported by name and the previous checkpoint
+ *    is used; the run still ends bit-exact.
+ * argv[1]: dtrain, argv[2]: mpirun, argv[3]: a scratch folder. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include "run_dtrain.h"
+
+static const char *DTRAIN, *MPIRUN, *DIR;
+static char MODEL[4096], CKPT[4096], ERR[65536];
+
+static const char *COMMON = "--steps 6 --micro-batch 2 --global-batch 8 --seed 7";
+
+/* Runs `ranks` ranks of dtrain with args; returns the exit code; lines as run_dtrain. */
+static int launch(int ranks, const char *args, json_t **lines, int *n)
+{
+    char launcher[8192], all[8192];
+    snprintf(launcher, sizeof launcher, "%s' --oversubscribe -np %d '%s", MPIRUN, ranks, DTRAIN);
+    snprintf(all, sizeof all, "--model %s %s %s", MODEL, COMMON, args);
+    return run_dtrain(launcher, all, lines, 64, n, ERR, sizeof ERR);
+}
+
+static double num(json_t *line, const char *key)
+{
+    return json_number_value(json_object_get(line, key));
+}
+
+static const char *final_crc(json_t **lines, int n)
+{
+    return n > 0 ? json_string_value(json_object_get(lines[n - 1], "params_crc32")) : NULL;
+}
+
+static void clear_ckpt(void)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", CKPT);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Uninterrupted run vs stop after 4 + resume, in the same layout: bit-exact. */
+static void resume_is_bit_exact(int ranks, const char *layout)
+{
+    json_t *A[64], *B[64], *C[64];
+    int na, nb, nc;
+    char args[8192];
+    clear_ckpt();
+    if (launch(ranks, layout, A, &na) != 0)
+        fail_msg("%s: uninterrupted run failed: %s", layout, ERR);
+    snprintf(args, sizeof args, "%s --ckpt-dir %s --ckpt-every 2 --stop-after 4", layout, CKPT);
+    if (launch(ranks, args, B, &nb) != 0)
+        fail_msg("%s: run to step 4 failed: %s", layout, ERR);
+    assert_int_equal(nb, 4); /* stopped as if killed: no final line */
+    snprintf(args, sizeof args, "%s --ckpt-dir %s --ckpt-every 2 --resume", layout, CKPT);
+    if (launch(ranks, args, C, &nc) != 0)
+        fail_msg("%s: resumed run failed: %s", layout, ERR);
+    assert_non_null(strstr(ERR, "resumed from"));
+    assert_int_equal(nc, 3); /* steps 5, 6 and the final line */
+    for (int i = 0; i < 2; i++)
+        if (num(C[i], "loss") != num(A[4 + i], "loss"))
+            fail_msg("%s: step %d loss %.9g after resuming, %.9g uninterrupted", layout, 5 + i, num(C[i], "loss"),
+                     num(A[4 + i], "loss"));
+    assert_string_equal(final_crc(C, nc), final_crc(A, na));
+    print_message("%-44s resumed at step 4: bit-exact (params_crc32 %s)\n", layout, final_crc(A, na));
+    free_lines(A, na);
+    free_lines(B, nb);
+    free_lines(C, nc);
+}
+
+static void bit_exact_every_layout(void **state)
+{
+    (void)state;
+    resume_is_bit_exact(2, "--dp 2 --zero 1");
+    resume_is_bit_exact(2, "--dp 2 --zero 3");
+    resume_is_bit_exact(2, "--tp 2");
+    resume_is_bit_exact(2, "--pp 2 --schedule interleaved --vpp 2");
+    resume_is_bit_exact(8, "--tp 2 --pp 2 --dp 2 --zero 1");
+    resume_is_bit_exact(8, "--tp 2 --pp 2 --dp 2 --zero 1 --precision bf16");
+}
+
+static void reshards_to_another_layout(void **state)
+{
+    (void)state;
+    json_t *A[64], *B[64], *C[64];
+    int na, nb, nc;
+    char args[8192];
+    const char *saved = "--tp 2 --pp 2 --dp 2 --zero 1";
+    clear_ckpt();
+    if (launch(8, saved, A, &na) != 0)
+        fail_msg("uninterrupted run failed: %s", ERR);
+    snprintf(args, sizeof args, "%s --ckpt-dir %s --ckpt-every 4 --stop-after 4", saved, CKPT);
+    if (launch(8, args, B, &nb) != 0)
+        fail_msg("run to step 4 failed: %s", ERR);
+    snprintf(args, sizeof args, "--dp 4 --zero 0 --ckpt-dir %s --resume", CKPT);
+    if (launch(4, args, C, &nc) != 0)
+        fail_msg("resume at DP 4 failed: %s", ERR);
+    assert_non_null(strstr(ERR, "resharding"));
+    assert_int_equal(nc, 3);
+    for (int i = 0; i < 2; i++) {
+        double a = num(A[4 + i], "loss"), c = num(C[i], "loss");
+        if (fabs(a - c) > 1e-5 * fabs(a))
+            fail_msg("step %d: loss %.9g after resharding to DP 4, %.9g uninterrupted", 5 + i, c, a);
+    }
+    print_message("TP 2 x PP 2 x DP 2 checkpoint resumed at DP 4: steps 5-6 losses %.7g %.7g (uninterrupted %.7g "
+                  "%.7g)\n", num(C[0], "loss"), num(C[1], "loss"), num(A[4], "loss"), num(A[5], "loss"));
+    free_lines(A, na);
+    free_lines(B, nb);
+    free_lines(C, nc);
+}
+
+static void truncated_shard_falls_back_to_the_previous_checkpoint(void **state)
+{
+    (void)state;
+    json_t *A[64], *B[64], *C[64];
+    int na, nb, nc;
+    char args[8192], shard[8192];
+    const char *layout = "--tp 2 --dp 2 --zero 1";
+    clear_ckpt();
+    if (launch(4, layout, A, &na) != 0)
+        fail_msg("uninterrupted run failed: %s", ERR);
+    snprintf(args, sizeof args, "%s --ckpt-dir %s --ckpt-every 2 --stop-after 4", layout, CKPT);
+    if (launch(4, args, B, &nb) != 0)
+        fail_msg("run to step 4 failed: %s", ERR);
+    snprintf(shard, sizeof shard, "%s/step-00000004/shard-00003.bin", CKPT);
+    assert_int_equal(truncate(shard, 100), 0);
+    snprintf(args, sizeof args, "%s --ckpt-dir %s --ckpt-every 2 --resume", layout, CKPT);
+    if (launch(4, args, C, &nc) != 0)
+        fail_msg("resume failed: %s", ERR);
+    assert_non_null(strstr(ERR, "shard-00003.bin has 100 bytes"));
+    assert_non_null(strstr(ERR, "resumed from"));
+    assert_non_null(strstr(ERR, "step-00000002"));
+    assert_int_equal(nc, 5); /* steps 3-6 and the final line */
+    assert_string_equal(final_crc(C, nc), final_crc(A, na));
+    free_lines(A, na);
+    free_lines(B, nb);
+    free_lines(C, nc);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4)
+        return 2;
+    DTRAIN = argv[1];
+    MPIRUN = argv[2];
+    DIR = argv[3];
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    snprintf(MODEL, sizeof MODEL, "%s/ckp_model.json", DIR);
+    snprintf(CKPT, sizeof CKPT, "%s/ckp_parallel", DIR);
+    FILE *f = fopen(MODEL, "w");
+    if (!f)
+        return 1;
+    fprintf(f, "{\"num_layers\": 4, \"hidden\": 64, \"heads\": 4, \"seq_len\": 32}\n");
+    fclose(f);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(bit_exact_every_layout),
+        cmocka_unit_test(reshards_to_another_layout),
+        cmocka_unit_test(truncated_shard_falls_back_to_the_previous_checkpoint),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    clear_ckpt();
+    remove(MODEL);
+    return rc;
+}
