@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +90,7 @@ struct checkpoint_job {
     double write_s;
     uint32_t crc;
     uint64_t bytes;
+    _Atomic int done;    /* the shard write has ended (set by the writer) */
 };
 
 static void step_dir(char *out, size_t len, const char *dir, int step)
@@ -128,7 +130,13 @@ static void *writer(void *arg)
     double t0 = now_s();
     j->rc = write_shard(j);
     j->write_s = now_s() - t0;
+    atomic_store(&j->done, 1);
     return NULL;
+}
+
+int checkpoint_shard_written(checkpoint_job *j)
+{
+    return !j || atomic_load(&j->done);
 }
 
 checkpoint_job *checkpoint_save_async(const char *dir, const gpt_model *m, const train_state *st, const comm_ctx *c,

@@ -45,6 +45,10 @@ typedef struct checkpoint_job checkpoint_job;
  * on a background thread (or at once when background = 0). */
 checkpoint_job *checkpoint_save_async(const char *dir, const gpt_model *m, const train_state *st, const comm_ctx *c,
                                       const ckpt_layout *layout, int background);
+/* Whether this rank's shard write has ended (no wait). A run polls it each step and calls
+ * checkpoint_finish once every rank's has, so the manifest lands about one step after the
+ * shards, not at the next checkpoint. */
+int checkpoint_shard_written(checkpoint_job *job);
 /* Collective: waits for this rank's shard, then rank 0 writes the manifest when every shard
  * was written. Returns 0, or -1 with err (the same on every rank); *write_s gets this rank's
  * shard write time. A NULL job is a no-op returning 0 (on every rank alike). */

@@ -1,15 +1,89 @@
 /* The communicator; see comm.h. */
 #include <mpi.h>
+#include <unistd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "comm.h"
 
+/* Watches the blocking calls: one that lasts longer than the timeout means a peer died or
+ * hangs, and the rank stops with a message instead of waiting for ever. */
+struct comm_watchdog {
+    pthread_t thread;
+    int running;
+    _Atomic int stop;
+    _Atomic long long op_start_ns;  /* 0: not inside a blocking call */
+    const char *_Atomic op;
+    _Atomic int op_ranks;
+    _Atomic int peer;               /* the rank a receive waits for, or -1 */
+    double timeout_s;
+    int rank;
+};
+
 struct comm_group {
     MPI_Comm mpi;     /* MPI_COMM_NULL for a single process */
     int size, rank;
     double bytes_sent;
+    comm_watchdog *wd;
 };
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void wd_enter(comm_watchdog *wd, const char *op, int ranks)
+{
+    if (!wd)
+        return;
+    atomic_store(&wd->op, op);
+    atomic_store(&wd->op_ranks, ranks);
+    atomic_store(&wd->peer, -1);
+    atomic_store(&wd->op_start_ns, now_ns());
+}
+
+static void wd_leave(comm_watchdog *wd)
+{
+    if (wd)
+        atomic_store(&wd->op_start_ns, 0);
+}
+
+static void *wd_watch(void *arg)
+{
+    comm_watchdog *wd = arg;
+    while (!atomic_load(&wd->stop)) {
+        struct timespec nap = {0, 100000000};
+        nanosleep(&nap, NULL);
+        long long start = atomic_load(&wd->op_start_ns);
+        if (start && (now_ns() - start) * 1e-9 > wd->timeout_s) {
+            int peer = atomic_load(&wd->peer);
+            char from[48] = "";
+            if (peer >= 0)
+                snprintf(from, sizeof from, " from rank %d", peer);
+            fprintf(stderr, "dtrain: rank %d: no progress for %.0f s in %s%s (%d ranks): a peer rank has died or "
+                            "hangs; stopping (--comm-timeout)\n", wd->rank, wd->timeout_s, atomic_load(&wd->op), from,
+                    atomic_load(&wd->op_ranks));
+            fflush(stderr);
+            _exit(1);
+        }
+    }
+    return NULL;
+}
+
+void comm_set_timeout(comm_ctx *c, double seconds)
+{
+    comm_watchdog *wd = c->watchdog;
+    if (!c->mpi || !wd || wd->running || seconds <= 0)
+        return;
+    wd->timeout_s = seconds;
+    wd->rank = c->world_rank;
+    wd->running = pthread_create(&wd->thread, NULL, wd_watch, wd) == 0;
+}
 
 /* Sends in flight: their requests and the host copies they read from. */
 struct comm_sends {
@@ -18,9 +92,10 @@ struct comm_sends {
     int n, cap;
 };
 
-static comm_group *group_new(MPI_Comm m, int mpi)
+static comm_group *group_new_wd(MPI_Comm m, int mpi, comm_watchdog *wd)
 {
     comm_group *g = calloc(1, sizeof *g);
+    g->wd = wd;
     g->mpi = m;
     g->size = 1;
     g->rank = 0;
@@ -40,6 +115,7 @@ int comm_start(comm_ctx *c, int *argc, char ***argv)
 {
     memset(c, 0, sizeof *c);
     c->world_size = 1;
+    c->watchdog = calloc(1, sizeof *c->watchdog);
     if (launched_by_mpi()) {
         MPI_Init(argc, argv);
         /* Errors return codes instead of aborting silently, so a dead peer becomes a message. */
@@ -48,7 +124,7 @@ int comm_start(comm_ctx *c, int *argc, char ***argv)
         MPI_Comm_size(MPI_COMM_WORLD, &c->world_size);
         c->mpi = 1;
     }
-    c->world = group_new(MPI_COMM_WORLD, c->mpi);
+    c->world = group_new_wd(MPI_COMM_WORLD, c->mpi, c->watchdog);
     return 0;
 }
 
@@ -73,15 +149,15 @@ int comm_layout(comm_ctx *c, int tp, int pp, int dp, char *err, size_t errlen)
         MPI_Comm_split(MPI_COMM_WORLD, r / tp, c->tp_rank, &tpc);
         MPI_Comm_split(MPI_COMM_WORLD, c->dp_rank, r, &mpc);
         MPI_Comm_split(MPI_COMM_WORLD, ends ? c->dp_rank * tp + c->tp_rank : MPI_UNDEFINED, c->pp_rank, &emc);
-        c->dp_group = group_new(dpc, 1);
-        c->tp_group = group_new(tpc, 1);
-        c->mp_group = group_new(mpc, 1);
-        c->embed_group = ends ? group_new(emc, 1) : group_new(MPI_COMM_NULL, 0);
+        c->dp_group = group_new_wd(dpc, 1, c->watchdog);
+        c->tp_group = group_new_wd(tpc, 1, c->watchdog);
+        c->mp_group = group_new_wd(mpc, 1, c->watchdog);
+        c->embed_group = ends ? group_new_wd(emc, 1, c->watchdog) : group_new_wd(MPI_COMM_NULL, 0, c->watchdog);
     } else {
-        c->dp_group = group_new(MPI_COMM_NULL, 0);
-        c->tp_group = group_new(MPI_COMM_NULL, 0);
-        c->mp_group = group_new(MPI_COMM_NULL, 0);
-        c->embed_group = group_new(MPI_COMM_NULL, 0);
+        c->dp_group = group_new_wd(MPI_COMM_NULL, 0, c->watchdog);
+        c->tp_group = group_new_wd(MPI_COMM_NULL, 0, c->watchdog);
+        c->mp_group = group_new_wd(MPI_COMM_NULL, 0, c->watchdog);
+        c->embed_group = group_new_wd(MPI_COMM_NULL, 0, c->watchdog);
     }
     return 0;
 }
@@ -111,7 +187,10 @@ void comm_send(comm_ctx *c, int dest, int tag, const float *buf, size_t n)
 void comm_recv(comm_ctx *c, int src, int tag, float *buf, size_t n)
 {
     (void)c;
+    wd_enter(c->watchdog, "a pipeline receive", 2);
+    atomic_store(&c->watchdog->peer, src);
     check(MPI_Recv(buf, (int)n, MPI_FLOAT, src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "pipeline receive");
+    wd_leave(c->watchdog);
 }
 
 void comm_wait_sends(comm_ctx *c)
@@ -119,7 +198,9 @@ void comm_wait_sends(comm_ctx *c)
     comm_sends *s = c->sends;
     if (!s || s->n == 0)
         return;
+    wd_enter(c->watchdog, "pipeline sends", 2);
     check(MPI_Waitall(s->n, s->req, MPI_STATUSES_IGNORE), "pipeline send");
+    wd_leave(c->watchdog);
     for (int i = 0; i < s->n; i++)
         free(s->buf[i]);
     s->n = 0;
@@ -154,6 +235,13 @@ void comm_finish(comm_ctx *c)
         free(c->embed_group);
     }
     free(c->world);
+    if (c->watchdog) {
+        if (c->watchdog->running) {
+            atomic_store(&c->watchdog->stop, 1);
+            pthread_join(c->watchdog->thread, NULL);
+        }
+        free(c->watchdog);
+    }
     memset(c, 0, sizeof *c);
 }
 
@@ -178,7 +266,9 @@ void comm_allreduce_sum(comm_group *g, float *buf, size_t n)
         return;
     for (size_t off = 0; off < n; off += CHUNK) {
         size_t k = n - off < CHUNK ? n - off : CHUNK;
+        wd_enter(g->wd, "all-reduce", g->size);
         check(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_FLOAT, MPI_SUM, g->mpi), "all-reduce");
+        wd_leave(g->wd);
     }
     g->bytes_sent += 2.0 * (g->size - 1) / g->size * n * sizeof(float);
 }
@@ -189,7 +279,9 @@ void comm_allreduce_max(comm_group *g, float *buf, size_t n)
         return;
     for (size_t off = 0; off < n; off += CHUNK) {
         size_t k = n - off < CHUNK ? n - off : CHUNK;
+        wd_enter(g->wd, "all-reduce (max)", g->size);
         check(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_FLOAT, MPI_MAX, g->mpi), "all-reduce (max)");
+        wd_leave(g->wd);
     }
 }
 
@@ -199,7 +291,9 @@ void comm_reduce_scatter_sum(comm_group *g, float *buf, size_t n)
         return;
     size_t part = n / (size_t)g->size;
     float *mine = malloc(part * sizeof(float));
+    wd_enter(g->wd, "reduce-scatter", g->size);
     check(MPI_Reduce_scatter_block(buf, mine, (int)part, MPI_FLOAT, MPI_SUM, g->mpi), "reduce-scatter");
+    wd_leave(g->wd);
     memcpy(buf + part * (size_t)g->rank, mine, part * sizeof(float));
     free(mine);
     g->bytes_sent += (double)(g->size - 1) / g->size * n * sizeof(float);
@@ -210,7 +304,9 @@ void comm_allgather(comm_group *g, float *buf, size_t n)
     if (g->size == 1)
         return;
     size_t part = n / (size_t)g->size;
+    wd_enter(g->wd, "all-gather", g->size);
     check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)part, MPI_FLOAT, g->mpi), "all-gather");
+    wd_leave(g->wd);
     g->bytes_sent += (double)(g->size - 1) / g->size * n * sizeof(float);
 }
 
@@ -220,7 +316,9 @@ void comm_allgather_bytes(comm_group *g, const void *mine, size_t n, void *all)
         memcpy(all, mine, n);
         return;
     }
+    wd_enter(g->wd, "all-gather", g->size);
     check(MPI_Allgather(mine, (int)n, MPI_BYTE, all, (int)n, MPI_BYTE, g->mpi), "all-gather");
+    wd_leave(g->wd);
 }
 
 double comm_allreduce_sum_double(comm_group *g, double x)
@@ -228,7 +326,9 @@ double comm_allreduce_sum_double(comm_group *g, double x)
     if (g->size == 1)
         return x;
     double y;
+    wd_enter(g->wd, "all-reduce", g->size);
     check(MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, g->mpi), "all-reduce");
+    wd_leave(g->wd);
     return y;
 }
 
@@ -237,7 +337,9 @@ int comm_allreduce_max_int(comm_group *g, int x)
     if (g->size == 1)
         return x;
     int y;
+    wd_enter(g->wd, "all-reduce", g->size);
     check(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_MAX, g->mpi), "all-reduce");
+    wd_leave(g->wd);
     return y;
 }
 

@@ -10,6 +10,7 @@
 
 typedef struct comm_group comm_group; /* opaque */
 typedef struct comm_sends comm_sends; /* opaque: point-to-point sends not yet completed */
+typedef struct comm_watchdog comm_watchdog; /* opaque: the blocked-call timer */
 
 typedef struct {
     int world_rank, world_size;
@@ -21,6 +22,7 @@ typedef struct {
     comm_group *mp_group;      /* the tp x pp ranks of one replica (norms over the whole model) */
     comm_group *embed_group;   /* first and last stage, same tp rank and replica (tied wte) */
     comm_sends *sends;
+    comm_watchdog *watchdog;
     int mpi;                   /* launched under MPI */
 } comm_ctx;
 
@@ -30,6 +32,9 @@ int comm_start(comm_ctx *c, int *argc, char ***argv);
  * bad one every rank fails here, before any allocation: no rank waits for another. */
 int comm_layout(comm_ctx *c, int tp, int pp, int dp, char *err, size_t errlen);
 void comm_finish(comm_ctx *c);
+/* Starts the watchdog: a rank blocked in one collective or pipeline transfer for `seconds`
+ * prints what it waited for and exits 1 (a peer died or hangs), so no rank waits for ever. */
+void comm_set_timeout(comm_ctx *c, double seconds);
 
 /* Collectives on host float buffers (sum). n counts floats; for reduce-scatter and all-gather
  * `n` is the whole buffer, a multiple of the group size, rank i owning the i-th 1/size. */

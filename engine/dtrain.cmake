@@ -27,3 +27,9 @@ add_executable(dtrain ${CMAKE_CURRENT_LIST_DIR}/dtrain_main.c)
 target_link_libraries(dtrain PRIVATE dtrain_lib)
 target_compile_definitions(dtrain PRIVATE DTRAIN_DEFAULT_DATA="${DTRAIN_CORPUS}")
 add_dependencies(dtrain dtrain_corpus)
+
+# dtrain-supervise: relaunches a failed job from its newest checkpoint.
+add_executable(dtrain_supervise ${CMAKE_CURRENT_LIST_DIR}/dtrain_supervise_main.c)
+set_target_properties(dtrain_supervise PROPERTIES OUTPUT_NAME dtrain-supervise)
+target_link_libraries(dtrain_supervise PRIVATE PkgConfig::JANSSON)
+target_compile_definitions(dtrain_supervise PRIVATE _DEFAULT_SOURCE)

@@ -1,4 +1,5 @@
 /* dtrain: the training engine's command line (DESIGN.md, CLI contract). */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,10 @@ static void usage(FILE *f)
             "  --profile FILE           per-op times to FILE and a Chrome trace to FILE.trace.json\n"
             "  --inject-overflow STEP   test aid: an inf in the gradients at STEP (exercises loss scaling)\n"
             "  --dump-params FILE       test aid: the final parameters, fp32, in the single-rank layout\n"
+            "  --comm-timeout S         a rank blocked in one collective or transfer this long stops with a\n"
+            "                           message (a peer died or hangs; default 60)\n"
+            "  --test-kill R:STEP:FILE  test aid: rank R SIGKILLs itself after STEP unless FILE exists (creates it)\n"
+            "  --test-hang R:STEP:FILE  test aid: the same with SIGSTOP (a rank that hangs)\n"
             "  --rank-params FILE       JSON: the parameters each rank holds (to compare with dtsim's memory model)\n"
             "  --ckpt-dir D             checkpoint folder (D/step-NNNNNNNN/: shard + manifest, written last)\n"
             "  --ckpt-every N           checkpoint every N steps (written in the background from a host copy)\n"
@@ -114,7 +119,8 @@ static int run(int argc, char **argv, comm_ctx *comm)
     train_options o = {.device = "cpu", .model = "tiny", .data = DTRAIN_DEFAULT_DATA, .micro_batch = 8,
                        .global_batch = 0, .steps = 200, .warmup = -1, .seed = 1, .lr = 1e-3,
                        .weight_decay = 0.1, .grad_clip = 1.0, .precision = KPREC_FP32, .loss_scale = 65536,
-                       .loss_scale_window = 1000, .ckpt_keep = 3, .vpp = 1, .schedule = PIPELINE_1F1B};
+                       .loss_scale_window = 1000, .ckpt_keep = 3, .vpp = 1, .kill_rank = -1,
+                       .comm_timeout_s = 60, .schedule = PIPELINE_1F1B};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long n;
@@ -194,6 +200,22 @@ static int run(int argc, char **argv, comm_ctx *comm)
             o.profile = v;
         } else if (!strcmp(a, "--dump-params")) {
             o.dump_params = v;
+        } else if (!strcmp(a, "--test-kill") || !strcmp(a, "--test-hang")) {
+            static char marker[4096];
+            int r, st, used = 0;
+            if (sscanf(v, "%d:%d:%n", &r, &st, &used) != 2 || used == 0 || r < 0 || st < 1 || !v[used] ||
+                strlen(v + used) >= sizeof marker) {
+                fprintf(stderr, "dtrain: %s: '%s' is not RANK:STEP:MARKER_FILE\n", a, v);
+                return 2;
+            }
+            snprintf(marker, sizeof marker, "%s", v + used);
+            o.kill_rank = r;
+            o.kill_step = st;
+            o.kill_marker = marker;
+            o.kill_signal = !strcmp(a, "--test-hang") ? SIGSTOP : SIGKILL;
+        } else if (!strcmp(a, "--comm-timeout")) {
+            if (parse_double(a, v, 0.1, 1e6, &x)) return 2;
+            o.comm_timeout_s = x;
         } else if (!strcmp(a, "--rank-params")) {
             o.rank_params = v;
         } else if (!strcmp(a, "--tp")) {
@@ -265,5 +287,6 @@ static int run(int argc, char **argv, comm_ctx *comm)
         return 2;
     }
     o.comm = comm;
+    comm_set_timeout(comm, o.comm_timeout_s);
     return train_run(&o);
 }

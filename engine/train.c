@@ -427,6 +427,32 @@ int train_run(const train_options *o)
                     loss, grad_norm, lr, dt, (double)B * T * accum / dt);
 
         last_step = step;
+        /* A background checkpoint is completed (manifest written) as soon as every rank's
+         * shard is on disk; the check is collective, so every rank finishes it at one step. */
+        if (pending && !comm_allreduce_max_int(o->comm->world, !checkpoint_shard_written(pending))) {
+            double write_s = 0;
+            if (checkpoint_finish(pending, o->comm, &write_s, err, sizeof err) != 0) {
+                fprintf(stderr, "dtrain: checkpoint: %s\n", err);
+                pending = NULL;
+                rc = 1;
+                break;
+            }
+            pending = NULL;
+            if (leader) {
+                fprintf(stderr, "dtrain: checkpoint complete at step %d (shard written in %.3f s)\n", step, write_s);
+                checkpoint_prune(o->ckpt_dir, o->ckpt_keep);
+            }
+        }
+        if (o->kill_rank >= 0 && step == o->kill_step && o->comm->world_rank == o->kill_rank &&
+            access(o->kill_marker, F_OK) != 0) {
+            /* test aid: die as a crashed rank would, once (the marker keeps a resumed run alive) */
+            FILE *mk = fopen(o->kill_marker, "w");
+            if (mk)
+                fclose(mk);
+            fprintf(stderr, "dtrain: rank %d: test aid: %s after step %d\n", o->comm->world_rank,
+                    o->kill_signal == SIGSTOP ? "SIGSTOP (hang)" : "SIGKILL", step);
+            raise(o->kill_signal == SIGSTOP ? SIGSTOP : SIGKILL);
+        }
         /* agreed by every rank, so all write the last checkpoint at the same step */
         int term = comm_allreduce_max_int(o->comm->world, g_term_requested);
         if (o->ckpt_dir && ((o->ckpt_every > 0 && step % o->ckpt_every == 0) || term)) {

@@ -25,6 +25,10 @@ typedef struct {
     int ckpt_sync;               /* write on the step loop instead of in the background */
     int resume;                  /* start from the newest good checkpoint in ckpt_dir */
     int stop_after;              /* test aid: stop as if killed after this step (0 = never) */
+    int kill_rank, kill_step;    /* test aid: rank kill_rank SIGKILLs itself after kill_step (-1: never) */
+    const char *kill_marker;     /* ... only while this file does not exist (it creates it) */
+    int kill_signal;             /* SIGKILL (a crash) or SIGSTOP (a hang) */
+    double comm_timeout_s;       /* a collective blocked this long stops the rank with a message */
     comm_ctx *comm;              /* the ranks and groups (DP only in this build) */
     const char *dump_params;     /* test aid: write the final fp32 parameters (single-rank layout) */
     const char *rank_params;     /* write {tp, pp, dp, params_total, params_per_rank} here */
