@@ -69,12 +69,30 @@ void profiler_begin(profiler *p)
         p->k->event_record(p->start);
 }
 
+static void add_event(profiler *p, const char *op, int layer, const char *shape, double flops, double bytes,
+                      double start_s, double dur);
+
 void profiler_end(profiler *p, const char *op, int layer, const char *shape, double flops, double bytes)
 {
     if (!p)
         return;
     p->k->event_record(p->end);
     double dur = p->k->event_elapsed_s(p->start, p->end);
+    add_event(p, op, layer, shape, flops, bytes, p->k->event_elapsed_s(p->origin, p->start), dur);
+}
+
+void profiler_record(profiler *p, const char *op, const char *shape, double dur_s, double bytes)
+{
+    if (!p)
+        return;
+    p->k->event_record(p->end);
+    double end = p->k->event_elapsed_s(p->origin, p->end);
+    add_event(p, op, -1, shape, 0, bytes, end > dur_s ? end - dur_s : 0, dur_s);
+}
+
+static void add_event(profiler *p, const char *op, int layer, const char *shape, double flops, double bytes,
+                      double start_s, double dur)
+{
     if (p->n_events < PROFILE_MAX_EVENTS) {
         prof_event *e = &p->events[p->n_events++];
         e->op = op;
@@ -83,7 +101,7 @@ void profiler_end(profiler *p, const char *op, int layer, const char *shape, dou
         snprintf(e->shape, sizeof e->shape, "%s", shape);
         e->flops = flops;
         e->bytes = bytes;
-        e->start_s = p->k->event_elapsed_s(p->origin, p->start);
+        e->start_s = start_s;
         e->dur_s = dur;
     } else {
         p->dropped++;

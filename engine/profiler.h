@@ -16,6 +16,8 @@ void profiler_set_step(profiler *p, int step);
 /* Brackets one op. begin/end may be called with p == NULL (no profiling). */
 void profiler_begin(profiler *p);
 void profiler_end(profiler *p, const char *op, int layer, const char *shape, double flops, double bytes);
+/* Records an op timed elsewhere (e.g. a checkpoint written on a background thread), ending now. */
+void profiler_record(profiler *p, const char *op, const char *shape, double dur_s, double bytes);
 /* Writes path (profile JSON) and path + ".trace.json" (Chrome trace), each through a
  * temporary file and a rename. */
 int profiler_write(profiler *p, const char *path, const char *dtype, const char *device, char *err,

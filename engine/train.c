@@ -438,6 +438,7 @@ int train_run(const train_options *o)
                 break;
             }
             pending = NULL;
+            profiler_record(m.prof, "checkpoint_write", "background shard write", write_s, 3.0 * m.num_params * 4);
             if (leader) {
                 fprintf(stderr, "dtrain: checkpoint complete at step %d (shard written in %.3f s)\n", step, write_s);
                 checkpoint_prune(o->ckpt_dir, o->ckpt_keep);
