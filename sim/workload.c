@@ -69,6 +69,18 @@ static coll_group gradient_group(const builder *b, int dp, int cp, int tp, int p
     return g;
 }
 
+/* The two GPUs of a pipeline transfer between stages a and b (same TP and CP rank, replica 0:
+ * stage s starts at rank s x tp x cp): on one node, the transfer goes over NVLink. Stages
+ * that share a node when TP x CP is smaller than a node are common (TP 1, PP 16 puts eight
+ * stages on each node), and only the boundaries between nodes cross the network. */
+static coll_group pp_pair(const builder *b, int a, int c)
+{
+    long span = (long)b->s->parallel.tp * (b->s->parallel.cp > 0 ? b->s->parallel.cp : 1);
+    int same = b->gpn > 0 && (a * span) / b->gpn == (c * span) / b->gpn;
+    coll_group g = {2, same ? 1 : 2, same ? 2 : 1};
+    return g;
+}
+
 static double comm_op_time(const builder *b, const layer_op *op)
 {
     coll_group g = b->tp;
@@ -262,7 +274,7 @@ static void flush_bucket(step_workload *w, const builder *b, stage_state *st, in
 static int zero3_gather(step_workload *w, const builder *b, stage_state *st, int stage, int layers)
 {
     const scenario_config *s = b->s;
-    if (s->parallel.zero_stage < 3 || s->parallel.dp <= 1)
+    if (s->parallel.zero_stage < 3 || b->dp.ranks <= 1) /* shards over DP x CP, as the memory model */
         return -1;
     layer_params lp = params_layer_per_gpu(s);
     double weight_bytes = b->cm.act_bytes;
@@ -308,10 +320,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         st->prev_compute = st->last_compute;
         st->last_compute = id;
         if (vs < last_vs) {
-            coll_group g = b->pp;
-            g.ranks = 2;
-            g.nodes = b->pp.nodes > 1 ? 2 : 1;
-            g.per_node = g.nodes > 1 ? 1 : 2;
+            coll_group g = pp_pair(b, stage, (vs + 1) % P);
             int p = add_comm(w, b, stage, LANE_P2P, "pp_send_activation", COMM_PP, COLL_SEND_RECV,
                              b->p2p_bytes, g, id);
             w->tasks[p].peer_stage = (vs + 1) % P;
@@ -362,10 +371,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
     if (last_of_chunk && !split)
         st->pending_grad += L * b->grad_bytes_per_layer;
     if (vs > 0) {
-        coll_group g = b->pp;
-        g.ranks = 2;
-        g.nodes = b->pp.nodes > 1 ? 2 : 1;
-        g.per_node = g.nodes > 1 ? 1 : 2;
+        coll_group g = pp_pair(b, stage, (vs - 1) % P);
         int p = add_comm(w, b, stage, LANE_P2P, "pp_send_gradient", COMM_PP, COLL_SEND_RECV,
                          b->p2p_bytes, g, id);
         w->tasks[p].peer_stage = (vs - 1) % P;

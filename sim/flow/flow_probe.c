@@ -77,7 +77,7 @@ static void route_names(int gpn, int a, int b, char *out, size_t n)
 
 static int child_probe(const platform_config *p, int nodes, const int *pairs, int n_pairs, const char *so, int fd)
 {
-    flow_platform_describe(p, nodes);
+    flow_platform_describe(p, NULL, nodes);
     char *argv0[] = {"dtsim-flow-probe", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
                      "--log=root.thres:critical", NULL};
     int argc = 4;

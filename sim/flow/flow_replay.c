@@ -260,7 +260,7 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
     c.cp = s->parallel.cp;
     c.gpn = s->platform.node.gpus;
     int gpus = scenario_gpus(s), nodes = (gpus + c.gpn - 1) / c.gpn;
-    flow_platform_describe(&s->platform, nodes);
+    flow_platform_describe(&s->platform, &s->calibration, nodes);
 
     char *argv0[] = {"dtsim-flow", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
                      "--log=root.thres:critical", NULL};

@@ -1,0 +1,162 @@
+/* Semantic fuzzing of the simulator: random valid scenarios (model sizes, layouts, schedules,
+ * ZeRO stages, precisions, recomputation, A100 and H100 platforms) checked against properties
+ * that must hold for every one of them:
+ *   step time > 0 and finite; MFU in (0, 1]; bubble in [0, 1); exposed communication <= total,
+ *   per class; memory components sum to the total; analytic step time <= flow step time + 2%
+ *   (on a sample: flow is slower to run); doubling every link's bandwidth (NVLink, NICs and the
+ *   calibrated collective bandwidths) never makes a step slower; adding DP replicas with the
+ *   per-replica batch fixed never lowers tokens/s (analytic).
+ * Usage: test_invariants [VALID_SCENARIOS [SEED [FLOW_EVERY]]] (CTest: 400, seed 1, flow every
+ * 100th). Prints the first violations with the scenario that broke them; exits 1 on any. */
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "config.h"
+#include "run.h"
+
+typedef struct {
+    uint64_t s;
+} rng64;
+
+static uint64_t next(rng64 *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static int pick(rng64 *r, const int *v, int n)
+{
+    return v[next(r) % (uint64_t)n];
+}
+
+#define PICK(r, ...) pick(r, (const int[]){__VA_ARGS__}, sizeof((const int[]){__VA_ARGS__}) / sizeof(int))
+
+/* One random scenario as a JSON document (may be invalid: the loader decides). */
+static json_t *random_scenario(rng64 *r, int i)
+{
+    int heads = PICK(r, 8, 16, 32, 64, 128), head_dim = PICK(r, 64, 128), hidden = heads * head_dim;
+    int swiglu = (int)(next(r) % 2), groups = next(r) % 2 && heads % 8 == 0 ? heads / 8 : heads;
+    int tp = PICK(r, 1, 2, 4, 8), pp = PICK(r, 1, 2, 4, 8, 16), dp = PICK(r, 1, 2, 4, 8, 16, 32, 64);
+    int vpp = pp > 1 ? PICK(r, 1, 1, 2, 4) : 1, mb = PICK(r, 1, 2, 4), m = PICK(r, 1, 2, 4, 8, 16, 32);
+    int cp = PICK(r, 1, 1, 1, 2), zero = PICK(r, 0, 1, 2, 3);
+    const char *sched = vpp > 1 ? "interleaved" : (next(r) % 3 == 0 ? "gpipe" : "1f1b");
+    const char *prec[] = {"bf16", "fp16", "fp32"}, *rec[] = {"none", "selective", "full"};
+    const char *plat = next(r) % 2 ? "platforms/dgx-a100-superpod.json" : "platforms/dgx-h100-superpod.json";
+    char name[64];
+    snprintf(name, sizeof name, "random-%d", i);
+    return json_pack("{s:s,s:s,s:{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:b,s:s},s:{s:i,s:i,s:s,s:s,s:s},"
+                     "s:{s:i,s:i,s:i,s:i,s:i,s:s,s:b,s:i,s:b}}",
+                     "name", name, "platform", plat, "model", "num_layers", PICK(r, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96),
+                     "hidden_size", hidden, "num_attention_heads", heads, "num_query_groups", groups, "ffn_hidden_size",
+                     swiglu ? hidden * 8 / 3 / 64 * 64 : 4 * hidden, "seq_length", PICK(r, 512, 1024, 2048, 4096, 8192),
+                     "vocab_size", PICK(r, 32000, 50304, 128256), "swiglu", swiglu, "attention",
+                     next(r) % 2 ? "flash" : "unfused", "training", "global_batch_size", mb * dp * m, "micro_batch_size",
+                     mb, "precision", prec[next(r) % 3], "recompute_granularity", rec[next(r) % 3], "optimizer", "adam",
+                     "parallel", "tensor_model_parallel_size", tp, "pipeline_model_parallel_size", pp,
+                     "data_parallel_size", dp, "virtual_pipeline_model_parallel_size", vpp, "context_parallel_size", cp,
+                     "schedule", sched, "sequence_parallel", tp > 1 && next(r) % 2, "zero_stage", dp * cp > 1 ? zero : 0,
+                     "overlap_grad_reduce", (int)(next(r) % 2));
+}
+
+static int violations;
+static char current_doc[4096]; /* the scenario being checked, as JSON, for the report */
+
+static void violation(const scenario_config *s, const char *what, double a, double b)
+{
+    violations++;
+    if (violations <= 20)
+        fprintf(stderr, "VIOLATION %s: %s (%g vs %g)\n  scenario: %s\n", s->name, what, a, b, current_doc);
+}
+
+static void check_result(const scenario_config *s, const run_result *r)
+{
+    if (!(r->step_time_s > 0 && isfinite(r->step_time_s)))
+        violation(s, "step time > 0 and finite", r->step_time_s, 0);
+    if (!(r->mfu > 0 && r->mfu <= 1))
+        violation(s, "MFU in (0, 1]", r->mfu, 1);
+    if (!(r->bubble_mean >= 0 && r->bubble_mean < 1 && r->bubble_max >= 0 && r->bubble_max < 1))
+        violation(s, "bubble in [0, 1)", r->bubble_mean, r->bubble_max);
+    for (int c = 0; c < COMM_CLASS_COUNT; c++)
+        if (r->comm_exposed_s[c] > r->comm_total_s[c] * (1 + 1e-9) + 1e-12)
+            violation(s, "exposed communication <= total", r->comm_exposed_s[c], r->comm_total_s[c]);
+    const run_memory *mm = &r->memory;
+    double sum = mm->weights + mm->gradients + mm->optimizer + mm->activations + mm->buffers;
+    if (fabs(sum - mm->total) > 1e-6 * fmax(1, mm->total))
+        violation(s, "memory components sum to the total", sum, mm->total);
+}
+
+static void double_bandwidth(scenario_config *s)
+{
+    s->platform.node.nvlink_bandwidth_gbs *= 2;
+    s->platform.node.nic_bandwidth_gbps *= 2;
+    for (int l = 0; l < LINK_CLASS_COUNT; l++)
+        for (int k = 0; k < COLL_KIND_COUNT; k++)
+            s->calibration.collectives[l][k].busbw_gbs *= 2;
+}
+
+int main(int argc, char **argv)
+{
+    int want = argc > 1 ? atoi(argv[1]) : 400;
+    rng64 r = {argc > 2 ? strtoull(argv[2], NULL, 10) : 1};
+    int flow_every = argc > 3 ? atoi(argv[3]) : 100;
+    setenv("DTSIM_ROOT", DTSIM_SOURCE_DIR, 1);
+    int valid = 0, tried = 0, flows = 0, dp_checks = 0;
+    while (valid < want && tried < 200 * want) {
+        json_t *doc = random_scenario(&r, tried++);
+        char *text = json_dumps(doc, JSON_COMPACT);
+        snprintf(current_doc, sizeof current_doc, "%s", text);
+        free(text);
+        scenario_config s;
+        config_error err;
+        int ok = scenario_load_json(doc, DTSIM_SOURCE_DIR, NULL, 0, &s, &err) == 0;
+        json_decref(doc);
+        if (!ok)
+            continue; /* an invalid combination: the loader refused it, as it must */
+        valid++;
+        run_result a;
+        if (run_scenario(&s, &a, &err) != 0) {
+            violation(&s, err.msg, 0, 0);
+            scenario_free(&s);
+            continue;
+        }
+        check_result(&s, &a);
+        if (flow_every > 0 && valid % flow_every == 0 && scenario_gpus(&s) <= 512) {
+            run_result f;
+            s.run.fidelity_flow = 1;
+            if (run_scenario(&s, &f, &err) == 0) {
+                flows++;
+                check_result(&s, &f);
+                if (a.step_time_s > f.step_time_s * 1.02)
+                    violation(&s, "analytic step <= flow step + 2%", a.step_time_s, f.step_time_s);
+            } else {
+                violation(&s, err.msg, 0, 0);
+            }
+            s.run.fidelity_flow = 0;
+        }
+        double_bandwidth(&s);
+        run_result b;
+        if (run_scenario(&s, &b, &err) == 0 && b.step_time_s > a.step_time_s * (1 + 1e-9))
+            violation(&s, "doubling link bandwidth never slows a step", b.step_time_s, a.step_time_s);
+        s.parallel.dp *= 2;
+        s.training.global_batch_size *= 2;
+        config_error lerr;
+        if (scenario_validate_layout(&s, &lerr) == 0) {
+            run_result d;
+            if (run_scenario(&s, &d, &err) == 0) {
+                dp_checks++;
+                if (d.tokens_per_s < b.tokens_per_s * (1 - 1e-9))
+                    violation(&s, "more DP replicas (same per-replica batch) never lower tokens/s", d.tokens_per_s,
+                              b.tokens_per_s);
+            }
+        }
+        scenario_free(&s);
+    }
+    printf("%d valid random scenarios (of %d drawn), %d also at flow fidelity, %d with doubled DP: %d violations\n",
+           valid, tried, flows, dp_checks, violations);
+    return violations || valid < want ? 1 : 0;
+}
