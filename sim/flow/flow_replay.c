@@ -190,8 +190,12 @@ static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int 
     sg_barrier_wait(c->bar_out[task]);
     coll_group whole = {k->group, k->span_nodes, k->group / (k->span_nodes > 0 ? k->span_nodes : 1)};
     double latency = collective_time_algo(&c->s->platform, &c->s->calibration, k->coll, 0, whole, ALGO_RING);
+    /* A gradient bucket here may stand for several of the scenario's (run.c coarsens them to
+     * bound the flows): each of those would have paid the fixed cost of a collective call. */
+    double bucket = (c->s->parallel.bucket_size_mb > 0 ? c->s->parallel.bucket_size_mb : 40) * 1048576.0;
+    double calls = k->comm == COMM_DP && k->bytes > bucket ? ceil(k->bytes / bucket) : 1;
     if (isfinite(latency) && latency > 0)
-        sg_actor_sleep_for(latency);
+        sg_actor_sleep_for(latency * calls);
 }
 
 static void lane_actor(int argc, char **argv)

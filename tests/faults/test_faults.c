@@ -209,6 +209,7 @@ static void trace_replays_each_failure(void **state)
         unlink(path);
     }
     assert_int_equal(faults_trace_load("/nonexistent/trace.txt", 64, 8, &t, &err), -1);
+    fixture_free(&s);
 }
 
 /* No free node: the job waits for the repair, or (elastic) drops the replica and runs at
