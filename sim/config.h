@@ -83,7 +83,12 @@ typedef struct {
 } calibration_config;
 
 /* ---- scenario ------------------------------------------------------------------------ */
-typedef struct { int node, nic; double bandwidth_factor; } degraded_link;
+typedef struct {
+    int node, nic;
+    double bandwidth_factor;
+    double flap_period_s, flap_down_s;   /* 0: degraded all the time; else down (at the factor)
+                                            for the last flap_down_s of every flap_period_s */
+} degraded_link;
 typedef struct { int gpu; double slowdown; } straggler;
 
 typedef struct {
@@ -123,6 +128,9 @@ typedef struct {
         unsigned long long seed;
         int degraded_count; degraded_link *degraded;   /* owned */
         int straggler_count; straggler *stragglers;    /* owned */
+        int step_failure;                               /* 1: GPU step_failure_gpu fails ... */
+        int step_failure_gpu;
+        double step_failure_at_s;                       /* ... this far into the step (flow) */
         int spare_nodes;                     /* spares swapped in on a node loss */
         double repair_hours;                 /* wait for repair when no spare and not elastic */
         int elastic;                         /* shrink DP instead of waiting */
@@ -131,6 +139,8 @@ typedef struct {
     struct {
         int steps;
         int fidelity_flow;                   /* 0 analytic, 1 flow */
+        double flow_bucket_mb;               /* set by run.c for flow fidelity: buckets coarsened
+                                                to this size (0: the scenario's bucket_size_mb) */
     } run;
 } scenario_config;
 

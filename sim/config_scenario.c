@@ -264,7 +264,7 @@ static int parse_faults(json_t *f, scenario_config *s, config_error *err)
     static const char *const keys[] = {"gpu_mtbf_hours", "node_mtbf_hours", "weibull_shape", "detect_s",
                                        "restart_s", "checkpoint_interval_s", "checkpoint_write", "horizon_days",
                                        "seed", "degraded_links", "stragglers", "spare_nodes", "repair_hours",
-                                       "elastic", "failure_trace", NULL};
+                                       "elastic", "failure_trace", "step_failure", NULL};
     static const char *const writes[] = {"sync", "async", NULL};
     const char *p = S ".faults";
     long long seed, spares;
@@ -297,7 +297,7 @@ static int parse_faults(json_t *f, scenario_config *s, config_error *err)
         s->faults.degraded_count = (int)json_array_size(list);
         s->faults.degraded = calloc(json_array_size(list) + 1, sizeof *s->faults.degraded);
         for (int i = 0; i < s->faults.degraded_count; i++) {
-            static const char *const k[] = {"node", "nic", "bandwidth_factor", NULL};
+            static const char *const k[] = {"node", "nic", "bandwidth_factor", "flap_period_s", "flap_down_s", NULL};
             char sub[128];
             snprintf(sub, sizeof sub, "%s.degraded_links[%d]", p, i);
             json_t *d = json_array_get(list, (size_t)i);
@@ -306,11 +306,32 @@ static int parse_faults(json_t *f, scenario_config *s, config_error *err)
                 return config_fail(err, "%s: expected an object {node, nic, bandwidth_factor}", sub);
             if (config_check_keys(d, sub, k, err) || config_int(d, sub, "node", 1, 0, 0, nodes - 1, &node, err) ||
                 config_int(d, sub, "nic", 1, 0, 0, s->platform.node.nics > 0 ? s->platform.node.nics - 1 : 0, &nic, err) ||
-                config_num(d, sub, "bandwidth_factor", 1, 0, 0, 1, 1, &s->faults.degraded[i].bandwidth_factor, err))
+                config_num(d, sub, "bandwidth_factor", 1, 0, 0, 1, 1, &s->faults.degraded[i].bandwidth_factor, err) ||
+                config_num(d, sub, "flap_period_s", 0, 0, 0, 1e9, 1, &s->faults.degraded[i].flap_period_s, err) ||
+                config_num(d, sub, "flap_down_s", 0, 0, 0, 1e9, 1, &s->faults.degraded[i].flap_down_s, err))
                 return -1;
+            const degraded_link *dl = &s->faults.degraded[i];
+            if ((dl->flap_period_s > 0 || dl->flap_down_s > 0) &&
+                !(dl->flap_down_s > 0 && dl->flap_down_s < dl->flap_period_s))
+                return config_fail(err, "%s: a flapping link needs 0 < flap_down_s (%g) < flap_period_s (%g)", sub,
+                                       dl->flap_down_s, dl->flap_period_s);
             s->faults.degraded[i].node = (int)node;
             s->faults.degraded[i].nic = (int)nic;
         }
+    }
+    json_t *sf = json_object_get(f, "step_failure");
+    if (sf) {
+        static const char *const k[] = {"gpu", "at_s", NULL};
+        char sub[128];
+        snprintf(sub, sizeof sub, "%s.step_failure", p);
+        long long gpu;
+        if (!json_is_object(sf))
+            return config_fail(err, "%s: expected an object {gpu, at_s}", sub);
+        if (config_check_keys(sf, sub, k, err) || config_int(sf, sub, "gpu", 1, 0, 0, gpus - 1, &gpu, err) ||
+            config_num(sf, sub, "at_s", 1, 0, 0, 1e9, 0, &s->faults.step_failure_at_s, err))
+            return -1;
+        s->faults.step_failure_gpu = (int)gpu;
+        s->faults.step_failure = 1;
     }
     list = json_object_get(f, "stragglers");
     if (list) {

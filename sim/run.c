@@ -104,7 +104,7 @@ int run_scenario_traced(const scenario_config *s, run_result *r, const char *tra
      * granularity choice of docs/flow.md, whose error it measures). */
     scenario_config coarse = *s;
     if (s->run.fidelity_flow)
-        coarse.parallel.bucket_size_mb = run_flow_bucket_mb(s);
+        coarse.run.flow_bucket_mb = run_flow_bucket_mb(s);
     step_workload w;
     if (workload_build(&coarse, &w, err) != 0)
         return -1;
@@ -126,11 +126,19 @@ int run_scenario_traced(const scenario_config *s, run_result *r, const char *tra
         r->slowest_comm_s = fr.slowest_comm_s;
         memcpy(r->slowest_link, fr.slowest_link, sizeof r->slowest_link);
         r->slowest_link_gbs = fr.slowest_link_gbs;
+        r->flapping_links = fr.flapping_links;
+        r->step_failed = fr.failed;
+        r->failed_at_s = fr.failed_at_s;
+        r->detected_at_s = fr.detected_at_s;
     } else {
         rc = replay_analytic(&w, &times);
     }
     replay_metrics m;
-    if (rc == 0 && replay_metrics_compute(&w, &times, &m) == 0) {
+    if (rc == 0 && r->step_failed == 1) {
+        /* The step never finished: the time it held the cluster is the failure's detection. */
+        r->tasks = w.n_tasks;
+        r->step_time_s = r->detected_at_s;
+    } else if (rc == 0 && replay_metrics_compute(&w, &times, &m) == 0) {
         r->tasks = w.n_tasks;
         r->step_time_s = m.step_time_s;
         r->bubble_mean = m.bubble_mean;
@@ -161,6 +169,8 @@ int run_scenario_traced(const scenario_config *s, run_result *r, const char *tra
     r->hardware_tflops_per_gpu = run_hardware_flops_per_step(s) / r->step_time_s / r->gpus / 1e12;
     r->mfu = peak > 0 ? r->model_tflops_per_gpu * 1e12 / peak : 0;
     r->hfu = peak > 0 ? r->hardware_tflops_per_gpu * 1e12 / peak : 0;
+    if (r->step_failed == 1) /* a lost step trains nothing */
+        r->tokens_per_s = r->model_tflops_per_gpu = r->hardware_tflops_per_gpu = r->mfu = r->hfu = 0;
     run_memory_estimate(s, &r->memory);
     r->wall_s = now_s() - t0;
     return 0;
@@ -212,7 +222,18 @@ void run_result_print(const run_result *r, const scenario_config *s, void *file)
             s->parallel.tp, s->parallel.pp, s->parallel.dp, s->parallel.cp,
             pipeline_kind_name(s->parallel.schedule), s->parallel.vpp > 1 ? " (interleaved chunks)" : "",
             s->parallel.zero_stage, s->training.micro_batch_size, scenario_micro_batches(s));
-    fprintf(f, "  step time    %.4f s   (%.0f tokens/s)\n", step, r->tokens_per_s);
+    if (r->step_failed == 1)
+        fprintf(f, "  FAILURE      GPU %d went off %.4f s into the step; every rank stalled; the watchdog (detect_s) "
+                   "stopped the job at %.4f s: the step is lost and is redone after the restart\n",
+                s->faults.step_failure_gpu, r->failed_at_s, r->detected_at_s);
+    else if (r->step_failed == -1)
+        fprintf(f, "  failure      GPU %d was due to fail %.4f s into the step, after the step had ended\n",
+                s->faults.step_failure_gpu, s->faults.step_failure_at_s);
+    if (r->flapping_links)
+        fprintf(f, "  flapping     %d link(s) flapped during the step (faults.degraded_links with flap_period_s)\n",
+                r->flapping_links);
+    fprintf(f, "  step time    %.4f s   (%.0f tokens/s)%s\n", step, r->tokens_per_s,
+            r->step_failed == 1 ? "  [lost: time until the failure was detected]" : "");
     fprintf(f, "  throughput   %.1f model TFLOP/s per GPU (MFU %.1f%%), %.1f hardware TFLOP/s per GPU (HFU %.1f%%)\n",
             r->model_tflops_per_gpu, 100 * r->mfu, r->hardware_tflops_per_gpu, 100 * r->hfu);
     fprintf(f, "  bubble       mean %.1f%%, worst %.1f%% (stage %d)\n", 100 * r->bubble_mean,

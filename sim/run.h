@@ -34,6 +34,12 @@ typedef struct {
     double slowest_comm_s;
     char slowest_link[64];    /* ... and the slowest link on its routes */
     double slowest_link_gbs;
+    int flapping_links;       /* flow fidelity: links that flapped during the step */
+    /* flow fidelity, faults.step_failure: 1 the step was lost (the GPU went off at
+     * failed_at_s, the watchdog stopped the job at detected_at_s, which is then the step
+     * time); -1 the failure was due after the step ended; 0 none asked for */
+    int step_failed;
+    double failed_at_s, detected_at_s;
 } run_result;
 
 /* FLOPs of one step per DESIGN.md: model FLOPs, and hardware FLOPs (with recomputation). */

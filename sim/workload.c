@@ -37,7 +37,8 @@ typedef struct {
     coll_group tp, cp, ep, pp, dp;
     double p2p_bytes;
     double grad_bytes_per_layer;  /* gradient bytes one GPU reduces per layer */
-    double bucket_bytes;
+    double bucket_bytes;   /* gradient bytes per bucket task */
+    double call_bytes;     /* the scenario's bucket: one collective call each */
 } builder;
 
 static coll_group group_for(const builder *b, int size, int stride)
@@ -205,7 +206,9 @@ static int builder_init(builder *b, const scenario_config *s, config_error *err)
     layer_params lp = params_layer_per_gpu(s);
     double grad_elem = (s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32) ? 4 : 2;
     b->grad_bytes_per_layer = (lp.dense + lp.expert) * grad_elem;
-    b->bucket_bytes = s->parallel.bucket_size_mb > 0 ? s->parallel.bucket_size_mb * 1048576.0 : 40 * 1048576.0;
+    b->call_bytes = s->parallel.bucket_size_mb > 0 ? s->parallel.bucket_size_mb * 1048576.0 : 40 * 1048576.0;
+    b->bucket_bytes = s->run.flow_bucket_mb > b->call_bytes / 1048576.0 ? s->run.flow_bucket_mb * 1048576.0
+                                                                        : b->call_bytes;
     return 0;
 }
 
@@ -266,6 +269,7 @@ static void flush_bucket(step_workload *w, const builder *b, stage_state *st, in
         st->last_comm = add_comm(w, b, stage, LANE_COMM, coll == COLL_ALL_REDUCE ? "dp_grad_allreduce"
                                                                                 : "dp_grad_reduce_scatter",
                                  COMM_DP, coll, bytes, b->dp, dep);
+        w->tasks[st->last_comm].calls = (int)ceil(bytes / b->call_bytes);
         st->pending_grad -= bytes;
     }
 }

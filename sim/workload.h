@@ -46,6 +46,8 @@ typedef struct {
      * the bytes each GPU sends over its TP ring for it (for the flow replay's fine mode) */
     double comm_inside_s;
     double tp_ring_bytes;
+    int calls;            /* collective calls it stands for (a flow-fidelity gradient bucket made of
+                             several of the scenario's); 0 or 1: one */
     int dep_begin, dep_count; /* into step_workload.deps */
 } sim_task;
 

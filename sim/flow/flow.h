@@ -31,6 +31,12 @@ typedef struct {
      * identical independent rails are represented by one (see flow_options.all_rails) */
     long flows_represented;
     int rails_simulated;      /* of the node's GPUs' rails; 0 when not rail-aligned (all) */
+    int flapping_links;       /* links that flapped during the step */
+    /* faults.step_failure: the GPU went off at failed_at_s and the watchdog (detect_s) ended
+     * the step at detected_at_s; the step is lost (failed = 1). failed = -1: the failure was
+     * due after the step had ended. */
+    int failed;
+    double failed_at_s, detected_at_s;
 } flow_report;
 
 /* Replays w on the scenario's cluster. t must be allocated for w->n_tasks. Returns 0, or -1

@@ -41,6 +41,9 @@ typedef struct {
     double slowest_s;
     int slowest_task, slowest_stage, slowest_n;
     sg_host_t slowest_src[FLOW_MAX_PARALLEL], slowest_dst[FLOW_MAX_PARALLEL];
+    int flapping;              /* flapping links (faults.degraded_links with a period) */
+    int failed;                /* faults.step_failure has happened */
+    double failed_at, detected_at;
 } flow_ctx;
 
 typedef struct {
@@ -192,10 +195,54 @@ static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int 
     double latency = collective_time_algo(&c->s->platform, &c->s->calibration, k->coll, 0, whole, ALGO_RING);
     /* A gradient bucket here may stand for several of the scenario's (run.c coarsens them to
      * bound the flows): each of those would have paid the fixed cost of a collective call. */
-    double bucket = (c->s->parallel.bucket_size_mb > 0 ? c->s->parallel.bucket_size_mb : 40) * 1048576.0;
-    double calls = k->comm == COMM_DP && k->bytes > bucket ? ceil(k->bytes / bucket) : 1;
+    double calls = k->calls > 1 ? k->calls : 1;
     if (isfinite(latency) && latency > 0)
         sg_actor_sleep_for(latency * calls);
+}
+
+/* A flapping link: up for flap_period_s - flap_down_s, then down (at its degraded bandwidth)
+ * for flap_down_s, over and over until the step ends (a daemon: it does not keep the
+ * simulation alive). SimGrid's CM02 model caps a flow at its route's bandwidth when the flow
+ * starts, so a flow that starts while the link is down keeps the degraded rate until it ends;
+ * starting each period up keeps the flows that start with the step exact. */
+typedef struct {
+    sg_link_t link[2];
+    double up_Bps[2];
+    const degraded_link *d;
+} flap_arg;
+
+static void flapper_actor(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    flap_arg *f = sg_actor_self_get_data();
+    for (;;) {
+        sg_actor_sleep_for(f->d->flap_period_s - f->d->flap_down_s);
+        for (int k = 0; k < 2; k++)
+            if (f->link[k])
+                sg_link_set_bandwidth(f->link[k], f->up_Bps[k] * f->d->bandwidth_factor);
+        sg_actor_sleep_for(f->d->flap_down_s);
+        for (int k = 0; k < 2; k++)
+            if (f->link[k])
+                sg_link_set_bandwidth(f->link[k], f->up_Bps[k]);
+    }
+}
+
+/* faults.step_failure: the GPU's host goes off; every lane stalls at its next task (a
+ * synchronous job cannot go on without a rank) until the watchdog fires detect_s later and the
+ * job is stopped: the step is lost. A daemon: when the step ends first, nothing happens. */
+static void failure_actor(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    flow_ctx *c = sg_actor_self_get_data();
+    sg_actor_sleep_for(c->s->faults.step_failure_at_s);
+    c->failed = 1;
+    c->failed_at = simgrid_get_clock();
+    sg_host_turn_off(c->hosts[c->s->faults.step_failure_gpu]);
+    sg_actor_sleep_for(c->s->faults.detect_s);
+    c->detected_at = simgrid_get_clock();
+    sg_actor_kill_all();
 }
 
 static void lane_actor(int argc, char **argv)
@@ -210,6 +257,8 @@ static void lane_actor(int argc, char **argv)
             sg_sem_acquire(done_sem(c, w->deps[k->dep_begin + q], a->replica));
             c->waits++;
         }
+        if (c->failed) /* a rank is gone: everything waits for the watchdog */
+            sg_actor_suspend(sg_actor_self());
         double t0 = simgrid_get_clock();
         if (k->kind == TASK_COMPUTE && c->fine && k->tp_ring_bytes > 0 && c->tp > 1) {
             /* compute, then the TP ring as flows (one per GPU of the group) */
@@ -234,6 +283,8 @@ static void lane_actor(int argc, char **argv)
             collective(c, i, k, a->stage, a->replica);
         }
         double t1 = simgrid_get_clock();
+        if (c->failed) /* what ran into the failure did not complete */
+            sg_actor_suspend(sg_actor_self());
         if (t1 >= c->finish[i]) {
             c->finish[i] = t1;
             c->start[i] = t0;
@@ -285,15 +336,35 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
         }
     }
     /* Degraded NICs: both directions of the NIC link at a fraction of their bandwidth. */
+    flap_arg *flaps = calloc((size_t)s->faults.degraded_count + 1, sizeof *flaps);
     for (int i = 0; i < s->faults.degraded_count; i++) {
         const degraded_link *d = &s->faults.degraded[i];
         const char *dir[2] = {"UP", "DOWN"};
         for (int k = 0; k < 2; k++) {
             snprintf(name, sizeof name, "nic_n%dg%d_%s", d->node, d->nic, dir[k]);
             sg_link_t l = sg_link_by_name(name);
-            if (l)
+            if (l && d->flap_period_s > 0) {
+                flaps[i].link[k] = l;
+                flaps[i].up_Bps[k] = sg_link_get_bandwidth(l);
+            } else if (l) {
                 sg_link_set_bandwidth(l, sg_link_get_bandwidth(l) * d->bandwidth_factor);
+            }
         }
+        if (d->flap_period_s > 0 && (flaps[i].link[0] || flaps[i].link[1])) {
+            flaps[i].d = d;
+            snprintf(name, sizeof name, "flap%d", i);
+            sg_actor_t act = sg_actor_init(name, c.hosts[0]);
+            sg_actor_set_data(act, &flaps[i]);
+            sg_actor_daemonize(act);
+            sg_actor_start(act, flapper_actor, 0, NULL);
+            c.flapping++;
+        }
+    }
+    if (s->faults.step_failure) {
+        sg_actor_t act = sg_actor_init("failure", c.hosts[0]);
+        sg_actor_set_data(act, &c);
+        sg_actor_daemonize(act);
+        sg_actor_start(act, failure_actor, 0, NULL);
     }
     /* Rails: independent and identical when every flow is rail-aligned and no link joins two
      * rails (see flow_options); rail 0 then stands for all, beside any rail with a fault. */
@@ -379,6 +450,10 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
     rep.rails_simulated = c.rails_simulated;
     rep.waits = c.waits;
     rep.peak_rss_mib = ru.ru_maxrss / 1024.0;
+    rep.flapping_links = c.flapping;
+    rep.failed = s->faults.step_failure ? (c.failed ? 1 : -1) : 0;
+    rep.failed_at_s = c.failed_at;
+    rep.detected_at_s = c.detected_at;
     if (c.slowest_n > 0) {
         /* The slowest link on the longest communication's routes: what it waited on. */
         snprintf(rep.slowest_comm, sizeof rep.slowest_comm, "%s", w->tasks[c.slowest_task].name);

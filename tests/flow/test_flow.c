@@ -208,6 +208,68 @@ static void half_bandwidth_nic_halves_its_ring(void **state)
     fixture_free(&s);
 }
 
+/* A NIC flapping between full and half bandwidth, half of each 10 ms: over a ring much longer
+ * than the period its edge averages 0.5 x 1 + 0.5 x 0.5 = 0.75 of the bandwidth, so the ring
+ * (paced by that edge) takes 1/0.75 = 1.333 times as long. */
+static void flapping_nic_slows_its_ring_by_its_mean_bandwidth(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 8);
+    s.parallel.tp = 8;
+    s.parallel.dp = 4;
+    s.training.global_batch_size = 4;
+    double bytes = 4e9;
+    double healthy = collectives_only(&s, bytes);
+    degraded_link d = {2, 3, 0.5, 0.01, 0.005};
+    s.faults.degraded = &d;
+    s.faults.degraded_count = 1;
+    double flapping = collectives_only(&s, bytes);
+    s.faults.degraded = NULL;
+    s.faults.degraded_count = 0;
+    print_message("ring: healthy %.4f s, NIC n2g3 flapping to 0.5 half the time: %.4f s (ratio %.3f, mean-bandwidth "
+                  "prediction 1.333)\n", healthy, flapping, flapping / healthy);
+    assert_true(fabs(flapping / healthy - 1.0 / 0.75) < 0.02);
+    fixture_free(&s);
+}
+
+/* A GPU that fails inside the step: every rank stalls, the watchdog fires detect_s later and the
+ * step is lost; a failure due after the step ended changes nothing. */
+static void failure_inside_a_step_is_lost_after_detection(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 8);
+    s.parallel.tp = 4;
+    s.parallel.pp = 2;
+    s.parallel.dp = 4;
+    s.training.global_batch_size = 16;
+    s.run.fidelity_flow = 1;
+    run_result healthy, failed, late;
+    config_error err;
+    if (run_scenario(&s, &healthy, &err) != 0)
+        fail_msg("%s", err.msg);
+    s.faults.step_failure = 1;
+    s.faults.step_failure_gpu = 13;
+    s.faults.step_failure_at_s = healthy.step_time_s / 2;
+    s.faults.detect_s = 7;
+    if (run_scenario(&s, &failed, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(failed.step_failed, 1);
+    assert_true(fabs(failed.failed_at_s - healthy.step_time_s / 2) < 1e-9);
+    assert_true(fabs(failed.detected_at_s - (healthy.step_time_s / 2 + 7)) < 1e-9);
+    assert_true(fabs(failed.step_time_s - failed.detected_at_s) < 1e-12);
+    assert_true(failed.tokens_per_s == 0);
+    s.faults.step_failure_at_s = 2 * healthy.step_time_s;
+    if (run_scenario(&s, &late, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(late.step_failed, -1);
+    assert_true(fabs(late.step_time_s - healthy.step_time_s) < 1e-9);
+    print_message("healthy step %.4f s; GPU 13 off at %.4f s: lost, detected at %.4f s\n", healthy.step_time_s,
+                  failed.failed_at_s, failed.detected_at_s);
+    fixture_free(&s);
+}
+
 static void gradient_ring_runs_through_the_cp_ranks(void **state)
 {
     /* TP 8 x CP 2 x DP 2: the gradient ring has 4 members (2 replicas x 2 CP ranks), one per
@@ -491,6 +553,8 @@ int main(void)
         cmocka_unit_test(flow_agrees_with_analytic_with_context_parallel),
         cmocka_unit_test(hand_built_step_agrees_with_analytic_and_closed_form),
         cmocka_unit_test(half_bandwidth_nic_halves_its_ring),
+        cmocka_unit_test(flapping_nic_slows_its_ring_by_its_mean_bandwidth),
+        cmocka_unit_test(failure_inside_a_step_is_lost_after_detection),
         cmocka_unit_test(gradient_ring_runs_through_the_cp_ranks),
         cmocka_unit_test(oversubscribed_spine_slows_rings_that_share_it),
         cmocka_unit_test(pp_transfer_shares_the_nic_with_a_gradient_bucket),
