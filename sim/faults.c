@@ -234,7 +234,8 @@ void faults_simulate_trace(const scenario_config *s, const faults_report *P, con
                 pool++;
             repair_pop(&rq);
         }
-        double rate = (double)(F->dp - lost) / F->dp;
+        double rate = lost > 0 && lost <= FAULTS_ELASTIC_MAX && P->elastic_rate[lost] > 0 ? P->elastic_rate[lost]
+                                                                                      : (double)(F->dp - lost) / F->dp;
         double to_ckpt = (ckpt_point + interval_s - p) / rate;
         double to_end = P->target_train_s > 0 ? (P->target_train_s - p) / rate : P->horizon_s - t;
         double to_fail = src.next_fail - t;

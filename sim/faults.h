@@ -48,6 +48,8 @@ int faults_trace_load(const char *path, int gpus, int nodes, faults_trace *out, 
 void faults_trace_path(const scenario_config *s, char *out, size_t size);
 void faults_trace_free(faults_trace *t);
 
+enum { FAULTS_ELASTIC_MAX = 256 };
+
 /* ---- the Monte Carlo ------------------------------------------------------------------- */
 typedef struct {
     int runs;
@@ -62,6 +64,9 @@ typedef struct {
     int curve_points;                      /* goodput vs checkpoint interval, for plots */
     double curve_interval_s[64], curve_goodput[64];
     int replayed;                          /* 1 when the failures came from a trace */
+    /* elastic jobs: throughput without k DP replicas, relative to the whole job, simulated at
+     * DP - k with the per-replica batch kept (0 where not simulated: (DP - k) / DP is used) */
+    double elastic_rate[FAULTS_ELASTIC_MAX + 1];
 } faults_report;
 
 /* Runs the Monte Carlo. step_time_s / tokens_per_s: set them in *out before the call to use a

@@ -77,6 +77,24 @@ static int check_inputs(const scenario_config *s, config_error *err)
     return 0;
 }
 
+/* An elastic job that lost k replicas runs at DP - k with the same per-replica batch: its
+ * throughput is simulated there (the step changes: fewer replicas in each gradient ring),
+ * relative to the whole job's. */
+static void elastic_rates(const scenario_config *s, faults_report *out)
+{
+    int dp = s->parallel.dp;
+    for (int k = 1; k < dp && k <= FAULTS_ELASTIC_MAX; k++) {
+        scenario_config shrunk = *s;
+        shrunk.parallel.dp = dp - k;
+        shrunk.training.global_batch_size = s->training.global_batch_size / dp * (dp - k);
+        run_result r;
+        config_error err;
+        if (s->training.global_batch_size % dp == 0 && scenario_validate_layout(&shrunk, &err) == 0 &&
+            run_scenario(&shrunk, &r, &err) == 0 && out->tokens_per_s > 0)
+            out->elastic_rate[k] = r.tokens_per_s / out->tokens_per_s;
+    }
+}
+
 int faults_run_trace(const scenario_config *s, const faults_trace *trace, int runs, faults_report *out,
                      config_error *err)
 {
@@ -99,6 +117,8 @@ int faults_run_trace(const scenario_config *s, const faults_trace *trace, int ru
         out->tokens_per_s = r.tokens_per_s;
     }
     checkpoint_costs(s, out);
+    if (s->faults.elastic)
+        elastic_rates(s, out);
     int gpus = scenario_gpus(s), gpn = s->platform.node.gpus > 0 ? s->platform.node.gpus : 1;
     int nodes = (gpus + gpn - 1) / gpn;
     double rate = (s->faults.gpu_mtbf_hours > 0 ? gpus / (s->faults.gpu_mtbf_hours * 3600) : 0) +
