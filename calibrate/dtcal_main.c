@@ -10,7 +10,10 @@
 #include "config.h"
 #include "closed_loop.h"
 #include "kernels_cal.h"
+#include "collectives_cal.h"
 #include "nccl_import.h"
+#include <mpi.h>
+#include <sys/stat.h>
 
 static void usage(FILE *f)
 {
@@ -22,6 +25,10 @@ static void usage(FILE *f)
             "  import-nccl-tests LOG... [--kind NAME] [--into CAL.json] [-o FILE]\n"
             "      fit alpha and bus bandwidth per collective from nccl-tests output; link class from\n"
             "      the hosts the log's ranks ran on (one: nvlink, several: network)\n"
+            "  collectives [--backend mpi] [--quick] [--max-bytes N] [--iters N] [--log-dir D] [--into CAL.json]\n"
+            "              [-o FILE]   (under mpirun)\n"
+            "      time all-reduce, all-gather, reduce-scatter, all-to-all and send/recv from 8 B up (x4),\n"
+            "      write nccl-tests style logs and fit alpha and bus bandwidth as import-nccl-tests does\n"
             "  validate [--device cpu|cuda] [--model tiny|small|FILE] [--micro-batch B] [--steps N]\n"
             "           [--platform FILE] [--calibration FILE] [--json FILE|-]\n"
             "      run dtrain, simulate the same configuration, compare step times and ops\n"
@@ -79,10 +86,14 @@ static int cmd_kernels(int argc, char **argv)
     return rc;
 }
 
+static int add_fit(json_t *colls, const char *path, const char *kind, const char *who);
+static int write_collectives(json_t *colls, const char *into, const char *out, const char *device, const char *source,
+                             int argc, char **argv, const char *who);
+
 static int cmd_import(int argc, char **argv)
 {
     const char *out = "-", *kind = NULL, *into = NULL;
-    json_t *doc = NULL, *colls = json_object();
+    json_t *colls = json_object();
     int files = 0, rc = 0;
     for (int i = 2; i < argc && rc == 0; i++) {
         if (!strcmp(argv[i], "-o") && i + 1 < argc) {
@@ -95,22 +106,7 @@ static int cmd_import(int argc, char **argv)
             fprintf(stderr, "dtcal import-nccl-tests: unknown option %s\n", argv[i]);
             rc = 2;
         } else {
-            nccl_fit fit;
-            char err[1024];
-            if (nccl_import_file(argv[i], kind, &fit, err, sizeof err) != 0) {
-                fprintf(stderr, "dtcal import-nccl-tests: %s\n", err);
-                rc = 2;
-                break;
-            }
-            const char *cls = fit.hosts > 1 ? "network" : "nvlink";
-            fprintf(stderr, "  %s: %s over %d ranks on %d host(s) (%s): alpha %.2f us, busbw %.2f GB/s (%d sizes, up "
-                            "to %.0f bytes)\n", argv[i], fit.collective, fit.ranks, fit.hosts, cls, fit.alpha_us,
-                    fit.busbw_gbs, fit.points, fit.max_bytes);
-            json_t *c = json_object_get(colls, cls);
-            if (!c)
-                json_object_set_new(colls, cls, c = json_object());
-            json_object_set_new(c, fit.collective,
-                                json_pack("{s:f,s:f}", "alpha_us", fit.alpha_us, "busbw_gbs", fit.busbw_gbs));
+            rc = add_fit(colls, argv[i], kind, "import-nccl-tests");
             files++;
         }
     }
@@ -118,30 +114,161 @@ static int cmd_import(int argc, char **argv)
         fprintf(stderr, "dtcal import-nccl-tests: no log given\n");
         rc = 2;
     }
-    if (rc == 0) {
-        if (into) {
-            json_error_t je;
-            doc = json_load_file(into, 0, &je);
-            if (!doc) {
-                fprintf(stderr, "dtcal import-nccl-tests: --into %s:%d: %s\n", into, je.line, je.text);
-                rc = 2;
-            } else {
-                json_object_set_new(doc, "source", json_string("mixed"));
+    if (rc == 0)
+        rc = write_collectives(colls, into, out, "from nccl-tests", "nccl-tests", argc, argv, "import-nccl-tests");
+    json_decref(colls);
+    return rc;
+}
+
+/* Fits one log into colls[class][collective]; 0, or 2 with the reason printed. */
+static int add_fit(json_t *colls, const char *path, const char *kind, const char *who)
+{
+    nccl_fit fit;
+    char err[1024];
+    if (nccl_import_file(path, kind, &fit, err, sizeof err) != 0) {
+        fprintf(stderr, "dtcal %s: %s\n", who, err);
+        return 2;
+    }
+    const char *cls = fit.hosts > 1 ? "network" : "nvlink";
+    fprintf(stderr, "  %s: %s over %d ranks on %d host(s) (%s): alpha %.2f us, busbw %.2f GB/s (%d sizes, up "
+                    "to %.0f bytes)\n", path, fit.collective, fit.ranks, fit.hosts, cls, fit.alpha_us, fit.busbw_gbs,
+            fit.points, fit.max_bytes);
+    json_t *c = json_object_get(colls, cls);
+    if (!c)
+        json_object_set_new(colls, cls, c = json_object());
+    json_object_set_new(c, fit.collective, json_pack("{s:f,s:f}", "alpha_us", fit.alpha_us, "busbw_gbs", fit.busbw_gbs));
+    return 0;
+}
+
+/* Writes the collectives section: into an existing calibration (--into) or a new document. */
+static int write_collectives(json_t *colls, const char *into, const char *out, const char *device, const char *source,
+                             int argc, char **argv, const char *who)
+{
+    json_t *doc;
+    if (into) {
+        json_error_t je;
+        doc = json_load_file(into, 0, &je);
+        if (!doc) {
+            fprintf(stderr, "dtcal %s: --into %s:%d: %s\n", who, into, je.line, je.text);
+            return 2;
+        }
+        json_object_set_new(doc, "source", json_string("mixed"));
+    } else {
+        doc = cal_new(device, source, argc, argv);
+    }
+    json_t *old = json_object_get(doc, "collectives");
+    if (json_is_object(old))
+        json_object_update_recursive(old, colls);
+    else
+        json_object_set(doc, "collectives", colls);
+    int rc = cal_write(doc, out) ? 1 : 0;
+    json_decref(doc);
+    return rc;
+}
+
+/* dtcal collectives --backend mpi, under mpirun: every rank times, rank 0 writes the logs, fits
+ * them and writes the calibration. */
+static int cmd_collectives(int argc, char **argv)
+{
+    const char *out = "-", *into = NULL, *backend = "mpi", *log_dir = NULL;
+    coll_cal_options o = {64.0 * 1048576, 20, NULL};
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--quick")) {
+            o.max_bytes = 4.0 * 1048576;
+            o.iters = 10;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "dtcal collectives: %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+        char *end;
+        if (!strcmp(a, "-o")) {
+            out = v;
+        } else if (!strcmp(a, "--into")) {
+            into = v;
+        } else if (!strcmp(a, "--backend")) {
+            backend = v;
+        } else if (!strcmp(a, "--log-dir")) {
+            log_dir = v;
+        } else if (!strcmp(a, "--max-bytes")) {
+            o.max_bytes = strtod(v, &end);
+            if (*end || !(o.max_bytes >= 64 && o.max_bytes <= 8.0 * 1073741824)) {
+                fprintf(stderr, "dtcal collectives: --max-bytes: '%s' is not a size in 64..8589934592\n", v);
+                return 2;
             }
+        } else if (!strcmp(a, "--iters")) {
+            long n = strtol(v, &end, 10);
+            if (*end || n < 2 || n > 100000) {
+                fprintf(stderr, "dtcal collectives: --iters: '%s' is not a count in 2..100000\n", v);
+                return 2;
+            }
+            o.iters = (int)n;
         } else {
-            doc = cal_new("from nccl-tests", "nccl-tests", argc, argv);
+            fprintf(stderr, "dtcal collectives: unknown option %s\n", a);
+            return 2;
         }
     }
-    if (rc == 0) {
-        json_t *old = json_object_get(doc, "collectives");
-        if (json_is_object(old))
-            json_object_update_recursive(old, colls);
-        else
-            json_object_set(doc, "collectives", colls);
-        rc = cal_write(doc, out) ? 1 : 0;
+    if (strcmp(backend, "mpi")) {
+        fprintf(stderr, "dtcal collectives: --backend %s: %s\n", backend,
+                strcmp(backend, "nccl") ? "not mpi or nccl"
+                                        : "the NCCL backend needs a GPU build of the engine's communicator (not in this "
+                                          "build); use --backend mpi, or import nccl-tests logs");
+        return 2;
     }
-    json_decref(colls);
-    json_decref(doc);
+    if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE") && !getenv("PMIX_RANK")) {
+        fprintf(stderr, "dtcal collectives: run it under mpirun (e.g. mpirun -np 4 dtcal collectives -o cal.json)\n");
+        return 2;
+    }
+    MPI_Init(&argc, &argv);
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    char dir[4096] = "";
+    if (rank == 0) {
+        if (log_dir) {
+            snprintf(dir, sizeof dir, "%s", log_dir);
+            if (mkdir(dir, 0755) != 0 && access(dir, W_OK) != 0)
+                dir[0] = 0;
+        } else {
+            snprintf(dir, sizeof dir, "/tmp/dtcal-collectives-XXXXXX");
+            if (!mkdtemp(dir))
+                dir[0] = 0;
+        }
+        if (!dir[0])
+            fprintf(stderr, "dtcal collectives: cannot create the log folder %s\n", log_dir ? log_dir : "in /tmp");
+    }
+    MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+    int rc = 0;
+    if (!dir[0]) {
+        rc = 1;
+    } else {
+        o.log_dir = dir;
+        char err[1024];
+        if (rank == 0)
+            fprintf(stderr, "dtcal collectives: MPI, sizes up to %.0f bytes, %d calls per size; logs in %s\n",
+                    o.max_bytes, o.iters, dir);
+        if (collectives_measure_mpi(&o, err, sizeof err) != 0) {
+            if (rank == 0)
+                fprintf(stderr, "dtcal collectives: %s\n", err);
+            rc = 1;
+        } else if (rank == 0) {
+            static const char *const logs[] = {"all_reduce_perf", "all_gather_perf", "reduce_scatter_perf",
+                                               "alltoall_perf", "sendrecv_perf"};
+            json_t *colls = json_object();
+            for (size_t k = 0; k < sizeof logs / sizeof logs[0] && rc == 0; k++) {
+                char path[4200];
+                snprintf(path, sizeof path, "%s/%s.log", dir, logs[k]);
+                rc = add_fit(colls, path, NULL, "collectives");
+            }
+            if (rc == 0)
+                rc = write_collectives(colls, into, out, "MPI host memory", "measured", argc, argv, "collectives");
+            json_decref(colls);
+        }
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Finalize();
     return rc;
 }
 
@@ -208,11 +335,8 @@ int main(int argc, char **argv)
         return cmd_import(argc, argv);
     if (!strcmp(argv[1], "validate"))
         return cmd_validate(argc, argv);
-    if (!strcmp(argv[1], "collectives")) {
-        fprintf(stderr, "dtcal collectives: needs the parallel engine's communicator (not in this build yet); "
-                        "import nccl-tests logs instead\n");
-        return 1;
-    }
+    if (!strcmp(argv[1], "collectives"))
+        return cmd_collectives(argc, argv);
     fprintf(stderr, "dtcal: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;
