@@ -1,14 +1,28 @@
 #!/usr/bin/env bash
-# The CPU closed loop: calibrate this machine's kernels, then N times train the tiny model and
-# simulate the same configuration; prints each run's measured and predicted step time, error,
-# and the spread. Run it on an otherwise idle machine.  Usage: bench/closed_loop_bench.sh [N] [BUILD]
+# The CPU closed loop: calibrate this machine (kernels with one BLAS thread, as each rank runs;
+# collectives under mpirun for multi-rank layouts), then N times train with dtrain and simulate
+# the same configuration; prints each run's measured and predicted step time, error, and the
+# spread. Run it on an otherwise idle machine.
+#   bench/closed_loop_bench.sh [N] [BUILD] [LAYOUT...]   e.g. bench/closed_loop_bench.sh 5 build --tp 2
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 n=${1:-5}; bin=${2:-$root/build}/bin
+shift $(( $# > 2 ? 2 : $# )) || true
+layout=("$@")
+ranks=1
+for ((i = 0; i < ${#layout[@]}; i++)); do
+  case "${layout[$i]}" in --tp|--pp|--dp) ranks=$((ranks * ${layout[$((i + 1))]}));; esac
+done
 cal=$(mktemp /tmp/dtcal_bench_XXXXXX.json)
-"$bin/dtcal" kernels --device cpu --platform "$root/platforms/cpu-box.json" -o "$cal" 2>/dev/null
+OPENBLAS_NUM_THREADS=1 "$bin/dtcal" kernels --device cpu --platform "$root/platforms/cpu-box.json" -o "$cal" 2>/dev/null
+if [ "$ranks" -gt 1 ]; then
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np "$ranks" \
+    "$bin/dtcal" collectives --quick --into "$cal" -o "$cal.coll" 2>/dev/null
+  mv "$cal.coll" "$cal"
+fi
 for i in $(seq "$n"); do
-  "$bin/dtcal" validate --steps 20 --platform "$root/platforms/cpu-box.json" --calibration "$cal" 2>/dev/null | tail -1
+  "$bin/dtcal" validate --steps 20 --platform "$root/platforms/cpu-box.json" --calibration "$cal" "${layout[@]}" \
+    2>/dev/null | tail -1
 done | tee /dev/stderr | awk '{for (i = 1; i <= NF; i++) if ($i == "error") {e = $(i + 1); gsub(/[%+]/, "", e); s += e; if (e < lo || NR == 1) lo = e; if (e > hi || NR == 1) hi = e; n++}}
   END {printf "closed loop over %d runs: mean error %+.1f%%, range %+.1f%% .. %+.1f%%\n", n, s / n, lo, hi}'
 rm -f "$cal"

@@ -79,8 +79,17 @@ int closed_loop_run(const closed_loop_options *o)
         return 1;
     close(fd);
     snprintf(prof, sizeof prof, "%s.profile.json", log);
-    snprintf(cmd, sizeof cmd, "'%s' --device %s --model %s --micro-batch %d --steps %d --log-json %s --profile %s",
-             o->dtrain, o->device, o->model, o->micro_batch, o->steps, log, prof);
+    int ranks = o->tp * o->pp * o->dp;
+    char launcher[1024] = "";
+    if (ranks > 1)
+        snprintf(launcher, sizeof launcher,
+                 "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 '%s' --oversubscribe -np %d ", o->mpirun, ranks);
+    /* one BLAS thread per rank: the ranks share the machine's cores as the calibration assumes */
+    snprintf(cmd, sizeof cmd,
+             "OPENBLAS_NUM_THREADS=1 %s'%s' --device %s --model %s --micro-batch %d --global-batch %d --tp %d --pp %d "
+             "--dp %d --steps %d --log-json %s --profile %s",
+             launcher, o->dtrain, o->device, o->model, o->micro_batch, o->micro_batch * o->dp, o->tp, o->pp, o->dp,
+             o->steps, log, prof);
     fprintf(stderr, "dtcal validate: measuring: %s\n", cmd);
     int st = system(cmd);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
@@ -114,13 +123,25 @@ int closed_loop_run(const closed_loop_options *o)
         fprintf(stderr, "dtcal validate: --model %s: cannot read its sizes\n", o->model);
         return 2;
     }
-    json_t *scen = json_pack("{s:s,s:s,s:s,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:s},s:{s:i,s:i,s:s},s:{s:i,s:i,s:i}}", "name",
-                             "dtcal-closed-loop", "platform", o->platform, "calibration", o->calibration, "model",
+    /* All ranks share this machine: one node with a "GPU" per rank, whose links are the shared
+     * memory MPI uses (dtcal collectives measures them as the intra-node class). */
+    json_error_t pje;
+    json_t *plat = json_load_file(o->platform, 0, &pje);
+    if (!plat) {
+        fprintf(stderr, "dtcal validate: --platform %s:%d: %s\n", o->platform, pje.line, pje.text);
+        return 2;
+    }
+    json_t *node = json_object_get(plat, "node");
+    if (json_is_object(node) && json_integer_value(json_object_get(node, "gpus")) < ranks)
+        json_object_set_new(node, "gpus", json_integer(ranks));
+    json_object_del(plat, "calibration");
+    json_t *scen = json_pack("{s:s,s:o,s:s,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:s},s:{s:i,s:i,s:s},s:{s:i,s:i,s:i}}", "name",
+                             "dtcal-closed-loop", "platform", plat, "calibration", o->calibration, "model",
                              "num_layers", d[0], "hidden_size", d[1], "num_attention_heads", d[2], "ffn_hidden_size",
                              4 * d[1], "seq_length", d[3], "vocab_size", d[4], "attention", "flash", "training",
-                             "global_batch_size", o->micro_batch, "micro_batch_size", o->micro_batch, "precision",
-                             "fp32", "parallel", "tensor_model_parallel_size", 1, "pipeline_model_parallel_size", 1,
-                             "data_parallel_size", 1);
+                             "global_batch_size", o->micro_batch * o->dp, "micro_batch_size", o->micro_batch,
+                             "precision", "fp32", "parallel", "tensor_model_parallel_size", o->tp,
+                             "pipeline_model_parallel_size", o->pp, "data_parallel_size", o->dp);
     scenario_config s;
     config_error err;
     if (scenario_load_json(scen, ".", NULL, 0, &s, &err) != 0) {
@@ -141,7 +162,7 @@ int closed_loop_run(const closed_loop_options *o)
     json_t *ops = json_array();
     json_error_t je;
     json_t *p = json_load_file(prof, 0, &je);
-    layer_shape sh = {o->micro_batch, d[3], d[1], d[2], d[2], 4 * d[1], 0, 0, 0, 1, 1, 1, 0, ATTENTION_FLASH, 4};
+    layer_shape sh = {o->micro_batch, d[3], d[1], d[2], d[2], 4 * d[1], 0, 0, 0, o->tp, 1, 1, 0, ATTENTION_FLASH, 4};
     layer_op lops[LAYER_OPS_MAX];
     int nl = layer_ops_forward(&sh, lops);
     cost_model cm;

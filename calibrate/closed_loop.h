@@ -12,6 +12,8 @@ typedef struct {
     const char *device;        /* cpu | cuda */
     int micro_batch, steps;
     const char *json_path;     /* NULL, "-" or a file */
+    int tp, pp, dp;            /* the layout: more than one rank runs under mpirun on this machine */
+    const char *mpirun;
 } closed_loop_options;
 
 /* Returns the process exit code. */

@@ -30,8 +30,9 @@ static void usage(FILE *f)
             "      time all-reduce, all-gather, reduce-scatter, all-to-all and send/recv from 8 B up (x4),\n"
             "      write nccl-tests style logs and fit alpha and bus bandwidth as import-nccl-tests does\n"
             "  validate [--device cpu|cuda] [--model tiny|small|FILE] [--micro-batch B] [--steps N]\n"
-            "           [--platform FILE] [--calibration FILE] [--json FILE|-]\n"
-            "      run dtrain, simulate the same configuration, compare step times and ops\n"
+            "           [--tp N --pp N --dp N [--mpirun PATH]] [--platform FILE] [--calibration FILE] [--json FILE|-]\n"
+            "      run dtrain (under mpirun for more than one rank, all on this machine), simulate the same\n"
+            "      configuration, compare step times and ops\n"
             "exit: 0 ok, 2 bad input, 1 runtime failure\n");
 }
 
@@ -285,7 +286,7 @@ static int cmd_validate(int argc, char **argv)
         }
     }
     closed_loop_options o = {dtrain, "tiny", "platforms/cpu-box.json", "calibrate/data/cpu-box-measured.json", "cpu",
-                             8, 12, NULL};
+                             8, 12, NULL, 1, 1, 1, "mpirun"};
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -298,19 +299,18 @@ static int cmd_validate(int argc, char **argv)
         else if (!strcmp(a, "--platform")) o.platform = v;
         else if (!strcmp(a, "--calibration")) o.calibration = v;
         else if (!strcmp(a, "--json")) o.json_path = v;
-        else if (!strcmp(a, "--micro-batch") || !strcmp(a, "--steps")) {
+        else if (!strcmp(a, "--mpirun")) o.mpirun = v;
+        else if (!strcmp(a, "--micro-batch") || !strcmp(a, "--steps") || !strcmp(a, "--tp") || !strcmp(a, "--pp") ||
+                 !strcmp(a, "--dp")) {
             char *end;
             long n = strtol(v, &end, 10);
             if (!*v || *end || n < 1 || n > 100000) {
                 fprintf(stderr, "dtcal validate: %s: '%s' is not a positive whole number\n", a, v);
                 return 2;
             }
-            *(!strcmp(a, "--steps") ? &o.steps : &o.micro_batch) = (int)n;
-        } else if (!strcmp(a, "--tp") || !strcmp(a, "--pp") || !strcmp(a, "--dp")) {
-            if (strcmp(v, "1")) {
-                fprintf(stderr, "dtcal validate: %s %s: dtrain runs one rank in this build\n", a, v);
-                return 2;
-            }
+            int *dst = !strcmp(a, "--steps") ? &o.steps : !strcmp(a, "--tp") ? &o.tp : !strcmp(a, "--pp") ? &o.pp
+                     : !strcmp(a, "--dp") ? &o.dp : &o.micro_batch;
+            *dst = (int)n;
         } else {
             fprintf(stderr, "dtcal validate: unknown option %s\n", a);
             return 2;

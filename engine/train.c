@@ -553,7 +553,8 @@ int train_run(const train_options *o)
     free(tps.host);
 
     if (m.prof) {
-        if (profiler_write(m.prof, o->profile, precision_label(o->precision), k->name, err, sizeof err) != 0) {
+        /* rank 0's profile (every rank of a layout runs the same ops on its part) */
+        if (leader && profiler_write(m.prof, o->profile, precision_label(o->precision), k->name, err, sizeof err) != 0) {
             fprintf(stderr, "dtrain: --profile: %s\n", err);
             rc = 1;
         }
