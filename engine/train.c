@@ -246,6 +246,28 @@ static float *gather_global(const train_options *o, const gpt_model *m)
     return global;
 }
 
+/* Completes a pending checkpoint (collective; NULL: nothing to do) and prunes old ones.
+ * Returns 0, or -1 after printing why. */
+static int complete_checkpoint(const train_options *o, checkpoint_job **pending, gpt_model *m, int step)
+{
+    if (!*pending)
+        return 0;
+    double write_s = 0;
+    char err[1024];
+    int rc = checkpoint_finish(*pending, o->comm, &write_s, err, sizeof err);
+    *pending = NULL;
+    if (rc != 0) {
+        fprintf(stderr, "dtrain: checkpoint: %s\n", err);
+        return -1;
+    }
+    profiler_record(m->prof, "checkpoint_write", "background shard write", write_s, 3.0 * m->num_params * 4);
+    if (o->comm->world_rank == 0) {
+        fprintf(stderr, "dtrain: checkpoint complete at step %d (shard written in %.3f s)\n", step, write_s);
+        checkpoint_prune(o->ckpt_dir, o->ckpt_keep);
+    }
+    return 0;
+}
+
 int train_run(const train_options *o)
 {
     char err[1024];
@@ -429,20 +451,10 @@ int train_run(const train_options *o)
         last_step = step;
         /* A background checkpoint is completed (manifest written) as soon as every rank's
          * shard is on disk; the check is collective, so every rank finishes it at one step. */
-        if (pending && !comm_allreduce_max_int(o->comm->world, !checkpoint_shard_written(pending))) {
-            double write_s = 0;
-            if (checkpoint_finish(pending, o->comm, &write_s, err, sizeof err) != 0) {
-                fprintf(stderr, "dtrain: checkpoint: %s\n", err);
-                pending = NULL;
-                rc = 1;
-                break;
-            }
-            pending = NULL;
-            profiler_record(m.prof, "checkpoint_write", "background shard write", write_s, 3.0 * m.num_params * 4);
-            if (leader) {
-                fprintf(stderr, "dtrain: checkpoint complete at step %d (shard written in %.3f s)\n", step, write_s);
-                checkpoint_prune(o->ckpt_dir, o->ckpt_keep);
-            }
+        if (pending && !comm_allreduce_max_int(o->comm->world, !checkpoint_shard_written(pending)) &&
+            complete_checkpoint(o, &pending, &m, step) != 0) {
+            rc = 1;
+            break;
         }
         if (o->kill_rank >= 0 && step == o->kill_step && o->comm->world_rank == o->kill_rank &&
             access(o->kill_marker, F_OK) != 0) {
@@ -457,32 +469,19 @@ int train_run(const train_options *o)
         /* agreed by every rank, so all write the last checkpoint at the same step */
         int term = comm_allreduce_max_int(o->comm->world, g_term_requested);
         if (o->ckpt_dir && ((o->ckpt_every > 0 && step % o->ckpt_every == 0) || term)) {
-            double write_s = 0;
-            if (checkpoint_finish(pending, o->comm, &write_s, err, sizeof err) != 0) {
-                fprintf(stderr, "dtrain: checkpoint: %s\n", err);
-                pending = NULL;
+            if (complete_checkpoint(o, &pending, &m, step) != 0) {
                 rc = 1;
                 break;
             }
-            pending = NULL;
-            if (leader)
-                checkpoint_prune(o->ckpt_dir, o->ckpt_keep);
             train_state st = state_of(o, step, updates, &data, scale, good_steps);
             double t1 = now_s();
             int sync = o->ckpt_sync || term;
             profiler_begin(m.prof);
             pending = checkpoint_save_async(o->ckpt_dir, &m, &st, o->comm, &layout, !sync);
             profiler_end(m.prof, "checkpoint_blocked", -1, "host copy", 0, 3.0 * m.num_params * 4);
-            if (sync) {
-                if (checkpoint_finish(pending, o->comm, &write_s, err, sizeof err) != 0) {
-                    fprintf(stderr, "dtrain: checkpoint: %s\n", err);
-                    pending = NULL;
-                    rc = 1;
-                    break;
-                }
-                pending = NULL;
-                if (leader)
-                    checkpoint_prune(o->ckpt_dir, o->ckpt_keep);
+            if (sync && complete_checkpoint(o, &pending, &m, step) != 0) {
+                rc = 1;
+                break;
             }
             if (leader)
                 fprintf(stderr, "dtrain: checkpoint step %d: step loop blocked %.3f s%s\n", step, now_s() - t1,
@@ -500,16 +499,8 @@ int train_run(const train_options *o)
             break;
         }
     }
-    double write_s = 0;
-    if (checkpoint_finish(pending, o->comm, &write_s, err, sizeof err) != 0) {
-        fprintf(stderr, "dtrain: checkpoint: %s\n", err);
+    if (complete_checkpoint(o, &pending, &m, last_step) != 0)
         rc = 1;
-    } else if (pending && leader) {
-        fprintf(stderr, "dtrain: last checkpoint written in %.3f s\n", write_s);
-    }
-    pending = NULL;
-    if (o->ckpt_dir && leader)
-        checkpoint_prune(o->ckpt_dir, o->ckpt_keep);
     if (stopped) {
         /* no final line, no final checkpoint: as a crash would leave things */
         if (log && log != stdout)
