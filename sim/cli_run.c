@@ -97,21 +97,23 @@ int cli_run(int argc, char **argv)
     int to_stdout = json_path && !strcmp(json_path, "-");
     FILE *human = to_stdout ? stderr : stdout;
     run_result_print(&r, &s, human);
-    int faulty = s.faults.degraded_count > 0 || s.faults.straggler_count > 0;
+    int faulty = s.faults.degraded_count > 0 || s.faults.straggler_count > 0 || s.faults.step_failure;
     if (faulty && !s.run.fidelity_flow)
-        fprintf(human, "  note         faults.degraded_links and faults.stragglers act at --fidelity flow only\n");
+        fprintf(human, "  note         faults.degraded_links, stragglers and step_failure act at --fidelity flow only\n");
     if (faulty && s.run.fidelity_flow) {
         /* The same step on a healthy cluster, to say what the faults cost. */
         scenario_config healthy = s;
         healthy.faults.degraded_count = 0;
         healthy.faults.straggler_count = 0;
+        healthy.faults.step_failure = 0;
         run_result h;
         if (run_scenario(&healthy, &h, &err) == 0)
             fprintf(human, "  faults       step %.4f s against %.4f s healthy (%+.1f%%)\n", r.step_time_s,
                     h.step_time_s, 100 * (r.step_time_s / h.step_time_s - 1));
         for (int i = 0; i < s.faults.degraded_count; i++)
-            fprintf(human, "               NIC %d of node %d at %.0f%% bandwidth\n", s.faults.degraded[i].nic,
-                    s.faults.degraded[i].node, 100 * s.faults.degraded[i].bandwidth_factor);
+            fprintf(human, "               NIC %d of node %d at %.0f%% bandwidth%s\n", s.faults.degraded[i].nic,
+                    s.faults.degraded[i].node, 100 * s.faults.degraded[i].bandwidth_factor,
+                    s.faults.degraded[i].flap_period_s > 0 ? " while down (flapping)" : "");
         int worst = -1;
         for (int i = 0; i < s.faults.straggler_count; i++)
             if (worst < 0 || s.faults.stragglers[i].slowdown > s.faults.stragglers[worst].slowdown)
