@@ -285,6 +285,69 @@ void comm_allreduce_max(comm_group *g, float *buf, size_t n)
     }
 }
 
+uint16_t comm_bf16_from_float(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40); /* NaN stays NaN (quiet) */
+    u += 0x7fffu + ((u >> 16) & 1u);         /* round to nearest, ties to even */
+    return (uint16_t)(u >> 16);
+}
+
+float comm_float_from_bf16(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* MPI reduction of bf16 values: sum in fp32, round back. */
+static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    (void)type;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++)
+        b[i] = comm_bf16_from_float(comm_float_from_bf16(a[i]) + comm_float_from_bf16(b[i]));
+}
+
+static MPI_Op bf16_sum_op(void)
+{
+    static MPI_Op op = MPI_OP_NULL; /* created once per process, like MPI's own operators */
+    if (op == MPI_OP_NULL)
+        MPI_Op_create(bf16_sum, 1, &op);
+    return op;
+}
+
+void comm_allreduce_sum_bf16(comm_group *g, uint16_t *buf, size_t n)
+{
+    if (g->size == 1)
+        return;
+    for (size_t off = 0; off < n; off += CHUNK) {
+        size_t k = n - off < CHUNK ? n - off : CHUNK;
+        wd_enter(g->wd, "all-reduce (bf16)", g->size);
+        check(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_UINT16_T, bf16_sum_op(), g->mpi), "all-reduce");
+        wd_leave(g->wd);
+    }
+    g->bytes_sent += 2.0 * (g->size - 1) / g->size * n * sizeof(uint16_t);
+}
+
+void comm_reduce_scatter_sum_bf16(comm_group *g, uint16_t *buf, size_t n)
+{
+    if (g->size == 1)
+        return;
+    size_t part = n / (size_t)g->size;
+    uint16_t *mine = malloc(part * sizeof(uint16_t));
+    wd_enter(g->wd, "reduce-scatter (bf16)", g->size);
+    check(MPI_Reduce_scatter_block(buf, mine, (int)part, MPI_UINT16_T, bf16_sum_op(), g->mpi), "reduce-scatter");
+    wd_leave(g->wd);
+    memcpy(buf + part * (size_t)g->rank, mine, part * sizeof(uint16_t));
+    free(mine);
+    g->bytes_sent += (double)(g->size - 1) / g->size * n * sizeof(uint16_t);
+}
+
 void comm_reduce_scatter_sum(comm_group *g, float *buf, size_t n)
 {
     if (g->size == 1)

@@ -7,6 +7,7 @@
 #ifndef DTSIM_ENGINE_COMM_H
 #define DTSIM_ENGINE_COMM_H
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct comm_group comm_group; /* opaque */
 typedef struct comm_sends comm_sends; /* opaque: point-to-point sends not yet completed */
@@ -40,6 +41,13 @@ void comm_set_timeout(comm_ctx *c, double seconds);
  * `n` is the whole buffer, a multiple of the group size, rank i owning the i-th 1/size. */
 void comm_allreduce_sum(comm_group *g, float *buf, size_t n);
 void comm_allreduce_max(comm_group *g, float *buf, size_t n);
+/* The same sums on bf16 values (uint16 bit patterns): half the bytes on the wire; each partial
+ * sum is formed in fp32 and rounded to bf16 (round to nearest even). */
+void comm_allreduce_sum_bf16(comm_group *g, uint16_t *buf, size_t n);
+void comm_reduce_scatter_sum_bf16(comm_group *g, uint16_t *buf, size_t n);
+/* fp32 <-> bf16 bit patterns (round to nearest even; NaN stays NaN). */
+uint16_t comm_bf16_from_float(float x);
+float comm_float_from_bf16(uint16_t h);
 void comm_reduce_scatter_sum(comm_group *g, float *buf, size_t n); /* result in this rank's part of buf */
 void comm_allgather(comm_group *g, float *buf, size_t n);           /* from each rank's part of buf */
 /* Every rank's n bytes, in group-rank order, into all (size x n bytes). */

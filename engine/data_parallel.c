@@ -75,6 +75,7 @@ void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m)
 void dp_free(dp_state *d)
 {
     free(d->host);
+    free(d->host16);
     memset(d, 0, sizeof *d);
 }
 
@@ -84,12 +85,27 @@ void dp_reduce_gradients(dp_state *d, gpt_model *m)
         return;
     memset(d->host + d->n, 0, (d->padded - d->n) * sizeof(float));
     m->k->copy_to_host(d->host, m->grads, d->n * sizeof(float));
-    if (d->zero == 0) {
+    if (d->bf16) {
+        /* compression by precision: the gradients travel (and are summed) as bf16 */
+        if (!d->host16)
+            d->host16 = malloc(d->padded * sizeof(uint16_t));
+        for (size_t i = 0; i < d->padded; i++)
+            d->host16[i] = comm_bf16_from_float(d->host[i]);
+        if (d->zero == 0)
+            comm_allreduce_sum_bf16(d->comm->dp_group, d->host16, d->padded);
+        else
+            comm_reduce_scatter_sum_bf16(d->comm->dp_group, d->host16, d->padded);
+        for (size_t i = 0; i < d->padded; i++)
+            d->host[i] = comm_float_from_bf16(d->host16[i]);
+    } else if (d->zero == 0) {
         comm_allreduce_sum(d->comm->dp_group, d->host, d->padded);
+    } else {
+        comm_reduce_scatter_sum(d->comm->dp_group, d->host, d->padded);
+    }
+    if (d->zero == 0) {
         m->k->copy_to_device(m->grads, d->host, d->n * sizeof(float));
         return;
     }
-    comm_reduce_scatter_sum(d->comm->dp_group, d->host, d->padded);
     /* Only the shard is meaningful now; the rest of the gradient is dropped (ZeRO-2/3 free it,
      * ZeRO-1 would keep a stale copy: zero it so nothing reads it by mistake). */
     m->k->memset_zero(m->grads, d->n * sizeof(float));

@@ -17,6 +17,8 @@ typedef struct {
     int zero, dp, rank;
     size_t n, padded, shard_lo, shard_hi;  /* in floats */
     float *host;                           /* staging, padded floats */
+    int bf16;                              /* reduce gradients in bf16 (half the bytes) */
+    uint16_t *host16;                      /* staging for bf16 reductions, padded */
 } dp_state;
 
 /* The flat-buffer range [lo, hi) that DP rank `rank` of `dp` owns, of n floats. */

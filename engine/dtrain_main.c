@@ -41,6 +41,7 @@ static void usage(FILE *f)
             "  --test-kill R:STEP:FILE  test aid: rank R SIGKILLs itself after STEP unless FILE exists (creates it)\n"
             "  --test-hang R:STEP:FILE  test aid: the same with SIGSTOP (a rank that hangs)\n"
             "  --rank-params FILE       JSON: the parameters each rank holds (to compare with dtsim's memory model)\n"
+            "                           and the DP gradient bytes rank 0 sent\n"
             "  --ckpt-dir D             checkpoint folder (D/step-NNNNNNNN/: shard + manifest, written last)\n"
             "  --ckpt-every N           checkpoint every N steps (written in the background from a host copy)\n"
             "  --ckpt-keep K            complete checkpoints to keep (default 3)\n"
@@ -55,6 +56,7 @@ static void usage(FILE *f)
             "  --vpp V                  model chunks per stage for interleaved 1F1B (default 1; interleaved needs 2+)\n"
             "  --dp N                   data-parallel replicas; launch TP x PP x DP ranks with mpirun\n"
             "  --zero 0|1|2|3           ZeRO stage: sharded optimizer (1), + gradients (2), + parameters (3)\n"
+            "  --grad-reduce fp32|bf16  DP gradient reduction precision: bf16 halves the bytes (default fp32)\n"
             "exit: 0 ok, 2 bad input, 1 runtime failure\n",
             DTRAIN_DEFAULT_DATA);
 }
@@ -236,6 +238,12 @@ static int run(int argc, char **argv, comm_ctx *comm)
         } else if (!strcmp(a, "--dp")) {
             if (parse_long(a, v, 1, 1 << 20, &n)) return 2;
             dp = (int)n;
+        } else if (!strcmp(a, "--grad-reduce")) {
+            if (strcmp(v, "fp32") && strcmp(v, "bf16")) {
+                fprintf(stderr, "dtrain: --grad-reduce: '%s' is not fp32 or bf16\n", v);
+                return 2;
+            }
+            o.grad_reduce_bf16 = !strcmp(v, "bf16");
         } else if (!strcmp(a, "--zero")) {
             if (parse_long(a, v, 0, 3, &n)) return 2;
             o.zero = (int)n;

@@ -348,6 +348,7 @@ int train_run(const train_options *o)
         m.prof = profiler_create(k);
     dp_state dps;
     dp_init(&dps, o->comm, o->zero, &m);
+    dps.bf16 = o->grad_reduce_bf16;
     int *tokens = malloc((size_t)B * T * sizeof(int)), *targets = malloc((size_t)B * T * sizeof(int));
     if (leader)
         fprintf(stderr, "dtrain: %s model, %d layers, hidden %d, %d heads, seq %d, vocab %d, %.2fM parameters "
@@ -519,8 +520,9 @@ int train_run(const train_options *o)
         for (int r = 0; r < o->comm->world_size; r++)
             json_array_append_new(per_rank, json_integer((json_int_t)comm_allreduce_sum_double(
                                                 o->comm->world, r == o->comm->world_rank ? (double)m.num_params : 0)));
-        json_t *doc = json_pack("{s:i,s:i,s:i,s:I,s:o}", "tp", o->comm->tp, "pp", o->comm->pp, "dp", o->comm->dp,
-                                "params_total", (json_int_t)m.global_params, "params_per_rank", per_rank);
+        json_t *doc = json_pack("{s:i,s:i,s:i,s:I,s:o,s:f}", "tp", o->comm->tp, "pp", o->comm->pp, "dp", o->comm->dp,
+                                "params_total", (json_int_t)m.global_params, "params_per_rank", per_rank,
+                                "dp_bytes_sent_rank0", comm_bytes_sent(o->comm->dp_group));
         if (leader && json_dump_file(doc, o->rank_params, JSON_INDENT(1)) != 0) {
             fprintf(stderr, "dtrain: --rank-params %s: cannot write\n", o->rank_params);
             rc = 1;

@@ -33,6 +33,7 @@ typedef struct {
     const char *dump_params;     /* test aid: write the final fp32 parameters (single-rank layout) */
     const char *rank_params;     /* write {tp, pp, dp, params_total, params_per_rank} here */
     int zero;                    /* ZeRO stage 0-3 */
+    int grad_reduce_bf16;        /* DP gradient reduction in bf16 (compression by precision) */
     int vpp;                     /* model chunks per pipeline stage (interleaved 1F1B) */
     int schedule;                /* pipeline_kind */
     const int *stage_layers;     /* NULL: equal split; else one layer count per stage */

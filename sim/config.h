@@ -117,6 +117,8 @@ typedef struct {
         pipeline_kind schedule;
         int overlap_grad_reduce;
         double bucket_size_mb;
+        int grad_reduce_bytes;               /* DP gradient reduction: 4 fp32, 2 bf16, 0 the
+                                                training precision's (grad_reduce_dtype "auto") */
         int pipeline_layers_count;           /* 0 = equal split */
         int *pipeline_layers;                /* owned, one per stage */
     } parallel;

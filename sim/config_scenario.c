@@ -194,8 +194,10 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
                                        "data_parallel_size", "virtual_pipeline_model_parallel_size",
                                        "sequence_parallel", "context_parallel_size", "expert_model_parallel_size",
                                        "zero_stage", "schedule", "overlap_grad_reduce", "bucket_size_mb",
-                                       "pipeline_layers", NULL};
+                                       "pipeline_layers", "grad_reduce_dtype", NULL};
     static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
+    static const char *const reduce_dtypes[] = {"auto", "fp32", "bf16", NULL};
+    int reduce_dtype;
     const char *p = S ".parallel";
     long long tp, pp, dp, vpp, cp, ep, zero;
     int sched;
@@ -209,8 +211,10 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
         config_bool(par, p, "sequence_parallel", 0, &s->parallel.sequence_parallel, err) ||
         config_enum(par, p, "schedule", schedules, PIPELINE_1F1B, &sched, err) ||
         config_bool(par, p, "overlap_grad_reduce", 0, &s->parallel.overlap_grad_reduce, err) ||
-        config_num(par, p, "bucket_size_mb", 0, 40, 0, 1e6, 1, &s->parallel.bucket_size_mb, err))
+        config_num(par, p, "bucket_size_mb", 0, 40, 0, 1e6, 1, &s->parallel.bucket_size_mb, err) ||
+        config_enum(par, p, "grad_reduce_dtype", reduce_dtypes, 0, &reduce_dtype, err))
         return -1;
+    s->parallel.grad_reduce_bytes = reduce_dtype == 1 ? 4 : reduce_dtype == 2 ? 2 : 0;
     long long platform_gpus = (long long)s->platform.network.nodes * s->platform.node.gpus;
     long long model_ranks = tp * pp * cp;
     if (model_ranks > platform_gpus)

@@ -204,7 +204,8 @@ static int builder_init(builder *b, const scenario_config *s, config_error *err)
     b->p2p_bytes = tokens * (double)sh.hidden * sh.act_bytes / (tp > 1 ? tp : 1);
 
     layer_params lp = params_layer_per_gpu(s);
-    double grad_elem = (s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32) ? 4 : 2;
+    double grad_elem = s->parallel.grad_reduce_bytes > 0 ? s->parallel.grad_reduce_bytes
+                       : (s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32) ? 4 : 2;
     b->grad_bytes_per_layer = (lp.dense + lp.expert) * grad_elem;
     b->call_bytes = s->parallel.bucket_size_mb > 0 ? s->parallel.bucket_size_mb * 1048576.0 : 40 * 1048576.0;
     b->bucket_bytes = s->run.flow_bucket_mb > b->call_bytes / 1048576.0 ? s->run.flow_bucket_mb * 1048576.0

@@ -145,6 +145,33 @@ static void step_time_without_pipeline_equals_the_sum_of_passes(void **state)
     fixture_free(&s);
 }
 
+/* Compression by precision (parallel.grad_reduce_dtype): the DP reduction's time is its fixed
+ * terms plus a bandwidth term proportional to the bytes per gradient. With one bucket per stage
+ * (no bucket count changes), 4, 2 and 1 bytes per gradient must give T4 - T2 = 2 (T2 - T1). */
+static void bf16_gradient_reduction_halves_the_dp_bandwidth_term(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 8);
+    s.parallel.tp = 1;
+    s.parallel.dp = 8;
+    s.training.global_batch_size = 8;
+    s.training.precision = PREC_FP32;
+    s.parallel.bucket_size_mb = 1e6;
+    double t[5] = {0};
+    for (int bytes = 1; bytes <= 4; bytes *= 2) {
+        run_result r;
+        config_error err;
+        s.parallel.grad_reduce_bytes = bytes;
+        assert_int_equal(run_scenario(&s, &r, &err), 0);
+        t[bytes] = r.comm_total_s[COMM_DP];
+    }
+    print_message("DP communication: 4 bytes %.6f s, 2 (bf16) %.6f s, 1 %.6f s\n", t[4], t[2], t[1]);
+    assert_true(t[4] > t[2] && t[2] > t[1] && t[1] > 0);
+    assert_true(fabs((t[4] - t[2]) - 2 * (t[2] - t[1])) < 1e-9 * t[4]);
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -152,6 +179,7 @@ int main(void)
         cmocka_unit_test(bubble_matches_closed_forms),
         cmocka_unit_test(dp_gradient_reduction_is_exposed_unless_overlapped),
         cmocka_unit_test(step_time_without_pipeline_equals_the_sum_of_passes),
+        cmocka_unit_test(bf16_gradient_reduction_halves_the_dp_bandwidth_term),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
