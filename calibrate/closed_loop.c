@@ -87,9 +87,9 @@ int closed_loop_run(const closed_loop_options *o)
     /* one BLAS thread per rank: the ranks share the machine's cores as the calibration assumes */
     snprintf(cmd, sizeof cmd,
              "OPENBLAS_NUM_THREADS=1 %s'%s' --device %s --model %s --micro-batch %d --global-batch %d --tp %d --pp %d "
-             "--dp %d --steps %d --log-json %s --profile %s",
+             "--dp %d --grad-reduce %s --steps %d --log-json %s --profile %s",
              launcher, o->dtrain, o->device, o->model, o->micro_batch, o->micro_batch * o->dp, o->tp, o->pp, o->dp,
-             o->steps, log, prof);
+             o->grad_reduce, o->steps, log, prof);
     fprintf(stderr, "dtcal validate: measuring: %s\n", cmd);
     int st = system(cmd);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
@@ -135,13 +135,14 @@ int closed_loop_run(const closed_loop_options *o)
     if (json_is_object(node) && json_integer_value(json_object_get(node, "gpus")) < ranks)
         json_object_set_new(node, "gpus", json_integer(ranks));
     json_object_del(plat, "calibration");
-    json_t *scen = json_pack("{s:s,s:o,s:s,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:s},s:{s:i,s:i,s:s},s:{s:i,s:i,s:i}}", "name",
+    json_t *scen = json_pack("{s:s,s:o,s:s,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:s},s:{s:i,s:i,s:s},s:{s:i,s:i,s:i,s:s}}", "name",
                              "dtcal-closed-loop", "platform", plat, "calibration", o->calibration, "model",
                              "num_layers", d[0], "hidden_size", d[1], "num_attention_heads", d[2], "ffn_hidden_size",
                              4 * d[1], "seq_length", d[3], "vocab_size", d[4], "attention", "flash", "training",
                              "global_batch_size", o->micro_batch * o->dp, "micro_batch_size", o->micro_batch,
                              "precision", "fp32", "parallel", "tensor_model_parallel_size", o->tp,
-                             "pipeline_model_parallel_size", o->pp, "data_parallel_size", o->dp);
+                             "pipeline_model_parallel_size", o->pp, "data_parallel_size", o->dp, "grad_reduce_dtype",
+                             o->grad_reduce);
     scenario_config s;
     config_error err;
     if (scenario_load_json(scen, ".", NULL, 0, &s, &err) != 0) {

@@ -13,6 +13,7 @@ typedef struct {
     int micro_batch, steps;
     const char *json_path;     /* NULL, "-" or a file */
     int tp, pp, dp;            /* the layout: more than one rank runs under mpirun on this machine */
+    const char *grad_reduce;   /* fp32 | bf16: the DP gradient reduction's precision */
     const char *mpirun;
 } closed_loop_options;
 

@@ -30,7 +30,8 @@ static void usage(FILE *f)
             "      time all-reduce, all-gather, reduce-scatter, all-to-all and send/recv from 8 B up (x4),\n"
             "      write nccl-tests style logs and fit alpha and bus bandwidth as import-nccl-tests does\n"
             "  validate [--device cpu|cuda] [--model tiny|small|FILE] [--micro-batch B] [--steps N]\n"
-            "           [--tp N --pp N --dp N [--mpirun PATH]] [--platform FILE] [--calibration FILE] [--json FILE|-]\n"
+            "           [--tp N --pp N --dp N [--mpirun PATH]] [--grad-reduce fp32|bf16] [--platform FILE]\n"
+            "           [--calibration FILE] [--json FILE|-]\n"
             "      run dtrain (under mpirun for more than one rank, all on this machine), simulate the same\n"
             "      configuration, compare step times and ops\n"
             "exit: 0 ok, 2 bad input, 1 runtime failure\n");
@@ -286,7 +287,7 @@ static int cmd_validate(int argc, char **argv)
         }
     }
     closed_loop_options o = {dtrain, "tiny", "platforms/cpu-box.json", "calibrate/data/cpu-box-measured.json", "cpu",
-                             8, 12, NULL, 1, 1, 1, "mpirun"};
+                             8, 12, NULL, 1, 1, 1, "mpirun", "fp32"};
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -300,6 +301,13 @@ static int cmd_validate(int argc, char **argv)
         else if (!strcmp(a, "--calibration")) o.calibration = v;
         else if (!strcmp(a, "--json")) o.json_path = v;
         else if (!strcmp(a, "--mpirun")) o.mpirun = v;
+        else if (!strcmp(a, "--grad-reduce")) {
+            if (strcmp(v, "fp32") && strcmp(v, "bf16")) {
+                fprintf(stderr, "dtcal validate: --grad-reduce: '%s' is not fp32 or bf16\n", v);
+                return 2;
+            }
+            o.grad_reduce = v;
+        }
         else if (!strcmp(a, "--micro-batch") || !strcmp(a, "--steps") || !strcmp(a, "--tp") || !strcmp(a, "--pp") ||
                  !strcmp(a, "--dp")) {
             char *end;
