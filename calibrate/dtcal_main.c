@@ -287,7 +287,7 @@ static int cmd_validate(int argc, char **argv)
         }
     }
     closed_loop_options o = {dtrain, "tiny", "platforms/cpu-box.json", "calibrate/data/cpu-box-measured.json", "cpu",
-                             8, 12, NULL, 1, 1, 1, "mpirun", "fp32"};
+                             8, 12, NULL, 1, 1, 1, "fp32", "mpirun"};
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
