@@ -4,7 +4,7 @@
 
 const char *coll_algo_name(coll_algo a)
 {
-    static const char *names[] = {"ring", "tree", "hierarchical", "direct"};
+    static const char *names[] = {"ring", "tree", "hierarchical", "direct", "pat"};
     return a < ALGO_COUNT ? names[a] : "?";
 }
 
@@ -69,6 +69,11 @@ static double alpha_s(const calibration_config *c, link_class lc, coll_kind kind
 {
     const coll_fit *f = fit_for(c, lc, kind);
     return f->present ? f->alpha_us * 1e-6 : 0;
+}
+
+double collective_alpha_s(const calibration_config *c, link_class lc, coll_kind kind)
+{
+    return alpha_s(c, lc, kind);
 }
 
 static double nvlink_lat(const platform_config *p)
@@ -164,6 +169,19 @@ static double hierarchical_time(const platform_config *p, const calibration_conf
     return t;
 }
 
+/* PAT (NCCL 2.23+): all-gather and reduce-scatter over a binomial tree with a Bruck-like
+ * schedule, for one GPU per node only (NCCL maintainers in NVIDIA/nccl issues #1473 and #1594):
+ * log2(nodes) latency steps instead of the ring's nodes - 1, the same bytes through each NIC. */
+static double pat_time(const platform_config *p, const calibration_config *c, coll_kind kind, double bytes,
+                       coll_group g)
+{
+    if ((kind != COLL_ALL_GATHER && kind != COLL_REDUCE_SCATTER) || g.per_node != 1 || g.nodes <= 1)
+        return INFINITY;
+    double steps = ceil(log2((double)g.nodes));
+    return alpha_s(c, LINK_NETWORK, kind) + steps * net_lat(p, g.nodes) + ring_factor(kind, g.ranks) * bytes /
+                                                                              nic_bw(p, c, kind);
+}
+
 /* Point-to-point and all-to-all: direct transfers. All-to-all sends (n-1)/n of the buffer,
  * the part for other nodes through the GPU's own NIC, the rest over NVLink, concurrently. */
 static double direct_time(const platform_config *p, const calibration_config *c, coll_kind kind,
@@ -198,6 +216,8 @@ double collective_time_algo(const platform_config *p, const calibration_config *
         return hierarchical_time(p, c, kind, bytes, g);
     case ALGO_DIRECT:
         return direct_time(p, c, kind, bytes, g);
+    case ALGO_PAT:
+        return pat_time(p, c, kind, bytes, g);
     default:
         return INFINITY;
     }

@@ -16,7 +16,7 @@
 
 #include "config.h"
 
-typedef enum { ALGO_RING = 0, ALGO_TREE, ALGO_HIERARCHICAL, ALGO_DIRECT, ALGO_COUNT } coll_algo;
+typedef enum { ALGO_RING = 0, ALGO_TREE, ALGO_HIERARCHICAL, ALGO_DIRECT, ALGO_PAT, ALGO_COUNT } coll_algo;
 const char *coll_algo_name(coll_algo a);
 
 typedef struct {
@@ -40,5 +40,9 @@ coll_cost collective_time(const platform_config *p, const calibration_config *c,
 /* Same with a given algorithm (INFINITY where it does not apply). */
 double collective_time_algo(const platform_config *p, const calibration_config *c, coll_kind kind,
                             double bytes, coll_group g, coll_algo algo);
+
+/* The fixed cost of one call (the calibration's alpha for this collective, or its link class's
+ * all-reduce alpha when it was not measured), without the links' latency. */
+double collective_alpha_s(const calibration_config *c, link_class lc, coll_kind kind);
 
 #endif

@@ -126,9 +126,11 @@ static void p2p(flow_ctx *c, int task, const sim_task *k, int stage, int d)
             }
         }
     wait_all(c, e, n, task, stage, t0, src, dst);
-    const coll_fit *f = &c->s->calibration.collectives[LINK_NETWORK][COLL_SEND_RECV];
-    if (f->present && f->alpha_us > 0)
-        sg_actor_sleep_for(f->alpha_us * 1e-6);
+    /* the call's fixed cost, as the analytic replay charges it (the links add their latency) */
+    int cross = rank_of(c, stage, d, 0, 0) / c->gpn != rank_of(c, k->peer_stage, d, 0, 0) / c->gpn;
+    double alpha = collective_alpha_s(&c->s->calibration, cross ? LINK_NETWORK : LINK_NVLINK, COLL_SEND_RECV);
+    if (alpha > 0)
+        sg_actor_sleep_for(alpha);
 }
 
 /* A DP / ZeRO collective over the R replicas of this stage (times their CP ranks): every
@@ -192,7 +194,12 @@ static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int 
     wait_all(c, e, n, task, stage, t0, src, dst);
     sg_barrier_wait(c->bar_out[task]);
     coll_group whole = {k->group, k->span_nodes, k->group / (k->span_nodes > 0 ? k->span_nodes : 1)};
-    double latency = collective_time_algo(&c->s->platform, &c->s->calibration, k->coll, 0, whole, ALGO_RING);
+    /* the fixed terms of the algorithm the analytic replay picks for this size (ring, or PAT's
+     * log-depth schedule); the flows above carry the bytes */
+    coll_algo algo = collective_time(&c->s->platform, &c->s->calibration, k->coll, k->bytes, whole).algo;
+    if (algo != ALGO_PAT)
+        algo = ALGO_RING;
+    double latency = collective_time_algo(&c->s->platform, &c->s->calibration, k->coll, 0, whole, algo);
     /* A gradient bucket here may stand for several of the scenario's (run.c coarsens them to
      * bound the flows): each of those would have paid the fixed cost of a collective call. */
     double calls = k->calls > 1 ? k->calls : 1;

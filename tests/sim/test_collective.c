@@ -97,6 +97,31 @@ static void calibrated_busbw_and_alpha_replace_the_datasheet(void **state)
     fixture_free(&s);
 }
 
+/* PAT: all-gather and reduce-scatter at one GPU per node take log2(nodes) latency steps instead
+ * of the ring's nodes - 1, and move the same bytes; it does not apply with several GPUs of a
+ * group per node, nor to all-reduce. */
+static void pat_cuts_the_latency_of_one_gpu_per_node_gathers(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    coll_group g = coll_group_of(256, 8, 8); /* one GPU on each of 256 nodes */
+    const platform_config *p = &s.platform;
+    const calibration_config *c = &s.calibration;
+    double ring0 = collective_time_algo(p, c, COLL_ALL_GATHER, 0, g, ALGO_RING);
+    double pat0 = collective_time_algo(p, c, COLL_ALL_GATHER, 0, g, ALGO_PAT);
+    double ringS = collective_time_algo(p, c, COLL_ALL_GATHER, 1e9, g, ALGO_RING);
+    double patS = collective_time_algo(p, c, COLL_ALL_GATHER, 1e9, g, ALGO_PAT);
+    double alpha = collective_alpha_s(c, LINK_NETWORK, COLL_ALL_GATHER);
+    /* latency: 255 ring steps against log2(256) = 8 */
+    assert_true(fabs((ring0 - alpha) * 8 - (pat0 - alpha) * 255) < 1e-9 * ring0);
+    assert_true(fabs((ringS - patS) - (ring0 - pat0)) < 1e-9 * ringS); /* same bandwidth term */
+    assert_true(collective_time(p, c, COLL_ALL_GATHER, 1024, g).algo == ALGO_PAT);
+    assert_true(isinf(collective_time_algo(p, c, COLL_ALL_REDUCE, 1e6, g, ALGO_PAT)));
+    assert_true(isinf(collective_time_algo(p, c, COLL_ALL_GATHER, 1e6, coll_group_of(256, 1, 8), ALGO_PAT)));
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -105,6 +130,7 @@ int main(void)
         cmocka_unit_test(allgather_and_reduce_scatter_move_half_an_allreduce),
         cmocka_unit_test(selection_prefers_low_latency_for_small_messages),
         cmocka_unit_test(calibrated_busbw_and_alpha_replace_the_datasheet),
+        cmocka_unit_test(pat_cuts_the_latency_of_one_gpu_per_node_gathers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
