@@ -125,6 +125,8 @@ typedef struct {
     struct {
         double gpu_mtbf_hours, node_mtbf_hours, weibull_shape;
         double detect_s, restart_s, checkpoint_interval_s;
+        double restart_per_node_s;               /* restart time added per node of the job (launch
+                                                    and communicator set-up growing with scale) */
         int checkpoint_async;
         double horizon_days;
         unsigned long long seed;

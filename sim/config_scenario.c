@@ -268,7 +268,7 @@ static int parse_faults(json_t *f, scenario_config *s, config_error *err)
     static const char *const keys[] = {"gpu_mtbf_hours", "node_mtbf_hours", "weibull_shape", "detect_s",
                                        "restart_s", "checkpoint_interval_s", "checkpoint_write", "horizon_days",
                                        "seed", "degraded_links", "stragglers", "spare_nodes", "repair_hours",
-                                       "elastic", "failure_trace", "step_failure", NULL};
+                                       "elastic", "failure_trace", "step_failure", "restart_per_node_s", NULL};
     static const char *const writes[] = {"sync", "async", NULL};
     const char *p = S ".faults";
     long long seed, spares;
@@ -279,6 +279,7 @@ static int parse_faults(json_t *f, scenario_config *s, config_error *err)
         config_num(f, p, "weibull_shape", 0, 1, 0.01, 100, 0, &s->faults.weibull_shape, err) ||
         config_num(f, p, "detect_s", 0, 120, 0, 1e9, 0, &s->faults.detect_s, err) ||
         config_num(f, p, "restart_s", 0, 600, 0, 1e9, 0, &s->faults.restart_s, err) ||
+        config_num(f, p, "restart_per_node_s", 0, 0, 0, 1e6, 0, &s->faults.restart_per_node_s, err) ||
         config_num(f, p, "checkpoint_interval_s", 0, 1800, 0, 1e9, 1, &s->faults.checkpoint_interval_s, err) ||
         config_enum(f, p, "checkpoint_write", writes, 1, &w, err) ||
         config_num(f, p, "horizon_days", 0, 30, 0, 1e5, 1, &s->faults.horizon_days, err) ||

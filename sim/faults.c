@@ -219,6 +219,8 @@ void faults_simulate_trace(const scenario_config *s, const faults_report *P, con
     const fleet *F = &src.F;
     const int async = s->faults.checkpoint_async;
     const double repair_s = s->faults.repair_hours * 3600;
+    /* relaunch and communicator set-up: a fixed part and, if given, a part growing with the job */
+    const double restart_s = s->faults.restart_s + s->faults.restart_per_node_s * F->nodes_used;
     const double copy_s = async ? P->checkpoint_block_s : P->checkpoint_write_s;
     repair_queue rq = {0};
 
@@ -313,8 +315,8 @@ void faults_simulate_trace(const scenario_config *s, const faults_report *P, con
         }
         if (queue_failed)
             repair_add(&rq, t + repair_s);
-        t += s->faults.restart_s + P->restore_s;
-        out->lost_s[LOSS_RESTART] += s->faults.restart_s;
+        t += restart_s + P->restore_s;
+        out->lost_s[LOSS_RESTART] += restart_s;
         out->lost_s[LOSS_RESTORE] += P->restore_s;
         source_next(&src, fail_at, t);
         if (P->target_train_s <= 0 && t >= P->horizon_s)

@@ -192,6 +192,11 @@ static void trace_replays_each_failure(void **state)
      * 1.5 h + 330 s from the 1 h checkpoint and redid 0.25 h + 330 s... of which the part since
      * the last checkpoint is lost; the sum is bounded by an interval per failure. */
     assert_true(tl.lost_s[LOSS_LOST_WORK] > 0.5 * 3600 - 1e-6 && tl.lost_s[LOSS_LOST_WORK] <= 3 * 3600);
+    /* a restart that grows with the job: + 1.5 s per node, 8 nodes, 3 interruptions */
+    s.faults.restart_per_node_s = 1.5;
+    faults_simulate_trace(&s, &p, &t, 3600, 1, &tl);
+    assert_true(fabs(tl.lost_s[LOSS_RESTART] - 3 * (240 + 1.5 * 8)) < 1e-6);
+    s.faults.restart_per_node_s = 0;
     faults_trace_free(&t);
     unlink(path);
 
