@@ -197,7 +197,7 @@ static void half_bandwidth_nic_halves_its_ring(void **state)
     /* closed form: ring of 4 over 25 GB/s NICs */
     double expect = 2.0 * 3 / 4 * bytes / 25e9;
     assert_true(healthy > expect && healthy < 1.02 * expect);
-    degraded_link d = {2, 3, 0.5};
+    degraded_link d = {2, 3, 0.5, 0, 0};
     s.faults.degraded = &d;
     s.faults.degraded_count = 1;
     double degraded = collectives_only(&s, bytes);
@@ -457,7 +457,7 @@ static void one_rail_stands_for_identical_rails(void **state)
     s.parallel.dp = 4;
     s.training.global_batch_size = 16;
     s.platform.network.leaf_radix = 2; /* rings and transfers cross the spines */
-    degraded_link d = {3, 5, 0.3};
+    degraded_link d = {3, 5, 0.3, 0, 0};
     for (int faulty = 0; faulty < 2; faulty++) {
         s.faults.degraded = faulty ? &d : NULL;
         s.faults.degraded_count = faulty;
@@ -507,7 +507,7 @@ static void degraded_nic_slows_a_dp_heavy_step_as_the_ring_predicts(void **state
     config_error err;
     if (run_scenario(&s, &healthy, &err) != 0)
         fail_msg("%s", err.msg);
-    degraded_link d = {1, 5, 0.5};
+    degraded_link d = {1, 5, 0.5, 0, 0};
     s.faults.degraded = &d;
     s.faults.degraded_count = 1;
     if (run_scenario(&s, &slow, &err) != 0)
