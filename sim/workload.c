@@ -37,8 +37,11 @@ typedef struct {
     coll_group tp, cp, ep, pp, dp;
     double p2p_bytes;
     double grad_bytes_per_layer;  /* gradient bytes one GPU reduces per layer */
+    double grad_elem;             /* bytes per reduced gradient element */
     double bucket_bytes;   /* gradient bytes per bucket task */
     double call_bytes;     /* the scenario's bucket: one collective call each */
+    double compress_s_per_byte; /* grad_reduce_dtype narrower than the gradients: conversion
+                                   time per reduced byte (0: none) */
 } builder;
 
 static coll_group group_for(const builder *b, int size, int stride)
@@ -204,8 +207,15 @@ static int builder_init(builder *b, const scenario_config *s, config_error *err)
     b->p2p_bytes = tokens * (double)sh.hidden * sh.act_bytes / (tp > 1 ? tp : 1);
 
     layer_params lp = params_layer_per_gpu(s);
-    double grad_elem = s->parallel.grad_reduce_bytes > 0 ? s->parallel.grad_reduce_bytes
-                       : (s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32) ? 4 : 2;
+    double natural = (s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32) ? 4 : 2;
+    double grad_elem = s->parallel.grad_reduce_bytes > 0 ? s->parallel.grad_reduce_bytes : natural;
+    if (grad_elem < natural) {
+        /* per reduced element: pack (read natural, write grad_elem bytes), unpack (the reverse) */
+        double per_gb = cost_memory_s(&b->cm, OPCLASS_ELEMENTWISE, 2e9 * (natural + grad_elem)) -
+                        cost_memory_s(&b->cm, OPCLASS_ELEMENTWISE, 0); /* bandwidth part only */
+        b->compress_s_per_byte = per_gb / 1e9 / grad_elem;
+    }
+    b->grad_elem = grad_elem;
     b->grad_bytes_per_layer = (lp.dense + lp.expert) * grad_elem;
     b->call_bytes = s->parallel.bucket_size_mb > 0 ? s->parallel.bucket_size_mb * 1048576.0 : 40 * 1048576.0;
     b->bucket_bytes = s->run.flow_bucket_mb > b->call_bytes / 1048576.0 ? s->run.flow_bucket_mb * 1048576.0
@@ -271,6 +281,8 @@ static void flush_bucket(step_workload *w, const builder *b, stage_state *st, in
                                                                                 : "dp_grad_reduce_scatter",
                                  COMM_DP, coll, bytes, b->dp, dep);
         w->tasks[st->last_comm].calls = (int)ceil(bytes / b->call_bytes);
+        if (b->compress_s_per_byte > 0) /* packing to the narrower type and back, on the comm lane */
+            w->tasks[st->last_comm].duration_s += bytes * b->compress_s_per_byte;
         st->pending_grad -= bytes;
     }
 }
@@ -403,7 +415,7 @@ static void emit_step_end(step_workload *w, const builder *b, stage_state *st, i
 {
     const scenario_config *s = b->s;
     if (stage == 0)
-        st->pending_grad += params_embedding_per_gpu(s) * (b->cm.act_bytes);
+        st->pending_grad += params_embedding_per_gpu(s) * b->grad_elem;
     flush_bucket(w, b, st, stage, st->last_compute, 1);
 
     double params = params_stage_per_gpu(s, stage);
