@@ -340,26 +340,6 @@ static unsigned char *read_shard(const char *sdir, json_t *entry, size_t *n_floa
     return NULL;
 }
 
-/* Layers stage `stage` of a layout runs (all its chunks); 0 or -1. */
-static int stage_layers_of(const ckpt_layout *l, int L, int stage, unsigned char *runs)
-{
-    int nv = l->pp * (l->vpp > 0 ? l->vpp : 1), V = l->vpp > 0 ? l->vpp : 1;
-    int *counts = calloc((size_t)nv, sizeof(int));
-    char why[256];
-    if (pipeline_layer_split(L, l->pp, V, l->stage_layers[0] > 0 ? l->stage_layers : NULL, counts, why,
-                             sizeof why) != 0) {
-        free(counts);
-        return -1;
-    }
-    memset(runs, 0, (size_t)L);
-    for (int vs = 0, first = 0; vs < nv; first += counts[vs], vs++)
-        if (vs % l->pp == stage)
-            for (int i = first; i < first + counts[vs]; i++)
-                runs[i] = 1;
-    free(counts);
-    return 0;
-}
-
 /* Adds old rank r's shard (its valid part) to the single-rank arrays g (params, m, v). */
 static int add_old_shard(const gpt_model *m, const ckpt_layout *old, int r, const float *data, size_t n, float *g,
                          char *why, size_t len)
@@ -369,7 +349,10 @@ static int add_old_shard(const gpt_model *m, const ckpt_layout *old, int r, cons
     gpt_model view;
     gpt_shard sh = {.tp = old->tp, .tp_rank = tp_rank, .layers = runs, .embedding = pp_rank == 0,
                     .head = pp_rank == old->pp - 1, .slots = 1};
-    if (stage_layers_of(old, L, pp_rank, runs) != 0 || gpt_layout_view(&view, &m->cfg, &sh, why, len) != 0) {
+    char split_err[256];
+    if (pipeline_stage_layers(L, old->pp, old->vpp > 0 ? old->vpp : 1, old->stage_layers[0] > 0 ? old->stage_layers : NULL,
+                              pp_rank, runs, NULL, split_err, sizeof split_err) != 0 ||
+        gpt_layout_view(&view, &m->cfg, &sh, why, len) != 0) {
         snprintf(why, len, "its layout (TP %d, PP %d) does not fit this model", old->tp, old->pp);
         free(runs);
         return -1;

@@ -203,3 +203,29 @@ int pipeline_layer_split(int num_layers, int stages, int chunks, const int *stag
     }
     return 0;
 }
+
+int pipeline_stage_layers(int num_layers, int stages, int chunks, const int *stage_layers, int stage,
+                          unsigned char *runs, int *first, char *err, size_t errlen)
+{
+    int nv = stages * chunks, *counts = calloc((size_t)(nv > 0 ? nv : 1), sizeof(int));
+    if (!counts) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (pipeline_layer_split(num_layers, stages, chunks, stage_layers, counts, err, errlen) != 0) {
+        free(counts);
+        return -1;
+    }
+    memset(runs, 0, (size_t)num_layers);
+    for (int vs = 0, at = 0; vs < nv; at += counts[vs], vs++) {
+        if (first)
+            first[vs] = at;
+        if (vs % stages == stage) /* virtual stage vs = chunk * stages + stage */
+            for (int l = at; l < at + counts[vs]; l++)
+                runs[l] = 1;
+    }
+    if (first)
+        first[nv] = num_layers;
+    free(counts);
+    return 0;
+}

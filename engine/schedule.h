@@ -57,4 +57,10 @@ int pipeline_schedule_peak_in_flight(const pipeline_schedule *s, int stage);
 int pipeline_layer_split(int num_layers, int stages, int chunks, const int *stage_layers,
                          int *layers_out, char *err, size_t errlen);
 
+/* The layers stage `stage` runs, over all its chunks: runs[l] = 1 for them, 0 for the others
+ * (num_layers flags). first (stages*chunks + 1 entries, or NULL) gets where each virtual stage's
+ * layers start. Returns 0, or -1 with err as pipeline_layer_split. */
+int pipeline_stage_layers(int num_layers, int stages, int chunks, const int *stage_layers, int stage,
+                          unsigned char *runs, int *first, char *err, size_t errlen);
+
 #endif

@@ -91,31 +91,12 @@ static int pipeline_plan_build(pipeline_plan *pl, const train_options *o, int L,
     pl->P = o->comm->pp;
     pl->V = o->vpp > 0 ? o->vpp : 1;
     pl->s = o->comm->pp_rank;
-    int nv = pl->P * pl->V, *counts = calloc((size_t)nv, sizeof(int));
-    pl->first = calloc((size_t)nv + 1, sizeof(int));
+    pl->first = calloc((size_t)pl->P * pl->V + 1, sizeof(int));
     /* One stage runs its micro-batches forward then backward one by one (1F1B with p = 1). */
     pipeline_kind kind = pl->P == 1 ? PIPELINE_1F1B : (pipeline_kind)o->schedule;
-    if (pipeline_layer_split(L, pl->P, pl->V, o->stage_layers, counts, err, errlen) != 0 ||
-        pipeline_schedule_build(&pl->sched, kind, pl->P, micro_batches, pl->V, err, errlen) != 0) {
-        free(counts);
+    if (pipeline_stage_layers(L, pl->P, pl->V, o->stage_layers, pl->s, runs_layer, pl->first, err, errlen) != 0)
         return -1;
-    }
-    for (int vs = 0; vs < nv; vs++) {
-        if (counts[vs] < 1) {
-            snprintf(err, errlen, "virtual stage %d of %d gets no layer (%d layers)", vs, nv, L);
-            free(counts);
-            return -1;
-        }
-        pl->first[vs + 1] = pl->first[vs] + counts[vs];
-    }
-    free(counts);
-    memset(runs_layer, 0, (size_t)L);
-    for (int c = 0; c < pl->V; c++) {
-        int vs = pipeline_virtual_stage(pl->P, pl->s, c);
-        for (int l = pl->first[vs]; l < pl->first[vs + 1]; l++)
-            runs_layer[l] = 1;
-    }
-    return 0;
+    return pipeline_schedule_build(&pl->sched, kind, pl->P, micro_batches, pl->V, err, errlen);
 }
 
 static void pipeline_plan_free(pipeline_plan *pl)
