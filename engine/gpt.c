@@ -4,9 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 #include "gpt.h"
-#include "rng.h"
+#include "gpt_internal.h"
 
 #define MAX_LAYERS 1024
 #define MAX_HIDDEN 65536
@@ -76,231 +75,9 @@ int gpt_config_from_name(const char *name, int tokenizer_vocab, gpt_config *cfg,
     return gpt_config_validate(cfg, err, errlen);
 }
 
-/* ---- parameters ------------------------------------------------------------------------ */
-enum { J_LN1_W, J_LN1_B, J_QKV_W, J_QKV_B, J_PROJ_W, J_PROJ_B, J_LN2_W, J_LN2_B, J_FC_W, J_FC_B, J_FCPROJ_W,
-       J_FCPROJ_B };
-
-/* Floats of layer tensor j on a rank holding 1/tp of the split ones. */
-static size_t layer_tensor_count(const gpt_config *c, int j, int tp)
-{
-    size_t C = (size_t)c->hidden, Cl = C / tp, Fl = 4 * C / tp;
-    switch (j) {
-    case J_QKV_W: return 3 * Cl * C;
-    case J_QKV_B: return 3 * Cl;
-    case J_PROJ_W: return C * Cl;   /* (C, C) split by input columns */
-    case J_FC_W: return Fl * C;
-    case J_FC_B: return Fl;
-    case J_FCPROJ_W: return C * Fl; /* (C, 4C) split by input columns */
-    default: return C;              /* norms and the row-parallel GEMMs' biases: replicated */
-    }
-}
-
-static int layer_tensor_is_split(int j)
-{
-    return j == J_QKV_W || j == J_QKV_B || j == J_PROJ_W || j == J_FC_W || j == J_FC_B || j == J_FCPROJ_W;
-}
-
-int gpt_layer_tensor(const gpt_model *m, int layer, int j)
-{
-    (void)m;
-    return 2 + layer * LAYER_TENSORS + j;
-}
-
-int gpt_lnf_w(const gpt_model *m)
-{
-    return 2 + m->cfg.num_layers * LAYER_TENSORS;
-}
-
-float *gpt_param(const gpt_model *m, int t)
-{
-    return m->params + m->tensors[t].offset;
-}
-
-float *gpt_grad(const gpt_model *m, int t)
-{
-    return m->grads + m->tensors[t].offset;
-}
-
-/* Tensor table: this rank's counts and offsets, and the single-rank layout's offsets. */
-static void layout(gpt_model *m)
-{
-    const gpt_config *c = &m->cfg;
-    const gpt_shard *sh = &m->shard;
-    int tp = sh->tp, lead = sh->tp_rank == 0;
-    m->num_tensors = 2 + LAYER_TENSORS * c->num_layers + 2;
-    m->tensors = calloc((size_t)m->num_tensors, sizeof *m->tensors);
-    size_t off = 0, goff = 0;
-    int t = 0;
-    size_t C = (size_t)c->hidden;
-    /* wte: used by the embedding (first stage) and the tied LM head (last stage); wpe by the
-     * embedding. The first stage's copy of wte is the counted one. */
-    size_t wte = (size_t)c->vocab * C, wpe = (size_t)c->seq_len * C;
-    m->tensors[t++] = (gpt_tensor){off, sh->embedding || sh->head ? wte / tp : 0, 1, goff, sh->embedding};
-    off += m->tensors[0].count;
-    goff += wte;
-    m->tensors[t++] = (gpt_tensor){off, sh->embedding ? wpe : 0, 1, goff, lead && sh->embedding};
-    off += m->tensors[1].count;
-    goff += wpe;
-    for (int l = 0; l < c->num_layers; l++)
-        for (int j = 0; j < LAYER_TENSORS; j++, t++) {
-            size_t n = m->runs_layer[l] ? layer_tensor_count(c, j, tp) : 0;
-            int decay = j == J_QKV_W || j == J_PROJ_W || j == J_FC_W || j == J_FCPROJ_W; /* the four matrices */
-            int counted = m->runs_layer[l] && (layer_tensor_is_split(j) || lead);
-            m->tensors[t] = (gpt_tensor){off, n, decay, goff, counted};
-            off += n;
-            goff += layer_tensor_count(c, j, 1);
-        }
-    for (int i = 0; i < 2; i++, t++) {
-        m->tensors[t] = (gpt_tensor){off, sh->head ? C : 0, 0, goff, lead && sh->head};
-        off += m->tensors[t].count;
-        goff += C;
-    }
-    m->num_params = off;
-    m->global_params = goff;
-}
-
-/* Calls fn(local offset, global offset, n) for each contiguous run of tensor t: the map between
- * this rank's copy and the single-rank layout. */
-typedef void (*run_fn)(size_t local, size_t global, size_t n, void *ctx);
-
-static void tensor_runs(const gpt_model *m, int t, run_fn fn, void *ctx)
-{
-    const gpt_tensor *g = &m->tensors[t];
-    if (g->count == 0)
-        return;
-    int L = m->cfg.num_layers;
-    int j = t >= 2 && t < 2 + LAYER_TENSORS * L ? (t - 2) % LAYER_TENSORS : -1;
-    size_t C = (size_t)m->cfg.hidden, r = (size_t)m->shard.tp_rank, Cl = C / m->shard.tp, Fl = 4 * C / m->shard.tp;
-    size_t lo = g->offset, go = g->global_offset;
-    if (t == GPT_WTE) { /* vocabulary rows [r V/tp, (r+1) V/tp) */
-        fn(lo, go + r * g->count, g->count, ctx);
-        return;
-    }
-    switch (j) {
-    case J_QKV_W: /* rows [q C + r Cl, q C + (r+1) Cl) of each of q, k, v */
-        for (size_t q = 0; q < 3; q++)
-            fn(lo + q * Cl * C, go + (q * C + r * Cl) * C, Cl * C, ctx);
-        break;
-    case J_QKV_B:
-        for (size_t q = 0; q < 3; q++)
-            fn(lo + q * Cl, go + q * C + r * Cl, Cl, ctx);
-        break;
-    case J_PROJ_W: /* columns [r Cl, (r+1) Cl) of every row */
-        for (size_t o = 0; o < C; o++)
-            fn(lo + o * Cl, go + o * C + r * Cl, Cl, ctx);
-        break;
-    case J_FC_W:
-        fn(lo, go + r * Fl * C, Fl * C, ctx);
-        break;
-    case J_FC_B:
-        fn(lo, go + r * Fl, Fl, ctx);
-        break;
-    case J_FCPROJ_W:
-        for (size_t o = 0; o < C; o++)
-            fn(lo + o * Fl, go + o * 4 * C + r * Fl, Fl, ctx);
-        break;
-    default:
-        fn(lo, go, g->count, ctx);
-    }
-}
-
-typedef struct {
-    const float *from;
-    float *to;
-    int to_global;
-} copy_ctx;
-
-static void copy_run(size_t local, size_t global, size_t n, void *ctx)
-{
-    copy_ctx *c = ctx;
-    if (c->to_global)
-        memcpy(c->to + global, c->from + local, n * sizeof(float));
-    else
-        memcpy(c->to + local, c->from + global, n * sizeof(float));
-}
-
-void gpt_write_global(const gpt_model *m, const float *local_host, float *global)
-{
-    copy_ctx c = {local_host, global, 1};
-    for (int t = 0; t < m->num_tensors; t++)
-        if (m->tensors[t].counted)
-            tensor_runs(m, t, copy_run, &c);
-}
-
-static void add_run(size_t local, size_t global, size_t n, void *ctx)
-{
-    copy_ctx *c = ctx;
-    for (size_t i = 0; i < n; i++)
-        c->to[global + i] += c->from[local + i];
-}
-
-void gpt_add_global(const gpt_model *m, const float *local_host, float *global)
-{
-    copy_ctx c = {local_host, global, 1};
-    for (int t = 0; t < m->num_tensors; t++)
-        if (m->tensors[t].counted)
-            tensor_runs(m, t, add_run, &c);
-}
-
-int gpt_layout_view(gpt_model *m, const gpt_config *cfg, const gpt_shard *shard, char *err, size_t errlen)
-{
-    memset(m, 0, sizeof *m);
-    if (shard->tp < 1 || cfg->heads % shard->tp || cfg->hidden % shard->tp || cfg->vocab % shard->tp) {
-        snprintf(err, errlen, "tensor parallel %d does not divide the model", shard->tp);
-        return -1;
-    }
-    m->cfg = *cfg;
-    m->shard = *shard;
-    m->runs_layer = malloc((size_t)cfg->num_layers);
-    for (int l = 0; l < cfg->num_layers; l++)
-        m->runs_layer[l] = shard->layers ? shard->layers[l] != 0 : 1;
-    m->shard.layers = m->runs_layer;
-    layout(m);
-    return 0;
-}
-
-void gpt_layout_view_free(gpt_model *m)
-{
-    free(m->tensors);
-    free(m->runs_layer);
-    memset(m, 0, sizeof *m);
-}
-
-void gpt_read_global(const gpt_model *m, const float *global, float *local_host)
-{
-    copy_ctx c = {global, local_host, 0};
-    for (int t = 0; t < m->num_tensors; t++)
-        tensor_runs(m, t, copy_run, &c);
-}
-
 static float *dev(const gpt_model *m, size_t n)
 {
     return m->k->alloc(n * sizeof(float));
-}
-
-/* GPT-2 initialisation of the whole model, in the single-rank layout, on the host. */
-static float *init_global(const gpt_model *m, uint64_t seed)
-{
-    const gpt_config *cfg = &m->cfg;
-    float *host = calloc(m->global_params, sizeof(float));
-    rng_t r;
-    rng_seed(&r, seed);
-    double resid_std = 0.02 / sqrt(2.0 * cfg->num_layers);
-    int L = cfg->num_layers, lnf = gpt_lnf_w(m);
-    for (int t = 0; t < m->num_tensors; t++) {
-        size_t n = t < 2 ? (t == 0 ? (size_t)cfg->vocab : (size_t)cfg->seq_len) * cfg->hidden
-                   : t >= lnf ? (size_t)cfg->hidden
-                              : layer_tensor_count(cfg, (t - 2) % LAYER_TENSORS, 1);
-        int j = t >= 2 && t < 2 + LAYER_TENSORS * L ? (t - 2) % LAYER_TENSORS : -1;
-        int is_norm_w = j == J_LN1_W || j == J_LN2_W || t == lnf;
-        int is_bias = j == J_LN1_B || j == J_QKV_B || j == J_PROJ_B || j == J_LN2_B || j == J_FC_B ||
-                      j == J_FCPROJ_B || t == lnf + 1;
-        double std = (j == J_PROJ_W || j == J_FCPROJ_W) ? resid_std : 0.02;
-        float *x = host + m->tensors[t].global_offset;
-        for (size_t i = 0; i < n; i++)
-            x[i] = is_norm_w ? 1.0f : is_bias ? 0.0f : (float)(rng_normal(&r) * std);
-    }
-    return host;
 }
 
 static void alloc_acts(gpt_model *m, gpt_acts *a)
@@ -380,29 +157,12 @@ static void free_acts(gpt_model *m, gpt_acts *a)
 int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k, kernels_precision prec, int B,
                    uint64_t seed, const gpt_shard *shard, char *err, size_t errlen)
 {
-    memset(m, 0, sizeof *m);
-    if (shard->tp < 1 || cfg->heads % shard->tp || cfg->hidden % shard->tp || cfg->vocab % shard->tp) {
-        snprintf(err, errlen, "tensor parallel %d must divide the heads (%d), the hidden size (%d) and the vocabulary "
-                 "(%d)", shard->tp, cfg->heads, cfg->hidden, cfg->vocab);
+    if (gpt_layout_view(m, cfg, shard, err, errlen) != 0)
         return -1;
-    }
-    if (shard->layers && shard->head && !shard->layers[cfg->num_layers - 1]) {
-        snprintf(err, errlen, "the rank with the LM head must also run the last layer");
-        return -1;
-    }
-    m->cfg = *cfg;
     m->k = k;
     m->prec = prec;
     m->B = B;
     m->T = cfg->seq_len;
-    m->shard = *shard;
-    if (m->shard.slots < 1)
-        m->shard.slots = 1;
-    m->runs_layer = malloc((size_t)cfg->num_layers);
-    for (int l = 0; l < cfg->num_layers; l++)
-        m->runs_layer[l] = shard->layers ? shard->layers[l] != 0 : 1;
-    m->shard.layers = m->runs_layer;
-    layout(m);
     size_t P = m->num_params, C = (size_t)cfg->hidden, N = (size_t)B * cfg->seq_len, V = (size_t)cfg->vocab;
     size_t Cl = C / shard->tp;
     m->params = dev(m, P ? P : 1);
@@ -412,7 +172,7 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
 
     /* The single-rank model's initial values, cut to this rank's part: every layout starts
      * from the same weights. */
-    float *global = init_global(m, seed), *local = calloc(P ? P : 1, sizeof(float));
+    float *global = gpt_init_global(m, seed), *local = calloc(P ? P : 1, sizeof(float));
     gpt_read_global(m, global, local);
     k->copy_to_device(m->params, local, P * sizeof(float));
     free(global);
@@ -882,30 +642,6 @@ const float *gpt_backward_layers(gpt_model *m, int slot, int l0, int l1, float d
 void gpt_backward(gpt_model *m, float dloss)
 {
     gpt_backward_layers(m, 0, 0, m->cfg.num_layers, dloss, NULL);
-}
-
-uint32_t gpt_crc32_floats(const float *x, size_t n)
-{
-    uLong crc = crc32(0L, Z_NULL, 0);
-    /* fp32 little-endian bytes; zlib's crc32 takes at most UINT_MAX bytes per call. */
-    const unsigned char *p = (const unsigned char *)x;
-    size_t left = n * sizeof(float);
-    while (left > 0) {
-        uInt chunk = left > (1u << 30) ? (1u << 30) : (uInt)left;
-        crc = crc32(crc, p, chunk);
-        p += chunk;
-        left -= chunk;
-    }
-    return (uint32_t)crc;
-}
-
-uint32_t gpt_params_crc32(const gpt_model *m)
-{
-    float *host = malloc(m->num_params * sizeof(float));
-    m->k->copy_to_host(host, m->params, m->num_params * sizeof(float));
-    uint32_t crc = gpt_crc32_floats(host, m->num_params);
-    free(host);
-    return crc;
 }
 
 double gpt_forward_flops(const gpt_config *c, int B)

@@ -1,0 +1,15 @@
+/* Internal to the model's two files (gpt.c: allocation, forward and backward; gpt_layout.c:
+ * parameter layout and initialisation). */
+#ifndef DTSIM_ENGINE_GPT_INTERNAL_H
+#define DTSIM_ENGINE_GPT_INTERNAL_H
+#include <stdint.h>
+#include "gpt.h"
+
+/* A layer's tensors, in the order of gpt.h. */
+enum { J_LN1_W, J_LN1_B, J_QKV_W, J_QKV_B, J_PROJ_W, J_PROJ_B, J_LN2_W, J_LN2_B, J_FC_W, J_FC_B, J_FCPROJ_W,
+       J_FCPROJ_B };
+
+/* GPT-2 initialisation of the whole model in the single-rank layout, on the host (malloc'd,
+ * global_params floats); the tensor table must be filled. */
+float *gpt_init_global(const gpt_model *m, uint64_t seed);
+#endif
