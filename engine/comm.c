@@ -260,29 +260,47 @@ static void check(int rc, const char *what)
 /* MPI counts are ints: move big buffers in chunks. */
 #define CHUNK ((size_t)1 << 28)
 
-void comm_allreduce_sum(comm_group *g, float *buf, size_t n)
+/* An in-place all-reduce of n elements of `elem` bytes, in chunks (MPI counts are ints);
+ * count_bytes: add what the ring sends to the group's tally. */
+static void allreduce_typed(comm_group *g, void *buf, size_t n, size_t elem, MPI_Datatype type, MPI_Op op,
+                            const char *what, int count_bytes)
 {
     if (g->size == 1)
         return;
     for (size_t off = 0; off < n; off += CHUNK) {
         size_t k = n - off < CHUNK ? n - off : CHUNK;
-        wd_enter(g->wd, "all-reduce", g->size);
-        check(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_FLOAT, MPI_SUM, g->mpi), "all-reduce");
+        wd_enter(g->wd, what, g->size);
+        check(MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * elem, (int)k, type, op, g->mpi), what);
         wd_leave(g->wd);
     }
-    g->bytes_sent += 2.0 * (g->size - 1) / g->size * n * sizeof(float);
+    if (count_bytes)
+        g->bytes_sent += 2.0 * (g->size - 1) / g->size * n * elem;
+}
+
+/* A reduce-scatter of n elements (a multiple of the group size) into this rank's part of buf. */
+static void reduce_scatter_typed(comm_group *g, void *buf, size_t n, size_t elem, MPI_Datatype type, MPI_Op op,
+                                 const char *what)
+{
+    if (g->size == 1)
+        return;
+    size_t part = n / (size_t)g->size;
+    void *mine = malloc(part * elem);
+    wd_enter(g->wd, what, g->size);
+    check(MPI_Reduce_scatter_block(buf, mine, (int)part, type, op, g->mpi), what);
+    wd_leave(g->wd);
+    memcpy((char *)buf + part * (size_t)g->rank * elem, mine, part * elem);
+    free(mine);
+    g->bytes_sent += (double)(g->size - 1) / g->size * n * elem;
+}
+
+void comm_allreduce_sum(comm_group *g, float *buf, size_t n)
+{
+    allreduce_typed(g, buf, n, sizeof(float), MPI_FLOAT, MPI_SUM, "all-reduce", 1);
 }
 
 void comm_allreduce_max(comm_group *g, float *buf, size_t n)
 {
-    if (g->size == 1)
-        return;
-    for (size_t off = 0; off < n; off += CHUNK) {
-        size_t k = n - off < CHUNK ? n - off : CHUNK;
-        wd_enter(g->wd, "all-reduce (max)", g->size);
-        check(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_FLOAT, MPI_MAX, g->mpi), "all-reduce (max)");
-        wd_leave(g->wd);
-    }
+    allreduce_typed(g, buf, n, sizeof(float), MPI_FLOAT, MPI_MAX, "all-reduce (max)", 0);
 }
 
 uint16_t comm_bf16_from_float(float x)
@@ -323,43 +341,17 @@ static MPI_Op bf16_sum_op(void)
 
 void comm_allreduce_sum_bf16(comm_group *g, uint16_t *buf, size_t n)
 {
-    if (g->size == 1)
-        return;
-    for (size_t off = 0; off < n; off += CHUNK) {
-        size_t k = n - off < CHUNK ? n - off : CHUNK;
-        wd_enter(g->wd, "all-reduce (bf16)", g->size);
-        check(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_UINT16_T, bf16_sum_op(), g->mpi), "all-reduce");
-        wd_leave(g->wd);
-    }
-    g->bytes_sent += 2.0 * (g->size - 1) / g->size * n * sizeof(uint16_t);
+    allreduce_typed(g, buf, n, sizeof(uint16_t), MPI_UINT16_T, bf16_sum_op(), "all-reduce (bf16)", 1);
 }
 
 void comm_reduce_scatter_sum_bf16(comm_group *g, uint16_t *buf, size_t n)
 {
-    if (g->size == 1)
-        return;
-    size_t part = n / (size_t)g->size;
-    uint16_t *mine = malloc(part * sizeof(uint16_t));
-    wd_enter(g->wd, "reduce-scatter (bf16)", g->size);
-    check(MPI_Reduce_scatter_block(buf, mine, (int)part, MPI_UINT16_T, bf16_sum_op(), g->mpi), "reduce-scatter");
-    wd_leave(g->wd);
-    memcpy(buf + part * (size_t)g->rank, mine, part * sizeof(uint16_t));
-    free(mine);
-    g->bytes_sent += (double)(g->size - 1) / g->size * n * sizeof(uint16_t);
+    reduce_scatter_typed(g, buf, n, sizeof(uint16_t), MPI_UINT16_T, bf16_sum_op(), "reduce-scatter (bf16)");
 }
 
 void comm_reduce_scatter_sum(comm_group *g, float *buf, size_t n)
 {
-    if (g->size == 1)
-        return;
-    size_t part = n / (size_t)g->size;
-    float *mine = malloc(part * sizeof(float));
-    wd_enter(g->wd, "reduce-scatter", g->size);
-    check(MPI_Reduce_scatter_block(buf, mine, (int)part, MPI_FLOAT, MPI_SUM, g->mpi), "reduce-scatter");
-    wd_leave(g->wd);
-    memcpy(buf + part * (size_t)g->rank, mine, part * sizeof(float));
-    free(mine);
-    g->bytes_sent += (double)(g->size - 1) / g->size * n * sizeof(float);
+    reduce_scatter_typed(g, buf, n, sizeof(float), MPI_FLOAT, MPI_SUM, "reduce-scatter");
 }
 
 void comm_allgather(comm_group *g, float *buf, size_t n)
