@@ -4,11 +4,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static int ready;
-    if (!ready) {
-        fuzz_quiet();
-        ready = 1;
-    }
+    fuzz_setup(0, 0);
     const char *path = fuzz_write_file("calibration.json", data, size);
     calibration_config c;
     config_error err;

@@ -4,14 +4,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static int ready;
-    if (!ready) {
-        setenv("DTSIM_ROOT", DTSIM_SOURCE_DIR, 1);
-        fuzz_quiet();
-        if (!freopen("/dev/null", "w", stderr))
-            abort();
-        ready = 1;
-    }
+    fuzz_setup(1, 1);
     const char *path = fuzz_write_file("cases.json", data, size);
     char *argv[] = {"validate", (char *)path, "--fidelity", "analytic", NULL};
     cli_validate(4, argv);

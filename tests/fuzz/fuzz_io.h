@@ -32,4 +32,19 @@ static inline void fuzz_quiet(void)
             abort();
     }
 }
+
+/* Once per process: quiet output (stderr too when asked), and, when repo_paths, relative
+ * platform and calibration paths resolved against the repository as for files in it. */
+static inline void fuzz_setup(int repo_paths, int quiet_stderr)
+{
+    static int done;
+    if (done)
+        return;
+    done = 1;
+    if (repo_paths)
+        setenv("DTSIM_ROOT", DTSIM_SOURCE_DIR, 1);
+    fuzz_quiet();
+    if (quiet_stderr && !freopen("/dev/null", "w", stderr))
+        abort();
+}
 #endif

@@ -6,12 +6,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static int ready;
-    if (!ready) {
-        setenv("DTSIM_ROOT", DTSIM_SOURCE_DIR, 1);
-        fuzz_quiet();
-        ready = 1;
-    }
+    fuzz_setup(1, 0);
     const char *path = fuzz_write_file("scenario.json", data, size);
     scenario_config s;
     config_error err;

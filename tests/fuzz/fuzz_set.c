@@ -5,12 +5,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static int ready;
-    if (!ready) {
-        setenv("DTSIM_ROOT", DTSIM_SOURCE_DIR, 1);
-        fuzz_quiet();
-        ready = 1;
-    }
+    fuzz_setup(1, 0);
     char *text = malloc(size + 1);
     memcpy(text, data, size);
     text[size] = 0;
