@@ -3,7 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+#include <simgrid/engine.h>
 #include "flow_internal.h"
 
 int flow_platform_path(char *out, size_t n)
@@ -49,4 +52,83 @@ void flow_platform_describe(const platform_config *p, const calibration_config *
              usable_Bps(c, LINK_NETWORK, p->node.nic_bandwidth_gbps / 8.0 * 1e9), p->network.link_latency_us * 1e-6,
              p->network.switch_latency_us * 1e-6, p->network.oversubscription);
     setenv("DTSIM_RAILZONE", params, 1);
+}
+
+int flow_read_all(int fd, void *buf, size_t n)
+{
+    char *p = buf;
+    while (n > 0) {
+        ssize_t got = read(fd, p, n);
+        if (got <= 0)
+            return -1;
+        p += got;
+        n -= (size_t)got;
+    }
+    return 0;
+}
+
+int flow_write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t put = write(fd, p, n);
+        if (put <= 0)
+            return -1;
+        p += put;
+        n -= (size_t)put;
+    }
+    return 0;
+}
+
+double flow_simgrid_start(const char *name, const char *so)
+{
+    char *argv0[] = {(char *)name, "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
+                     "--log=root.thres:critical", NULL};
+    int argc = 4;
+    simgrid_init(&argc, argv0);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    simgrid_load_platform(so);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9;
+}
+
+int flow_in_child(const char *who, const char *what, flow_child_fn child, flow_reader_fn reader, void *ctx,
+                  config_error *err)
+{
+    char so[4096];
+    if (flow_platform_path(so, sizeof so) != 0) {
+        snprintf(err->msg, sizeof err->msg,
+                 "%s: the SimGrid platform module libdtsim_railzone.so was not found next to the program (../lib/) "
+                 "nor in DTSIM_RAILZONE_SO", who);
+        return -1;
+    }
+    int fds[2];
+    if (pipe(fds) != 0) {
+        snprintf(err->msg, sizeof err->msg, "%s: pipe failed", who);
+        return -1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        snprintf(err->msg, sizeof err->msg, "%s: fork failed", who);
+        return -1;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        _exit(child(ctx, so, fds[1]));
+    }
+    close(fds[1]);
+    int rc = reader(ctx, fds[0]);
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (rc || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        snprintf(err->msg, sizeof err->msg, "%s: %s failed (child status %d)", who, what, status);
+        return -1;
+    }
+    return 0;
 }

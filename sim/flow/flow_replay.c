@@ -324,13 +324,7 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
     int gpus = scenario_gpus(s), nodes = (gpus + c.gpn - 1) / c.gpn;
     flow_platform_describe(&s->platform, &s->calibration, nodes);
 
-    char *argv0[] = {"dtsim-flow", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
-                     "--log=root.thres:critical", NULL};
-    int argc = 4;
-    simgrid_init(&argc, argv0);
-    double t0 = now_s();
-    simgrid_load_platform(so);
-    double t_load = now_s() - t0;
+    double t_load = flow_simgrid_start("dtsim-flow", so);
 
     c.hosts = calloc((size_t)gpus, sizeof *c.hosts);
     char name[64];
@@ -484,56 +478,44 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
         xbt_dynar_free(&links);
     }
     size_t bytes = (size_t)n * sizeof(double);
-    if (write(fd, &rep, sizeof rep) != (ssize_t)sizeof rep || write(fd, c.start, bytes) != (ssize_t)bytes ||
-        write(fd, c.finish, bytes) != (ssize_t)bytes)
-        return 1;
-    return 0;
+    return flow_write_all(fd, &rep, sizeof rep) || flow_write_all(fd, c.start, bytes) ||
+           flow_write_all(fd, c.finish, bytes);
+}
+
+typedef struct {
+    const scenario_config *s;
+    const step_workload *w;
+    const flow_options *o;
+    replay_times *t;
+    flow_report rep;
+} replay_ctx;
+
+static int child_replay(void *arg, const char *so, int fd)
+{
+    replay_ctx *x = arg;
+    return child_run(x->s, x->w, so, fd, x->o);
+}
+
+static int read_replay(void *arg, int fd)
+{
+    replay_ctx *x = arg;
+    size_t bytes = (size_t)x->w->n_tasks * sizeof(double);
+    return flow_read_all(fd, &x->rep, sizeof x->rep) || flow_read_all(fd, x->t->start, bytes) ||
+           flow_read_all(fd, x->t->finish, bytes);
 }
 
 int replay_flow_with(const scenario_config *s, const step_workload *w, const flow_options *o, replay_times *t,
                      flow_report *r, config_error *err)
 {
-    char so[4096];
-    if (flow_platform_path(so, sizeof so) != 0) {
-        snprintf(err->msg, sizeof err->msg,
-                 "flow fidelity: the SimGrid platform module libdtsim_railzone.so was not found next to the "
-                 "program (../lib/) nor in DTSIM_RAILZONE_SO");
-        return -1;
-    }
     if (s->parallel.tp * s->parallel.cp * FLOW_MAX_PARALLEL < 1) {
         snprintf(err->msg, sizeof err->msg, "flow fidelity: empty layout");
         return -1;
     }
-    int fds[2];
-    if (pipe(fds) != 0) {
-        snprintf(err->msg, sizeof err->msg, "flow fidelity: pipe failed");
+    replay_ctx x = {.s = s, .w = w, .o = o, .t = t};
+    if (flow_in_child("flow fidelity", "the SimGrid replay", child_replay, read_replay, &x, err) != 0)
         return -1;
-    }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        snprintf(err->msg, sizeof err->msg, "flow fidelity: fork failed");
-        return -1;
-    }
-    if (pid == 0) {
-        close(fds[0]);
-        _exit(child_run(s, w, so, fds[1], o));
-    }
-    close(fds[1]);
-    flow_report rep;
-    size_t bytes = (size_t)w->n_tasks * sizeof(double);
-    int rc = flow_read_all(fds[0], &rep, sizeof rep) || flow_read_all(fds[0], t->start, bytes) ||
-             flow_read_all(fds[0], t->finish, bytes);
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (rc || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        snprintf(err->msg, sizeof err->msg, "flow fidelity: the SimGrid replay failed (child status %d)", status);
-        return -1;
-    }
     if (r)
-        *r = rep;
+        *r = x.rep;
     return 0;
 }
 
