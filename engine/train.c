@@ -130,7 +130,7 @@ static double run_pipeline(const train_options *o, pipeline_plan *pl, gpt_model 
                            float dloss, int *tokens, int *targets)
 {
     comm_ctx *c = o->comm;
-    int L = m->cfg.num_layers, T = m->T, last = pl->P * pl->V - 1;
+    int T = m->T, last = pl->P * pl->V - 1;
     size_t act = (size_t)m->B * T * m->cfg.hidden;
     double loss_sum = 0;
     for (int i = 0; i < pl->sched.count[pl->s]; i++) {
@@ -165,7 +165,6 @@ static double run_pipeline(const train_options *o, pipeline_plan *pl, gpt_model 
         }
     }
     comm_wait_sends(c);
-    (void)L;
     return loss_sum;
 }
 
