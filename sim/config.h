@@ -10,6 +10,7 @@
 
 #define CFG_NAME_MAX 128
 #define CFG_PATH_MAX 4096
+#define GRAD_INT8_BLOCK 2048                 /* elements sharing one fp32 scale in int8 reduction */
 
 typedef enum { PREC_FP32 = 0, PREC_TF32, PREC_FP16, PREC_BF16, PREC_FP8, PREC_COUNT } precision_kind;
 const char *precision_name(precision_kind p);           /* "fp32", "tf32", "fp16", "bf16", "fp8" */
@@ -18,6 +19,10 @@ int precision_from_name(const char *name);              /* -1 if unknown */
 typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_kind;
 typedef enum { TOPO_RAIL_OPTIMIZED_FAT_TREE = 0, TOPO_FAT_TREE, TOPO_SINGLE_SWITCH } topology_kind;
 typedef enum { OPTIMIZER_ADAM = 0, OPTIMIZER_SGD } optimizer_kind;
+/* Gradient compression of the DP reduction beyond a narrower dtype (parallel.grad_compression) */
+typedef enum { GRAD_COMPRESSION_NONE = 0, GRAD_COMPRESSION_TOPK, GRAD_COMPRESSION_POWERSGD } grad_compression_kind;
+/* Where ZeRO-Offload / ZeRO-Infinity keeps optimizer states or parameters */
+typedef enum { OFFLOAD_NONE = 0, OFFLOAD_CPU, OFFLOAD_NVME } offload_device;
 
 /* ---- platform ------------------------------------------------------------------------ */
 typedef struct {
@@ -34,7 +39,9 @@ typedef struct {
         double nvlink_latency_us;
         int nics;
         double nic_bandwidth_gbps;           /* per NIC, per direction, Gb/s */
-        double pcie_bandwidth_gbs;
+        double pcie_bandwidth_gbs;           /* host <-> one GPU, per direction, GB/s */
+        double host_memory_bandwidth_gbs;    /* the node's CPU DRAM bandwidth, GB/s (0 = not given) */
+        double nvme_read_gbs, nvme_write_gbs; /* the node's local NVMe, GB/s (0 = not given) */
     } node;
     struct {
         int nodes;
@@ -48,6 +55,8 @@ typedef struct {
     struct {
         double checkpoint_write_gbs;
         double checkpoint_read_gbs;
+        double dataset_read_gbs;             /* training data, aggregate over the cluster (default:
+                                                checkpoint_read_gbs) */
     } storage;
     char calibration[CFG_PATH_MAX];          /* default calibration path ("" if none) */
 } platform_config;
@@ -109,6 +118,14 @@ typedef struct {
         recompute_kind recompute;
         optimizer_kind optimizer;
         double tokens;                       /* token budget for days_to_train (0 = unset) */
+        struct {                             /* training.data_loader (absent: input is free) */
+            int present;
+            double sample_bytes;             /* bytes read from storage per sample */
+            double decode_ms_per_sample;     /* CPU time to decode one sample, one worker */
+            int workers;                     /* loader worker processes per reading rank */
+            int prefetch_batches;            /* micro-batches loaded ahead of use (queue depth) */
+            double cv;                       /* coefficient of variation of a micro-batch's load time */
+        } data_loader;
     } training;
     struct {
         int tp, pp, dp, vpp, cp, ep;
@@ -117,8 +134,16 @@ typedef struct {
         pipeline_kind schedule;
         int overlap_grad_reduce;
         double bucket_size_mb;
-        int grad_reduce_bytes;               /* DP gradient reduction: 4 fp32, 2 bf16, 0 the
-                                                training precision's (grad_reduce_dtype "auto") */
+        double grad_reduce_bytes;            /* DP gradient reduction, bytes per element: 4 fp32,
+                                                2 bf16/fp16, 1 + 4/GRAD_INT8_BLOCK int8 (a fp32 scale
+                                                per block), 0 the training precision's ("auto") */
+        int grad_reduce_int8;                /* 1: int8 quantized (reduced in fp32 after a
+                                                quantized all-to-all, as ZeRO++'s qgZ) */
+        grad_compression_kind grad_compression;
+        double topk_ratio;                   /* top-k: fraction of the gradient's elements sent */
+        int powersgd_rank;                   /* PowerSGD: rank r of the P and Q factors */
+        offload_device offload_optimizer;    /* ZeRO-Offload: optimizer states and step on the host */
+        offload_device offload_parameters;   /* ZeRO-Infinity: fp16 parameters too (needs zero_stage 3) */
         int pipeline_layers_count;           /* 0 = equal split */
         int *pipeline_layers;                /* owned, one per stage */
     } parallel;
@@ -140,6 +165,14 @@ typedef struct {
         int elastic;                         /* shrink DP instead of waiting */
         char failure_trace[CFG_PATH_MAX];    /* replay failures from a file ("" = draw them) */
     } faults;
+    struct {                                 /* parameter_server (absent: synchronous all-reduce only) */
+        int present;
+        int servers;                         /* server hosts the parameters are sharded over */
+        double server_nic_gbps;              /* each server's network bandwidth (default: a node's NICs) */
+        int steps;                           /* steps per worker to simulate */
+        int max_staleness;                   /* stale-synchronous bound (0 = fully asynchronous) */
+        double compute_cv;                   /* variation of a worker's step compute time */
+    } parameter_server;
     struct {
         int steps;
         int fidelity_flow;                   /* 0 analytic, 1 flow */

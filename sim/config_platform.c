@@ -25,10 +25,11 @@ int platform_parse(json_t *root, const char *path, const char *base_dir, int nee
     static const char *const top[] = {"name", "gpu", "node", "network", "storage", "calibration", NULL};
     static const char *const gpu_keys[] = {"name", "memory_gib", "hbm_bandwidth_gbs", "peak_tflops", NULL};
     static const char *const node_keys[] = {"gpus", "nvlink_bandwidth_gbs", "nvlink_latency_us", "nics",
-                                            "nic_bandwidth_gbps", "pcie_bandwidth_gbs", NULL};
+                                            "nic_bandwidth_gbps", "pcie_bandwidth_gbs", "host_memory_bandwidth_gbs",
+                                            "nvme_read_gbs", "nvme_write_gbs", NULL};
     static const char *const net_keys[] = {"nodes", "topology", "tiers", "leaf_radix", "oversubscription",
                                            "link_latency_us", "switch_latency_us", NULL};
-    static const char *const storage_keys[] = {"checkpoint_write_gbs", "checkpoint_read_gbs", NULL};
+    static const char *const storage_keys[] = {"checkpoint_write_gbs", "checkpoint_read_gbs", "dataset_read_gbs", NULL};
     static const char *const topologies[] = {"rail_optimized_fat_tree", "fat_tree", "single_switch", NULL};
     memset(p, 0, sizeof *p);
     char sub[2 * CFG_PATH_MAX];
@@ -76,7 +77,10 @@ int platform_parse(json_t *root, const char *path, const char *base_dir, int nee
         return -1;
     p->node.nics = (int)v;
     if (config_num(node, sub, "nic_bandwidth_gbps", 0, 0, 0, 1e7, 0, &p->node.nic_bandwidth_gbps, err) ||
-        config_num(node, sub, "pcie_bandwidth_gbs", 0, 32, 0, 1e6, 1, &p->node.pcie_bandwidth_gbs, err))
+        config_num(node, sub, "pcie_bandwidth_gbs", 0, 32, 0, 1e6, 1, &p->node.pcie_bandwidth_gbs, err) ||
+        config_num(node, sub, "host_memory_bandwidth_gbs", 0, 0, 0, 1e6, 0, &p->node.host_memory_bandwidth_gbs, err) ||
+        config_num(node, sub, "nvme_read_gbs", 0, 0, 0, 1e6, 0, &p->node.nvme_read_gbs, err) ||
+        config_num(node, sub, "nvme_write_gbs", 0, 0, 0, 1e6, 0, &p->node.nvme_write_gbs, err))
         return -1;
 
     if (config_object(root, path, "network", &net, err))
@@ -119,7 +123,10 @@ int platform_parse(json_t *root, const char *path, const char *base_dir, int nee
     json_t *st = storage ? storage : empty;
     int rc = config_check_keys(st, sub, storage_keys, err) ||
              config_num(st, sub, "checkpoint_write_gbs", 0, 10, 0, 1e7, 1, &p->storage.checkpoint_write_gbs, err) ||
-             config_num(st, sub, "checkpoint_read_gbs", 0, 20, 0, 1e7, 1, &p->storage.checkpoint_read_gbs, err);
+             config_num(st, sub, "checkpoint_read_gbs", 0, 20, 0, 1e7, 1, &p->storage.checkpoint_read_gbs, err) ||
+             config_num(st, sub, "dataset_read_gbs", 0, 0, 0, 1e7, 0, &p->storage.dataset_read_gbs, err);
+    if (!rc && p->storage.dataset_read_gbs <= 0) /* not given: the same file system as checkpoints */
+        p->storage.dataset_read_gbs = p->storage.checkpoint_read_gbs;
     json_decref(empty);
     if (rc)
         return -1;

@@ -92,7 +92,7 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
 static int parse_training(json_t *t, scenario_config *s, config_error *err)
 {
     static const char *const keys[] = {"global_batch_size", "micro_batch_size", "precision",
-                                       "recompute_granularity", "optimizer", "tokens", NULL};
+                                       "recompute_granularity", "optimizer", "tokens", "data_loader", NULL};
     static const char *const precisions[] = {"fp32", "tf32", "fp16", "bf16", "fp8", NULL};
     static const char *const recompute[] = {"none", "selective", "full", NULL};
     static const char *const optimizers[] = {"adam", "sgd", NULL};
@@ -104,7 +104,8 @@ static int parse_training(json_t *t, scenario_config *s, config_error *err)
         config_enum(t, p, "precision", precisions, PREC_BF16, &prec, err) ||
         config_enum(t, p, "recompute_granularity", recompute, RECOMPUTE_NONE, &rec, err) ||
         config_enum(t, p, "optimizer", optimizers, OPTIMIZER_ADAM, &opt, err) ||
-        config_num(t, p, "tokens", 0, 0, 0, 1e18, 0, &s->training.tokens, err))
+        config_num(t, p, "tokens", 0, 0, 0, 1e18, 0, &s->training.tokens, err) ||
+        config_parse_data_loader(t, s, err))
         return -1;
     s->training.precision = (precision_kind)prec;
     s->training.recompute = (recompute_kind)rec;
@@ -185,7 +186,7 @@ int scenario_validate_layout(const scenario_config *s, config_error *err)
     }
     if (s->parallel.zero_stage < 0 || s->parallel.zero_stage > 3)
         return config_fail(err, "%s.zero_stage: %d is outside the allowed range 0..3", p, s->parallel.zero_stage);
-    return 0;
+    return config_validate_playbook(s, err);
 }
 
 static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
@@ -194,10 +195,9 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
                                        "data_parallel_size", "virtual_pipeline_model_parallel_size",
                                        "sequence_parallel", "context_parallel_size", "expert_model_parallel_size",
                                        "zero_stage", "schedule", "overlap_grad_reduce", "bucket_size_mb",
-                                       "pipeline_layers", "grad_reduce_dtype", NULL};
+                                       "pipeline_layers", "grad_reduce_dtype", "grad_compression",
+                                       "offload_optimizer", "offload_parameters", NULL};
     static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
-    static const char *const reduce_dtypes[] = {"auto", "fp32", "bf16", NULL};
-    int reduce_dtype;
     const char *p = S ".parallel";
     long long tp, pp, dp, vpp, cp, ep, zero;
     int sched;
@@ -211,10 +211,8 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
         config_bool(par, p, "sequence_parallel", 0, &s->parallel.sequence_parallel, err) ||
         config_enum(par, p, "schedule", schedules, PIPELINE_1F1B, &sched, err) ||
         config_bool(par, p, "overlap_grad_reduce", 0, &s->parallel.overlap_grad_reduce, err) ||
-        config_num(par, p, "bucket_size_mb", 0, 40, 0, 1e6, 1, &s->parallel.bucket_size_mb, err) ||
-        config_enum(par, p, "grad_reduce_dtype", reduce_dtypes, 0, &reduce_dtype, err))
+        config_num(par, p, "bucket_size_mb", 0, 40, 0, 1e6, 1, &s->parallel.bucket_size_mb, err))
         return -1;
-    s->parallel.grad_reduce_bytes = reduce_dtype == 1 ? 4 : reduce_dtype == 2 ? 2 : 0;
     long long platform_gpus = (long long)s->platform.network.nodes * s->platform.node.gpus;
     long long model_ranks = tp * pp * cp;
     if (model_ranks > platform_gpus)
@@ -260,6 +258,9 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
             return config_fail(err, "%s.pipeline_layers: sum to %lld, not num_layers=%lld", p, sum,
                                s->model.num_layers);
     }
+    /* the playbook keys are parsed after the layout and checked with it (config_validate_playbook) */
+    if (config_parse_parallel_playbook(par, s, err))
+        return -1;
     return scenario_validate_layout(s, err);
 }
 
@@ -431,7 +432,7 @@ int scenario_load_json(void *json_root, const char *base_dir, const char *const 
                        scenario_config *out, config_error *err)
 {
     static const char *const top[] = {"name", "platform", "calibration", "model", "training", "parallel",
-                                      "faults", "run", NULL};
+                                      "faults", "run", "parameter_server", NULL};
     memset(out, 0, sizeof *out);
     err->msg[0] = 0;
     json_t *root = json_deep_copy(json_root); /* overrides must not touch the caller's document */
@@ -490,7 +491,8 @@ int scenario_load_json(void *json_root, const char *base_dir, const char *const 
     }
     json_t *empty = json_object();
     int bad = parse_model(m, out, err) || parse_training(t, out, err) || parse_parallel(par ? par : empty, out, err) ||
-              parse_faults(f ? f : empty, out, err) || parse_run(r ? r : empty, out, err);
+              parse_faults(f ? f : empty, out, err) || parse_run(r ? r : empty, out, err) ||
+              config_parse_parameter_server(root, out, err);
     json_decref(empty);
     if (bad)
         goto done;

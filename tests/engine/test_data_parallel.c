@@ -39,13 +39,23 @@ static void equivalent(int dp, int zero)
     assert_non_null(p1);
     assert_non_null(p2);
     assert_int_equal(n1, n2);
-    double num = 0, den = 1e-30;
+    /* Summation order differs (one rank accumulates 4 micro-batches, DP ranks 2 each and then
+     * reduce), so gradients differ in their last float bits. AdamW divides by sqrt(v): where a
+     * gradient is near zero, such noise moves that element by up to ~lr per step, so a single
+     * element may differ by ~1e-5 while the parameters as a whole agree to ~1e-6. Hence two
+     * bounds: the relative L2 difference (a real reduction error moves every element) and a
+     * per-element bound of a few such AdamW steps. */
+    double diff2 = 0, ref2 = 1e-30, worst = 0;
     for (size_t i = 0; i < n1; i++) {
-        num = fmax(num, fabs((double)p1[i] - p2[i]));
-        den = fmax(den, fabs(p1[i]));
+        double d = fabs((double)p1[i] - p2[i]);
+        diff2 += d * d;
+        ref2 += (double)p1[i] * p1[i];
+        worst = fmax(worst, d);
     }
-    print_message("dp %d zero %d: parameters max relative difference %.2e\n", dp, zero, num / den);
-    assert_true(num / den <= 1e-5);
+    print_message("dp %d zero %d: parameters relative L2 difference %.2e, largest element difference %.2e\n", dp,
+                  zero, sqrt(diff2 / ref2), worst);
+    assert_true(sqrt(diff2 / ref2) <= 1e-5);
+    assert_true(worst <= 1e-4);
     free(p1);
     free(p2);
     free_lines(S, ns);

@@ -1,0 +1,142 @@
+/* Scenario keys of the techniques beyond 3D parallelism and ZeRO: gradient compression,
+ * ZeRO-Offload / ZeRO-Infinity, the data loader and asynchronous parameter servers. Parsed
+ * here so that config_scenario.c keeps the core formats; the models that use them live in
+ * workload.c (compression, offload), data_loader.c and async_ps.c. */
+#include "config_internal.h"
+
+#include <string.h>
+
+#define S "scenario"
+
+/* parallel.grad_reduce_dtype, parallel.grad_compression, parallel.offload_* */
+int config_parse_parallel_playbook(json_t *par, scenario_config *s, config_error *err)
+{
+    static const char *const reduce_dtypes[] = {"auto", "fp32", "bf16", "fp16", "int8", NULL};
+    static const char *const methods[] = {"none", "topk", "powersgd", NULL};
+    static const char *const devices[] = {"none", "cpu", "nvme", NULL};
+    static const char *const comp_keys[] = {"method", "topk_ratio", "powersgd_rank", NULL};
+    const char *p = S ".parallel";
+    int dtype, method, opt_dev, par_dev;
+    long long rank;
+    json_t *comp;
+    if (config_enum(par, p, "grad_reduce_dtype", reduce_dtypes, 0, &dtype, err) ||
+        config_object(par, p, "grad_compression", &comp, err) ||
+        config_enum(par, p, "offload_optimizer", devices, OFFLOAD_NONE, &opt_dev, err) ||
+        config_enum(par, p, "offload_parameters", devices, OFFLOAD_NONE, &par_dev, err))
+        return -1;
+    static const double dtype_bytes[] = {0, 4, 2, 2, 1 + 4.0 / GRAD_INT8_BLOCK};
+    s->parallel.grad_reduce_bytes = dtype_bytes[dtype];
+    s->parallel.grad_reduce_int8 = dtype == 4;
+
+    const char *c = S ".parallel.grad_compression";
+    json_t *empty = json_object();
+    json_t *cj = comp ? comp : empty;
+    int rc = config_check_keys(cj, c, comp_keys, err) ||
+             config_enum(cj, c, "method", methods, GRAD_COMPRESSION_NONE, &method, err) ||
+             config_num(cj, c, "topk_ratio", 0, 0.01, 0, 1, 1, &s->parallel.topk_ratio, err) ||
+             config_int(cj, c, "powersgd_rank", 0, 4, 1, 65536, &rank, err);
+    json_decref(empty);
+    if (rc)
+        return -1;
+    s->parallel.grad_compression = (grad_compression_kind)method;
+    s->parallel.powersgd_rank = (int)rank;
+    s->parallel.offload_optimizer = (offload_device)opt_dev;
+    s->parallel.offload_parameters = (offload_device)par_dev;
+    return 0;
+}
+
+/* The rules on the parsed struct; also part of scenario_validate_layout, so that the planner's
+ * candidates (other ZeRO stages) obey them. */
+int config_validate_playbook(const scenario_config *s, config_error *err)
+{
+    static const char *const methods[] = {"none", "topk", "powersgd"};
+    static const char *const devices[] = {"none", "cpu", "nvme"};
+    const char *p = S ".parallel";
+    const char *c = S ".parallel.grad_compression";
+    int method = s->parallel.grad_compression, opt_dev = s->parallel.offload_optimizer,
+        par_dev = s->parallel.offload_parameters;
+    if (method != GRAD_COMPRESSION_NONE) {
+        if (s->parallel.zero_stage != 0)
+            return config_fail(err, "%s.method: %s needs zero_stage 0 (it replaces the all-reduce; ZeRO "
+                                    "stage %d reduce-scatters instead)", c, methods[method], s->parallel.zero_stage);
+        if (s->parallel.grad_reduce_int8)
+            return config_fail(err, "%s.method: %s cannot be combined with grad_reduce_dtype int8 (its values are "
+                                    "sent in the reduction dtype: use auto, fp32, bf16 or fp16)", c, methods[method]);
+    }
+
+    if (par_dev != OFFLOAD_NONE && s->parallel.zero_stage != 3)
+        return config_fail(err, "%s.offload_parameters: %s needs zero_stage 3 (ZeRO-Infinity partitions the "
+                                "parameters before moving them), not %d", p, devices[par_dev], s->parallel.zero_stage);
+    if (par_dev != OFFLOAD_NONE && opt_dev == OFFLOAD_NONE)
+        return config_fail(err, "%s.offload_parameters: %s needs offload_optimizer too (the optimizer step runs "
+                                "where the master weights are)", p, devices[par_dev]);
+    const platform_config *pl = &s->platform;
+    for (int i = 0; i < 2; i++) {
+        int dev = i ? par_dev : opt_dev;
+        const char *key = i ? "offload_parameters" : "offload_optimizer";
+        if (dev != OFFLOAD_NONE && pl->node.host_memory_bandwidth_gbs <= 0)
+            return config_fail(err, "%s.%s: %s needs the platform's node.host_memory_bandwidth_gbs (the CPU "
+                                    "optimizer step and host staging run at it)", p, key, devices[dev]);
+        if (dev == OFFLOAD_NVME && (pl->node.nvme_read_gbs <= 0 || pl->node.nvme_write_gbs <= 0))
+            return config_fail(err, "%s.%s: nvme needs the platform's node.nvme_read_gbs and node.nvme_write_gbs",
+                               p, key);
+    }
+    return 0;
+}
+
+/* training.data_loader */
+int config_parse_data_loader(json_t *t, scenario_config *s, config_error *err)
+{
+    static const char *const keys[] = {"sample_bytes", "decode_ms_per_sample", "workers", "prefetch_batches",
+                                       "cv", NULL};
+    const char *p = S ".training.data_loader";
+    json_t *dl;
+    if (config_object(t, S ".training", "data_loader", &dl, err))
+        return -1;
+    memset(&s->training.data_loader, 0, sizeof s->training.data_loader);
+    if (!dl)
+        return 0;
+    long long workers, prefetch;
+    double default_sample = (double)s->model.seq_length * 4; /* uint32 token ids */
+    if (config_check_keys(dl, p, keys, err) ||
+        config_num(dl, p, "sample_bytes", 0, default_sample, 0, 1e12, 1, &s->training.data_loader.sample_bytes,
+                   err) ||
+        config_num(dl, p, "decode_ms_per_sample", 0, 0, 0, 1e9, 0, &s->training.data_loader.decode_ms_per_sample,
+                   err) ||
+        config_int(dl, p, "workers", 0, 1, 1, 1024, &workers, err) ||
+        config_int(dl, p, "prefetch_batches", 0, 2, 0, 1000000, &prefetch, err) ||
+        config_num(dl, p, "cv", 0, 0, 0, 10, 0, &s->training.data_loader.cv, err))
+        return -1;
+    s->training.data_loader.present = 1;
+    s->training.data_loader.workers = (int)workers;
+    s->training.data_loader.prefetch_batches = (int)prefetch;
+    return 0;
+}
+
+/* parameter_server (top level) */
+int config_parse_parameter_server(json_t *root, scenario_config *s, config_error *err)
+{
+    static const char *const keys[] = {"servers", "server_nic_gbps", "steps", "max_staleness", "compute_cv",
+                                       NULL};
+    const char *p = S ".parameter_server";
+    json_t *ps;
+    if (config_object(root, S, "parameter_server", &ps, err))
+        return -1;
+    memset(&s->parameter_server, 0, sizeof s->parameter_server);
+    if (!ps)
+        return 0;
+    long long servers, steps, stale;
+    double node_gbps = s->platform.node.nics * s->platform.node.nic_bandwidth_gbps;
+    if (config_check_keys(ps, p, keys, err) || config_int(ps, p, "servers", 1, 0, 1, 1048576, &servers, err) ||
+        config_num(ps, p, "server_nic_gbps", 0, node_gbps > 0 ? node_gbps : 100, 0, 1e7, 1,
+                   &s->parameter_server.server_nic_gbps, err) ||
+        config_int(ps, p, "steps", 0, 100, 1, 1000000, &steps, err) ||
+        config_int(ps, p, "max_staleness", 0, 0, 0, 1000000, &stale, err) ||
+        config_num(ps, p, "compute_cv", 0, 0, 0, 10, 0, &s->parameter_server.compute_cv, err))
+        return -1;
+    s->parameter_server.present = 1;
+    s->parameter_server.servers = (int)servers;
+    s->parameter_server.steps = (int)steps;
+    s->parameter_server.max_staleness = (int)stale;
+    return 0;
+}
