@@ -1,7 +1,7 @@
-/* MPI collective timing for dtcal; see collectives_cal.h. Bus bandwidth as nccl-tests defines it
- * (its PERFORMANCE.md): busbw = algbw x 2(n-1)/n for all-reduce, x (n-1)/n for all-gather,
- * reduce-scatter and all-to-all, x 1 for send/recv; algbw = size / time, where size is the
- * whole buffer of one rank (all-gather: its output, reduce-scatter: its input). */
+/* The collective timing driver and its MPI backend; see collectives_cal.h. Bus bandwidth as
+ * nccl-tests defines it (its PERFORMANCE.md): busbw = algbw x 2(n-1)/n for all-reduce, x (n-1)/n
+ * for all-gather, reduce-scatter and all-to-all, x 1 for send/recv; algbw = size / time, where
+ * size is the whole buffer of one rank (all-gather: its output, reduce-scatter: its input). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,31 +9,53 @@
 #include <unistd.h>
 #include "collectives_cal.h"
 
-enum { K_ALL_REDUCE, K_ALL_GATHER, K_REDUCE_SCATTER, K_ALLTOALL, K_SENDRECV, K_COUNT };
-static const char *const kind_file[K_COUNT] = {"all_reduce_perf", "all_gather_perf", "reduce_scatter_perf",
-                                               "alltoall_perf", "sendrecv_perf"};
+static const char *const kind_file[COLL_CAL_KINDS] = {"all_reduce_perf", "all_gather_perf", "reduce_scatter_perf",
+                                                      "alltoall_perf", "sendrecv_perf"};
 
 static double bus_factor(int kind, int n)
 {
     switch (kind) {
-    case K_ALL_REDUCE: return 2.0 * (n - 1) / n;
-    case K_SENDRECV: return 1.0;
+    case COLL_CAL_ALL_REDUCE: return 2.0 * (n - 1) / n;
+    case COLL_CAL_SENDRECV: return 1.0;
     default: return (double)(n - 1) / n;
     }
 }
 
-/* One call of `kind` on `bytes` (a multiple of 4 x n). */
-static int call(int kind, float *a, float *b, size_t bytes, int n, int rank)
+/* ---- MPI backend: host buffers, MPI_Wtime ---- */
+typedef struct {
+    float *a, *b;
+    int n, rank;
+} mpi_ctx;
+
+static int mpi_setup(coll_cal_backend *be, size_t max_bytes, int n, int rank, char *err, size_t errlen)
 {
-    int count = (int)(bytes / sizeof(float)), part = count / n;
+    mpi_ctx *c = calloc(1, sizeof *c);
+    be->ctx = c;
+    if (c) {
+        c->n = n;
+        c->rank = rank;
+        c->a = calloc(max_bytes / sizeof(float), sizeof(float));
+        c->b = calloc(max_bytes / sizeof(float), sizeof(float));
+    }
+    int ok = c && c->a && c->b;
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!ok)
+        snprintf(err, errlen, "cannot allocate two buffers of %zu bytes", max_bytes);
+    return ok ? 0 : -1;
+}
+
+static int mpi_call(mpi_ctx *c, int kind, size_t bytes)
+{
+    int count = (int)(bytes / sizeof(float)), part = count / c->n;
+    float *a = c->a, *b = c->b;
     switch (kind) {
-    case K_ALL_REDUCE: return MPI_Allreduce(a, b, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    case K_ALL_GATHER: return MPI_Allgather(a, part, MPI_FLOAT, b, part, MPI_FLOAT, MPI_COMM_WORLD);
-    case K_REDUCE_SCATTER: return MPI_Reduce_scatter_block(a, b, part, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    case K_ALLTOALL: return MPI_Alltoall(a, part, MPI_FLOAT, b, part, MPI_FLOAT, MPI_COMM_WORLD);
+    case COLL_CAL_ALL_REDUCE: return MPI_Allreduce(a, b, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    case COLL_CAL_ALL_GATHER: return MPI_Allgather(a, part, MPI_FLOAT, b, part, MPI_FLOAT, MPI_COMM_WORLD);
+    case COLL_CAL_REDUCE_SCATTER: return MPI_Reduce_scatter_block(a, b, part, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    case COLL_CAL_ALLTOALL: return MPI_Alltoall(a, part, MPI_FLOAT, b, part, MPI_FLOAT, MPI_COMM_WORLD);
     default: {
-        int peer = rank ^ 1;
-        if (peer >= n)
+        int peer = c->rank ^ 1;
+        if (peer >= c->n)
             return MPI_SUCCESS; /* an odd rank out sits this one out */
         return MPI_Sendrecv(a, count, MPI_FLOAT, peer, 7, b, count, MPI_FLOAT, peer, 7, MPI_COMM_WORLD,
                             MPI_STATUS_IGNORE);
@@ -41,9 +63,64 @@ static int call(int kind, float *a, float *b, size_t bytes, int n, int rank)
     }
 }
 
-int collectives_measure_mpi(const coll_cal_options *o, char *err, size_t errlen)
+static double mpi_time_calls(coll_cal_backend *be, int kind, size_t bytes, int iters)
+{
+    mpi_ctx *c = be->ctx;
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; i++)
+        if (mpi_call(c, kind, bytes) != MPI_SUCCESS)
+            return -1;
+    return (MPI_Wtime() - t0) / iters * 1e6;
+}
+
+static void mpi_describe(coll_cal_backend *be, char *out, size_t n)
+{
+    (void)be;
+    snprintf(out, n, " 0 [0x00] CPU (MPI host memory)");
+}
+
+static void mpi_teardown(coll_cal_backend *be)
+{
+    mpi_ctx *c = be->ctx;
+    if (c) {
+        free(c->a);
+        free(c->b);
+    }
+    free(c);
+    be->ctx = NULL;
+}
+
+void coll_cal_mpi(coll_cal_backend *b)
+{
+    *b = (coll_cal_backend){.name = "mpi", .setup = mpi_setup, .time_calls = mpi_time_calls,
+                            .describe = mpi_describe, .teardown = mpi_teardown};
+}
+
+/* ---- the driver ---- */
+static FILE *open_log(const coll_cal_options *o, coll_cal_backend *b, int kind, int n, size_t align, size_t max,
+                      const char *hosts, const int *pids, const char *devices)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.log", o->log_dir, kind_file[kind]);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return NULL;
+    fprintf(f, "# dtcal collectives --backend %s: %s over %d ranks, minBytes %zu maxBytes %zu step: 4(factor) "
+               "iters: %d\n#\n# Using devices\n", b->name, kind_file[kind], n, align, max, o->iters);
+    for (int r = 0; r < n; r++)
+        fprintf(f, "#  Rank %2d Group  0 Pid %6d on %s device %s\n", r, pids[r],
+                hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME, devices + (size_t)r * 256);
+    fprintf(f, "#\n#                                                       out-of-place                       in-place\n"
+               "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "
+               "busbw #wrong\n#        (B)    (elements)                             (us)  (GB/s)  (GB/s)            "
+               "(us)  (GB/s)  (GB/s)\n");
+    return f;
+}
+
+int collectives_measure(const coll_cal_options *o, coll_cal_backend *b, char *err, size_t errlen)
 {
     int n, rank;
+    err[0] = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (n < 2) {
@@ -55,41 +132,23 @@ int collectives_measure_mpi(const coll_cal_options *o, char *err, size_t errlen)
         snprintf(err, errlen, "--max-bytes %.0f is too small for %d ranks", o->max_bytes, n);
         return -1;
     }
-    float *a = calloc(max / sizeof(float), sizeof(float)), *b = calloc(max / sizeof(float), sizeof(float));
-    int ok = a && b;
-    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!ok) {
-        snprintf(err, errlen, "cannot allocate two buffers of %zu bytes", max);
-        free(a);
-        free(b);
+    if (b->setup(b, max, n, rank, err, errlen) != 0) {
+        b->teardown(b);
         return -1;
     }
-    char host[MPI_MAX_PROCESSOR_NAME];
+    char host[MPI_MAX_PROCESSOR_NAME] = "", device[256];
     int hlen = 0;
     MPI_Get_processor_name(host, &hlen);
+    b->describe(b, device, sizeof device);
     char *hosts = rank == 0 ? malloc((size_t)n * MPI_MAX_PROCESSOR_NAME) : NULL;
+    char *devices = rank == 0 ? malloc((size_t)n * 256) : NULL;
     MPI_Gather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Gather(device, 256, MPI_CHAR, devices, 256, MPI_CHAR, 0, MPI_COMM_WORLD);
     int pid = (int)getpid(), *pids = rank == 0 ? malloc((size_t)n * sizeof(int)) : NULL;
     MPI_Gather(&pid, 1, MPI_INT, pids, 1, MPI_INT, 0, MPI_COMM_WORLD);
     int rc = 0;
-    for (int kind = 0; kind < K_COUNT && rc == 0; kind++) {
-        FILE *f = NULL;
-        char path[4096];
-        if (rank == 0) {
-            snprintf(path, sizeof path, "%s/%s.log", o->log_dir, kind_file[kind]);
-            f = fopen(path, "w");
-            if (f) {
-                fprintf(f, "# dtcal collectives --backend mpi: %s over %d ranks, minBytes %zu maxBytes %zu step: "
-                           "4(factor) iters: %d\n#\n# Using devices\n", kind_file[kind], n, align, max, o->iters);
-                for (int r = 0; r < n; r++)
-                    fprintf(f, "#  Rank %2d Group  0 Pid %6d on %s device  0 [0x00] CPU (MPI host memory)\n", r,
-                            pids[r], hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME);
-                fprintf(f, "#\n#                                                       out-of-place                  "
-                           "     in-place\n#       size         count      type   redop    root     time   algbw   "
-                           "busbw #wrong     time   algbw   busbw #wrong\n#        (B)    (elements)               "
-                           "              (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n");
-            }
-        }
+    for (int kind = 0; kind < COLL_CAL_KINDS && rc == 0; kind++) {
+        FILE *f = rank == 0 ? open_log(o, b, kind, n, align, max, hosts, pids, devices) : NULL;
         int opened = rank != 0 || f;
         MPI_Bcast(&opened, 1, MPI_INT, 0, MPI_COMM_WORLD);
         if (!opened) {
@@ -100,15 +159,13 @@ int collectives_measure_mpi(const coll_cal_options *o, char *err, size_t errlen)
         for (size_t bytes = align; bytes <= max && rc == 0; bytes *= 4) {
             /* fewer calls for large messages: about the same time per size */
             int iters = bytes >= ((size_t)1 << 24) ? (o->iters > 4 ? 4 : o->iters) : o->iters;
-            for (int w = 0; w < 2 && rc == 0; w++) /* warm-up */
-                rc = call(kind, a, b, bytes, n, rank) != MPI_SUCCESS;
+            rc = b->time_calls(b, kind, bytes, 2) < 0; /* warm-up */
             MPI_Barrier(MPI_COMM_WORLD);
-            double t0 = MPI_Wtime();
-            for (int i = 0; i < iters && rc == 0; i++)
-                rc = call(kind, a, b, bytes, n, rank) != MPI_SUCCESS;
-            double us = (MPI_Wtime() - t0) / iters * 1e6, worst = 0;
+            double us = rc ? -1 : b->time_calls(b, kind, bytes, iters), worst = 0;
+            rc = us < 0;
+            MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
             MPI_Reduce(&us, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-            if (rank == 0) {
+            if (rank == 0 && !rc) {
                 double algbw = bytes / (worst * 1e-6) / 1e9, busbw = algbw * bus_factor(kind, n);
                 fprintf(f, "%12zu %12zu     float     sum      -1 %8.2f %7.2f %7.2f      0 %8.2f %7.2f %7.2f      0\n",
                         bytes, bytes / sizeof(float), worst, algbw, busbw, worst, algbw, busbw);
@@ -119,13 +176,20 @@ int collectives_measure_mpi(const coll_cal_options *o, char *err, size_t errlen)
             fprintf(f, "# Out of bounds values : 0 OK\n");
             fclose(f);
         }
-        MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         if (rc)
-            snprintf(err, errlen, "%s failed", kind_file[kind]);
+            snprintf(err, errlen, "%s failed (%s)", kind_file[kind], b->name);
     }
+    b->teardown(b);
     free(hosts);
+    free(devices);
     free(pids);
-    free(a);
-    free(b);
     return rc ? -1 : 0;
 }
+
+#ifndef DTCAL_HAVE_NCCL
+int coll_cal_nccl(coll_cal_backend *b)
+{
+    (void)b;
+    return -1;
+}
+#endif

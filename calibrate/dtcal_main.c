@@ -25,7 +25,7 @@ static void usage(FILE *f)
             "  import-nccl-tests LOG... [--kind NAME] [--into CAL.json] [-o FILE]\n"
             "      fit alpha and bus bandwidth per collective from nccl-tests output; link class from\n"
             "      the hosts the log's ranks ran on (one: nvlink, several: network)\n"
-            "  collectives [--backend mpi] [--quick] [--max-bytes N] [--iters N] [--log-dir D] [--into CAL.json]\n"
+            "  collectives [--backend mpi|nccl] [--quick] [--max-bytes N] [--iters N] [--log-dir D] [--into CAL.json]\n"
             "              [-o FILE]   (under mpirun)\n"
             "      time all-reduce, all-gather, reduce-scatter, all-to-all and send/recv from 8 B up (x4),\n"
             "      write nccl-tests style logs and fit alpha and bus bandwidth as import-nccl-tests does\n"
@@ -168,7 +168,7 @@ static int write_collectives(json_t *colls, const char *into, const char *out, c
     return rc;
 }
 
-/* dtcal collectives --backend mpi, under mpirun: every rank times, rank 0 writes the logs, fits
+/* dtcal collectives --backend mpi|nccl, under mpirun: every rank times, rank 0 writes the logs, fits
  * them and writes the calibration. */
 static int cmd_collectives(int argc, char **argv)
 {
@@ -213,11 +213,17 @@ static int cmd_collectives(int argc, char **argv)
             return 2;
         }
     }
-    if (strcmp(backend, "mpi")) {
-        fprintf(stderr, "dtcal collectives: --backend %s: %s\n", backend,
-                strcmp(backend, "nccl") ? "not mpi or nccl"
-                                        : "the NCCL backend needs a GPU build of the engine's communicator (not in this "
-                                          "build); use --backend mpi, or import nccl-tests logs");
+    coll_cal_backend be;
+    if (!strcmp(backend, "mpi")) {
+        coll_cal_mpi(&be);
+    } else if (!strcmp(backend, "nccl")) {
+        if (coll_cal_nccl(&be) != 0) {
+            fprintf(stderr, "dtcal collectives: --backend nccl: this build has no NCCL (it needs the CUDA toolkit "
+                            "with NCCL at configure time); use --backend mpi, or import nccl-tests logs\n");
+            return 2;
+        }
+    } else {
+        fprintf(stderr, "dtcal collectives: --backend %s: not mpi or nccl\n", backend);
         return 2;
     }
     if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE") && !getenv("PMIX_RANK")) {
@@ -249,9 +255,9 @@ static int cmd_collectives(int argc, char **argv)
         o.log_dir = dir;
         char err[1024];
         if (rank == 0)
-            fprintf(stderr, "dtcal collectives: MPI, sizes up to %.0f bytes, %d calls per size; logs in %s\n",
-                    o.max_bytes, o.iters, dir);
-        if (collectives_measure_mpi(&o, err, sizeof err) != 0) {
+            fprintf(stderr, "dtcal collectives: %s, sizes up to %.0f bytes, %d calls per size; logs in %s\n",
+                    be.name, o.max_bytes, o.iters, dir);
+        if (collectives_measure(&o, &be, err, sizeof err) != 0) {
             if (rank == 0)
                 fprintf(stderr, "dtcal collectives: %s\n", err);
             rc = 1;
@@ -265,11 +271,14 @@ static int cmd_collectives(int argc, char **argv)
                 rc = add_fit(colls, path, NULL, "collectives");
             }
             if (rc == 0)
-                rc = write_collectives(colls, into, out, "MPI host memory", "measured", argc, argv, "collectives");
+                rc = write_collectives(colls, into, out, strcmp(be.name, "nccl") ? "MPI host memory" : "NCCL device memory",
+                                       "measured", argc, argv, "collectives");
             json_decref(colls);
         }
     }
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (rc && rank == 0 && !log_dir && dir[0])
+        rmdir(dir); /* our own temporary folder, when nothing was measured into it */
     MPI_Finalize();
     return rc;
 }
