@@ -13,7 +13,11 @@ static void usage(FILE *f)
             "  validate CASES.json     compare predictions with published or measured results\n"
             "  faults SCENARIO.json    failures, checkpoints and goodput over a long run (Monte Carlo)\n"
             "  sweep SCENARIO.json     vary values and simulate every combination\n"
-            "  plan SCENARIO.json      search the parallel layouts for the fastest that fits\n\n"
+            "  plan SCENARIO.json      search the parallel layouts for the fastest that fits\n"
+            "  report SCENARIO.json --measured RUN_DIR  a measured dtrain run (--run-dir) beside its\n"
+            "                          simulation: step time, tokens/s, TFLOP/s, MFU, with the error\n"
+            "  async SCENARIO.json     asynchronous data parallelism with parameter servers beside\n"
+            "                          synchronous all-reduce: throughput, server load, staleness\n\n"
             "Run 'dtsim COMMAND --help' for a command's options. Formats: docs/formats.md.\n"
             "exit: 0 ok, 2 bad input, 1 runtime failure\n");
 }
@@ -39,6 +43,10 @@ int main(int argc, char **argv)
         return cli_sweep(argc - 1, argv + 1);
     if (!strcmp(cmd, "plan"))
         return cli_plan(argc - 1, argv + 1);
+    if (!strcmp(cmd, "report"))
+        return cli_report(argc - 1, argv + 1);
+    if (!strcmp(cmd, "async"))
+        return cli_async(argc - 1, argv + 1);
     fprintf(stderr, "dtsim: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

@@ -1,4 +1,5 @@
 /* Memory per GPU; see memory.h for the accounting. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "memory.h"
@@ -27,6 +28,37 @@ void memory_model_states(double params, int shards, int zero_stage, precision_ki
     out->weights = params * w / (zero_stage >= 3 ? shards : 1);
     out->gradients = params * g / (zero_stage >= 2 ? shards : 1);
     out->optimizer = params * k / (zero_stage >= 1 ? shards : 1);
+    out->total = out->weights + out->gradients + out->optimizer;
+}
+
+void memory_model_states_offload(double params, int shards, int zero_stage, precision_kind prec,
+                                 optimizer_kind opt, offload_device offload_optimizer,
+                                 offload_device offload_parameters, memory_breakdown *out)
+{
+    memory_model_states(params, shards, zero_stage, prec, opt, out);
+    if (offload_optimizer == OFFLOAD_NONE)
+        return;
+    if (shards < 1)
+        shards = 1;
+    /* Each rank owns the optimizer step of its 1/shards (ZeRO >= 1) and receives only that
+     * part of the reduced gradients on the host; without ZeRO it keeps everything. */
+    int owned = zero_stage >= 1 ? shards : 1;
+    double opt_bytes = out->optimizer; /* already sharded as the ZeRO stage says */
+    double grad_host = params * (is_half(prec) ? 2 : 4) / owned;
+    out->optimizer = 0;
+    out->gradients = 0; /* streamed out bucket by bucket: the buckets are in buffers */
+    out->host += grad_host;
+    if (offload_optimizer == OFFLOAD_NVME)
+        out->nvme += opt_bytes;
+    else
+        out->host += opt_bytes;
+    if (offload_parameters != OFFLOAD_NONE) {
+        if (offload_parameters == OFFLOAD_NVME)
+            out->nvme += out->weights;
+        else
+            out->host += out->weights;
+        out->weights = 0; /* only ZeRO-3's gathered working set, in buffers */
+    }
     out->total = out->weights + out->gradients + out->optimizer;
 }
 
@@ -117,12 +149,16 @@ int memory_model_stage(const scenario_config *s, int stage, int in_flight, memor
     double expert = (double)L * lp.expert;
     double dense = params_stage_per_gpu(s, stage) - expert;
     memory_breakdown e;
-    memory_model_states(dense, shards, s->parallel.zero_stage, s->training.precision, s->training.optimizer, out);
-    memory_model_states(expert, expert_shards, s->parallel.zero_stage, s->training.precision, s->training.optimizer,
-                        &e);
+    offload_device off_opt = s->parallel.offload_optimizer, off_par = s->parallel.offload_parameters;
+    memory_model_states_offload(dense, shards, s->parallel.zero_stage, s->training.precision, s->training.optimizer,
+                                off_opt, off_par, out);
+    memory_model_states_offload(expert, expert_shards, s->parallel.zero_stage, s->training.precision,
+                                s->training.optimizer, off_opt, off_par, &e);
     out->weights += e.weights;
     out->gradients += e.gradients;
     out->optimizer += e.optimizer;
+    out->host += e.host;
+    out->nvme += e.nvme;
 
     double act_bytes = is_half(s->training.precision) ? 2 : 4;
     double t = s->parallel.tp > 0 ? s->parallel.tp : 1, cp = cp_i;
@@ -142,8 +178,11 @@ int memory_model_stage(const scenario_config *s, int stage, int in_flight, memor
      * activation and a gradient each way), and with ZeRO-3 the gathered weights of two layers
      * (current + prefetched). */
     double bucket = (s->parallel.bucket_size_mb > 0 ? s->parallel.bucket_size_mb : 40) * 1048576.0;
-    out->buffers = (shards > 1 ? 2 * bucket : 0) + (P > 1 ? 4 * tokens * h * act_bytes : 0);
-    if (s->parallel.zero_stage >= 3 && shards > 1)
+    /* Offload: the reduced buckets are staged on the GPU for their copy to the host even on
+     * one GPU; offloaded parameters are fetched into the two-layer working set even unsharded. */
+    int offload = off_opt != OFFLOAD_NONE;
+    out->buffers = (shards > 1 || offload ? 2 * bucket : 0) + (P > 1 ? 4 * tokens * h * act_bytes : 0);
+    if (s->parallel.zero_stage >= 3 && (shards > 1 || off_par != OFFLOAD_NONE))
         out->buffers += 2 * (lp.dense + lp.expert) * act_bytes;
     out->total = out->weights + out->gradients + out->optimizer + out->activations + out->buffers;
     out->capacity = s->platform.gpu.memory_gib * 1073741824.0;
@@ -166,4 +205,19 @@ int memory_model_worst_stage(const scenario_config *s, const pipeline_schedule *
         }
     }
     return 0;
+}
+
+void memory_offload_per_node(const scenario_config *s, double *host_bytes, double *nvme_bytes)
+{
+    *host_bytes = *nvme_bytes = 0;
+    int P = s->parallel.pp > 0 ? s->parallel.pp : 1;
+    int gpn = s->platform.node.gpus > 0 ? s->platform.node.gpus : 1, gpus = scenario_gpus(s);
+    int on_node = gpus > 0 && gpus < gpn ? gpus : gpn;
+    for (int p = 0; p < P; p++) {
+        memory_breakdown m;
+        if (memory_model_stage(s, p, 0, &m) != 0)
+            continue;
+        *host_bytes = fmax(*host_bytes, m.host * on_node);
+        *nvme_bytes = fmax(*nvme_bytes, m.nvme * on_node);
+    }
 }

@@ -21,6 +21,8 @@ typedef struct {
     double weights, gradients, optimizer, activations, buffers; /* bytes */
     double total, capacity;                                      /* bytes */
     int oom;                                                     /* total > capacity (capacity > 0) */
+    /* ZeRO-Offload / ZeRO-Infinity: what this GPU's rank keeps off the GPU (bytes, not in total) */
+    double host, nvme;
 } memory_breakdown;
 
 /* Bytes -> GiB (2^30 bytes), the unit of "memory_gib" in the JSON output. */
@@ -31,6 +33,23 @@ double memory_bytes_to_gib(double bytes);
  * Fills weights, gradients, optimizer and total (activations, buffers, capacity are 0). */
 void memory_model_states(double params, int shards, int zero_stage, precision_kind prec,
                          optimizer_kind opt, memory_breakdown *out);
+
+/* The same under ZeRO-Offload / ZeRO-Infinity (Ren et al. 2021, arXiv:2101.06840; Rajbhandari
+ * et al. 2021, arXiv:2104.07857): with offload_optimizer the optimizer states (K bytes/param:
+ * fp32 master + Adam m, v = 12 under mixed precision) leave the GPU for host memory (cpu) or
+ * NVMe (nvme), and the gradients go to host memory as they are reduced (the GPU keeps only the
+ * reduction buckets, counted in buffers); with offload_parameters the 2-byte parameters leave
+ * too (host or NVMe), the GPU keeping only ZeRO-3's gathered working set (buffers). Everything
+ * offloaded is sharded as on the GPU. Fills host and nvme; OFFLOAD_NONE twice is
+ * memory_model_states. ZeRO-Offload's closed form (mixed precision Adam, N shards, ZeRO-2):
+ * GPU 2M, host (2 + 12)M/N. */
+void memory_model_states_offload(double params, int shards, int zero_stage, precision_kind prec,
+                                 optimizer_kind opt, offload_device offload_optimizer,
+                                 offload_device offload_parameters, memory_breakdown *out);
+
+/* The host memory and NVMe bytes one node needs for what its GPUs offload: the largest per-GPU
+ * figure over the pipeline stages times the job's GPUs on a node (min(node.gpus, GPUs)). */
+void memory_offload_per_node(const scenario_config *s, double *host_bytes, double *nvme_bytes);
 
 /* Activation bytes one layer keeps for one micro-batch on one GPU under the scenario's
  * TP/SP/CP split and recomputation, between its forward and its backward:
@@ -49,9 +68,11 @@ double memory_recompute_working_set(const scenario_config *s);
 /* One pipeline stage, holding `in_flight` (chunk, micro-batch) activations at its peak
  * (for interleaving, each pair holds one chunk's layers: the stage's layers / v).
  * Stage 0 adds the embedding output of the in-flight micro-batches, the last stage the fp32
- * logits of one micro-batch; buffers are two DP gradient buckets (when dp x cp > 1), four
- * pipeline send/receive activation buffers (when pp > 1) and, under ZeRO-3, the gathered
- * weights of two layers (current + prefetched). Returns 0, -1 for an impossible layout. */
+ * logits of one micro-batch; buffers are two DP gradient buckets (when dp x cp > 1, or with
+ * offload_optimizer: staged for the copy to the host), four pipeline send/receive activation
+ * buffers (when pp > 1) and, under ZeRO-3, the gathered weights of two layers (current +
+ * prefetched; with offload_parameters even unsharded). host / nvme: what the GPU's rank keeps
+ * off the GPU (memory_model_states_offload). Returns 0, -1 for an impossible layout. */
 int memory_model_stage(const scenario_config *s, int stage, int in_flight, memory_breakdown *out);
 
 /* The stage with the largest total under the schedule (in-flight counts from

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "compression.h"
 #include "replay.h"
 
 int replay_times_alloc(replay_times *t, int n_tasks)
@@ -62,7 +63,10 @@ static void attribute_gap(const step_workload *w, const replay_times *t, int i, 
     if (gap <= 0)
         return;
     int j = blocking_dep(w, t, i);
-    if (j < 0 || w->tasks[j].kind == TASK_COMPUTE) {
+    /* compression compute chained to a DP collective on the comm stream (sim/compression.c)
+     * is part of the gradient synchronisation the optimizer waits for: exposed DP */
+    if (j < 0 || (w->tasks[j].kind == TASK_COMPUTE && !(compression_is_compute(&w->tasks[j]) &&
+                                                         w->tasks[j].lane != LANE_COMPUTE))) {
         *bubble += gap;
         return;
     }

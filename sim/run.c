@@ -7,9 +7,11 @@
 #include "flow/flow.h"
 #include "memory.h"
 #include "params.h"
+#include "data_loader.h"
 #include "trace.h"
 #include "run.h"
 #include "workload.h"
+#include "compression_report.h"
 
 static double now_s(void)
 {
@@ -81,6 +83,10 @@ void run_memory_estimate(const scenario_config *s, run_memory *out)
         out->capacity = mb.capacity / gib;
         out->oom = mb.oom;
         out->worst_stage = worst;
+        double host = 0, nvme = 0;
+        memory_offload_per_node(s, &host, &nvme);
+        out->host_gib = host / gib;
+        out->nvme_gib = nvme / gib;
     }
     pipeline_schedule_free(&sched);
 }
@@ -108,6 +114,10 @@ int run_scenario_traced(const scenario_config *s, run_result *r, const char *tra
     step_workload w;
     if (workload_build(&coarse, &w, err) != 0)
         return -1;
+    if (compression_report_fill(&coarse, &w, r, err) != 0) {
+        workload_free(&w);
+        return -1;
+    }
     replay_times times;
     if (replay_times_alloc(&times, w.n_tasks) != 0) {
         workload_free(&w);
@@ -151,6 +161,18 @@ int run_scenario_traced(const scenario_config *s, run_result *r, const char *tra
         for (int p = 0; p < m.stages; p++)
             r->compute_s += m.stage_compute_s[p] / m.stages;
         replay_metrics_free(&m);
+        if (s->training.data_loader.present) {
+            /* input stalls on top of the replayed step (data_loader.h): the step waits for them */
+            data_loader_result dl = {0};
+            rc = data_loader_run(s, &w, &times, r->step_time_s, &dl, err);
+            r->input_present = 1;
+            r->input_exposed_s = dl.exposed_s;
+            r->input_load_s = dl.load_s;
+            r->input_total_s = dl.load_s * (double)scenario_micro_batches(s);
+            r->input_hidden_fraction = dl.hidden_fraction;
+            r->input_readers = dl.readers;
+            r->step_time_s += dl.exposed_s;
+        }
     } else if (rc == 0) {
         snprintf(err->msg, sizeof err->msg, "out of memory deriving metrics");
         rc = -1;
@@ -186,13 +208,25 @@ void *run_result_to_json(const run_result *r)
                             "gradients", r->memory.gradients, "optimizer", r->memory.optimizer,
                             "activations", r->memory.activations, "buffers", r->memory.buffers,
                             "total", r->memory.total, "capacity", r->memory.capacity, "oom", r->memory.oom);
-    return json_pack("{s:s,s:i,s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:{s:f,s:f},s:o,s:o,s:f}",
+    if (r->memory.host_gib > 0 || r->memory.nvme_gib > 0) { /* offload: per node, off the GPUs */
+        json_object_set_new(mem, "host_gib", json_real(r->memory.host_gib));
+        json_object_set_new(mem, "nvme_gib", json_real(r->memory.nvme_gib));
+    }
+    json_t *doc = json_pack("{s:s,s:i,s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:{s:f,s:f},s:o,s:o,s:f}",
                      "scenario", r->scenario, "gpus", r->gpus, "fidelity", r->fidelity_flow ? "flow" : "analytic",
                      "steps", r->steps, "step_time_s", r->step_time_s, "tokens_per_s", r->tokens_per_s,
                      "model_tflops_per_gpu", r->model_tflops_per_gpu,
                      "hardware_tflops_per_gpu", r->hardware_tflops_per_gpu, "mfu", r->mfu, "hfu", r->hfu,
                      "bubble_fraction", "mean", r->bubble_mean, "max", r->bubble_max,
                      "comm_s", comm, "memory_gib", mem, "wall_s", r->wall_s);
+    if (r->input_present) /* training.data_loader: only then, so that other documents stay as they were */
+        json_object_set_new(doc, "input",
+                            json_pack("{s:f,s:f,s:f,s:f,s:I}", "exposed_s", r->input_exposed_s,
+                                      "total_s", r->input_total_s,
+                                      "load_s", r->input_load_s, "hidden_fraction", r->input_hidden_fraction,
+                                      "readers", (json_int_t)r->input_readers));
+    compression_report_json(r, doc);
+    return doc;
 }
 
 int run_result_lookup(const run_result *r, const char *key, double *value)
@@ -245,11 +279,20 @@ void run_result_print(const run_result *r, const scenario_config *s, void *file)
         if (r->comm_total_s[c] > 0 || r->comm_exposed_s[c] > 0)
             fprintf(f, "               %-5s %10.4f %10.4f\n", comm_class_name((comm_class)c),
                     r->comm_total_s[c], r->comm_exposed_s[c]);
+    if (r->input_present)
+        fprintf(f, "               %-5s %10.4f %10.4f   (data loader: %lld readers, %.4f s per micro-batch, "
+                   "%.1f%% hidden by prefetch)\n",
+                "input", r->input_total_s, r->input_exposed_s, r->input_readers, r->input_load_s,
+                100 * r->input_hidden_fraction);
     fprintf(f, "  memory/GPU   %.1f GiB of %.1f GiB%s (stage %d): weights %.1f, gradients %.1f, optimizer %.1f, "
                "activations %.1f, buffers %.1f\n",
             r->memory.total, r->memory.capacity, r->memory.oom ? "  ** OUT OF MEMORY **" : "",
             r->memory.worst_stage, r->memory.weights, r->memory.gradients, r->memory.optimizer,
             r->memory.activations, r->memory.buffers);
+    if (r->memory.host_gib > 0 || r->memory.nvme_gib > 0)
+        fprintf(f, "  offloaded    per node: host memory %.1f GiB, NVMe %.1f GiB\n", r->memory.host_gib,
+                r->memory.nvme_gib);
+    compression_report_print(r, f);
     fprintf(f, "  simulated    %ld tasks in %.3f s wall", r->tasks, r->wall_s);
     if (r->fidelity_flow)
         fprintf(f, " (SimGrid: %ld flows, %.2f s, peak %.0f MiB)", r->flows, r->flow_wall_s, r->flow_peak_rss_mib);

@@ -11,6 +11,8 @@ typedef struct {
     double weights, gradients, optimizer, activations, buffers, total, capacity; /* GiB */
     int oom;
     int worst_stage;
+    /* ZeRO-Offload / ZeRO-Infinity: host memory and NVMe one node needs (GiB; 0 without offload) */
+    double host_gib, nvme_gib;
 } run_memory;
 
 typedef struct {
@@ -40,6 +42,19 @@ typedef struct {
      * time); -1 the failure was due after the step ended; 0 none asked for */
     int step_failed;
     double failed_at_s, detected_at_s;
+    /* training.data_loader (input_present 0: input is free and none of these is reported):
+     * the mean input stall per step that prefetching did not hide (included in step_time_s),
+     * the mean load time of one micro-batch on one reader, a reader's load time per step (all
+     * its micro-batches), the share of it hidden behind compute */
+    int input_present;
+    double input_exposed_s, input_load_s, input_total_s, input_hidden_fraction;
+    long long input_readers;
+    /* gradient compression (compression_present 0: none; sim/compression_report.h defines
+     * them): DP wire bytes with / without, DP comm time saved (of comm_without_s) and
+     * compression compute added, per step on compression_stage */
+    int compression_present, compression_stage;
+    char compression_method[48];
+    double compression_bytes_ratio, compression_comm_saved_s, compression_comm_without_s, compression_compute_s;
 } run_result;
 
 /* FLOPs of one step per DESIGN.md: model FLOPs, and hardware FLOPs (with recomputation). */

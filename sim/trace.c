@@ -7,7 +7,8 @@
 
 static const char *lane_name(task_lane l)
 {
-    return l == LANE_COMPUTE ? "compute" : l == LANE_COMM ? "DP/ZeRO comm" : "pipeline send";
+    return l == LANE_COMPUTE ? "compute" : l == LANE_COMM ? "DP/ZeRO comm" : l == LANE_HOST ? "host (offload)"
+                                                                                     : "pipeline send";
 }
 
 int trace_write_chrome(const char *path, const step_workload *w, const replay_times *t, const char *scenario_name,

@@ -17,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "collective.h"
+#include "compression.h"
 #include "cost.h"
+#include "offload.h"
 #include "params.h"
 #include "workload.h"
 
@@ -42,6 +44,7 @@ typedef struct {
     double call_bytes;     /* the scenario's bucket: one collective call each */
     double compress_s_per_byte; /* grad_reduce_dtype narrower than the gradients: conversion
                                    time per reduced byte (0: none) */
+    grad_compressor comp;  /* int8 / top-k / PowerSGD buckets (sim/compression.c) */
 } builder;
 
 static coll_group group_for(const builder *b, int size, int stride)
@@ -220,6 +223,7 @@ static int builder_init(builder *b, const scenario_config *s, config_error *err)
     b->call_bytes = s->parallel.bucket_size_mb > 0 ? s->parallel.bucket_size_mb * 1048576.0 : 40 * 1048576.0;
     b->bucket_bytes = s->run.flow_bucket_mb > b->call_bytes / 1048576.0 ? s->run.flow_bucket_mb * 1048576.0
                                                                         : b->call_bytes;
+    compression_init(&b->comp, s);
     return 0;
 }
 
@@ -263,6 +267,7 @@ typedef struct {
     int prev_compute;      /* the one before (ZeRO-3 prefetch distance) */
     int last_comm;         /* last DP/ZeRO comm task */
     double pending_grad;   /* gradient bytes produced, not yet in a bucket */
+    int pending_embedding; /* they are the embedding's (PowerSGD compresses its own matrix shape) */
     int *backwards_left;   /* per chunk: backward passes still to run */
 } stage_state;
 
@@ -277,6 +282,12 @@ static void flush_bucket(step_workload *w, const builder *b, stage_state *st, in
     coll_kind coll = s->parallel.zero_stage >= 1 ? COLL_REDUCE_SCATTER : COLL_ALL_REDUCE;
     while (st->pending_grad >= b->bucket_bytes || (force && st->pending_grad > 0)) {
         double bytes = fmin(st->pending_grad, b->bucket_bytes);
+        if (b->comp.active) { /* compressed: the bucket becomes compress, collective(s), decompress */
+            st->last_comm = compression_emit_bucket(w, &b->comp, stage, dep, bytes / b->grad_elem,
+                                                    st->pending_embedding, b->dp, (int)ceil(bytes / b->call_bytes));
+            st->pending_grad -= bytes;
+            continue;
+        }
         st->last_comm = add_comm(w, b, stage, LANE_COMM, coll == COLL_ALL_REDUCE ? "dp_grad_allreduce"
                                                                                 : "dp_grad_reduce_scatter",
                                  COMM_DP, coll, bytes, b->dp, dep);
@@ -302,6 +313,28 @@ static int zero3_gather(step_workload *w, const builder *b, stage_state *st, int
     return id;
 }
 
+/* ZeRO-3 gather with ZeRO-Infinity's parameter offload: the rank's shard comes in from the host
+ * or NVMe first (offload.h); with one rank the fetch alone is what the pass waits for. */
+static int zero3_gather_offloaded(step_workload *w, const builder *b, stage_state *st, int stage, int layers)
+{
+    layer_params lp = params_layer_per_gpu(b->s);
+    int fetch = offload_param_fetch(w, b->s, stage, layers * (lp.dense + lp.expert), st->prev_compute);
+    int gather = zero3_gather(w, b, st, stage, layers);
+    if (gather >= 0 && fetch >= 0 && gather == w->n_tasks - 1)
+        workload_add_dep(w, gather, fetch);
+    return gather >= 0 ? gather : fetch;
+}
+
+/* flush_bucket, then (ZeRO-Offload) the reduced gradients' copy to the host (offload.h). */
+static void flush_and_offload(step_workload *w, const builder *b, stage_state *st, int stage, int dep, int force)
+{
+    double before = st->pending_grad;
+    int last_comm = st->last_comm;
+    flush_bucket(w, b, st, stage, dep, force);
+    double elements = (before - st->pending_grad) / b->grad_elem;
+    offload_grads_to_host(w, b->s, stage, elements, st->last_comm != last_comm ? st->last_comm : dep);
+}
+
 static int emit_pass(step_workload *w, const builder *b, stage_state *st, int stage,
                      const pipe_action *a, int **fwd_p2p, int **bwd_p2p)
 {
@@ -309,7 +342,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
     int vs = pipeline_virtual_stage(P, stage, a->chunk);
     int last_vs = P * V - 1;
     int L = b->layers[vs];
-    int gather = zero3_gather(w, b, st, stage, L);
+    int gather = zero3_gather_offloaded(w, b, st, stage, L);
     int dp_overlap = b->s->parallel.overlap_grad_reduce;
 
     if (a->phase == PIPE_FORWARD) {
@@ -352,7 +385,10 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
     /* Backward. The chunk's last backward produces its final gradients layer by layer, so it
      * is emitted per layer and DP buckets go out as they fill. */
     int last_of_chunk = --st->backwards_left[a->chunk] == 0;
-    int split = last_of_chunk && dp_overlap && b->s->parallel.dp * b->s->parallel.cp > 1;
+    int dpcp = b->s->parallel.dp * b->s->parallel.cp;
+    /* one GPU with ZeRO-Offload: gradients still stream to the host layer by layer */
+    int split = last_of_chunk && ((dp_overlap && dpcp > 1) ||
+                                  (dpcp <= 1 && b->s->parallel.offload_optimizer != OFFLOAD_NONE));
     int pieces = split ? (L > 0 ? L : 1) : 1;
     int first_dep = vs < last_vs ? bwd_p2p[vs + 1][a->micro_batch] : -1;
     int id = -1;
@@ -382,7 +418,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         st->last_compute = id;
         if (split) {
             st->pending_grad += nl * b->grad_bytes_per_layer;
-            flush_bucket(w, b, st, stage, id, 0);
+            flush_and_offload(w, b, st, stage, id, 0);
         }
     }
     if (last_of_chunk && !split)
@@ -414,23 +450,36 @@ static int action_ready(const builder *b, int stage, const pipe_action *a, int *
 static void emit_step_end(step_workload *w, const builder *b, stage_state *st, int stage)
 {
     const scenario_config *s = b->s;
+    if (stage == 0 && b->comp.active && b->comp.method == GRAD_COMPRESSION_POWERSGD) {
+        flush_and_offload(w, b, st, stage, st->last_compute, 1); /* the layers' rest, then the embedding alone */
+        st->pending_embedding = 1;
+    }
     if (stage == 0)
         st->pending_grad += params_embedding_per_gpu(s) * b->grad_elem;
-    flush_bucket(w, b, st, stage, st->last_compute, 1);
+    flush_and_offload(w, b, st, stage, st->last_compute, 1);
 
     double params = params_stage_per_gpu(s, stage);
     int shards = s->parallel.zero_stage >= 1 ? s->parallel.dp * s->parallel.cp : 1;
     /* AdamW reads fp32 master weights, both moments and the gradient, writes them back and
      * (mixed precision) writes the half-precision copy: ~30 bytes per parameter; SGD ~12. */
     double bytes_per_param = s->training.optimizer == OPTIMIZER_SGD ? 12 : (b->cm.act_bytes == 2 ? 30 : 28);
-    sim_task t = task_base(TASK_COMPUTE, LANE_COMPUTE, stage, "optimizer");
-    t.duration_s = cost_memory_s(&b->cm, OPCLASS_ADAMW, params / shards * bytes_per_param);
-    int opt = workload_add_task(w, &t);
-    if (st->last_comm >= 0)
-        workload_add_dep(w, opt, st->last_comm);
-    st->last_compute = opt;
+    int opt, offload = s->parallel.offload_optimizer != OFFLOAD_NONE;
+    if (offload) { /* ZeRO-Offload: on the CPU, between the host transfers (offload.h) */
+        opt = offload_optimizer_step(w, s, stage, st->last_comm, st->last_compute);
+    } else {
+        sim_task t = task_base(TASK_COMPUTE, LANE_COMPUTE, stage, "optimizer");
+        t.duration_s = cost_memory_s(&b->cm, OPCLASS_ADAMW, params / shards * bytes_per_param);
+        opt = workload_add_task(w, &t);
+        if (st->last_comm >= 0)
+            workload_add_dep(w, opt, st->last_comm);
+        st->last_compute = opt;
+    }
 
-    if (s->parallel.zero_stage >= 1 && s->parallel.zero_stage <= 2 && shards > 1) {
+    if (offload && !(s->parallel.zero_stage >= 1 && s->parallel.zero_stage <= 2 && shards > 1)) {
+        sim_task end = task_base(TASK_COMPUTE, LANE_COMPUTE, stage, "step_end"); /* the GPU waits for the host */
+        st->last_compute = workload_add_task(w, &end);
+        workload_add_dep(w, st->last_compute, opt);
+    } else if (s->parallel.zero_stage >= 1 && s->parallel.zero_stage <= 2 && shards > 1) {
         int ag = add_comm(w, b, stage, LANE_COMM, "zero_param_allgather", COMM_ZERO, COLL_ALL_GATHER,
                           params * b->cm.act_bytes, b->dp, opt);
         sim_task end = task_base(TASK_COMPUTE, LANE_COMPUTE, stage, "step_end");

@@ -18,6 +18,7 @@ typedef enum {
     LANE_COMPUTE = 0, /* the GPU's compute stream; TP comm inside a layer runs here too (blocking) */
     LANE_COMM = 1,    /* DP / ZeRO collectives that overlap compute (separate stream) */
     LANE_P2P = 2,     /* pipeline sends, on the sending stage */
+    LANE_HOST = 3,    /* ZeRO-Offload: PCIe / NVMe transfers and the CPU optimizer step (offload.h) */
     LANE_COUNT
 } task_lane;
 

@@ -8,6 +8,9 @@
 int flow_platform_path(char *out, size_t n);
 /* Puts the cluster's description in the environment for the module (nodes_used nodes). */
 void flow_platform_describe(const platform_config *p, const calibration_config *c, int nodes_used);
+/* ZeRO-Offload: adds the hosts' PCIe, DRAM and NVMe links to the description (after
+ * flow_platform_describe; see railzone.cpp). */
+void flow_platform_describe_offload(const platform_config *p);
 /* Reads / writes exactly n bytes through a pipe (the forked SimGrid child's report); 0 or -1. */
 int flow_read_all(int fd, void *buf, size_t n);
 int flow_write_all(int fd, const void *buf, size_t n);

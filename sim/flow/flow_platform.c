@@ -54,6 +54,16 @@ void flow_platform_describe(const platform_config *p, const calibration_config *
     setenv("DTSIM_RAILZONE", params, 1);
 }
 
+void flow_platform_describe_offload(const platform_config *p)
+{
+    const char *base = getenv("DTSIM_RAILZONE");
+    char params[1536];
+    snprintf(params, sizeof params, "%s;offload=1;pcie_Bps=%.17g;hostmem_Bps=%.17g;nvme_read_Bps=%.17g;nvme_write_Bps=%.17g",
+             base ? base : "", p->node.pcie_bandwidth_gbs * 1e9, p->node.host_memory_bandwidth_gbs * 1e9,
+             p->node.nvme_read_gbs * 1e9, p->node.nvme_write_gbs * 1e9);
+    setenv("DTSIM_RAILZONE", params, 1);
+}
+
 int flow_read_all(int fd, void *buf, size_t n)
 {
     char *p = buf;

@@ -19,6 +19,7 @@
 #include "collective.h"
 #include "flow.h"
 #include "flow_internal.h"
+#include "offload.h"
 
 #define FLOW_MAX_PARALLEL 64 /* flows one actor starts at once (one per lockstep GPU x channel) */
 
@@ -42,6 +43,7 @@ typedef struct {
     int slowest_task, slowest_stage, slowest_n;
     sg_host_t slowest_src[FLOW_MAX_PARALLEL], slowest_dst[FLOW_MAX_PARALLEL];
     int flapping;              /* flapping links (faults.degraded_links with a period) */
+    sg_host_t *cpu, *mem, *nvme; /* ZeRO-Offload: per node (railzone.cpp), NULL without offload */
     int failed;                /* faults.step_failure has happened */
     double failed_at, detected_at;
 } flow_ctx;
@@ -207,6 +209,35 @@ static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int 
         sg_actor_sleep_for(latency * calls);
 }
 
+/* ZeRO-Offload: one flow per GPU of the lockstep group between the GPU, its node's CPU, DRAM and
+ * NVMe (offload.h says which), every GPU simulated: they share the node's DRAM and NVMe links,
+ * whatever the rails do. */
+static void host_transfer(flow_ctx *c, int task, const sim_task *k, offload_route route, int stage, int d)
+{
+    sg_exec_t e[FLOW_MAX_PARALLEL];
+    sg_host_t src[FLOW_MAX_PARALLEL], dst[FLOW_MAX_PARALLEL];
+    int n = 0;
+    double t0 = simgrid_get_clock();
+    for (int ci = 0; ci < c->cp; ci++)
+        for (int t = 0; t < c->tp && n < FLOW_MAX_PARALLEL; t++) {
+            int r = rank_of(c, stage, d, t, ci), node = r / c->gpn;
+            sg_host_t gpu = c->hosts[r], a = c->cpu[node], b = gpu;
+            switch (route) {
+            case OFFLOAD_ROUTE_GPU_TO_CPU: a = gpu; b = c->cpu[node]; break;
+            case OFFLOAD_ROUTE_CPU_TO_GPU: break;
+            case OFFLOAD_ROUTE_NVME_TO_CPU: a = c->nvme[node]; b = c->cpu[node]; break;
+            case OFFLOAD_ROUTE_CPU_TO_NVME: b = c->nvme[node]; break;
+            case OFFLOAD_ROUTE_NVME_TO_GPU: a = c->nvme[node]; break;
+            default: b = c->mem[node]; break; /* the CPU step's DRAM traffic */
+            }
+            src[n] = a;
+            dst[n] = b;
+            e[n++] = transfer(a, b, k->bytes);
+            c->flows_all++;
+        }
+    wait_all(c, e, n, task, stage, t0, src, dst);
+}
+
 /* A flapping link: up for flap_period_s - flap_down_s, then down (at its degraded bandwidth)
  * for flap_down_s, over and over until the step ends (a daemon: it does not keep the
  * simulation alive). SimGrid's CM02 model caps a flow at its route's bandwidth when the flow
@@ -267,7 +298,10 @@ static void lane_actor(int argc, char **argv)
         if (c->failed) /* a rank is gone: everything waits for the watchdog */
             sg_actor_suspend(sg_actor_self());
         double t0 = simgrid_get_clock();
-        if (k->kind == TASK_COMPUTE && c->fine && k->tp_ring_bytes > 0 && c->tp > 1) {
+        offload_route route = c->cpu ? offload_task_route(c->s, k) : OFFLOAD_ROUTE_NONE;
+        if (route != OFFLOAD_ROUTE_NONE) {
+            host_transfer(c, i, k, route, a->stage, a->replica);
+        } else if (k->kind == TASK_COMPUTE && c->fine && k->tp_ring_bytes > 0 && c->tp > 1) {
             /* compute, then the TP ring as flows (one per GPU of the group) */
             double bw = c->s->platform.node.nvlink_bandwidth_gbs * 1e9;
             compute_for((k->duration_s - k->comm_inside_s) * c->slow[a->stage * c->R + a->replica]);
@@ -323,6 +357,9 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
     c.gpn = s->platform.node.gpus;
     int gpus = scenario_gpus(s), nodes = (gpus + c.gpn - 1) / c.gpn;
     flow_platform_describe(&s->platform, &s->calibration, nodes);
+    int offload = s->parallel.offload_optimizer != OFFLOAD_NONE;
+    if (offload)
+        flow_platform_describe_offload(&s->platform);
 
     double t_load = flow_simgrid_start("dtsim-flow", so);
 
@@ -334,6 +371,23 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
         if (!c.hosts[r]) {
             fprintf(stderr, "dtsim flow: the platform has no host %s\n", name);
             return 1;
+        }
+    }
+    if (offload) {
+        c.cpu = calloc((size_t)nodes, sizeof *c.cpu);
+        c.mem = calloc((size_t)nodes, sizeof *c.mem);
+        c.nvme = calloc((size_t)nodes, sizeof *c.nvme);
+        for (int n = 0; n < nodes; n++) {
+            snprintf(name, sizeof name, "n%dcpu", n);
+            c.cpu[n] = sg_host_by_name(name);
+            snprintf(name, sizeof name, "n%dmem", n);
+            c.mem[n] = sg_host_by_name(name);
+            snprintf(name, sizeof name, "n%dnvme", n);
+            c.nvme[n] = sg_host_by_name(name);
+            if (!c.cpu[n] || !c.mem[n] || !c.nvme[n]) {
+                fprintf(stderr, "dtsim flow: the platform has no host %s (offload)\n", name);
+                return 1;
+            }
         }
     }
     /* Degraded NICs: both directions of the NIC link at a fraction of their bandwidth. */

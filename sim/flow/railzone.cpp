@@ -13,6 +13,12 @@
  * tiers 3: pods of leaf_radix leaves; between pods, spine k climbs to core c (d-mod-k) over
  * sc_r<r>_p<pod>_s<k>_c<c> links (non-blocking above the leaves).
  *
+ * ZeRO-Offload (offload=1): each node also has a CPU host n<n>cpu, its DRAM n<n>mem and its NVMe
+ * n<n>nvme (created after every GPU). GPU <-> CPU: pcie_<gpu> (split duplex, one per GPU);
+ * CPU <-> DRAM: hostmem_n<n> (one shared link: the CPU optimizer step's memory traffic);
+ * NVMe -> CPU: nvmer_n<n>, CPU -> NVMe: nvmew_n<n> (shared links at the node's read and write
+ * bandwidths); NVMe <-> GPU: the NVMe link then the GPU's PCIe link. No latency on these.
+ *
  * Loaded from C with simgrid_load_platform("libdtsim_railzone.so"); the C side passes the
  * cluster in the environment variable DTSIM_RAILZONE as "key=value;..." (see flow_platform.c). */
 #include <simgrid/kernel/routing/NetPoint.hpp>
@@ -37,6 +43,8 @@ struct Params {
     int nodes = 1, gpus = 8, topology = 0, leaf_radix = 32, tiers = 2;
     double nvlink_Bps = 450e9, nvlink_lat = 0.7e-6, nic_Bps = 50e9, link_lat = 0.6e-6, switch_lat = 0.3e-6;
     double oversubscription = 1.0;
+    int offload = 0;
+    double pcie_Bps = 32e9, hostmem_Bps = 0, nvme_read_Bps = 0, nvme_write_Bps = 0;
 };
 
 Params parse_params()
@@ -73,6 +81,11 @@ Params parse_params()
     p.oversubscription = kv["oversubscription"] >= 1 ? kv["oversubscription"] : 1;
     if (p.leaf_radix < 1)
         p.leaf_radix = 1;
+    p.offload = (int)kv["offload"];
+    p.pcie_Bps = kv["pcie_Bps"];
+    p.hostmem_Bps = kv["hostmem_Bps"];
+    p.nvme_read_Bps = kv["nvme_read_Bps"];
+    p.nvme_write_Bps = kv["nvme_write_Bps"];
     return p;
 }
 
@@ -83,6 +96,8 @@ public:
     int rails = 1, leaves = 1, spines = 1, pods = 1;
     std::vector<sg4::SplitDuplexLink *> nv, nic, ls; /* per GPU, per GPU, per (rail, leaf, spine) */
     std::vector<sg4::SplitDuplexLink *> sc;          /* per (rail, pod, spine, core): the third tier */
+    std::vector<sg4::SplitDuplexLink *> pcie;        /* offload: per GPU */
+    std::vector<sg4::Link *> hostmem, nvmer, nvmew;  /* offload: per node */
 
     explicit RailZone(const Params &params) : NetZoneImpl("dtsim-cluster"), p(params)
     {
@@ -130,11 +145,39 @@ public:
         add(r->link_list_, lat, nic[b]->get_link_down());
     }
 
+    /* Offload endpoints: index >= GPUs; kind 0 cpu, 1 mem, 2 nvme; node n. */
+    void offload_route(unsigned a, unsigned b, Route *r, double *lat)
+    {
+        unsigned G = (unsigned)(p.nodes * p.gpus), N = (unsigned)p.nodes;
+        int ka = a < G ? -1 : (int)((a - G) / N), kb = b < G ? -1 : (int)((b - G) / N);
+        unsigned na = a < G ? a / p.gpus : (a - G) % N, nb = b < G ? b / p.gpus : (b - G) % N;
+        if (na != nb)
+            return; /* host transfers stay inside a node */
+        if (ka < 0) { /* GPU -> cpu, or -> nvme through the cpu */
+            add(r->link_list_, lat, pcie[a]->get_link_up());
+            if (kb == 2)
+                add(r->link_list_, lat, nvmew[nb]);
+        } else if (kb < 0) { /* cpu -> GPU, or nvme -> GPU */
+            if (ka == 2)
+                add(r->link_list_, lat, nvmer[na]);
+            add(r->link_list_, lat, pcie[b]->get_link_down());
+        } else if (ka == 2 || kb == 2) {
+            add(r->link_list_, lat, ka == 2 ? nvmer[na] : nvmew[na]);
+        } else {
+            add(r->link_list_, lat, hostmem[na]);
+        }
+    }
+
     void get_local_route(const NetPoint *src, const NetPoint *dst, Route *r, double *lat) override
     {
         unsigned a = (unsigned)(src->id() - first_id), b = (unsigned)(dst->id() - first_id);
         if (a == b)
             return;
+        unsigned G = (unsigned)(p.nodes * p.gpus);
+        if (a >= G || b >= G) {
+            offload_route(a, b, r, lat);
+            return;
+        }
         if (a / p.gpus == b / p.gpus) {
             add(r->link_list_, lat, nv[a]->get_link_up());
             add(r->link_list_, lat, nv[b]->get_link_down());
@@ -187,5 +230,26 @@ extern "C" void load_platform(const sg4::Engine &)
                     std::snprintf(name, sizeof name, "sc_r%d_p%d_s%d_c%d", r, pd, k, c);
                     z->sc.push_back(link(z, name, p.nic_Bps, p.link_lat));
                 }
+    if (p.offload) {
+        for (int n = 0; n < p.nodes; n++)
+            for (int g = 0; g < p.gpus; g++) {
+                std::snprintf(name, sizeof name, "pcie_n%dg%d", n, g);
+                z->pcie.push_back(link(z, name, p.pcie_Bps, 0));
+            }
+        const char *kinds[3] = {"cpu", "mem", "nvme"};
+        for (int k = 0; k < 3; k++) /* after every GPU, so that GPU ids stay 0..G-1 */
+            for (int n = 0; n < p.nodes; n++) {
+                std::snprintf(name, sizeof name, "n%d%s", n, kinds[k]);
+                z->create_host(name, {1e12})->seal();
+            }
+        for (int n = 0; n < p.nodes; n++) {
+            std::snprintf(name, sizeof name, "hostmem_n%d", n);
+            z->hostmem.push_back(z->create_link(name, {p.hostmem_Bps > 0 ? p.hostmem_Bps : 1e15})->seal());
+            std::snprintf(name, sizeof name, "nvmer_n%d", n);
+            z->nvmer.push_back(z->create_link(name, {p.nvme_read_Bps > 0 ? p.nvme_read_Bps : 1e15})->seal());
+            std::snprintf(name, sizeof name, "nvmew_n%d", n);
+            z->nvmew.push_back(z->create_link(name, {p.nvme_write_Bps > 0 ? p.nvme_write_Bps : 1e15})->seal());
+        }
+    }
     z->seal();
 }

@@ -1,0 +1,292 @@
+/* dtsim report SCENARIO.json --measured RUN_DIR [--warmup N] [--set PATH=VALUE]... [--json FILE|-]
+ *
+ * Puts a measured dtrain run (its --run-dir folder: config.json, metrics.jsonl) beside the
+ * simulation of a scenario: step time, tokens/s, model TFLOP/s per GPU, MFU (when the run knew
+ * its peak) and memory per GPU (when the run recorded it), each with the relative error
+ * (simulated - measured) / measured, as `dtcal validate` reports it.
+ *
+ * Measured figures: the median step time of the steps after the first --warmup (default 2: the
+ * first steps pay for allocation, page faults and, on a GPU, kernel loading); tokens/s, model
+ * TFLOP/s per GPU and MFU follow from that median with the run's own tokens and model FLOPs per
+ * step (config.json), so they are one consistent set rather than medians taken one by one.
+ *
+ * The SCENARIO is required: a run folder does not say which platform and calibration model the
+ * machine it ran on (dtcal validate builds such a scenario from a platform and a calibration
+ * file). Where the scenario's model, batch, layout or precision differ from the run's, the report
+ * says so (stderr and "mismatches"), since the comparison is then of two different things. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+#include "run.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: dtsim report SCENARIO.json --measured RUN_DIR [options]\n"
+            "Simulates SCENARIO and puts the measured dtrain run in RUN_DIR (dtrain --run-dir) beside it:\n"
+            "step time, tokens/s, model TFLOP/s per GPU, MFU and memory, with the relative error.\n\n"
+            "options:\n"
+            "  --measured RUN_DIR  the run folder (config.json, metrics.jsonl); required\n"
+            "  --warmup N          leading steps left out of the measured median (default 2)\n"
+            "  --set PATH=VALUE    override a scenario value by dotted path (as dtsim run); repeatable\n"
+            "  --json FILE|-       write the comparison as JSON (\"-\": stdout only, the table to stderr)\n"
+            "  -h, --help          this help\n"
+            "The scenario should describe the run's model, batch, layout and precision on the machine it\n"
+            "ran on; differences are listed. exit: 0 ok, 2 bad input, 1 runtime failure\n");
+}
+
+typedef struct {
+    int world, steps, used, warmup;
+    double step_time_s;          /* median after warm-up */
+    double tokens_per_step, flops_per_step, peak_tflops; /* peak 0: unknown */
+    double memory_gib;           /* -1: not recorded */
+    json_t *config;
+} measured_run;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double positive(json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    return json_is_number(v) && json_number_value(v) > 0 ? json_number_value(v) : 0;
+}
+
+/* Reads RUN_DIR; 0, or 2 after saying what is wrong (file, line, key). */
+static int load_measured(const char *dir, int warmup, measured_run *m)
+{
+    char path[4200];
+    memset(m, 0, sizeof *m);
+    m->warmup = warmup;
+    m->memory_gib = -1;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    json_error_t je;
+    m->config = json_load_file(path, 0, &je);
+    if (!json_is_object(m->config)) {
+        fprintf(stderr, "dtsim report: --measured %s: %s: %s (not a dtrain --run-dir folder?)\n", dir, path,
+                m->config ? "not a JSON object" : je.text);
+        return 2;
+    }
+    m->world = (int)json_integer_value(json_object_get(json_object_get(m->config, "layout"), "world_size"));
+    m->tokens_per_step = positive(m->config, "tokens_per_step");
+    m->flops_per_step = positive(m->config, "model_flops_per_step");
+    m->peak_tflops = positive(json_object_get(m->config, "device"), "peak_tflops");
+    double mem = positive(m->config, "memory_gib");
+    if (mem > 0)
+        m->memory_gib = mem;
+    if (m->world < 1 || m->tokens_per_step <= 0 || m->flops_per_step <= 0) {
+        fprintf(stderr,
+                "dtsim report: %s: needs layout.world_size >= 1, tokens_per_step > 0 and model_flops_per_step > 0\n",
+                path);
+        return 2;
+    }
+
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "dtsim report: --measured %s: cannot read %s\n", dir, path);
+        return 2;
+    }
+    size_t cap = 256, n = 0;
+    double *times = malloc(cap * sizeof(double));
+    char line[16384];
+    int lineno = 0, rc = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t len = strlen(line);
+        if (line[len - 1] != '\n' && feof(f)) {
+            /* dtrain writes a line in one write; one without its newline was cut by a crash */
+            fprintf(stderr, "dtsim report: %s:%d: last line has no newline (cut short): left out\n", path, lineno);
+            break;
+        }
+        json_t *j = json_loads(line, 0, &je);
+        json_t *step = json_object_get(j, "step"), *dt = json_object_get(j, "step_time_s");
+        if (!json_is_object(j) || !json_is_integer(step) || !json_is_number(dt) || json_number_value(dt) <= 0) {
+            fprintf(stderr, "dtsim report: %s:%d: %s\n", path, lineno,
+                    !j ? je.text : "needs an integer \"step\" and a positive \"step_time_s\"");
+            json_decref(j);
+            rc = 2;
+            break;
+        }
+        m->steps++;
+        if (json_integer_value(step) > warmup) {
+            if (n == cap)
+                times = realloc(times, (cap *= 2) * sizeof(double));
+            times[n++] = json_number_value(dt);
+        }
+        json_decref(j);
+    }
+    fclose(f);
+    if (rc == 0 && n == 0) {
+        fprintf(stderr, "dtsim report: %s: %d steps, none after the %d warm-up steps (--warmup)\n", path, m->steps,
+                warmup);
+        rc = 2;
+    }
+    if (rc == 0) {
+        qsort(times, n, sizeof(double), cmp_double);
+        m->used = (int)n;
+        m->step_time_s = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+    }
+    free(times);
+    return rc;
+}
+
+/* Differences between what the run trained and what the scenario describes. */
+static json_t *mismatches(const measured_run *m, const scenario_config *s)
+{
+    json_t *out = json_array();
+    json_t *model = json_object_get(m->config, "model"), *lay = json_object_get(m->config, "layout"),
+           *opt = json_object_get(m->config, "options");
+    struct {
+        const char *what;
+        long long run, sim;
+    } pairs[] = {
+        {"model.num_layers", json_integer_value(json_object_get(model, "num_layers")), s->model.num_layers},
+        {"model.hidden_size", json_integer_value(json_object_get(model, "hidden")), s->model.hidden_size},
+        {"model.num_attention_heads", json_integer_value(json_object_get(model, "heads")),
+         s->model.num_attention_heads},
+        {"model.seq_length", json_integer_value(json_object_get(model, "seq_len")), s->model.seq_length},
+        {"model.vocab_size", json_integer_value(json_object_get(model, "vocab")), s->model.vocab_size},
+        {"training.global_batch_size", json_integer_value(json_object_get(opt, "global_batch")),
+         s->training.global_batch_size},
+        {"training.micro_batch_size", json_integer_value(json_object_get(opt, "micro_batch")),
+         s->training.micro_batch_size},
+        {"parallel.tensor_model_parallel_size", json_integer_value(json_object_get(lay, "tp")), s->parallel.tp},
+        {"parallel.pipeline_model_parallel_size", json_integer_value(json_object_get(lay, "pp")), s->parallel.pp},
+        {"parallel.data_parallel_size", json_integer_value(json_object_get(lay, "dp")), s->parallel.dp},
+    };
+    char text[512];
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+        if (pairs[i].run != pairs[i].sim) {
+            snprintf(text, sizeof text, "%s: the run has %lld, the scenario %lld", pairs[i].what, pairs[i].run,
+                     pairs[i].sim);
+            json_array_append_new(out, json_string(text));
+        }
+    const char *prec = json_string_value(json_object_get(m->config, "precision"));
+    if (prec && strcmp(prec, precision_name(s->training.precision))) {
+        snprintf(text, sizeof text, "training.precision: the run has %s, the scenario %s", prec,
+                 precision_name(s->training.precision));
+        json_array_append_new(out, json_string(text));
+    }
+    return out;
+}
+
+/* {"measured", "simulated", "error"}; measured < 0 means not measured (null, no error). */
+static json_t *pair(double measured, double simulated)
+{
+    return json_pack("{s:o,s:f,s:o}", "measured", measured >= 0 ? json_real(measured) : json_null(), "simulated",
+                     simulated, "error", measured > 0 ? json_real((simulated - measured) / measured) : json_null());
+}
+
+static void print_row(FILE *f, const char *name, const char *unit, double measured, double simulated)
+{
+    if (measured >= 0)
+        fprintf(f, "  %-22s %14.6g %14.6g  %+7.1f%%  %s\n", name, measured, simulated,
+                measured > 0 ? 100 * (simulated - measured) / measured : 0.0, unit);
+    else
+        fprintf(f, "  %-22s %14s %14.6g  %8s  %s\n", name, "-", simulated, "", unit);
+}
+
+int cli_report(int argc, char **argv)
+{
+    const char *scenario_path = NULL, *run_path = NULL, *json_path = NULL;
+    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
+    int n_sets = 0, rc = 2, warmup = 2;
+    measured_run m = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has_value = i + 1 < argc;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            rc = 0;
+            goto out;
+        } else if (!strcmp(a, "--set") && has_value) {
+            sets[n_sets++] = argv[++i];
+        } else if (!strcmp(a, "--measured") && has_value) {
+            run_path = argv[++i];
+        } else if (!strcmp(a, "--json") && has_value) {
+            json_path = argv[++i];
+        } else if (!strcmp(a, "--warmup") && has_value) {
+            const char *v = argv[++i];
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (!*v || *end || n < 0 || n > 1000000) {
+                fprintf(stderr, "dtsim report: --warmup: '%s' is not a whole number in 0..1000000\n", v);
+                goto out;
+            }
+            warmup = (int)n;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "dtsim report: unknown option or missing value: %s (see dtsim report --help)\n", a);
+            goto out;
+        } else if (!scenario_path) {
+            scenario_path = a;
+        } else {
+            fprintf(stderr, "dtsim report: one scenario file expected, got '%s' as well\n", a);
+            goto out;
+        }
+    }
+    if (!scenario_path || !run_path) {
+        fprintf(stderr, "dtsim report: %s\n", !scenario_path ? "a SCENARIO.json is required (the platform and "
+                                                               "calibration of the machine the run used)"
+                                                             : "--measured RUN_DIR is required");
+        usage(stderr);
+        goto out;
+    }
+    if (load_measured(run_path, warmup, &m) != 0)
+        goto out;
+    scenario_config s;
+    config_error err;
+    if (scenario_load(scenario_path, sets, n_sets, &s, &err) != 0) {
+        fprintf(stderr, "dtsim: %s\n", err.msg);
+        goto out;
+    }
+    run_result r;
+    if (run_scenario(&s, &r, &err) != 0) {
+        fprintf(stderr, "dtsim: %s: %s\n", scenario_path, err.msg);
+        scenario_free(&s);
+        rc = 1;
+        goto out;
+    }
+    double tps = m.tokens_per_step / m.step_time_s;
+    double tflops = m.flops_per_step / (m.step_time_s * m.world) / 1e12;
+    double mfu = m.peak_tflops > 0 ? tflops / m.peak_tflops : -1;
+    json_t *diff = mismatches(&m, &s);
+
+    FILE *human = json_path && !strcmp(json_path, "-") ? stderr : stdout;
+    fprintf(human, "dtsim report: %s (simulated, %s) against %s (measured: median of %d steps after %d warm-up)\n",
+            s.name, r.fidelity_flow ? "flow" : "analytic", run_path, m.used, warmup);
+    fprintf(human, "  %-22s %14s %14s  %8s\n", "", "measured", "simulated", "error");
+    print_row(human, "step time", "s", m.step_time_s, r.step_time_s);
+    print_row(human, "tokens/s", "whole job", tps, r.tokens_per_s);
+    print_row(human, "model TFLOP/s per GPU", "", tflops, r.model_tflops_per_gpu);
+    print_row(human, "MFU", m.peak_tflops > 0 ? "" : "(the run knew no peak: --peak-tflops)", mfu, r.mfu);
+    print_row(human, "memory per GPU", m.memory_gib >= 0 ? "GiB" : "GiB (not recorded by the run)", m.memory_gib,
+              r.memory.total);
+    for (size_t i = 0; i < json_array_size(diff); i++)
+        fprintf(stderr, "dtsim report: warning: %s\n", json_string_value(json_array_get(diff, i)));
+
+    rc = 0;
+    if (json_path) {
+        json_t *doc = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:o,s:o,s:o,s:o,s:o,s:o}", "scenario", s.name, "run_dir",
+                                run_path, "fidelity", r.fidelity_flow ? "flow" : "analytic", "warmup_steps", warmup,
+                                "steps", m.steps, "steps_used", m.used, "step_time_s", pair(m.step_time_s, r.step_time_s),
+                                "tokens_per_s", pair(tps, r.tokens_per_s), "model_tflops_per_gpu",
+                                pair(tflops, r.model_tflops_per_gpu), "mfu", pair(mfu, r.mfu), "memory_gib",
+                                pair(m.memory_gib, r.memory.total), "mismatches", json_incref(diff));
+        if (cli_write_json(doc, json_path) != 0)
+            rc = 1;
+        json_decref(doc);
+    }
+    json_decref(diff);
+    scenario_free(&s);
+out:
+    json_decref(m.config);
+    free(sets);
+    return rc;
+}

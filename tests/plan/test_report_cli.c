@@ -1,0 +1,203 @@
+/* dtsim report: a measured run folder (written here, with step times chosen by the test) beside
+ * the simulation of a scenario.
+ *  - measured values equal what the test computes from the folder's files: the median step time
+ *    after the warm-up steps (odd and even counts), tokens/s, model TFLOP/s per GPU and MFU from
+ *    it and config.json's tokens, FLOPs, world size and peak; a crash-cut last line is left out;
+ *  - simulated values equal `dtsim run --json` on the same scenario, errors (sim - meas) / meas;
+ *  - a scenario unlike the run is flagged (mismatches);
+ *  - bad input exits 2 naming the file (and line): missing folder, malformed metrics line, no
+ *    steps after the warm-up, no scenario. argv[1]: dtsim, argv[2]: the repository root. */
+#include <jansson.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+static const char *DTSIM, *ROOT;
+static char SCEN[600], RUN[512];
+
+/* A run of 4 sequences of 64 tokens on 2 ranks, peak 0.2 TFLOP/s each (values the test picks). */
+static const double TOKENS = 256, FLOPS = 1.3e9, PEAK = 0.2;
+static const int WORLD = 2;
+
+static int sh(const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* config.json of a dtrain --run-dir folder (the keys the report reads) and metrics lines. */
+static void write_run(int seq_len, const double *times, int n, const char *tail)
+{
+    sh("rm -rf '%s' && mkdir -p '%s'", RUN, RUN);
+    char cfg[2048];
+    snprintf(cfg, sizeof cfg,
+             "{\"model\": {\"num_layers\": 4, \"hidden\": 128, \"heads\": 4, \"seq_len\": %d, \"vocab\": 256},"
+             " \"options\": {\"global_batch\": 4, \"micro_batch\": 2},"
+             " \"layout\": {\"world_size\": %d, \"tp\": 1, \"pp\": 1, \"dp\": 2},"
+             " \"device\": {\"backend\": \"cpu\", \"peak_tflops\": %g}, \"precision\": \"fp32\","
+             " \"tokens_per_step\": %g, \"model_flops_per_step\": %g}",
+             seq_len, WORLD, PEAK, TOKENS, FLOPS);
+    write_file(RUN, "config.json", cfg);
+    char *lines = calloc(1, 65536);
+    for (int i = 0; i < n; i++) {
+        char l[256];
+        snprintf(l, sizeof l, "{\"step\": %d, \"loss\": 5.0, \"step_time_s\": %.17g, \"mfu\": null}\n", i + 1, times[i]);
+        strcat(lines, l);
+    }
+    strcat(lines, tail);
+    write_file(RUN, "metrics.jsonl", lines);
+    free(lines);
+}
+
+static json_t *run_json(const char *cmd_fmt, const char *extra)
+{
+    char out[600];
+    snprintf(out, sizeof out, "%s.out.json", RUN);
+    assert_int_equal(sh(cmd_fmt, DTSIM, SCEN, extra, out), 0);
+    json_error_t je;
+    json_t *j = json_load_file(out, 0, &je);
+    assert_non_null(j);
+    return j;
+}
+
+static double get(json_t *doc, const char *key, const char *field)
+{
+    json_t *v = json_object_get(json_object_get(doc, key), field);
+    assert_true(json_is_number(v));
+    return json_number_value(v);
+}
+
+static void close_to(double got, double want)
+{
+    if (!(fabs(got - want) <= 1e-9 * fabs(want))) {
+        fprintf(stderr, "got %.17g, want %.17g\n", got, want);
+        fail();
+    }
+}
+
+static void check_against(json_t *rep, double median)
+{
+    json_t *sim = run_json("'%s' run '%s' %s --json '%s' >/dev/null", "");
+    double meas[4] = {median, TOKENS / median, FLOPS / (median * WORLD) / 1e12, FLOPS / (median * WORLD) / 1e12 / PEAK};
+    const char *keys[4] = {"step_time_s", "tokens_per_s", "model_tflops_per_gpu", "mfu"};
+    for (int i = 0; i < 4; i++) {
+        close_to(get(rep, keys[i], "measured"), meas[i]);
+        double s = json_number_value(json_object_get(sim, keys[i]));
+        close_to(get(rep, keys[i], "simulated"), s);
+        close_to(get(rep, keys[i], "error"), (s - meas[i]) / meas[i]);
+    }
+    close_to(get(rep, "memory_gib", "simulated"),
+             json_number_value(json_object_get(json_object_get(sim, "memory_gib"), "total")));
+    assert_true(json_is_null(json_object_get(json_object_get(rep, "memory_gib"), "measured")));
+    json_decref(sim);
+}
+
+static void measured_medians_and_simulated_values(void **state)
+{
+    (void)state;
+    /* steps 1-2 are warm-up (slow); the rest, unordered: 0.30 0.10 0.50 0.20 0.40 -> median 0.30 */
+    const double t[7] = {9.0, 3.0, 0.30, 0.10, 0.50, 0.20, 0.40};
+    write_run(64, t, 7, "{\"step\": 8, \"loss\": 5.0, \"step_ti"); /* a crash-cut last line */
+    json_t *rep = run_json("'%s' report '%s' --measured '" "%s' --json '%s' >/dev/null 2>&1", RUN);
+    assert_int_equal(json_integer_value(json_object_get(rep, "steps")), 7);
+    assert_int_equal(json_integer_value(json_object_get(rep, "steps_used")), 5);
+    assert_int_equal(json_integer_value(json_object_get(rep, "warmup_steps")), 2);
+    check_against(rep, 0.30);
+    assert_int_equal(json_array_size(json_object_get(rep, "mismatches")), 0);
+    json_decref(rep);
+    /* --warmup 1: six steps, even: the mean of the middle two of 0.1 0.2 0.3 0.4 0.5 3.0 */
+    char extra[600];
+    snprintf(extra, sizeof extra, "%s' --warmup '1", RUN);
+    rep = run_json("'%s' report '%s' --measured '%s' --json '%s' >/dev/null 2>&1", extra);
+    assert_int_equal(json_integer_value(json_object_get(rep, "steps_used")), 6);
+    close_to(get(rep, "step_time_s", "measured"), 0.35);
+    json_decref(rep);
+}
+
+static void a_different_scenario_is_flagged(void **state)
+{
+    (void)state;
+    const double t[3] = {1, 1, 0.5};
+    write_run(32, t, 3, ""); /* the run's sequences are 32 tokens, the scenario's 64 */
+    json_t *rep = run_json("'%s' report '%s' --measured '%s' --json '%s' 2>/dev/null >/dev/null", RUN);
+    json_t *mm = json_object_get(rep, "mismatches");
+    assert_int_equal(json_array_size(mm), 1);
+    assert_non_null(strstr(json_string_value(json_array_get(mm, 0)), "model.seq_length"));
+    json_decref(rep);
+}
+
+static void bad_input_exits_2_naming_the_file(void **state)
+{
+    (void)state;
+    char err[600];
+    snprintf(err, sizeof err, "%s.err", RUN);
+    assert_int_equal(sh("'%s' report --help >/dev/null", DTSIM), 0);
+    assert_int_equal(sh("'%s' report '%s' --measured /nonexistent/run 2>'%s'", DTSIM, SCEN, err), 2);
+    assert_int_equal(sh("grep -q '/nonexistent/run/config.json' '%s'", err), 0);
+    assert_int_equal(sh("'%s' report --measured '%s' 2>/dev/null", DTSIM, RUN), 2); /* no scenario */
+    const double t[4] = {1, 1, 0.5, 0.5};
+    write_run(64, t, 2, "{\"step\": 3, \"step_time_s\": 0.5}\n{\"step\": 4, \"step_time_s\" 0.5}\n");
+    assert_int_equal(sh("'%s' report '%s' --measured '%s' 2>'%s'", DTSIM, SCEN, RUN, err), 2);
+    assert_int_equal(sh("grep -q 'metrics.jsonl:4' '%s'", err), 0);
+    write_run(64, t, 4, "{\"step\": 5, \"step_time_s\": -1}\n");
+    assert_int_equal(sh("'%s' report '%s' --measured '%s' 2>'%s'", DTSIM, SCEN, RUN, err), 2);
+    assert_int_equal(sh("grep -q 'metrics.jsonl:5' '%s'", err), 0);
+    write_run(64, t, 2, ""); /* two steps, both warm-up */
+    assert_int_equal(sh("'%s' report '%s' --measured '%s' 2>'%s'", DTSIM, SCEN, RUN, err), 2);
+    assert_int_equal(sh("grep -q 'warm-up' '%s'", err), 0);
+    assert_int_equal(sh("'%s' report '%s' --measured '%s' --warmup x 2>/dev/null", DTSIM, SCEN, RUN), 2);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_report_cli DTSIM REPO_ROOT\n");
+        return 2;
+    }
+    DTSIM = argv[1];
+    ROOT = argv[2];
+    snprintf(RUN, sizeof RUN, "/tmp/dtsim_report_run_%d", (int)getpid());
+    snprintf(SCEN, sizeof SCEN, "%s.scenario.json", RUN);
+    /* the run's model on the CI CPU box, 2 "GPUs" of data parallelism */
+    FILE *f = fopen(SCEN, "w");
+    fprintf(f,
+            "{\"name\": \"report-test\", \"platform\": \"%s/platforms/cpu-box.json\","
+            " \"model\": {\"num_layers\": 4, \"hidden_size\": 128, \"num_attention_heads\": 4,"
+            " \"ffn_hidden_size\": 512, \"seq_length\": 64, \"vocab_size\": 256},"
+            " \"training\": {\"global_batch_size\": 4, \"micro_batch_size\": 2, \"precision\": \"fp32\"},"
+            " \"parallel\": {\"tensor_model_parallel_size\": 1, \"pipeline_model_parallel_size\": 1,"
+            " \"data_parallel_size\": 2}}\n",
+            ROOT);
+    fclose(f);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(measured_medians_and_simulated_values),
+        cmocka_unit_test(a_different_scenario_is_flagged),
+        cmocka_unit_test(bad_input_exits_2_naming_the_file),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    sh("rm -rf '%s' '%s' '%s.out.json' '%s.err'", RUN, SCEN, RUN, RUN);
+    return rc;
+}
