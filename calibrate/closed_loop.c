@@ -60,6 +60,17 @@ static void engine_op_name(const char *sim_name, char *out, size_t n)
         snprintf(out, n, "attention");
 }
 
+/* The profile's mean time of `name` in `layer` (-1: a model-level op), or -1. */
+static double measured_op_in(json_t *profile, const char *name, int layer)
+{
+    json_t *arr = json_object_get(profile, "ops"), *e;
+    size_t k;
+    json_array_foreach(arr, k, e) if (json_integer_value(json_object_get(e, "layer")) == layer &&
+                                      !strcmp(json_string_value(json_object_get(e, "op")), name))
+        return json_number_value(json_object_get(e, "mean_s"));
+    return -1;
+}
+
 /* The profile's mean time of `name` in layer 0, or -1. */
 static double measured_op(json_t *profile, const char *name)
 {
@@ -80,16 +91,18 @@ int closed_loop_run(const closed_loop_options *o)
     close(fd);
     snprintf(prof, sizeof prof, "%s.profile.json", log);
     int ranks = o->tp * o->pp * o->dp;
-    char launcher[1024] = "";
+    char launcher[1024] = "", compress[32] = "none";
+    if (o->powersgd_rank > 0)
+        snprintf(compress, sizeof compress, "powersgd:%d", o->powersgd_rank);
     if (ranks > 1)
         snprintf(launcher, sizeof launcher,
                  "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 '%s' --oversubscribe -np %d ", o->mpirun, ranks);
     /* one BLAS thread per rank: the ranks share the machine's cores as the calibration assumes */
     snprintf(cmd, sizeof cmd,
              "OPENBLAS_NUM_THREADS=1 %s'%s' --device %s --model %s --micro-batch %d --global-batch %d --tp %d --pp %d "
-             "--dp %d --grad-reduce %s --steps %d --log-json %s --profile %s",
+             "--dp %d --grad-reduce %s --grad-compress %s --steps %d --log-json %s --profile %s",
              launcher, o->dtrain, o->device, o->model, o->micro_batch, o->micro_batch * o->dp, o->tp, o->pp, o->dp,
-             o->grad_reduce, o->steps, log, prof);
+             o->grad_reduce, compress, o->steps, log, prof);
     fprintf(stderr, "dtcal validate: measuring: %s\n", cmd);
     int st = system(cmd);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
@@ -143,6 +156,12 @@ int closed_loop_run(const closed_loop_options *o)
                              "precision", "fp32", "parallel", "tensor_model_parallel_size", o->tp,
                              "pipeline_model_parallel_size", o->pp, "data_parallel_size", o->dp, "grad_reduce_dtype",
                              o->grad_reduce);
+    /* dtrain runs ZeRO-0 (its default; the command above passes no --zero): say so, as the
+     * scenario's default stage may differ. */
+    json_object_set_new(json_object_get(scen, "parallel"), "zero_stage", json_integer(0));
+    if (o->powersgd_rank > 0)
+        json_object_set_new(json_object_get(scen, "parallel"), "grad_compression",
+                            json_pack("{s:s,s:i}", "method", "powersgd", "powersgd_rank", o->powersgd_rank));
     scenario_config s;
     config_error err;
     if (scenario_load_json(scen, ".", NULL, 0, &s, &err) != 0) {
@@ -200,6 +219,15 @@ int closed_loop_run(const closed_loop_options *o)
                                                  pred, "error", (pred - meas) / meas));
         }
     }
+    /* The DP reduction as a whole (with PowerSGD: its compression too), measured, and the
+     * simulator's account of the compression: the part of the step the options change. */
+    double reduce_s = p ? measured_op_in(p, "dp_grad_reduce", -1) : -1;
+    if (reduce_s >= 0)
+        printf("dp_grad_reduce: measured %.4f ms a step (mean)\n", reduce_s * 1e3);
+    if (r.compression_present)
+        printf("simulator's compression (%s): DP wire bytes x %.4f, DP comm %.4f ms without, %.4f ms saved, "
+               "%.4f ms compression compute a step\n", r.compression_method, r.compression_bytes_ratio,
+               r.compression_comm_without_s * 1e3, r.compression_comm_saved_s * 1e3, r.compression_compute_s * 1e3);
     json_decref(p);
     printf("step time: measured %.4f s (median of %d steps; 10-90%% spread %.4f-%.4f s), predicted %.4f s, "
            "error %+.1f%%\n", measured, n, spread_lo, spread_hi, predicted, 100 * error);
@@ -208,6 +236,13 @@ int closed_loop_run(const closed_loop_options *o)
         json_t *doc = json_pack("{s:f,s:f,s:f,s:f,s:f,s:o}", "measured_step_time_s", measured, "predicted_step_time_s",
                                 predicted, "error", error, "measured_p10_s", spread_lo, "measured_p90_s", spread_hi,
                                 "ops", ops);
+        if (reduce_s >= 0)
+            json_object_set_new(doc, "measured_dp_grad_reduce_s", json_real(reduce_s));
+        if (r.compression_present)
+            json_object_set_new(doc, "predicted_compression",
+                                json_pack("{s:f,s:f,s:f,s:f}", "bytes_ratio", r.compression_bytes_ratio,
+                                          "comm_without_s", r.compression_comm_without_s, "comm_saved_s",
+                                          r.compression_comm_saved_s, "compute_s", r.compression_compute_s));
         rc = cal_write(doc, o->json_path) ? 1 : 0;
         json_decref(doc);
     } else {

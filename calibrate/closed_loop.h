@@ -15,6 +15,8 @@ typedef struct {
     int tp, pp, dp;            /* the layout: more than one rank runs under mpirun on this machine */
     const char *grad_reduce;   /* fp32 | bf16: the DP gradient reduction's precision */
     const char *mpirun;
+    int powersgd_rank;         /* 0: none; else dtrain --grad-compress powersgd:R and the scenario's
+                                  parallel.grad_compression {"method": "powersgd", "powersgd_rank": R} */
 } closed_loop_options;
 
 /* Returns the process exit code. */

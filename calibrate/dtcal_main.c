@@ -30,7 +30,8 @@ static void usage(FILE *f)
             "      time all-reduce, all-gather, reduce-scatter, all-to-all and send/recv from 8 B up (x4),\n"
             "      write nccl-tests style logs and fit alpha and bus bandwidth as import-nccl-tests does\n"
             "  validate [--device cpu|cuda] [--model tiny|small|FILE] [--micro-batch B] [--steps N]\n"
-            "           [--tp N --pp N --dp N [--mpirun PATH]] [--grad-reduce fp32|bf16] [--platform FILE]\n"
+            "           [--tp N --pp N --dp N [--mpirun PATH]] [--grad-reduce fp32|bf16]\n"
+            "           [--grad-compress none|powersgd:R] [--platform FILE]\n"
             "           [--calibration FILE] [--json FILE|-]\n"
             "      run dtrain (under mpirun for more than one rank, all on this machine), simulate the same\n"
             "      configuration, compare step times and ops\n"
@@ -316,6 +317,15 @@ static int cmd_validate(int argc, char **argv)
                 return 2;
             }
             o.grad_reduce = v;
+        }
+        else if (!strcmp(a, "--grad-compress")) {
+            char *end = NULL;
+            long r = !strncmp(v, "powersgd:", 9) ? strtol(v + 9, &end, 10) : -1;
+            if (strcmp(v, "none") && (!end || end == v + 9 || *end || r < 1 || r > 65536)) {
+                fprintf(stderr, "dtcal validate: --grad-compress: '%s' is not none or powersgd:R (R in 1..65536)\n", v);
+                return 2;
+            }
+            o.powersgd_rank = strcmp(v, "none") ? (int)r : 0;
         }
         else if (!strcmp(a, "--micro-batch") || !strcmp(a, "--steps") || !strcmp(a, "--tp") || !strcmp(a, "--pp") ||
                  !strcmp(a, "--dp")) {

@@ -1,4 +1,5 @@
 /* Data parallelism with ZeRO; see data_parallel.h. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "data_parallel.h"
@@ -72,8 +73,57 @@ void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m)
     }
 }
 
+void dp_enable_powersgd(dp_state *d, const gpt_model *m, int rank, uint64_t seed)
+{
+    if (rank < 1 || d->dp < 2 || d->zero != 0)
+        return;
+    d->powersgd = malloc(sizeof *d->powersgd);
+    powersgd_init(d->powersgd, m, rank, d->dp, seed);
+}
+
+void dp_enable_offload(dp_state *d)
+{
+    size_t lo, hi;
+    int sharded = d->zero >= 1 && d->dp > 1;
+    lo = sharded ? d->shard_lo : 0;
+    hi = sharded ? d->shard_hi : d->n;
+    d->offload = malloc(sizeof *d->offload);
+    offload_init(d->offload, lo, hi);
+}
+
+void dp_sync_optimizer_state(dp_state *d, gpt_model *m)
+{
+    if (d->offload)
+        offload_sync_moments(d->offload, m);
+}
+
+static void dp_sum(float *buf, size_t n, void *ctx)
+{
+    comm_allreduce_sum(((dp_state *)ctx)->comm->dp_group, buf, n);
+}
+
+/* PowerSGD in place of the all-reduce. A non-finite gradient on any rank (fp16 overflow) would
+ * poison every residual: then nothing is reduced, the residuals stay as they are, and the
+ * step-skipping check after the reduction sees the rank's inf. */
+static void reduce_powersgd(dp_state *d, gpt_model *m)
+{
+    int bad = 0;
+    for (size_t i = 0; i < d->n && !bad; i++)
+        bad = !isfinite(d->host[i]);
+    if (comm_allreduce_max_int(d->comm->dp_group, bad))
+        return;
+    powersgd_reduce(d->powersgd, d->host, dp_sum, d);
+    m->k->copy_to_device(m->grads, d->host, d->n * sizeof(float));
+}
+
 void dp_free(dp_state *d)
 {
+    if (d->powersgd)
+        powersgd_free(d->powersgd);
+    if (d->offload)
+        offload_free(d->offload);
+    free(d->powersgd);
+    free(d->offload);
     free(d->host);
     free(d->host16);
     memset(d, 0, sizeof *d);
@@ -85,6 +135,10 @@ void dp_reduce_gradients(dp_state *d, gpt_model *m)
         return;
     memset(d->host + d->n, 0, (d->padded - d->n) * sizeof(float));
     m->k->copy_to_host(d->host, m->grads, d->n * sizeof(float));
+    if (d->powersgd) {
+        reduce_powersgd(d, m);
+        return;
+    }
     if (d->bf16) {
         /* compression by precision: the gradients travel (and are summed) as bf16 */
         if (!d->host16)
@@ -152,8 +206,10 @@ void dp_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, 
 {
     size_t lo, hi;
     owned(d, &lo, &hi);
+    if (d->offload)
+        offload_step(d->offload, m, lr, weight_decay, t, grad_scale);
     /* AdamW per tensor (weight decay on matrices only), restricted to what this rank owns. */
-    for (int i = 0; i < m->num_tensors; i++) {
+    for (int i = 0; !d->offload && i < m->num_tensors; i++) {
         size_t a = m->tensors[i].offset, b = a + m->tensors[i].count;
         if (a < lo)
             a = lo;

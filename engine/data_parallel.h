@@ -11,6 +11,8 @@
 #define DTSIM_ENGINE_DATA_PARALLEL_H
 #include "comm.h"
 #include "gpt.h"
+#include "offload.h"
+#include "powersgd.h"
 
 typedef struct {
     comm_ctx *comm;
@@ -19,12 +21,19 @@ typedef struct {
     float *host;                           /* staging, padded floats */
     int bf16;                              /* reduce gradients in bf16 (half the bytes) */
     uint16_t *host16;                      /* staging for bf16 reductions, padded */
+    powersgd_state *powersgd;              /* NULL, or PowerSGD compression (ZeRO-0; powersgd.h) */
+    offload_state *offload;                /* NULL, or AdamW on the host (offload.h) */
 } dp_state;
 
 /* The flat-buffer range [lo, hi) that DP rank `rank` of `dp` owns, of n floats. */
 void dp_shard_range(size_t n, int dp, int rank, size_t *lo, size_t *hi);
 void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m);
 void dp_free(dp_state *d);
+/* Options, after dp_init: PowerSGD of rank R (ZeRO-0, dp > 1), and the optimizer on the host. */
+void dp_enable_powersgd(dp_state *d, const gpt_model *m, int rank, uint64_t seed);
+void dp_enable_offload(dp_state *d);
+/* Before a checkpoint: makes the model's own buffers hold the optimizer state (offload). */
+void dp_sync_optimizer_state(dp_state *d, gpt_model *m);
 /* Sums the gradients over the DP group (all-reduce, or reduce-scatter into the shard). */
 void dp_reduce_gradients(dp_state *d, gpt_model *m);
 /* Global: any inf/NaN among the gradients this rank owns, and the sum of their squares. */

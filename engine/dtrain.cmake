@@ -2,7 +2,7 @@
 find_package(Threads REQUIRED)
 add_library(dtrain_lib STATIC ${CMAKE_CURRENT_LIST_DIR}/gpt.c ${CMAKE_CURRENT_LIST_DIR}/gpt_layout.c ${CMAKE_CURRENT_LIST_DIR}/data.c
             ${CMAKE_CURRENT_LIST_DIR}/checkpoint.c ${CMAKE_CURRENT_LIST_DIR}/comm.c
-            ${CMAKE_CURRENT_LIST_DIR}/data_parallel.c
+            ${CMAKE_CURRENT_LIST_DIR}/data_parallel.c ${CMAKE_CURRENT_LIST_DIR}/powersgd.c ${CMAKE_CURRENT_LIST_DIR}/offload.c
             ${CMAKE_CURRENT_LIST_DIR}/rng.c ${CMAKE_CURRENT_LIST_DIR}/train.c ${CMAKE_CURRENT_LIST_DIR}/profiler.c)
 target_include_directories(dtrain_lib PUBLIC ${CMAKE_CURRENT_LIST_DIR})
 target_link_libraries(dtrain_lib PUBLIC dtengine_core dtkernels PkgConfig::JANSSON ZLIB::ZLIB Threads::Threads MPI::MPI_C ${MATH_LIB})
@@ -33,3 +33,33 @@ add_executable(dtrain_supervise ${CMAKE_CURRENT_LIST_DIR}/dtrain_supervise_main.
 set_target_properties(dtrain_supervise PROPERTIES OUTPUT_NAME dtrain-supervise)
 target_link_libraries(dtrain_supervise PRIVATE PkgConfig::JANSSON)
 target_compile_definitions(dtrain_supervise PRIVATE _DEFAULT_SOURCE)
+
+# Run tracking (dtrain --run-dir): the run folder and the datasheet peaks MFU is taken against.
+target_sources(dtrain_lib PRIVATE ${CMAKE_CURRENT_LIST_DIR}/run_dir.c ${CMAKE_CURRENT_LIST_DIR}/device_peak.c)
+if(DTSIM_HAVE_CUDA)
+  # device_peak.c asks the CUDA runtime for the device's name (its peak comes from a table).
+  set_property(SOURCE ${CMAKE_CURRENT_LIST_DIR}/device_peak.c APPEND PROPERTY COMPILE_DEFINITIONS DTRAIN_HAVE_CUDART)
+  target_link_libraries(dtrain_lib PUBLIC CUDA::cudart)
+endif()
+# The revision dtrain is built from, captured when CMake configures (re-run cmake after a commit
+# to refresh it): `git rev-parse HEAD`, and dirty when `git diff --quiet HEAD` finds changes to
+# tracked files (staged or not). "unknown" outside a git checkout.
+set(DTRAIN_GIT_REVISION "unknown")
+set(DTRAIN_GIT_DIRTY -1)
+find_package(Git QUIET)
+if(GIT_FOUND)
+  execute_process(COMMAND ${GIT_EXECUTABLE} rev-parse HEAD WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
+                  RESULT_VARIABLE _git_rc OUTPUT_VARIABLE _git_rev OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  if(_git_rc EQUAL 0 AND _git_rev MATCHES "^[0-9a-f]+$")
+    set(DTRAIN_GIT_REVISION ${_git_rev})
+    execute_process(COMMAND ${GIT_EXECUTABLE} diff --quiet HEAD WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
+                    RESULT_VARIABLE _git_dirty ERROR_QUIET)
+    if(_git_dirty EQUAL 0)
+      set(DTRAIN_GIT_DIRTY 0)
+    elseif(_git_dirty EQUAL 1)
+      set(DTRAIN_GIT_DIRTY 1)
+    endif()
+  endif()
+endif()
+set_property(SOURCE ${CMAKE_CURRENT_LIST_DIR}/run_dir.c APPEND PROPERTY COMPILE_DEFINITIONS
+             DTRAIN_GIT_REVISION="${DTRAIN_GIT_REVISION}" DTRAIN_GIT_DIRTY=${DTRAIN_GIT_DIRTY})

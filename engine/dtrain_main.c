@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "comm.h"
+#include "powersgd.h"
 #include "schedule.h"
+#include "run_dir.h"
 #include "train.h"
 
 #ifndef DTRAIN_DEFAULT_DATA
@@ -57,6 +59,14 @@ static void usage(FILE *f)
             "  --dp N                   data-parallel replicas; launch TP x PP x DP ranks with mpirun\n"
             "  --zero 0|1|2|3           ZeRO stage: sharded optimizer (1), + gradients (2), + parameters (3)\n"
             "  --grad-reduce fp32|bf16  DP gradient reduction precision: bf16 halves the bytes (default fp32)\n"
+            "  --grad-compress none|powersgd:R  PowerSGD rank-R compression of the DP reduction of the\n"
+            "                           weight matrices, with error feedback (--dp 2+, ZeRO-0, fp32 reduction)\n"
+            "  --offload-optimizer      AdamW and its state (fp32 master, moments) on the host CPU\n"
+            "  --run-dir DIR            run tracking: DIR/config.json, metrics.jsonl (per step, with MFU),\n"
+            "                           profile.json, checkpoints.json, summary.json (engine/README.md); a DIR\n"
+            "                           that holds a run is refused unless --resume (which appends to it)\n"
+            "  --peak-tflops X          per-device peak (TFLOP/s) for MFU; default: the datasheet figure of a\n"
+            "                           known GPU (H100, H200, A100) in the precision; none on a CPU (null)\n"
             "exit: 0 ok, 2 bad input, 1 runtime failure\n",
             DTRAIN_DEFAULT_DATA);
 }
@@ -135,6 +145,9 @@ static int run(int argc, char **argv, comm_ctx *comm)
             continue;
         } else if (!strcmp(a, "--resume")) {
             o.resume = 1;
+            continue;
+        } else if (!strcmp(a, "--offload-optimizer")) {
+            o.offload_optimizer = 1;
             continue;
         } else if (!strcmp(a, "--ckpt-sync")) {
             o.ckpt_sync = 1;
@@ -238,6 +251,12 @@ static int run(int argc, char **argv, comm_ctx *comm)
         } else if (!strcmp(a, "--dp")) {
             if (parse_long(a, v, 1, 1 << 20, &n)) return 2;
             dp = (int)n;
+        } else if (!strcmp(a, "--grad-compress")) {
+            char why[160];
+            if (powersgd_parse(v, &o.grad_compress_rank, why, sizeof why) != 0) {
+                fprintf(stderr, "dtrain: --grad-compress: %s\n", why);
+                return 2;
+            }
         } else if (!strcmp(a, "--grad-reduce")) {
             if (strcmp(v, "fp32") && strcmp(v, "bf16")) {
                 fprintf(stderr, "dtrain: --grad-reduce: '%s' is not fp32 or bf16\n", v);
@@ -262,6 +281,11 @@ static int run(int argc, char **argv, comm_ctx *comm)
         } else if (!strcmp(a, "--ckpt-keep")) {
             if (parse_long(a, v, 1, 1000000, &n)) return 2;
             o.ckpt_keep = (int)n;
+        } else if (!strcmp(a, "--run-dir")) {
+            o.run_dir = v;
+        } else if (!strcmp(a, "--peak-tflops")) {
+            if (parse_double(a, v, 1e-9, 1e9, &x)) return 2;
+            o.peak_tflops = x;
         } else if (!strcmp(a, "--stop-after")) {
             if (parse_long(a, v, 1, 100000000, &n)) return 2;
             o.stop_after = (int)n;
@@ -279,6 +303,12 @@ static int run(int argc, char **argv, comm_ctx *comm)
     }
     if (o.warmup < 0)
         o.warmup = o.steps / 10;
+    if (o.grad_compress_rank && (dp < 2 || o.zero != 0 || o.grad_reduce_bf16)) {
+        fprintf(stderr, "dtrain: --grad-compress powersgd:%d compresses the DP all-reduce: it needs --dp 2 or more "
+                        "(got %d), --zero 0 (got %d) and --grad-reduce fp32 (got %s)\n",
+                o.grad_compress_rank, dp, o.zero, o.grad_reduce_bf16 ? "bf16" : "fp32");
+        return 2;
+    }
     if ((o.resume || o.ckpt_every) && !o.ckpt_dir) {
         fprintf(stderr, "dtrain: --resume and --ckpt-every need --ckpt-dir\n");
         return 2;
@@ -296,5 +326,16 @@ static int run(int argc, char **argv, comm_ctx *comm)
     }
     o.comm = comm;
     comm_set_timeout(comm, o.comm_timeout_s);
+    if (o.run_dir) {
+        /* rank 0 keeps the record; every rank stops alike when it cannot */
+        char rerr[4600] = "";
+        if (comm->world_rank == 0)
+            o.run = run_dir_open(o.run_dir, o.resume, argc, argv, rerr, sizeof rerr);
+        if (comm_allreduce_max_int(comm->world, comm->world_rank == 0 && !o.run)) {
+            if (comm->world_rank == 0)
+                fprintf(stderr, "dtrain: %s\n", rerr);
+            return 2;
+        }
+    }
     return train_run(&o);
 }

@@ -2,7 +2,8 @@
  * monotonic clock on the CPU), written as a profile JSON (per op and layer: name, shape,
  * dtype, FLOPs, bytes, mean time) and a Chrome trace. Op names are the simulator's
  * (engine/oplist.h): ln1, qkv, attention, attn_proj, residual1, ln2, fc1, gelu, fc2,
- * residual2, embedding, lm_head, cross_entropy, optimizer; backward ops end in "_bwd". */
+ * residual2, embedding, lm_head, cross_entropy, optimizer, dp_grad_reduce (the DP gradient
+ * reduction, with any compression); backward ops end in "_bwd". */
 #ifndef DTSIM_ENGINE_PROFILER_H
 #define DTSIM_ENGINE_PROFILER_H
 #include <stddef.h>

@@ -12,6 +12,7 @@
 #include "data_parallel.h"
 #include "gpt.h"
 #include "profiler.h"
+#include "run_dir.h"
 #include "schedule.h"
 #include "train.h"
 
@@ -244,6 +245,9 @@ static int complete_checkpoint(const train_options *o, checkpoint_job **pending,
     if (o->comm->world_rank == 0) {
         fprintf(stderr, "dtrain: checkpoint complete at step %d (shard written in %.3f s)\n", step, write_s);
         checkpoint_prune(o->ckpt_dir, o->ckpt_keep);
+        char rerr[1200];
+        if (o->run && run_dir_checkpoints(o->run, o->ckpt_dir, rerr, sizeof rerr) != 0 && rerr[0])
+            fprintf(stderr, "dtrain: %s (run tracking stops; training goes on)\n", rerr);
     }
     return 0;
 }
@@ -324,11 +328,16 @@ int train_run(const train_options *o)
     size_t act_floats = (size_t)B * T * cfg.hidden;
     pl.in = malloc(act_floats * sizeof(float));
     pl.out = malloc(act_floats * sizeof(float));
-    if (o->profile)
+    /* The run folder keeps a profile too, except on CUDA without --profile: timing ops with CUDA
+     * events waits for each op, which would slow the steps the run's metrics measure. */
+    if (o->profile || (o->run && strcmp(k->name, "cuda")))
         m.prof = profiler_create(k);
     dp_state dps;
     dp_init(&dps, o->comm, o->zero, &m);
     dps.bf16 = o->grad_reduce_bf16;
+    dp_enable_powersgd(&dps, &m, o->grad_compress_rank, o->seed);
+    if (o->offload_optimizer)
+        dp_enable_offload(&dps);
     int *tokens = malloc((size_t)B * T * sizeof(int)), *targets = malloc((size_t)B * T * sizeof(int));
     if (leader)
         fprintf(stderr, "dtrain: %s model, %d layers, hidden %d, %d heads, seq %d, vocab %d, %.2fM parameters "
@@ -365,6 +374,8 @@ int train_run(const train_options *o)
             fprintf(stderr, "dtrain: no checkpoint in %s: starting fresh\n", o->ckpt_dir);
         }
     }
+    if (o->run && run_dir_start(o->run, o, &cfg, m.global_params, k->name, first_step, err, sizeof err) != 0 && err[0])
+        fprintf(stderr, "dtrain: %s (run tracking stops; training goes on)\n", err);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigterm;
@@ -383,7 +394,9 @@ int train_run(const train_options *o)
         int reports = o->comm->pp_rank == o->comm->pp - 1 && o->comm->tp_rank == 0;
         loss = (float)(comm_allreduce_sum_double(o->comm->world, reports ? loss_sum / accum : 0) / dp);
         reduce_tied_embedding(o, &m);
-        dp_reduce_gradients(&dps, &m);
+        profiler_begin(m.prof);
+        dp_reduce_gradients(&dps, &m); /* with PowerSGD, its compression too */
+        profiler_end(m.prof, "dp_grad_reduce", -1, "DP gradient reduction", 0, (double)m.num_params * 4);
         if (step == o->inject_overflow_step) {
             float inf = INFINITY;
             k->copy_to_device(m.grads, &inf, sizeof inf);
@@ -415,7 +428,7 @@ int train_run(const train_options *o)
         double dt = now_s() - t0;
         json_t *line = json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:f}", "step", step, "loss", (double)loss, "grad_norm",
                                  isfinite(grad_norm) ? grad_norm : -1.0, "loss_scale", scale, "lr", lr,
-                                 "step_time_s", dt, "tokens_per_s", (double)B * T * accum / dt);
+                                 "step_time_s", dt, "tokens_per_s", (double)o->global_batch * T / dt); /* the whole job's */
         if (o->log_crc) {
             dp_gather_all(&dps, &m);
             float *global = gather_global(o, &m);
@@ -425,6 +438,9 @@ int train_run(const train_options *o)
             json_object_set_new(line, "params_crc32", json_string(crc));
         }
         log_line(log, line);
+        if (o->run && run_dir_step(o->run, step, loss, isfinite(grad_norm) ? grad_norm : -1.0, scale, lr, dt, err,
+                                   sizeof err) != 0 && err[0])
+            fprintf(stderr, "dtrain: %s (run tracking stops; training goes on)\n", err);
         if (leader && (step == 1 || step % 10 == 0 || step == o->steps))
             fprintf(stderr, "step %5d/%d  loss %.4f  grad norm %.3f  lr %.2e  %.3f s  %.0f tok/s\n", step, o->steps,
                     loss, grad_norm, lr, dt, (double)B * T * accum / dt);
@@ -457,6 +473,7 @@ int train_run(const train_options *o)
             train_state st = state_of(o, step, updates, &data, scale, good_steps);
             double t1 = now_s();
             int sync = o->ckpt_sync || term;
+            dp_sync_optimizer_state(&dps, &m);
             profiler_begin(m.prof);
             pending = checkpoint_save_async(o->ckpt_dir, &m, &st, o->comm, &layout, !sync);
             profiler_end(m.prof, "checkpoint_blocked", -1, "host copy", 0, 3.0 * m.num_params * 4);
@@ -527,12 +544,27 @@ int train_run(const train_options *o)
 
     if (m.prof) {
         /* rank 0's profile (every rank of a layout runs the same ops on its part) */
-        if (leader && profiler_write(m.prof, o->profile, precision_label(o->precision), k->name, err, sizeof err) != 0) {
+        if (leader && o->profile &&
+            profiler_write(m.prof, o->profile, precision_label(o->precision), k->name, err, sizeof err) != 0) {
             fprintf(stderr, "dtrain: --profile: %s\n", err);
+            rc = 1;
+        }
+        if (o->run && profiler_write(m.prof, run_dir_profile_path(o->run), precision_label(o->precision), k->name, err,
+                                     sizeof err) != 0) {
+            fprintf(stderr, "dtrain: --run-dir: profile: %s\n", err);
             rc = 1;
         }
         profiler_free(m.prof);
         m.prof = NULL;
+    }
+    /* a run stopped as if killed leaves no summary, as a crash would not write one */
+    if (o->run && stopped)
+        run_dir_free(o->run);
+    else if (o->run && run_dir_finish(o->run, last_step, loss, crc, last_step == o->steps, err, sizeof err) != 0) {
+        if (err[0])
+            fprintf(stderr, "dtrain: %s\n", err);
+        fprintf(stderr, "dtrain: --run-dir: the run's record is incomplete (see above)\n");
+        rc = 1;
     }
     if (log && log != stdout)
         fclose(log);

@@ -34,9 +34,14 @@ typedef struct {
     const char *rank_params;     /* write {tp, pp, dp, params_total, params_per_rank} here */
     int zero;                    /* ZeRO stage 0-3 */
     int grad_reduce_bf16;        /* DP gradient reduction in bf16 (compression by precision) */
+    int grad_compress_rank;      /* PowerSGD rank of the DP reduction (0 = none; ZeRO-0 only) */
+    int offload_optimizer;       /* AdamW and its state on the host (ZeRO-Offload style) */
     int vpp;                     /* model chunks per pipeline stage (interleaved 1F1B) */
     int schedule;                /* pipeline_kind */
     const int *stage_layers;     /* NULL: equal split; else one layer count per stage */
+    const char *run_dir;         /* --run-dir: run tracking folder (NULL: none; engine/run_dir.h) */
+    double peak_tflops;          /* --peak-tflops: per-device peak for MFU (0: from the device table) */
+    struct run_dir *run;         /* world rank 0's open run folder (NULL elsewhere and without --run-dir) */
 } train_options;
 
 /* Runs the training; returns the process exit code (0, 1 runtime failure, 2 bad input). */
