@@ -39,14 +39,8 @@ int cli_async(int argc, char **argv)
         } else if (!strcmp(a, "--set") && has_value) {
             sets[n_sets++] = argv[++i];
         } else if (!strcmp(a, "--steps") && has_value) {
-            const char *v = argv[++i];
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (*v == 0 || *end || n < 1 || n > 1000000) {
-                fprintf(stderr, "dtsim async: --steps: '%s' is not a whole number in 1..1000000\n", v);
+            if (cli_parse_int("async", "--steps", argv[++i], 1, 1000000, &steps) != 0)
                 goto out;
-            }
-            steps = (int)n;
         } else if (!strcmp(a, "--json") && has_value) {
             json_path = argv[++i];
         } else if (a[0] == '-' && a[1]) {

@@ -84,13 +84,8 @@ int cli_faults(int argc, char **argv)
             rc = 0;
             goto out;
         } else if (!strcmp(a, "--runs") && v) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (!*v || *end || n < 1 || n > 100000) {
-                fprintf(stderr, "dtsim faults: --runs: '%s' is not a whole number in 1..100000\n", v);
+            if (cli_parse_int("faults", "--runs", v, 1, 100000, &runs) != 0)
                 goto out;
-            }
-            runs = (int)n;
             i++;
         } else if (!strcmp(a, "--json") && v) {
             json_path = argv[++i];

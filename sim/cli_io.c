@@ -1,7 +1,8 @@
-/* Output helpers shared by the dtsim subcommands. */
+/* Input and output helpers shared by the dtsim subcommands. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
@@ -26,5 +27,17 @@ int cli_write_json(void *doc, const char *path)
         unlink(tmp);
         return -1;
     }
+    return 0;
+}
+
+int cli_parse_int(const char *command, const char *flag, const char *value, long lo, long hi, int *out)
+{
+    char *end;
+    long n = strtol(value, &end, 10);
+    if (!*value || *end || n < lo || n > hi) {
+        fprintf(stderr, "dtsim %s: %s: '%s' is not a whole number in %ld..%ld\n", command, flag, value, lo, hi);
+        return -1;
+    }
+    *out = (int)n;
     return 0;
 }

@@ -73,42 +73,25 @@ int cli_plan(int argc, char **argv)
     int n_sets = 0, gpus = 0, top = 10, confirm = 0, confirmed = 0, threads = 0, rc = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             rc = 0;
             goto out;
         } else if (!strcmp(a, "--gpus") && v) {
-            long n = strtol(v, &end, 10);
-            if (!*v || *end || n < 1 || n > 1048576) {
-                fprintf(stderr, "dtsim plan: --gpus: '%s' is not a GPU count in 1..1048576\n", v);
+            if (cli_parse_int("plan", "--gpus", v, 1, 1048576, &gpus) != 0)
                 goto out;
-            }
-            gpus = (int)n;
             i++;
         } else if (!strcmp(a, "--top") && v) {
-            long n = strtol(v, &end, 10);
-            if (!*v || *end || n < 1 || n > 100000) {
-                fprintf(stderr, "dtsim plan: --top: '%s' is not a count in 1..100000\n", v);
+            if (cli_parse_int("plan", "--top", v, 1, 100000, &top) != 0)
                 goto out;
-            }
-            top = (int)n;
             i++;
         } else if (!strcmp(a, "--confirm") && v) {
-            long n = strtol(v, &end, 10);
-            if (!*v || *end || n < 0 || n > 1000) {
-                fprintf(stderr, "dtsim plan: --confirm: '%s' is not a count in 0..1000\n", v);
+            if (cli_parse_int("plan", "--confirm", v, 0, 1000, &confirm) != 0)
                 goto out;
-            }
-            confirm = (int)n;
             i++;
         } else if (!strcmp(a, "--threads") && v) {
-            long n = strtol(v, &end, 10);
-            if (!*v || *end || n < 1 || n > 64) {
-                fprintf(stderr, "dtsim plan: --threads: '%s' is not a count in 1..64\n", v);
+            if (cli_parse_int("plan", "--threads", v, 1, 64, &threads) != 0)
                 goto out;
-            }
-            threads = (int)n;
             i++;
         } else if (!strcmp(a, "--json") && v) {
             json_path = argv[++i];

@@ -213,14 +213,8 @@ int cli_report(int argc, char **argv)
         } else if (!strcmp(a, "--json") && has_value) {
             json_path = argv[++i];
         } else if (!strcmp(a, "--warmup") && has_value) {
-            const char *v = argv[++i];
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (!*v || *end || n < 0 || n > 1000000) {
-                fprintf(stderr, "dtsim report: --warmup: '%s' is not a whole number in 0..1000000\n", v);
+            if (cli_parse_int("report", "--warmup", argv[++i], 0, 1000000, &warmup) != 0)
                 goto out;
-            }
-            warmup = (int)n;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "dtsim report: unknown option or missing value: %s (see dtsim report --help)\n", a);
             goto out;

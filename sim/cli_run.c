@@ -52,15 +52,11 @@ int cli_run(int argc, char **argv)
             sprintf(owned[0], "run.fidelity=\"%s\"", v);
             sets[n_sets++] = owned[0];
         } else if (!strcmp(a, "--steps") && has_value) {
-            const char *v = argv[++i];
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (*v == 0 || *end || n < 1 || n > 1000000) {
-                fprintf(stderr, "dtsim run: --steps: '%s' is not a whole number in 1..1000000\n", v);
+            int n;
+            if (cli_parse_int("run", "--steps", argv[++i], 1, 1000000, &n) != 0)
                 goto out;
-            }
             owned[1] = malloc(48);
-            snprintf(owned[1], 48, "run.steps=%ld", n);
+            snprintf(owned[1], 48, "run.steps=%d", n);
             sets[n_sets++] = owned[1];
         } else if (!strcmp(a, "--json") && has_value) {
             json_path = argv[++i];

@@ -180,16 +180,7 @@ void compression_plan_bucket(const grad_compressor *gc, double elements, int emb
 static int add_task(step_workload *w, int stage, task_kind kind, task_lane lane, const char *name, double dur,
                     int dep)
 {
-    sim_task t;
-    memset(&t, 0, sizeof t);
-    t.kind = kind;
-    t.lane = lane;
-    t.stage = stage;
-    t.peer_stage = -1;
-    t.micro_batch = t.chunk = t.phase = -1;
-    t.name = name;
-    t.group = 1;
-    t.span_nodes = 1;
+    sim_task t = workload_task(kind, lane, stage, name);
     t.comm = COMM_DP;
     t.duration_s = dur;
     int id = workload_add_task(w, &t);

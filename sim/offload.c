@@ -78,17 +78,9 @@ void offload_step_times_of(const scenario_config *s, int stage, offload_step_tim
 static int add_transfer(step_workload *w, int stage, const char *name, double bytes, double seconds, int dep_a,
                         int dep_b)
 {
-    sim_task t;
-    memset(&t, 0, sizeof t);
-    t.kind = TASK_COLLECTIVE;
-    t.lane = LANE_HOST;
-    t.stage = stage;
-    t.peer_stage = t.micro_batch = t.chunk = t.phase = -1;
-    t.name = name;
+    sim_task t = workload_task(TASK_COLLECTIVE, LANE_HOST, stage, name);
     t.comm = COMM_ZERO;
     t.coll = COLL_SEND_RECV;
-    t.group = 1;
-    t.span_nodes = 1;
     t.bytes = bytes;
     t.duration_s = seconds;
     int id = workload_add_task(w, &t);
@@ -129,14 +121,7 @@ int offload_optimizer_step(step_workload *w, const scenario_config *s, int stage
      * nothing else to do until the parameters come back (no one-step-delayed update). */
     double rd, wr;
     offload_cpu_step_bytes(s, &rd, &wr);
-    sim_task c;
-    memset(&c, 0, sizeof c);
-    c.kind = TASK_COMPUTE;
-    c.lane = LANE_COMPUTE;
-    c.stage = stage;
-    c.peer_stage = c.micro_batch = c.chunk = c.phase = -1;
-    c.name = OFFLOAD_CPU_STEP_NAME;
-    c.group = c.span_nodes = 1;
+    sim_task c = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, OFFLOAD_CPU_STEP_NAME);
     c.bytes = n * (rd + wr); /* host memory traffic (the flow replay moves it over the node's DRAM link) */
     c.duration_s = t.cpu_step_s;
     int step = workload_add_task(w, &c);

@@ -52,7 +52,13 @@ double params_stage_per_gpu(const scenario_config *s, int stage)
             n += layers[pipeline_virtual_stage(P, stage, c)] * (lp.dense + lp.expert);
     }
     free(layers);
-    double h = (double)s->model.hidden_size;
+    return n + params_stage_outside_layers_per_gpu(s, stage);
+}
+
+double params_stage_outside_layers_per_gpu(const scenario_config *s, int stage)
+{
+    int P = s->parallel.pp;
+    double h = (double)s->model.hidden_size, n = 0;
     if (stage == 0)
         n += params_embedding_per_gpu(s);
     if (stage == P - 1) {

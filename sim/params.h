@@ -19,6 +19,9 @@ double params_embedding_per_gpu(const scenario_config *s);
 /* Parameters on one GPU of pipeline stage `stage` (all its chunks): its layers, the embedding
  * on the first stage, the final norm and the LM head (tied copy of the embedding) on the last. */
 double params_stage_per_gpu(const scenario_config *s, int stage);
+/* The part of that outside the transformer layers: the embedding on the first stage, the final
+ * norm and (with PP > 1) the tied LM-head copy on the last. */
+double params_stage_outside_layers_per_gpu(const scenario_config *s, int stage);
 /* The whole model's parameter count (no parallel split). */
 double params_total(const scenario_config *s);
 

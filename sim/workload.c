@@ -227,7 +227,7 @@ static int builder_init(builder *b, const scenario_config *s, config_error *err)
     return 0;
 }
 
-static sim_task task_base(task_kind kind, task_lane lane, int stage, const char *name)
+sim_task workload_task(task_kind kind, task_lane lane, int stage, const char *name)
 {
     sim_task t;
     memset(&t, 0, sizeof t);
@@ -247,7 +247,7 @@ static sim_task task_base(task_kind kind, task_lane lane, int stage, const char 
 static int add_comm(step_workload *w, const builder *b, int stage, task_lane lane, const char *name,
                     comm_class cls, coll_kind coll, double bytes, coll_group g, int dep)
 {
-    sim_task t = task_base(lane == LANE_P2P ? TASK_P2P : TASK_COLLECTIVE, lane, stage, name);
+    sim_task t = workload_task(lane == LANE_P2P ? TASK_P2P : TASK_COLLECTIVE, lane, stage, name);
     t.comm = cls;
     t.coll = coll;
     t.group = g.ranks;
@@ -346,7 +346,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
     int dp_overlap = b->s->parallel.overlap_grad_reduce;
 
     if (a->phase == PIPE_FORWARD) {
-        sim_task t = task_base(TASK_COMPUTE, LANE_COMPUTE, stage, "fwd");
+        sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "fwd");
         t.micro_batch = a->micro_batch;
         t.chunk = a->chunk;
         t.phase = PIPE_FORWARD;
@@ -393,7 +393,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
     int first_dep = vs < last_vs ? bwd_p2p[vs + 1][a->micro_batch] : -1;
     int id = -1;
     for (int piece = 0; piece < pieces; piece++) {
-        sim_task t = task_base(TASK_COMPUTE, LANE_COMPUTE, stage, "bwd");
+        sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "bwd");
         t.micro_batch = a->micro_batch;
         t.chunk = a->chunk;
         t.phase = PIPE_BACKWARD;
@@ -445,17 +445,25 @@ static int action_ready(const builder *b, int stage, const pipe_action *a, int *
     return vs == b->P * b->V - 1 || bwd_p2p[vs + 1][a->micro_batch] >= 0;
 }
 
-/* After a stage's last pass: remaining buckets, the embedding gradients, the optimizer, and
+/* After a stage's last pass: remaining buckets, the gradients outside the layers, the optimizer, and
  * the parameter all-gather of ZeRO-1/2. */
 static void emit_step_end(step_workload *w, const builder *b, stage_state *st, int stage)
 {
     const scenario_config *s = b->s;
-    if (stage == 0 && b->comp.active && b->comp.method == GRAD_COMPRESSION_POWERSGD) {
-        flush_and_offload(w, b, st, stage, st->last_compute, 1); /* the layers' rest, then the embedding alone */
+    /* the gradients outside the layers: the embedding, the final norm, the LM-head copy */
+    double outside = params_stage_outside_layers_per_gpu(s, stage);
+    if (outside > 0 && b->comp.active && b->comp.method == GRAD_COMPRESSION_POWERSGD) {
+        /* the layers' rest first; the final norm is a vector, all-reduced as it is (PowerSGD
+         * compresses matrices only); then the embedding-shaped matrices in buckets of their own */
+        flush_and_offload(w, b, st, stage, st->last_compute, 1);
+        double norm = stage == s->parallel.pp - 1 ? 2.0 * (double)s->model.hidden_size : 0;
+        if (norm > 0 && b->dp.ranks > 1)
+            st->last_comm = add_comm(w, b, stage, LANE_COMM, "dp_grad_allreduce", COMM_DP, COLL_ALL_REDUCE,
+                                     norm * b->grad_elem, b->dp, st->last_compute);
+        outside -= norm;
         st->pending_embedding = 1;
     }
-    if (stage == 0)
-        st->pending_grad += params_embedding_per_gpu(s) * b->grad_elem;
+    st->pending_grad += outside * b->grad_elem;
     flush_and_offload(w, b, st, stage, st->last_compute, 1);
 
     double params = params_stage_per_gpu(s, stage);
@@ -467,7 +475,7 @@ static void emit_step_end(step_workload *w, const builder *b, stage_state *st, i
     if (offload) { /* ZeRO-Offload: on the CPU, between the host transfers (offload.h) */
         opt = offload_optimizer_step(w, s, stage, st->last_comm, st->last_compute);
     } else {
-        sim_task t = task_base(TASK_COMPUTE, LANE_COMPUTE, stage, "optimizer");
+        sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "optimizer");
         t.duration_s = cost_memory_s(&b->cm, OPCLASS_ADAMW, params / shards * bytes_per_param);
         opt = workload_add_task(w, &t);
         if (st->last_comm >= 0)
@@ -476,13 +484,13 @@ static void emit_step_end(step_workload *w, const builder *b, stage_state *st, i
     }
 
     if (offload && !(s->parallel.zero_stage >= 1 && s->parallel.zero_stage <= 2 && shards > 1)) {
-        sim_task end = task_base(TASK_COMPUTE, LANE_COMPUTE, stage, "step_end"); /* the GPU waits for the host */
+        sim_task end = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "step_end"); /* the GPU waits for the host */
         st->last_compute = workload_add_task(w, &end);
         workload_add_dep(w, st->last_compute, opt);
     } else if (s->parallel.zero_stage >= 1 && s->parallel.zero_stage <= 2 && shards > 1) {
         int ag = add_comm(w, b, stage, LANE_COMM, "zero_param_allgather", COMM_ZERO, COLL_ALL_GATHER,
                           params * b->cm.act_bytes, b->dp, opt);
-        sim_task end = task_base(TASK_COMPUTE, LANE_COMPUTE, stage, "step_end");
+        sim_task end = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "step_end");
         int e = workload_add_task(w, &end);
         workload_add_dep(w, e, ag);
     }

@@ -69,6 +69,9 @@ void workload_layer_shape(const scenario_config *s, layer_shape *sh);
 
 /* Low-level builders (used by workload_build and by tests that make small graphs by hand). */
 int workload_add_task(step_workload *w, const sim_task *t); /* returns the index */
+/* A task of `stage` tied to no micro-batch, chunk or phase, its group one rank in one node:
+ * the fields a builder then fills in. */
+sim_task workload_task(task_kind kind, task_lane lane, int stage, const char *name);
 void workload_add_dep(step_workload *w, int task, int dep);  /* only while task is the last added */
 
 #endif

@@ -63,7 +63,7 @@ static double fixture_stage0_elements(const scenario_config *s)
 {
     double h = (double)s->model.hidden_size;
     return (double)s->model.num_layers * fixture_layer_elements(s) +
-           ((double)s->model.vocab_size + (double)s->model.seq_length) * h;
+           ((double)s->model.vocab_size + (double)s->model.seq_length) * h + 2 * h; /* + the final norm */
 }
 
 static void plain_reduction_is_the_uncompressed_closed_form(void **state)
@@ -119,13 +119,13 @@ static void int8_sends_a_byte_and_a_shared_scale(void **state)
 
 /* PowerSGD's factors, per layer: QKV (3h + h) r, projection (h + h) r, fc1 and fc2 (f + h) r
  * each, the 9h + f vector elements uncompressed; the embedding's (V + h) r and positions'
- * (S + h) r. */
+ * (S + h) r; the final norm's 2h uncompressed. */
 static double powersgd_elements_sent(const scenario_config *s, int r)
 {
     double h = (double)s->model.hidden_size, f = (double)s->model.ffn_hidden_size;
     double V = (double)s->model.vocab_size, S = (double)s->model.seq_length;
     double layer = (4 * h + 2 * h + 2 * (f + h)) * r + 9 * h + f;
-    return (double)s->model.num_layers * layer + (V + h) * r + (S + h) * r;
+    return (double)s->model.num_layers * layer + (V + h) * r + (S + h) * r + 2 * h; /* + the final norm, as is */
 }
 
 static void powersgd_sends_the_factors(void **state)
