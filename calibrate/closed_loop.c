@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "cal_writer.h"
 #include "closed_loop.h"
+#include "engine_scenario.h"
 #include "config.h"
 #include "cost.h"
 #include "run.h"
@@ -136,40 +137,18 @@ int closed_loop_run(const closed_loop_options *o)
         fprintf(stderr, "dtcal validate: --model %s: cannot read its sizes\n", o->model);
         return 2;
     }
-    /* All ranks share this machine: one node with a "GPU" per rank, whose links are the shared
-     * memory MPI uses (dtcal collectives measures them as the intra-node class). */
-    json_error_t pje;
-    json_t *plat = json_load_file(o->platform, 0, &pje);
-    if (!plat) {
-        fprintf(stderr, "dtcal validate: --platform %s:%d: %s\n", o->platform, pje.line, pje.text);
-        return 2;
-    }
-    json_t *node = json_object_get(plat, "node");
-    if (json_is_object(node) && json_integer_value(json_object_get(node, "gpus")) < ranks)
-        json_object_set_new(node, "gpus", json_integer(ranks));
-    json_object_del(plat, "calibration");
-    json_t *scen = json_pack("{s:s,s:o,s:s,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:s},s:{s:i,s:i,s:s},s:{s:i,s:i,s:i,s:s}}", "name",
-                             "dtcal-closed-loop", "platform", plat, "calibration", o->calibration, "model",
-                             "num_layers", d[0], "hidden_size", d[1], "num_attention_heads", d[2], "ffn_hidden_size",
-                             4 * d[1], "seq_length", d[3], "vocab_size", d[4], "attention", "flash", "training",
-                             "global_batch_size", o->micro_batch * o->dp, "micro_batch_size", o->micro_batch,
-                             "precision", "fp32", "parallel", "tensor_model_parallel_size", o->tp,
-                             "pipeline_model_parallel_size", o->pp, "data_parallel_size", o->dp, "grad_reduce_dtype",
-                             o->grad_reduce);
     /* dtrain runs ZeRO-0 (its default; the command above passes no --zero): say so, as the
      * scenario's default stage may differ. */
-    json_object_set_new(json_object_get(scen, "parallel"), "zero_stage", json_integer(0));
-    if (o->powersgd_rank > 0)
-        json_object_set_new(json_object_get(scen, "parallel"), "grad_compression",
-                            json_pack("{s:s,s:i}", "method", "powersgd", "powersgd_rank", o->powersgd_rank));
+    engine_run_shape shape = {.num_layers = d[0], .hidden = d[1], .heads = d[2], .seq_len = d[3], .vocab = d[4],
+                              .micro_batch = o->micro_batch, .global_batch = (long long)o->micro_batch * o->dp,
+                              .tp = o->tp, .pp = o->pp, .dp = o->dp, .vpp = 1, .zero = 0, .precision = "fp32",
+                              .grad_reduce = o->grad_reduce, .powersgd_rank = o->powersgd_rank};
     scenario_config s;
     config_error err;
-    if (scenario_load_json(scen, ".", NULL, 0, &s, &err) != 0) {
+    if (engine_scenario_load(&shape, o->platform, o->calibration, &s, &err) != 0) {
         fprintf(stderr, "dtcal validate: %s\n", err.msg);
-        json_decref(scen);
         return 2;
     }
-    json_decref(scen);
     run_result r;
     if (run_scenario(&s, &r, &err) != 0) {
         fprintf(stderr, "dtcal validate: %s\n", err.msg);

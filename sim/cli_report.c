@@ -10,26 +10,34 @@
  * TFLOP/s per GPU and MFU follow from that median with the run's own tokens and model FLOPs per
  * step (config.json), so they are one consistent set rather than medians taken one by one.
  *
- * The SCENARIO is required: a run folder does not say which platform and calibration model the
- * machine it ran on (dtcal validate builds such a scenario from a platform and a calibration
- * file). Where the scenario's model, batch, layout or precision differ from the run's, the report
- * says so (stderr and "mismatches"), since the comparison is then of two different things. */
+ * Without a SCENARIO, the run's own model, batch, layout and precision are simulated on a
+ * platform and calibration given with --platform and --calibration (for a CPU run they default to
+ * the shipped cpu-box files, as `dtcal validate`'s do), through the construction dtcal validate
+ * uses (engine_scenario.h): a run folder does not say which platform and calibration model the
+ * machine it ran on. With a SCENARIO, where its model, batch, layout or precision differ from
+ * the run's, the report says so (stderr and "mismatches"), since the comparison is then of two
+ * different things. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "config_json.h"
+#include "engine_scenario.h"
 #include "run.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: dtsim report SCENARIO.json --measured RUN_DIR [options]\n"
-            "Simulates SCENARIO and puts the measured dtrain run in RUN_DIR (dtrain --run-dir) beside it:\n"
-            "step time, tokens/s, model TFLOP/s per GPU, MFU and memory, with the relative error.\n\n"
+            "usage: dtsim report [SCENARIO.json] --measured RUN_DIR [options]\n"
+            "Simulates SCENARIO (or, without one, the run's own model, batch, layout and precision on\n"
+            "--platform with --calibration) and puts the measured dtrain run in RUN_DIR (dtrain --run-dir)\n"
+            "beside it: step time, tokens/s, model TFLOP/s per GPU, MFU and memory, with the relative error.\n\n"
             "options:\n"
             "  --measured RUN_DIR  the run folder (config.json, metrics.jsonl); required\n"
+            "  --platform FILE     without SCENARIO: the machine the run used (CPU run: platforms/cpu-box.json)\n"
+            "  --calibration FILE  without SCENARIO: its calibration (CPU run: calibrate/data/cpu-box-measured.json)\n"
             "  --warmup N          leading steps left out of the measured median (default 2)\n"
             "  --set PATH=VALUE    override a scenario value by dotted path (as dtsim run); repeatable\n"
             "  --json FILE|-       write the comparison as JSON (\"-\": stdout only, the table to stderr)\n"
@@ -137,6 +145,51 @@ static int load_measured(const char *dir, int warmup, measured_run *m)
     return rc;
 }
 
+/* The run's own configuration (config.json) as a scenario on platform/calibration; for a CPU run
+ * they default to the shipped cpu-box files. 0, or -1 with err. */
+static int load_run_scenario(const measured_run *m, const char *platform, const char *calibration,
+                             scenario_config *s, config_error *err)
+{
+    json_t *model = json_object_get(m->config, "model"), *lay = json_object_get(m->config, "layout"),
+           *opt = json_object_get(m->config, "options");
+    const char *backend = json_string_value(json_object_get(json_object_get(m->config, "device"), "backend"));
+    int cpu = backend && !strcmp(backend, "cpu");
+    if ((!platform || !calibration) && !cpu)
+        return config_fail(err, "a %s run needs --platform and --calibration (the machine it ran on), or a SCENARIO",
+                           backend ? backend : "non-CPU");
+    char plat_path[CFG_PATH_MAX], cal_path[CFG_PATH_MAX];
+    const char *plat_name = platform ? platform : "platforms/cpu-box.json";
+    const char *cal_name = calibration ? calibration : "calibrate/data/cpu-box-measured.json";
+    if (config_resolve_path(plat_name, ".", plat_path, sizeof plat_path) != 0)
+        return config_fail(err, "--platform %s: not found (looked here and in the repository root)", plat_name);
+    if (config_resolve_path(cal_name, ".", cal_path, sizeof cal_path) != 0)
+        return config_fail(err, "--calibration %s: not found (looked here and in the repository root)", cal_name);
+    engine_run_shape r = {
+        .num_layers = json_integer_value(json_object_get(model, "num_layers")),
+        .hidden = json_integer_value(json_object_get(model, "hidden")),
+        .heads = json_integer_value(json_object_get(model, "heads")),
+        .seq_len = json_integer_value(json_object_get(model, "seq_len")),
+        .vocab = json_integer_value(json_object_get(model, "vocab")),
+        .ffn_hidden = json_integer_value(json_object_get(model, "ffn_hidden")),
+        .micro_batch = json_integer_value(json_object_get(opt, "micro_batch")),
+        .global_batch = json_integer_value(json_object_get(opt, "global_batch")),
+        .tp = (int)json_integer_value(json_object_get(lay, "tp")),
+        .pp = (int)json_integer_value(json_object_get(lay, "pp")),
+        .dp = (int)json_integer_value(json_object_get(lay, "dp")),
+        .vpp = (int)json_integer_value(json_object_get(lay, "vpp")),
+        .zero = (int)json_integer_value(json_object_get(lay, "zero")),
+        .precision = json_string_value(json_object_get(m->config, "precision")),
+        .schedule = json_string_value(json_object_get(lay, "schedule")),
+        .grad_reduce = json_string_value(json_object_get(opt, "grad_reduce")),
+        .powersgd_rank = (int)json_integer_value(json_object_get(opt, "grad_compress_rank")),
+    };
+    if (r.num_layers < 1 || r.hidden < 1 || r.heads < 1 || r.seq_len < 1 || r.vocab < 1 || r.micro_batch < 1 ||
+        r.global_batch < 1 || r.tp < 1 || r.pp < 1 || r.dp < 1 || !r.precision)
+        return config_fail(err, "the run's config.json lacks its model (num_layers, hidden, heads, seq_len, vocab), "
+                                "batch (options.micro_batch, global_batch), layout (tp, pp, dp) or precision");
+    return engine_scenario_load(&r, plat_path, cal_path, s, err);
+}
+
 /* Differences between what the run trained and what the scenario describes. */
 static json_t *mismatches(const measured_run *m, const scenario_config *s)
 {
@@ -195,7 +248,7 @@ static void print_row(FILE *f, const char *name, const char *unit, double measur
 
 int cli_report(int argc, char **argv)
 {
-    const char *scenario_path = NULL, *run_path = NULL, *json_path = NULL;
+    const char *scenario_path = NULL, *run_path = NULL, *json_path = NULL, *platform = NULL, *calibration = NULL;
     const char **sets = calloc((size_t)argc + 1, sizeof *sets);
     int n_sets = 0, rc = 2, warmup = 2;
     measured_run m = {0};
@@ -212,6 +265,10 @@ int cli_report(int argc, char **argv)
             run_path = argv[++i];
         } else if (!strcmp(a, "--json") && has_value) {
             json_path = argv[++i];
+        } else if (!strcmp(a, "--platform") && has_value) {
+            platform = argv[++i];
+        } else if (!strcmp(a, "--calibration") && has_value) {
+            calibration = argv[++i];
         } else if (!strcmp(a, "--warmup") && has_value) {
             if (cli_parse_int("report", "--warmup", argv[++i], 0, 1000000, &warmup) != 0)
                 goto out;
@@ -225,24 +282,30 @@ int cli_report(int argc, char **argv)
             goto out;
         }
     }
-    if (!scenario_path || !run_path) {
-        fprintf(stderr, "dtsim report: %s\n", !scenario_path ? "a SCENARIO.json is required (the platform and "
-                                                               "calibration of the machine the run used)"
-                                                             : "--measured RUN_DIR is required");
+    if (!run_path) {
+        fprintf(stderr, "dtsim report: --measured RUN_DIR is required\n");
         usage(stderr);
+        goto out;
+    }
+    if (scenario_path ? platform || calibration : n_sets > 0) {
+        fprintf(stderr, "dtsim report: %s\n", scenario_path ? "--platform and --calibration are for a report "
+                                                              "without SCENARIO (the scenario names its own)"
+                                                            : "--set needs a SCENARIO (without one, the run's own "
+                                                              "configuration is simulated)");
         goto out;
     }
     if (load_measured(run_path, warmup, &m) != 0)
         goto out;
     scenario_config s;
     config_error err;
-    if (scenario_load(scenario_path, sets, n_sets, &s, &err) != 0) {
-        fprintf(stderr, "dtsim: %s\n", err.msg);
+    if (scenario_path ? scenario_load(scenario_path, sets, n_sets, &s, &err) != 0
+                      : load_run_scenario(&m, platform, calibration, &s, &err) != 0) {
+        fprintf(stderr, "dtsim%s: %s\n", scenario_path ? "" : " report", err.msg);
         goto out;
     }
     run_result r;
     if (run_scenario(&s, &r, &err) != 0) {
-        fprintf(stderr, "dtsim: %s: %s\n", scenario_path, err.msg);
+        fprintf(stderr, "dtsim: %s: %s\n", scenario_path ? scenario_path : run_path, err.msg);
         scenario_free(&s);
         rc = 1;
         goto out;

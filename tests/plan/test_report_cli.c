@@ -5,8 +5,10 @@
  *    it and config.json's tokens, FLOPs, world size and peak; a crash-cut last line is left out;
  *  - simulated values equal `dtsim run --json` on the same scenario, errors (sim - meas) / meas;
  *  - a scenario unlike the run is flagged (mismatches);
+ *  - without a scenario, the run's own configuration simulated on the CPU box equals the same
+ *    scenario written out by hand; a GPU run without --platform, or --set without a scenario, exits 2;
  *  - bad input exits 2 naming the file (and line): missing folder, malformed metrics line, no
- *    steps after the warm-up, no scenario. argv[1]: dtsim, argv[2]: the repository root. */
+ *    steps after the warm-up. argv[1]: dtsim, argv[2]: the repository root. */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -149,6 +151,55 @@ static void a_different_scenario_is_flagged(void **state)
     json_decref(rep);
 }
 
+/* Without a SCENARIO the run's own configuration is simulated on the CPU box: the same figures
+ * as a scenario written out here by hand (the run's model, batch, layout and fp32, ZeRO-0, flash
+ * attention, the box's node holding both ranks, its measured calibration). */
+static void without_a_scenario_the_run_itself_is_simulated(void **state)
+{
+    (void)state;
+    const double t[5] = {1, 1, 0.4, 0.2, 0.3};
+    write_run(64, t, 5, "");
+    char path[1200], hand[700];
+    snprintf(path, sizeof path, "%s/platforms/cpu-box.json", ROOT);
+    json_error_t je;
+    json_t *plat = json_load_file(path, 0, &je);
+    assert_non_null(plat);
+    json_object_set_new(json_object_get(plat, "node"), "gpus", json_integer(2));
+    json_object_del(plat, "calibration");
+    snprintf(path, sizeof path, "%s/calibrate/data/cpu-box-measured.json", ROOT);
+    json_t *scen = json_pack("{s:s,s:o,s:s,s:{s:i,s:i,s:i,s:i,s:i,s:i,s:s},s:{s:i,s:i,s:s},s:{s:i,s:i,s:i,s:i}}",
+                             "name", "by-hand", "platform", plat, "calibration", path, "model", "num_layers", 4,
+                             "hidden_size", 128, "num_attention_heads", 4, "ffn_hidden_size", 512, "seq_length", 64,
+                             "vocab_size", 256, "attention", "flash", "training", "global_batch_size", 4,
+                             "micro_batch_size", 2, "precision", "fp32", "parallel", "tensor_model_parallel_size", 1,
+                             "pipeline_model_parallel_size", 1, "data_parallel_size", 2, "zero_stage", 0);
+    snprintf(hand, sizeof hand, "%s.hand.json", RUN);
+    assert_int_equal(json_dump_file(scen, hand, 0), 0);
+    json_decref(scen);
+    char out[600];
+    snprintf(out, sizeof out, "%s.out.json", RUN);
+    assert_int_equal(sh("'%s' report '%s' --measured '%s' --json '%s' >/dev/null 2>&1", DTSIM, hand, RUN, out), 0);
+    json_t *by_hand = json_load_file(out, 0, &je);
+    assert_int_equal(sh("'%s' report --measured '%s' --json '%s' >/dev/null 2>&1", DTSIM, RUN, out), 0);
+    json_t *own = json_load_file(out, 0, &je);
+    assert_non_null(by_hand);
+    assert_non_null(own);
+    const char *keys[4] = {"step_time_s", "tokens_per_s", "model_tflops_per_gpu", "memory_gib"};
+    for (int i = 0; i < 4; i++)
+        close_to(get(own, keys[i], "simulated"), get(by_hand, keys[i], "simulated"));
+    close_to(get(own, "step_time_s", "measured"), 0.3);
+    json_decref(by_hand);
+    json_decref(own);
+    sh("rm -f '%s'", hand);
+    /* a run on a GPU names no platform by itself; --set needs a scenario */
+    char cfg[1100];
+    snprintf(cfg, sizeof cfg, "sed -i 's/\"backend\": \"cpu\"/\"backend\": \"cuda\"/' '%s/config.json'", RUN);
+    assert_int_equal(sh("%s", cfg), 0);
+    assert_int_equal(sh("'%s' report --measured '%s' 2>/dev/null >/dev/null", DTSIM, RUN), 2);
+    assert_int_equal(sh("'%s' report --measured '%s' --set training.micro_batch_size=1 2>/dev/null >/dev/null", DTSIM,
+                        RUN), 2);
+}
+
 static void bad_input_exits_2_naming_the_file(void **state)
 {
     (void)state;
@@ -157,7 +208,6 @@ static void bad_input_exits_2_naming_the_file(void **state)
     assert_int_equal(sh("'%s' report --help >/dev/null", DTSIM), 0);
     assert_int_equal(sh("'%s' report '%s' --measured /nonexistent/run 2>'%s'", DTSIM, SCEN, err), 2);
     assert_int_equal(sh("grep -q '/nonexistent/run/config.json' '%s'", err), 0);
-    assert_int_equal(sh("'%s' report --measured '%s' 2>/dev/null", DTSIM, RUN), 2); /* no scenario */
     const double t[4] = {1, 1, 0.5, 0.5};
     write_run(64, t, 2, "{\"step\": 3, \"step_time_s\": 0.5}\n{\"step\": 4, \"step_time_s\" 0.5}\n");
     assert_int_equal(sh("'%s' report '%s' --measured '%s' 2>'%s'", DTSIM, SCEN, RUN, err), 2);
@@ -195,6 +245,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(measured_medians_and_simulated_values),
         cmocka_unit_test(a_different_scenario_is_flagged),
+        cmocka_unit_test(without_a_scenario_the_run_itself_is_simulated),
         cmocka_unit_test(bad_input_exits_2_naming_the_file),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,39 @@
+/* See engine_scenario.h. */
+#include <jansson.h>
+#include "config_json.h"
+#include "engine_scenario.h"
+
+int engine_scenario_load(const engine_run_shape *r, const char *platform_path, const char *calibration_path,
+                         scenario_config *out, config_error *err)
+{
+    json_error_t je;
+    json_t *plat = json_load_file(platform_path, 0, &je);
+    if (!plat)
+        return config_fail(err, "platform %s:%d: %s", platform_path, je.line, je.text);
+    int ranks = r->tp * r->pp * r->dp;
+    json_t *node = json_object_get(plat, "node");
+    if (json_is_object(node) && json_integer_value(json_object_get(node, "gpus")) < ranks)
+        json_object_set_new(node, "gpus", json_integer(ranks));
+    json_object_del(plat, "calibration");
+    json_t *scen = json_pack("{s:s,s:o,s:s,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:s},s:{s:I,s:I,s:s},"
+                             "s:{s:i,s:i,s:i,s:i,s:i,s:s,s:s}}",
+                             "name", "dtrain-run", "platform", plat, "calibration", calibration_path,
+                             "model", "num_layers", r->num_layers, "hidden_size", r->hidden, "num_attention_heads",
+                             r->heads, "ffn_hidden_size", r->ffn_hidden > 0 ? r->ffn_hidden : 4 * r->hidden,
+                             "seq_length", r->seq_len, "vocab_size", r->vocab, "attention", "flash",
+                             "training", "global_batch_size", r->global_batch, "micro_batch_size", r->micro_batch,
+                             "precision", r->precision,
+                             "parallel", "tensor_model_parallel_size", r->tp, "pipeline_model_parallel_size", r->pp,
+                             "data_parallel_size", r->dp, "virtual_pipeline_model_parallel_size",
+                             r->vpp > 0 ? r->vpp : 1, "zero_stage", r->zero, "schedule",
+                             r->schedule ? r->schedule : "1f1b", "grad_reduce_dtype",
+                             r->grad_reduce ? r->grad_reduce : "fp32");
+    if (!scen)
+        return config_fail(err, "cannot build the scenario of the run (out of memory or a missing value)");
+    if (r->powersgd_rank > 0)
+        json_object_set_new(json_object_get(scen, "parallel"), "grad_compression",
+                            json_pack("{s:s,s:i}", "method", "powersgd", "powersgd_rank", r->powersgd_rank));
+    int rc = scenario_load_json(scen, ".", NULL, 0, out, err);
+    json_decref(scen);
+    return rc;
+}

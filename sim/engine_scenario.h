@@ -1,0 +1,27 @@
+/* The scenario of a dtrain run: the engine's GPT model with its batch, precision and layout,
+ * on a platform and calibration given by the caller. One construction for `dtcal validate`
+ * (the closed loop) and `dtsim report --measured RUN_DIR` without a scenario, so both simulate
+ * exactly what the engine ran. */
+#ifndef DTSIM_SIM_ENGINE_SCENARIO_H
+#define DTSIM_SIM_ENGINE_SCENARIO_H
+
+#include "config.h"
+
+typedef struct {
+    long long num_layers, hidden, heads, seq_len, vocab, ffn_hidden; /* ffn_hidden 0: 4 x hidden */
+    long long micro_batch, global_batch;
+    int tp, pp, dp, vpp, zero;
+    const char *precision;     /* fp32 | bf16 | fp16 */
+    const char *schedule;      /* gpipe | 1f1b | interleaved; NULL: 1f1b */
+    const char *grad_reduce;   /* fp32 | bf16; NULL: fp32 */
+    int powersgd_rank;         /* 0: none */
+} engine_run_shape;
+
+/* Loads the scenario: the platform file's node grown to hold every rank (the engine runs them on
+ * one machine, its "GPUs" joined by the memory MPI uses), its default calibration replaced by
+ * calibration_path; flash attention, as the engine's kernel keeps no T x T matrix. Returns 0,
+ * or -1 with err naming what is wrong. The caller frees with scenario_free. */
+int engine_scenario_load(const engine_run_shape *r, const char *platform_path, const char *calibration_path,
+                         scenario_config *out, config_error *err);
+
+#endif
