@@ -150,7 +150,7 @@ checkpoint_job *checkpoint_save_async(const char *dir, const gpt_model *m, const
     j->world = c->world_size;
     j->n = m->num_params;
     j->st = *st;
-    j->host = malloc((3 * j->n ? 3 * j->n : 1) * sizeof(float));
+    j->host = malloc((j->n ? 3 * j->n : 1) * sizeof(float));
     m->k->copy_to_host(j->host, m->params, j->n * sizeof(float));
     m->k->copy_to_host(j->host + j->n, m->m, j->n * sizeof(float));
     m->k->copy_to_host(j->host + 2 * j->n, m->v, j->n * sizeof(float));

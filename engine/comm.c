@@ -401,3 +401,26 @@ int comm_allreduce_max_int(comm_group *g, int x)
 int comm_group_size(const comm_group *g) { return g->size; }
 int comm_group_rank(const comm_group *g) { return g->rank; }
 double comm_bytes_sent(const comm_group *g) { return g->bytes_sent; }
+void comm_add_bytes_sent(comm_group *g, double bytes) { g->bytes_sent += bytes; }
+
+void comm_bcast_bytes(comm_group *g, void *buf, size_t n, int root)
+{
+    if (g->size == 1)
+        return;
+    wd_enter(g->wd, "broadcast", g->size);
+    check(MPI_Bcast(buf, (int)n, MPI_BYTE, root, g->mpi), "broadcast");
+    wd_leave(g->wd);
+}
+
+void comm_node_local(const comm_ctx *c, int *local_rank, int *local_size)
+{
+    *local_rank = 0;
+    *local_size = 1;
+    if (!c->mpi)
+        return;
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->world_rank, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, local_rank);
+    MPI_Comm_size(node, local_size);
+    MPI_Comm_free(&node);
+}

@@ -1,7 +1,7 @@
 /* The engine's communicator: process groups and the collectives the parallel layouts need,
  * behind one interface. Backends: MPI on host buffers (the CPU engine, and device buffers staged
  * through the host so several ranks can share one GPU); "single" when not launched by mpirun.
- * NCCL for device buffers is the next backend (it needs a GPU to test).
+ * NCCL on device buffers for the DP gradient all-reduce is in comm_nccl.h (dtrain --comm nccl).
  *
  * Rank grid (DESIGN.md): TP fastest, then PP, then DP: world = tp x pp x dp. */
 #ifndef DTSIM_ENGINE_COMM_H
@@ -65,4 +65,10 @@ void comm_wait_sends(comm_ctx *c);
 int comm_group_rank(const comm_group *g);
 /* Bytes this rank has sent through collectives of the group (for the wire-volume checks). */
 double comm_bytes_sent(const comm_group *g);
+/* What another transport (NCCL) sent on the group's behalf, so the tally stays whole. */
+void comm_add_bytes_sent(comm_group *g, double bytes);
+/* root's n bytes to every rank of the group. */
+void comm_bcast_bytes(comm_group *g, void *buf, size_t n, int root);
+/* This rank's position among the world's ranks on its node (1 of 1 without MPI). */
+void comm_node_local(const comm_ctx *c, int *local_rank, int *local_size);
 #endif

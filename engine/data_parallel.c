@@ -1,5 +1,6 @@
 /* Data parallelism with ZeRO; see data_parallel.h. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "data_parallel.h"
@@ -91,6 +92,16 @@ void dp_enable_offload(dp_state *d)
     offload_init(d->offload, lo, hi);
 }
 
+int dp_enable_nccl(dp_state *d, char *err, size_t errlen)
+{
+    if (d->zero != 0 || d->bf16 || d->powersgd) {
+        snprintf(err, errlen, "--comm nccl: the NCCL path all-reduces fp32 gradients under ZeRO 0 only");
+        return -1;
+    }
+    d->nccl = comm_nccl_create(d->comm->dp_group, err, errlen);
+    return d->nccl ? 0 : -1;
+}
+
 void dp_sync_optimizer_state(dp_state *d, gpt_model *m)
 {
     if (d->offload)
@@ -122,6 +133,7 @@ void dp_free(dp_state *d)
         powersgd_free(d->powersgd);
     if (d->offload)
         offload_free(d->offload);
+    comm_nccl_free(d->nccl);
     free(d->powersgd);
     free(d->offload);
     free(d->host);
@@ -131,6 +143,10 @@ void dp_free(dp_state *d)
 
 void dp_reduce_gradients(dp_state *d, gpt_model *m)
 {
+    if (d->nccl) { /* in device memory; the gradient never visits the host */
+        comm_nccl_allreduce_sum(d->nccl, m->grads, d->n);
+        return;
+    }
     if (d->dp == 1)
         return;
     memset(d->host + d->n, 0, (d->padded - d->n) * sizeof(float));

@@ -12,6 +12,7 @@
 #include "comm.h"
 #include "gpt.h"
 #include "offload.h"
+#include "comm_nccl.h"
 #include "powersgd.h"
 
 typedef struct {
@@ -23,6 +24,7 @@ typedef struct {
     uint16_t *host16;                      /* staging for bf16 reductions, padded */
     powersgd_state *powersgd;              /* NULL, or PowerSGD compression (ZeRO-0; powersgd.h) */
     offload_state *offload;                /* NULL, or AdamW on the host (offload.h) */
+    comm_nccl *nccl;                       /* NULL, or the DP all-reduce with NCCL on the device */
 } dp_state;
 
 /* The flat-buffer range [lo, hi) that DP rank `rank` of `dp` owns, of n floats. */
@@ -32,6 +34,9 @@ void dp_free(dp_state *d);
 /* Options, after dp_init: PowerSGD of rank R (ZeRO-0, dp > 1), and the optimizer on the host. */
 void dp_enable_powersgd(dp_state *d, const gpt_model *m, int rank, uint64_t seed);
 void dp_enable_offload(dp_state *d);
+/* ZeRO-0 gradients all-reduced by NCCL in device memory, no host staging (--comm nccl). Also
+ * with one rank (a copy), so a one-GPU machine runs the path. 0, or -1 with err (every rank). */
+int dp_enable_nccl(dp_state *d, char *err, size_t errlen);
 /* Before a checkpoint: makes the model's own buffers hold the optimizer state (offload). */
 void dp_sync_optimizer_state(dp_state *d, gpt_model *m);
 /* Sums the gradients over the DP group (all-reduce, or reduce-scatter into the shard). */

@@ -1,7 +1,7 @@
 # dtrain: the training engine (model, data, training loop, profiler) and its tools.
 find_package(Threads REQUIRED)
 add_library(dtrain_lib STATIC ${CMAKE_CURRENT_LIST_DIR}/gpt.c ${CMAKE_CURRENT_LIST_DIR}/gpt_layout.c ${CMAKE_CURRENT_LIST_DIR}/data.c
-            ${CMAKE_CURRENT_LIST_DIR}/checkpoint.c ${CMAKE_CURRENT_LIST_DIR}/comm.c
+            ${CMAKE_CURRENT_LIST_DIR}/checkpoint.c ${CMAKE_CURRENT_LIST_DIR}/comm.c ${CMAKE_CURRENT_LIST_DIR}/comm_nccl.c
             ${CMAKE_CURRENT_LIST_DIR}/data_parallel.c ${CMAKE_CURRENT_LIST_DIR}/powersgd.c ${CMAKE_CURRENT_LIST_DIR}/offload.c
             ${CMAKE_CURRENT_LIST_DIR}/rng.c ${CMAKE_CURRENT_LIST_DIR}/train.c ${CMAKE_CURRENT_LIST_DIR}/profiler.c)
 target_include_directories(dtrain_lib PUBLIC ${CMAKE_CURRENT_LIST_DIR})
@@ -63,3 +63,10 @@ if(GIT_FOUND)
 endif()
 set_property(SOURCE ${CMAKE_CURRENT_LIST_DIR}/run_dir.c APPEND PROPERTY COMPILE_DEFINITIONS
              DTRAIN_GIT_REVISION="${DTRAIN_GIT_REVISION}" DTRAIN_GIT_DIRTY=${DTRAIN_GIT_DIRTY})
+
+# dtrain --comm nccl: the DP gradient all-reduce with NCCL on device buffers, where CUDA and NCCL
+# are found (comm_nccl.c otherwise says the build has none).
+if(DTSIM_HAVE_CUDA AND NCCL_LIB)
+  set_property(SOURCE ${CMAKE_CURRENT_LIST_DIR}/comm_nccl.c APPEND PROPERTY COMPILE_DEFINITIONS DTRAIN_HAVE_NCCL)
+  target_link_libraries(dtrain_lib PUBLIC CUDA::cudart ${NCCL_LIB})
+endif()

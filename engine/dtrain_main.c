@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "comm.h"
+#include "comm_nccl.h"
 #include "powersgd.h"
 #include "schedule.h"
 #include "run_dir.h"
@@ -61,7 +62,9 @@ static void usage(FILE *f)
             "  --grad-reduce fp32|bf16  DP gradient reduction precision: bf16 halves the bytes (default fp32)\n"
             "  --grad-compress none|powersgd:R  PowerSGD rank-R compression of the DP reduction of the\n"
             "                           weight matrices, with error feedback (--dp 2+, ZeRO-0, fp32 reduction)\n"
-            "  --offload-optimizer      AdamW and its state (fp32 master, moments) on the host CPU\n"
+            "  --offload-optimizer      AdamW and its state (fp32 master, moments) on the host CPU\n"            "  --comm mpi|nccl          DP gradient all-reduce: mpi (default; device buffers staged through the\n"
+            "                           host, ranks may share a GPU) or nccl (on the GPU, one GPU per rank;\n"
+            "                           --device cuda, ZeRO 0, fp32 reduction)\n"
             "  --run-dir DIR            run tracking: DIR/config.json, metrics.jsonl (per step, with MFU),\n"
             "                           profile.json, checkpoints.json, summary.json (engine/README.md); a DIR\n"
             "                           that holds a run is refused unless --resume (which appends to it)\n"
@@ -257,6 +260,12 @@ static int run(int argc, char **argv, comm_ctx *comm)
                 fprintf(stderr, "dtrain: --grad-compress: %s\n", why);
                 return 2;
             }
+        } else if (!strcmp(a, "--comm")) {
+            if (strcmp(v, "mpi") && strcmp(v, "nccl")) {
+                fprintf(stderr, "dtrain: --comm: '%s' is not mpi or nccl\n", v);
+                return 2;
+            }
+            o.comm_nccl = !strcmp(v, "nccl");
         } else if (!strcmp(a, "--grad-reduce")) {
             if (strcmp(v, "fp32") && strcmp(v, "bf16")) {
                 fprintf(stderr, "dtrain: --grad-reduce: '%s' is not fp32 or bf16\n", v);
@@ -309,6 +318,11 @@ static int run(int argc, char **argv, comm_ctx *comm)
                 o.grad_compress_rank, dp, o.zero, o.grad_reduce_bf16 ? "bf16" : "fp32");
         return 2;
     }
+    if (o.comm_nccl && (strcmp(o.device, "cuda") || o.zero != 0 || o.grad_reduce_bf16 || o.grad_compress_rank)) {
+        fprintf(stderr, "dtrain: --comm nccl all-reduces the DP gradients on the GPU: it needs --device cuda (got %s), "
+                        "--zero 0 (got %d), --grad-reduce fp32 and no --grad-compress\n", o.device, o.zero);
+        return 2;
+    }
     if ((o.resume || o.ckpt_every) && !o.ckpt_dir) {
         fprintf(stderr, "dtrain: --resume and --ckpt-every need --ckpt-dir\n");
         return 2;
@@ -326,6 +340,11 @@ static int run(int argc, char **argv, comm_ctx *comm)
     }
     o.comm = comm;
     comm_set_timeout(comm, o.comm_timeout_s);
+    if (o.comm_nccl && comm_nccl_select_device(comm, err, sizeof err) != 0) { /* before the model allocates */
+        if (comm->world_rank == 0)
+            fprintf(stderr, "dtrain: %s\n", err);
+        return 2;
+    }
     if (o.run_dir) {
         /* rank 0 keeps the record; every rank stops alike when it cannot */
         char rerr[4600] = "";

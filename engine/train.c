@@ -338,6 +338,14 @@ int train_run(const train_options *o)
     dp_enable_powersgd(&dps, &m, o->grad_compress_rank, o->seed);
     if (o->offload_optimizer)
         dp_enable_offload(&dps);
+    if (o->comm_nccl) {
+        char nerr[256];
+        if (dp_enable_nccl(&dps, nerr, sizeof nerr) != 0) {
+            if (leader)
+                fprintf(stderr, "dtrain: %s\n", nerr);
+            exit(1);
+        }
+    }
     int *tokens = malloc((size_t)B * T * sizeof(int)), *targets = malloc((size_t)B * T * sizeof(int));
     if (leader)
         fprintf(stderr, "dtrain: %s model, %d layers, hidden %d, %d heads, seq %d, vocab %d, %.2fM parameters "

@@ -1,0 +1,110 @@
+/* See comm_nccl.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include "comm_nccl.h"
+
+#ifdef DTRAIN_HAVE_NCCL
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+struct comm_nccl {
+    ncclComm_t comm;
+    comm_group *group;
+};
+
+int comm_nccl_select_device(comm_ctx *c, char *err, size_t errlen)
+{
+    int local_rank = 0, local_size = 1, gpus = 0;
+    comm_node_local(c, &local_rank, &local_size);
+    cudaError_t e = cudaGetDeviceCount(&gpus);
+    int ok = e == cudaSuccess && local_size <= gpus;
+    if (ok)
+        ok = cudaSetDevice(local_rank) == cudaSuccess;
+    if (comm_allreduce_max_int(c->world, !ok)) {
+        snprintf(err, errlen, "--comm nccl: %d rank(s) on this node but %d GPU(s)%s%s: NCCL needs one GPU per rank "
+                              "(--comm mpi stages device buffers through the host, so ranks can share a GPU)",
+                 local_size, e == cudaSuccess ? gpus : 0, e == cudaSuccess ? "" : ": ",
+                 e == cudaSuccess ? "" : cudaGetErrorString(e));
+        return -1;
+    }
+    return 0;
+}
+
+comm_nccl *comm_nccl_create(comm_group *g, char *err, size_t errlen)
+{
+    ncclUniqueId id;
+    ncclResult_t r = ncclSuccess;
+    if (comm_group_rank(g) == 0)
+        r = ncclGetUniqueId(&id);
+    if (comm_allreduce_max_int(g, r != ncclSuccess)) {
+        snprintf(err, errlen, "--comm nccl: ncclGetUniqueId failed on the group's first rank");
+        return NULL;
+    }
+    comm_bcast_bytes(g, &id, sizeof id, 0);
+    comm_nccl *n = calloc(1, sizeof *n);
+    r = n ? ncclCommInitRank(&n->comm, comm_group_size(g), id, comm_group_rank(g)) : ncclSystemError;
+    if (comm_allreduce_max_int(g, r != ncclSuccess)) {
+        snprintf(err, errlen, "--comm nccl: ncclCommInitRank: %s",
+                 r != ncclSuccess ? ncclGetErrorString(r) : "failed on another rank");
+        if (n && r == ncclSuccess)
+            ncclCommDestroy(n->comm);
+        free(n);
+        return NULL;
+    }
+    n->group = g;
+    return n;
+}
+
+void comm_nccl_allreduce_sum(comm_nccl *n, float *device_buf, size_t count)
+{
+    ncclResult_t r = ncclAllReduce(device_buf, device_buf, count, ncclFloat, ncclSum, n->comm, 0);
+    cudaError_t e = r == ncclSuccess ? cudaStreamSynchronize(0) : cudaSuccess;
+    if (r != ncclSuccess || e != cudaSuccess) {
+        fprintf(stderr, "dtrain: NCCL all-reduce of %zu floats failed: %s\n", count,
+                r != ncclSuccess ? ncclGetErrorString(r) : cudaGetErrorString(e));
+        exit(1);
+    }
+    int size = comm_group_size(n->group);
+    comm_add_bytes_sent(n->group, 2.0 * (size - 1) / size * (double)count * sizeof(float));
+}
+
+void comm_nccl_free(comm_nccl *n)
+{
+    if (n)
+        ncclCommDestroy(n->comm);
+    free(n);
+}
+
+#else /* no CUDA or no NCCL in this build */
+
+struct comm_nccl {
+    int unused;
+};
+
+int comm_nccl_select_device(comm_ctx *c, char *err, size_t errlen)
+{
+    (void)c;
+    snprintf(err, errlen, "--comm nccl: this build has no NCCL (it needs the CUDA toolkit with NCCL when cmake "
+                          "configures); use --comm mpi");
+    return -1;
+}
+
+comm_nccl *comm_nccl_create(comm_group *g, char *err, size_t errlen)
+{
+    (void)g;
+    snprintf(err, errlen, "--comm nccl: this build has no NCCL");
+    return NULL;
+}
+
+void comm_nccl_allreduce_sum(comm_nccl *n, float *device_buf, size_t count)
+{
+    (void)n;
+    (void)device_buf;
+    (void)count;
+}
+
+void comm_nccl_free(comm_nccl *n)
+{
+    free(n);
+}
+#endif

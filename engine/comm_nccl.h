@@ -1,0 +1,24 @@
+/* NCCL on device buffers for the data-parallel gradient all-reduce (dtrain --comm nccl): one
+ * NCCL communicator over a group's ranks, its unique id broadcast over the group's MPI
+ * communicator, one GPU per rank (the node-local rank picks it, before any allocation), the
+ * all-reduce in place on the device on the default stream the kernels use. Builds without CUDA
+ * or NCCL keep the interface: comm_nccl_select_device and comm_nccl_create fail with the reason.
+ * NCCL refuses two ranks on one GPU; --comm mpi stages device buffers through the host instead. */
+#ifndef DTSIM_ENGINE_COMM_NCCL_H
+#define DTSIM_ENGINE_COMM_NCCL_H
+#include <stddef.h>
+#include "comm.h"
+
+typedef struct comm_nccl comm_nccl; /* opaque */
+
+/* Makes this rank's GPU current: the node-local rank's. Call before the model allocates. Every
+ * rank of the world calls it; 0, or -1 with err on every rank (fewer GPUs than ranks on a node,
+ * no GPU, no NCCL in this build). */
+int comm_nccl_select_device(comm_ctx *c, char *err, size_t errlen);
+/* A communicator over g's ranks (collective over g). NULL with err on every rank of g. */
+comm_nccl *comm_nccl_create(comm_group *g, char *err, size_t errlen);
+/* In-place sum of n floats of device memory over the group; returns when the sum is there. Also
+ * adds the ring's bytes (2(n-1)/n of the buffer) to the group's wire tally. */
+void comm_nccl_allreduce_sum(comm_nccl *n, float *device_buf, size_t count);
+void comm_nccl_free(comm_nccl *n);
+#endif
