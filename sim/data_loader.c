@@ -66,44 +66,71 @@ double data_loader_load_s(const scenario_config *s, long long readers)
 }
 
 /* ---- one reader ------------------------------------------------------------------------- */
+/* A reader's loader between steps: when it is free, when each of the last P micro-batches was
+ * consumed (a load may start once micro-batch j - P has been), its random stream. */
+typedef struct {
+    const dl_reader_kind *k;
+    double loader_free;
+    double *consumed;      /* ring of P */
+    long long j;           /* micro-batches loaded so far */
+    dl_rng rng;
+    double mu, sigma;      /* lognormal of mean 1 and the kind's cv */
+} dl_reader;
+
+static int reader_init(dl_reader *r, const dl_reader_kind *k, unsigned long long seed)
+{
+    memset(r, 0, sizeof *r);
+    r->k = k;
+    r->loader_free = -INFINITY;
+    r->rng.s = seed;
+    r->sigma = sqrt(log1p(k->cv * k->cv));
+    r->mu = -0.5 * r->sigma * r->sigma;
+    if (k->prefetch > 0) {
+        r->consumed = malloc((size_t)k->prefetch * sizeof *r->consumed);
+        if (!r->consumed)
+            return -1;
+        for (int i = 0; i < k->prefetch; i++)
+            r->consumed[i] = -INFINITY; /* the job has run long before: the queue starts full */
+    }
+    return 0;
+}
+
+/* One step of the reader starting at step_start: its stall (the waits of its forward passes). */
+static double reader_step(dl_reader *r, double step_start)
+{
+    const dl_reader_kind *k = r->k;
+    int P = k->prefetch;
+    double delay = 0; /* this reader's stall so far in the step */
+    for (int i = 0; i < k->m; i++, r->j++) {
+        double demand = step_start + k->demand[i] + delay;
+        double gate = P > 0 ? r->consumed[r->j % P] : demand; /* micro-batch j - P consumed */
+        double start = fmax(r->loader_free, gate);
+        double load = k->cv > 0 ? k->load_s * exp(r->mu + r->sigma * dl_normal(&r->rng)) : k->load_s;
+        double ready = start + load;
+        double wait = ready > demand ? ready - demand : 0;
+        r->loader_free = ready;
+        delay += wait;
+        if (P > 0)
+            r->consumed[r->j % P] = demand + wait;
+    }
+    return delay;
+}
+
 int data_loader_simulate_reader(const dl_reader_kind *k, int warmup, int steps, unsigned long long seed,
                                 double *stall)
 {
-    int P = k->prefetch;
-    double *consumed = NULL; /* ring: when each of the last P micro-batches was consumed */
-    if (P > 0) {
-        consumed = malloc((size_t)P * sizeof *consumed);
-        if (!consumed)
-            return -1;
-        for (int i = 0; i < P; i++)
-            consumed[i] = -INFINITY; /* the job has run long before: the queue starts full */
-    }
-    double sigma = sqrt(log1p(k->cv * k->cv)), mu = -0.5 * sigma * sigma; /* lognormal of mean 1 */
-    dl_rng rng = {seed, 0, 0};
-    double loader_free = -INFINITY, step_start = 0;
-    long long j = 0;
+    dl_reader r;
+    if (reader_init(&r, k, seed) != 0)
+        return -1;
+    double step_start = 0;
     for (int s = 0; s < warmup + steps; s++) {
-        double delay = 0; /* this reader's stall so far in the step */
-        for (int i = 0; i < k->m; i++, j++) {
-            double demand = step_start + k->demand[i] + delay;
-            double gate = P > 0 ? consumed[j % P] : demand; /* micro-batch j - P consumed */
-            double start = fmax(loader_free, gate);
-            double load = k->cv > 0 ? k->load_s * exp(mu + sigma * dl_normal(&rng)) : k->load_s;
-            double ready = start + load;
-            double wait = ready > demand ? ready - demand : 0;
-            loader_free = ready;
-            delay += wait;
-            if (P > 0)
-                consumed[j % P] = demand + wait;
-        }
+        double delay = reader_step(&r, step_start);
         if (s >= warmup)
             stall[s - warmup] = delay;
-        /* the next step begins when this one ends: its stall-free time plus this reader's stall
-         * (not the slowest reader's, which would give this one more time to prefetch: a
-         * conservative decoupling that makes readers independent) */
+        /* alone, the next step begins when this one ends: its stall-free time plus this stall */
         step_start += k->step_s + delay;
     }
-    free(consumed);
+    free(r.consumed);
     return 0;
 }
 
@@ -188,33 +215,45 @@ double data_loader_expected_max(double *const *samples, const long long *n, cons
 }
 
 /* ---- Monte Carlo ------------------------------------------------------------------------ */
-/* Every reader simulated: the mean over steps of the largest stall of the step. */
+/* Every reader simulated, together: a step's stall is the largest of its readers' (the step is
+ * synchronous), and every reader's next step starts after it, so the faster readers use the
+ * slowest one's stall to load ahead, as they do in a real job. The mean over steps of that. */
 static int evaluate_all(const dl_reader_kind *kinds, int n_kinds, long long per_kind_cap, unsigned long long seed,
                         int steps, data_loader_result *out)
 {
-    double *step_max = calloc((size_t)steps, sizeof *step_max), *stall = malloc((size_t)steps * sizeof *stall);
-    int rc = step_max && stall ? 0 : -1;
+    long long total = 0;
+    for (int k = 0; k < n_kinds; k++)
+        total += kinds[k].readers < per_kind_cap ? kinds[k].readers : per_kind_cap;
+    dl_reader *readers = calloc((size_t)total, sizeof *readers);
+    int rc = readers ? 0 : -1;
+    long long n = 0;
     for (int k = 0; k < n_kinds && rc == 0; k++) {
         long long R = kinds[k].readers < per_kind_cap ? kinds[k].readers : per_kind_cap;
-        for (long long r = 0; r < R && rc == 0; r++) {
-            rc = data_loader_simulate_reader(&kinds[k], DL_WARMUP_STEPS, steps, reader_seed(seed, k, r), stall);
-            for (int s = 0; s < steps && rc == 0; s++)
-                step_max[s] = fmax(step_max[s], stall[s]);
-            out->simulated_readers++;
-        }
+        for (long long r = 0; r < R && rc == 0; r++)
+            rc = reader_init(&readers[n++], &kinds[k], reader_seed(seed, k, r));
     }
-    double sum = 0;
-    for (int s = 0; s < steps && rc == 0; s++)
-        sum += step_max[s];
-    out->exposed_s = sum / steps;
+    double step_start = 0, sum = 0;
+    for (int s = 0; s < DL_WARMUP_STEPS + steps && rc == 0; s++) {
+        double worst = 0;
+        for (long long r = 0; r < n; r++)
+            worst = fmax(worst, reader_step(&readers[r], step_start));
+        if (s >= DL_WARMUP_STEPS)
+            sum += worst;
+        step_start += kinds[0].step_s + worst;
+    }
+    out->simulated_readers = n;
+    out->exposed_s = steps > 0 ? sum / steps : 0;
     out->steps = steps;
-    free(step_max);
-    free(stall);
+    for (long long r = 0; r < n; r++)
+        free(readers[r].consumed);
+    free(readers);
     return rc;
 }
 
 /* Some readers simulated: the expected maximum over all from the order statistics of their
- * per-step stalls (readers independent and alike; one reader's steps taken as independent). */
+ * per-step stalls (readers independent and alike; one reader's steps taken as independent).
+ * Each reader then runs alone, its next step after its own stall rather than the slowest
+ * reader's: conservative (less time to load ahead) where readers are too many to run jointly. */
 static int evaluate_sampled(const dl_reader_kind *kinds, int n_kinds, unsigned long long seed, int steps,
                             const long long *sampled, data_loader_result *out)
 {

@@ -39,11 +39,12 @@ int replay_analytic(const step_workload *w, replay_times *t)
     return 0;
 }
 
-/* The dependency of task i that finished last: what it waited for. -1 if none. */
-static int blocking_dep(const step_workload *w, const replay_times *t, int i)
+/* What task i waited for: of its dependencies and the task before it on its lane (lane_prev,
+ * -1 for none), the one that finished last. -1 if none. */
+static int blocking_dep(const step_workload *w, const replay_times *t, const int *lane_prev, int i)
 {
     const sim_task *k = &w->tasks[i];
-    int best = -1;
+    int best = lane_prev[i];
     for (int d = 0; d < k->dep_count; d++) {
         int j = w->deps[k->dep_begin + d];
         if (best < 0 || t->finish[j] > t->finish[best])
@@ -52,33 +53,41 @@ static int blocking_dep(const step_workload *w, const replay_times *t, int i)
     return best;
 }
 
-/* Attributes the compute-lane idle gap [gap_start, gap_end) before task i of a stage:
- * waiting on a DP/ZeRO/CP/EP collective is exposed communication of that kind; waiting on a
- * pipeline transfer is exposed PP communication while the transfer runs and pipeline bubble
- * before it (the upstream stage was still computing); anything else is bubble. */
-static void attribute_gap(const step_workload *w, const replay_times *t, int i, double gap_start,
-                          double gap_end, double *bubble, double *exposed)
+/* Synchronisation work off the compute stream: collectives, transfers, and compression compute
+ * chained to a DP collective on the comm stream (sim/compression.c), which belongs to the
+ * gradient synchronisation and is counted with DP. -1 for anything else. */
+static int sync_class(const sim_task *k)
 {
-    double gap = gap_end - gap_start;
-    if (gap <= 0)
-        return;
-    int j = blocking_dep(w, t, i);
-    /* compression compute chained to a DP collective on the comm stream (sim/compression.c)
-     * is part of the gradient synchronisation the optimizer waits for: exposed DP */
-    if (j < 0 || (w->tasks[j].kind == TASK_COMPUTE && !(compression_is_compute(&w->tasks[j]) &&
-                                                         w->tasks[j].lane != LANE_COMPUTE))) {
-        *bubble += gap;
-        return;
+    if (k->kind != TASK_COMPUTE)
+        return k->kind == TASK_P2P ? COMM_PP : (int)k->comm;
+    return compression_is_compute(k) && k->lane != LANE_COMPUTE ? COMM_DP : -1;
+}
+
+/* Attributes the compute-lane idle gap [gap_start, gap_end) before task i of a stage by walking
+ * back along what each task waited for: the time a collective or transfer itself ran is exposed
+ * communication of its kind; before it, what it waited for in turn (an earlier collective on its
+ * lane, a gradient bucket's reduction before its host copy, ...); once the chain reaches compute
+ * (the upstream stage still computing, or nothing), the rest is pipeline bubble. So no class is
+ * charged more than its tasks ran. */
+static void attribute_gap(const step_workload *w, const replay_times *t, const int *lane_prev, int i,
+                          double gap_start, double gap_end, double *bubble, double *exposed)
+{
+    double end = gap_end;
+    int cur = i;
+    while (end > gap_start) {
+        int j = blocking_dep(w, t, lane_prev, cur);
+        int cls = j >= 0 ? sync_class(&w->tasks[j]) : -1;
+        if (cls < 0) {
+            *bubble += end - gap_start;
+            return;
+        }
+        double from = fmax(t->start[j], gap_start);
+        exposed[cls] += fmax(0, fmin(end, t->finish[j]) - from);
+        if (t->finish[j] < end) /* j was done before the gap's end: what else kept cur: bubble */
+            *bubble += end - fmax(t->finish[j], from);
+        end = from;
+        cur = j;
     }
-    const sim_task *d = &w->tasks[j];
-    if (d->kind == TASK_P2P) {
-        double comm = fmin(gap, t->finish[j] - fmax(t->start[j], gap_start));
-        comm = fmax(comm, 0);
-        exposed[COMM_PP] += comm;
-        *bubble += gap - comm;
-        return;
-    }
-    exposed[d->comm] += gap;
 }
 
 int replay_metrics_compute(const step_workload *w, const replay_times *t, replay_metrics *m)
@@ -98,14 +107,27 @@ int replay_metrics_compute(const step_workload *w, const replay_times *t, replay
 
     for (int i = 0; i < w->n_tasks; i++)
         m->step_time_s = fmax(m->step_time_s, t->finish[i]);
+    int *lane_prev = malloc((size_t)(w->n_tasks > 0 ? w->n_tasks : 1) * sizeof(int));
+    int *lane_last = malloc((size_t)P * LANE_COUNT * sizeof(int));
+    if (!lane_prev || !lane_last) {
+        free(lane_prev); free(lane_last); free(last_finish); free(exposed); free(total);
+        return -1;
+    }
+    for (int q = 0; q < P * LANE_COUNT; q++)
+        lane_last[q] = -1;
+    for (int i = 0; i < w->n_tasks; i++) {
+        int *last = &lane_last[w->tasks[i].stage * LANE_COUNT + w->tasks[i].lane];
+        lane_prev[i] = *last;
+        *last = i;
+    }
 
     for (int i = 0; i < w->n_tasks; i++) {
         const sim_task *k = &w->tasks[i];
         double *ex = &exposed[k->stage * COMM_CLASS_COUNT];
         double *tot = &total[k->stage * COMM_CLASS_COUNT];
         double dur = t->finish[i] - t->start[i];
-        if (k->kind != TASK_COMPUTE) {
-            tot[k->comm] += dur;
+        if (sync_class(k) >= 0) {
+            tot[sync_class(k)] += dur;
             continue;
         }
         if (k->lane != LANE_COMPUTE)
@@ -116,7 +138,7 @@ int replay_metrics_compute(const step_workload *w, const replay_times *t, replay
         tot[COMM_TP] += inside;
         ex[COMM_TP] += inside;
         m->stage_compute_s[k->stage] += dur - inside;
-        attribute_gap(w, t, i, last_finish[k->stage], t->start[i], &m->stage_bubble_s[k->stage], ex);
+        attribute_gap(w, t, lane_prev, i, last_finish[k->stage], t->start[i], &m->stage_bubble_s[k->stage], ex);
         last_finish[k->stage] = t->finish[i];
     }
     /* After its last task a stage waits for the slowest stage: pipeline bubble. */
@@ -136,6 +158,8 @@ int replay_metrics_compute(const step_workload *w, const replay_times *t, replay
             m->comm_exposed_s[c] += exposed[s * COMM_CLASS_COUNT + c] / P;
         }
     }
+    free(lane_prev);
+    free(lane_last);
     free(last_finish);
     free(exposed);
     free(total);

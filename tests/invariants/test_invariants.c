@@ -1,10 +1,13 @@
 /* Semantic fuzzing of the simulator: random valid scenarios (model sizes, layouts, schedules,
- * ZeRO stages, precisions, recomputation, A100 and H100 platforms) checked against properties
+ * ZeRO stages, precisions, recomputation, A100 and H100 platforms; now and then a narrower or
+ * compressed gradient reduction, optimizer offload and a data loader) checked against properties
  * that must hold for every one of them:
  *   step time > 0 and finite; MFU in (0, 1]; bubble in [0, 1); exposed communication <= total,
  *   per class; memory components sum to the total; analytic step time <= flow step time + 2%
- *   (on a sample: flow is slower to run); doubling every link's bandwidth (NVLink, NICs and the
- *   calibrated collective bandwidths) never makes a step slower; adding DP replicas with the
+ *   (on a sample: flow is slower to run; not with offload, whose analytic host bandwidth is a
+ *   node's shared among all its GPUs at once); doubling every link's bandwidth (NVLink, NICs and the
+ *   calibrated collective bandwidths) never makes a step slower (1% with a data loader, whose
+ *   stall is a Monte Carlo mean); adding DP replicas with the
  *   per-replica batch fixed never lowers tokens/s (analytic), unless the DP x CP group leaves
  *   its node by it (its collectives then move from NVLink to the network: a real slowdown).
  * Usage: test_invariants [VALID_SCENARIOS [SEED [FLOW_EVERY]]] (CTest: 400, seed 1, flow every
@@ -50,7 +53,7 @@ static json_t *random_scenario(rng64 *r, int i)
     const char *plat = next(r) % 2 ? "platforms/dgx-a100-superpod.json" : "platforms/dgx-h100-superpod.json";
     char name[64];
     snprintf(name, sizeof name, "random-%d", i);
-    return json_pack("{s:s,s:s,s:{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:b,s:s},s:{s:i,s:i,s:s,s:s,s:s},"
+    json_t *doc = json_pack("{s:s,s:s,s:{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:b,s:s},s:{s:i,s:i,s:s,s:s,s:s},"
                      "s:{s:i,s:i,s:i,s:i,s:i,s:s,s:b,s:i,s:b}}",
                      "name", name, "platform", plat, "model", "num_layers", PICK(r, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96),
                      "hidden_size", hidden, "num_attention_heads", heads, "num_query_groups", groups, "ffn_hidden_size",
@@ -62,6 +65,30 @@ static json_t *random_scenario(rng64 *r, int i)
                      "data_parallel_size", dp, "virtual_pipeline_model_parallel_size", vpp, "context_parallel_size", cp,
                      "schedule", sched, "sequence_parallel", tp > 1 && next(r) % 2, "zero_stage", dp * cp > 1 ? zero : 0,
                      "overlap_grad_reduce", (int)(next(r) % 2));
+    /* the playbook, now and then (the loader refuses what does not go together) */
+    json_t *par = json_object_get(doc, "parallel");
+    if (next(r) % 4 == 0) {
+        const char *dtypes[] = {"auto", "fp32", "bf16", "fp16", "int8"};
+        json_object_set_new(par, "grad_reduce_dtype", json_string(dtypes[next(r) % 5]));
+    }
+    if (next(r) % 4 == 0) {
+        const char *methods[] = {"topk", "powersgd"};
+        json_object_set_new(par, "grad_compression",
+                            json_pack("{s:s,s:f,s:i}", "method", methods[next(r) % 2], "topk_ratio",
+                                      PICK(r, 1, 10, 100) / 1000.0, "powersgd_rank", PICK(r, 1, 4, 32)));
+    }
+    if (next(r) % 4 == 0) {
+        const char *devices[] = {"cpu", "nvme"};
+        json_object_set_new(par, "offload_optimizer", json_string(devices[next(r) % 2]));
+        if (next(r) % 2)
+            json_object_set_new(par, "offload_parameters", json_string(devices[next(r) % 2]));
+    }
+    if (next(r) % 4 == 0)
+        json_object_set_new(json_object_get(doc, "training"), "data_loader",
+                            json_pack("{s:f,s:i,s:i,s:f}", "decode_ms_per_sample", PICK(r, 0, 1, 10, 100) * 1.0,
+                                      "workers", PICK(r, 1, 4), "prefetch_batches", PICK(r, 0, 2, 8),
+                                      "cv", PICK(r, 0, 1, 5) / 10.0));
+    return doc;
 }
 
 static int violations;
@@ -149,7 +176,11 @@ int main(int argc, char **argv)
             if (run_scenario(&s, &f, &err) == 0) {
                 flows++;
                 check_result(&s, &f);
-                if (a.step_time_s > f.step_time_s * 1.02)
+                /* Offload is the exception: the analytic model gives each GPU its share of the node's
+                 * host memory and NVMe as if all the node's GPUs used them at once, where flows of
+                 * stages that do not overlap in time get more (docs/model.md, ZeRO-Offload). */
+                int shared_host = s.parallel.offload_optimizer != OFFLOAD_NONE;
+                if (!shared_host && a.step_time_s > f.step_time_s * 1.02)
                     violation(&s, "analytic step <= flow step + 2%", a.step_time_s, f.step_time_s);
             } else {
                 violation(&s, err.msg, 0, 0);
@@ -158,19 +189,26 @@ int main(int argc, char **argv)
         }
         double_bandwidth(&s);
         run_result b;
-        if (run_scenario(&s, &b, &err) == 0 && b.step_time_s > a.step_time_s * (1 + 1e-9))
+        /* With a data loader the step's input stall is a Monte Carlo mean over a finite window that
+         * starts from a full prefetch queue: near saturation a faster step drains it sooner, so the
+         * window holds a little more stall (measured: under 0.5%). Hence 1% there. */
+        double slack = s.training.data_loader.present ? 1e-2 : 1e-9;
+        if (run_scenario(&s, &b, &err) == 0 && b.step_time_s > a.step_time_s * (1 + slack))
             violation(&s, "doubling link bandwidth never slows a step", b.step_time_s, a.step_time_s);
         /* More replicas: tokens/s must not fall, except where the step's physics says it may:
          * when the DP x CP group (over which ZeRO shards and gradients are reduced) leaves its
          * node, its collectives move from NVLink to the network (e.g. ZeRO-3's per-micro-batch
          * parameter gathers: random-10835 of seed 3 goes from 2.8 s to 13.8 s a step). */
+        /* Readers sharing the dataset bandwidth and top-k's all-gather (n k pairs) grow with DP:
+         * for those, more replicas may lower tokens/s by design. */
+        int dp_may_cost = s.training.data_loader.present || s.parallel.grad_compression == GRAD_COMPRESSION_TOPK;
         int inside_before = sharding_nodes(&s) == 1;
         s.parallel.dp *= 2;
         s.training.global_batch_size *= 2;
         config_error lerr;
         if (inside_before && sharding_nodes(&s) > 1) {
             crossings++;
-        } else if (scenario_validate_layout(&s, &lerr) == 0) {
+        } else if (!dp_may_cost && scenario_validate_layout(&s, &lerr) == 0) {
             run_result d;
             if (run_scenario(&s, &d, &err) == 0) {
                 dp_checks++;
