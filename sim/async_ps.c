@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "async_ps.h"
@@ -348,6 +347,29 @@ static int check_model(const ps_model *m, config_error *err)
     return why ? -1 : 0;
 }
 
+/* The forked child (flow_run_child) runs the simulation; the parent reads its report. */
+typedef struct {
+    const ps_model *m;
+    ps_result *r;
+    ps_header h;
+} ps_child_ctx;
+
+static int ps_child(void *ctx, const char *platform, int fd)
+{
+    return child_run(((ps_child_ctx *)ctx)->m, platform, fd);
+}
+
+static int ps_reader(void *ctx, int fd)
+{
+    ps_child_ctx *x = ctx;
+    ps_result *r = x->r;
+    int W = x->m->workers, S = x->m->servers;
+    return flow_read_all(fd, &x->h, sizeof x->h) || flow_read_all(fd, r->worker_finish_s, W * sizeof(double)) ||
+           flow_read_all(fd, r->server_in_bytes, S * sizeof(double)) ||
+           flow_read_all(fd, r->server_out_bytes, S * sizeof(double)) ||
+           flow_read_all(fd, r->staleness, (size_t)r->updates * sizeof(int));
+}
+
 int ps_simulate(const ps_model *m, ps_result *r, config_error *err)
 {
     memset(r, 0, sizeof *r);
@@ -373,45 +395,13 @@ int ps_simulate(const ps_model *m, ps_result *r, config_error *err)
     r->server_in_bytes = calloc((size_t)S, sizeof(double));
     r->server_out_bytes = calloc((size_t)S, sizeof(double));
     r->staleness = calloc((size_t)r->updates, sizeof(int));
-    int fds[2];
-    if (pipe(fds) != 0) {
-        unlink(platform);
-        rmdir(dir);
-        snprintf(err->msg, sizeof err->msg, "parameter server: pipe failed");
-        return -1;
-    }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        unlink(platform);
-        rmdir(dir);
-        snprintf(err->msg, sizeof err->msg, "parameter server: fork failed");
-        return -1;
-    }
-    if (pid == 0) {
-        close(fds[0]);
-        _exit(child_run(m, platform, fds[1]));
-    }
-    close(fds[1]);
-    ps_header h;
-    int rc = flow_read_all(fds[0], &h, sizeof h) ||
-             flow_read_all(fds[0], r->worker_finish_s, W * sizeof(double)) ||
-             flow_read_all(fds[0], r->server_in_bytes, S * sizeof(double)) ||
-             flow_read_all(fds[0], r->server_out_bytes, S * sizeof(double)) ||
-             flow_read_all(fds[0], r->staleness, (size_t)r->updates * sizeof(int));
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
+    ps_child_ctx x = {.m = m, .r = r};
+    int rc = flow_run_child("parameter server", "the SimGrid simulation", platform, ps_child, ps_reader, &x, err);
     unlink(platform);
     rmdir(dir);
-    if (rc || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        snprintf(err->msg, sizeof err->msg, "parameter server: the SimGrid simulation failed (child status %d)",
-                 status);
+    if (rc != 0)
         return -1;
-    }
+    ps_header h = x.h;
     r->makespan_s = h.makespan;
     r->steps_per_s = h.steps_per_s;
     r->max_steps_ahead = h.max_ahead;

@@ -26,5 +26,8 @@ typedef int (*flow_child_fn)(void *ctx, const char *so, int fd);
 typedef int (*flow_reader_fn)(void *ctx, int fd);
 int flow_in_child(const char *who, const char *what, flow_child_fn child, flow_reader_fn reader, void *ctx,
                   config_error *err);
+/* The same with any platform file (e.g. a generated XML): child(ctx, platform, fd). */
+int flow_run_child(const char *who, const char *what, const char *platform, flow_child_fn child,
+                   flow_reader_fn reader, void *ctx, config_error *err);
 
 #endif

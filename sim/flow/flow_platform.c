@@ -103,16 +103,9 @@ double flow_simgrid_start(const char *name, const char *so)
     return (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9;
 }
 
-int flow_in_child(const char *who, const char *what, flow_child_fn child, flow_reader_fn reader, void *ctx,
-                  config_error *err)
+int flow_run_child(const char *who, const char *what, const char *platform, flow_child_fn child,
+                   flow_reader_fn reader, void *ctx, config_error *err)
 {
-    char so[4096];
-    if (flow_platform_path(so, sizeof so) != 0) {
-        snprintf(err->msg, sizeof err->msg,
-                 "%s: the SimGrid platform module libdtsim_railzone.so was not found next to the program (../lib/) "
-                 "nor in DTSIM_RAILZONE_SO", who);
-        return -1;
-    }
     int fds[2];
     if (pipe(fds) != 0) {
         snprintf(err->msg, sizeof err->msg, "%s: pipe failed", who);
@@ -129,7 +122,7 @@ int flow_in_child(const char *who, const char *what, flow_child_fn child, flow_r
     }
     if (pid == 0) {
         close(fds[0]);
-        _exit(child(ctx, so, fds[1]));
+        _exit(child(ctx, platform, fds[1]));
     }
     close(fds[1]);
     int rc = reader(ctx, fds[0]);
@@ -141,4 +134,17 @@ int flow_in_child(const char *who, const char *what, flow_child_fn child, flow_r
         return -1;
     }
     return 0;
+}
+
+int flow_in_child(const char *who, const char *what, flow_child_fn child, flow_reader_fn reader, void *ctx,
+                  config_error *err)
+{
+    char so[4096];
+    if (flow_platform_path(so, sizeof so) != 0) {
+        snprintf(err->msg, sizeof err->msg,
+                 "%s: the SimGrid platform module libdtsim_railzone.so was not found next to the program (../lib/) "
+                 "nor in DTSIM_RAILZONE_SO", who);
+        return -1;
+    }
+    return flow_run_child(who, what, so, child, reader, ctx, err);
 }
