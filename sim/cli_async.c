@@ -43,13 +43,7 @@ int cli_async(int argc, char **argv)
                 goto out;
         } else if (!strcmp(a, "--json") && has_value) {
             json_path = argv[++i];
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "dtsim async: unknown option or missing value: %s (see dtsim async --help)\n", a);
-            goto out;
-        } else if (!scenario_path) {
-            scenario_path = a;
-        } else {
-            fprintf(stderr, "dtsim async: one scenario file expected, got '%s' as well\n", a);
+        } else if (cli_take_scenario_arg("async", a, &scenario_path) != 0) {
             goto out;
         }
     }

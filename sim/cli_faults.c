@@ -93,13 +93,7 @@ int cli_faults(int argc, char **argv)
             plot_dir = argv[++i];
         } else if (!strcmp(a, "--set") && v) {
             sets[n_sets++] = argv[++i];
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "dtsim faults: unknown option or missing value: %s (see dtsim faults --help)\n", a);
-            goto out;
-        } else if (!path) {
-            path = a;
-        } else {
-            fprintf(stderr, "dtsim faults: one scenario file expected\n");
+        } else if (cli_take_scenario_arg("faults", a, &path) != 0) {
             goto out;
         }
     }

@@ -41,3 +41,18 @@ int cli_parse_int(const char *command, const char *flag, const char *value, long
     *out = (int)n;
     return 0;
 }
+
+int cli_take_scenario_arg(const char *command, const char *arg, const char **scenario_path)
+{
+    if (arg[0] == '-' && arg[1]) {
+        fprintf(stderr, "dtsim %s: unknown option or missing value: %s (see dtsim %s --help)\n", command, arg,
+                command);
+        return -1;
+    }
+    if (*scenario_path) {
+        fprintf(stderr, "dtsim %s: one scenario file expected, got '%s' as well\n", command, arg);
+        return -1;
+    }
+    *scenario_path = arg;
+    return 0;
+}

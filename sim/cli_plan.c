@@ -99,13 +99,7 @@ int cli_plan(int argc, char **argv)
             report = argv[++i];
         } else if (!strcmp(a, "--set") && v) {
             sets[n_sets++] = argv[++i];
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "dtsim plan: unknown option or missing value: %s (see dtsim plan --help)\n", a);
-            goto out;
-        } else if (!path) {
-            path = a;
-        } else {
-            fprintf(stderr, "dtsim plan: one scenario file expected\n");
+        } else if (cli_take_scenario_arg("plan", a, &path) != 0) {
             goto out;
         }
     }

@@ -272,13 +272,7 @@ int cli_report(int argc, char **argv)
         } else if (!strcmp(a, "--warmup") && has_value) {
             if (cli_parse_int("report", "--warmup", argv[++i], 0, 1000000, &warmup) != 0)
                 goto out;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "dtsim report: unknown option or missing value: %s (see dtsim report --help)\n", a);
-            goto out;
-        } else if (!scenario_path) {
-            scenario_path = a;
-        } else {
-            fprintf(stderr, "dtsim report: one scenario file expected, got '%s' as well\n", a);
+        } else if (cli_take_scenario_arg("report", a, &scenario_path) != 0) {
             goto out;
         }
     }

@@ -62,13 +62,7 @@ int cli_run(int argc, char **argv)
             json_path = argv[++i];
         } else if (!strcmp(a, "--trace") && has_value) {
             trace_path = argv[++i];
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "dtsim run: unknown option or missing value: %s (see dtsim run --help)\n", a);
-            goto out;
-        } else if (!scenario_path) {
-            scenario_path = a;
-        } else {
-            fprintf(stderr, "dtsim run: one scenario file expected, got '%s' as well\n", a);
+        } else if (cli_take_scenario_arg("run", a, &scenario_path) != 0) {
             goto out;
         }
     }

@@ -72,13 +72,7 @@ int cli_sweep(int argc, char **argv)
                 goto out;
             }
             i++;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "dtsim sweep: unknown option or missing value: %s (see dtsim sweep --help)\n", a);
-            goto out;
-        } else if (!path) {
-            path = a;
-        } else {
-            fprintf(stderr, "dtsim sweep: one scenario file expected\n");
+        } else if (cli_take_scenario_arg("sweep", a, &path) != 0) {
             goto out;
         }
     }

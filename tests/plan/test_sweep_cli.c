@@ -205,6 +205,26 @@ static void plan_exit_codes(void **state)
     assert_int_equal(sh("grep -q 'fits' /tmp/dtsim_plan_err8"), 0);
 }
 
+/* Every scenario-taking command refuses an unknown flag and a second scenario file, naming
+ * the command and the word, with exit 2 and nothing on stdout. */
+static void every_command_refuses_stray_arguments(void **state)
+{
+    const char *commands[] = {"run", "plan", "sweep", "faults", "async", "report"};
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
+        const char *c = commands[i];
+        assert_int_equal(sh("'%s' %s '%s' --frobnicate >/tmp/dtsim_stray_out 2>/tmp/dtsim_stray_err", DTSIM, c,
+                            SCENARIO), 2);
+        assert_int_equal(sh("grep -q 'dtsim %s: unknown option or missing value: --frobnicate' /tmp/dtsim_stray_err",
+                            c), 0);
+        assert_int_equal(sh("test ! -s /tmp/dtsim_stray_out"), 0);
+        assert_int_equal(sh("'%s' %s '%s' second.json >/tmp/dtsim_stray_out 2>/tmp/dtsim_stray_err", DTSIM, c,
+                            SCENARIO), 2);
+        assert_int_equal(sh("grep -q \"dtsim %s: one scenario file expected, got 'second.json' as well\" "
+                            "/tmp/dtsim_stray_err", c), 0);
+        assert_int_equal(sh("test ! -s /tmp/dtsim_stray_out"), 0);
+    }
+}
+
 static void plot_without_gnuplot_is_refused_before_any_run(void **state)
 {
     sh("rm -rf /tmp/dtsim_sw_nognu");
@@ -287,6 +307,7 @@ int main(int argc, char **argv)
             cmocka_unit_test(shards_merge_to_the_local_result),
             cmocka_unit_test(plan_json_is_ranked_and_never_worse_than_the_scenario),
             cmocka_unit_test(plan_exit_codes),
+            cmocka_unit_test(every_command_refuses_stray_arguments),
             cmocka_unit_test(plot_without_gnuplot_is_refused_before_any_run),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
