@@ -82,7 +82,11 @@ static int cmd_kernels(int argc, char **argv)
         }
         peak = p.gpu.peak_tflops[prec == KPREC_BF16 ? PREC_BF16 : PREC_FP32];
     }
-    json_t *doc = cal_new(!strcmp(device, "cuda") ? "cuda-device" : "cpu", "measured", argc, argv);
+    /* the device's name, and on a GPU its compute capability, driver and runtime: the provenance
+     * a measured calibration keeps with it */
+    char described[512];
+    k->describe(described, sizeof described);
+    json_t *doc = cal_new(described, "measured", argc, argv);
     kernels_calibrate(k, prec, quick, peak, doc);
     int rc = cal_write(doc, out) ? 1 : 0;
     json_decref(doc);
@@ -296,8 +300,18 @@ static int cmd_validate(int argc, char **argv)
             snprintf(dtrain, sizeof dtrain, "%s/dtrain", exe);
         }
     }
-    closed_loop_options o = {dtrain, "tiny", "platforms/cpu-box.json", "calibrate/data/cpu-box-measured.json", "cpu",
-                             8, 12, NULL, 1, 1, 1, "fp32", "mpirun"};
+    closed_loop_options o = {.dtrain = dtrain,
+                             .model = "tiny",
+                             .platform = "platforms/cpu-box.json",
+                             .calibration = "calibrate/data/cpu-box-measured.json",
+                             .device = "cpu",
+                             .micro_batch = 8,
+                             .steps = 12,
+                             .tp = 1,
+                             .pp = 1,
+                             .dp = 1,
+                             .grad_reduce = "fp32",
+                             .mpirun = "mpirun"};
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -356,6 +370,11 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    for (int i = 2; i < argc; i++) /* "dtcal kernels --help" and the like */
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        }
     if (!strcmp(argv[1], "kernels"))
         return cmd_kernels(argc, argv);
     if (!strcmp(argv[1], "import-nccl-tests"))

@@ -2,9 +2,6 @@
 #include <stdio.h>
 #include <string.h>
 #include "device_peak.h"
-#ifdef DTRAIN_HAVE_CUDART
-#include <cuda_runtime_api.h>
-#endif
 
 typedef struct {
     const char *match;     /* substring of the device name */
@@ -43,36 +40,12 @@ double device_peak_tflops(const char *name, kernels_precision p, const char **so
     return 0;
 }
 
-static void cpu_model_name(char *out, size_t len)
+void device_name(const kernels_backend *k, char *out, size_t len)
 {
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[512];
-    while (f && fgets(line, sizeof line, f)) {
-        char *colon = strchr(line, ':');
-        if (!strncmp(line, "model name", 10) && colon) {
-            colon++;
-            while (*colon == ' ' || *colon == '\t')
-                colon++;
-            colon[strcspn(colon, "\n")] = 0;
-            snprintf(out, len, "%s", colon);
-            break;
-        }
-    }
-    if (f)
-        fclose(f);
-}
-
-void device_name(const char *backend, char *out, size_t len)
-{
-    snprintf(out, len, "unknown");
-    if (backend && !strcmp(backend, "cuda")) {
-#ifdef DTRAIN_HAVE_CUDART
-        int dev = 0;
-        struct cudaDeviceProp prop;
-        if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
-            snprintf(out, len, "%s", prop.name);
-#endif
-        return;
-    }
-    cpu_model_name(out, len);
+    k->describe(out, len);
+    char *detail = NULL; /* the last " (": a model name may hold parentheses of its own */
+    for (char *p = strstr(out, " ("); p; p = strstr(p + 1, " ("))
+        detail = p;
+    if (detail)
+        *detail = 0;
 }

@@ -15,7 +15,7 @@
  * NULL) gets the datasheet the figure comes from. */
 double device_peak_tflops(const char *device_name, kernels_precision p, const char **source);
 
-/* The name of the device a backend runs on: CUDA device 0's name, or the CPU's model name from
- * /proc/cpuinfo ("unknown" where neither can be read). */
-void device_name(const char *backend, char *out, size_t len);
+/* The bare name of the device backend k runs on (its describe() up to " ("): CUDA device 0's
+ * name as cudaGetDeviceProperties gives it, or the CPU's model name. */
+void device_name(const kernels_backend *k, char *out, size_t len);
 #endif

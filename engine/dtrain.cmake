@@ -36,11 +36,6 @@ target_compile_definitions(dtrain_supervise PRIVATE _DEFAULT_SOURCE)
 
 # Run tracking (dtrain --run-dir): the run folder and the datasheet peaks MFU is taken against.
 target_sources(dtrain_lib PRIVATE ${CMAKE_CURRENT_LIST_DIR}/run_dir.c ${CMAKE_CURRENT_LIST_DIR}/device_peak.c)
-if(DTSIM_HAVE_CUDA)
-  # device_peak.c asks the CUDA runtime for the device's name (its peak comes from a table).
-  set_property(SOURCE ${CMAKE_CURRENT_LIST_DIR}/device_peak.c APPEND PROPERTY COMPILE_DEFINITIONS DTRAIN_HAVE_CUDART)
-  target_link_libraries(dtrain_lib PUBLIC CUDA::cudart)
-endif()
 # The revision dtrain is built from, captured when CMake configures (re-run cmake after a commit
 # to refresh it): `git rev-parse HEAD`, and dirty when `git diff --quiet HEAD` finds changes to
 # tracked files (staged or not). "unknown" outside a git checkout.

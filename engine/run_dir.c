@@ -342,20 +342,20 @@ static int trim_metrics(run_dir *rd, int first_step, char *err, size_t errlen)
     return rc;
 }
 
-int run_dir_start(run_dir *rd, const train_options *o, const gpt_config *cfg, size_t params, const char *backend,
+int run_dir_start(run_dir *rd, const train_options *o, const gpt_config *cfg, size_t params, const kernels_backend *k,
                   int first_step, char *err, size_t errlen)
 {
     char host[256] = "unknown", dev[256], cfg_path[4200], ck_path[4200];
     if (already_failed(rd, err, errlen))
         return -1;
     gethostname(host, sizeof host - 1);
-    device_name(backend, dev, sizeof dev);
+    device_name(k, dev, sizeof dev);
     const char *peak_source = NULL;
     rd->world = o->comm->world_size;
     rd->peak_tflops = o->peak_tflops;
     if (rd->peak_tflops > 0)
         peak_source = "--peak-tflops";
-    else if (!strcmp(backend, "cuda"))
+    else if (!strcmp(k->name, "cuda"))
         rd->peak_tflops = device_peak_tflops(dev, o->precision, &peak_source);
     rd->flops_per_step = model_flops_per_step(cfg, o->global_batch);
     rd->tokens_per_step = (double)o->global_batch * cfg->seq_len;
@@ -395,7 +395,7 @@ int run_dir_start(run_dir *rd, const train_options *o, const gpt_config *cfg, si
         "ffn_hidden", 4 * cfg->hidden, "params", (json_int_t)params, "layout", "world_size", o->comm->world_size, "tp",
         o->comm->tp, "pp", o->comm->pp, "dp", o->comm->dp, "vpp", o->vpp, "zero", o->zero, "schedule",
         pipeline_kind_name(o->comm->pp == 1 ? PIPELINE_1F1B : (pipeline_kind)o->schedule), "stage_layers", stages,
-        "device", "backend", backend, "name", dev, "peak_tflops",
+        "device", "backend", k->name, "name", dev, "peak_tflops",
         rd->peak_tflops > 0 ? json_real(rd->peak_tflops) : json_null(), "peak_source",
         peak_source ? json_string(peak_source) : json_null(), "precision", precision_name(o->precision), "data",
         o->data, "seed", (json_int_t)o->seed, "tokens_per_step", rd->tokens_per_step, "model_flops_per_step",

@@ -31,7 +31,7 @@ run_dir *run_dir_open(const char *path, int resume, int argc, char **argv, char 
 /* Writes config.json (or, on a resume, adds this launch to its "resumes") once the model and
  * the layout are known; drops metrics lines of steps >= first_step (work redone after a
  * resume). peak_tflops: per device, 0 = unknown (MFU null). Returns 0 or -1 with err. */
-int run_dir_start(run_dir *rd, const train_options *o, const gpt_config *cfg, size_t params, const char *backend,
+int run_dir_start(run_dir *rd, const train_options *o, const gpt_config *cfg, size_t params, const kernels_backend *k,
                   int first_step, char *err, size_t errlen);
 
 /* The peak FLOP/s per device MFU is computed against (0: unknown) and the model FLOPs of one

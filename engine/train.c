@@ -382,7 +382,7 @@ int train_run(const train_options *o)
             fprintf(stderr, "dtrain: no checkpoint in %s: starting fresh\n", o->ckpt_dir);
         }
     }
-    if (o->run && run_dir_start(o->run, o, &cfg, m.global_params, k->name, first_step, err, sizeof err) != 0 && err[0])
+    if (o->run && run_dir_start(o->run, o, &cfg, m.global_params, k, first_step, err, sizeof err) != 0 && err[0])
         fprintf(stderr, "dtrain: %s (run tracking stops; training goes on)\n", err);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -32,6 +32,10 @@ typedef struct kernels_event kernels_event; /* opaque, backend-specific timer ma
 
 typedef struct kernels_backend {
     const char *name; /* "cpu" or "cuda" */
+    /* What the backend runs on, for the provenance of measurements: the CPU's model name and
+     * thread count, or the GPU's name, compute capability, SM count, memory and the CUDA driver
+     * and runtime versions. The bare device name comes first, up to " (". */
+    void (*describe)(char *out, size_t len);
 
     /* memory */
     void *(*alloc)(size_t bytes);              /* zero-filled; aborts with a message on failure */

@@ -3,6 +3,7 @@
 
 static const kernels_backend cpu_backend = {
     .name = "cpu",
+    .describe = cpu_describe,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .memset_zero = cpu_memset_zero,

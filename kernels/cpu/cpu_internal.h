@@ -8,6 +8,7 @@ void cpu_free(void *p);
 void cpu_memset_zero(void *p, size_t bytes);
 void cpu_copy(void *dst, const void *src, size_t bytes);
 void cpu_synchronize(void);
+void cpu_describe(char *out, size_t len);
 kernels_event *cpu_event_create(void);
 void cpu_event_destroy(kernels_event *e);
 void cpu_event_record(kernels_event *e);

@@ -38,11 +38,27 @@ void *cuda_scratch(cuda_scratch_slot slot, size_t bytes)
     return c->scratch[slot];
 }
 
+static void cuda_describe(char *out, size_t len)
+{
+    int dev = 0, driver = 0, runtime = 0;
+    cudaDeviceProp prop;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+        snprintf(out, len, "unknown CUDA device");
+        return;
+    }
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    snprintf(out, len, "%s (sm_%d%d, %d SMs, %.1f GiB; CUDA driver %d.%d, runtime %d.%d)", prop.name, prop.major,
+             prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, driver / 1000,
+             driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+}
+
 /* Filled field by field, so a field added to kernels.h cannot be silently misassigned. */
 static void fill_table(kernels_backend *t)
 {
     memset(t, 0, sizeof *t);
     t->name = "cuda";
+    t->describe = cuda_describe;
     t->alloc = cuda_alloc;
     t->free = cuda_free;
     t->memset_zero = cuda_memset_zero;

@@ -65,6 +65,21 @@ static void test_events(void **state)
     P.gpu->free(x), P.gpu->free(y);
 }
 
+/* The description dtcal records with a GPU calibration: name, compute capability, SMs, memory,
+ * driver and runtime. */
+static void test_describe(void **state)
+{
+    (void)state;
+    char what[512];
+    P.gpu->describe(what, sizeof what);
+    printf("device: %s\n", what);
+    assert_non_null(strstr(what, " (sm_"));
+    assert_non_null(strstr(what, " SMs, "));
+    assert_non_null(strstr(what, "CUDA driver "));
+    assert_non_null(strstr(what, ", runtime "));
+    assert_null(strstr(what, "unknown"));
+}
+
 int main(void)
 {
     int rc = gpu_pair_open(&P);
@@ -74,6 +89,7 @@ int main(void)
         cmocka_unit_test(test_alloc_zeroed),
         cmocka_unit_test(test_copies),
         cmocka_unit_test(test_events),
+        cmocka_unit_test(test_describe),
     };
     return cmocka_run_group_tests_name("gpu_memory", tests, NULL, NULL);
 }

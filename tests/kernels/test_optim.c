@@ -125,6 +125,12 @@ static void memory_and_events(void **state)
     K->event_destroy(e0);
     K->event_destroy(e1);
     assert_string_equal(K->name, "cpu");
+
+    /* the description a calibration records: a model name, then the thread count */
+    char what[512];
+    K->describe(what, sizeof what);
+    assert_true(strlen(what) > strlen(" (1 threads online)"));
+    assert_non_null(strstr(what, " threads online)"));
 }
 
 int main(void)
