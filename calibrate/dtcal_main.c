@@ -19,9 +19,10 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: dtcal COMMAND [options]\n\n"
-            "  kernels [--device cpu|cuda] [--precision fp32|bf16] [--quick] [--platform FILE] [-o FILE]\n"
+            "  kernels [--device cpu|cuda] [--precision P[,P..]] [--quick] [--platform FILE] [-o FILE]\n"
             "      time the engine's kernels (GEMM grid, memory-bound ops, attention, launch overhead)\n"
-            "      and write a calibration file (default: stdout)\n"
+            "      and write a calibration file (default: stdout); P: fp32 (default), bf16, fp16, a GEMM\n"
+            "      table each; the first also times the memory-bound ops, attention and launches\n"
             "  import-nccl-tests LOG... [--kind NAME] [--into CAL.json] [-o FILE]\n"
             "      fit alpha and bus bandwidth per collective from nccl-tests output; link class from\n"
             "      the hosts the log's ranks ran on (one: nvlink, several: network)\n"
@@ -38,11 +39,34 @@ static void usage(FILE *f)
             "exit: 0 ok, 2 bad input, 1 runtime failure\n");
 }
 
+/* "fp32,bf16" -> {KPREC_FP32, KPREC_BF16}; the count, or -1 on an unknown or repeated name. */
+static int parse_precisions(const char *list, kernels_precision *out, int max)
+{
+    static const char *const names[] = {"fp32", "bf16", "fp16"};
+    int n = 0;
+    for (const char *p = list;; p++) {
+        size_t len = strcspn(p, ",");
+        int found = -1;
+        for (int i = 0; i < 3; i++)
+            if (strlen(names[i]) == len && !strncmp(p, names[i], len))
+                found = i;
+        for (int i = 0; i < n; i++)
+            if (found >= 0 && out[i] == (kernels_precision)found)
+                found = -1;
+        if (found < 0 || n == max)
+            return -1;
+        out[n++] = (kernels_precision)found;
+        p += len;
+        if (!*p)
+            return n;
+    }
+}
+
 static int cmd_kernels(int argc, char **argv)
 {
     const char *device = "cpu", *out = "-", *platform = NULL;
-    kernels_precision prec = KPREC_FP32;
-    int quick = 0;
+    kernels_precision precs[3] = {KPREC_FP32};
+    int nprec = 1, quick = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
             device = argv[++i];
@@ -54,14 +78,13 @@ static int cmd_kernels(int argc, char **argv)
             platform = argv[++i];
         else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
             const char *p = argv[++i];
-            if (!strcmp(p, "fp32")) prec = KPREC_FP32;
-            else if (!strcmp(p, "bf16")) prec = KPREC_BF16;
-            else {
-                fprintf(stderr, "dtcal kernels: --precision: '%s' is not fp32 or bf16\n", p);
+            nprec = parse_precisions(p, precs, 3);
+            if (nprec < 1) {
+                fprintf(stderr, "dtcal kernels: --precision: '%s' is not a list of distinct fp32, bf16, fp16\n", p);
                 return 2;
             }
         } else {
-            fprintf(stderr, "dtcal kernels: unknown option %s\n", argv[i]);
+            fprintf(stderr, "dtcal kernels: unknown option or missing value: %s\n", argv[i]);
             return 2;
         }
     }
@@ -80,14 +103,16 @@ static int cmd_kernels(int argc, char **argv)
             fprintf(stderr, "dtcal kernels: %s\n", err.msg);
             return 2;
         }
-        peak = p.gpu.peak_tflops[prec == KPREC_BF16 ? PREC_BF16 : PREC_FP32];
+        peak = p.gpu.peak_tflops[precs[0] == KPREC_BF16 ? PREC_BF16 : precs[0] == KPREC_FP16 ? PREC_FP16 : PREC_FP32];
     }
     /* the device's name, and on a GPU its compute capability, driver and runtime: the provenance
      * a measured calibration keeps with it */
     char described[512];
     k->describe(described, sizeof described);
     json_t *doc = cal_new(described, "measured", argc, argv);
-    kernels_calibrate(k, prec, quick, peak, doc);
+    /* the first precision gives the memory-bound ops, attention and launch figures */
+    for (int i = 0; i < nprec; i++)
+        kernels_calibrate(k, precs[i], quick, peak, i > 0, doc);
     int rc = cal_write(doc, out) ? 1 : 0;
     json_decref(doc);
     return rc;

@@ -55,9 +55,14 @@ static float *dev_fill(const kernels_backend *k, size_t n)
     return d;
 }
 
+/* GEMM inputs up to this many elements rotate over the ROTATE buffers; a larger operand is far
+ * bigger than any cache, so one buffer serves (rotating 17 GB operands would not fit a GPU). */
+#define ROTATE_MAX_GEMM_ELEMS ((size_t)64 << 20)
+
 typedef struct {
     const kernels_backend *k;
     float *in[ROTATE], *w, *out;
+    float *in_big; /* GEMM inputs of more than ROTATE_MAX_GEMM_ELEMS (NULL when none) */
     int m, n, kk, B, T, C, NH;
     kernels_precision prec;
     int *tok;
@@ -67,7 +72,8 @@ static void gemm_op(void *p, int i)
 {
     bufs *b = p;
     /* with a bias, as the engine runs its linear layers */
-    b->k->matmul_forward(b->out, b->in[i], b->w, b->w, b->m, b->kk, b->n, b->prec);
+    const float *in = (size_t)b->m * b->kk > ROTATE_MAX_GEMM_ELEMS ? b->in_big : b->in[i];
+    b->k->matmul_forward(b->out, in, b->w, b->w, b->m, b->kk, b->n, b->prec);
 }
 
 static void layernorm_op(void *p, int i)
@@ -126,7 +132,8 @@ static void tiny_op(void *p, int i)
     b->k->residual_forward(b->out, b->in[i], b->in[i], 1);
 }
 
-int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quick, double peak_tflops, json_t *doc)
+int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quick, double peak_tflops, int gemm_only,
+                      json_t *doc)
 {
     timer t = {k, k->event_create(), k->event_create(), quick ? 5 : 11, NULL, 0};
     int gpu = !strcmp(k->name, "cuda");
@@ -143,28 +150,47 @@ int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quic
     int ntok = gpu ? (quick ? 2 : 4) : (quick ? 1 : 2), nhid = gpu ? (quick ? 3 : 6) : (quick ? 2 : 3);
     json_t *table = json_array();
     double best_gemm = 0;
-    size_t max_elems = 0;
+    int best_shape[3] = {0, 0, 0};
+    /* Sizes, in floats: the largest GEMM input (m x k), output (m x n) and weight (k x n) of
+     * the grid (on a GPU also the square 8192^3 GEMM the datasheets' peaks are usually quoted
+     * at), and what the rotating buffers must hold. */
+    size_t max_in = 0, max_out = 0, wmax = 0, rot_elems = 0;
     for (int a = 0; a < ntok; a++)
-        for (int h = 0; h < nhid; h++) {
-            size_t e = (size_t)tok[a] * hid[h] * 4;
-            if (e > max_elems)
-                max_elems = e;
-        }
+        for (int h = 0; h < nhid; h++)
+            for (int shape = 0; shape < 3; shape++) {
+                size_t m = (size_t)tok[a], n = (size_t)(shape == 0 ? 3 : shape == 1 ? 4 : 1) * hid[h],
+                       kk = (size_t)(shape == 2 ? 4 : 1) * hid[h];
+                max_in = m * kk > max_in ? m * kk : max_in;
+                max_out = m * n > max_out ? m * n : max_out;
+                wmax = kk * n > wmax ? kk * n : wmax;
+                if (m * kk <= ROTATE_MAX_GEMM_ELEMS && m * kk > rot_elems)
+                    rot_elems = m * kk;
+            }
+    const int square = 8192;
+    if (gpu) {
+        size_t sq = (size_t)square * square;
+        max_in = sq > max_in ? sq : max_in;
+        max_out = sq > max_out ? sq : max_out;
+        wmax = sq > wmax ? sq : wmax;
+    }
     /* Room for the memory-bound ops and the loss below too. */
     int rows = gpu ? 16384 : 2048, C = gpu ? 4096 : 1024, V = gpu ? 32768 : 4096, N = gpu ? 4096 : 256;
-    if ((size_t)rows * C > max_elems)
-        max_elems = (size_t)rows * C;
-    if ((size_t)N * V > max_elems)
-        max_elems = (size_t)N * V;
+    if ((size_t)rows * C > rot_elems)
+        rot_elems = (size_t)rows * C;
+    if ((size_t)N * V > rot_elems)
+        rot_elems = (size_t)N * V;
+    if (rot_elems > max_out)
+        max_out = rot_elems;
     bufs b;
     memset(&b, 0, sizeof b);
     b.k = k;
     b.prec = prec;
-    size_t wmax = (size_t)(gpu ? 16384 : 1024) * (gpu ? 16384 : 1024) * 4;
     for (int r = 0; r < ROTATE; r++)
-        b.in[r] = dev_fill(k, max_elems);
+        b.in[r] = dev_fill(k, rot_elems);
+    if (max_in > ROTATE_MAX_GEMM_ELEMS)
+        b.in_big = dev_fill(k, max_in);
     b.w = dev_fill(k, wmax);
-    b.out = dev_fill(k, max_elems > wmax ? max_elems : wmax);
+    b.out = dev_fill(k, max_out);
     int done = 0, total = ntok * nhid * 3;
     for (int a = 0; a < ntok; a++)
         for (int h = 0; h < nhid; h++)
@@ -177,12 +203,34 @@ int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quic
                 b.kk = kk;
                 double s = median_time(&t, gemm_op, &b);
                 double tf = 2.0 * b.m * (double)n * kk / s / 1e12;
-                best_gemm = fmax(best_gemm, tf);
+                if (tf > best_gemm) {
+                    best_gemm = tf;
+                    best_shape[0] = b.m, best_shape[1] = n, best_shape[2] = kk;
+                }
                 json_array_append_new(table, json_pack("{s:i,s:i,s:i,s:f}", "m", b.m, "n", n, "k", kk, "tflops", tf));
                 fprintf(stderr, "\r  gemm %d/%d  (%d x %d x %d: %.3f TFLOP/s)      ", ++done, total, b.m, n, kk, tf);
             }
     fprintf(stderr, "\n");
-    json_object_set_new(doc, "gemm", json_pack("{s:o}", prec_name, table));
+    if (gpu) {
+        b.m = b.n = b.kk = square;
+        double s = median_time(&t, gemm_op, &b);
+        double tf = 2.0 * square * (double)square * square / s / 1e12;
+        json_array_append_new(table, json_pack("{s:i,s:i,s:i,s:f}", "m", square, "n", square, "k", square, "tflops", tf));
+        fprintf(stderr, "  gemm %d^3 (%s, the engine's matmul: casts included): %.1f TFLOP/s\n", square, prec_name, tf);
+        if (tf > best_gemm) {
+            best_gemm = tf;
+            best_shape[0] = best_shape[1] = best_shape[2] = square;
+        }
+    }
+    fprintf(stderr, "  best gemm: %.4g TFLOP/s at %d x %d x %d\n", best_gemm, best_shape[0], best_shape[1], best_shape[2]);
+    json_t *gemm = json_object_get(doc, "gemm");
+    if (!json_is_object(gemm)) {
+        gemm = json_object();
+        json_object_set_new(doc, "gemm", gemm);
+    }
+    json_object_set_new(gemm, prec_name, table);
+    if (gemm_only)
+        goto done;
 
     /* Memory-bound ops at a large size: bytes moved / time. */
     json_t *ops = json_object();
@@ -245,11 +293,14 @@ int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quic
     b.m = 1;
     double launch = median_time(&t, tiny_op, &b);
     json_object_set_new(doc, "launch_overhead_us", json_real(launch * 1e6));
+    k->free(b.tok);
+done:
     for (int r = 0; r < ROTATE; r++)
         k->free(b.in[r]);
+    if (b.in_big)
+        k->free(b.in_big);
     k->free(b.w);
     k->free(b.out);
-    k->free(b.tok);
     if (t.scratch)
         k->free(t.scratch);
     k->event_destroy(t.a);

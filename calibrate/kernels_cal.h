@@ -7,8 +7,10 @@
 #include <jansson.h>
 #include "kernels.h"
 
-/* Adds "gemm", "ops", "launch_overhead_us" to doc; quick: the reduced grid (< 1 min here).
- * peak_tflops: the platform's peak for the precision, which the simulator scales the attention
- * efficiency by (0: the best measured GEMM rate stands in for it). */
-int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quick, double peak_tflops, json_t *doc);
+/* Adds the GEMM table of precision prec to doc's "gemm" (beside tables already there) and,
+ * unless gemm_only, "ops" and "launch_overhead_us" measured in that precision; quick: the
+ * reduced grid (< 1 min here). peak_tflops: the platform's peak for the precision, which the
+ * simulator scales the attention efficiency by (0: the best measured GEMM rate stands in). */
+int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quick, double peak_tflops, int gemm_only,
+                      json_t *doc);
 #endif
