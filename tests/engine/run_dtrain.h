@@ -7,17 +7,31 @@
 #include <string.h>
 #include <sys/wait.h>
 
-/* Runs "DTRAIN ARGS --log-json LOG 2>ERR"; returns the exit code; lines[] gets the parsed
- * log lines (caller json_decref's them), *n their count. */
-static int run_dtrain(const char *dtrain, const char *args, json_t **lines, int max, int *n, char *stderr_text,
+/* DTRAIN_TEST_DEVICE=cuda (the gpu_ variants of the multi-rank suites: every rank on the one GPU,
+ * the MPI host-staged communicator) adds "--device cuda" to every run. */
+static inline const char *dtrain_test_device_flag(void)
+{
+    const char *d = getenv("DTRAIN_TEST_DEVICE");
+    return d && !strcmp(d, "cuda") ? "--device cuda" : "";
+}
+
+/* Such a variant is skipped (CTest's 77) where no GPU answers. */
+static inline int dtrain_test_device_missing(void)
+{
+    return *dtrain_test_device_flag() && system("nvidia-smi -L >/dev/null 2>&1") != 0;
+}
+
+/* Runs "DTRAIN [--device D] ARGS --log-json LOG 2>ERR"; returns the exit code; lines[] gets the
+ * parsed log lines (caller json_decref's them), *n their count. */
+static inline int run_dtrain(const char *dtrain, const char *args, json_t **lines, int max, int *n, char *stderr_text,
                       size_t stderr_len)
 {
     char log[] = "/tmp/dtrain_log_XXXXXX", errf[] = "/tmp/dtrain_err_XXXXXX";
     int fd1 = mkstemp(log), fd2 = mkstemp(errf);
     if (fd1 < 0 || fd2 < 0)
         return -1;
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s' %s --log-json %s 2>%s", dtrain, args, log, errf);
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "'%s' %s %s --log-json %s 2>%s", dtrain, dtrain_test_device_flag(), args, log, errf);
     int status = system(cmd);
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     *n = 0;
@@ -47,7 +61,7 @@ static int run_dtrain(const char *dtrain, const char *args, json_t **lines, int 
     return rc;
 }
 
-static void free_lines(json_t **lines, int n)
+static inline void free_lines(json_t **lines, int n)
 {
     for (int i = 0; i < n; i++)
         json_decref(lines[i]);

@@ -291,6 +291,8 @@ int main(int argc, char **argv)
         return 2;
     DTRAIN = argv[1];
     MPIRUN = argv[2];
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1); /* CI runs as root */
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(round_matches_float64_reference),
         cmocka_unit_test(zero_matrix_stays_finite),

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 static const char *DTSIM, *SCENARIO;
@@ -32,12 +33,12 @@ static int sh(const char *fmt, ...)
 
 static void bad_vary_stops_before_any_run(void **state)
 {
-    assert_int_equal(sh("'%s' sweep '%s' --vary parallel.schedul=1f1b --out /tmp/dtsim_sw_bad 2>/tmp/dtsim_sw_err",
+    assert_int_equal(sh("'%s' sweep '%s' --vary parallel.schedul=1f1b --out dtsim_sw_bad 2>dtsim_sw_err",
                         DTSIM, SCENARIO), 2);
-    assert_int_equal(sh("grep -q \"did you mean 'schedule'\" /tmp/dtsim_sw_err"), 0);
+    assert_int_equal(sh("grep -q \"did you mean 'schedule'\" dtsim_sw_err"), 0);
     struct stat st;
-    assert_int_not_equal(stat("/tmp/dtsim_sw_bad/sweep.csv", &st), 0); /* nothing ran, nothing written */
-    assert_int_equal(sh("'%s' sweep '%s' --vary noequals --out /tmp/dtsim_sw_bad 2>/dev/null", DTSIM, SCENARIO), 2);
+    assert_int_not_equal(stat("dtsim_sw_bad/sweep.csv", &st), 0); /* nothing ran, nothing written */
+    assert_int_equal(sh("'%s' sweep '%s' --vary noequals --out dtsim_sw_bad 2>/dev/null", DTSIM, SCENARIO), 2);
     assert_int_equal(sh("'%s' sweep '%s' --vary training.micro_batch_size=1,,2 2>/dev/null", DTSIM, SCENARIO), 2);
     assert_int_equal(sh("'%s' sweep '%s' --vary training.micro_batch_size=1 --vary training.micro_batch_size=2 "
                         "2>/dev/null", DTSIM, SCENARIO), 2);
@@ -45,12 +46,12 @@ static void bad_vary_stops_before_any_run(void **state)
 
 static void rows_and_csv(void **state)
 {
-    sh("rm -rf /tmp/dtsim_sw");
+    sh("rm -rf dtsim_sw");
     assert_int_equal(sh("'%s' sweep '%s' --vary parallel.tensor_model_parallel_size=4,3,8 --vary "
-                        "training.micro_batch_size=1,2 --out /tmp/dtsim_sw >/dev/null 2>/tmp/dtsim_sw_err",
+                        "training.micro_batch_size=1,2 --out dtsim_sw >/dev/null 2>dtsim_sw_err",
                         DTSIM, SCENARIO), 0);
     json_error_t je;
-    json_t *doc = json_load_file("/tmp/dtsim_sw/sweep.json", 0, &je);
+    json_t *doc = json_load_file("dtsim_sw/sweep.json", 0, &je);
     assert_non_null(doc);
     json_t *rows = json_object_get(doc, "rows");
     assert_int_equal(json_array_size(rows), 6);
@@ -69,7 +70,7 @@ static void rows_and_csv(void **state)
     }
     assert_int_equal(skipped, 2);
     /* CSV header = the JSON keys, in order. */
-    FILE *f = fopen("/tmp/dtsim_sw/sweep.csv", "r");
+    FILE *f = fopen("dtsim_sw/sweep.csv", "r");
     assert_non_null(f);
     char header[8192];
     assert_non_null(fgets(header, sizeof header, f));
@@ -83,7 +84,7 @@ static void rows_and_csv(void **state)
                                                  *expect ? "," : "", key);
     assert_string_equal(header, expect);
     /* every CSV line has as many cells as the header (the error text is quoted) */
-    f = fopen("/tmp/dtsim_sw/sweep.csv", "r");
+    f = fopen("dtsim_sw/sweep.csv", "r");
     char line[16384];
     int lines = 0;
     while (fgets(line, sizeof line, f)) {
@@ -98,23 +99,23 @@ static void rows_and_csv(void **state)
     }
     fclose(f);
     assert_int_equal(lines, 7); /* header + 6 points */
-    assert_int_equal(sh("grep -q 'skipped point' /tmp/dtsim_sw_err"), 0);
+    assert_int_equal(sh("grep -q 'skipped point' dtsim_sw_err"), 0);
     json_decref(doc);
 }
 
 static void shards_merge_to_the_local_result(void **state)
 {
     const char *vary = "--vary parallel.tensor_model_parallel_size=4,3,8 --vary training.micro_batch_size=1,2";
-    sh("rm -rf /tmp/dtsim_sw_local /tmp/dtsim_sw_shards");
-    assert_int_equal(sh("'%s' sweep '%s' %s --out /tmp/dtsim_sw_local >/dev/null 2>&1", DTSIM, SCENARIO, vary), 0);
+    sh("rm -rf dtsim_sw_local dtsim_sw_shards");
+    assert_int_equal(sh("'%s' sweep '%s' %s --out dtsim_sw_local >/dev/null 2>&1", DTSIM, SCENARIO, vary), 0);
     for (int k = 0; k < 3; k++)
-        assert_int_equal(sh("'%s' sweep '%s' %s --shard %d/3 --out /tmp/dtsim_sw_shards >/dev/null 2>&1", DTSIM,
+        assert_int_equal(sh("'%s' sweep '%s' %s --shard %d/3 --out dtsim_sw_shards >/dev/null 2>&1", DTSIM,
                             SCENARIO, vary, k), 0);
-    assert_int_equal(sh("'%s' sweep '%s' %s --merge --out /tmp/dtsim_sw_shards >/dev/null 2>&1", DTSIM, SCENARIO,
+    assert_int_equal(sh("'%s' sweep '%s' %s --merge --out dtsim_sw_shards >/dev/null 2>&1", DTSIM, SCENARIO,
                         vary), 0);
     json_error_t je;
-    json_t *a = json_load_file("/tmp/dtsim_sw_local/sweep.json", 0, &je);
-    json_t *b = json_load_file("/tmp/dtsim_sw_shards/sweep.json", 0, &je);
+    json_t *a = json_load_file("dtsim_sw_local/sweep.json", 0, &je);
+    json_t *b = json_load_file("dtsim_sw_shards/sweep.json", 0, &je);
     assert_non_null(a);
     assert_non_null(b);
     json_t *ra = json_object_get(a, "rows"), *rb = json_object_get(b, "rows");
@@ -126,8 +127,8 @@ static void shards_merge_to_the_local_result(void **state)
         assert_true(json_equal(x, y));
     }
     /* a missing shard is reported, not silently dropped */
-    sh("rm -f /tmp/dtsim_sw_shards/part-1-of-3.json");
-    assert_int_not_equal(sh("'%s' sweep '%s' %s --merge --out /tmp/dtsim_sw_shards >/dev/null 2>&1", DTSIM, SCENARIO,
+    sh("rm -f dtsim_sw_shards/part-1-of-3.json");
+    assert_int_not_equal(sh("'%s' sweep '%s' %s --merge --out dtsim_sw_shards >/dev/null 2>&1", DTSIM, SCENARIO,
                             vary), 0);
     json_decref(a);
     json_decref(b);
@@ -151,10 +152,10 @@ static int is_svg(const char *path)
 
 static void plan_json_is_ranked_and_never_worse_than_the_scenario(void **state)
 {
-    assert_int_equal(sh("'%s' plan '%s' --top 100000 --json - >/tmp/dtsim_plan.json 2>/tmp/dtsim_plan_err", DTSIM,
+    assert_int_equal(sh("'%s' plan '%s' --top 100000 --json - >dtsim_plan.json 2>dtsim_plan_err", DTSIM,
                         SCENARIO), 0);
     json_error_t je;
-    json_t *doc = json_load_file("/tmp/dtsim_plan.json", 0, &je); /* stdout holds the JSON and nothing else */
+    json_t *doc = json_load_file("dtsim_plan.json", 0, &je); /* stdout holds the JSON and nothing else */
     assert_non_null(doc);
     json_t *ls = json_object_get(doc, "layouts");
     assert_true(json_array_size(ls) > 100);
@@ -184,10 +185,10 @@ static void plan_json_is_ranked_and_never_worse_than_the_scenario(void **state)
     assert_int_equal(json_integer_value(json_object_get(doc, "enumerated")),
                      inv + oom + json_integer_value(json_object_get(doc, "fitting")));
     json_decref(doc);
-    assert_int_equal(sh("grep -q 'out of memory' /tmp/dtsim_plan_err"), 0); /* the summary went to stderr */
+    assert_int_equal(sh("grep -q 'out of memory' dtsim_plan_err"), 0); /* the summary went to stderr */
     /* --top K: K layouts */
-    assert_int_equal(sh("'%s' plan '%s' --top 3 --json /tmp/dtsim_plan3.json >/dev/null 2>&1", DTSIM, SCENARIO), 0);
-    doc = json_load_file("/tmp/dtsim_plan3.json", 0, &je);
+    assert_int_equal(sh("'%s' plan '%s' --top 3 --json dtsim_plan3.json >/dev/null 2>&1", DTSIM, SCENARIO), 0);
+    doc = json_load_file("dtsim_plan3.json", 0, &je);
     assert_non_null(doc);
     assert_int_equal(json_array_size(json_object_get(doc, "layouts")), 3);
     json_decref(doc);
@@ -201,8 +202,8 @@ static void plan_exit_codes(void **state)
     assert_int_equal(sh("'%s' plan '%s' --frobnicate 2>/dev/null", DTSIM, SCENARIO), 2);
     assert_int_equal(sh("'%s' plan --help >/dev/null", DTSIM), 0);
     /* 8 GPUs cannot hold 175B parameters: nothing fits, exit 1, and the reason is given */
-    assert_int_equal(sh("'%s' plan '%s' --gpus 8 >/dev/null 2>/tmp/dtsim_plan_err8", DTSIM, SCENARIO), 1);
-    assert_int_equal(sh("grep -q 'fits' /tmp/dtsim_plan_err8"), 0);
+    assert_int_equal(sh("'%s' plan '%s' --gpus 8 >/dev/null 2>dtsim_plan_err8", DTSIM, SCENARIO), 1);
+    assert_int_equal(sh("grep -q 'fits' dtsim_plan_err8"), 0);
 }
 
 /* Every scenario-taking command refuses an unknown flag and a second scenario file, naming
@@ -212,87 +213,89 @@ static void every_command_refuses_stray_arguments(void **state)
     const char *commands[] = {"run", "plan", "sweep", "faults", "async", "report"};
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
         const char *c = commands[i];
-        assert_int_equal(sh("'%s' %s '%s' --frobnicate >/tmp/dtsim_stray_out 2>/tmp/dtsim_stray_err", DTSIM, c,
+        assert_int_equal(sh("'%s' %s '%s' --frobnicate >dtsim_stray_out 2>dtsim_stray_err", DTSIM, c,
                             SCENARIO), 2);
-        assert_int_equal(sh("grep -q 'dtsim %s: unknown option or missing value: --frobnicate' /tmp/dtsim_stray_err",
+        assert_int_equal(sh("grep -q 'dtsim %s: unknown option or missing value: --frobnicate' dtsim_stray_err",
                             c), 0);
-        assert_int_equal(sh("test ! -s /tmp/dtsim_stray_out"), 0);
-        assert_int_equal(sh("'%s' %s '%s' second.json >/tmp/dtsim_stray_out 2>/tmp/dtsim_stray_err", DTSIM, c,
+        assert_int_equal(sh("test ! -s dtsim_stray_out"), 0);
+        assert_int_equal(sh("'%s' %s '%s' second.json >dtsim_stray_out 2>dtsim_stray_err", DTSIM, c,
                             SCENARIO), 2);
         assert_int_equal(sh("grep -q \"dtsim %s: one scenario file expected, got 'second.json' as well\" "
-                            "/tmp/dtsim_stray_err", c), 0);
-        assert_int_equal(sh("test ! -s /tmp/dtsim_stray_out"), 0);
+                            "dtsim_stray_err", c), 0);
+        assert_int_equal(sh("test ! -s dtsim_stray_out"), 0);
     }
 }
 
 static void plot_without_gnuplot_is_refused_before_any_run(void **state)
 {
-    sh("rm -rf /tmp/dtsim_sw_nognu");
+    sh("rm -rf dtsim_sw_nognu");
     assert_int_equal(sh("env PATH=/nonexistent '%s' sweep '%s' --vary training.micro_batch_size=1,2 --plot --out "
-                        "/tmp/dtsim_sw_nognu >/dev/null 2>/tmp/dtsim_sw_nognu_err", DTSIM, SCENARIO), 2);
-    assert_int_equal(sh("grep -q gnuplot /tmp/dtsim_sw_nognu_err"), 0);
+                        "dtsim_sw_nognu >/dev/null 2>dtsim_sw_nognu_err", DTSIM, SCENARIO), 2);
+    assert_int_equal(sh("grep -q gnuplot dtsim_sw_nognu_err"), 0);
     struct stat st;
-    assert_int_not_equal(stat("/tmp/dtsim_sw_nognu/sweep.csv", &st), 0);
+    assert_int_not_equal(stat("dtsim_sw_nognu/sweep.csv", &st), 0);
     /* the report is still written, and says why it has no pictures */
-    sh("rm -f /tmp/dtsim_plan_nognu.md*");
-    assert_int_equal(sh("env PATH=/nonexistent '%s' plan '%s' --top 3 --report /tmp/dtsim_plan_nognu.md >/dev/null "
+    sh("rm -f dtsim_plan_nognu.md*");
+    assert_int_equal(sh("env PATH=/nonexistent '%s' plan '%s' --top 3 --report dtsim_plan_nognu.md >/dev/null "
                         "2>&1", DTSIM, SCENARIO), 0);
-    assert_int_equal(sh("grep -q 'Not drawn: gnuplot' /tmp/dtsim_plan_nognu.md"), 0);
+    assert_int_equal(sh("grep -q 'Not drawn: gnuplot' dtsim_plan_nognu.md"), 0);
 }
 
 /* Pictures of a sweep: the three every sweep gets, scaling when the GPU count changes, and the
  * bubble against (p-1)/(m+p-1) when the micro-batch size changes m. */
 static void sweep_pictures_are_real_png_and_svg(void **state)
 {
-    sh("rm -rf /tmp/dtsim_swp /tmp/dtsim_swg");
+    sh("rm -rf dtsim_swp dtsim_swg");
     assert_int_equal(sh("'%s' sweep '%s' --vary training.micro_batch_size=1,2,4 --vary parallel.zero_stage=1,3 "
-                        "--out /tmp/dtsim_swp --plot >/dev/null 2>&1", DTSIM, SCENARIO), 0);
+                        "--out dtsim_swp --plot >/dev/null 2>&1", DTSIM, SCENARIO), 0);
     const char *names[] = {"throughput", "breakdown", "memory", "bubble"};
     for (int i = 0; i < 4; i++) {
         char png[128], svg[128];
-        snprintf(png, sizeof png, "/tmp/dtsim_swp/%s.png", names[i]);
-        snprintf(svg, sizeof svg, "/tmp/dtsim_swp/%s.svg", names[i]);
+        snprintf(png, sizeof png, "dtsim_swp/%s.png", names[i]);
+        snprintf(svg, sizeof svg, "dtsim_swp/%s.svg", names[i]);
         if (!is_png(png) || !is_svg(svg))
             fail_msg("%s or %s is not a picture", png, svg);
     }
-    assert_int_equal(sh("'%s' sweep '%s' --vary parallel.data_parallel_size=2,4,8 --out /tmp/dtsim_swg --plot "
+    assert_int_equal(sh("'%s' sweep '%s' --vary parallel.data_parallel_size=2,4,8 --out dtsim_swg --plot "
                         ">/dev/null 2>&1", DTSIM, SCENARIO), 0);
-    assert_true(is_png("/tmp/dtsim_swg/scaling.png"));
-    assert_true(is_svg("/tmp/dtsim_swg/scaling.svg"));
-    assert_false(is_png("/tmp/dtsim_swg/bubble.png")); /* m does not change with DP here */
+    assert_true(is_png("dtsim_swg/scaling.png"));
+    assert_true(is_svg("dtsim_swg/scaling.svg"));
+    assert_false(is_png("dtsim_swg/bubble.png")); /* m does not change with DP here */
 }
 
 static void plan_report_has_the_sections_and_pictures(void **state)
 {
-    sh("rm -f /tmp/dtsim_plan_report.*");
-    assert_int_equal(sh("'%s' plan '%s' --top 4 --set faults.gpu_mtbf_hours=50000 --report /tmp/dtsim_plan_report.md "
+    sh("rm -f dtsim_plan_report.*");
+    assert_int_equal(sh("'%s' plan '%s' --top 4 --set faults.gpu_mtbf_hours=50000 --report dtsim_plan_report.md "
                         ">/dev/null 2>&1", DTSIM, SCENARIO), 0);
     const char *sections[] = {"^# Capacity plan", "^\\*\\*Question", "^\\*\\*Cluster", "^## Best layouts",
                               "^## Why the best one wins", "^### The effect of each choice", "^## Pictures",
                               "^## What failures cost", "^## Why candidates were dropped", "^## Assumptions",
                               "^- Calibration: .*nccl-tests", "^- Platform: gpu:"};
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++)
-        if (sh("grep -q '%s' /tmp/dtsim_plan_report.md", sections[i]) != 0)
+        if (sh("grep -q '%s' dtsim_plan_report.md", sections[i]) != 0)
             fail_msg("the report lacks %s", sections[i]);
     const char *pics[] = {"breakdown", "memory", "best-step"};
     for (int i = 0; i < 3; i++) {
         char png[128];
-        snprintf(png, sizeof png, "/tmp/dtsim_plan_report.md.%s.png", pics[i]);
+        snprintf(png, sizeof png, "dtsim_plan_report.md.%s.png", pics[i]);
         assert_true(is_png(png));
-        assert_int_equal(sh("grep -q '](dtsim_plan_report.md.%s.png)' /tmp/dtsim_plan_report.md", pics[i]), 0);
+        assert_int_equal(sh("grep -q '](dtsim_plan_report.md.%s.png)' dtsim_plan_report.md", pics[i]), 0);
     }
-    assert_true(is_svg("/tmp/dtsim_plan_report.md.breakdown.svg"));
-    assert_true(is_svg("/tmp/dtsim_plan_report.md.memory.svg"));
-    assert_int_equal(sh("grep -c '^| [0-9]' /tmp/dtsim_plan_report.md | grep -qx 4"), 0); /* --top 4 rows */
+    assert_true(is_svg("dtsim_plan_report.md.breakdown.svg"));
+    assert_true(is_svg("dtsim_plan_report.md.memory.svg"));
+    assert_int_equal(sh("grep -c '^| [0-9]' dtsim_plan_report.md | grep -qx 4"), 0); /* --top 4 rows */
     /* HTML: the same report as a page */
-    assert_int_equal(sh("'%s' plan '%s' --top 3 --report /tmp/dtsim_plan_report.html >/dev/null 2>&1", DTSIM,
+    assert_int_equal(sh("'%s' plan '%s' --top 3 --report dtsim_plan_report.html >/dev/null 2>&1", DTSIM,
                         SCENARIO), 0);
-    assert_int_equal(sh("grep -q '<html>' /tmp/dtsim_plan_report.html"), 0);
-    assert_int_equal(sh("grep -q '<h2>Best layouts</h2>' /tmp/dtsim_plan_report.html"), 0);
-    assert_int_equal(sh("grep -q '<table>' /tmp/dtsim_plan_report.html"), 0);
-    assert_int_equal(sh("grep -q '<img alt=' /tmp/dtsim_plan_report.html"), 0);
-    assert_true(is_png("/tmp/dtsim_plan_report.html.best-step.png"));
+    assert_int_equal(sh("grep -q '<html>' dtsim_plan_report.html"), 0);
+    assert_int_equal(sh("grep -q '<h2>Best layouts</h2>' dtsim_plan_report.html"), 0);
+    assert_int_equal(sh("grep -q '<table>' dtsim_plan_report.html"), 0);
+    assert_int_equal(sh("grep -q '<img alt=' dtsim_plan_report.html"), 0);
+    assert_true(is_png("dtsim_plan_report.html.best-step.png"));
 }
+
+static int run_suite(const char *which);
 
 int main(int argc, char **argv)
 {
@@ -300,7 +303,22 @@ int main(int argc, char **argv)
         return 2;
     DTSIM = argv[1];
     SCENARIO = argv[2];
-    if (!strcmp(argv[3], "cli")) {
+    /* Every file the tests write is relative to a folder of this run's own, so two builds'
+     * suites (or the cli and plots halves) running at once never share one. */
+    char dir[] = "/tmp/dtsim_sweep_cli_XXXXXX";
+    if (!mkdtemp(dir) || chdir(dir) != 0) {
+        perror("test_sweep_cli: a private scratch folder");
+        return 1;
+    }
+    int rc = run_suite(argv[3]);
+    if (chdir("/") == 0)
+        sh("rm -rf '%s'", dir);
+    return rc;
+}
+
+static int run_suite(const char *which)
+{
+    if (!strcmp(which, "cli")) {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(bad_vary_stops_before_any_run),
             cmocka_unit_test(rows_and_csv),
