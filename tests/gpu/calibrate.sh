@@ -37,7 +37,9 @@ esac
 for bin in dtcal dtrain; do
   if [ ! -x "$build/bin/$bin" ]; then
     echo "== building $bin"
-    cmake -S "$root" -B "$build" >"$out/configure.log" 2>&1 &&
+    arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
+    case "$arch" in ''|*[!0-9]*) arch=90 ;; esac
+    cmake -S "$root" -B "$build" -DCMAKE_CUDA_ARCHITECTURES="$arch" >"$out/configure.log" 2>&1 &&
       cmake --build "$build" -j"$(nproc)" --target "$bin" >"$out/build.log" 2>&1 ||
       { tail -30 "$out/build.log" "$out/configure.log" 2>/dev/null; exit 1; }
   fi
