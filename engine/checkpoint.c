@@ -150,10 +150,11 @@ checkpoint_job *checkpoint_save_async(const char *dir, const gpt_model *m, const
     j->world = c->world_size;
     j->n = m->num_params;
     j->st = *st;
-    j->host = malloc((j->n ? 3 * j->n : 1) * sizeof(float));
+    /* The file holds every local parameter's moments; a ZeRO rank's are zero outside its shard. */
+    j->host = calloc(j->n ? 3 * j->n : 1, sizeof(float));
     m->k->copy_to_host(j->host, m->params, j->n * sizeof(float));
-    m->k->copy_to_host(j->host + j->n, m->m, j->n * sizeof(float));
-    m->k->copy_to_host(j->host + 2 * j->n, m->v, j->n * sizeof(float));
+    m->k->copy_to_host(j->host + j->n + m->moments_lo, m->m, m->moments_n * sizeof(float));
+    m->k->copy_to_host(j->host + 2 * j->n + m->moments_lo, m->v, m->moments_n * sizeof(float));
     if (background && pthread_create(&j->thread, NULL, writer, j) == 0) {
         j->threaded = 1;
     } else {
@@ -436,8 +437,8 @@ static int try_load(const char *sdir, gpt_model *m, train_state *st, const comm_
         if (buf) {
             const float *p = (const float *)(buf + SHARD_HEADER_BYTES);
             m->k->copy_to_device(m->params, p, n * sizeof(float));
-            m->k->copy_to_device(m->m, p + n, n * sizeof(float));
-            m->k->copy_to_device(m->v, p + 2 * n, n * sizeof(float));
+            m->k->copy_to_device(m->m, p + n + m->moments_lo, m->moments_n * sizeof(float));
+            m->k->copy_to_device(m->v, p + 2 * n + m->moments_lo, m->moments_n * sizeof(float));
             state_from_manifest(man, buf, st);
             free(buf);
             rc = 0;
@@ -462,7 +463,8 @@ static int try_load(const char *sdir, gpt_model *m, train_state *st, const comm_
         float *dst[3] = {m->params, m->m, m->v};
         for (int a = 0; a < 3; a++) {
             gpt_read_global(m, g + (size_t)a * m->global_params, local);
-            m->k->copy_to_device(dst[a], local, P * sizeof(float));
+            size_t lo = a ? m->moments_lo : 0, count = a ? m->moments_n : P; /* moments: this rank's shard */
+            m->k->copy_to_device(dst[a], local + lo, count * sizeof(float));
         }
         free(local);
         state_from_manifest(man, first, st);

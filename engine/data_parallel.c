@@ -67,6 +67,8 @@ void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m)
     d->padded = (d->n + d->dp - 1) / d->dp * d->dp;
     dp_shard_range(d->n, d->dp, d->rank, &d->shard_lo, &d->shard_hi);
     d->host = calloc(d->padded, sizeof(float));
+    if (zero >= 1 && d->dp > 1)
+        gpt_keep_moments(m, d->shard_lo, d->shard_hi); /* the optimizer state lives with its shard */
     if (zero >= 3 && d->dp > 1) {
         m->param_hook = zero3_hook;
         m->param_hook_ctx = d;
@@ -233,7 +235,8 @@ void dp_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, 
             b = hi;
         if (b <= a)
             continue;
-        m->k->adamw_update(m->params + a, m->grads + a, m->m + a, m->v + a, b - a, lr, 0.9f, 0.95f, 1e-8f,
+        size_t mo = a - m->moments_lo; /* the moments cover what this rank owns */
+        m->k->adamw_update(m->params + a, m->grads + a, m->m + mo, m->v + mo, b - a, lr, 0.9f, 0.95f, 1e-8f,
                            m->tensors[i].decay ? weight_decay : 0.0f, t, grad_scale);
     }
     if (d->zero >= 1 && d->zero <= 2 && d->dp > 1) {

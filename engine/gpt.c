@@ -169,6 +169,8 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
     m->grads = dev(m, P ? P : 1);
     m->m = dev(m, P ? P : 1);
     m->v = dev(m, P ? P : 1);
+    m->moments_lo = 0;
+    m->moments_n = P;
 
     /* The single-rank model's initial values, cut to this rank's part: every layout starts
      * from the same weights. */
@@ -209,6 +211,21 @@ void gpt_init(gpt_model *m, const gpt_config *cfg, const kernels_backend *k, ker
         fprintf(stderr, "gpt_init: %s\n", err); /* cannot happen with tp = 1 */
         abort();
     }
+}
+
+void gpt_keep_moments(gpt_model *m, size_t lo, size_t hi)
+{
+    size_t n = hi > lo ? hi - lo : 0;
+    float **moments[2] = {&m->m, &m->v};
+    for (int i = 0; i < 2; i++) {
+        float *kept = m->k->alloc((n ? n : 1) * sizeof(float));
+        if (n)
+            m->k->copy(kept, *moments[i] + (lo - m->moments_lo), n * sizeof(float));
+        m->k->free(*moments[i]);
+        *moments[i] = kept;
+    }
+    m->moments_lo = lo;
+    m->moments_n = n;
 }
 
 void gpt_free(gpt_model *m)

@@ -86,7 +86,9 @@ typedef struct gpt_model_s {
     gpt_tensor *tensors;             /* 2 + 12 L + 2 of them */
     int num_tensors;
     float *params, *grads;           /* backend memory, num_params each */
-    float *m, *v;                    /* AdamW moments */
+    float *m, *v;                    /* AdamW moments of local parameters [moments_lo, moments_lo +
+                                        moments_n): all of them, or a ZeRO rank's shard */
+    size_t moments_lo, moments_n;
     gpt_acts *acts;                  /* shard.slots of them */
     /* backward scratch */
     float *d_res, *d_a, *d_b, *d_big, *d_big2, *d_qkv, *d_logits;
@@ -155,4 +157,8 @@ uint32_t gpt_crc32_floats(const float *x, size_t n);
 
 /* FLOPs of one forward over B x T tokens (GEMMs and attention, DESIGN.md convention). */
 double gpt_forward_flops(const gpt_config *cfg, int B);
+/* Keeps the AdamW moments of local parameters [lo, hi) only, as ZeRO-1 and up do (the rest is
+ * other DP ranks' state): the buffers shrink to hi - lo floats, their values move along. */
+void gpt_keep_moments(gpt_model *m, size_t lo, size_t hi);
+
 #endif

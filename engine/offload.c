@@ -34,8 +34,8 @@ void offload_step(offload_state *o, gpt_model *m, float lr, float weight_decay, 
         /* The model's state is the truth until the first offloaded step: fresh (zero moments)
          * or just loaded from a checkpoint. From here on the host copies are. */
         k->copy_to_host(o->master, m->params + o->lo, n * sizeof(float));
-        k->copy_to_host(o->m, m->m + o->lo, n * sizeof(float));
-        k->copy_to_host(o->v, m->v + o->lo, n * sizeof(float));
+        k->copy_to_host(o->m, m->m + (o->lo - m->moments_lo), n * sizeof(float));
+        k->copy_to_host(o->v, m->v + (o->lo - m->moments_lo), n * sizeof(float));
         o->loaded = 1;
     }
     k->copy_to_host(o->grads, m->grads + o->lo, n * sizeof(float));
@@ -60,6 +60,6 @@ void offload_sync_moments(const offload_state *o, gpt_model *m)
     size_t n = o->hi - o->lo;
     if (!o->loaded || n == 0)
         return;
-    m->k->copy_to_device(m->m + o->lo, o->m, n * sizeof(float));
-    m->k->copy_to_device(m->v + o->lo, o->v, n * sizeof(float));
+    m->k->copy_to_device(m->m + (o->lo - m->moments_lo), o->m, n * sizeof(float));
+    m->k->copy_to_device(m->v + (o->lo - m->moments_lo), o->v, n * sizeof(float));
 }

@@ -521,12 +521,18 @@ int train_run(const train_options *o)
     if (o->rank_params) {
         /* Parameters each rank holds (its part of the model), in world-rank order: the figure the
          * simulator's memory model predicts per GPU for the same layout. */
-        json_t *per_rank = json_array();
-        for (int r = 0; r < o->comm->world_size; r++)
+        json_t *per_rank = json_array(), *moments = json_array();
+        for (int r = 0; r < o->comm->world_size; r++) {
+            int me = r == o->comm->world_rank;
             json_array_append_new(per_rank, json_integer((json_int_t)comm_allreduce_sum_double(
-                                                o->comm->world, r == o->comm->world_rank ? (double)m.num_params : 0)));
-        json_t *doc = json_pack("{s:i,s:i,s:i,s:I,s:o,s:f}", "tp", o->comm->tp, "pp", o->comm->pp, "dp", o->comm->dp,
-                                "params_total", (json_int_t)m.global_params, "params_per_rank", per_rank,
+                                                o->comm->world, me ? (double)m.num_params : 0)));
+            /* the AdamW moment floats the rank keeps on its device (2 per owned parameter) */
+            json_array_append_new(moments, json_integer((json_int_t)comm_allreduce_sum_double(
+                                               o->comm->world, me ? 2.0 * (double)m.moments_n : 0)));
+        }
+        json_t *doc = json_pack("{s:i,s:i,s:i,s:i,s:I,s:o,s:o,s:f}", "tp", o->comm->tp, "pp", o->comm->pp, "dp",
+                                o->comm->dp, "zero", o->zero, "params_total", (json_int_t)m.global_params,
+                                "params_per_rank", per_rank, "optimizer_floats_per_rank", moments,
                                 "dp_bytes_sent_rank0", comm_bytes_sent(o->comm->dp_group));
         if (leader && json_dump_file(doc, o->rank_params, JSON_INDENT(1)) != 0) {
             fprintf(stderr, "dtrain: --rank-params %s: cannot write\n", o->rank_params);

@@ -20,11 +20,11 @@ static void equivalent(int dp, int zero)
     char dtrain_dp[1024], args[512];
     int ns, nd;
     const char *common = "--steps 5 --micro-batch 2 --global-batch 8 --seed 3";
-    snprintf(args, sizeof args, "%s --dump-params /tmp/dtrain_dp_single.bin", common);
+    snprintf(args, sizeof args, "%s --dump-params dtrain_dp_single.bin", common);
     assert_int_equal(run_dtrain(DTRAIN, args, S, 64, &ns, ERR, sizeof ERR), 0);
     /* run_dtrain quotes its first argument: launch mpirun through it */
     snprintf(dtrain_dp, sizeof dtrain_dp, "%s' --oversubscribe -np %d '%s", MPIRUN, dp, DTRAIN);
-    snprintf(args, sizeof args, "--dp %d --zero %d %s --dump-params /tmp/dtrain_dp_multi.bin", dp, zero, common);
+    snprintf(args, sizeof args, "--dp %d --zero %d %s --dump-params dtrain_dp_multi.bin", dp, zero, common);
     int rc = run_dtrain(dtrain_dp, args, D, 64, &nd, ERR, sizeof ERR);
     if (rc != 0)
         fail_msg("dp %d zero %d exited %d: %s", dp, zero, rc, ERR);
@@ -35,7 +35,7 @@ static void equivalent(int dp, int zero)
             fail_msg("dp %d zero %d step %d: loss %.9g vs single-rank %.9g", dp, zero, i + 1, b, a);
     }
     size_t n1 = 0, n2 = 0;
-    float *p1 = load_params("/tmp/dtrain_dp_single.bin", &n1), *p2 = load_params("/tmp/dtrain_dp_multi.bin", &n2);
+    float *p1 = load_params("dtrain_dp_single.bin", &n1), *p2 = load_params("dtrain_dp_multi.bin", &n2);
     assert_non_null(p1);
     assert_non_null(p2);
     assert_int_equal(n1, n2);
@@ -100,11 +100,11 @@ static void bf16_gradient_reduction_halves_the_bytes(void **state)
     for (int zero = 0; zero <= 1; zero++) {
         double bytes[2];
         for (int bf16 = 0; bf16 < 2; bf16++) {
-            snprintf(args, sizeof args, "--dp 2 --zero %d --grad-reduce %s %s --rank-params /tmp/dtrain_dp_rp.json", zero,
+            snprintf(args, sizeof args, "--dp 2 --zero %d --grad-reduce %s %s --rank-params dtrain_dp_rp.json", zero,
                      bf16 ? "bf16" : "fp32", common);
             if (run_dtrain(launcher, args, D, 64, &nd, ERR, sizeof ERR) != 0)
                 fail_msg("%s: %s", args, ERR);
-            bytes[bf16] = dp_bytes("/tmp/dtrain_dp_rp.json");
+            bytes[bf16] = dp_bytes("dtrain_dp_rp.json");
             for (int i = 0; bf16 && i < ns - 1; i++) {
                 double a = json_number_value(json_object_get(S[i], "loss"));
                 double b = json_number_value(json_object_get(D[i], "loss"));
@@ -120,20 +120,20 @@ static void bf16_gradient_reduction_halves_the_bytes(void **state)
                       bytes[1] / bytes[0]);
         assert_true(bytes[0] > 0 && bytes[1] == bytes[0] * (zero == 0 ? 0.5 : 0.75));
     }
-    remove("/tmp/dtrain_dp_rp.json");
+    remove("dtrain_dp_rp.json");
     free_lines(S, ns);
 }
 
 static void bad_layout_stops_every_rank(void **state)
 {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "timeout 60 '%s' --oversubscribe -np 3 '%s' --dp 2 --steps 2 2>/tmp/dtrain_dp_err >/dev/null",
+    snprintf(cmd, sizeof cmd, "timeout 60 '%s' --oversubscribe -np 3 '%s' --dp 2 --steps 2 2>dtrain_dp_err >/dev/null",
              MPIRUN, DTRAIN);
     int st = system(cmd);
     int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     assert_int_not_equal(rc, 0);
     assert_int_not_equal(rc, 124); /* not a hang */
-    FILE *f = fopen("/tmp/dtrain_dp_err", "r");
+    FILE *f = fopen("dtrain_dp_err", "r");
     size_t got = fread(ERR, 1, sizeof ERR - 1, f);
     ERR[got] = 0;
     fclose(f);
@@ -158,5 +158,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(bf16_gradient_reduction_halves_the_bytes),
         cmocka_unit_test(bad_layout_stops_every_rank),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    char dir[] = "/tmp/test_data_parallel_XXXXXX";
+    if (enter_private_dir(dir) != 0)
+        return 1;
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    leave_private_dir(dir);
+    return rc;
 }

@@ -138,7 +138,7 @@ static void write_file(const char *path, const void *bytes, size_t n)
 
 static void bad_data_files_exit_2_naming_the_file(void **state)
 {
-    const char *path = "/tmp/dtrain_bad_data.tok";
+    const char *path = "dtrain_bad_data.tok";
     unsigned char good[24 + 200] = {'D', 'T', 'O', 'K', 1, 0, 0, 0, 2, 0, 0, 0, 0, 1, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0};
     char args[256];
     snprintf(args, sizeof args, "--steps 1 --micro-batch 1 --data %s", path);
@@ -183,7 +183,7 @@ static void bad_flags_exit_2(void **state)
 
 static void profile_lists_every_op_per_layer_and_a_chrome_trace(void **state)
 {
-    const char *prof = "/tmp/dtrain_test_profile.json";
+    const char *prof = "dtrain_test_profile.json";
     char args[256];
     snprintf(args, sizeof args, "--steps 2 --micro-batch 2 --profile %s", prof);
     int n;
@@ -247,5 +247,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(bad_flags_exit_2),
         cmocka_unit_test(profile_lists_every_op_per_layer_and_a_chrome_trace),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    char dir[] = "/tmp/test_dtrain_cli_XXXXXX";
+    if (enter_private_dir(dir) != 0)
+        return 1;
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    leave_private_dir(dir);
+    return rc;
 }

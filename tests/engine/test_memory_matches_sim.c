@@ -3,7 +3,9 @@
  * params_stage_per_gpu() of dtsim's memory model for that rank's pipeline stage, and the
  * whole model equals params_total(). Two independent codes (the engine's tensor table and the
  * simulator's formulas) must agree, so a change to either side's TP split, vocabulary split,
- * tied-embedding copy or stage split shows up here.
+ * tied-embedding copy or stage split shows up here. The optimizer state each rank keeps on its
+ * device (its AdamW moments: all of them, or under ZeRO >= 1 its DP shard) equals the memory
+ * model's fp32 Adam figure for the stage and ZeRO stage, to the padding of the shard split.
  * argv[1]: dtrain, argv[2]: mpirun, argv[3]: a scratch folder. */
 #include <math.h>
 #include <setjmp.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "run_dtrain.h"
+#include "memory.h"
 #include "params.h"
 
 static const char *DTRAIN, *MPIRUN, *DIR;
@@ -20,7 +23,8 @@ static char ERR[65536];
 
 enum { LAYERS = 8, HIDDEN = 64, HEADS = 4, SEQ = 32, VOCAB = 256 };
 
-static void engine_matches_model(int tp, int pp, int dp, int vpp, const char *extra, const int *stage_layers)
+static void engine_matches_model(int tp, int pp, int dp, int vpp, int zero, const char *extra,
+                                 const int *stage_layers)
 {
     char model[1024], launcher[1024], args[4096], report[1024];
     snprintf(model, sizeof model, "%s/mem_model.json", DIR);
@@ -32,8 +36,8 @@ static void engine_matches_model(int tp, int pp, int dp, int vpp, const char *ex
     int ranks = tp * pp * dp;
     snprintf(launcher, sizeof launcher, "%s' --oversubscribe -np %d '%s", MPIRUN, ranks, DTRAIN);
     snprintf(args, sizeof args,
-             "--model %s --steps 1 --micro-batch 1 --global-batch %d --tp %d --pp %d --dp %d %s --rank-params %s", model,
-             4 * dp, tp, pp, dp, extra, report);
+             "--model %s --steps 1 --micro-batch 1 --global-batch %d --tp %d --pp %d --dp %d --zero %d %s --rank-params %s",
+             model, 4 * dp, tp, pp, dp, zero, extra, report);
     json_t *lines[8];
     int n;
     int rc = run_dtrain(ranks > 1 ? launcher : DTRAIN, args, lines, 8, &n, ERR, sizeof ERR);
@@ -46,7 +50,9 @@ static void engine_matches_model(int tp, int pp, int dp, int vpp, const char *ex
     if (!final)
         fail_msg("%s: no readable --rank-params file: %s", args, je.text);
     json_t *per_rank = json_object_get(final, "params_per_rank");
+    json_t *moments = json_object_get(final, "optimizer_floats_per_rank");
     assert_int_equal(json_array_size(per_rank), ranks);
+    assert_int_equal(json_array_size(moments), ranks);
 
     scenario_config s;
     memset(&s, 0, sizeof s);
@@ -73,9 +79,17 @@ static void engine_matches_model(int tp, int pp, int dp, int vpp, const char *ex
         if (engine != model_says)
             fail_msg("%s: rank %d (stage %d) holds %.0f parameters, the memory model says %.0f", args, r, stage,
                      engine, model_says);
+        /* fp32 training: Adam's two fp32 moments; the weights are the master copy */
+        memory_breakdown mb;
+        memory_model_states(model_says, dp, zero, PREC_FP32, OPTIMIZER_ADAM, &mb);
+        double opt_bytes = 4.0 * (double)json_integer_value(json_array_get(moments, (size_t)r));
+        /* the engine's shards are ceil(n / dp) (the last one shorter): within 8 bytes x dp */
+        if (fabs(opt_bytes - mb.optimizer) > 8.0 * dp)
+            fail_msg("%s: rank %d keeps %.0f bytes of optimizer state, the memory model says %.0f", args, r,
+                     opt_bytes, mb.optimizer);
     }
-    print_message("TP %d PP %d VPP %d DP %d %s: every rank's parameters as the memory model counts them\n", tp, pp,
-                  vpp, dp, extra);
+    print_message("TP %d PP %d VPP %d DP %d ZeRO %d %s: every rank's parameters and optimizer state as the memory "
+                  "model counts them\n", tp, pp, vpp, dp, zero, extra);
     json_decref(final);
     free_lines(lines, n);
 }
@@ -84,13 +98,17 @@ static void layouts(void **state)
 {
     (void)state;
     static const int uneven[] = {3, 5};
-    engine_matches_model(1, 1, 1, 1, "", NULL);
-    engine_matches_model(2, 1, 1, 1, "", NULL);
-    engine_matches_model(4, 1, 1, 1, "", NULL);
-    engine_matches_model(1, 2, 1, 1, "", NULL);
-    engine_matches_model(1, 2, 1, 1, "--pipeline-layers 3,5", uneven);
-    engine_matches_model(1, 2, 1, 2, "--schedule interleaved --vpp 2", NULL);
-    engine_matches_model(2, 2, 2, 1, "", NULL);
+    engine_matches_model(1, 1, 1, 1, 0, "", NULL);
+    engine_matches_model(2, 1, 1, 1, 0, "", NULL);
+    engine_matches_model(4, 1, 1, 1, 0, "", NULL);
+    engine_matches_model(1, 2, 1, 1, 0, "", NULL);
+    engine_matches_model(1, 2, 1, 1, 0, "--pipeline-layers 3,5", uneven);
+    engine_matches_model(1, 2, 1, 2, 0, "--schedule interleaved --vpp 2", NULL);
+    engine_matches_model(2, 2, 2, 1, 0, "", NULL);
+    engine_matches_model(2, 2, 2, 1, 1, "", NULL);
+    engine_matches_model(1, 1, 4, 1, 1, "", NULL);
+    engine_matches_model(1, 1, 3, 1, 2, "", NULL);
+    engine_matches_model(1, 2, 2, 1, 3, "", NULL);
 }
 
 int main(int argc, char **argv)

@@ -73,7 +73,7 @@ static void offload_checkpoint_resumes_exactly(void **state)
     (void)state;
     char launcher[1024], args[512];
     snprintf(launcher, sizeof launcher, "%s' --oversubscribe -np 2 '%s", MPIRUN, DTRAIN);
-    const char *dir = "/tmp/dtrain_offload_ckpt";
+    const char *dir = "dtrain_offload_ckpt";
     char rm[256];
     snprintf(rm, sizeof rm, "rm -rf %s", dir);
     if (system(rm) != 0)
@@ -111,12 +111,12 @@ static int gpu_variant(void)
     int na, nb;
     const char *common = "--device cuda --steps 5 --micro-batch 2 --global-batch 4 --seed 5";
     char args[512];
-    snprintf(args, sizeof args, "%s --dump-params /tmp/dtrain_offload_dev.bin", common);
+    snprintf(args, sizeof args, "%s --dump-params dtrain_offload_dev.bin", common);
     if (run_dtrain(DTRAIN, args, A, 64, &na, ERR, sizeof ERR) != 0) {
         fprintf(stderr, "%s: %s\n", args, ERR);
         return 1;
     }
-    snprintf(args, sizeof args, "%s --offload-optimizer --dump-params /tmp/dtrain_offload_host.bin", common);
+    snprintf(args, sizeof args, "%s --offload-optimizer --dump-params dtrain_offload_host.bin", common);
     if (run_dtrain(DTRAIN, args, B, 64, &nb, ERR, sizeof ERR) != 0) {
         fprintf(stderr, "%s: %s\n", args, ERR);
         return 1;
@@ -130,7 +130,7 @@ static int gpu_variant(void)
         }
     }
     size_t n1 = 0, n2 = 0;
-    float *p1 = load_params("/tmp/dtrain_offload_dev.bin", &n1), *p2 = load_params("/tmp/dtrain_offload_host.bin", &n2);
+    float *p1 = load_params("dtrain_offload_dev.bin", &n1), *p2 = load_params("dtrain_offload_host.bin", &n2);
     ok = ok && p1 && p2 && n1 == n2 && n1 > 0;
     double diff2 = 0, ref2 = 1e-30, worst = 0;
     for (size_t i = 0; ok && i < n1; i++) {
@@ -146,8 +146,8 @@ static int gpu_variant(void)
     free(p2);
     free_lines(A, na);
     free_lines(B, nb);
-    remove("/tmp/dtrain_offload_dev.bin");
-    remove("/tmp/dtrain_offload_host.bin");
+    remove("dtrain_offload_dev.bin");
+    remove("dtrain_offload_host.bin");
     return ok ? 0 : 1;
 }
 
@@ -159,11 +159,14 @@ int main(int argc, char **argv)
     MPIRUN = argv[2];
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1); /* CI runs as root */
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    if (!strcmp(argv[3], "gpu"))
-        return gpu_variant();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(offload_is_bit_identical_on_cpu),
         cmocka_unit_test(offload_checkpoint_resumes_exactly),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    char dir[] = "/tmp/test_offload_XXXXXX";
+    if (enter_private_dir(dir) != 0)
+        return 1;
+    int rc = !strcmp(argv[3], "gpu") ? gpu_variant() : cmocka_run_group_tests(tests, NULL, NULL);
+    leave_private_dir(dir);
+    return rc;
 }

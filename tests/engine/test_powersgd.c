@@ -200,12 +200,12 @@ static void wire_bytes_drop_by_the_closed_form(void **state)
         int n;
         snprintf(args, sizeof args,
                  "--dp 2 --steps %d --micro-batch 2 --global-batch 4 --grad-compress %s%.0d "
-                 "--rank-params /tmp/dtrain_psgd_rp.json",
+                 "--rank-params dtrain_psgd_rp.json",
                  steps, ranks[i] ? "powersgd:" : "none", ranks[i]);
         if (run_dtrain(launcher, args, A, 512, &n, ERR, sizeof ERR) != 0)
             fail_msg("%s: %s", args, ERR);
         free_lines(A, n);
-        double got = dp_bytes("/tmp/dtrain_psgd_rp.json"), want = steps * 4.0 * tiny_reduced_floats(ranks[i], 1);
+        double got = dp_bytes("dtrain_psgd_rp.json"), want = steps * 4.0 * tiny_reduced_floats(ranks[i], 1);
         if (!ranks[i])
             none = got;
         print_message("R = %d: DP bytes sent by rank 0 %.0f, closed form %.0f, ratio to uncompressed %.5f\n",
@@ -216,15 +216,15 @@ static void wire_bytes_drop_by_the_closed_form(void **state)
     snprintf(launcher, sizeof launcher, "%s' --oversubscribe -np 4 '%s", MPIRUN, DTRAIN);
     snprintf(args, sizeof args,
              "--tp 2 --dp 2 --steps %d --micro-batch 2 --global-batch 4 --grad-compress powersgd:4 "
-             "--rank-params /tmp/dtrain_psgd_rp.json", steps);
+             "--rank-params dtrain_psgd_rp.json", steps);
     int n;
     if (run_dtrain(launcher, args, A, 512, &n, ERR, sizeof ERR) != 0)
         fail_msg("%s: %s", args, ERR);
     free_lines(A, n);
-    double got = dp_bytes("/tmp/dtrain_psgd_rp.json"), want = steps * 4.0 * tiny_reduced_floats(4, 2);
+    double got = dp_bytes("dtrain_psgd_rp.json"), want = steps * 4.0 * tiny_reduced_floats(4, 2);
     print_message("TP 2 x DP 2, R = 4: DP bytes sent by rank 0 %.0f, closed form %.0f\n", got, want);
     assert_true(got == want);
-    remove("/tmp/dtrain_psgd_rp.json");
+    remove("dtrain_psgd_rp.json");
 }
 
 static double mean_loss(json_t **lines, int from, int to)
@@ -300,5 +300,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(powersgd_training_converges),
         cmocka_unit_test(bad_values_exit_2),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    char dir[] = "/tmp/test_powersgd_XXXXXX";
+    if (enter_private_dir(dir) != 0)
+        return 1;
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    leave_private_dir(dir);
+    return rc;
 }
