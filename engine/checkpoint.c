@@ -524,7 +524,11 @@ static void remove_tree(const char *path)
             if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
                 continue;
             char p[4400];
-            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+            int len = snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+            if (len < 0 || (size_t)len >= sizeof p) { /* a cut name could be another file */
+                fprintf(stderr, "dtrain: %s/%s: path too long to remove\n", path, e->d_name);
+                continue;
+            }
             unlink(p);
         }
         closedir(d);
