@@ -43,14 +43,15 @@ static void progress(long done, long total)
 
 static void print_table(FILE *f, const plan_result *p, int top)
 {
-    fprintf(f, "%4s %3s %3s %4s %3s %3s %2s %4s %3s %-9s %9s %6s %7s %9s %8s %8s\n", "rank", "TP", "PP", "DP", "CP",
-            "VPP", "SP", "ZeRO", "mb", "recompute", "step s", "MFU", "bubble", "exposed s", "mem GiB", "days");
+    fprintf(f, "%4s %3s %3s %4s %3s %3s %3s %2s %4s %3s %-9s %9s %6s %7s %9s %8s %8s\n", "rank", "TP", "PP", "DP", "CP",
+            "EP", "VPP", "SP", "ZeRO", "mb", "recompute", "step s", "MFU", "bubble", "exposed s", "mem GiB", "days");
     for (int i = 0; i < p->count && i < top; i++) {
         const plan_layout *l = &p->layouts[i];
         const run_result *r = &l->result;
         double exposed = plan_exposed_comm_s(l);
-        fprintf(f, "%4d %3d %3d %4d %3d %3d %2s %4d %3lld %-9s %9.3f %5.1f%% %6.1f%% %9.3f %8.1f %8.2f%s\n", i + 1, l->tp,
-                l->pp, l->dp, l->cp, l->vpp, l->sp ? "y" : "n", l->zero, l->micro_batch, recompute_name(l->recompute),
+        fprintf(f, "%4d %3d %3d %4d %3d %3d %3d %2s %4d %3lld %-9s %9.3f %5.1f%% %6.1f%% %9.3f %8.1f %8.2f%s\n", i + 1,
+                l->tp, l->pp, l->dp, l->cp, l->ep > 0 ? l->ep : 1, l->vpp, l->sp ? "y" : "n", l->zero, l->micro_batch,
+                recompute_name(l->recompute),
                 r->step_time_s, 100 * r->mfu, 100 * r->bubble_mean, exposed, r->memory.total, l->days_to_train,
                 l->is_scenario_own ? "  (scenario's own)" : "");
     }

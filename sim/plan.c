@@ -19,6 +19,8 @@ void plan_apply(const scenario_config *base, const plan_layout *l, scenario_conf
     out->parallel.pp = l->pp;
     out->parallel.dp = l->dp;
     out->parallel.cp = l->cp;
+    if (l->ep > 0)
+        out->parallel.ep = l->ep;
     out->parallel.vpp = l->vpp;
     out->parallel.sequence_parallel = l->sp;
     out->parallel.zero_stage = l->zero;
@@ -121,9 +123,11 @@ double plan_exposed_comm_s(const plan_layout *l)
 void plan_layout_label(const plan_layout *l, char *buf, size_t n)
 {
     static const char *rec[] = {"none", "sel", "full"};
-    char cp[16] = "", vpp[16] = "";
+    char cp[32] = "", vpp[16] = "";
     if (l->cp > 1)
         snprintf(cp, sizeof cp, " CP%d", l->cp);
+    if (l->ep > 1)
+        snprintf(cp + strlen(cp), sizeof cp - strlen(cp), " EP%d", l->ep);
     if (l->vpp > 1)
         snprintf(vpp, sizeof vpp, " V%d", l->vpp);
     snprintf(buf, n, "TP%d PP%d DP%d%s%s%s Z%d mb%lld %s", l->tp, l->pp, l->dp, cp, vpp, l->sp ? " SP" : "", l->zero,

@@ -120,9 +120,45 @@ static void *work(void *arg)
 
 static int same_layout(const plan_layout *a, const plan_layout *b)
 {
-    return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->cp == b->cp && a->vpp == b->vpp &&
-           a->sp == b->sp && a->zero == b->zero && a->micro_batch == b->micro_batch &&
+    return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->cp == b->cp && a->ep == b->ep &&
+           a->vpp == b->vpp && a->sp == b->sp && a->zero == b->zero && a->micro_batch == b->micro_batch &&
            a->recompute == b->recompute && a->schedule == b->schedule;
+}
+
+/* The candidates of one model-parallel shape (tp, pp, dp, cp, ep): every micro-batch size,
+ * interleaving depth, ZeRO stage, recomputation and sequence-parallel choice. pass 0 counts,
+ * pass 1 also stores; the scenario's own layout (own, when it is a candidate) is skipped: it
+ * comes first. */
+static void add_candidates(plan_layout *cand, long *n, int pass, int tp, int pp, int dp, int cp, int ep,
+                           const plan_layout *own)
+{
+    static const int mbs[] = {1, 2, 4, 8};
+    for (int mi = 0; mi < 4; mi++)
+        for (int vpp = 1; vpp <= (pp > 1 ? 4 : 1); vpp *= 2)
+            for (int zero = 0; zero <= (dp * cp > 1 ? 3 : 0); zero++)
+                for (int rec = 0; rec <= RECOMPUTE_FULL; rec++)
+                    for (int sp = 0; sp <= (tp > 1); sp++) {
+                        plan_layout l;
+                        memset(&l, 0, sizeof l);
+                        l.tp = tp;
+                        l.pp = pp;
+                        l.dp = dp;
+                        l.cp = cp;
+                        l.ep = ep;
+                        l.vpp = vpp;
+                        l.sp = sp;
+                        l.zero = zero;
+                        l.micro_batch = mbs[mi];
+                        l.recompute = (recompute_kind)rec;
+                        l.schedule = vpp > 1 ? PIPELINE_INTERLEAVED : PIPELINE_1F1B;
+                        if (own && same_layout(&l, own))
+                            continue;
+                        if (pass == 1) {
+                            l.order = *n;
+                            cand[*n] = l;
+                        }
+                        (*n)++;
+                    }
 }
 
 /* Every candidate, the scenario's own layout first (so the plan is never worse than it).
@@ -130,13 +166,14 @@ static int same_layout(const plan_layout *a, const plan_layout *b)
 static long enumerate(const scenario_config *base, int gpus, plan_layout **out)
 {
     int gpn = base->platform.node.gpus;
-    long long L = base->model.num_layers, seq = base->model.seq_length;
+    long long L = base->model.num_layers, seq = base->model.seq_length, experts = base->model.num_experts;
     plan_layout own;
     memset(&own, 0, sizeof own);
     own.tp = base->parallel.tp;
     own.pp = base->parallel.pp;
     own.dp = base->parallel.dp;
     own.cp = base->parallel.cp;
+    own.ep = base->parallel.ep;
     own.vpp = base->parallel.vpp;
     own.sp = base->parallel.sequence_parallel;
     own.zero = base->parallel.zero_stage;
@@ -146,7 +183,6 @@ static long enumerate(const scenario_config *base, int gpus, plan_layout **out)
     own.is_scenario_own = 1;
     int own_fits_gpus = (long long)own.tp * own.pp * own.dp * own.cp == gpus;
 
-    static const int mbs[] = {1, 2, 4, 8};
     static const int cps[] = {1, 2, 4, 8};
     plan_layout *cand = NULL;
     long n = 0;
@@ -169,31 +205,13 @@ static long enumerate(const scenario_config *base, int gpus, plan_layout **out)
                     if (gpus % model)
                         continue;
                     int dp = (int)(gpus / model);
-                    for (int mi = 0; mi < 4; mi++)
-                        for (int vpp = 1; vpp <= (pp > 1 ? 4 : 1); vpp *= 2)
-                            for (int zero = 0; zero <= (dp * cp > 1 ? 3 : 0); zero++)
-                                for (int rec = 0; rec <= RECOMPUTE_FULL; rec++)
-                                    for (int sp = 0; sp <= (tp > 1); sp++) {
-                                        plan_layout l;
-                                        memset(&l, 0, sizeof l);
-                                        l.tp = tp;
-                                        l.pp = (int)pp;
-                                        l.dp = dp;
-                                        l.cp = cp;
-                                        l.vpp = vpp;
-                                        l.sp = sp;
-                                        l.zero = zero;
-                                        l.micro_batch = mbs[mi];
-                                        l.recompute = (recompute_kind)rec;
-                                        l.schedule = vpp > 1 ? PIPELINE_INTERLEAVED : PIPELINE_1F1B;
-                                        if (own_fits_gpus && same_layout(&l, &own))
-                                            continue;
-                                        if (pass == 1) {
-                                            l.order = n;
-                                            cand[n] = l;
-                                        }
-                                        n++;
-                                    }
+                    /* Expert parallel (MoE): powers of two dividing the experts and DP x CP
+                     * (Megatron's expert groups lie inside the data-parallel ranks). */
+                    for (int ep = 1; ep == 1 || ep <= experts; ep *= 2) {
+                        if (ep > 1 && (experts % ep || ((long long)dp * cp) % ep))
+                            continue;
+                        add_candidates(cand, &n, pass, tp, (int)pp, dp, cp, ep, own_fits_gpus ? &own : NULL);
+                    }
                 }
             }
         if (pass == 0 && !(cand = calloc((size_t)(n ? n : 1), sizeof *cand)))

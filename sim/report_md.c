@@ -70,8 +70,9 @@ static void layouts_table(FILE *f, const report_input *in)
                     p->layouts[i].result.step_time_s);
             break;
         }
-    fprintf(f, "\nLayout: TP, PP, DP, CP sizes; V: interleaved chunks per stage; SP: sequence parallel; Z: ZeRO "
-               "stage; mb: micro-batch size; none/sel/full: activation recomputation.\n\n");
+    fprintf(f, "\nLayout: TP, PP, DP, CP, EP sizes (CP and EP shown when above 1); V: interleaved chunks per "
+               "stage; SP: sequence parallel; Z: ZeRO stage; mb: micro-batch size; none/sel/full: activation "
+               "recomputation.\n\n");
 }
 
 /* One choice of a layout (TP, ZeRO, ...), read from and compared on plan_layout. */
@@ -83,6 +84,7 @@ typedef struct {
 static long long k_tp(const plan_layout *l) { return l->tp; }
 static long long k_pp(const plan_layout *l) { return l->pp; }
 static long long k_cp(const plan_layout *l) { return l->cp; }
+static long long k_ep(const plan_layout *l) { return l->ep; }
 static long long k_vpp(const plan_layout *l) { return l->vpp; }
 static long long k_sp(const plan_layout *l) { return l->sp; }
 static long long k_zero(const plan_layout *l) { return l->zero; }
@@ -154,7 +156,8 @@ static void why_best(FILE *f, const report_input *in)
 
     /* Each choice of the best layout against the best layout that chose otherwise. */
     static const knob knobs[] = {{"tensor parallel (TP)", k_tp},  {"pipeline parallel (PP)", k_pp},
-                                 {"context parallel (CP)", k_cp}, {"interleaved chunks (V)", k_vpp},
+                                 {"context parallel (CP)", k_cp}, {"expert parallel (EP)", k_ep},
+                                 {"interleaved chunks (V)", k_vpp},
                                  {"sequence parallel", k_sp},     {"ZeRO stage", k_zero},
                                  {"micro-batch size", k_mb},      {"recomputation", k_rec}};
     fprintf(f, "\n### The effect of each choice\n\nFor each choice of the best layout, the fastest fitting layout "
@@ -162,6 +165,8 @@ static void why_best(FILE *f, const report_input *in)
     fprintf(f, "| choice | best | alternative | its step (s) | slower by | what changes |\n");
     fprintf(f, "|:---|---:|---:|---:|---:|:---|\n");
     for (size_t k = 0; k < sizeof knobs / sizeof knobs[0]; k++) {
+        if (knobs[k].get == k_ep && s->model.num_experts == 0)
+            continue; /* a dense model has no experts to spread */
         const plan_layout *alt = NULL;
         for (int i = 1; i < p->count && !alt; i++)
             if (knobs[k].get(&p->layouts[i]) != knobs[k].get(b))

@@ -234,6 +234,68 @@ static void threads_do_not_change_the_result(void **state)
     scenario_free(&s);
 }
 
+/* A MoE model: expert parallel is searched (EP 1, 2, 4, 8 for 8 experts), every EP kept divides
+ * the experts and DP x CP, each layout the planner returns is the step the loader and the
+ * simulator give for it, and a dense model is only ever planned with EP 1. */
+static void moe_models_search_expert_parallel(void **state)
+{
+    (void)state;
+    static const char *moe[] = {"model.num_layers=8",          "model.hidden_size=1024",
+                                "model.num_attention_heads=16", "model.ffn_hidden_size=3584",
+                                "model.seq_length=2048",        "model.num_experts=8",
+                                "model.moe_router_topk=2",      "training.global_batch_size=256",
+                                "parallel.tensor_model_parallel_size=1",
+                                "parallel.pipeline_model_parallel_size=1",
+                                "parallel.data_parallel_size=32", "parallel.virtual_pipeline_model_parallel_size=1",
+                                "parallel.schedule=1f1b",       "parallel.expert_model_parallel_size=8"};
+    scenario_config s;
+    config_error err;
+    if (scenario_load(DTSIM_SOURCE_DIR "/scenarios/gpt3-175b-1024-a100.json", moe, sizeof moe / sizeof *moe, &s,
+                      &err) != 0)
+        fail_msg("%s", err.msg);
+    plan_result p;
+    assert_int_equal(plan_search(&s, 32, &p, &err, NULL), 0);
+    int seen[9] = {0};
+    for (int i = 0; i < p.count; i++) {
+        const plan_layout *l = &p.layouts[i];
+        assert_true(l->ep == 1 || l->ep == 2 || l->ep == 4 || l->ep == 8);
+        assert_int_equal(8 % l->ep, 0);
+        assert_int_equal((l->dp * l->cp) % l->ep, 0);
+        seen[l->ep]++;
+    }
+    for (int ep = 1; ep <= 8; ep *= 2)
+        if (!seen[ep])
+            fail_msg("no fitting layout with EP %d among %d", ep, p.count);
+    /* the best layouts with and without EP, through the loader: the same step time */
+    for (int want_ep = 1; want_ep <= 8; want_ep *= 8) {
+        const plan_layout *l = NULL;
+        for (int i = 0; i < p.count && !l; i++)
+            if (p.layouts[i].ep == want_ep)
+                l = &p.layouts[i];
+        scenario_config c;
+        plan_apply(&s, l, &c);
+        assert_int_equal(c.parallel.ep, want_ep);
+        assert_int_equal(scenario_validate_layout(&c, &err), 0);
+        run_result r;
+        assert_int_equal(run_scenario(&c, &r, &err), 0);
+        assert_float_equal(r.step_time_s, l->result.step_time_s, 1e-12 * r.step_time_s);
+        char label[128];
+        plan_layout_label(l, label, sizeof label);
+        assert_true((want_ep > 1) == (strstr(label, " EP") != NULL));
+    }
+    plan_result_free(&p);
+    scenario_free(&s);
+
+    /* dense: EP stays 1 */
+    if (scenario_load(DTSIM_SOURCE_DIR "/scenarios/gpt3-175b-1024-a100.json", NULL, 0, &s, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(plan_search(&s, 64, &p, &err, NULL), 0);
+    for (int i = 0; i < p.count; i++)
+        assert_int_equal(p.layouts[i].ep, 1);
+    plan_result_free(&p);
+    scenario_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -241,6 +303,7 @@ int main(void)
         cmocka_unit_test(nothing_fits_on_too_few_gpus),
         cmocka_unit_test(tally_folds_numbers_and_overflows_into_other),
         cmocka_unit_test(threads_do_not_change_the_result),
+        cmocka_unit_test(moe_models_search_expert_parallel),
     };
     const struct CMUnitTest shared[] = {
         cmocka_unit_test(dropped_candidates_are_counted_by_reason),
