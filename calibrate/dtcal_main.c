@@ -107,7 +107,7 @@ static int cmd_kernels(int argc, char **argv)
     }
     /* the device's name, and on a GPU its compute capability, driver and runtime: the provenance
      * a measured calibration keeps with it */
-    char described[512];
+    char described[512]; /* the size of calibration_config.device, so dtsim reads back what is written */
     k->describe(described, sizeof described);
     json_t *doc = cal_new(described, "measured", argc, argv);
     /* the first precision gives the memory-bound ops, attention and launch figures */

@@ -78,7 +78,7 @@ typedef struct {
 typedef enum { LINK_NVLINK = 0, LINK_NETWORK = 1, LINK_CLASS_COUNT } link_class;
 
 typedef struct {
-    char device[CFG_NAME_MAX];
+    char device[512];                        /* what was measured, with its details (dtcal writes them) */
     char source[CFG_NAME_MAX];               /* measured | datasheet | nccl-tests */
     char date[CFG_NAME_MAX];
     char host[CFG_NAME_MAX];

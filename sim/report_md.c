@@ -106,12 +106,20 @@ static void knob_value(const knob *k, const plan_layout *l, char *buf, size_t n)
 static void what_changes(const plan_layout *b, const plan_layout *a, char *buf, size_t n)
 {
     const run_result *x = &b->result, *y = &a->result;
-    snprintf(buf, n, "bubble %.1f%% -> %.1f%%; exposed TP %.2f -> %.2f s, PP %.2f -> %.2f s, DP+ZeRO %.2f -> %.2f s; "
-                     "memory %.0f -> %.0f GiB",
-             100 * x->bubble_mean, 100 * y->bubble_mean, x->comm_exposed_s[COMM_TP], y->comm_exposed_s[COMM_TP],
-             x->comm_exposed_s[COMM_PP], y->comm_exposed_s[COMM_PP],
-             x->comm_exposed_s[COMM_DP] + x->comm_exposed_s[COMM_ZERO],
-             y->comm_exposed_s[COMM_DP] + y->comm_exposed_s[COMM_ZERO], x->memory.total, y->memory.total);
+    int len = snprintf(buf, n,
+                       "bubble %.1f%% -> %.1f%%; exposed TP %.2f -> %.2f s, PP %.2f -> %.2f s, DP+ZeRO %.2f -> %.2f s",
+                       100 * x->bubble_mean, 100 * y->bubble_mean, x->comm_exposed_s[COMM_TP],
+                       y->comm_exposed_s[COMM_TP], x->comm_exposed_s[COMM_PP], y->comm_exposed_s[COMM_PP],
+                       x->comm_exposed_s[COMM_DP] + x->comm_exposed_s[COMM_ZERO],
+                       y->comm_exposed_s[COMM_DP] + y->comm_exposed_s[COMM_ZERO]);
+    /* context and expert parallel traffic, where either layout has some */
+    static const comm_class more[] = {COMM_CP, COMM_EP};
+    for (int i = 0; i < 2 && len >= 0 && (size_t)len < n; i++)
+        if (x->comm_total_s[more[i]] > 0 || y->comm_total_s[more[i]] > 0)
+            len += snprintf(buf + len, n - (size_t)len, ", %s %.2f -> %.2f s", i ? "EP" : "CP",
+                            x->comm_exposed_s[more[i]], y->comm_exposed_s[more[i]]);
+    if (len >= 0 && (size_t)len < n)
+        snprintf(buf + len, n - (size_t)len, "; memory %.0f -> %.0f GiB", x->memory.total, y->memory.total);
 }
 
 static void why_best(FILE *f, const report_input *in)
@@ -133,18 +141,19 @@ static void why_best(FILE *f, const report_input *in)
             100 * r->bubble_mean, 100 * r->bubble_max, s->training.global_batch_size / (b->micro_batch * b->dp),
             b->pp);
     fprintf(f, "- **Communication:** exposed (total) TP %.3f (%.3f) s, PP %.3f (%.3f) s, DP %.3f (%.3f) s, ZeRO %.3f "
-               "(%.3f) s, CP %.3f (%.3f) s per step; the rest is hidden under compute.\n",
+               "(%.3f) s, CP %.3f (%.3f) s, EP %.3f (%.3f) s per step; the rest is hidden under compute.\n",
             r->comm_exposed_s[COMM_TP], r->comm_total_s[COMM_TP], r->comm_exposed_s[COMM_PP], r->comm_total_s[COMM_PP],
             r->comm_exposed_s[COMM_DP], r->comm_total_s[COMM_DP], r->comm_exposed_s[COMM_ZERO],
-            r->comm_total_s[COMM_ZERO], r->comm_exposed_s[COMM_CP], r->comm_total_s[COMM_CP]);
+            r->comm_total_s[COMM_ZERO], r->comm_exposed_s[COMM_CP], r->comm_total_s[COMM_CP],
+            r->comm_exposed_s[COMM_EP], r->comm_total_s[COMM_EP]);
     fprintf(f, "- **Memory:** %.1f of %.0f GiB per GPU (weights %.1f, gradients %.1f, optimizer %.1f, activations "
                "%.1f, buffers %.1f).\n",
             r->memory.total, r->memory.capacity, r->memory.weights, r->memory.gradients, r->memory.optimizer,
             r->memory.activations, r->memory.buffers);
     if (own && own != b)
-        fprintf(f, "- **Against the scenario's own layout** (TP %d, PP %d, DP %d): %.3f s per step, %.1f%% slower "
-                   "than the best.\n",
-                own->tp, own->pp, own->dp, own->result.step_time_s,
+        fprintf(f, "- **Against the scenario's own layout** (TP %d, PP %d, DP %d, CP %d, EP %d): %.3f s per step, "
+                   "%.1f%% slower than the best.\n",
+                own->tp, own->pp, own->dp, own->cp, own->ep, own->result.step_time_s,
                 100 * (own->result.step_time_s / r->step_time_s - 1));
     else if (own)
         fprintf(f, "- **The scenario's own layout is the best one found.**\n");

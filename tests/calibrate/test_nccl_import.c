@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+#include <stdlib.h>
 #include <cmocka.h>
 #include "nccl_import.h"
 
@@ -45,7 +47,7 @@ static void write_log(const char *path, int hosts, int with_root, double alpha_u
 
 static void fits_come_back(void **state)
 {
-    const char *path = "/tmp/dtcal_all_reduce_perf.log";
+    const char *path = "dtcal_all_reduce_perf.log";
     for (int hosts = 1; hosts <= 4; hosts += 3)
         for (int root = 0; root < 2; root++) {
             write_log(path, hosts, root, 12.0, 300.0, 0);
@@ -66,25 +68,25 @@ static void fits_come_back(void **state)
 
 static void bad_logs_are_refused_with_the_line(void **state)
 {
-    const char *path = "/tmp/dtcal_all_reduce_perf.log";
+    const char *path = "dtcal_all_reduce_perf.log";
     nccl_fit fit;
     char err[512];
     write_log(path, 1, 1, 12.0, 300.0, 1);
     assert_int_not_equal(nccl_import_file(path, NULL, &fit, err, sizeof err), 0);
     assert_non_null(strstr(err, path));
     assert_non_null(strstr(err, "fields"));
-    FILE *f = fopen("/tmp/dtcal_unknown.log", "w");
+    FILE *f = fopen("dtcal_unknown.log", "w");
     fprintf(f, "# out-of-place\n  8  2  float  sum  -1  10.0  0.00  0.00  0  10.0  0.00  0.00  0\n");
     fclose(f);
-    assert_int_not_equal(nccl_import_file("/tmp/dtcal_unknown.log", NULL, &fit, err, sizeof err), 0);
+    assert_int_not_equal(nccl_import_file("dtcal_unknown.log", NULL, &fit, err, sizeof err), 0);
     assert_non_null(strstr(err, "which collective"));
-    f = fopen("/tmp/dtcal_x_all_gather.log", "w");
+    f = fopen("dtcal_x_all_gather.log", "w");
     fprintf(f, "# out-of-place\n  8  2  float  none  -1  abc  0.00  0.00  0  10.0  0.00  0.00  0\n");
     fclose(f);
-    assert_int_not_equal(nccl_import_file("/tmp/dtcal_x_all_gather.log", NULL, &fit, err, sizeof err), 0);
+    assert_int_not_equal(nccl_import_file("dtcal_x_all_gather.log", NULL, &fit, err, sizeof err), 0);
     assert_non_null(strstr(err, ":2:"));
-    remove("/tmp/dtcal_unknown.log");
-    remove("/tmp/dtcal_x_all_gather.log");
+    remove("dtcal_unknown.log");
+    remove("dtcal_x_all_gather.log");
     remove(path);
 }
 
@@ -94,5 +96,14 @@ int main(void)
         cmocka_unit_test(fits_come_back),
         cmocka_unit_test(bad_logs_are_refused_with_the_line),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    /* the files it writes go to a folder of its own: two suites at once never share them */
+    char dir[] = "/tmp/test_nccl_import_XXXXXX";
+    if (!mkdtemp(dir) || chdir(dir) != 0) {
+        perror("a private scratch folder");
+        return 1;
+    }
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    if (chdir("/") != 0 || rmdir(dir) != 0)
+        fprintf(stderr, "%s left behind\n", dir);
+    return rc;
 }

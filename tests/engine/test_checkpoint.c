@@ -16,7 +16,7 @@
 static const char *DTRAIN;
 static json_t *A[64], *B[64];
 static char ERR[65536];
-#define DIR_ "/tmp/dtrain_test_ckpt"
+#define DIR_ "dtrain_test_ckpt" /* inside the run's private folder (main) */
 
 static const char *crc(json_t *line)
 {
@@ -153,7 +153,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(no_checkpoint_starts_fresh_and_old_ones_are_pruned),
         cmocka_unit_test(sigterm_writes_a_last_checkpoint),
     };
+    char dir[] = "/tmp/test_checkpoint_XXXXXX";
+    if (enter_private_dir(dir) != 0)
+        return 1;
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    reset_dir();
+    leave_private_dir(dir);
     return rc;
 }

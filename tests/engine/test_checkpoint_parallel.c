@@ -3,8 +3,10 @@
  *    logs the same losses for steps 5-6 and ends with the same params_crc32 as an uninterrupted
  *    run, for DP 2 with ZeRO-1 and ZeRO-3, TP 2, interleaved PP 2, and TP 2 x PP 2 x DP 2 in
  *    fp32 and bf16.
- *  - Resharding: a checkpoint saved at TP 2 x PP 2 x DP 2 (ZeRO-1) and loaded at DP 4 continues
- *    with the same losses within 1e-5 (other summation order) and the same parameters.
+ *  - Resharding: a checkpoint saved at TP 2 x PP 2 x DP 2 (ZeRO-1) and loaded at DP 4, with ZeRO
+ *    0 and with ZeRO 1 (each rank then keeps its own shard of the optimizer moments), continues
+ *    with the same losses within 1e-5 (other summation order); step 6's loss depends on the
+ *    moments restored for step 5's update.
  *  - A truncated shard in the newest checkpoint is reported by name and the previous checkpoint
  *    is used; the run still ends bit-exact.
  * argv[1]: dtrain, argv[2]: mpirun, argv[3]: a scratch folder. */
@@ -102,21 +104,32 @@ static void reshards_to_another_layout(void **state)
     snprintf(args, sizeof args, "%s --ckpt-dir %s --ckpt-every 4 --stop-after 4", saved, CKPT);
     if (launch(8, args, B, &nb) != 0)
         fail_msg("run to step 4 failed: %s", ERR);
-    snprintf(args, sizeof args, "--dp 4 --zero 0 --ckpt-dir %s --resume", CKPT);
-    if (launch(4, args, C, &nc) != 0)
-        fail_msg("resume at DP 4 failed: %s", ERR);
-    assert_non_null(strstr(ERR, "resharding"));
-    assert_int_equal(nc, 3);
-    for (int i = 0; i < 2; i++) {
-        double a = num(A[4 + i], "loss"), c = num(C[i], "loss");
-        if (fabs(a - c) > 1e-5 * fabs(a))
-            fail_msg("step %d: loss %.9g after resharding to DP 4, %.9g uninterrupted", 5 + i, c, a);
+    for (int zero = 0; zero <= 1; zero++) {
+        /* a resumed run checkpoints again: resume each time from a copy of the step-4 one */
+        char copy[8300], cmd[17000];
+        snprintf(copy, sizeof copy, "%s.zero%d", CKPT, zero);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", copy, CKPT, copy);
+        assert_int_equal(system(cmd), 0);
+        snprintf(args, sizeof args, "--dp 4 --zero %d --ckpt-dir %s --resume", zero, copy);
+        if (launch(4, args, C, &nc) != 0)
+            fail_msg("resume at DP 4 ZeRO %d failed: %s", zero, ERR);
+        assert_non_null(strstr(ERR, "resharding"));
+        assert_int_equal(nc, 3);
+        for (int i = 0; i < 2; i++) {
+            double a = num(A[4 + i], "loss"), c = num(C[i], "loss");
+            if (fabs(a - c) > 1e-5 * fabs(a))
+                fail_msg("step %d: loss %.9g after resharding to DP 4 ZeRO %d, %.9g uninterrupted", 5 + i, c, zero,
+                         a);
+        }
+        print_message("TP 2 x PP 2 x DP 2 checkpoint resumed at DP 4 ZeRO %d: steps 5-6 losses %.7g %.7g "
+                      "(uninterrupted %.7g %.7g)\n",
+                      zero, num(C[0], "loss"), num(C[1], "loss"), num(A[4], "loss"), num(A[5], "loss"));
+        free_lines(C, nc);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", copy);
+        assert_int_equal(system(cmd), 0);
     }
-    print_message("TP 2 x PP 2 x DP 2 checkpoint resumed at DP 4: steps 5-6 losses %.7g %.7g (uninterrupted %.7g "
-                  "%.7g)\n", num(C[0], "loss"), num(C[1], "loss"), num(A[4], "loss"), num(A[5], "loss"));
     free_lines(A, na);
     free_lines(B, nb);
-    free_lines(C, nc);
 }
 
 static void truncated_shard_falls_back_to_the_previous_checkpoint(void **state)

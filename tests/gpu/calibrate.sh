@@ -12,8 +12,8 @@
 # the calibration to calibrate/data/ and the figures, with provenance.md, to docs/validation.md.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${1:-$root/build}
-out=${2:-$build/gpu-cal}
+build=$(realpath -m "${1:-$root/build}")   # absolute: the script works from the repository root
+out=$(realpath -m "${2:-$build/gpu-cal}")
 mkdir -p "$out"
 cd "$root"
 
@@ -45,27 +45,30 @@ for bin in dtcal dtrain; do
   fi
 done
 
-quick=""
-[ "${QUICK:-0}" = 1 ] && quick="--quick"
 cal=$out/$slug-measured.json
 loop=$out/$slug-closed-loop-small.json
-kernels_cmd="$build/bin/dtcal kernels --device cuda --precision fp32,bf16 $quick --platform $platform -o $cal"
-validate_cmd="$build/bin/dtcal validate --device cuda --model small --steps 20 --platform $platform --calibration $cal --json $loop"
+rm -f "$cal" "$loop" "$out/kernels.log" "$out/validate.log" # never report an earlier run's figures as this one's
+# fp32 first: its memory-bound ops, attention and launch figures are the ones the fp32 closed
+# loop below needs (a calibration has one attention figure; a bf16 one would need its own file)
+kernels_cmd=("$build/bin/dtcal" kernels --device cuda --precision fp32,bf16 --platform "$platform" -o "$cal")
+[ "${QUICK:-0}" = 1 ] && kernels_cmd+=(--quick)
+validate_cmd=("$build/bin/dtcal" validate --device cuda --model small --steps 20 --platform "$platform"
+              --calibration "$cal" --json "$loop")
 
 echo "== dtcal kernels on $name"
 start=$(date +%s)
-$kernels_cmd 2>&1 | tr '\r' '\n' | grep -v '^  gemm [0-9]*/' | tee "$out/kernels.log"
+"${kernels_cmd[@]}" 2>&1 | tr '\r' '\n' | grep -v '^  gemm [0-9]*/' | tee "$out/kernels.log"
 krc=${PIPESTATUS[0]}
-ksecs=$(( $(date +%s) - start ))
+kernels_result="exit $krc, $(( $(date +%s) - start )) s"
 
 vrc=1
-vsecs=0
+validate_result="not run (the calibration failed)"
 if [ "$krc" -eq 0 ]; then
   echo "== dtcal validate: GPT-2 124M, one GPU, fp32"
   start=$(date +%s)
-  $validate_cmd 2>&1 | tee "$out/validate.log"
+  "${validate_cmd[@]}" 2>&1 | tee "$out/validate.log"
   vrc=${PIPESTATUS[0]}
-  vsecs=$(( $(date +%s) - start ))
+  validate_result="exit $vrc, $(( $(date +%s) - start )) s"
 fi
 
 {
@@ -73,9 +76,14 @@ fi
   echo
   echo "- date (UTC): $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "- device: $(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,clocks.max.sm --format=csv,noheader | head -1)"
-  echo "- repository revision: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
-  echo "- calibration: \`${kernels_cmd#"$build/"}\` (exit $krc, ${ksecs} s)"
-  echo "- closed loop: \`${validate_cmd#"$build/"}\` (exit $vrc, ${vsecs} s)"
+  if rev=$(git -C "$root" rev-parse --short HEAD 2>/dev/null); then
+    git -C "$root" diff --quiet 2>/dev/null || rev="$rev (with uncommitted changes)"
+  else
+    rev="unknown (not a git checkout)"
+  fi
+  echo "- repository revision: $rev"
+  echo "- calibration: \`${kernels_cmd[*]}\` ($kernels_result)"
+  echo "- closed loop: \`${validate_cmd[*]}\` ($validate_result)"
 } >"$out/provenance.md"
 
 echo

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+#include <stdlib.h>
 #include <cmocka.h>
 #include "fixture.h"
 #include "replay.h"
@@ -25,7 +27,7 @@ static void trace_matches_the_replay(void **state)
     replay_times t;
     replay_times_alloc(&t, w.n_tasks);
     replay_analytic(&w, &t);
-    const char *path = "/tmp/dtsim_test_trace.json";
+    const char *path = "dtsim_test_trace.json";
     assert_int_equal(trace_write_chrome(path, &w, &t, "fixture", &err), 0);
     json_error_t je;
     json_t *doc = json_load_file(path, 0, &je);
@@ -79,5 +81,14 @@ static void trace_matches_the_replay(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(trace_matches_the_replay)};
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    /* the files it writes go to a folder of its own: two suites at once never share them */
+    char dir[] = "/tmp/test_trace_XXXXXX";
+    if (!mkdtemp(dir) || chdir(dir) != 0) {
+        perror("a private scratch folder");
+        return 1;
+    }
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    if (chdir("/") != 0 || rmdir(dir) != 0)
+        fprintf(stderr, "%s left behind\n", dir);
+    return rc;
 }
