@@ -82,6 +82,20 @@ static void layernorm_op(void *p, int i)
     b->k->layernorm_forward(b->out, b->w, b->w + b->m, b->in[i], b->w, b->w, b->m, b->C);
 }
 
+/* Backward kernels: gradients into out (dinp) and w (dweight, dbias), inputs rotated. */
+static void layernorm_bwd_op(void *p, int i)
+{
+    bufs *b = p;
+    b->k->layernorm_backward(b->out, b->w, b->w + b->C, b->in[i], b->in[(i + 1) % ROTATE], b->w + 2 * b->C,
+                             b->w + 3 * b->C, b->w + 3 * b->C + b->m, b->m, b->C);
+}
+
+static void gelu_bwd_op(void *p, int i)
+{
+    bufs *b = p;
+    b->k->gelu_backward(b->out, b->in[i], b->in[(i + 1) % ROTATE], (size_t)b->m * b->C);
+}
+
 static void gelu_op(void *p, int i)
 {
     bufs *b = p;
@@ -247,6 +261,18 @@ int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quic
         double s = median_time(&t, mem[i].fn, &b);
         json_object_set_new(ops, mem[i].name, json_pack("{s:f}", "gbs", mem[i].bytes / s / 1e9));
         fprintf(stderr, "  %-12s %.1f GB/s\n", mem[i].name, mem[i].bytes / s / 1e9);
+    }
+    /* Their backward kernels where the engine has one, as a rate in the op list's byte count
+     * for a backward op (twice the forward's bytes): the simulator then charges the measured
+     * backward time, whatever the kernel really moves. */
+    struct { const char *name; op_fn fn; double fwd_bytes; } bwd[] = {
+        {"layernorm", layernorm_bwd_op, 2 * el * 4}, {"gelu", gelu_bwd_op, 2 * el * 4}};
+    for (size_t i = 0; i < sizeof bwd / sizeof bwd[0]; i++) {
+        double s = median_time(&t, bwd[i].fn, &b);
+        json_object_set_new(json_object_get(ops, bwd[i].name), "gbs_backward", json_real(2 * bwd[i].fwd_bytes / s / 1e9));
+        fprintf(stderr, "  %-12s backward in %.3f ms, %.2fx its forward\n", bwd[i].name,
+                s * 1e3, s / (bwd[i].fwd_bytes / (json_real_value(json_object_get(json_object_get(ops, bwd[i].name),
+                                                                                  "gbs")) * 1e9)));
     }
     /* Cross-entropy over a vocabulary and embedding lookups need token ids. */
     int *host_tok = calloc((size_t)(rows > N ? rows : N), sizeof(int));

@@ -242,6 +242,8 @@ int layer_ops_backward(const layer_shape *sh, layer_op *out)
         }
         }
     }
+    for (int i = 0; i < l.n; i++)
+        out[i].backward = 1;
     return l.n;
 }
 

@@ -69,6 +69,7 @@ typedef struct {
     coll_kind coll;       /* for OPK_COMM */
     comm_class comm;      /* for OPK_COMM */
     int group;            /* for OPK_COMM: ranks in the collective */
+    int backward;         /* 1 for the backward pass's ops (a calibration may time them apart) */
 } layer_op;
 
 #define LAYER_OPS_MAX 64

@@ -84,6 +84,8 @@ typedef struct {
     char host[CFG_NAME_MAX];
     gemm_table gemm[PREC_COUNT];             /* empty table: roofline with default efficiency */
     double op_gbs[OPCLASS_COUNT];            /* achieved bandwidth of memory-bound ops, GB/s (0 = unknown: use HBM x 0.7) */
+    double op_gbs_backward[OPCLASS_COUNT];   /* the same of their backward kernels, in the op list's byte count
+                                                (twice the forward's); 0 = unknown: op_gbs */
     double attention_efficiency;             /* flash attention: fraction of GEMM peak (0 = unknown) */
     int attention_points;                    /* measured fused attention by shape, when present */
     struct { double seq, head_dim, tflops; } attention_table[32];

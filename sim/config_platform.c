@@ -271,10 +271,11 @@ int calibration_parse(json_t *root, const char *path, calibration_config *c, con
                 return -1;
             if (!o)
                 continue;
-            static const char *const gbs_keys[] = {"gbs", NULL};
+            static const char *const gbs_keys[] = {"gbs", "gbs_backward", NULL};
             char op[2 * CFG_PATH_MAX + 64];
             snprintf(op, sizeof op, "%s.%s", sub, op_class_name((op_class)i));
-            if (config_check_keys(o, op, gbs_keys, err) || config_num(o, op, "gbs", 1, 0, 0, 1e7, 1, &c->op_gbs[i], err))
+            if (config_check_keys(o, op, gbs_keys, err) || config_num(o, op, "gbs", 1, 0, 0, 1e7, 1, &c->op_gbs[i], err) ||
+                config_num(o, op, "gbs_backward", 0, 0, 0, 1e7, 1, &c->op_gbs_backward[i], err))
                 return -1;
         }
         json_t *att;

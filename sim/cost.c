@@ -117,6 +117,9 @@ double cost_compute_op_s(const cost_model *cm, const layer_op *op)
     case OPK_BATCHED_GEMM:
         return cost_gemm_s(cm, (double)op->m, (double)op->n, (double)op->k, (double)op->batch);
     case OPK_MEMORY:
+        if (op->backward && cm->calibration->op_gbs_backward[op->cls] > 0) /* its backward kernel, measured */
+            return op->bytes / (cm->calibration->op_gbs_backward[op->cls] * 1e9) +
+                   cm->calibration->launch_overhead_us * 1e-6;
         return cost_memory_s(cm, op->cls, op->bytes);
     case OPK_FUSED_ATTENTION: {
         const calibration_config *c = cm->calibration;

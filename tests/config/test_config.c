@@ -216,6 +216,8 @@ static const reject_case REJECTS[] = {
     {{"calibration.collectives.network.send_recv={\"alpha_us\":-1,\"busbw_gbs\":1}"}, {"scenario.calibration.collectives.network.send_recv.alpha_us", "range"}},
     {{"calibration.launch_overhead_us=-1"}, {"scenario.calibration.launch_overhead_us", "range"}},
     {{"calibration.device=7"}, {"scenario.calibration.device", "expected a string"}},
+    {{"calibration.ops.gelu={\"gbs\":100,\"gbs_backward\":0}"}, {"scenario.calibration.ops.gelu.gbs_backward", "greater than 0"}},
+    {{"calibration.ops.gelu={\"gbs\":100,\"gbs_backwards\":5}"}, {"scenario.calibration.ops.gelu.gbs_backwards", "did you mean 'gbs_backward'"}},
 };
 
 static void every_rule_rejects(void **state)

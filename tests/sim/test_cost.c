@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <cmocka.h>
 #include "cost.h"
+#include "oplist.h"
 #include "fixture.h"
 
 static void table_scenario(scenario_config *s)
@@ -59,11 +60,45 @@ static void time_is_at_least_the_roofline(void **state)
     fixture_free(&s);
 }
 
+/* Memory-bound ops: bytes at the class's bandwidth plus a launch; a backward op at the measured
+ * backward rate when the calibration has one, else at the forward rate. */
+static void backward_memory_ops_use_their_own_rate(void **state)
+{
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    s.calibration.launch_overhead_us = 5;
+    s.calibration.op_gbs[OPCLASS_GELU] = 1000;
+    cost_model cm;
+    cost_model_init(&cm, &s);
+    layer_op op = {.name = "gelu", .kind = OPK_MEMORY, .cls = OPCLASS_GELU, .bytes = 4e9};
+    assert_true(fabs(cost_compute_op_s(&cm, &op) - (4e9 / 1000e9 + 5e-6)) < 1e-12);
+    op.backward = 1; /* no backward figure: the forward rate */
+    assert_true(fabs(cost_compute_op_s(&cm, &op) - (4e9 / 1000e9 + 5e-6)) < 1e-12);
+    s.calibration.op_gbs_backward[OPCLASS_GELU] = 2500;
+    cost_model_init(&cm, &s);
+    assert_true(fabs(cost_compute_op_s(&cm, &op) - (4e9 / 2500e9 + 5e-6)) < 1e-12);
+    op.backward = 0; /* the forward op keeps its own rate */
+    assert_true(fabs(cost_compute_op_s(&cm, &op) - (4e9 / 1000e9 + 5e-6)) < 1e-12);
+    /* the op list marks exactly the backward pass's ops */
+    layer_shape sh = {.micro_batch = 1, .seq_length = 128, .hidden = 256, .heads = 4, .kv_groups = 4,
+                      .ffn_hidden = 1024, .tp = 1, .cp = 1, .ep = 1, .attention = ATTENTION_FLASH, .act_bytes = 2};
+    layer_op ops[LAYER_OPS_MAX];
+    int n = layer_ops_forward(&sh, ops);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(ops[i].backward, 0);
+    n = layer_ops_backward(&sh, ops);
+    assert_true(n > 0);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(ops[i].backward, 1);
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(exact_at_points_and_bounded),
         cmocka_unit_test(time_is_at_least_the_roofline),
+        cmocka_unit_test(backward_memory_ops_use_their_own_rate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
