@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <cmocka.h>
+#include "../private_dir.h"
 #include "nccl_import.h"
 
 static void write_log(const char *path, int hosts, int with_root, double alpha_us, double busbw_gbs, int truncate)
@@ -96,14 +97,10 @@ int main(void)
         cmocka_unit_test(fits_come_back),
         cmocka_unit_test(bad_logs_are_refused_with_the_line),
     };
-    /* the files it writes go to a folder of its own: two suites at once never share them */
     char dir[] = "/tmp/test_nccl_import_XXXXXX";
-    if (!mkdtemp(dir) || chdir(dir) != 0) {
-        perror("a private scratch folder");
+    if (enter_private_dir(dir) != 0)
         return 1;
-    }
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    if (chdir("/") != 0 || rmdir(dir) != 0)
-        fprintf(stderr, "%s left behind\n", dir);
+    leave_private_dir(dir);
     return rc;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "../private_dir.h"
 
 /* DTRAIN_TEST_DEVICE=cuda (the gpu_ variants of the multi-rank suites: every rank on the one GPU,
  * the MPI host-staged communicator) adds "--device cuda" to every run. */
@@ -20,27 +21,6 @@ static inline const char *dtrain_test_device_flag(void)
 static inline int dtrain_test_device_missing(void)
 {
     return *dtrain_test_device_flag() && system("nvidia-smi -L >/dev/null 2>&1") != 0;
-}
-
-/* Makes a folder of this process's own and works in it: a test's relative file names then never
- * meet another suite's (two builds' tests, or a test's cpu and gpu variants, at once). dir: a
- * mkdtemp template, "/tmp/NAME_XXXXXX"; 0 or -1. */
-static inline int enter_private_dir(char *dir)
-{
-    if (!mkdtemp(dir) || chdir(dir) != 0) {
-        perror("a private scratch folder");
-        return -1;
-    }
-    return 0;
-}
-
-/* Leaves and removes it. */
-static inline void leave_private_dir(const char *dir)
-{
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (chdir("/") == 0 && system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
 }
 
 /* Runs "DTRAIN [--device D] ARGS --log-json LOG 2>ERR"; returns the exit code; lines[] gets the

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "../private_dir.h"
 
 static const char *DTSIM, *SCENARIO;
 
@@ -306,13 +307,10 @@ int main(int argc, char **argv)
     /* Every file the tests write is relative to a folder of this run's own, so two builds'
      * suites (or the cli and plots halves) running at once never share one. */
     char dir[] = "/tmp/dtsim_sweep_cli_XXXXXX";
-    if (!mkdtemp(dir) || chdir(dir) != 0) {
-        perror("test_sweep_cli: a private scratch folder");
+    if (enter_private_dir(dir) != 0)
         return 1;
-    }
     int rc = run_suite(argv[3]);
-    if (chdir("/") == 0)
-        sh("rm -rf '%s'", dir);
+    leave_private_dir(dir);
     return rc;
 }
 

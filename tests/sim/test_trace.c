@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <cmocka.h>
+#include "../private_dir.h"
 #include "fixture.h"
 #include "replay.h"
 #include "trace.h"
@@ -81,14 +82,10 @@ static void trace_matches_the_replay(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(trace_matches_the_replay)};
-    /* the files it writes go to a folder of its own: two suites at once never share them */
     char dir[] = "/tmp/test_trace_XXXXXX";
-    if (!mkdtemp(dir) || chdir(dir) != 0) {
-        perror("a private scratch folder");
+    if (enter_private_dir(dir) != 0)
         return 1;
-    }
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    if (chdir("/") != 0 || rmdir(dir) != 0)
-        fprintf(stderr, "%s left behind\n", dir);
+    leave_private_dir(dir);
     return rc;
 }
