@@ -2,6 +2,8 @@
 # One call on a machine with a GPU: configure and build into build/ (or $1), run every CTest
 # test labelled "gpu" and the CUDA kernel benchmark, and print a short table.
 #   tests/gpu/run.sh [BUILD_DIR]
+#   CALIBRATE=1 tests/gpu/run.sh [BUILD_DIR]   then tests/gpu/calibrate.sh on the same build, in the
+#                                             same call (a lent GPU machine is released when idle)
 # Logs: BUILD_DIR/gpu-run/{configure,build,ctest,bench}.log. Exit 0 when nothing failed
 # (skipped tests count as not failed), 1 otherwise.
 set -uo pipefail
@@ -81,5 +83,10 @@ if [ $ctest_rc -ne 0 ]; then
   echo
   echo "== failures (from $logs/ctest.log)"
   grep -E "FAIL|ERROR|Failed|rel err .*>|Not Run|Timeout|Exception" "$logs/ctest.log" | head -40
+fi
+if [ "${CALIBRATE:-0}" = 1 ]; then
+  echo
+  echo "== tests/gpu/calibrate.sh"
+  "$root/tests/gpu/calibrate.sh" "$build" || failed=1
 fi
 exit $failed
