@@ -253,26 +253,24 @@ int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quic
     b.B = 1;
     b.T = rows;
     double el = (double)rows * C;
-    struct { const char *name; op_fn fn; double bytes; } mem[] = {
-        {"layernorm", layernorm_op, 2 * el * 4}, {"gelu", gelu_op, 2 * el * 4}, {"elementwise", residual_op, 3 * el * 4},
-        {"softmax", softmax_op, 2 * el * 4},     {"adamw", adamw_op, 7 * el},   /* 28 bytes per parameter, n = el/4 */
+    /* bwd: the class's backward kernel where the engine has one, written as a rate in the op
+     * list's byte count for a backward op (twice the forward's bytes), so the simulator charges
+     * the measured backward time whatever the kernel really moves. */
+    struct { const char *name; op_fn fn, bwd; double bytes; } mem[] = {
+        {"layernorm", layernorm_op, layernorm_bwd_op, 2 * el * 4}, {"gelu", gelu_op, gelu_bwd_op, 2 * el * 4},
+        {"elementwise", residual_op, NULL, 3 * el * 4},            {"softmax", softmax_op, NULL, 2 * el * 4},
+        {"adamw", adamw_op, NULL, 7 * el}, /* 28 bytes per parameter, n = el/4 */
     };
     for (size_t i = 0; i < sizeof mem / sizeof mem[0]; i++) {
         double s = median_time(&t, mem[i].fn, &b);
-        json_object_set_new(ops, mem[i].name, json_pack("{s:f}", "gbs", mem[i].bytes / s / 1e9));
+        json_t *op = json_pack("{s:f}", "gbs", mem[i].bytes / s / 1e9);
         fprintf(stderr, "  %-12s %.1f GB/s\n", mem[i].name, mem[i].bytes / s / 1e9);
-    }
-    /* Their backward kernels where the engine has one, as a rate in the op list's byte count
-     * for a backward op (twice the forward's bytes): the simulator then charges the measured
-     * backward time, whatever the kernel really moves. */
-    struct { const char *name; op_fn fn; double fwd_bytes; } bwd[] = {
-        {"layernorm", layernorm_bwd_op, 2 * el * 4}, {"gelu", gelu_bwd_op, 2 * el * 4}};
-    for (size_t i = 0; i < sizeof bwd / sizeof bwd[0]; i++) {
-        double s = median_time(&t, bwd[i].fn, &b);
-        json_object_set_new(json_object_get(ops, bwd[i].name), "gbs_backward", json_real(2 * bwd[i].fwd_bytes / s / 1e9));
-        fprintf(stderr, "  %-12s backward in %.3f ms, %.2fx its forward\n", bwd[i].name,
-                s * 1e3, s / (bwd[i].fwd_bytes / (json_real_value(json_object_get(json_object_get(ops, bwd[i].name),
-                                                                                  "gbs")) * 1e9)));
+        if (mem[i].bwd) {
+            double sb = median_time(&t, mem[i].bwd, &b);
+            json_object_set_new(op, "gbs_backward", json_real(2 * mem[i].bytes / sb / 1e9));
+            fprintf(stderr, "  %-12s backward in %.3f ms, %.2fx its forward\n", mem[i].name, sb * 1e3, sb / s);
+        }
+        json_object_set_new(ops, mem[i].name, op);
     }
     /* Cross-entropy over a vocabulary and embedding lookups need token ids. */
     int *host_tok = calloc((size_t)(rows > N ? rows : N), sizeof(int));

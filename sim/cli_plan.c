@@ -50,7 +50,7 @@ static void print_table(FILE *f, const plan_result *p, int top)
         const run_result *r = &l->result;
         double exposed = plan_exposed_comm_s(l);
         fprintf(f, "%4d %3d %3d %4d %3d %3d %3d %2s %4d %3lld %-9s %9.3f %5.1f%% %6.1f%% %9.3f %8.1f %8.2f%s\n", i + 1,
-                l->tp, l->pp, l->dp, l->cp, l->ep > 0 ? l->ep : 1, l->vpp, l->sp ? "y" : "n", l->zero, l->micro_batch,
+                l->tp, l->pp, l->dp, l->cp, l->ep, l->vpp, l->sp ? "y" : "n", l->zero, l->micro_batch,
                 recompute_name(l->recompute),
                 r->step_time_s, 100 * r->mfu, 100 * r->bubble_mean, exposed, r->memory.total, l->days_to_train,
                 l->is_scenario_own ? "  (scenario's own)" : "");

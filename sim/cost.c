@@ -101,12 +101,17 @@ double cost_gemm_s(const cost_model *cm, double m, double n, double k, double ba
     return fmax(t_compute, t_memory) + cm->calibration->launch_overhead_us * 1e-6;
 }
 
-double cost_memory_s(const cost_model *cm, op_class cls, double bytes)
+/* bytes at gbs GB/s (the class's calibrated rate, else the default share of HBM), plus a launch */
+static double memory_s(const cost_model *cm, double gbs, double bytes)
 {
-    double gbs = cm->calibration->op_gbs[cls];
     if (gbs <= 0)
         gbs = cm->platform->gpu.hbm_bandwidth_gbs * DEFAULT_MEMORY_EFFICIENCY;
     return bytes / (gbs * 1e9) + cm->calibration->launch_overhead_us * 1e-6;
+}
+
+double cost_memory_s(const cost_model *cm, op_class cls, double bytes)
+{
+    return memory_s(cm, cm->calibration->op_gbs[cls], bytes);
 }
 
 double cost_compute_op_s(const cost_model *cm, const layer_op *op)
@@ -118,8 +123,7 @@ double cost_compute_op_s(const cost_model *cm, const layer_op *op)
         return cost_gemm_s(cm, (double)op->m, (double)op->n, (double)op->k, (double)op->batch);
     case OPK_MEMORY:
         if (op->backward && cm->calibration->op_gbs_backward[op->cls] > 0) /* its backward kernel, measured */
-            return op->bytes / (cm->calibration->op_gbs_backward[op->cls] * 1e9) +
-                   cm->calibration->launch_overhead_us * 1e-6;
+            return memory_s(cm, cm->calibration->op_gbs_backward[op->cls], op->bytes);
         return cost_memory_s(cm, op->cls, op->bytes);
     case OPK_FUSED_ATTENTION: {
         const calibration_config *c = cm->calibration;

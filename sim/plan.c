@@ -19,8 +19,7 @@ void plan_apply(const scenario_config *base, const plan_layout *l, scenario_conf
     out->parallel.pp = l->pp;
     out->parallel.dp = l->dp;
     out->parallel.cp = l->cp;
-    if (l->ep > 0)
-        out->parallel.ep = l->ep;
+    out->parallel.ep = l->ep;
     out->parallel.vpp = l->vpp;
     out->parallel.sequence_parallel = l->sp;
     out->parallel.zero_stage = l->zero;

@@ -10,7 +10,7 @@
 
 typedef struct {
     int tp, pp, dp, cp, vpp, sp, zero;
-    int ep;                    /* expert parallel (MoE models; 1 for dense ones, 0: the scenario's) */
+    int ep;                    /* expert parallel (MoE models; 1 for dense ones) */
     long long micro_batch;
     recompute_kind recompute;
     pipeline_kind schedule;
