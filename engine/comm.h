@@ -1,7 +1,8 @@
 /* The engine's communicator: process groups and the collectives the parallel layouts need,
  * behind one interface. Backends: MPI on host buffers (the CPU engine, and device buffers staged
  * through the host so several ranks can share one GPU); "single" when not launched by mpirun.
- * NCCL on device buffers for the DP gradient all-reduce is in comm_nccl.h (dtrain --comm nccl).
+ * NCCL on device buffers (TP, DP/ZeRO and tied-embedding collectives) is in comm_nccl.h
+ * (dtrain --comm nccl).
  *
  * Rank grid (DESIGN.md): TP fastest, then PP, then DP: world = tp x pp x dp. */
 #ifndef DTSIM_ENGINE_COMM_H

@@ -55,17 +55,43 @@ comm_nccl *comm_nccl_create(comm_group *g, char *err, size_t errlen)
     return n;
 }
 
-void comm_nccl_allreduce_sum(comm_nccl *n, float *device_buf, size_t count)
+/* Waits for the collective on the kernels' stream; a failure ends the rank with the reason (its
+ * peers' watchdogs or NCCL's own error report the rest of the job). */
+static void finish(ncclResult_t r, const char *what, size_t count)
 {
-    ncclResult_t r = ncclAllReduce(device_buf, device_buf, count, ncclFloat, ncclSum, n->comm, 0);
     cudaError_t e = r == ncclSuccess ? cudaStreamSynchronize(0) : cudaSuccess;
     if (r != ncclSuccess || e != cudaSuccess) {
-        fprintf(stderr, "dtrain: NCCL all-reduce of %zu floats failed: %s\n", count,
+        fprintf(stderr, "dtrain: NCCL %s of %zu floats failed: %s\n", what, count,
                 r != ncclSuccess ? ncclGetErrorString(r) : cudaGetErrorString(e));
         exit(1);
     }
+}
+
+void comm_nccl_allreduce_sum(comm_nccl *n, float *device_buf, size_t count)
+{
+    finish(ncclAllReduce(device_buf, device_buf, count, ncclFloat, ncclSum, n->comm, 0), "all-reduce", count);
     int size = comm_group_size(n->group);
     comm_add_bytes_sent(n->group, 2.0 * (size - 1) / size * (double)count * sizeof(float));
+}
+
+/* In place, as NCCL defines it: this rank's part of the buffer is the receive (reduce-scatter)
+ * or send (all-gather) buffer. */
+void comm_nccl_reduce_scatter_sum(comm_nccl *n, float *device_buf, size_t count)
+{
+    int size = comm_group_size(n->group);
+    size_t part = count / (size_t)size;
+    float *mine = device_buf + part * (size_t)comm_group_rank(n->group);
+    finish(ncclReduceScatter(device_buf, mine, part, ncclFloat, ncclSum, n->comm, 0), "reduce-scatter", count);
+    comm_add_bytes_sent(n->group, (double)(size - 1) / size * (double)count * sizeof(float));
+}
+
+void comm_nccl_allgather(comm_nccl *n, float *device_buf, size_t count)
+{
+    int size = comm_group_size(n->group);
+    size_t part = count / (size_t)size;
+    const float *mine = device_buf + part * (size_t)comm_group_rank(n->group);
+    finish(ncclAllGather(mine, device_buf, part, ncclFloat, n->comm, 0), "all-gather", count);
+    comm_add_bytes_sent(n->group, (double)(size - 1) / size * (double)count * sizeof(float));
 }
 
 void comm_nccl_free(comm_nccl *n)
@@ -96,11 +122,22 @@ comm_nccl *comm_nccl_create(comm_group *g, char *err, size_t errlen)
     return NULL;
 }
 
+/* Unreachable: comm_nccl_create never returns a communicator in this build. */
 void comm_nccl_allreduce_sum(comm_nccl *n, float *device_buf, size_t count)
 {
     (void)n;
     (void)device_buf;
     (void)count;
+}
+
+void comm_nccl_reduce_scatter_sum(comm_nccl *n, float *device_buf, size_t count)
+{
+    comm_nccl_allreduce_sum(n, device_buf, count);
+}
+
+void comm_nccl_allgather(comm_nccl *n, float *device_buf, size_t count)
+{
+    comm_nccl_allreduce_sum(n, device_buf, count);
 }
 
 void comm_nccl_free(comm_nccl *n)

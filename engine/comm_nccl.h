@@ -1,9 +1,12 @@
-/* NCCL on device buffers for the data-parallel gradient all-reduce (dtrain --comm nccl): one
- * NCCL communicator over a group's ranks, its unique id broadcast over the group's MPI
- * communicator, one GPU per rank (the node-local rank picks it, before any allocation), the
- * all-reduce in place on the device on the default stream the kernels use. Builds without CUDA
- * or NCCL keep the interface: comm_nccl_select_device and comm_nccl_create fail with the reason.
- * NCCL refuses two ranks on one GPU; --comm mpi stages device buffers through the host instead. */
+/* NCCL on device buffers (dtrain --comm nccl): one NCCL communicator per process group (TP, DP,
+ * the tied embedding's two ends), its unique id broadcast over the group's MPI communicator, one
+ * GPU per rank (the node-local rank picks it, before any allocation). The collectives run in
+ * place on the device, on the default stream the kernels use, and return when the result is
+ * there. Pipeline transfers stay on MPI (host-staged): the schedule posts them one at a time,
+ * and a blocking NCCL send meeting the peer's own send would deadlock without grouping them.
+ * Builds without CUDA or NCCL keep the interface: comm_nccl_select_device and comm_nccl_create
+ * fail with the reason. NCCL refuses two ranks on one GPU; --comm mpi stages device buffers
+ * through the host instead. */
 #ifndef DTSIM_ENGINE_COMM_NCCL_H
 #define DTSIM_ENGINE_COMM_NCCL_H
 #include <stddef.h>
@@ -20,5 +23,11 @@ comm_nccl *comm_nccl_create(comm_group *g, char *err, size_t errlen);
 /* In-place sum of n floats of device memory over the group; returns when the sum is there. Also
  * adds the ring's bytes (2(n-1)/n of the buffer) to the group's wire tally. */
 void comm_nccl_allreduce_sum(comm_nccl *n, float *device_buf, size_t count);
+/* As comm.h's host versions, on device memory: count is the whole buffer, a multiple of the
+ * group size, rank i owning the i-th 1/size. Reduce-scatter leaves the sum of this rank's part
+ * in that part; all-gather fills the buffer from every rank's part. Each adds (n-1)/n of the
+ * buffer to the wire tally. */
+void comm_nccl_reduce_scatter_sum(comm_nccl *n, float *device_buf, size_t count);
+void comm_nccl_allgather(comm_nccl *n, float *device_buf, size_t count);
 void comm_nccl_free(comm_nccl *n);
 #endif

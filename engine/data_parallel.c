@@ -28,6 +28,18 @@ static void release_outside(const gpt_model *m, float *buf, size_t lo, size_t hi
 static void gather_range(dp_state *d, gpt_model *m, size_t lo, size_t hi)
 {
     size_t n = hi - lo;
+    if (d->nccl) { /* the same sum in device memory */
+        m->k->copy(d->dev, m->params + lo, n * sizeof(float));
+        if (lo < d->shard_lo)
+            m->k->memset_zero(d->dev, ((d->shard_lo < hi ? d->shard_lo : hi) - lo) * sizeof(float));
+        if (hi > d->shard_hi) {
+            size_t from = d->shard_hi > lo ? d->shard_hi : lo;
+            m->k->memset_zero(d->dev + (from - lo), (hi - from) * sizeof(float));
+        }
+        comm_nccl_allreduce_sum(d->nccl, d->dev, n);
+        m->k->copy(m->params + lo, d->dev, n * sizeof(float));
+        return;
+    }
     m->k->copy_to_host(d->host, m->params + lo, n * sizeof(float));
     for (size_t i = 0; i < n; i++)
         if (lo + i < d->shard_lo || lo + i >= d->shard_hi)
@@ -94,14 +106,30 @@ void dp_enable_offload(dp_state *d)
     offload_init(d->offload, lo, hi);
 }
 
-int dp_enable_nccl(dp_state *d, char *err, size_t errlen)
+int dp_enable_nccl(dp_state *d, const gpt_model *m, char *err, size_t errlen)
 {
-    if (d->zero != 0 || d->bf16 || d->powersgd) {
-        snprintf(err, errlen, "--comm nccl: the NCCL path all-reduces fp32 gradients under ZeRO 0 only");
+    if (d->bf16 || d->powersgd) {
+        snprintf(err, errlen, "--comm nccl: the NCCL path reduces fp32 gradients; bf16 and PowerSGD reductions "
+                              "run on the host (--comm mpi)");
         return -1;
     }
     d->nccl = comm_nccl_create(d->comm->dp_group, err, errlen);
-    return d->nccl ? 0 : -1;
+    if (!d->nccl)
+        return -1;
+    d->k = m->k;
+    d->dev = m->k->alloc(d->padded * sizeof(float)); /* zero-filled: the padding stays zero */
+    return 0;
+}
+
+/* ZeRO 1-3 gradients on the device: the padded copy reduce-scattered, only the shard kept. */
+static void reduce_scatter_on_device(dp_state *d, gpt_model *m)
+{
+    m->k->copy(d->dev, m->grads, d->n * sizeof(float));
+    m->k->memset_zero(d->dev + d->n, (d->padded - d->n) * sizeof(float));
+    comm_nccl_reduce_scatter_sum(d->nccl, d->dev, d->padded);
+    m->k->memset_zero(m->grads, d->n * sizeof(float));
+    if (d->shard_hi > d->shard_lo)
+        m->k->copy(m->grads + d->shard_lo, d->dev + d->shard_lo, (d->shard_hi - d->shard_lo) * sizeof(float));
 }
 
 void dp_sync_optimizer_state(dp_state *d, gpt_model *m)
@@ -136,6 +164,8 @@ void dp_free(dp_state *d)
     if (d->offload)
         offload_free(d->offload);
     comm_nccl_free(d->nccl);
+    if (d->dev)
+        d->k->free(d->dev);
     free(d->powersgd);
     free(d->offload);
     free(d->host);
@@ -146,7 +176,10 @@ void dp_free(dp_state *d)
 void dp_reduce_gradients(dp_state *d, gpt_model *m)
 {
     if (d->nccl) { /* in device memory; the gradient never visits the host */
-        comm_nccl_allreduce_sum(d->nccl, m->grads, d->n);
+        if (d->zero == 0)
+            comm_nccl_allreduce_sum(d->nccl, m->grads, d->n);
+        else
+            reduce_scatter_on_device(d, m);
         return;
     }
     if (d->dp == 1)
@@ -239,7 +272,14 @@ void dp_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, 
         m->k->adamw_update(m->params + a, m->grads + a, m->m + mo, m->v + mo, b - a, lr, 0.9f, 0.95f, 1e-8f,
                            m->tensors[i].decay ? weight_decay : 0.0f, t, grad_scale);
     }
-    if (d->zero >= 1 && d->zero <= 2 && d->dp > 1) {
+    if (d->zero >= 1 && d->zero <= 2 && d->nccl) {
+        /* the same all-gather in device memory (also with one rank, where it is a copy) */
+        m->k->memset_zero(d->dev, d->padded * sizeof(float));
+        if (hi > lo)
+            m->k->copy(d->dev + lo, m->params + lo, (hi - lo) * sizeof(float));
+        comm_nccl_allgather(d->nccl, d->dev, d->padded);
+        m->k->copy(m->params, d->dev, d->n * sizeof(float));
+    } else if (d->zero >= 1 && d->zero <= 2 && d->dp > 1) {
         /* all-gather the updated shards: each rank's part of the padded buffer */
         memset(d->host, 0, d->padded * sizeof(float));
         if (hi > lo)

@@ -6,7 +6,8 @@
  *   ZeRO-3: as ZeRO-2, and parameters outside the shard are released after the update and
  *           gathered per layer just before each use (forward and backward), then released.
  * The flat parameter buffer is split into DP equal contiguous shards (padded). Collectives run
- * on host copies (MPI), so device buffers are staged through the host. */
+ * on host copies (MPI), so device buffers are staged through the host; with --comm nccl they run
+ * on the device (a padded device copy), and the gradient and parameters never visit the host. */
 #ifndef DTSIM_ENGINE_DATA_PARALLEL_H
 #define DTSIM_ENGINE_DATA_PARALLEL_H
 #include "comm.h"
@@ -24,7 +25,9 @@ typedef struct {
     uint16_t *host16;                      /* staging for bf16 reductions, padded */
     powersgd_state *powersgd;              /* NULL, or PowerSGD compression (ZeRO-0; powersgd.h) */
     offload_state *offload;                /* NULL, or AdamW on the host (offload.h) */
-    comm_nccl *nccl;                       /* NULL, or the DP all-reduce with NCCL on the device */
+    comm_nccl *nccl;                       /* NULL, or the DP collectives with NCCL on the device */
+    float *dev;                            /* with nccl: device staging, padded floats */
+    const kernels_backend *k;              /* with nccl: the backend that owns dev */
 } dp_state;
 
 /* The flat-buffer range [lo, hi) that DP rank `rank` of `dp` owns, of n floats. */
@@ -34,9 +37,10 @@ void dp_free(dp_state *d);
 /* Options, after dp_init: PowerSGD of rank R (ZeRO-0, dp > 1), and the optimizer on the host. */
 void dp_enable_powersgd(dp_state *d, const gpt_model *m, int rank, uint64_t seed);
 void dp_enable_offload(dp_state *d);
-/* ZeRO-0 gradients all-reduced by NCCL in device memory, no host staging (--comm nccl). Also
- * with one rank (a copy), so a one-GPU machine runs the path. 0, or -1 with err (every rank). */
-int dp_enable_nccl(dp_state *d, char *err, size_t errlen);
+/* The DP collectives (every ZeRO stage) by NCCL in device memory, no host staging (--comm nccl).
+ * Also with one rank (copies), so a one-GPU machine runs the path. Not with bf16 or PowerSGD
+ * reductions (host code). 0, or -1 with err (every rank). */
+int dp_enable_nccl(dp_state *d, const gpt_model *m, char *err, size_t errlen);
 /* Before a checkpoint: makes the model's own buffers hold the optimizer state (offload). */
 void dp_sync_optimizer_state(dp_state *d, gpt_model *m);
 /* Sums the gradients over the DP group (all-reduce, or reduce-scatter into the shard). */

@@ -62,9 +62,11 @@ static void usage(FILE *f)
             "  --grad-reduce fp32|bf16  DP gradient reduction precision: bf16 halves the bytes (default fp32)\n"
             "  --grad-compress none|powersgd:R  PowerSGD rank-R compression of the DP reduction of the\n"
             "                           weight matrices, with error feedback (--dp 2+, ZeRO-0, fp32 reduction)\n"
-            "  --offload-optimizer      AdamW and its state (fp32 master, moments) on the host CPU\n"            "  --comm mpi|nccl          DP gradient all-reduce: mpi (default; device buffers staged through the\n"
-            "                           host, ranks may share a GPU) or nccl (on the GPU, one GPU per rank;\n"
-            "                           --device cuda, ZeRO 0, fp32 reduction)\n"
+            "  --offload-optimizer      AdamW and its state (fp32 master, moments) on the host CPU\n"
+            "  --comm mpi|nccl          TP, DP/ZeRO and tied-embedding collectives: mpi (default; device\n"
+            "                           buffers staged through the host, ranks may share a GPU) or nccl (on\n"
+            "                           the GPU, one GPU per rank; --device cuda, fp32 reduction, no\n"
+            "                           --grad-compress); pipeline transfers stay on MPI\n"
             "  --run-dir DIR            run tracking: DIR/config.json, metrics.jsonl (per step, with MFU),\n"
             "                           profile.json, checkpoints.json, summary.json (engine/README.md); a DIR\n"
             "                           that holds a run is refused unless --resume (which appends to it)\n"
@@ -318,9 +320,10 @@ static int run(int argc, char **argv, comm_ctx *comm)
                 o.grad_compress_rank, dp, o.zero, o.grad_reduce_bf16 ? "bf16" : "fp32");
         return 2;
     }
-    if (o.comm_nccl && (strcmp(o.device, "cuda") || o.zero != 0 || o.grad_reduce_bf16 || o.grad_compress_rank)) {
-        fprintf(stderr, "dtrain: --comm nccl all-reduces the DP gradients on the GPU: it needs --device cuda (got %s), "
-                        "--zero 0 (got %d), --grad-reduce fp32 and no --grad-compress\n", o.device, o.zero);
+    if (o.comm_nccl && (strcmp(o.device, "cuda") || o.grad_reduce_bf16 || o.grad_compress_rank)) {
+        fprintf(stderr, "dtrain: --comm nccl runs the collectives on the GPU: it needs --device cuda (got %s), "
+                        "--grad-reduce fp32 (got %s) and no --grad-compress (bf16 and PowerSGD reductions run on "
+                        "the host: --comm mpi)\n", o.device, o.grad_reduce_bf16 ? "bf16" : "fp32");
         return 2;
     }
     if ((o.resume || o.ckpt_every) && !o.ckpt_dir) {

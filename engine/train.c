@@ -169,17 +169,23 @@ static double run_pipeline(const train_options *o, pipeline_plan *pl, gpt_model 
     return loss_sum;
 }
 
-/* Sums a backend buffer over the TP group, staged through the host (gpt_shard.tp_allreduce). */
+/* Sums a backend buffer over the TP group (gpt_shard.tp_allreduce): staged through the host, or
+ * with NCCL in device memory. */
 typedef struct {
     comm_group *group;
     const kernels_backend *k;
     float *host;
     size_t cap;
+    comm_nccl *nccl; /* NULL: MPI */
 } tp_staging;
 
 static void tp_allreduce_staged(float *buf, size_t n, void *ctx)
 {
     tp_staging *t = ctx;
+    if (t->nccl) {
+        comm_nccl_allreduce_sum(t->nccl, buf, n);
+        return;
+    }
     if (n > t->cap) {
         free(t->host);
         t->host = malloc(n * sizeof(float));
@@ -200,11 +206,15 @@ static void tp_allreduce_host(float *buf, size_t n, int max, void *ctx)
 }
 
 /* The tied embedding's two copies (first and last stage) get the sum of both gradients. */
-static void reduce_tied_embedding(const train_options *o, gpt_model *m)
+static void reduce_tied_embedding(const train_options *o, gpt_model *m, comm_nccl *nccl)
 {
     if (o->comm->pp == 1 || m->tensors[GPT_WTE].count == 0)
         return;
     size_t n = m->tensors[GPT_WTE].count;
+    if (nccl) {
+        comm_nccl_allreduce_sum(nccl, gpt_grad(m, GPT_WTE), n);
+        return;
+    }
     float *host = malloc(n * sizeof(float));
     m->k->copy_to_host(host, gpt_grad(m, GPT_WTE), n * sizeof(float));
     comm_allreduce_sum(o->comm->embed_group, host, n);
@@ -309,7 +319,7 @@ int train_run(const train_options *o)
             fclose(log);
         return 2;
     }
-    tp_staging tps = {o->comm->tp_group, k, NULL, 0};
+    tp_staging tps = {o->comm->tp_group, k, NULL, 0, NULL};
     gpt_shard shard = {.tp = o->comm->tp, .tp_rank = o->comm->tp_rank, .layers = runs_layer,
                        .embedding = o->comm->pp_rank == 0, .head = o->comm->pp_rank == o->comm->pp - 1,
                        .slots = o->comm->pp > 1 ? accum : 1, .tp_allreduce = tp_allreduce_staged,
@@ -338,11 +348,17 @@ int train_run(const train_options *o)
     dp_enable_powersgd(&dps, &m, o->grad_compress_rank, o->seed);
     if (o->offload_optimizer)
         dp_enable_offload(&dps);
+    comm_nccl *embed_nccl = NULL;
     if (o->comm_nccl) {
+        /* One communicator per group, created in the same order on every rank (each creation
+         * waits for its group's members): TP, DP, then the tied embedding's two ends. */
         char nerr[256];
-        if (dp_enable_nccl(&dps, nerr, sizeof nerr) != 0) {
-            if (leader)
-                fprintf(stderr, "dtrain: %s\n", nerr);
+        int ends = o->comm->pp > 1 && (o->comm->pp_rank == 0 || o->comm->pp_rank == o->comm->pp - 1);
+        int ok = (tps.nccl = comm_nccl_create(o->comm->tp_group, nerr, sizeof nerr)) != NULL &&
+                 dp_enable_nccl(&dps, &m, nerr, sizeof nerr) == 0 &&
+                 (!ends || (embed_nccl = comm_nccl_create(o->comm->embed_group, nerr, sizeof nerr)) != NULL);
+        if (!ok) {
+            fprintf(stderr, "dtrain: rank %d: %s\n", o->comm->world_rank, nerr);
             exit(1);
         }
     }
@@ -401,7 +417,7 @@ int train_run(const train_options *o)
         /* The loss lives on the last stage: its TP rank 0 of each replica contributes. */
         int reports = o->comm->pp_rank == o->comm->pp - 1 && o->comm->tp_rank == 0;
         loss = (float)(comm_allreduce_sum_double(o->comm->world, reports ? loss_sum / accum : 0) / dp);
-        reduce_tied_embedding(o, &m);
+        reduce_tied_embedding(o, &m, embed_nccl);
         profiler_begin(m.prof);
         dp_reduce_gradients(&dps, &m); /* with PowerSGD, its compression too */
         profiler_end(m.prof, "dp_grad_reduce", -1, "DP gradient reduction", 0, (double)m.num_params * 4);
@@ -555,6 +571,8 @@ int train_run(const train_options *o)
     dp_free(&dps);
     pipeline_plan_free(&pl);
     free(tps.host);
+    comm_nccl_free(tps.nccl);
+    comm_nccl_free(embed_nccl);
 
     if (m.prof) {
         /* rank 0's profile (every rank of a layout runs the same ops on its part) */
