@@ -398,6 +398,16 @@ int comm_allreduce_max_int(comm_group *g, int x)
     return y;
 }
 
+void comm_watch_enter(comm_group *g, const char *what)
+{
+    wd_enter(g->wd, what, g->size);
+}
+
+void comm_watch_leave(comm_group *g)
+{
+    wd_leave(g->wd);
+}
+
 int comm_group_size(const comm_group *g) { return g->size; }
 int comm_group_rank(const comm_group *g) { return g->rank; }
 double comm_bytes_sent(const comm_group *g) { return g->bytes_sent; }

@@ -68,6 +68,10 @@ int comm_group_rank(const comm_group *g);
 double comm_bytes_sent(const comm_group *g);
 /* What another transport (NCCL) sent on the group's behalf, so the tally stays whole. */
 void comm_add_bytes_sent(comm_group *g, double bytes);
+/* Another transport's blocking call on the group's behalf, under the same watchdog: a call that
+ * makes no progress for --comm-timeout seconds stops the rank with `what` named. */
+void comm_watch_enter(comm_group *g, const char *what);
+void comm_watch_leave(comm_group *g);
 /* root's n bytes to every rank of the group. */
 void comm_bcast_bytes(comm_group *g, void *buf, size_t n, int root);
 /* This rank's position among the world's ranks on its node (1 of 1 without MPI). */

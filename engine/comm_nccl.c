@@ -55,13 +55,19 @@ comm_nccl *comm_nccl_create(comm_group *g, char *err, size_t errlen)
     return n;
 }
 
-/* Waits for the collective on the kernels' stream; a failure ends the rank with the reason (its
- * peers' watchdogs or NCCL's own error report the rest of the job). */
-static void finish(ncclResult_t r, const char *what, size_t count)
+/* Waits for the collective on the kernels' stream, under the communicator's watchdog (a peer that
+ * died or hangs stops this rank after --comm-timeout, naming the collective); a failure ends the
+ * rank with the reason. */
+static void finish(comm_nccl *n, ncclResult_t r, const char *what, size_t count)
 {
-    cudaError_t e = r == ncclSuccess ? cudaStreamSynchronize(0) : cudaSuccess;
+    cudaError_t e = cudaSuccess;
+    if (r == ncclSuccess) {
+        comm_watch_enter(n->group, what);
+        e = cudaStreamSynchronize(0);
+        comm_watch_leave(n->group);
+    }
     if (r != ncclSuccess || e != cudaSuccess) {
-        fprintf(stderr, "dtrain: NCCL %s of %zu floats failed: %s\n", what, count,
+        fprintf(stderr, "dtrain: %s of %zu floats failed: %s\n", what, count,
                 r != ncclSuccess ? ncclGetErrorString(r) : cudaGetErrorString(e));
         exit(1);
     }
@@ -69,7 +75,7 @@ static void finish(ncclResult_t r, const char *what, size_t count)
 
 void comm_nccl_allreduce_sum(comm_nccl *n, float *device_buf, size_t count)
 {
-    finish(ncclAllReduce(device_buf, device_buf, count, ncclFloat, ncclSum, n->comm, 0), "all-reduce", count);
+    finish(n, ncclAllReduce(device_buf, device_buf, count, ncclFloat, ncclSum, n->comm, 0), "an NCCL all-reduce", count);
     int size = comm_group_size(n->group);
     comm_add_bytes_sent(n->group, 2.0 * (size - 1) / size * (double)count * sizeof(float));
 }
@@ -81,7 +87,7 @@ void comm_nccl_reduce_scatter_sum(comm_nccl *n, float *device_buf, size_t count)
     int size = comm_group_size(n->group);
     size_t part = count / (size_t)size;
     float *mine = device_buf + part * (size_t)comm_group_rank(n->group);
-    finish(ncclReduceScatter(device_buf, mine, part, ncclFloat, ncclSum, n->comm, 0), "reduce-scatter", count);
+    finish(n, ncclReduceScatter(device_buf, mine, part, ncclFloat, ncclSum, n->comm, 0), "an NCCL reduce-scatter", count);
     comm_add_bytes_sent(n->group, (double)(size - 1) / size * (double)count * sizeof(float));
 }
 
@@ -90,7 +96,7 @@ void comm_nccl_allgather(comm_nccl *n, float *device_buf, size_t count)
     int size = comm_group_size(n->group);
     size_t part = count / (size_t)size;
     const float *mine = device_buf + part * (size_t)comm_group_rank(n->group);
-    finish(ncclAllGather(mine, device_buf, part, ncclFloat, n->comm, 0), "all-gather", count);
+    finish(n, ncclAllGather(mine, device_buf, part, ncclFloat, n->comm, 0), "an NCCL all-gather", count);
     comm_add_bytes_sent(n->group, (double)(size - 1) / size * (double)count * sizeof(float));
 }
 

@@ -117,7 +117,8 @@ int dp_enable_nccl(dp_state *d, const gpt_model *m, char *err, size_t errlen)
     if (!d->nccl)
         return -1;
     d->k = m->k;
-    d->dev = m->k->alloc(d->padded * sizeof(float)); /* zero-filled: the padding stays zero */
+    if (d->zero >= 1) /* ZeRO-0 all-reduces the gradient buffer itself */
+        d->dev = m->k->alloc(d->padded * sizeof(float));
     return 0;
 }
 

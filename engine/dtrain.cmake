@@ -59,8 +59,8 @@ endif()
 set_property(SOURCE ${CMAKE_CURRENT_LIST_DIR}/run_dir.c APPEND PROPERTY COMPILE_DEFINITIONS
              DTRAIN_GIT_REVISION="${DTRAIN_GIT_REVISION}" DTRAIN_GIT_DIRTY=${DTRAIN_GIT_DIRTY})
 
-# dtrain --comm nccl: the DP gradient all-reduce with NCCL on device buffers, where CUDA and NCCL
-# are found (comm_nccl.c otherwise says the build has none).
+# dtrain --comm nccl: the TP, DP/ZeRO and tied-embedding collectives with NCCL on device buffers,
+# where CUDA and NCCL are found (comm_nccl.c otherwise says the build has none).
 if(DTSIM_HAVE_CUDA AND NCCL_LIB)
   set_property(SOURCE ${CMAKE_CURRENT_LIST_DIR}/comm_nccl.c APPEND PROPERTY COMPILE_DEFINITIONS DTRAIN_HAVE_NCCL)
   target_link_libraries(dtrain_lib PUBLIC CUDA::cudart ${NCCL_LIB})

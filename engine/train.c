@@ -351,14 +351,19 @@ int train_run(const train_options *o)
     comm_nccl *embed_nccl = NULL;
     if (o->comm_nccl) {
         /* One communicator per group, created in the same order on every rank (each creation
-         * waits for its group's members): TP, DP, then the tied embedding's two ends. */
-        char nerr[256];
+         * waits for its group's members): TP, DP, then the tied embedding's two ends.
+         * After each group every rank of the world agrees, so a failure stops them all at once
+         * instead of leaving the others waiting for the failed group's next collective. */
+        char nerr[256] = "";
         int ends = o->comm->pp > 1 && (o->comm->pp_rank == 0 || o->comm->pp_rank == o->comm->pp - 1);
-        int ok = (tps.nccl = comm_nccl_create(o->comm->tp_group, nerr, sizeof nerr)) != NULL &&
-                 dp_enable_nccl(&dps, &m, nerr, sizeof nerr) == 0 &&
-                 (!ends || (embed_nccl = comm_nccl_create(o->comm->embed_group, nerr, sizeof nerr)) != NULL);
-        if (!ok) {
-            fprintf(stderr, "dtrain: rank %d: %s\n", o->comm->world_rank, nerr);
+        int bad = !(tps.nccl = comm_nccl_create(o->comm->tp_group, nerr, sizeof nerr));
+        if (!comm_allreduce_max_int(o->comm->world, bad))
+            bad = dp_enable_nccl(&dps, &m, nerr, sizeof nerr) != 0;
+        if (!comm_allreduce_max_int(o->comm->world, bad) && ends)
+            bad = !(embed_nccl = comm_nccl_create(o->comm->embed_group, nerr, sizeof nerr));
+        if (comm_allreduce_max_int(o->comm->world, bad)) {
+            if (bad)
+                fprintf(stderr, "dtrain: rank %d: %s\n", o->comm->world_rank, nerr);
             exit(1);
         }
     }
@@ -382,6 +387,9 @@ int train_run(const train_options *o)
         int got = checkpoint_load_latest(o->ckpt_dir, &m, &st, o->comm, &layout, err, sizeof err);
         if (got < 0 || (got == 1 && st.precision != (int)o->precision)) {
             fprintf(stderr, "dtrain: --resume: %s\n", got < 0 ? err : "the checkpoint was made in another precision");
+            dp_free(&dps);
+            comm_nccl_free(tps.nccl);
+            comm_nccl_free(embed_nccl);
             gpt_free(&m);
             data_close(&data);
             return 2;

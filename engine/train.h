@@ -36,7 +36,7 @@ typedef struct {
     int grad_reduce_bf16;        /* DP gradient reduction in bf16 (compression by precision) */
     int grad_compress_rank;      /* PowerSGD rank of the DP reduction (0 = none; ZeRO-0 only) */
     int offload_optimizer;       /* AdamW and its state on the host (ZeRO-Offload style) */
-    int comm_nccl;               /* DP gradient all-reduce with NCCL on device buffers (--comm nccl) */
+    int comm_nccl;               /* TP, DP/ZeRO, tied-embedding collectives by NCCL (--comm nccl) */
     int vpp;                     /* model chunks per pipeline stage (interleaved 1F1B) */
     int schedule;                /* pipeline_kind */
     const int *stage_layers;     /* NULL: equal split; else one layer count per stage */
