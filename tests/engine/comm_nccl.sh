@@ -5,9 +5,9 @@
 #   comm_nccl.sh matches DTRAIN MPIRUN   on a GPU: one rank with NCCL ends with the same
 #                                 params_crc32 as without, ZeRO 0 and 1 (one-rank collectives are
 #                                 copies); with two GPUs or more, DP 2 under each ZeRO stage and
-#                                 TP 2 (and TP 2 x PP 2 with four) over NCCL end with the losses
-#                                 and gradient norms of the same layout over MPI (1e-5 relative;
-#                                 with two ranks, the same params_crc32)
+#                                 TP 2 (and with four, TP 2 x PP 2 and DP 4 ZeRO-3) over NCCL end
+#                                 with the losses and gradient norms of the same layout over MPI
+#                                 (1e-5 relative; with two ranks, the same params_crc32)
 #   comm_nccl.sh standin DTRAIN MPIRUN   DTRAIN built against tests/engine/nccl_standin (NCCL's
 #                                 calls done by MPI on host memory): the same comparisons on the
 #                                 CPU backend, no GPU needed
