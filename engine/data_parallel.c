@@ -12,14 +12,15 @@ static void tensor_range(const gpt_model *m, int first, int count, size_t *lo, s
     *hi = m->tensors[first + count - 1].offset + m->tensors[first + count - 1].count;
 }
 
-/* Keeps only [keep_lo, keep_hi) of the backend buffer's [lo, hi), zeroing the rest. */
-static void release_outside(const gpt_model *m, float *buf, size_t lo, size_t hi, size_t keep_lo, size_t keep_hi)
+/* Keeps only [keep_lo, keep_hi) of the flat-buffer range [lo, hi), zeroing the rest; `window` is
+ * the backend memory holding that range (window[0] is element lo). */
+static void release_outside(const gpt_model *m, float *window, size_t lo, size_t hi, size_t keep_lo, size_t keep_hi)
 {
     if (lo < keep_lo)
-        m->k->memset_zero(buf + lo, ((keep_lo < hi ? keep_lo : hi) - lo) * sizeof(float));
+        m->k->memset_zero(window, ((keep_lo < hi ? keep_lo : hi) - lo) * sizeof(float));
     if (hi > keep_hi) {
         size_t from = keep_hi > lo ? keep_hi : lo;
-        m->k->memset_zero(buf + from, (hi - from) * sizeof(float));
+        m->k->memset_zero(window + (from - lo), (hi - from) * sizeof(float));
     }
 }
 
@@ -30,12 +31,7 @@ static void gather_range(dp_state *d, gpt_model *m, size_t lo, size_t hi)
     size_t n = hi - lo;
     if (d->nccl) { /* the same sum in device memory */
         m->k->copy(d->dev, m->params + lo, n * sizeof(float));
-        if (lo < d->shard_lo)
-            m->k->memset_zero(d->dev, ((d->shard_lo < hi ? d->shard_lo : hi) - lo) * sizeof(float));
-        if (hi > d->shard_hi) {
-            size_t from = d->shard_hi > lo ? d->shard_hi : lo;
-            m->k->memset_zero(d->dev + (from - lo), (hi - from) * sizeof(float));
-        }
+        release_outside(m, d->dev, lo, hi, d->shard_lo, d->shard_hi);
         comm_nccl_allreduce_sum(d->nccl, d->dev, n);
         m->k->copy(m->params + lo, d->dev, n * sizeof(float));
         return;
@@ -56,7 +52,7 @@ static void zero3_hook(gpt_model *m, int first, int count, int before, void *ctx
     if (before)
         gather_range(d, m, lo, hi);
     else
-        release_outside(m, m->params, lo, hi, d->shard_lo, d->shard_hi);
+        release_outside(m, m->params + lo, lo, hi, d->shard_lo, d->shard_hi);
 }
 
 void dp_shard_range(size_t n, int dp, int rank, size_t *lo, size_t *hi)
@@ -273,14 +269,16 @@ void dp_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, 
         m->k->adamw_update(m->params + a, m->grads + a, m->m + mo, m->v + mo, b - a, lr, 0.9f, 0.95f, 1e-8f,
                            m->tensors[i].decay ? weight_decay : 0.0f, t, grad_scale);
     }
-    if (d->zero >= 1 && d->zero <= 2 && d->nccl) {
+    if (d->zero < 1 || d->zero > 2) /* ZeRO-3 keeps only its shard; ZeRO-0 updated everything */
+        return;
+    if (d->nccl) {
         /* the same all-gather in device memory (also with one rank, where it is a copy) */
         m->k->memset_zero(d->dev, d->padded * sizeof(float));
         if (hi > lo)
             m->k->copy(d->dev + lo, m->params + lo, (hi - lo) * sizeof(float));
         comm_nccl_allgather(d->nccl, d->dev, d->padded);
         m->k->copy(m->params, d->dev, d->n * sizeof(float));
-    } else if (d->zero >= 1 && d->zero <= 2 && d->dp > 1) {
+    } else if (d->dp > 1) {
         /* all-gather the updated shards: each rank's part of the padded buffer */
         memset(d->host, 0, d->padded * sizeof(float));
         if (hi > lo)
