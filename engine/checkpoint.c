@@ -150,9 +150,10 @@ checkpoint_job *checkpoint_save_async(const char *dir, const gpt_model *m, const
     j->world = c->world_size;
     j->n = m->num_params;
     j->st = *st;
-    /* The file holds every local parameter's moments; a ZeRO rank's are zero outside its shard. */
+    /* The file holds every local parameter and its moments; a ZeRO rank's moments (ZeRO-3: and
+     * parameters) are zero outside its shard. */
     j->host = calloc(j->n ? 3 * j->n : 1, sizeof(float));
-    m->k->copy_to_host(j->host, m->params, j->n * sizeof(float));
+    m->k->copy_to_host(j->host + m->param_range.lo, m->params, m->param_range.n * sizeof(float));
     m->k->copy_to_host(j->host + j->n + m->moments_lo, m->m, m->moments_n * sizeof(float));
     m->k->copy_to_host(j->host + 2 * j->n + m->moments_lo, m->v, m->moments_n * sizeof(float));
     if (background && pthread_create(&j->thread, NULL, writer, j) == 0) {
@@ -436,7 +437,7 @@ static int try_load(const char *sdir, gpt_model *m, train_state *st, const comm_
         }
         if (buf) {
             const float *p = (const float *)(buf + SHARD_HEADER_BYTES);
-            m->k->copy_to_device(m->params, p, n * sizeof(float));
+            m->k->copy_to_device(m->params, p + m->param_range.lo, m->param_range.n * sizeof(float));
             m->k->copy_to_device(m->m, p + n + m->moments_lo, m->moments_n * sizeof(float));
             m->k->copy_to_device(m->v, p + 2 * n + m->moments_lo, m->moments_n * sizeof(float));
             state_from_manifest(man, buf, st);
@@ -463,7 +464,9 @@ static int try_load(const char *sdir, gpt_model *m, train_state *st, const comm_
         float *dst[3] = {m->params, m->m, m->v};
         for (int a = 0; a < 3; a++) {
             gpt_read_global(m, g + (size_t)a * m->global_params, local);
-            size_t lo = a ? m->moments_lo : 0, count = a ? m->moments_n : P; /* moments: this rank's shard */
+            /* what this rank's device keeps: its shard of the moments (ZeRO >= 1), of the
+             * parameters (ZeRO-3) */
+            size_t lo = a ? m->moments_lo : m->param_range.lo, count = a ? m->moments_n : m->param_range.n;
             m->k->copy_to_device(dst[a], local + lo, count * sizeof(float));
         }
         free(local);

@@ -293,6 +293,33 @@ static void reduce_scatter_typed(comm_group *g, void *buf, size_t n, size_t elem
     g->bytes_sent += (double)(g->size - 1) / g->size * n * elem;
 }
 
+static void reduce_scatter_counts_typed(comm_group *g, void *buf, const size_t *counts, size_t elem,
+                                        MPI_Datatype type, MPI_Op op, const char *what)
+{
+    if (g->size == 1)
+        return;
+    int *recv = malloc((size_t)g->size * sizeof(int));
+    size_t before = 0, total = 0;
+    for (int r = 0; r < g->size; r++) {
+        recv[r] = (int)counts[r];
+        before += r < g->rank ? counts[r] : 0;
+        total += counts[r];
+    }
+    void *mine = malloc((counts[g->rank] ? counts[g->rank] : 1) * elem);
+    wd_enter(g->wd, what, g->size);
+    check(MPI_Reduce_scatter(buf, mine, recv, type, op, g->mpi), what);
+    wd_leave(g->wd);
+    memcpy((char *)buf + before * elem, mine, counts[g->rank] * elem);
+    free(mine);
+    free(recv);
+    g->bytes_sent += (double)(g->size - 1) / g->size * total * elem;
+}
+
+void comm_reduce_scatter_sum_counts(comm_group *g, float *buf, const size_t *counts)
+{
+    reduce_scatter_counts_typed(g, buf, counts, sizeof(float), MPI_FLOAT, MPI_SUM, "reduce-scatter");
+}
+
 void comm_allreduce_sum(comm_group *g, float *buf, size_t n)
 {
     allreduce_typed(g, buf, n, sizeof(float), MPI_FLOAT, MPI_SUM, "all-reduce", 1);
@@ -347,6 +374,11 @@ void comm_allreduce_sum_bf16(comm_group *g, uint16_t *buf, size_t n)
 void comm_reduce_scatter_sum_bf16(comm_group *g, uint16_t *buf, size_t n)
 {
     reduce_scatter_typed(g, buf, n, sizeof(uint16_t), MPI_UINT16_T, bf16_sum_op(), "reduce-scatter (bf16)");
+}
+
+void comm_reduce_scatter_sum_counts_bf16(comm_group *g, uint16_t *buf, const size_t *counts)
+{
+    reduce_scatter_counts_typed(g, buf, counts, sizeof(uint16_t), MPI_UINT16_T, bf16_sum_op(), "reduce-scatter (bf16)");
 }
 
 void comm_reduce_scatter_sum(comm_group *g, float *buf, size_t n)

@@ -51,6 +51,10 @@ uint16_t comm_bf16_from_float(float x);
 float comm_float_from_bf16(uint16_t h);
 void comm_reduce_scatter_sum(comm_group *g, float *buf, size_t n); /* result in this rank's part of buf */
 void comm_allgather(comm_group *g, float *buf, size_t n);           /* from each rank's part of buf */
+/* Reduce-scatter with a count per rank (counts[size]): buf holds the parts one after another in
+ * rank order; this rank's part of buf receives its sum. */
+void comm_reduce_scatter_sum_counts(comm_group *g, float *buf, const size_t *counts);
+void comm_reduce_scatter_sum_counts_bf16(comm_group *g, uint16_t *buf, const size_t *counts);
 /* Every rank's n bytes, in group-rank order, into all (size x n bytes). */
 void comm_allgather_bytes(comm_group *g, const void *mine, size_t n, void *all);
 double comm_allreduce_sum_double(comm_group *g, double x);

@@ -29,5 +29,9 @@ void comm_nccl_allreduce_sum(comm_nccl *n, float *device_buf, size_t count);
  * buffer to the wire tally. */
 void comm_nccl_reduce_scatter_sum(comm_nccl *n, float *device_buf, size_t count);
 void comm_nccl_allgather(comm_nccl *n, float *device_buf, size_t count);
+/* Reduce-scatter with a count per rank (counts[size]): buf holds the parts one after another in
+ * rank order, and rank r's part receives the group's sum of it (one NCCL reduce to each owner,
+ * grouped). Adds (n-1)/n of the buffer to the wire tally. */
+void comm_nccl_reduce_to_owners(comm_nccl *n, float *device_buf, const size_t *counts);
 void comm_nccl_free(comm_nccl *n);
 #endif

@@ -12,47 +12,188 @@ static void tensor_range(const gpt_model *m, int first, int count, size_t *lo, s
     *hi = m->tensors[first + count - 1].offset + m->tensors[first + count - 1].count;
 }
 
-/* Keeps only [keep_lo, keep_hi) of the flat-buffer range [lo, hi), zeroing the rest; `window` is
- * the backend memory holding that range (window[0] is element lo). */
-static void release_outside(const gpt_model *m, float *window, size_t lo, size_t hi, size_t keep_lo, size_t keep_hi)
+/* Fills dst (backend memory, dst[0] is element lo) with the flat range [lo, hi) from the shards
+ * that hold it: `base` holds this rank's resident range r; each rank contributes its part (zeros
+ * elsewhere) and the all-reduce over the DP group sums them. Parameters (ZeRO-3) and reduced
+ * gradients (ZeRO-2/3, for the tied embedding) are gathered alike. */
+static void gather_range(dp_state *d, const gpt_range *r, const float *base, size_t lo, size_t hi, float *dst)
 {
-    if (lo < keep_lo)
-        m->k->memset_zero(window, ((keep_lo < hi ? keep_lo : hi) - lo) * sizeof(float));
-    if (hi > keep_hi) {
-        size_t from = keep_hi > lo ? keep_hi : lo;
-        m->k->memset_zero(window + (from - lo), (hi - from) * sizeof(float));
-    }
-}
-
-/* Gathers the parameter range [lo, hi) from the shards that own it: each rank contributes its
- * part (zeros elsewhere) and the all-reduce sums them. */
-static void gather_range(dp_state *d, gpt_model *m, size_t lo, size_t hi)
-{
-    size_t n = hi - lo;
+    size_t n = hi - lo, a = lo > r->lo ? lo : r->lo, b = hi < r->lo + r->n ? hi : r->lo + r->n;
     if (d->nccl) { /* the same sum in device memory */
-        m->k->copy(d->dev, m->params + lo, n * sizeof(float));
-        release_outside(m, d->dev, lo, hi, d->shard_lo, d->shard_hi);
-        comm_nccl_allreduce_sum(d->nccl, d->dev, n);
-        m->k->copy(m->params + lo, d->dev, n * sizeof(float));
+        d->k->memset_zero(dst, n * sizeof(float));
+        if (b > a)
+            d->k->copy(dst + (a - lo), base + (a - r->lo), (b - a) * sizeof(float));
+        comm_nccl_allreduce_sum(d->nccl, dst, n);
         return;
     }
-    m->k->copy_to_host(d->host, m->params + lo, n * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        if (lo + i < d->shard_lo || lo + i >= d->shard_hi)
-            d->host[i] = 0;
+    memset(d->host, 0, n * sizeof(float));
+    if (b > a)
+        d->k->copy_to_host(d->host + (a - lo), base + (a - r->lo), (b - a) * sizeof(float));
     comm_allreduce_sum(d->comm->dp_group, d->host, n);
-    m->k->copy_to_device(m->params + lo, d->host, n * sizeof(float));
+    d->k->copy_to_device(dst, d->host, n * sizeof(float));
 }
 
-static void zero3_hook(gpt_model *m, int first, int count, int before, void *ctx)
+/* How much of the flat range [lo, hi) each DP rank's shard holds (counts[dp]), and this rank's
+ * part [*mine_lo, *mine_hi). The shards are contiguous and in rank order, so the parts follow
+ * each other through the range. */
+static void shard_parts(const dp_state *d, size_t lo, size_t hi, size_t *counts, size_t *mine_lo, size_t *mine_hi)
+{
+    for (int r = 0; r < d->dp; r++) {
+        size_t slo, shi;
+        dp_shard_range(d->n, d->dp, r, &slo, &shi);
+        size_t a = lo > slo ? lo : slo, b = hi < shi ? hi : shi;
+        counts[r] = b > a ? b - a : 0;
+    }
+    *mine_lo = lo > d->shard_lo ? lo : d->shard_lo;
+    *mine_hi = hi < d->shard_hi ? hi : d->shard_hi;
+    if (*mine_hi < *mine_lo)
+        *mine_hi = *mine_lo;
+}
+
+/* ZeRO-2/3: a backward pass's gradient window [lo, hi) is summed over the DP group straight into
+ * the shards that own it (a reduce-scatter with the shards' counts) and added to this rank's
+ * gradients. The window is then free: no rank holds more than its shard between passes. */
+static void reduce_window_into_shard(dp_state *d, gpt_model *m, size_t lo, size_t hi, float *win)
+{
+    size_t n = hi - lo, a, b;
+    size_t *counts = malloc((size_t)d->dp * sizeof *counts);
+    shard_parts(d, lo, hi, counts, &a, &b);
+    if (d->nccl) {
+        comm_nccl_reduce_to_owners(d->nccl, win, counts);
+    } else {
+        m->k->copy_to_host(d->host, win, n * sizeof(float));
+        if (d->bf16) { /* compression by precision: the gradients travel (and are summed) as bf16 */
+            if (!d->host16)
+                d->host16 = malloc(d->padded * sizeof(uint16_t));
+            for (size_t i = 0; i < n; i++)
+                d->host16[i] = comm_bf16_from_float(d->host[i]);
+            comm_reduce_scatter_sum_counts_bf16(d->comm->dp_group, d->host16, counts);
+            for (size_t i = a - lo; i < b - lo; i++)
+                d->host[i] = comm_float_from_bf16(d->host16[i]);
+        } else {
+            comm_reduce_scatter_sum_counts(d->comm->dp_group, d->host, counts);
+        }
+        if (b > a)
+            m->k->copy_to_device(win + (a - lo), d->host + (a - lo), (b - a) * sizeof(float));
+    }
+    if (b > a) {
+        float *g = m->grads + (a - m->grad_range.lo);
+        m->k->residual_forward(g, g, win + (a - lo), b - a);
+    }
+    free(counts);
+}
+
+/* A window of the pool for [lo, hi) (allocated on first use, window_floats each). */
+static float *take_window(dp_state *d, dp_window_pool *p, size_t lo, size_t hi)
+{
+    int i = 0;
+    while (i < DP_WINDOWS && p->busy[i])
+        i++;
+    if (i == DP_WINDOWS || hi - lo > d->window_floats) {
+        fprintf(stderr, "dtrain: ZeRO window of %zu floats: none free (%d of %zu floats)\n", hi - lo, DP_WINDOWS,
+                d->window_floats);
+        abort();
+    }
+    if (!p->buf[i])
+        p->buf[i] = d->k->alloc(d->window_floats * sizeof(float));
+    p->busy[i] = 1;
+    p->lo[i] = lo;
+    return p->buf[i];
+}
+
+/* Gives back the pool's window that holds the range starting at lo; returns it. */
+static float *give_window(dp_window_pool *p, size_t lo)
+{
+    for (int i = 0; i < DP_WINDOWS; i++)
+        if (p->busy[i] && p->lo[i] == lo) {
+            p->busy[i] = 0;
+            return p->buf[i];
+        }
+    fprintf(stderr, "dtrain: no ZeRO window holds the range at %zu\n", lo);
+    abort();
+}
+
+/* A pass is about to use (before) or has used tensors [first, first + count). ZeRO-3 gathers
+ * their parameters into a window for the pass; ZeRO-2/3 give a backward pass a zeroed gradient
+ * window and reduce it into the shards after. Both windows go back to their pools, so the device
+ * keeps its shards plus the windows of the passes under way. */
+static void zero_pass_hook(gpt_model *m, int first, int count, int before, int backward, void *ctx)
 {
     dp_state *d = ctx;
     size_t lo, hi;
     tensor_range(m, first, count, &lo, &hi);
-    if (before)
-        gather_range(d, m, lo, hi);
-    else
-        release_outside(m, m->params + lo, lo, hi, d->shard_lo, d->shard_hi);
+    if (hi <= lo)
+        return;
+    int params = d->zero >= 3, grads = backward;
+    if (before) {
+        if (params) {
+            float *w = take_window(d, &d->param_windows, lo, hi);
+            gather_range(d, &m->param_range, m->params, lo, hi, w);
+            gpt_map_range(&m->param_range, w, lo, hi);
+        }
+        if (grads) {
+            float *w = take_window(d, &d->grad_windows, lo, hi);
+            m->k->memset_zero(w, (hi - lo) * sizeof(float));
+            gpt_map_range(&m->grad_range, w, lo, hi);
+        }
+        return;
+    }
+    if (grads) {
+        float *w = give_window(&d->grad_windows, lo);
+        gpt_unmap_range(&m->grad_range, w);
+        reduce_window_into_shard(d, m, lo, hi, w);
+    }
+    if (params)
+        gpt_unmap_range(&m->param_range, give_window(&d->param_windows, lo));
+}
+
+/* The largest range a pass uses at once: a layer, wte with wpe, or the final norm. */
+static size_t largest_pass_range(const gpt_model *m)
+{
+    size_t lo, hi, most = 0;
+    for (int l = 0; l < m->cfg.num_layers; l++) {
+        tensor_range(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, &lo, &hi);
+        if (hi > lo && hi - lo > most)
+            most = hi - lo;
+    }
+    int ends[2] = {GPT_WTE, gpt_lnf_w(m)};
+    for (int e = 0; e < 2; e++) {
+        tensor_range(m, ends[e], 2, &lo, &hi);
+        if (hi > lo && hi - lo > most)
+            most = hi - lo;
+    }
+    return most;
+}
+
+static int grads_sharded(const dp_state *d)
+{
+    return d->zero >= 2 && d->dp > 1;
+}
+
+float *dp_grad_gather(dp_state *d, gpt_model *m, int t)
+{
+    size_t lo, hi;
+    tensor_range(m, t, 1, &lo, &hi);
+    if (!grads_sharded(d) || hi <= lo)
+        return gpt_grad(m, t);
+    float *w = take_window(d, &d->grad_windows, lo, hi);
+    gather_range(d, &m->grad_range, m->grads, lo, hi, w);
+    gpt_map_range(&m->grad_range, w, lo, hi);
+    return w;
+}
+
+void dp_grad_scatter(dp_state *d, gpt_model *m, int t)
+{
+    size_t lo, hi, a, b;
+    tensor_range(m, t, 1, &lo, &hi);
+    if (!grads_sharded(d) || hi <= lo)
+        return;
+    float *w = give_window(&d->grad_windows, lo);
+    gpt_unmap_range(&m->grad_range, w);
+    a = lo > d->shard_lo ? lo : d->shard_lo;
+    b = hi < d->shard_hi ? hi : d->shard_hi;
+    if (b > a)
+        m->k->copy(m->grads + (a - m->grad_range.lo), w + (a - lo), (b - a) * sizeof(float));
 }
 
 void dp_shard_range(size_t n, int dp, int rank, size_t *lo, size_t *hi)
@@ -71,16 +212,21 @@ void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m)
     d->zero = zero;
     d->dp = comm_group_size(c->dp_group);
     d->rank = comm_group_rank(c->dp_group);
+    d->k = m->k;
     d->n = m->num_params;
     d->padded = (d->n + d->dp - 1) / d->dp * d->dp;
     dp_shard_range(d->n, d->dp, d->rank, &d->shard_lo, &d->shard_hi);
     d->host = calloc(d->padded, sizeof(float));
     if (zero >= 1 && d->dp > 1)
         gpt_keep_moments(m, d->shard_lo, d->shard_hi); /* the optimizer state lives with its shard */
-    if (zero >= 3 && d->dp > 1) {
-        m->param_hook = zero3_hook;
-        m->param_hook_ctx = d;
-        release_outside(m, m->params, 0, d->n, d->shard_lo, d->shard_hi);
+    if (grads_sharded(d)) {
+        /* the device keeps only the shards; passes use windows (zero_pass_hook) */
+        d->window_floats = largest_pass_range(m);
+        gpt_keep_grads(m, d->shard_lo, d->shard_hi);
+        if (zero >= 3)
+            gpt_keep_params(m, d->shard_lo, d->shard_hi);
+        m->pass_hook = zero_pass_hook;
+        m->pass_hook_ctx = d;
     }
 }
 
@@ -112,13 +258,15 @@ int dp_enable_nccl(dp_state *d, const gpt_model *m, char *err, size_t errlen)
     d->nccl = comm_nccl_create(d->comm->dp_group, err, errlen);
     if (!d->nccl)
         return -1;
-    d->k = m->k;
-    if (d->zero >= 1) /* ZeRO-0 all-reduces the gradient buffer itself */
+    /* a padded copy for the whole-buffer reduce-scatter (ZeRO >= 1 unless the passes reduce
+     * their windows) and all-gather (ZeRO-1/2); ZeRO-0 all-reduces the gradient buffer itself */
+    if ((d->zero >= 1 && !grads_sharded(d)) || d->zero == 1 || d->zero == 2)
         d->dev = m->k->alloc(d->padded * sizeof(float));
     return 0;
 }
 
-/* ZeRO 1-3 gradients on the device: the padded copy reduce-scattered, only the shard kept. */
+/* ZeRO >= 1 gradients held whole (ZeRO-1, or one rank) on the device: the padded copy
+ * reduce-scattered, only the shard kept. */
 static void reduce_scatter_on_device(dp_state *d, gpt_model *m)
 {
     m->k->copy(d->dev, m->grads, d->n * sizeof(float));
@@ -163,6 +311,12 @@ void dp_free(dp_state *d)
     comm_nccl_free(d->nccl);
     if (d->dev)
         d->k->free(d->dev);
+    for (int i = 0; i < DP_WINDOWS; i++) {
+        if (d->param_windows.buf[i])
+            d->k->free(d->param_windows.buf[i]);
+        if (d->grad_windows.buf[i])
+            d->k->free(d->grad_windows.buf[i]);
+    }
     free(d->powersgd);
     free(d->offload);
     free(d->host);
@@ -172,6 +326,8 @@ void dp_free(dp_state *d)
 
 void dp_reduce_gradients(dp_state *d, gpt_model *m)
 {
+    if (grads_sharded(d))
+        return; /* each backward pass reduced its window into the shards */
     if (d->nccl) { /* in device memory; the gradient never visits the host */
         if (d->zero == 0)
             comm_nccl_allreduce_sum(d->nccl, m->grads, d->n);
@@ -208,8 +364,8 @@ void dp_reduce_gradients(dp_state *d, gpt_model *m)
         m->k->copy_to_device(m->grads, d->host, d->n * sizeof(float));
         return;
     }
-    /* Only the shard is meaningful now; the rest of the gradient is dropped (ZeRO-2/3 free it,
-     * ZeRO-1 would keep a stale copy: zero it so nothing reads it by mistake). */
+    /* Only the shard is meaningful now; ZeRO-1 would keep a stale copy of the rest: zero it so
+     * nothing reads it by mistake. */
     m->k->memset_zero(m->grads, d->n * sizeof(float));
     if (d->shard_hi > d->shard_lo)
         m->k->copy_to_device(m->grads + d->shard_lo, d->host + d->shard_lo,
@@ -227,7 +383,7 @@ int dp_overflow(dp_state *d, const gpt_model *m)
 {
     size_t lo, hi;
     owned(d, &lo, &hi);
-    int bad = hi > lo && m->k->has_inf_or_nan(m->grads + lo, hi - lo);
+    int bad = hi > lo && m->k->has_inf_or_nan(m->grads + (lo - m->grad_range.lo), hi - lo);
     return d->zero >= 1 ? comm_allreduce_max_int(d->comm->dp_group, bad) : bad;
 }
 
@@ -245,7 +401,7 @@ double dp_grad_sum_squares(dp_state *d, const gpt_model *m)
         if (b > hi)
             b = hi;
         if (b > a && m->tensors[i].counted)
-            s += m->k->sum_squares(m->grads + a, b - a);
+            s += m->k->sum_squares(m->grads + (a - m->grad_range.lo), b - a);
     }
     return d->zero >= 1 ? comm_allreduce_sum_double(d->comm->dp_group, s) : s;
 }
@@ -266,8 +422,9 @@ void dp_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, 
         if (b <= a)
             continue;
         size_t mo = a - m->moments_lo; /* the moments cover what this rank owns */
-        m->k->adamw_update(m->params + a, m->grads + a, m->m + mo, m->v + mo, b - a, lr, 0.9f, 0.95f, 1e-8f,
-                           m->tensors[i].decay ? weight_decay : 0.0f, t, grad_scale);
+        m->k->adamw_update(m->params + (a - m->param_range.lo), m->grads + (a - m->grad_range.lo), m->m + mo,
+                           m->v + mo, b - a, lr, 0.9f, 0.95f, 1e-8f, m->tensors[i].decay ? weight_decay : 0.0f, t,
+                           grad_scale);
     }
     if (d->zero < 1 || d->zero > 2) /* ZeRO-3 keeps only its shard; ZeRO-0 updated everything */
         return;
@@ -288,9 +445,14 @@ void dp_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, 
     }
 }
 
-void dp_gather_all(dp_state *d, gpt_model *m)
+void dp_params_to_host(dp_state *d, const gpt_model *m, float *host)
 {
-    if (d->zero >= 3 && d->dp > 1) {
-        gather_range(d, m, 0, d->n);
+    if (m->param_range.n == m->num_params) {
+        m->k->copy_to_host(host, m->params, m->num_params * sizeof(float));
+        return;
     }
+    /* ZeRO-3: the DP group's shards tile the buffer; each rank adds its own, zeros elsewhere */
+    memset(host, 0, m->num_params * sizeof(float));
+    m->k->copy_to_host(host + m->param_range.lo, m->params, m->param_range.n * sizeof(float));
+    comm_allreduce_sum(d->comm->dp_group, host, m->num_params);
 }

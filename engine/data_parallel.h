@@ -2,9 +2,13 @@
  *   ZeRO-0: gradients all-reduced; every rank updates all parameters.
  *   ZeRO-1: gradients reduce-scattered; each rank updates its 1/DP shard (its moments are the
  *           only ones it touches), then the parameters are all-gathered.
- *   ZeRO-2: as ZeRO-1; the gradient outside the shard is dropped after the reduce-scatter.
- *   ZeRO-3: as ZeRO-2, and parameters outside the shard are released after the update and
- *           gathered per layer just before each use (forward and backward), then released.
+ *   ZeRO-2: as ZeRO-1, and the device keeps only the gradients of its shard: each backward pass
+ *           (a layer, the head, the embedding) accumulates into a zeroed window, which is
+ *           reduce-scattered over the group into the shards that own it right after the pass
+ *           (per micro-batch, as DeepSpeed's ZeRO-2 reduces its buckets) and given back.
+ *   ZeRO-3: as ZeRO-2, and the device keeps only the parameters of its shard: each pass gathers
+ *           the tensors it is about to use into a window, maps it for the model (gpt_map_range)
+ *           and gives the window back after.
  * The flat parameter buffer is split into DP equal contiguous shards (padded). Collectives run
  * on host copies (MPI), so device buffers are staged through the host; with --comm nccl they run
  * on the device (a padded device copy), and the gradient and parameters never visit the host. */
@@ -15,6 +19,15 @@
 #include "offload.h"
 #include "comm_nccl.h"
 #include "powersgd.h"
+
+/* A pass uses at most this many ranges at once (the head: wte and the final norm). */
+enum { DP_WINDOWS = 2 };
+
+typedef struct {
+    float *buf[DP_WINDOWS];
+    size_t lo[DP_WINDOWS]; /* the range each busy window holds starts here */
+    int busy[DP_WINDOWS];
+} dp_window_pool;
 
 typedef struct {
     comm_ctx *comm;
@@ -27,7 +40,10 @@ typedef struct {
     offload_state *offload;                /* NULL, or AdamW on the host (offload.h) */
     comm_nccl *nccl;                       /* NULL, or the DP collectives with NCCL on the device */
     float *dev;                            /* with nccl: device staging, padded floats */
-    const kernels_backend *k;              /* with nccl: the backend that owns dev */
+    const kernels_backend *k;              /* the model's backend (owns dev and window) */
+    /* ZeRO-2/3's windows for the passes (backend memory, window_floats each, on first use) */
+    size_t window_floats;
+    dp_window_pool param_windows, grad_windows;
 } dp_state;
 
 /* The flat-buffer range [lo, hi) that DP rank `rank` of `dp` owns, of n floats. */
@@ -43,13 +59,22 @@ void dp_enable_offload(dp_state *d);
 int dp_enable_nccl(dp_state *d, const gpt_model *m, char *err, size_t errlen);
 /* Before a checkpoint: makes the model's own buffers hold the optimizer state (offload). */
 void dp_sync_optimizer_state(dp_state *d, gpt_model *m);
-/* Sums the gradients over the DP group (all-reduce, or reduce-scatter into the shard). */
+/* Sums the gradients over the DP group (all-reduce, or reduce-scatter into the shard); nothing
+ * under ZeRO-2/3, whose passes reduced their windows already. */
 void dp_reduce_gradients(dp_state *d, gpt_model *m);
+/* ZeRO-2/3: tensor t's gradient, reduced over the group, gathered whole from the shards into a
+ * window that gpt_grad then finds; dp_grad_scatter keeps this rank's part of it (changes made
+ * to the window included) and gives the window back. Collective over the DP group. Without
+ * sharded gradients: gpt_grad(m, t), and nothing to scatter. (The tied embedding's ends sum
+ * their copies this way.) */
+float *dp_grad_gather(dp_state *d, gpt_model *m, int t);
+void dp_grad_scatter(dp_state *d, gpt_model *m, int t);
 /* Global: any inf/NaN among the gradients this rank owns, and the sum of their squares. */
 int dp_overflow(dp_state *d, const gpt_model *m);
 double dp_grad_sum_squares(dp_state *d, const gpt_model *m);
 /* AdamW on the parameters this rank owns, then (ZeRO 1-2) the all-gather of the result. */
 void dp_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, int t, float grad_scale);
-/* Makes every parameter present (ZeRO-3: gathers them all; otherwise nothing), e.g. for the CRC. */
-void dp_gather_all(dp_state *d, gpt_model *m);
+/* This rank's whole flat parameter buffer (num_params floats) on the host, e.g. for the CRC.
+ * Collective over the DP group under ZeRO-3 (which gathers the shards), local otherwise. */
+void dp_params_to_host(dp_state *d, const gpt_model *m, float *host);
 #endif

@@ -171,6 +171,8 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
     m->v = dev(m, P ? P : 1);
     m->moments_lo = 0;
     m->moments_n = P;
+    m->param_range.n = P;
+    m->grad_range.n = P;
 
     /* The single-rank model's initial values, cut to this rank's part: every layout starts
      * from the same weights. */
@@ -228,6 +230,32 @@ void gpt_keep_moments(gpt_model *m, size_t lo, size_t hi)
     m->moments_n = n;
 }
 
+/* Replaces *buf, which holds r's range, by a buffer holding [lo, hi) (moving the values over
+ * when keep_values, else zeroed). */
+static void keep_range(gpt_model *m, float **buf, gpt_range *r, size_t lo, size_t hi, int keep_values)
+{
+    size_t n = hi > lo ? hi - lo : 0;
+    float *kept = m->k->alloc((n ? n : 1) * sizeof(float));
+    if (n && keep_values)
+        m->k->copy(kept, *buf + (lo - r->lo), n * sizeof(float));
+    else
+        m->k->memset_zero(kept, (n ? n : 1) * sizeof(float));
+    m->k->free(*buf);
+    *buf = kept;
+    r->lo = lo;
+    r->n = n;
+}
+
+void gpt_keep_params(gpt_model *m, size_t lo, size_t hi)
+{
+    keep_range(m, &m->params, &m->param_range, lo, hi, 1);
+}
+
+void gpt_keep_grads(gpt_model *m, size_t lo, size_t hi)
+{
+    keep_range(m, &m->grads, &m->grad_range, lo, hi, 0);
+}
+
 void gpt_free(gpt_model *m)
 {
     const kernels_backend *k = m->k;
@@ -267,10 +295,10 @@ static double gemm_bytes(double mm, double n, double k)
     return 4.0 * (mm * k + n * k + mm * n);
 }
 
-static void hook(gpt_model *m, int first, int count, int before)
+static void hook(gpt_model *m, int first, int count, int before, int backward)
 {
-    if (m->param_hook)
-        m->param_hook(m, first, count, before, m->param_hook_ctx);
+    if (m->pass_hook)
+        m->pass_hook(m, first, count, before, backward, m->pass_hook_ctx);
 }
 
 static void round_act(const gpt_model *m, float *x, size_t n)
@@ -315,9 +343,9 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
     gpt_layer_acts *a = &act->layers[l];
     float *x = layer_input(m, act, l);
     float *w[LAYER_TENSORS];
+    hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 1, 0); /* before the pointers: ZeRO maps windows here */
     for (int j = 0; j < LAYER_TENSORS; j++)
         w[j] = gpt_param(m, gpt_layer_tensor(m, l, j));
-    hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 1);
     PROF_BEGIN();
     k->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w[J_LN1_W], w[J_LN1_B], N, C);
     round_act(m, a->ln1, (size_t)N * C);
@@ -357,7 +385,7 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
     k->residual_forward(a->res3, a->res2, a->fcproj, (size_t)N * C);
     round_act(m, a->res3, (size_t)N * C);
     PROF_END("residual2", l, 0, 3.0 * N * C * f / 4, "N=%d C=%d", N, C);
-    hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 0);
+    hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 0, 0);
 }
 
 /* Vocabulary-parallel cross-entropy (Megatron): each TP rank holds V/tp columns of the logits;
@@ -462,8 +490,8 @@ static float head_forward(gpt_model *m, gpt_acts *a)
     double f = 4.0 * (double)sizeof(float);
     float *x = a->layers[L - 1].res3;
     int lnf = gpt_lnf_w(m);
-    hook(m, GPT_WTE, 1, 1);
-    hook(m, lnf, 2, 1);
+    hook(m, GPT_WTE, 1, 1, 0);
+    hook(m, lnf, 2, 1, 0);
     PROF_BEGIN();
     k->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, gpt_param(m, lnf), gpt_param(m, lnf + 1), N, C);
     round_act(m, a->lnf, (size_t)N * C);
@@ -472,8 +500,8 @@ static float head_forward(gpt_model *m, gpt_acts *a)
     PROF_BEGIN();
     k->matmul_forward(a->logits, a->lnf, gpt_param(m, GPT_WTE), NULL, N, C, Vl, m->prec);
     PROF_END("lm_head", -1, 2.0 * N * C * Vl, gemm_bytes(N, Vl, C), "m=%d n=%d k=%d", N, Vl, C);
-    hook(m, lnf, 2, 0);
-    hook(m, GPT_WTE, 1, 0);
+    hook(m, lnf, 2, 0, 0);
+    hook(m, GPT_WTE, 1, 0, 0);
     if (m->shard.tp > 1)
         return vocab_parallel_loss(m, a);
     PROF_BEGIN();
@@ -498,7 +526,7 @@ const float *gpt_forward_layers(gpt_model *m, int slot, int l0, int l1, const in
     double f = 4.0 * (double)sizeof(float);
     gpt_acts *a = &m->acts[slot];
     if (l0 == 0) {
-        hook(m, GPT_WTE, 2, 1);
+        hook(m, GPT_WTE, 2, 1, 0);
         PROF_BEGIN();
         if (m->shard.tp > 1) {
             vocab_parallel_embedding(m, a, tokens);
@@ -508,7 +536,7 @@ const float *gpt_forward_layers(gpt_model *m, int slot, int l0, int l1, const in
         }
         round_act(m, a->encoded, (size_t)N * C);
         PROF_END("embedding", -1, 0, 3.0 * N * C * f / 4, "B=%d T=%d C=%d", B, T, C);
-        hook(m, GPT_WTE, 2, 0);
+        hook(m, GPT_WTE, 2, 0, 0);
     } else {
         k->copy_to_device(layer_input(m, a, l0), in, (size_t)N * C * sizeof(float));
     }
@@ -537,8 +565,8 @@ static void head_backward(gpt_model *m, gpt_acts *a, float dloss)
     int C = m->cfg.hidden, V = m->cfg.vocab, L = m->cfg.num_layers, N = m->B * m->T;
     size_t NC = (size_t)N * C;
     int lnf = gpt_lnf_w(m);
-    hook(m, GPT_WTE, 1, 1);
-    hook(m, lnf, 2, 1);
+    hook(m, GPT_WTE, 1, 1, 1);
+    hook(m, lnf, 2, 1, 1);
     int Vl = V / m->shard.tp;
     PROF_BEGIN();
     if (m->shard.tp > 1) {
@@ -562,8 +590,8 @@ static void head_backward(gpt_model *m, gpt_acts *a, float dloss)
                           gpt_param(m, lnf), a->lnf_mean, a->lnf_rstd, N, C);
     round_act(m, m->d_res, NC);
     PROF_END("lnf_bwd", -1, 0, 4.0 * NC * 4, "N=%d C=%d", N, C);
-    hook(m, lnf, 2, 0);
-    hook(m, GPT_WTE, 1, 0);
+    hook(m, lnf, 2, 0, 1);
+    hook(m, GPT_WTE, 1, 0, 1);
 }
 
 /* m->d_res holds dL/d(res3) of layer l on entry and dL/d(input of l) on return. */
@@ -576,11 +604,11 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l)
     gpt_layer_acts *a = &act->layers[l];
     float *x = layer_input(m, act, l);
     float *w[LAYER_TENSORS], *g[LAYER_TENSORS];
+    hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 1, 1); /* before the pointers: ZeRO maps windows here */
     for (int j = 0; j < LAYER_TENSORS; j++) {
         w[j] = gpt_param(m, gpt_layer_tensor(m, l, j));
         g[j] = gpt_grad(m, gpt_layer_tensor(m, l, j));
     }
-    hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 1);
     /* MLP: res3 = res2 + fc2(gelu(fc1(ln2(res2)))). The replicated biases' gradients come out
      * equal on every TP rank, since d_res is. */
     PROF_BEGIN();
@@ -627,7 +655,7 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l)
     k->layernorm_backward(m->d_res, g[J_LN1_W], g[J_LN1_B], m->d_b, x, w[J_LN1_W], a->ln1_mean, a->ln1_rstd, N, C);
     round_act(m, m->d_res, NC); /* now dL/dx */
     PROF_END("ln1_bwd", l, 0, 4.0 * NC * 4, "N=%d C=%d", N, C);
-    hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 0);
+    hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 0, 1);
 }
 
 const float *gpt_backward_layers(gpt_model *m, int slot, int l0, int l1, float dloss, const float *dout)
@@ -645,14 +673,14 @@ const float *gpt_backward_layers(gpt_model *m, int slot, int l0, int l1, float d
         block_backward(m, a, l);
     if (l0 > 0)
         return m->d_res;
-    hook(m, GPT_WTE, 2, 1);
+    hook(m, GPT_WTE, 2, 1, 1);
     PROF_BEGIN();
     if (m->shard.tp > 1)
         vocab_parallel_embedding_backward(m, a);
     else
         k->encoder_backward(gpt_grad(m, GPT_WTE), gpt_grad(m, GPT_WPE), m->d_res, a->tokens, B, T, C);
     PROF_END("embedding_bwd", -1, 0, 3.0 * NC * 4, "B=%d T=%d C=%d", B, T, C);
-    hook(m, GPT_WTE, 2, 0);
+    hook(m, GPT_WTE, 2, 0, 1);
     return NULL;
 }
 

@@ -27,6 +27,18 @@ int gpt_config_from_name(const char *name, int tokenizer_vocab, gpt_config *cfg,
 int gpt_config_validate(const gpt_config *cfg, char *err, size_t errlen);
 
 enum { LAYER_TENSORS = 12 };
+/* At most this many windows of parameters (and as many of gradients) are mapped at once (the
+ * head uses wte and the final norm together). */
+enum { GPT_WINDOWS = 4 };
+
+/* A resident range [lo, lo + n) of the flat layout, and the windows mapped beside it. */
+typedef struct {
+    size_t lo, n;
+    struct {
+        float *buf; /* backend memory; buf[0] is element lo; NULL: unused */
+        size_t lo, hi;
+    } windows[GPT_WINDOWS];
+} gpt_range;
 
 typedef struct {
     size_t offset, count;  /* in this rank's flat buffers; count 0 for a tensor held elsewhere */
@@ -85,7 +97,12 @@ typedef struct gpt_model_s {
     size_t global_params;            /* the whole model's (single-rank layout) */
     gpt_tensor *tensors;             /* 2 + 12 L + 2 of them */
     int num_tensors;
-    float *params, *grads;           /* backend memory, num_params each */
+    /* Parameters and gradients (backend memory). Each holds a range of this rank's flat layout:
+     * all num_params floats, or a ZeRO rank's shard (params under ZeRO-3, grads under ZeRO-2 and
+     * 3). A tensor outside the range is reached through a window mapped for one pass
+     * (gpt_map_range); gpt_param and gpt_grad look in both. */
+    float *params, *grads;
+    gpt_range param_range, grad_range;
     float *m, *v;                    /* AdamW moments of local parameters [moments_lo, moments_lo +
                                         moments_n): all of them, or a ZeRO rank's shard */
     size_t moments_lo, moments_n;
@@ -97,10 +114,11 @@ typedef struct gpt_model_s {
     int *vp_zero_tokens;
     float *vp_host_logits;
     profiler *prof;                  /* optional */
-    /* Optional: called before and after the model uses tensors [first, first + count) in a
-     * pass (ZeRO-3 gathers a layer's parameters just in time and releases them after). */
-    void (*param_hook)(struct gpt_model_s *m, int first, int count, int before, void *ctx);
-    void *param_hook_ctx;
+    /* Optional: called before and after a forward or backward pass uses tensors [first, first +
+     * count): ZeRO-3 gathers their parameters just in time and lets them go after; ZeRO-2 and 3
+     * give the backward a gradient window and reduce it into the shard after. */
+    void (*pass_hook)(struct gpt_model_s *m, int first, int count, int before, int backward, void *ctx);
+    void *pass_hook_ctx;
 } gpt_model;
 
 /* Allocates parameters and activations for micro-batches of B sequences of cfg.seq_len
@@ -142,7 +160,8 @@ void gpt_add_global(const gpt_model *m, const float *local_host, float *global);
 int gpt_layout_view(gpt_model *m, const gpt_config *cfg, const gpt_shard *shard, char *err, size_t errlen);
 void gpt_layout_view_free(gpt_model *m);
 
-/* Pointer to a tensor's parameters / gradients (backend memory). */
+/* Pointer to a tensor's parameters / gradients (backend memory). A tensor outside a ZeRO rank's
+ * shard is found in a mapped window; one in neither aborts (a pass used it without its hook). */
 float *gpt_param(const gpt_model *m, int tensor);
 float *gpt_grad(const gpt_model *m, int tensor);
 /* The index of layer l's tensor j (0..11), and of wte/wpe/lnf_w/lnf_b. */
@@ -160,5 +179,13 @@ double gpt_forward_flops(const gpt_config *cfg, int B);
 /* Keeps the AdamW moments of local parameters [lo, hi) only, as ZeRO-1 and up do (the rest is
  * other DP ranks' state): the buffers shrink to hi - lo floats, their values move along. */
 void gpt_keep_moments(gpt_model *m, size_t lo, size_t hi);
+/* The same for the parameters (ZeRO-3) or the gradients (ZeRO-2/3, which start at zero): the
+ * device keeps [lo, hi) only. */
+void gpt_keep_params(gpt_model *m, size_t lo, size_t hi);
+void gpt_keep_grads(gpt_model *m, size_t lo, size_t hi);
+/* Makes the flat-layout range [lo, hi), held in buf (backend memory, buf[0] is element lo),
+ * visible to gpt_param or gpt_grad until unmapped. Aborts when every window is in use. */
+void gpt_map_range(gpt_range *r, float *buf, size_t lo, size_t hi);
+void gpt_unmap_range(gpt_range *r, const float *buf);
 
 #endif

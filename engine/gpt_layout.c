@@ -42,14 +42,50 @@ int gpt_lnf_w(const gpt_model *m)
     return 2 + m->cfg.num_layers * LAYER_TENSORS;
 }
 
+/* Tensor t's memory in the resident range r (base) or in one of its windows. */
+static float *find_tensor(const gpt_model *m, int t, const gpt_range *r, float *base, const char *what)
+{
+    size_t lo = m->tensors[t].offset, hi = lo + m->tensors[t].count;
+    if (lo >= r->lo && hi <= r->lo + r->n)
+        return base + (lo - r->lo);
+    for (int i = 0; i < GPT_WINDOWS; i++)
+        if (r->windows[i].buf && lo >= r->windows[i].lo && hi <= r->windows[i].hi)
+            return r->windows[i].buf + (lo - r->windows[i].lo);
+    if (hi == lo)
+        return base; /* a tensor held elsewhere: nothing goes through it */
+    fprintf(stderr, "gpt: the %s of tensor %d (flat range [%zu, %zu)) are neither in this rank's range [%zu, %zu) "
+                    "nor in a mapped window\n", what, t, lo, hi, r->lo, r->lo + r->n);
+    abort();
+}
+
 float *gpt_param(const gpt_model *m, int t)
 {
-    return m->params + m->tensors[t].offset;
+    return find_tensor(m, t, &m->param_range, m->params, "parameters");
 }
 
 float *gpt_grad(const gpt_model *m, int t)
 {
-    return m->grads + m->tensors[t].offset;
+    return find_tensor(m, t, &m->grad_range, m->grads, "gradients");
+}
+
+void gpt_map_range(gpt_range *r, float *buf, size_t lo, size_t hi)
+{
+    for (int i = 0; i < GPT_WINDOWS; i++)
+        if (!r->windows[i].buf) {
+            r->windows[i].buf = buf;
+            r->windows[i].lo = lo;
+            r->windows[i].hi = hi;
+            return;
+        }
+    fprintf(stderr, "gpt_map_range: more than %d windows at once\n", GPT_WINDOWS);
+    abort();
+}
+
+void gpt_unmap_range(gpt_range *r, const float *buf)
+{
+    for (int i = 0; i < GPT_WINDOWS; i++)
+        if (r->windows[i].buf == buf)
+            r->windows[i].buf = NULL;
 }
 
 /* Tensor table: this rank's counts and offsets, and the single-rank layout's offsets. */
@@ -253,6 +289,10 @@ uint32_t gpt_crc32_floats(const float *x, size_t n)
 
 uint32_t gpt_params_crc32(const gpt_model *m)
 {
+    if (m->param_range.lo != 0 || m->param_range.n != m->num_params) {
+        fprintf(stderr, "gpt_params_crc32: this rank keeps only a shard of its parameters\n");
+        abort();
+    }
     float *host = malloc(m->num_params * sizeof(float));
     m->k->copy_to_host(host, m->params, m->num_params * sizeof(float));
     uint32_t crc = gpt_crc32_floats(host, m->num_params);

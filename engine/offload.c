@@ -33,12 +33,12 @@ void offload_step(offload_state *o, gpt_model *m, float lr, float weight_decay, 
     if (!o->loaded) {
         /* The model's state is the truth until the first offloaded step: fresh (zero moments)
          * or just loaded from a checkpoint. From here on the host copies are. */
-        k->copy_to_host(o->master, m->params + o->lo, n * sizeof(float));
+        k->copy_to_host(o->master, m->params + (o->lo - m->param_range.lo), n * sizeof(float));
         k->copy_to_host(o->m, m->m + (o->lo - m->moments_lo), n * sizeof(float));
         k->copy_to_host(o->v, m->v + (o->lo - m->moments_lo), n * sizeof(float));
         o->loaded = 1;
     }
-    k->copy_to_host(o->grads, m->grads + o->lo, n * sizeof(float));
+    k->copy_to_host(o->grads, m->grads + (o->lo - m->grad_range.lo), n * sizeof(float));
     const kernels_backend *cpu = kernels_cpu();
     for (int i = 0; i < m->num_tensors; i++) {
         size_t a = m->tensors[i].offset, b = a + m->tensors[i].count;
@@ -52,7 +52,7 @@ void offload_step(offload_state *o, gpt_model *m, float lr, float weight_decay, 
         cpu->adamw_update(o->master + h, o->grads + h, o->m + h, o->v + h, b - a, lr, 0.9f, 0.95f, 1e-8f,
                           m->tensors[i].decay ? weight_decay : 0.0f, t, grad_scale);
     }
-    k->copy_to_device(m->params + o->lo, o->master, n * sizeof(float));
+    k->copy_to_device(m->params + (o->lo - m->param_range.lo), o->master, n * sizeof(float));
 }
 
 void offload_sync_moments(const offload_state *o, gpt_model *m)

@@ -205,28 +205,32 @@ static void tp_allreduce_host(float *buf, size_t n, int max, void *ctx)
         comm_allreduce_sum(t->group, buf, n);
 }
 
-/* The tied embedding's two copies (first and last stage) get the sum of both gradients. */
-static void reduce_tied_embedding(const train_options *o, gpt_model *m, comm_nccl *nccl)
+/* The tied embedding's two copies (first and last stage) get the sum of both gradients. Under
+ * ZeRO-2/3 each end's gradient is already summed over its DP group and sharded: it is gathered
+ * whole for the sum, and each rank keeps its part. */
+static void reduce_tied_embedding(const train_options *o, gpt_model *m, dp_state *dps, comm_nccl *nccl)
 {
     if (o->comm->pp == 1 || m->tensors[GPT_WTE].count == 0)
         return;
     size_t n = m->tensors[GPT_WTE].count;
+    float *g = dp_grad_gather(dps, m, GPT_WTE);
     if (nccl) {
-        comm_nccl_allreduce_sum(nccl, gpt_grad(m, GPT_WTE), n);
-        return;
+        comm_nccl_allreduce_sum(nccl, g, n);
+    } else {
+        float *host = malloc(n * sizeof(float));
+        m->k->copy_to_host(host, g, n * sizeof(float));
+        comm_allreduce_sum(o->comm->embed_group, host, n);
+        m->k->copy_to_device(g, host, n * sizeof(float));
+        free(host);
     }
-    float *host = malloc(n * sizeof(float));
-    m->k->copy_to_host(host, gpt_grad(m, GPT_WTE), n * sizeof(float));
-    comm_allreduce_sum(o->comm->embed_group, host, n);
-    m->k->copy_to_device(gpt_grad(m, GPT_WTE), host, n * sizeof(float));
-    free(host);
+    dp_grad_scatter(dps, m, GPT_WTE);
 }
 
 /* The whole model's parameters in the single-rank layout, on every rank (host, malloc'd). */
-static float *gather_global(const train_options *o, const gpt_model *m)
+static float *gather_global(const train_options *o, dp_state *d, const gpt_model *m)
 {
     float *local = malloc((m->num_params ? m->num_params : 1) * sizeof(float));
-    m->k->copy_to_host(local, m->params, m->num_params * sizeof(float));
+    dp_params_to_host(d, m, local);
     if (o->comm->tp * o->comm->pp == 1)
         return local;
     float *global = calloc(m->global_params, sizeof(float));
@@ -417,7 +421,7 @@ int train_run(const train_options *o)
     for (int step = first_step; step <= o->steps; step++) {
         double t0 = now_s();
         profiler_set_step(m.prof, step);
-        k->memset_zero(m.grads, m.num_params * sizeof(float));
+        k->memset_zero(m.grads, m.grad_range.n * sizeof(float)); /* all of them, or a ZeRO-2/3 shard */
         /* Mean loss over all tokens of the step, times the loss scale. */
         float dloss = (float)(scale / ((double)B * T * accum * dp));
         double loss_sum = run_pipeline(o, &pl, &m, &data, step, dloss, tokens, targets);
@@ -425,13 +429,14 @@ int train_run(const train_options *o)
         /* The loss lives on the last stage: its TP rank 0 of each replica contributes. */
         int reports = o->comm->pp_rank == o->comm->pp - 1 && o->comm->tp_rank == 0;
         loss = (float)(comm_allreduce_sum_double(o->comm->world, reports ? loss_sum / accum : 0) / dp);
-        reduce_tied_embedding(o, &m, embed_nccl);
+        reduce_tied_embedding(o, &m, &dps, embed_nccl);
         profiler_begin(m.prof);
         dp_reduce_gradients(&dps, &m); /* with PowerSGD, its compression too */
         profiler_end(m.prof, "dp_grad_reduce", -1, "DP gradient reduction", 0, (double)m.num_params * 4);
         if (step == o->inject_overflow_step) {
             float inf = INFINITY;
-            k->copy_to_device(m.grads, &inf, sizeof inf);
+            if (m.grad_range.n) /* this rank's first gradient (its shard's, under ZeRO-2/3) */
+                k->copy_to_device(m.grads, &inf, sizeof inf);
         }
         int overflow = comm_allreduce_max_int(o->comm->world, dp_overflow(&dps, &m));
         double grad_norm = INFINITY, lr = train_lr(o, step);
@@ -462,8 +467,7 @@ int train_run(const train_options *o)
                                  isfinite(grad_norm) ? grad_norm : -1.0, "loss_scale", scale, "lr", lr,
                                  "step_time_s", dt, "tokens_per_s", (double)o->global_batch * T / dt); /* the whole job's */
         if (o->log_crc) {
-            dp_gather_all(&dps, &m);
-            float *global = gather_global(o, &m);
+            float *global = gather_global(o, &dps, &m);
             char crc[16];
             snprintf(crc, sizeof crc, "%08x", gpt_crc32_floats(global, m.global_params));
             free(global);
@@ -538,25 +542,31 @@ int train_run(const train_options *o)
         log = NULL;
     }
     char crc[16];
-    dp_gather_all(&dps, &m);
-    float *global = gather_global(o, &m);
+    float *global = gather_global(o, &dps, &m);
     snprintf(crc, sizeof crc, "%08x", gpt_crc32_floats(global, m.global_params));
     log_line(log, json_pack("{s:b,s:i,s:f,s:s}", "final", 1, "step", last_step, "loss", (double)loss, "params_crc32", crc));
     if (o->rank_params) {
         /* Parameters each rank holds (its part of the model), in world-rank order: the figure the
          * simulator's memory model predicts per GPU for the same layout. */
-        json_t *per_rank = json_array(), *moments = json_array();
+        json_t *per_rank = json_array(), *moments = json_array(), *resident = json_array(), *grads = json_array();
         for (int r = 0; r < o->comm->world_size; r++) {
             int me = r == o->comm->world_rank;
             json_array_append_new(per_rank, json_integer((json_int_t)comm_allreduce_sum_double(
                                                 o->comm->world, me ? (double)m.num_params : 0)));
+            /* the parameter floats the rank keeps on its device between passes (ZeRO-3: its shard) */
+            json_array_append_new(resident, json_integer((json_int_t)comm_allreduce_sum_double(
+                                                o->comm->world, me ? (double)m.param_range.n : 0)));
+            /* and the gradient floats it keeps between passes (ZeRO-2/3: its shard) */
+            json_array_append_new(grads, json_integer((json_int_t)comm_allreduce_sum_double(
+                                             o->comm->world, me ? (double)m.grad_range.n : 0)));
             /* the AdamW moment floats the rank keeps on its device (2 per owned parameter) */
             json_array_append_new(moments, json_integer((json_int_t)comm_allreduce_sum_double(
                                                o->comm->world, me ? 2.0 * (double)m.moments_n : 0)));
         }
-        json_t *doc = json_pack("{s:i,s:i,s:i,s:i,s:I,s:o,s:o,s:f}", "tp", o->comm->tp, "pp", o->comm->pp, "dp",
+        json_t *doc = json_pack("{s:i,s:i,s:i,s:i,s:I,s:o,s:o,s:o,s:o,s:f}", "tp", o->comm->tp, "pp", o->comm->pp, "dp",
                                 o->comm->dp, "zero", o->zero, "params_total", (json_int_t)m.global_params,
                                 "params_per_rank", per_rank, "optimizer_floats_per_rank", moments,
+                                "param_floats_per_rank", resident, "grad_floats_per_rank", grads,
                                 "dp_bytes_sent_rank0", comm_bytes_sent(o->comm->dp_group));
         if (leader && json_dump_file(doc, o->rank_params, JSON_INDENT(1)) != 0) {
             fprintf(stderr, "dtrain: --rank-params %s: cannot write\n", o->rank_params);

@@ -5,7 +5,8 @@
  * simulator's formulas) must agree, so a change to either side's TP split, vocabulary split,
  * tied-embedding copy or stage split shows up here. The optimizer state each rank keeps on its
  * device (its AdamW moments: all of them, or under ZeRO >= 1 its DP shard) equals the memory
- * model's fp32 Adam figure for the stage and ZeRO stage, to the padding of the shard split.
+ * model's fp32 Adam figure for the stage and ZeRO stage, to the padding of the shard split, and so
+ * do the parameter floats it keeps on its device between passes (ZeRO-3: only its shard), and the gradient floats (ZeRO-2/3: only its shard).
  * argv[1]: dtrain, argv[2]: mpirun, argv[3]: a scratch folder. */
 #include <math.h>
 #include <setjmp.h>
@@ -51,7 +52,11 @@ static void engine_matches_model(int tp, int pp, int dp, int vpp, int zero, cons
         fail_msg("%s: no readable --rank-params file: %s", args, je.text);
     json_t *per_rank = json_object_get(final, "params_per_rank");
     json_t *moments = json_object_get(final, "optimizer_floats_per_rank");
+    json_t *resident = json_object_get(final, "param_floats_per_rank");
+    json_t *grads = json_object_get(final, "grad_floats_per_rank");
+    assert_int_equal(json_array_size(grads), ranks);
     assert_int_equal(json_array_size(per_rank), ranks);
+    assert_int_equal(json_array_size(resident), ranks);
     assert_int_equal(json_array_size(moments), ranks);
 
     scenario_config s;
@@ -87,6 +92,16 @@ static void engine_matches_model(int tp, int pp, int dp, int vpp, int zero, cons
         if (fabs(opt_bytes - mb.optimizer) > 8.0 * dp)
             fail_msg("%s: rank %d keeps %.0f bytes of optimizer state, the memory model says %.0f", args, r,
                      opt_bytes, mb.optimizer);
+        /* fp32 weights on the device between passes: all of the stage's, or under ZeRO-3 the shard */
+        double weight_bytes = 4.0 * (double)json_integer_value(json_array_get(resident, (size_t)r));
+        if (fabs(weight_bytes - mb.weights) > 4.0 * dp)
+            fail_msg("%s: rank %d keeps %.0f bytes of parameters, the memory model says %.0f", args, r,
+                     weight_bytes, mb.weights);
+        /* fp32 gradients between passes: all of the stage's, or under ZeRO-2/3 the shard */
+        double grad_bytes = 4.0 * (double)json_integer_value(json_array_get(grads, (size_t)r));
+        if (fabs(grad_bytes - mb.gradients) > 4.0 * dp)
+            fail_msg("%s: rank %d keeps %.0f bytes of gradients, the memory model says %.0f", args, r, grad_bytes,
+                     mb.gradients);
     }
     print_message("TP %d PP %d VPP %d DP %d ZeRO %d %s: every rank's parameters and optimizer state as the memory "
                   "model counts them\n", tp, pp, vpp, dp, zero, extra);
@@ -108,7 +123,9 @@ static void layouts(void **state)
     engine_matches_model(2, 2, 2, 1, 1, "", NULL);
     engine_matches_model(1, 1, 4, 1, 1, "", NULL);
     engine_matches_model(1, 1, 3, 1, 2, "", NULL);
+    engine_matches_model(1, 2, 2, 1, 2, "", NULL);
     engine_matches_model(1, 2, 2, 1, 3, "", NULL);
+    engine_matches_model(2, 1, 3, 1, 3, "", NULL);
 }
 
 int main(int argc, char **argv)

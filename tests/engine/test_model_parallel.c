@@ -137,6 +137,15 @@ static void three_dimensional(void **state)
     equivalent(8, "--tp 2 --pp 2 --dp 2 --zero 1");
 }
 
+/* ZeRO-2/3 with a pipeline: the tied embedding's two ends each hold their gradient reduced over
+ * DP and sharded (each in its own stage's shard layout), and sum them gathered. */
+static void sharded_gradients_with_pipeline(void **state)
+{
+    (void)state;
+    equivalent(4, "--pp 2 --dp 2 --zero 2");
+    equivalent(4, "--pp 2 --dp 2 --zero 3 --schedule interleaved --vpp 2");
+}
+
 /* Runs a layout that must be refused; checks every rank stopped (no hang) with the message. */
 static void refused(int ranks, const char *layout, const char *message)
 {
@@ -183,6 +192,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(pipeline_parallel_every_schedule),
         cmocka_unit_test(uneven_pipeline_layers),
         cmocka_unit_test(three_dimensional),
+        cmocka_unit_test(sharded_gradients_with_pipeline),
         cmocka_unit_test(bad_layouts_stop_every_rank),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

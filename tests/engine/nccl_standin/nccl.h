@@ -20,6 +20,9 @@ typedef void *cudaStream_t;
 #define ncclAllReduce standin_ncclAllReduce
 #define ncclReduceScatter standin_ncclReduceScatter
 #define ncclAllGather standin_ncclAllGather
+#define ncclReduce standin_ncclReduce
+#define ncclGroupStart standin_ncclGroupStart
+#define ncclGroupEnd standin_ncclGroupEnd
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank);
@@ -34,4 +37,10 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount, n
                                ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t sendcount, ncclDataType_t type, ncclComm_t comm,
                            cudaStream_t stream);
+/* Reduce with send == recv is in place; on other ranks than root recv is not touched. Group calls
+ * run each operation at once: every rank makes the same calls in the same order. */
+ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
+                        ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclGroupStart(void);
+ncclResult_t ncclGroupEnd(void);
 #endif

@@ -182,6 +182,40 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t sendcount, ncclD
     return ncclSuccess;
 }
 
+static int group_depth; /* ncclGroupStart nesting; calls inside run at once (MPI keeps the order) */
+
+ncclResult_t ncclGroupStart(void)
+{
+    group_depth++;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd(void)
+{
+    if (group_depth == 0)
+        usage_error("ncclGroupEnd without ncclGroupStart");
+    group_depth--;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
+                        ncclComm_t comm, cudaStream_t stream)
+{
+    (void)op;
+    (void)stream;
+    check_call(type, comm);
+    if (root < 0 || root >= comm->size)
+        usage_error("reduce: root outside the communicator");
+    int me = comm->rank == root;
+    if (me && send != recv && overlaps(send, count, recv, count))
+        usage_error("reduce: buffers overlap without being the same");
+    if (me && send != recv)
+        memcpy(recv, send, count * sizeof(float));
+    if (comm->size > 1)
+        MPI_Reduce(me ? MPI_IN_PLACE : send, me ? recv : NULL, (int)count, MPI_FLOAT, MPI_SUM, root, comm->mpi);
+    return ncclSuccess;
+}
+
 cudaError_t cudaGetDeviceCount(int *count)
 {
     if (!mpi_up()) {
