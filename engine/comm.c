@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,6 +302,11 @@ static void reduce_scatter_counts_typed(comm_group *g, void *buf, const size_t *
     int *recv = malloc((size_t)g->size * sizeof(int));
     size_t before = 0, total = 0;
     for (int r = 0; r < g->size; r++) {
+        if (counts[r] > INT_MAX) {
+            fprintf(stderr, "dtrain: %s: a part of %zu elements is more than MPI's int counts can carry\n", what,
+                    counts[r]);
+            abort();
+        }
         recv[r] = (int)counts[r];
         before += r < g->rank ? counts[r] : 0;
         total += counts[r];

@@ -46,11 +46,13 @@ int gpt_lnf_w(const gpt_model *m)
 static float *find_tensor(const gpt_model *m, int t, const gpt_range *r, float *base, const char *what)
 {
     size_t lo = m->tensors[t].offset, hi = lo + m->tensors[t].count;
-    if (lo >= r->lo && hi <= r->lo + r->n)
-        return base + (lo - r->lo);
+    /* A mapped window first: a backward pass's gradients all go through its window (and its
+     * reduction), also those of tensors inside the rank's own shard. */
     for (int i = 0; i < GPT_WINDOWS; i++)
         if (r->windows[i].buf && lo >= r->windows[i].lo && hi <= r->windows[i].hi)
             return r->windows[i].buf + (lo - r->windows[i].lo);
+    if (lo >= r->lo && hi <= r->lo + r->n)
+        return base + (lo - r->lo);
     if (hi == lo)
         return base; /* a tensor held elsewhere: nothing goes through it */
     fprintf(stderr, "gpt: the %s of tensor %d (flat range [%zu, %zu)) are neither in this rank's range [%zu, %zu) "
