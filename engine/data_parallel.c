@@ -12,42 +12,44 @@ static void tensor_range(const gpt_model *m, int first, int count, size_t *lo, s
     *hi = m->tensors[first + count - 1].offset + m->tensors[first + count - 1].count;
 }
 
+/* How much of [lo, hi) lies in [a, b): the count, and where it starts (*from). */
+static size_t overlap(size_t lo, size_t hi, size_t a, size_t b, size_t *from)
+{
+    size_t x = lo > a ? lo : a, y = hi < b ? hi : b;
+    *from = x;
+    return y > x ? y - x : 0;
+}
+
 /* Fills dst (backend memory, dst[0] is element lo) with the flat range [lo, hi) from the shards
  * that hold it: `base` holds this rank's resident range r; each rank contributes its part (zeros
  * elsewhere) and the all-reduce over the DP group sums them. Parameters (ZeRO-3) and reduced
  * gradients (ZeRO-2/3, for the tied embedding) are gathered alike. */
 static void gather_range(dp_state *d, const gpt_range *r, const float *base, size_t lo, size_t hi, float *dst)
 {
-    size_t n = hi - lo, a = lo > r->lo ? lo : r->lo, b = hi < r->lo + r->n ? hi : r->lo + r->n;
+    size_t n = hi - lo, a, mine = overlap(lo, hi, r->lo, r->lo + r->n, &a);
     if (d->nccl) { /* the same sum in device memory */
         d->k->memset_zero(dst, n * sizeof(float));
-        if (b > a)
-            d->k->copy(dst + (a - lo), base + (a - r->lo), (b - a) * sizeof(float));
+        if (mine)
+            d->k->copy(dst + (a - lo), base + (a - r->lo), mine * sizeof(float));
         comm_nccl_allreduce_sum(d->nccl, dst, n);
         return;
     }
     memset(d->host, 0, n * sizeof(float));
-    if (b > a)
-        d->k->copy_to_host(d->host + (a - lo), base + (a - r->lo), (b - a) * sizeof(float));
+    if (mine)
+        d->k->copy_to_host(d->host + (a - lo), base + (a - r->lo), mine * sizeof(float));
     comm_allreduce_sum(d->comm->dp_group, d->host, n);
     d->k->copy_to_device(dst, d->host, n * sizeof(float));
 }
 
-/* How much of the flat range [lo, hi) each DP rank's shard holds (counts[dp]), and this rank's
- * part [*mine_lo, *mine_hi). The shards are contiguous and in rank order, so the parts follow
- * each other through the range. */
-static void shard_parts(const dp_state *d, size_t lo, size_t hi, size_t *counts, size_t *mine_lo, size_t *mine_hi)
+/* How much of the flat range [lo, hi) each DP rank's shard holds (counts[dp]). The shards are
+ * contiguous and in rank order, so the parts follow each other through the range. */
+static void shard_parts(const dp_state *d, size_t lo, size_t hi, size_t *counts)
 {
     for (int r = 0; r < d->dp; r++) {
-        size_t slo, shi;
+        size_t slo, shi, from;
         dp_shard_range(d->n, d->dp, r, &slo, &shi);
-        size_t a = lo > slo ? lo : slo, b = hi < shi ? hi : shi;
-        counts[r] = b > a ? b - a : 0;
+        counts[r] = overlap(lo, hi, slo, shi, &from);
     }
-    *mine_lo = lo > d->shard_lo ? lo : d->shard_lo;
-    *mine_hi = hi < d->shard_hi ? hi : d->shard_hi;
-    if (*mine_hi < *mine_lo)
-        *mine_hi = *mine_lo;
 }
 
 /* ZeRO-2/3: a backward pass's gradient window [lo, hi) is summed over the DP group straight into
@@ -55,9 +57,9 @@ static void shard_parts(const dp_state *d, size_t lo, size_t hi, size_t *counts,
  * gradients. The window is then free: no rank holds more than its shard between passes. */
 static void reduce_window_into_shard(dp_state *d, gpt_model *m, size_t lo, size_t hi, float *win)
 {
-    size_t n = hi - lo, a, b;
-    size_t *counts = malloc((size_t)d->dp * sizeof *counts);
-    shard_parts(d, lo, hi, counts, &a, &b);
+    size_t n = hi - lo, a, mine = overlap(lo, hi, d->shard_lo, d->shard_hi, &a);
+    size_t *counts = d->part_counts;
+    shard_parts(d, lo, hi, counts);
     if (d->nccl) {
         comm_nccl_reduce_to_owners(d->nccl, win, counts);
     } else {
@@ -68,19 +70,18 @@ static void reduce_window_into_shard(dp_state *d, gpt_model *m, size_t lo, size_
             for (size_t i = 0; i < n; i++)
                 d->host16[i] = comm_bf16_from_float(d->host[i]);
             comm_reduce_scatter_sum_counts_bf16(d->comm->dp_group, d->host16, counts);
-            for (size_t i = a - lo; i < b - lo; i++)
+            for (size_t i = a - lo; i < a - lo + mine; i++)
                 d->host[i] = comm_float_from_bf16(d->host16[i]);
         } else {
             comm_reduce_scatter_sum_counts(d->comm->dp_group, d->host, counts);
         }
-        if (b > a)
-            m->k->copy_to_device(win + (a - lo), d->host + (a - lo), (b - a) * sizeof(float));
+        if (mine)
+            m->k->copy_to_device(win + (a - lo), d->host + (a - lo), mine * sizeof(float));
     }
-    if (b > a) {
+    if (mine) {
         float *g = m->grads + (a - m->grad_range.lo);
-        m->k->residual_forward(g, g, win + (a - lo), b - a);
+        m->k->residual_forward(g, g, win + (a - lo), mine);
     }
-    free(counts);
 }
 
 /* A window of the pool for [lo, hi) (allocated on first use, window_floats each). */
@@ -184,16 +185,15 @@ float *dp_grad_gather(dp_state *d, gpt_model *m, int t)
 
 void dp_grad_scatter(dp_state *d, gpt_model *m, int t)
 {
-    size_t lo, hi, a, b;
+    size_t lo, hi, a;
     tensor_range(m, t, 1, &lo, &hi);
     if (!grads_sharded(d) || hi <= lo)
         return;
     float *w = give_window(&d->grad_windows, lo);
     gpt_unmap_range(&m->grad_range, w);
-    a = lo > d->shard_lo ? lo : d->shard_lo;
-    b = hi < d->shard_hi ? hi : d->shard_hi;
-    if (b > a)
-        m->k->copy(m->grads + (a - m->grad_range.lo), w + (a - lo), (b - a) * sizeof(float));
+    size_t mine = overlap(lo, hi, d->shard_lo, d->shard_hi, &a);
+    if (mine)
+        m->k->copy(m->grads + (a - m->grad_range.lo), w + (a - lo), mine * sizeof(float));
 }
 
 void dp_shard_range(size_t n, int dp, int rank, size_t *lo, size_t *hi)
@@ -222,6 +222,7 @@ void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m)
     if (grads_sharded(d)) {
         /* the device keeps only the shards; passes use windows (zero_pass_hook) */
         d->window_floats = largest_pass_range(m);
+        d->part_counts = malloc((size_t)d->dp * sizeof *d->part_counts);
         gpt_keep_grads(m, d->shard_lo, d->shard_hi);
         if (zero >= 3)
             gpt_keep_params(m, d->shard_lo, d->shard_hi);
@@ -321,6 +322,7 @@ void dp_free(dp_state *d)
     free(d->offload);
     free(d->host);
     free(d->host16);
+    free(d->part_counts);
     memset(d, 0, sizeof *d);
 }
 

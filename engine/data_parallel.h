@@ -44,6 +44,7 @@ typedef struct {
     /* ZeRO-2/3's windows for the passes (backend memory, window_floats each, on first use) */
     size_t window_floats;
     dp_window_pool param_windows, grad_windows;
+    size_t *part_counts; /* ZeRO-2/3: dp of them, each shard's part of a pass's window */
 } dp_state;
 
 /* The flat-buffer range [lo, hi) that DP rank `rank` of `dp` owns, of n floats. */

@@ -24,6 +24,17 @@ static char ERR[65536];
 
 enum { LAYERS = 8, HIDDEN = 64, HEADS = 4, SEQ = 32, VOCAB = 256 };
 
+static double floats_of(json_t *per_rank, int r)
+{
+    return (double)json_integer_value(json_array_get(per_rank, (size_t)r));
+}
+
+static void expect_bytes(const char *args, int r, const char *what, double engine, double model_says, double within)
+{
+    if (fabs(engine - model_says) > within)
+        fail_msg("%s: rank %d keeps %.0f bytes of %s, the memory model says %.0f", args, r, engine, what, model_says);
+}
+
 static void engine_matches_model(int tp, int pp, int dp, int vpp, int zero, const char *extra,
                                  const int *stage_layers)
 {
@@ -87,21 +98,13 @@ static void engine_matches_model(int tp, int pp, int dp, int vpp, int zero, cons
         /* fp32 training: Adam's two fp32 moments; the weights are the master copy */
         memory_breakdown mb;
         memory_model_states(model_says, dp, zero, PREC_FP32, OPTIMIZER_ADAM, &mb);
-        double opt_bytes = 4.0 * (double)json_integer_value(json_array_get(moments, (size_t)r));
-        /* the engine's shards are ceil(n / dp) (the last one shorter): within 8 bytes x dp */
-        if (fabs(opt_bytes - mb.optimizer) > 8.0 * dp)
-            fail_msg("%s: rank %d keeps %.0f bytes of optimizer state, the memory model says %.0f", args, r,
-                     opt_bytes, mb.optimizer);
+        /* the engine's shards are ceil(n / dp) (the last one shorter): within one float per
+         * rank of the group, per fp32 buffer (two for the moments) */
+        expect_bytes(args, r, "optimizer state", 4.0 * floats_of(moments, r), mb.optimizer, 8.0 * dp);
         /* fp32 weights on the device between passes: all of the stage's, or under ZeRO-3 the shard */
-        double weight_bytes = 4.0 * (double)json_integer_value(json_array_get(resident, (size_t)r));
-        if (fabs(weight_bytes - mb.weights) > 4.0 * dp)
-            fail_msg("%s: rank %d keeps %.0f bytes of parameters, the memory model says %.0f", args, r,
-                     weight_bytes, mb.weights);
+        expect_bytes(args, r, "parameters", 4.0 * floats_of(resident, r), mb.weights, 4.0 * dp);
         /* fp32 gradients between passes: all of the stage's, or under ZeRO-2/3 the shard */
-        double grad_bytes = 4.0 * (double)json_integer_value(json_array_get(grads, (size_t)r));
-        if (fabs(grad_bytes - mb.gradients) > 4.0 * dp)
-            fail_msg("%s: rank %d keeps %.0f bytes of gradients, the memory model says %.0f", args, r, grad_bytes,
-                     mb.gradients);
+        expect_bytes(args, r, "gradients", 4.0 * floats_of(grads, r), mb.gradients, 4.0 * dp);
     }
     print_message("TP %d PP %d VPP %d DP %d ZeRO %d %s: every rank's parameters and optimizer state as the memory "
                   "model counts them\n", tp, pp, vpp, dp, zero, extra);
