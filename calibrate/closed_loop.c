@@ -92,9 +92,11 @@ int closed_loop_run(const closed_loop_options *o)
     close(fd);
     snprintf(prof, sizeof prof, "%s.profile.json", log);
     int ranks = o->tp * o->pp * o->dp;
-    char launcher[1024] = "", compress[32] = "none";
+    char launcher[1024] = "", compress[32] = "none", overlap[64] = "";
     if (o->powersgd_rank > 0)
         snprintf(compress, sizeof compress, "powersgd:%d", o->powersgd_rank);
+    if (o->overlap_grad_reduce)
+        snprintf(overlap, sizeof overlap, " --overlap-grad-reduce --bucket-mb %g", o->bucket_mb);
     /* More ranks than cores: a rank waiting in MPI must yield its core, not spin on it, or it
      * slows the rank that shares the core (measured: TP 2 x DP 2 on 2 cores, 0.198 s a step
      * spinning, 0.109 s yielding), a cost of the CPU stand-in that no GPU run has. */
@@ -106,9 +108,9 @@ int closed_loop_run(const closed_loop_options *o)
     /* one BLAS thread per rank: the ranks share the machine's cores as the calibration assumes */
     snprintf(cmd, sizeof cmd,
              "OPENBLAS_NUM_THREADS=1 %s'%s' --device %s --model %s --micro-batch %d --global-batch %d --tp %d --pp %d "
-             "--dp %d --grad-reduce %s --grad-compress %s --steps %d --log-json %s --profile %s",
+             "--dp %d --grad-reduce %s --grad-compress %s%s --steps %d --log-json %s --profile %s",
              launcher, o->dtrain, o->device, o->model, o->micro_batch, o->micro_batch * o->dp, o->tp, o->pp, o->dp,
-             o->grad_reduce, compress, o->steps, log, prof);
+             o->grad_reduce, compress, overlap, o->steps, log, prof);
     fprintf(stderr, "dtcal validate: measuring: %s\n", cmd);
     int st = system(cmd);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
@@ -147,7 +149,8 @@ int closed_loop_run(const closed_loop_options *o)
     engine_run_shape shape = {.num_layers = d[0], .hidden = d[1], .heads = d[2], .seq_len = d[3], .vocab = d[4],
                               .micro_batch = o->micro_batch, .global_batch = (long long)o->micro_batch * o->dp,
                               .tp = o->tp, .pp = o->pp, .dp = o->dp, .vpp = 1, .zero = 0, .precision = "fp32",
-                              .grad_reduce = o->grad_reduce, .powersgd_rank = o->powersgd_rank};
+                              .grad_reduce = o->grad_reduce, .powersgd_rank = o->powersgd_rank,
+                              .overlap_grad_reduce = o->overlap_grad_reduce, .bucket_mb = o->bucket_mb};
     scenario_config s;
     config_error err;
     if (engine_scenario_load(&shape, o->platform, o->calibration, &s, &err) != 0) {
@@ -206,8 +209,12 @@ int closed_loop_run(const closed_loop_options *o)
     /* The DP reduction as a whole (with PowerSGD: its compression too), measured, and the
      * simulator's account of the compression: the part of the step the options change. */
     double reduce_s = p ? measured_op_in(p, "dp_grad_reduce", -1) : -1;
+    /* what the step waits for after its backward: the simulator's exposed DP communication */
+    double dp_exposed_s = r.comm_exposed_s[COMM_DP], dp_total_s = r.comm_total_s[COMM_DP];
     if (reduce_s >= 0)
-        printf("dp_grad_reduce: measured %.4f ms a step (mean)\n", reduce_s * 1e3);
+        printf("dp_grad_reduce: measured %.4f ms a step (mean; what the step waits for%s); simulator: DP comm "
+               "%.4f ms exposed of %.4f ms\n", reduce_s * 1e3, o->overlap_grad_reduce ? ", buckets overlapped" : "",
+               dp_exposed_s * 1e3, dp_total_s * 1e3);
     if (r.compression_present)
         printf("simulator's compression (%s): DP wire bytes x %.4f, DP comm %.4f ms without, %.4f ms saved, "
                "%.4f ms compression compute a step\n", r.compression_method, r.compression_bytes_ratio,
@@ -222,6 +229,8 @@ int closed_loop_run(const closed_loop_options *o)
                                 "ops", ops);
         if (reduce_s >= 0)
             json_object_set_new(doc, "measured_dp_grad_reduce_s", json_real(reduce_s));
+        json_object_set_new(doc, "predicted_dp_exposed_s", json_real(dp_exposed_s));
+        json_object_set_new(doc, "predicted_dp_total_s", json_real(dp_total_s));
         if (r.compression_present)
             json_object_set_new(doc, "predicted_compression",
                                 json_pack("{s:f,s:f,s:f,s:f}", "bytes_ratio", r.compression_bytes_ratio,

@@ -17,6 +17,8 @@ typedef struct {
     const char *mpirun;
     int powersgd_rank;         /* 0: none; else dtrain --grad-compress powersgd:R and the scenario's
                                   parallel.grad_compression {"method": "powersgd", "powersgd_rank": R} */
+    int overlap_grad_reduce;   /* dtrain --overlap-grad-reduce and the scenario's overlap_grad_reduce */
+    double bucket_mb;          /* --bucket-mb and bucket_size_mb */
 } closed_loop_options;
 
 /* Returns the process exit code. */

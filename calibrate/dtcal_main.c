@@ -32,7 +32,8 @@ static void usage(FILE *f)
             "      write nccl-tests style logs and fit alpha and bus bandwidth as import-nccl-tests does\n"
             "  validate [--device cpu|cuda] [--model tiny|small|FILE] [--micro-batch B] [--steps N]\n"
             "           [--tp N --pp N --dp N [--mpirun PATH]] [--grad-reduce fp32|bf16]\n"
-            "           [--grad-compress none|powersgd:R] [--platform FILE]\n"
+            "           [--grad-compress none|powersgd:R] [--overlap-grad-reduce [--bucket-mb X]]\n"
+            "           [--platform FILE]\n"
             "           [--calibration FILE] [--json FILE|-]\n"
             "      run dtrain (under mpirun for more than one rank, all on this machine), simulate the same\n"
             "      configuration, compare step times and ops\n"
@@ -336,9 +337,14 @@ static int cmd_validate(int argc, char **argv)
                              .pp = 1,
                              .dp = 1,
                              .grad_reduce = "fp32",
+                             .bucket_mb = 40,
                              .mpirun = "mpirun"};
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--overlap-grad-reduce")) {
+            o.overlap_grad_reduce = 1;
+            continue;
+        }
         if (!v) {
             fprintf(stderr, "dtcal validate: %s needs a value\n", a);
             return 2;
@@ -356,6 +362,15 @@ static int cmd_validate(int argc, char **argv)
                 return 2;
             }
             o.grad_reduce = v;
+        }
+        else if (!strcmp(a, "--bucket-mb")) {
+            char *end;
+            double x = strtod(v, &end);
+            if (!*v || *end || !(x >= 1e-6 && x <= 1e6)) {
+                fprintf(stderr, "dtcal validate: --bucket-mb: '%s' is not a number in 1e-06..1e+06\n", v);
+                return 2;
+            }
+            o.bucket_mb = x;
         }
         else if (!strcmp(a, "--grad-compress")) {
             char *end = NULL;

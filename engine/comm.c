@@ -29,6 +29,10 @@ struct comm_group {
     int size, rank;
     double bytes_sent;
     comm_watchdog *wd;
+    /* collectives started and not yet waited for, with the counts MPI reads until they end */
+    MPI_Request *pending;
+    int **pending_counts;
+    int n_pending, cap_pending;
 };
 
 static long long now_ns(void)
@@ -211,6 +215,10 @@ static void group_free(comm_group *g)
 {
     if (g && g->mpi != MPI_COMM_NULL && g->mpi != MPI_COMM_WORLD)
         MPI_Comm_free(&g->mpi);
+    if (g) {
+        free(g->pending);
+        free(g->pending_counts);
+    }
     free(g);
 }
 
@@ -230,10 +238,10 @@ void comm_finish(comm_ctx *c)
         group_free(c->embed_group);
         MPI_Finalize();
     } else {
-        free(c->dp_group);
-        free(c->tp_group);
-        free(c->mp_group);
-        free(c->embed_group);
+        group_free(c->dp_group);
+        group_free(c->tp_group);
+        group_free(c->mp_group);
+        group_free(c->embed_group);
     }
     free(c->world);
     if (c->watchdog) {
@@ -294,23 +302,37 @@ static void reduce_scatter_typed(comm_group *g, void *buf, size_t n, size_t elem
     g->bytes_sent += (double)(g->size - 1) / g->size * n * elem;
 }
 
+/* MPI's int counts (and displacements, when displ is not NULL) for parts given as size_t
+ * (counts[size], in rank order); the total in *total, the elements before this rank's part in
+ * *before. A count or a needed displacement past INT_MAX stops the rank, naming the call. */
+static void int_counts(const comm_group *g, const size_t *counts, int *cnt, int *displ, size_t *total,
+                       size_t *before, const char *what)
+{
+    size_t off = 0;
+    for (int r = 0; r < g->size; r++) {
+        if (counts[r] > INT_MAX || (displ && off > INT_MAX)) {
+            fprintf(stderr, "dtrain: %s: a part of %zu elements at %zu is more than MPI's int counts can carry\n",
+                    what, counts[r], off);
+            abort();
+        }
+        cnt[r] = (int)counts[r];
+        if (displ)
+            displ[r] = (int)off;
+        if (r == g->rank)
+            *before = off;
+        off += counts[r];
+    }
+    *total = off;
+}
+
 static void reduce_scatter_counts_typed(comm_group *g, void *buf, const size_t *counts, size_t elem,
                                         MPI_Datatype type, MPI_Op op, const char *what)
 {
     if (g->size == 1)
         return;
     int *recv = malloc((size_t)g->size * sizeof(int));
-    size_t before = 0, total = 0;
-    for (int r = 0; r < g->size; r++) {
-        if (counts[r] > INT_MAX) {
-            fprintf(stderr, "dtrain: %s: a part of %zu elements is more than MPI's int counts can carry\n", what,
-                    counts[r]);
-            abort();
-        }
-        recv[r] = (int)counts[r];
-        before += r < g->rank ? counts[r] : 0;
-        total += counts[r];
-    }
+    size_t total, before;
+    int_counts(g, counts, recv, NULL, &total, &before, what);
     void *mine = malloc((counts[g->rank] ? counts[g->rank] : 1) * elem);
     wd_enter(g->wd, what, g->size);
     check(MPI_Reduce_scatter(buf, mine, recv, type, op, g->mpi), what);
@@ -401,6 +423,89 @@ void comm_allgather(comm_group *g, float *buf, size_t n)
     check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)part, MPI_FLOAT, g->mpi), "all-gather");
     wd_leave(g->wd);
     g->bytes_sent += (double)(g->size - 1) / g->size * n * sizeof(float);
+}
+
+/* A request slot for a collective being started on g (its counts array, if any, freed on
+ * completion). */
+static MPI_Request *pending_slot(comm_group *g, int *counts)
+{
+    if (g->n_pending == g->cap_pending) {
+        g->cap_pending = g->cap_pending ? 2 * g->cap_pending : 16;
+        g->pending = realloc(g->pending, (size_t)g->cap_pending * sizeof *g->pending);
+        g->pending_counts = realloc(g->pending_counts, (size_t)g->cap_pending * sizeof *g->pending_counts);
+    }
+    g->pending_counts[g->n_pending] = counts;
+    return &g->pending[g->n_pending++];
+}
+
+void comm_iallreduce_sum(comm_group *g, float *buf, size_t n)
+{
+    if (g->size == 1 || n == 0)
+        return;
+    if (n > INT_MAX) {
+        fprintf(stderr, "dtrain: all-reduce (started): %zu floats are more than MPI's int counts can carry\n", n);
+        abort();
+    }
+    check(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, g->mpi, pending_slot(g, NULL)),
+          "all-reduce (started)");
+    g->bytes_sent += 2.0 * (g->size - 1) / g->size * n * sizeof(float);
+}
+
+void comm_ireduce_scatter_sum_counts(comm_group *g, const float *send, float *recv, const size_t *counts)
+{
+    if (g->size == 1) {
+        memmove(recv, send, counts[0] * sizeof(float));
+        return;
+    }
+    int *cnt = malloc((size_t)g->size * sizeof(int));
+    size_t total, before;
+    int_counts(g, counts, cnt, NULL, &total, &before, "reduce-scatter (started)");
+    check(MPI_Ireduce_scatter(send, recv, cnt, MPI_FLOAT, MPI_SUM, g->mpi, pending_slot(g, cnt)),
+          "reduce-scatter (started)");
+    g->bytes_sent += (double)(g->size - 1) / g->size * total * sizeof(float);
+}
+
+static void pending_done(comm_group *g)
+{
+    for (int i = 0; i < g->n_pending; i++)
+        free(g->pending_counts[i]);
+    g->n_pending = 0;
+}
+
+int comm_progress(comm_group *g)
+{
+    if (g->n_pending == 0)
+        return 1;
+    int done = 0;
+    check(MPI_Testall(g->n_pending, g->pending, &done, MPI_STATUSES_IGNORE), "started collectives");
+    if (done)
+        pending_done(g);
+    return done;
+}
+
+void comm_wait_started(comm_group *g)
+{
+    if (g->n_pending == 0)
+        return;
+    wd_enter(g->wd, "started collectives", g->size);
+    check(MPI_Waitall(g->n_pending, g->pending, MPI_STATUSES_IGNORE), "started collectives");
+    wd_leave(g->wd);
+    pending_done(g);
+}
+
+void comm_allgather_counts(comm_group *g, float *buf, const size_t *counts)
+{
+    if (g->size == 1)
+        return;
+    int *cnt = malloc((size_t)g->size * sizeof(int)), *displ = malloc((size_t)g->size * sizeof(int));
+    size_t total, before;
+    int_counts(g, counts, cnt, displ, &total, &before, "all-gather");
+    wd_enter(g->wd, "all-gather", g->size);
+    check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, displ, MPI_FLOAT, g->mpi), "all-gather");
+    wd_leave(g->wd);
+    free(cnt);
+    free(displ);
+    g->bytes_sent += (double)(g->size - 1) / g->size * total * sizeof(float);
 }
 
 void comm_allgather_bytes(comm_group *g, const void *mine, size_t n, void *all)

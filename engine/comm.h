@@ -55,6 +55,19 @@ void comm_allgather(comm_group *g, float *buf, size_t n);           /* from each
  * rank order; this rank's part of buf receives its sum. */
 void comm_reduce_scatter_sum_counts(comm_group *g, float *buf, const size_t *counts);
 void comm_reduce_scatter_sum_counts_bf16(comm_group *g, uint16_t *buf, const size_t *counts);
+/* All-gather with a count per rank (counts[size]): buf holds the parts one after another in rank
+ * order; this rank's part is read, every part is filled (MPI_Allgatherv in place). */
+void comm_allgather_counts(comm_group *g, float *buf, const size_t *counts);
+/* Collectives started now and completed later, so they can run while the rank computes (the
+ * DP gradient buckets of --overlap-grad-reduce). The buffers must stay untouched until
+ * comm_wait_started. The all-reduce sums n floats of buf in place; the reduce-scatter reads
+ * the parts of send one after another in rank order (counts[size]) and writes this rank's sum
+ * to recv (counts[rank] floats). comm_progress lets MPI advance them (it returns 1 when all have
+ * ended); comm_wait_started waits for every one started on g, under the watchdog. */
+void comm_iallreduce_sum(comm_group *g, float *buf, size_t n);
+void comm_ireduce_scatter_sum_counts(comm_group *g, const float *send, float *recv, const size_t *counts);
+int comm_progress(comm_group *g);
+void comm_wait_started(comm_group *g);
 /* Every rank's n bytes, in group-rank order, into all (size x n bytes). */
 void comm_allgather_bytes(comm_group *g, const void *mine, size_t n, void *all);
 double comm_allreduce_sum_double(comm_group *g, double x);

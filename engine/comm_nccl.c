@@ -115,6 +115,21 @@ void comm_nccl_reduce_to_owners(comm_nccl *n, float *device_buf, const size_t *c
     comm_add_bytes_sent(n->group, (double)(size - 1) / size * (double)off * sizeof(float));
 }
 
+void comm_nccl_gather_from_owners(comm_nccl *n, float *device_buf, const size_t *counts)
+{
+    int size = comm_group_size(n->group);
+    size_t off = 0;
+    ncclResult_t r = ncclGroupStart();
+    for (int i = 0; i < size && r == ncclSuccess; i++) {
+        if (counts[i])
+            r = ncclBroadcast(device_buf + off, device_buf + off, counts[i], ncclFloat, i, n->comm, 0);
+        off += counts[i];
+    }
+    ncclResult_t end = ncclGroupEnd();
+    finish(n, r != ncclSuccess ? r : end, "NCCL broadcasts from the shards' owners", off);
+    comm_add_bytes_sent(n->group, (double)(size - 1) / size * (double)off * sizeof(float));
+}
+
 void comm_nccl_free(comm_nccl *n)
 {
     if (n)
@@ -162,6 +177,12 @@ void comm_nccl_allgather(comm_nccl *n, float *device_buf, size_t count)
 }
 
 void comm_nccl_reduce_to_owners(comm_nccl *n, float *device_buf, const size_t *counts)
+{
+    (void)counts;
+    comm_nccl_allreduce_sum(n, device_buf, 0);
+}
+
+void comm_nccl_gather_from_owners(comm_nccl *n, float *device_buf, const size_t *counts)
 {
     (void)counts;
     comm_nccl_allreduce_sum(n, device_buf, 0);

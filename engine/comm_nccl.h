@@ -33,5 +33,9 @@ void comm_nccl_allgather(comm_nccl *n, float *device_buf, size_t count);
  * rank order, and rank r's part receives the group's sum of it (one NCCL reduce to each owner,
  * grouped). Adds (n-1)/n of the buffer to the wire tally. */
 void comm_nccl_reduce_to_owners(comm_nccl *n, float *device_buf, const size_t *counts);
+/* All-gather with a count per rank: buf holds the parts in rank order, rank r's part is read
+ * from rank r and every part is filled on every rank (one NCCL broadcast from each owner,
+ * grouped). Adds (n-1)/n of the buffer to the wire tally. */
+void comm_nccl_gather_from_owners(comm_nccl *n, float *device_buf, const size_t *counts);
 void comm_nccl_free(comm_nccl *n);
 #endif

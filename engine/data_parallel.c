@@ -3,7 +3,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "data_parallel.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 /* The tensors [first, first + count) occupy one contiguous range of the flat buffer. */
 static void tensor_range(const gpt_model *m, int first, int count, size_t *lo, size_t *hi)
@@ -20,27 +28,6 @@ static size_t overlap(size_t lo, size_t hi, size_t a, size_t b, size_t *from)
     return y > x ? y - x : 0;
 }
 
-/* Fills dst (backend memory, dst[0] is element lo) with the flat range [lo, hi) from the shards
- * that hold it: `base` holds this rank's resident range r; each rank contributes its part (zeros
- * elsewhere) and the all-reduce over the DP group sums them. Parameters (ZeRO-3) and reduced
- * gradients (ZeRO-2/3, for the tied embedding) are gathered alike. */
-static void gather_range(dp_state *d, const gpt_range *r, const float *base, size_t lo, size_t hi, float *dst)
-{
-    size_t n = hi - lo, a, mine = overlap(lo, hi, r->lo, r->lo + r->n, &a);
-    if (d->nccl) { /* the same sum in device memory */
-        d->k->memset_zero(dst, n * sizeof(float));
-        if (mine)
-            d->k->copy(dst + (a - lo), base + (a - r->lo), mine * sizeof(float));
-        comm_nccl_allreduce_sum(d->nccl, dst, n);
-        return;
-    }
-    memset(d->host, 0, n * sizeof(float));
-    if (mine)
-        d->k->copy_to_host(d->host + (a - lo), base + (a - r->lo), mine * sizeof(float));
-    comm_allreduce_sum(d->comm->dp_group, d->host, n);
-    d->k->copy_to_device(dst, d->host, n * sizeof(float));
-}
-
 /* How much of the flat range [lo, hi) each DP rank's shard holds (counts[dp]). The shards are
  * contiguous and in rank order, so the parts follow each other through the range. */
 static void shard_parts(const dp_state *d, size_t lo, size_t hi, size_t *counts)
@@ -50,6 +37,31 @@ static void shard_parts(const dp_state *d, size_t lo, size_t hi, size_t *counts)
         dp_shard_range(d->n, d->dp, r, &slo, &shi);
         counts[r] = overlap(lo, hi, slo, shi, &from);
     }
+}
+
+/* Fills dst (backend memory, dst[0] is element lo) with the flat range [lo, hi) from the shards
+ * that hold it: `base` holds this rank's shard (r, the resident range, is the shard), and each
+ * rank's part of the range goes to the others (an all-gather with the parts' counts). Parameters
+ * (ZeRO-3) and reduced gradients (ZeRO-2/3, for the tied embedding) are gathered alike. */
+static void gather_range(dp_state *d, const gpt_range *r, const float *base, size_t lo, size_t hi, float *dst)
+{
+    size_t n = hi - lo, a, mine = overlap(lo, hi, d->shard_lo, d->shard_hi, &a);
+    if (r->lo != d->shard_lo || r->n != d->shard_hi - d->shard_lo) {
+        fprintf(stderr, "dtrain: ZeRO gather: the resident range [%zu, +%zu) is not the DP shard [%zu, %zu)\n", r->lo,
+                r->n, d->shard_lo, d->shard_hi);
+        abort();
+    }
+    shard_parts(d, lo, hi, d->part_counts);
+    if (d->nccl) { /* the same gather in device memory */
+        if (mine)
+            d->k->copy(dst + (a - lo), base + (a - r->lo), mine * sizeof(float));
+        comm_nccl_gather_from_owners(d->nccl, dst, d->part_counts);
+        return;
+    }
+    if (mine)
+        d->k->copy_to_host(d->host + (a - lo), base + (a - r->lo), mine * sizeof(float));
+    comm_allgather_counts(d->comm->dp_group, d->host, d->part_counts);
+    d->k->copy_to_device(dst, d->host, n * sizeof(float));
 }
 
 /* ZeRO-2/3: a backward pass's gradient window [lo, hi) is summed over the DP group straight into
@@ -125,12 +137,21 @@ static void zero_pass_hook(gpt_model *m, int first, int count, int before, int b
     tensor_range(m, first, count, &lo, &hi);
     if (hi <= lo)
         return;
-    int params = d->zero >= 3, grads = backward;
+    int params = d->zero >= 3, grads = backward, layer = -1; /* -1: the embedding's or the head's */
+    for (int l = 0; l < m->cfg.num_layers && layer < 0; l++)
+        if (gpt_layer_tensor(m, l, 0) == first)
+            layer = l;
+    char shape[48];
+    snprintf(shape, sizeof shape, "%zu floats", hi - lo);
+    /* Timed by the wall clock: each collective returns with its result in place (the host-staged
+     * copies and NCCL's wait synchronise), so the profile shows the pass's ZeRO traffic. */
+    double t0 = now_s();
     if (before) {
         if (params) {
             float *w = take_window(d, &d->param_windows, lo, hi);
             gather_range(d, &m->param_range, m->params, lo, hi, w);
             gpt_map_range(&m->param_range, w, lo, hi);
+            profiler_record(m->prof, "zero_param_allgather", layer, shape, now_s() - t0, (double)(hi - lo) * sizeof(float));
         }
         if (grads) {
             float *w = take_window(d, &d->grad_windows, lo, hi);
@@ -143,6 +164,7 @@ static void zero_pass_hook(gpt_model *m, int first, int count, int before, int b
         float *w = give_window(&d->grad_windows, lo);
         gpt_unmap_range(&m->grad_range, w);
         reduce_window_into_shard(d, m, lo, hi, w);
+        profiler_record(m->prof, "dp_grad_reduce_scatter", layer, shape, now_s() - t0, (double)(hi - lo) * sizeof(float));
     }
     if (params)
         gpt_unmap_range(&m->param_range, give_window(&d->param_windows, lo));
@@ -166,7 +188,7 @@ static size_t largest_pass_range(const gpt_model *m)
     return most;
 }
 
-static int grads_sharded(const dp_state *d)
+int dp_grads_sharded(const dp_state *d)
 {
     return d->zero >= 2 && d->dp > 1;
 }
@@ -175,7 +197,7 @@ float *dp_grad_gather(dp_state *d, gpt_model *m, int t)
 {
     size_t lo, hi;
     tensor_range(m, t, 1, &lo, &hi);
-    if (!grads_sharded(d) || hi <= lo)
+    if (!dp_grads_sharded(d) || hi <= lo)
         return gpt_grad(m, t);
     float *w = take_window(d, &d->grad_windows, lo, hi);
     gather_range(d, &m->grad_range, m->grads, lo, hi, w);
@@ -187,13 +209,125 @@ void dp_grad_scatter(dp_state *d, gpt_model *m, int t)
 {
     size_t lo, hi, a;
     tensor_range(m, t, 1, &lo, &hi);
-    if (!grads_sharded(d) || hi <= lo)
+    if (!dp_grads_sharded(d) || hi <= lo)
         return;
     float *w = give_window(&d->grad_windows, lo);
     gpt_unmap_range(&m->grad_range, w);
     size_t mine = overlap(lo, hi, d->shard_lo, d->shard_hi, &a);
     if (mine)
         m->k->copy(m->grads + (a - m->grad_range.lo), w + (a - lo), mine * sizeof(float));
+}
+
+/* Starts the DP reduction of the gradients [lo, hi) (whole on this rank: ZeRO-0/1) from their
+ * host copy: an all-reduce in place (ZeRO-0), or a reduce-scatter whose part for this rank
+ * lands in host_recv at its own offset (ZeRO-1). Completed by dp_reduce_gradients. */
+static void start_bucket(dp_state *d, gpt_model *m, size_t lo, size_t hi)
+{
+    if (hi <= lo)
+        return;
+    char shape[48];
+    snprintf(shape, sizeof shape, "%zu floats", hi - lo);
+    profiler_record(m->prof, "dp_grad_bucket_start", -1, shape, 0, (double)(hi - lo) * sizeof(float));
+    m->k->copy_to_host(d->host + lo, m->grads + lo, (hi - lo) * sizeof(float));
+    if (d->zero == 0) {
+        comm_iallreduce_sum(d->comm->dp_group, d->host + lo, hi - lo);
+        return;
+    }
+    size_t a;
+    overlap(lo, hi, d->shard_lo, d->shard_hi, &a);
+    shard_parts(d, lo, hi, d->part_counts);
+    comm_ireduce_scatter_sum_counts(d->comm->dp_group, d->host + lo, d->host_recv + a, d->part_counts);
+}
+
+/* --overlap-grad-reduce: a backward pass over [first, first + count) has ended. Once it was the
+ * tensors' last pass of the step (the accum-th) their gradients are final and join the open
+ * bucket; a bucket is started when full, or when the next final range does not adjoin it. The
+ * tied embedding (the embedding's and the head's passes start at wte) waits for the step's end:
+ * its two uses, and under PP its two stages, are summed first. Every call lets MPI advance the
+ * buckets in flight. */
+static void bucket_pass_hook(gpt_model *m, int first, int count, int before, int backward, void *ctx)
+{
+    dp_state *d = ctx;
+    size_t lo, hi;
+    tensor_range(m, first, count, &lo, &hi);
+    if (!before && backward && first != GPT_WTE && hi > lo && ++d->passes_done[first] == d->accum) {
+        if (d->open_hi > d->open_lo && hi != d->open_lo && lo != d->open_hi) {
+            start_bucket(d, m, d->open_lo, d->open_hi);
+            d->open_lo = d->open_hi = 0;
+        }
+        if (d->open_hi > d->open_lo) {
+            d->open_lo = lo < d->open_lo ? lo : d->open_lo;
+            d->open_hi = hi > d->open_hi ? hi : d->open_hi;
+        } else {
+            d->open_lo = lo;
+            d->open_hi = hi;
+        }
+        for (int t = first; t < first + count; t++)
+            d->started[t] = 1;
+        if (d->open_hi - d->open_lo >= d->bucket_floats) {
+            start_bucket(d, m, d->open_lo, d->open_hi);
+            d->open_lo = d->open_hi = 0;
+        }
+    }
+    comm_progress(d->comm->dp_group);
+}
+
+int dp_enable_overlap(dp_state *d, gpt_model *m, int accum, double bucket_mb, char *err, size_t errlen)
+{
+    if (d->zero > 1 || d->nccl || d->bf16 || d->powersgd) {
+        snprintf(err, errlen, "--overlap-grad-reduce overlaps the ZeRO-0/1 gradient reduction over MPI in fp32: "
+                              "not with %s (ZeRO-2/3 reduce each pass as it ends already)",
+                 d->zero > 1 ? "--zero 2/3" : d->nccl ? "--comm nccl" : d->bf16 ? "--grad-reduce bf16" :
+                 "--grad-compress");
+        return -1;
+    }
+    if (d->dp == 1)
+        return 0; /* nothing to reduce */
+    d->overlap = 1;
+    d->accum = accum;
+    d->bucket_floats = (size_t)(bucket_mb * 1048576.0 / sizeof(float));
+    if (d->bucket_floats < 1)
+        d->bucket_floats = 1;
+    d->passes_done = calloc((size_t)m->num_tensors, sizeof *d->passes_done);
+    d->started = calloc((size_t)m->num_tensors, 1);
+    if (!d->part_counts)
+        d->part_counts = malloc((size_t)d->dp * sizeof *d->part_counts);
+    if (d->zero == 1)
+        d->host_recv = calloc(d->padded, sizeof(float));
+    m->pass_hook = bucket_pass_hook;
+    m->pass_hook_ctx = d;
+    return 0;
+}
+
+/* The step's end under --overlap-grad-reduce: the open bucket and every range no bucket took are
+ * started too, all are waited for, and the sums go back to the device (ZeRO-1: the shard only,
+ * the rest zeroed as without buckets). */
+static void finish_buckets(dp_state *d, gpt_model *m)
+{
+    start_bucket(d, m, d->open_lo, d->open_hi);
+    d->open_lo = d->open_hi = 0;
+    for (int t = 0; t < m->num_tensors;) {
+        int u = t;
+        while (u < m->num_tensors && !d->started[u])
+            u++;
+        if (u > t) { /* tensors [t, u) are contiguous in the flat buffer */
+            size_t lo, hi;
+            tensor_range(m, t, u - t, &lo, &hi);
+            start_bucket(d, m, lo, hi);
+        }
+        t = u + 1;
+    }
+    comm_wait_started(d->comm->dp_group);
+    memset(d->passes_done, 0, (size_t)m->num_tensors * sizeof *d->passes_done);
+    memset(d->started, 0, (size_t)m->num_tensors);
+    if (d->zero == 0) {
+        m->k->copy_to_device(m->grads, d->host, d->n * sizeof(float));
+        return;
+    }
+    m->k->memset_zero(m->grads, d->n * sizeof(float));
+    if (d->shard_hi > d->shard_lo)
+        m->k->copy_to_device(m->grads + d->shard_lo, d->host_recv + d->shard_lo,
+                             (d->shard_hi - d->shard_lo) * sizeof(float));
 }
 
 void dp_shard_range(size_t n, int dp, int rank, size_t *lo, size_t *hi)
@@ -219,7 +353,7 @@ void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m)
     d->host = calloc(d->padded, sizeof(float));
     if (zero >= 1 && d->dp > 1)
         gpt_keep_moments(m, d->shard_lo, d->shard_hi); /* the optimizer state lives with its shard */
-    if (grads_sharded(d)) {
+    if (dp_grads_sharded(d)) {
         /* the device keeps only the shards; passes use windows (zero_pass_hook) */
         d->window_floats = largest_pass_range(m);
         d->part_counts = malloc((size_t)d->dp * sizeof *d->part_counts);
@@ -261,7 +395,7 @@ int dp_enable_nccl(dp_state *d, const gpt_model *m, char *err, size_t errlen)
         return -1;
     /* a padded copy for the whole-buffer reduce-scatter (ZeRO >= 1 unless the passes reduce
      * their windows) and all-gather (ZeRO-1/2); ZeRO-0 all-reduces the gradient buffer itself */
-    if ((d->zero >= 1 && !grads_sharded(d)) || d->zero == 1 || d->zero == 2)
+    if ((d->zero >= 1 && !dp_grads_sharded(d)) || d->zero == 1 || d->zero == 2)
         d->dev = m->k->alloc(d->padded * sizeof(float));
     return 0;
 }
@@ -323,12 +457,15 @@ void dp_free(dp_state *d)
     free(d->host);
     free(d->host16);
     free(d->part_counts);
+    free(d->passes_done);
+    free(d->started);
+    free(d->host_recv);
     memset(d, 0, sizeof *d);
 }
 
 void dp_reduce_gradients(dp_state *d, gpt_model *m)
 {
-    if (grads_sharded(d))
+    if (dp_grads_sharded(d))
         return; /* each backward pass reduced its window into the shards */
     if (d->nccl) { /* in device memory; the gradient never visits the host */
         if (d->zero == 0)
@@ -339,6 +476,10 @@ void dp_reduce_gradients(dp_state *d, gpt_model *m)
     }
     if (d->dp == 1)
         return;
+    if (d->overlap) {
+        finish_buckets(d, m);
+        return;
+    }
     memset(d->host + d->n, 0, (d->padded - d->n) * sizeof(float));
     m->k->copy_to_host(d->host, m->grads, d->n * sizeof(float));
     if (d->powersgd) {
@@ -453,8 +594,8 @@ void dp_params_to_host(dp_state *d, const gpt_model *m, float *host)
         m->k->copy_to_host(host, m->params, m->num_params * sizeof(float));
         return;
     }
-    /* ZeRO-3: the DP group's shards tile the buffer; each rank adds its own, zeros elsewhere */
-    memset(host, 0, m->num_params * sizeof(float));
+    /* ZeRO-3: the DP group's shards tile the buffer; each rank's goes to the others */
     m->k->copy_to_host(host + m->param_range.lo, m->params, m->param_range.n * sizeof(float));
-    comm_allreduce_sum(d->comm->dp_group, host, m->num_params);
+    shard_parts(d, 0, m->num_params, d->part_counts);
+    comm_allgather_counts(d->comm->dp_group, host, d->part_counts);
 }

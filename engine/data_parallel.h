@@ -44,7 +44,14 @@ typedef struct {
     /* ZeRO-2/3's windows for the passes (backend memory, window_floats each, on first use) */
     size_t window_floats;
     dp_window_pool param_windows, grad_windows;
-    size_t *part_counts; /* ZeRO-2/3: dp of them, each shard's part of a pass's window */
+    size_t *part_counts; /* ZeRO-2/3 (and buckets): dp of them, each shard's part of a range */
+    /* --overlap-grad-reduce (ZeRO-0/1, MPI): buckets of final gradients started as passes end */
+    int overlap, accum;             /* on; backward passes a tensor's gradient takes per step */
+    size_t bucket_floats;           /* a bucket is started once it holds this many */
+    size_t open_lo, open_hi;        /* the bucket being filled (empty: open_lo == open_hi) */
+    int *passes_done;               /* per tensor: backward passes that began at it this step */
+    unsigned char *started;         /* per tensor: its gradient is in a started bucket */
+    float *host_recv;               /* ZeRO-1: where the buckets' reduce-scatters put the shard */
 } dp_state;
 
 /* The flat-buffer range [lo, hi) that DP rank `rank` of `dp` owns, of n floats. */
@@ -54,6 +61,15 @@ void dp_free(dp_state *d);
 /* Options, after dp_init: PowerSGD of rank R (ZeRO-0, dp > 1), and the optimizer on the host. */
 void dp_enable_powersgd(dp_state *d, const gpt_model *m, int rank, uint64_t seed);
 void dp_enable_offload(dp_state *d);
+/* --overlap-grad-reduce: as the last micro-batch's backward pass over a layer (or the final norm)
+ * ends, its gradients join a bucket; a bucket of bucket_mb MiB (fp32 gradients) is started as a
+ * non-blocking all-reduce (ZeRO-0) or reduce-scatter (ZeRO-1) and runs while the backward goes
+ * on, as Megatron-LM's overlap_grad_reduce does; dp_reduce_gradients then reduces what no
+ * bucket took (the tied embedding, whose two ends are summed first) and waits for the rest.
+ * ZeRO-0/1 over MPI with fp32 gradients (the NCCL path runs its collectives on the kernels'
+ * stream, bf16 and PowerSGD reductions run whole on the host); ZeRO-2/3 reduce each pass's
+ * window as it ends anyway. accum: micro-batches per step. 0, or -1 with err. */
+int dp_enable_overlap(dp_state *d, gpt_model *m, int accum, double bucket_mb, char *err, size_t errlen);
 /* The DP collectives (every ZeRO stage) by NCCL in device memory, no host staging (--comm nccl).
  * Also with one rank (copies), so a one-GPU machine runs the path. Not with bf16 or PowerSGD
  * reductions (host code). 0, or -1 with err (every rank). */
@@ -63,6 +79,10 @@ void dp_sync_optimizer_state(dp_state *d, gpt_model *m);
 /* Sums the gradients over the DP group (all-reduce, or reduce-scatter into the shard); nothing
  * under ZeRO-2/3, whose passes reduced their windows already. */
 void dp_reduce_gradients(dp_state *d, gpt_model *m);
+/* ZeRO-2/3 over more than one rank: the gradients live as shards, reduced pass by pass (each
+ * pass's reduce-scatter, and ZeRO-3's gathers, show in the profile as dp_grad_reduce_scatter and
+ * zero_param_allgather). */
+int dp_grads_sharded(const dp_state *d);
 /* ZeRO-2/3: tensor t's gradient, reduced over the group, gathered whole from the shards into a
  * window that gpt_grad then finds; dp_grad_scatter keeps this rank's part of it (changes made
  * to the window included) and gives the window back. Collective over the DP group. Without

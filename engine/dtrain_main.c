@@ -62,6 +62,10 @@ static void usage(FILE *f)
             "  --grad-reduce fp32|bf16  DP gradient reduction precision: bf16 halves the bytes (default fp32)\n"
             "  --grad-compress none|powersgd:R  PowerSGD rank-R compression of the DP reduction of the\n"
             "                           weight matrices, with error feedback (--dp 2+, ZeRO-0, fp32 reduction)\n"
+            "  --overlap-grad-reduce    start the DP gradient reduction in buckets as the last micro-batch's\n"
+            "                           backward produces them, overlapped with the rest of the backward\n"
+            "                           (ZeRO-0/1, --comm mpi, fp32 reduction; default: one reduction after it)\n"
+            "  --bucket-mb X            bucket size for --overlap-grad-reduce, MiB of fp32 gradients (default 40)\n"
             "  --offload-optimizer      AdamW and its state (fp32 master, moments) on the host CPU\n"
             "  --comm mpi|nccl          TP, DP/ZeRO and tied-embedding collectives: mpi (default; device\n"
             "                           buffers staged through the host, ranks may share a GPU) or nccl (on\n"
@@ -136,7 +140,7 @@ static int run(int argc, char **argv, comm_ctx *comm)
     train_options o = {.device = "cpu", .model = "tiny", .data = DTRAIN_DEFAULT_DATA, .micro_batch = 8,
                        .global_batch = 0, .steps = 200, .warmup = -1, .seed = 1, .lr = 1e-3,
                        .weight_decay = 0.1, .grad_clip = 1.0, .precision = KPREC_FP32, .loss_scale = 65536,
-                       .loss_scale_window = 1000, .ckpt_keep = 3, .vpp = 1, .kill_rank = -1,
+                       .loss_scale_window = 1000, .ckpt_keep = 3, .bucket_mb = 40, .vpp = 1, .kill_rank = -1,
                        .comm_timeout_s = 60, .schedule = PIPELINE_1F1B};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -150,6 +154,9 @@ static int run(int argc, char **argv, comm_ctx *comm)
             continue;
         } else if (!strcmp(a, "--resume")) {
             o.resume = 1;
+            continue;
+        } else if (!strcmp(a, "--overlap-grad-reduce")) {
+            o.overlap_grad_reduce = 1;
             continue;
         } else if (!strcmp(a, "--offload-optimizer")) {
             o.offload_optimizer = 1;
@@ -297,6 +304,9 @@ static int run(int argc, char **argv, comm_ctx *comm)
         } else if (!strcmp(a, "--peak-tflops")) {
             if (parse_double(a, v, 1e-9, 1e9, &x)) return 2;
             o.peak_tflops = x;
+        } else if (!strcmp(a, "--bucket-mb")) {
+            if (parse_double(a, v, 1e-6, 1e6, &x)) return 2;
+            o.bucket_mb = x;
         } else if (!strcmp(a, "--stop-after")) {
             if (parse_long(a, v, 1, 100000000, &n)) return 2;
             o.stop_after = (int)n;
@@ -318,6 +328,13 @@ static int run(int argc, char **argv, comm_ctx *comm)
         fprintf(stderr, "dtrain: --grad-compress powersgd:%d compresses the DP all-reduce: it needs --dp 2 or more "
                         "(got %d), --zero 0 (got %d) and --grad-reduce fp32 (got %s)\n",
                 o.grad_compress_rank, dp, o.zero, o.grad_reduce_bf16 ? "bf16" : "fp32");
+        return 2;
+    }
+    if (o.overlap_grad_reduce && (o.zero > 1 || o.grad_reduce_bf16 || o.grad_compress_rank || o.comm_nccl)) {
+        fprintf(stderr, "dtrain: --overlap-grad-reduce overlaps the ZeRO-0/1 gradient reduction over MPI in fp32: "
+                        "not with %s (ZeRO-2/3 reduce each backward pass as it ends already)\n",
+                o.zero > 1 ? "--zero 2/3" : o.grad_reduce_bf16 ? "--grad-reduce bf16" :
+                o.grad_compress_rank ? "--grad-compress" : "--comm nccl");
         return 2;
     }
 #ifdef DTRAIN_NCCL_STANDIN

@@ -81,13 +81,13 @@ void profiler_end(profiler *p, const char *op, int layer, const char *shape, dou
     add_event(p, op, layer, shape, flops, bytes, p->k->event_elapsed_s(p->origin, p->start), dur);
 }
 
-void profiler_record(profiler *p, const char *op, const char *shape, double dur_s, double bytes)
+void profiler_record(profiler *p, const char *op, int layer, const char *shape, double dur_s, double bytes)
 {
     if (!p)
         return;
     p->k->event_record(p->end);
     double end = p->k->event_elapsed_s(p->origin, p->end);
-    add_event(p, op, -1, shape, 0, bytes, end > dur_s ? end - dur_s : 0, dur_s);
+    add_event(p, op, layer, shape, 0, bytes, end > dur_s ? end - dur_s : 0, dur_s);
 }
 
 static void add_event(profiler *p, const char *op, int layer, const char *shape, double flops, double bytes,
@@ -108,7 +108,7 @@ static void add_event(profiler *p, const char *op, int layer, const char *shape,
     }
     for (int i = 0; i < p->n_rows; i++) {
         prof_row *r = &p->rows[i];
-        if (r->op == op && r->layer == layer) {
+        if (r->op == op && r->layer == layer && !strcmp(r->shape, shape)) { /* shape: ZeRO's windows differ */
             r->total_s += dur;
             r->count++;
             return;

@@ -235,6 +235,10 @@ static json_t *options_json(const train_options *o)
                           "run_dir", string_or_null(o->run_dir), "grad_compress_rank", json_integer(o->grad_compress_rank),
                           "offload_optimizer", json_boolean(o->offload_optimizer),
                           "peak_tflops", o->peak_tflops > 0 ? json_real(o->peak_tflops) : json_null());
+    if (j) {
+        json_object_set_new(j, "overlap_grad_reduce", json_boolean(o->overlap_grad_reduce));
+        json_object_set_new(j, "bucket_mb", json_real(o->bucket_mb));
+    }
     return j;
 }
 

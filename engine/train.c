@@ -255,7 +255,7 @@ static int complete_checkpoint(const train_options *o, checkpoint_job **pending,
         fprintf(stderr, "dtrain: checkpoint: %s\n", err);
         return -1;
     }
-    profiler_record(m->prof, "checkpoint_write", "background shard write", write_s, 3.0 * m->num_params * 4);
+    profiler_record(m->prof, "checkpoint_write", -1, "background shard write", write_s, 3.0 * m->num_params * 4);
     if (o->comm->world_rank == 0) {
         fprintf(stderr, "dtrain: checkpoint complete at step %d (shard written in %.3f s)\n", step, write_s);
         checkpoint_prune(o->ckpt_dir, o->ckpt_keep);
@@ -371,6 +371,19 @@ int train_run(const train_options *o)
             exit(1);
         }
     }
+    if (o->overlap_grad_reduce && dp_enable_overlap(&dps, &m, accum, o->bucket_mb, err, sizeof err) != 0) {
+        if (leader) /* every rank has the same options: all stop here */
+            fprintf(stderr, "dtrain: %s\n", err);
+        dp_free(&dps);
+        comm_nccl_free(tps.nccl);
+        comm_nccl_free(embed_nccl);
+        gpt_free(&m);
+        pipeline_plan_free(&pl);
+        data_close(&data);
+        if (log && log != stdout)
+            fclose(log);
+        return 2;
+    }
     int *tokens = malloc((size_t)B * T * sizeof(int)), *targets = malloc((size_t)B * T * sizeof(int));
     if (leader)
         fprintf(stderr, "dtrain: %s model, %d layers, hidden %d, %d heads, seq %d, vocab %d, %.2fM parameters "
@@ -430,9 +443,11 @@ int train_run(const train_options *o)
         int reports = o->comm->pp_rank == o->comm->pp - 1 && o->comm->tp_rank == 0;
         loss = (float)(comm_allreduce_sum_double(o->comm->world, reports ? loss_sum / accum : 0) / dp);
         reduce_tied_embedding(o, &m, &dps, embed_nccl);
-        profiler_begin(m.prof);
-        dp_reduce_gradients(&dps, &m); /* with PowerSGD, its compression too */
-        profiler_end(m.prof, "dp_grad_reduce", -1, "DP gradient reduction", 0, (double)m.num_params * 4);
+        if (!dp_grads_sharded(&dps)) { /* ZeRO-2/3 reduced pass by pass, each pass profiled on its own */
+            profiler_begin(m.prof);
+            dp_reduce_gradients(&dps, &m); /* with PowerSGD, its compression too */
+            profiler_end(m.prof, "dp_grad_reduce", -1, "DP gradient reduction", 0, (double)m.num_params * 4);
+        }
         if (step == o->inject_overflow_step) {
             float inf = INFINITY;
             if (m.grad_range.n) /* this rank's first gradient (its shard's, under ZeRO-2/3) */

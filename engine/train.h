@@ -37,6 +37,8 @@ typedef struct {
     int grad_compress_rank;      /* PowerSGD rank of the DP reduction (0 = none; ZeRO-0 only) */
     int offload_optimizer;       /* AdamW and its state on the host (ZeRO-Offload style) */
     int comm_nccl;               /* TP, DP/ZeRO, tied-embedding collectives by NCCL (--comm nccl) */
+    int overlap_grad_reduce;     /* DP gradient buckets started during the backward (ZeRO-0/1, MPI) */
+    double bucket_mb;            /* their size in MiB of fp32 gradients */
     int vpp;                     /* model chunks per pipeline stage (interleaved 1F1B) */
     int schedule;                /* pipeline_kind */
     const int *stage_layers;     /* NULL: equal split; else one layer count per stage */

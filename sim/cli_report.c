@@ -182,6 +182,8 @@ static int load_run_scenario(const measured_run *m, const char *platform, const 
         .schedule = json_string_value(json_object_get(lay, "schedule")),
         .grad_reduce = json_string_value(json_object_get(opt, "grad_reduce")),
         .powersgd_rank = (int)json_integer_value(json_object_get(opt, "grad_compress_rank")),
+        .overlap_grad_reduce = json_is_true(json_object_get(opt, "overlap_grad_reduce")),
+        .bucket_mb = json_number_value(json_object_get(opt, "bucket_mb")),
     };
     if (r.num_layers < 1 || r.hidden < 1 || r.heads < 1 || r.seq_len < 1 || r.vocab < 1 || r.micro_batch < 1 ||
         r.global_batch < 1 || r.tp < 1 || r.pp < 1 || r.dp < 1 || !r.precision)

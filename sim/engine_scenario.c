@@ -30,6 +30,12 @@ int engine_scenario_load(const engine_run_shape *r, const char *platform_path, c
                              r->grad_reduce ? r->grad_reduce : "fp32");
     if (!scen)
         return config_fail(err, "cannot build the scenario of the run (out of memory or a missing value)");
+    /* the scenario's bucket_size_mb counts bytes as they travel (grad_reduce_dtype); dtrain
+     * overlaps fp32 reductions only, and counts its buckets in fp32 too */
+    json_object_set_new(json_object_get(scen, "parallel"), "overlap_grad_reduce",
+                        json_boolean(r->overlap_grad_reduce));
+    if (r->bucket_mb > 0)
+        json_object_set_new(json_object_get(scen, "parallel"), "bucket_size_mb", json_real(r->bucket_mb));
     if (r->powersgd_rank > 0)
         json_object_set_new(json_object_get(scen, "parallel"), "grad_compression",
                             json_pack("{s:s,s:i}", "method", "powersgd", "powersgd_rank", r->powersgd_rank));

@@ -15,6 +15,8 @@ typedef struct {
     const char *schedule;      /* gpipe | 1f1b | interleaved; NULL: 1f1b */
     const char *grad_reduce;   /* fp32 | bf16; NULL: fp32 */
     int powersgd_rank;         /* 0: none */
+    int overlap_grad_reduce;   /* dtrain --overlap-grad-reduce: DP buckets during the backward */
+    double bucket_mb;          /* their size (MiB); 0: the scenario's default */
 } engine_run_shape;
 
 /* Loads the scenario: the platform file's node grown to hold every rank (the engine runs them on

@@ -15,16 +15,16 @@ static const char *DTRAIN, *MPIRUN;
 static json_t *S[64], *D[64];
 static char ERR[65536];
 
-static void equivalent(int dp, int zero)
+static void equivalent_with(int dp, int zero, const char *extra)
 {
-    char dtrain_dp[1024], args[512];
+    char dtrain_dp[1024], args[1024];
     int ns, nd;
     const char *common = "--steps 5 --micro-batch 2 --global-batch 8 --seed 3";
     snprintf(args, sizeof args, "%s --dump-params dtrain_dp_single.bin", common);
     assert_int_equal(run_dtrain(DTRAIN, args, S, 64, &ns, ERR, sizeof ERR), 0);
     /* run_dtrain quotes its first argument: launch mpirun through it */
     snprintf(dtrain_dp, sizeof dtrain_dp, "%s' --oversubscribe -np %d '%s", MPIRUN, dp, DTRAIN);
-    snprintf(args, sizeof args, "--dp %d --zero %d %s --dump-params dtrain_dp_multi.bin", dp, zero, common);
+    snprintf(args, sizeof args, "--dp %d --zero %d %s %s --dump-params dtrain_dp_multi.bin", dp, zero, common, extra);
     int rc = run_dtrain(dtrain_dp, args, D, 64, &nd, ERR, sizeof ERR);
     if (rc != 0)
         fail_msg("dp %d zero %d exited %d: %s", dp, zero, rc, ERR);
@@ -60,6 +60,11 @@ static void equivalent(int dp, int zero)
     free(p2);
     free_lines(S, ns);
     free_lines(D, nd);
+}
+
+static void equivalent(int dp, int zero)
+{
+    equivalent_with(dp, zero, "");
 }
 
 static void dp2_every_zero_stage(void **state)
@@ -124,6 +129,109 @@ static void bf16_gradient_reduction_halves_the_bytes(void **state)
     free_lines(S, ns);
 }
 
+/* The DP traffic of each ZeRO stage, from the algorithm: at DP 2 a collective over a buffer of F
+ * floats sends (2-1)/2 of it per pass of the ring, 2 bytes per float (an all-reduce: two passes,
+ * 4). The tiny model (4 layers, hidden 128, seq 64, the bundled corpus's 256-token vocabulary) has
+ * N = V C + T C + L (12 C^2 + 13 C) + 2 C parameters, of which the tied embedding (W = V C) is used
+ * by two passes (the embedding's and the head's). Per step of A micro-batches:
+ *   ZeRO-0: all-reduce of the gradients, 4 N;  ZeRO-1: reduce-scatter + all-gather, 2 N + 2 N;
+ *   ZeRO-2: every backward pass reduce-scatters its window, A 2 (N + W), + the all-gather 2 N;
+ *   ZeRO-3: as ZeRO-2 without the all-gather, and every forward and backward pass all-gathers
+ *           its parameters, A 2 2 (N + W); the closing parameter gather adds 2 N once.
+ * A gather done as an all-reduce of a zero-padded window, or a reduction per step instead of per
+ * pass, misses these by whole multiples. */
+static void zero_wire_bytes_follow_the_closed_form(void **state)
+{
+    (void)state;
+    const double V = 256, C = 128, T = 64, L = 4, steps = 2, A = 2;
+    const double N = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C, W = V * C;
+    const double expect[4] = {steps * 4 * N, steps * (2 * N + 2 * N), steps * (A * 2 * (N + W) + 2 * N),
+                              steps * A * (2 * (N + W) + 2 * 2 * (N + W)) + 2 * N};
+    char launcher[1024], args[512];
+    int nd;
+    snprintf(launcher, sizeof launcher, "%s' --oversubscribe -np 2 '%s", MPIRUN, DTRAIN);
+    for (int zero = 0; zero <= 3; zero++) {
+        snprintf(args, sizeof args,
+                 "--dp 2 --zero %d --steps 2 --micro-batch 2 --global-batch 8 --seed 3 --rank-params dtrain_dp_rp.json",
+                 zero);
+        if (run_dtrain(launcher, args, D, 64, &nd, ERR, sizeof ERR) != 0)
+            fail_msg("%s: %s", args, ERR);
+        free_lines(D, nd);
+        double got = dp_bytes("dtrain_dp_rp.json");
+        print_message("ZeRO-%d: DP bytes sent by rank 0 %.0f, closed form %.0f\n", zero, got, expect[zero]);
+        if (got != expect[zero])
+            fail_msg("ZeRO-%d: rank 0 sent %.0f DP bytes, the closed form says %.0f", zero, got, expect[zero]);
+    }
+    remove("dtrain_dp_rp.json");
+}
+
+/* --overlap-grad-reduce: the same losses and parameters as one rank, and the buckets really start
+ * during the backward. Buckets of 0.5 MiB are smaller than one layer's gradients (198,272 floats,
+ * 0.76 MiB), so each of the 4 layers' last backward pass starts one (the final norm's joins the
+ * last layer's) before the step's last embedding backward; the tied embedding's (wte with wpe)
+ * starts after it, at the step's end: 5 per step. Read from rank 0's profile trace. */
+static void overlapped_buckets_start_during_the_backward(void **state)
+{
+    (void)state;
+    for (int zero = 0; zero <= 1; zero++) {
+        equivalent_with(2, zero, "--overlap-grad-reduce --bucket-mb 0.5 --profile dtrain_dp_prof.json");
+        json_error_t je;
+        json_t *doc = json_load_file("dtrain_dp_prof.json.trace.json", 0, &je);
+        assert_non_null(doc);
+        json_t *ev = json_is_array(doc) ? doc : json_object_get(doc, "traceEvents");
+        for (int step = 1; step <= 5; step++) {
+            double last_embedding_bwd = -1;
+            size_t i;
+            json_t *e;
+            json_array_foreach(ev, i, e) {
+                if (json_integer_value(json_object_get(json_object_get(e, "args"), "step")) == step &&
+                    !strcmp(json_string_value(json_object_get(e, "name")), "embedding_bwd"))
+                    last_embedding_bwd = fmax(last_embedding_bwd, json_number_value(json_object_get(e, "ts")));
+            }
+            int before = 0, after = 0;
+            json_array_foreach(ev, i, e) {
+                if (json_integer_value(json_object_get(json_object_get(e, "args"), "step")) == step &&
+                    !strcmp(json_string_value(json_object_get(e, "name")), "dp_grad_bucket_start")) {
+                    if (json_number_value(json_object_get(e, "ts")) < last_embedding_bwd)
+                        before++;
+                    else
+                        after++;
+                }
+            }
+            if (last_embedding_bwd < 0 || before != 4 || after != 1)
+                fail_msg("ZeRO-%d step %d: %d buckets started before the last embedding backward, %d after (want 4, 1)",
+                         zero, step, before, after);
+        }
+        json_decref(doc);
+        print_message("ZeRO-%d --overlap-grad-reduce: 4 buckets a step start during the backward, 1 after\n", zero);
+    }
+    remove("dtrain_dp_prof.json");
+    remove("dtrain_dp_prof.json.trace.json");
+}
+
+/* Where the overlap does not apply, dtrain says so and stops (exit 2) before training. */
+static void overlap_refused_where_it_does_not_apply(void **state)
+{
+    (void)state;
+    const char *bad[] = {"--zero 2", "--zero 3", "--grad-reduce bf16", "--grad-compress powersgd:2"};
+    for (int i = 0; i < 4; i++) {
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd,
+                 "timeout 60 '%s' --oversubscribe -np 2 '%s' --dp 2 %s --overlap-grad-reduce --steps 1 "
+                 "2>dtrain_dp_err >/dev/null",
+                 MPIRUN, DTRAIN, bad[i]);
+        int st = system(cmd);
+        assert_true(WIFEXITED(st));
+        FILE *f = fopen("dtrain_dp_err", "r");
+        size_t got = fread(ERR, 1, sizeof ERR - 1, f);
+        ERR[got] = 0;
+        fclose(f);
+        if (WEXITSTATUS(st) != 2 || !strstr(ERR, "--overlap-grad-reduce"))
+            fail_msg("%s --overlap-grad-reduce: exit %d, %s", bad[i], WEXITSTATUS(st), ERR);
+    }
+    remove("dtrain_dp_err");
+}
+
 static void bad_layout_stops_every_rank(void **state)
 {
     char cmd[2048];
@@ -156,6 +264,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(dp2_every_zero_stage),
         cmocka_unit_test(dp4_zero1_and_zero3),
         cmocka_unit_test(bf16_gradient_reduction_halves_the_bytes),
+        cmocka_unit_test(zero_wire_bytes_follow_the_closed_form),
+        cmocka_unit_test(overlapped_buckets_start_during_the_backward),
+        cmocka_unit_test(overlap_refused_where_it_does_not_apply),
         cmocka_unit_test(bad_layout_stops_every_rank),
     };
     char dir[] = "/tmp/test_data_parallel_XXXXXX";

@@ -21,6 +21,7 @@ typedef void *cudaStream_t;
 #define ncclReduceScatter standin_ncclReduceScatter
 #define ncclAllGather standin_ncclAllGather
 #define ncclReduce standin_ncclReduce
+#define ncclBroadcast standin_ncclBroadcast
 #define ncclGroupStart standin_ncclGroupStart
 #define ncclGroupEnd standin_ncclGroupEnd
 
@@ -41,6 +42,9 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t sendcount, ncclD
  * run each operation at once: every rank makes the same calls in the same order. */
 ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
                         ncclComm_t comm, cudaStream_t stream);
+/* Broadcast from root's send into every rank's recv; send == recv is in place. */
+ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
+                           cudaStream_t stream);
 ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
 #endif

@@ -216,6 +216,23 @@ ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType
     return ncclSuccess;
 }
 
+ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
+                           cudaStream_t stream)
+{
+    (void)stream;
+    check_call(type, comm);
+    if (root < 0 || root >= comm->size)
+        usage_error("broadcast: root outside the communicator");
+    if (comm->rank == root && send != recv) {
+        if (overlaps(send, count, recv, count))
+            usage_error("broadcast: buffers overlap without being the same");
+        memcpy(recv, send, count * sizeof(float));
+    }
+    if (comm->size > 1)
+        MPI_Bcast(recv, (int)count, MPI_FLOAT, root, comm->mpi);
+    return ncclSuccess;
+}
+
 cudaError_t cudaGetDeviceCount(int *count)
 {
     if (!mpi_up()) {
