@@ -366,7 +366,7 @@ static int add_old_shard(const gpt_model *m, const ckpt_layout *old, int r, cons
         return -1;
     }
     size_t lo, hi;
-    dp_shard_range(n, old->dp, dp_rank, &lo, &hi);
+    gpt_dp_shard_range(n, old->dp, dp_rank, &lo, &hi);
     float *part = malloc((n ? n : 1) * sizeof(float));
     for (int a = 0; a < 3; a++) {
         /* Which copy holds the truth: with ZeRO the optimizer moments (>= 1) and the parameters

@@ -34,7 +34,7 @@ static void shard_parts(const dp_state *d, size_t lo, size_t hi, size_t *counts)
 {
     for (int r = 0; r < d->dp; r++) {
         size_t slo, shi, from;
-        dp_shard_range(d->n, d->dp, r, &slo, &shi);
+        gpt_dp_shard_range(d->n, d->dp, r, &slo, &shi);
         counts[r] = overlap(lo, hi, slo, shi, &from);
     }
 }
@@ -330,15 +330,6 @@ static void finish_buckets(dp_state *d, gpt_model *m)
                              (d->shard_hi - d->shard_lo) * sizeof(float));
 }
 
-void dp_shard_range(size_t n, int dp, int rank, size_t *lo, size_t *hi)
-{
-    size_t padded = (n + dp - 1) / dp * dp, part = padded / dp;
-    *lo = part * rank;
-    *hi = part * (rank + 1) < n ? part * (rank + 1) : n;
-    if (*lo > n)
-        *lo = n;
-}
-
 void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m)
 {
     memset(d, 0, sizeof *d);
@@ -349,7 +340,7 @@ void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m)
     d->k = m->k;
     d->n = m->num_params;
     d->padded = (d->n + d->dp - 1) / d->dp * d->dp;
-    dp_shard_range(d->n, d->dp, d->rank, &d->shard_lo, &d->shard_hi);
+    gpt_dp_shard_range(d->n, d->dp, d->rank, &d->shard_lo, &d->shard_hi);
     d->host = calloc(d->padded, sizeof(float));
     if (zero >= 1 && d->dp > 1)
         gpt_keep_moments(m, d->shard_lo, d->shard_hi); /* the optimizer state lives with its shard */

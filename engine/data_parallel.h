@@ -54,8 +54,8 @@ typedef struct {
     float *host_recv;               /* ZeRO-1: where the buckets' reduce-scatters put the shard */
 } dp_state;
 
-/* The flat-buffer range [lo, hi) that DP rank `rank` of `dp` owns, of n floats. */
-void dp_shard_range(size_t n, int dp, int rank, size_t *lo, size_t *hi);
+/* The shards are gpt_dp_shard_range's (gpt.h); a model built with gpt_shard's dp, dp_rank and
+ * zero holds them from the start, and dp_init keeps what it holds. */
 void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m);
 void dp_free(dp_state *d);
 /* Options, after dp_init: PowerSGD of rank R (ZeRO-0, dp > 1), and the optimizer on the host. */

@@ -80,6 +80,16 @@ static float *dev(const gpt_model *m, size_t n)
     return m->k->alloc(n * sizeof(float));
 }
 
+/* The model state (parameters, gradients, moments) grows by `added` floats and then shrinks by
+ * `freed`: the peak sees both buffers of a replacement. */
+static void state_change(gpt_model *m, size_t added, size_t freed)
+{
+    m->state_floats += added;
+    if (m->state_floats > m->state_floats_peak)
+        m->state_floats_peak = m->state_floats;
+    m->state_floats -= freed;
+}
+
 static void alloc_acts(gpt_model *m, gpt_acts *a)
 {
     const gpt_config *cfg = &m->cfg;
@@ -165,20 +175,28 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
     m->T = cfg->seq_len;
     size_t P = m->num_params, C = (size_t)cfg->hidden, N = (size_t)B * cfg->seq_len, V = (size_t)cfg->vocab;
     size_t Cl = C / shard->tp;
-    m->params = dev(m, P ? P : 1);
-    m->grads = dev(m, P ? P : 1);
-    m->m = dev(m, P ? P : 1);
-    m->v = dev(m, P ? P : 1);
-    m->moments_lo = 0;
-    m->moments_n = P;
-    m->param_range.n = P;
-    m->grad_range.n = P;
+    /* ZeRO: the moments, gradients and parameters the rank keeps are its DP shard alone */
+    size_t slo = 0, shi = P;
+    int dp = shard->dp > 1 ? shard->dp : 1;
+    if (dp > 1)
+        gpt_dp_shard_range(P, dp, shard->dp_rank, &slo, &shi);
+    gpt_range whole = {.lo = 0, .n = P}, mine = {.lo = slo, .n = shi - slo};
+    m->param_range = dp > 1 && shard->zero >= 3 ? mine : whole;
+    m->grad_range = dp > 1 && shard->zero >= 2 ? mine : whole;
+    gpt_range moments = dp > 1 && shard->zero >= 1 ? mine : whole;
+    m->params = dev(m, m->param_range.n ? m->param_range.n : 1);
+    m->grads = dev(m, m->grad_range.n ? m->grad_range.n : 1);
+    m->m = dev(m, moments.n ? moments.n : 1);
+    m->v = dev(m, moments.n ? moments.n : 1);
+    m->moments_lo = moments.lo;
+    m->moments_n = moments.n;
+    state_change(m, m->param_range.n + m->grad_range.n + 2 * moments.n, 0);
 
     /* The single-rank model's initial values, cut to this rank's part: every layout starts
      * from the same weights. */
     float *global = gpt_init_global(m, seed), *local = calloc(P ? P : 1, sizeof(float));
     gpt_read_global(m, global, local);
-    k->copy_to_device(m->params, local, P * sizeof(float));
+    k->copy_to_device(m->params, local + m->param_range.lo, m->param_range.n * sizeof(float));
     free(global);
     free(local);
 
@@ -215,14 +233,26 @@ void gpt_init(gpt_model *m, const gpt_config *cfg, const kernels_backend *k, ker
     }
 }
 
+void gpt_dp_shard_range(size_t n, int dp, int rank, size_t *lo, size_t *hi)
+{
+    size_t padded = (n + dp - 1) / dp * dp, part = padded / dp;
+    *lo = part * rank;
+    *hi = part * (rank + 1) < n ? part * (rank + 1) : n;
+    if (*lo > n)
+        *lo = n;
+}
+
 void gpt_keep_moments(gpt_model *m, size_t lo, size_t hi)
 {
     size_t n = hi > lo ? hi - lo : 0;
+    if (m->moments_lo == lo && m->moments_n == n)
+        return; /* allocated as the shard already (gpt_shard.zero) */
     float **moments[2] = {&m->m, &m->v};
     for (int i = 0; i < 2; i++) {
         float *kept = m->k->alloc((n ? n : 1) * sizeof(float));
         if (n)
             m->k->copy(kept, *moments[i] + (lo - m->moments_lo), n * sizeof(float));
+        state_change(m, n, m->moments_n);
         m->k->free(*moments[i]);
         *moments[i] = kept;
     }
@@ -235,11 +265,14 @@ void gpt_keep_moments(gpt_model *m, size_t lo, size_t hi)
 static void keep_range(gpt_model *m, float **buf, gpt_range *r, size_t lo, size_t hi, int keep_values)
 {
     size_t n = hi > lo ? hi - lo : 0;
+    if (r->lo == lo && r->n == n)
+        return; /* allocated as the shard already (gpt_shard.zero) */
     float *kept = m->k->alloc((n ? n : 1) * sizeof(float));
     if (n && keep_values)
         m->k->copy(kept, *buf + (lo - r->lo), n * sizeof(float));
     else
         m->k->memset_zero(kept, (n ? n : 1) * sizeof(float));
+    state_change(m, n, r->n);
     m->k->free(*buf);
     *buf = kept;
     r->lo = lo;

@@ -65,6 +65,11 @@ typedef struct {
      * parallel cross-entropy's row statistics. */
     void (*tp_allreduce_host)(float *buf, size_t n, int max, void *ctx);
     void *tp_ctx;
+    /* ZeRO over dp data-parallel ranks (this one dp_rank): the device holds from the start only
+     * what the rank keeps between passes, its DP shard (gpt_dp_shard_range) of the moments (zero
+     * >= 1), the gradients (zero >= 2) and the parameters (zero >= 3), so a ZeRO-3 model is never
+     * whole on the device. dp 0 or 1: everything. */
+    int dp, dp_rank, zero;
 } gpt_shard;
 
 typedef struct {
@@ -106,6 +111,9 @@ typedef struct gpt_model_s {
     float *m, *v;                    /* AdamW moments of local parameters [moments_lo, moments_lo +
                                         moments_n): all of them, or a ZeRO rank's shard */
     size_t moments_lo, moments_n;
+    /* Floats of parameters, gradients and moments on the device now, and the most at any moment
+     * since gpt_init_shard (a buffer being replaced counts with its replacement). */
+    size_t state_floats, state_floats_peak;
     gpt_acts *acts;                  /* shard.slots of them */
     /* backward scratch */
     float *d_res, *d_a, *d_b, *d_big, *d_big2, *d_qkv, *d_logits;
@@ -176,11 +184,14 @@ uint32_t gpt_crc32_floats(const float *x, size_t n);
 
 /* FLOPs of one forward over B x T tokens (GEMMs and attention, DESIGN.md convention). */
 double gpt_forward_flops(const gpt_config *cfg, int B);
+/* The flat-buffer range [lo, hi) that DP rank `rank` of `dp` owns, of n floats: equal
+ * contiguous shards in rank order (the last ones shorter when dp does not divide n). */
+void gpt_dp_shard_range(size_t n, int dp, int rank, size_t *lo, size_t *hi);
 /* Keeps the AdamW moments of local parameters [lo, hi) only, as ZeRO-1 and up do (the rest is
  * other DP ranks' state): the buffers shrink to hi - lo floats, their values move along. */
 void gpt_keep_moments(gpt_model *m, size_t lo, size_t hi);
 /* The same for the parameters (ZeRO-3) or the gradients (ZeRO-2/3, which start at zero): the
- * device keeps [lo, hi) only. */
+ * device keeps [lo, hi) only. Each does nothing when the buffer holds [lo, hi) already. */
 void gpt_keep_params(gpt_model *m, size_t lo, size_t hi);
 void gpt_keep_grads(gpt_model *m, size_t lo, size_t hi);
 /* Makes the flat-layout range [lo, hi), held in buf (backend memory, buf[0] is element lo),

@@ -327,7 +327,8 @@ int train_run(const train_options *o)
     gpt_shard shard = {.tp = o->comm->tp, .tp_rank = o->comm->tp_rank, .layers = runs_layer,
                        .embedding = o->comm->pp_rank == 0, .head = o->comm->pp_rank == o->comm->pp - 1,
                        .slots = o->comm->pp > 1 ? accum : 1, .tp_allreduce = tp_allreduce_staged,
-                       .tp_allreduce_host = tp_allreduce_host, .tp_ctx = &tps};
+                       .tp_allreduce_host = tp_allreduce_host, .tp_ctx = &tps, .dp = dp,
+                       .dp_rank = o->comm->dp_rank, .zero = o->zero};
     if (gpt_init_shard(&m, &cfg, k, o->precision, o->micro_batch, o->seed, &shard, err, sizeof err) != 0) {
         if (leader)
             fprintf(stderr, "dtrain: --tp %d: %s\n", o->comm->tp, err);
@@ -563,7 +564,8 @@ int train_run(const train_options *o)
     if (o->rank_params) {
         /* Parameters each rank holds (its part of the model), in world-rank order: the figure the
          * simulator's memory model predicts per GPU for the same layout. */
-        json_t *per_rank = json_array(), *moments = json_array(), *resident = json_array(), *grads = json_array();
+        json_t *per_rank = json_array(), *moments = json_array(), *resident = json_array(), *grads = json_array(),
+               *peak = json_array();
         for (int r = 0; r < o->comm->world_size; r++) {
             int me = r == o->comm->world_rank;
             json_array_append_new(per_rank, json_integer((json_int_t)comm_allreduce_sum_double(
@@ -577,11 +579,15 @@ int train_run(const train_options *o)
             /* the AdamW moment floats the rank keeps on its device (2 per owned parameter) */
             json_array_append_new(moments, json_integer((json_int_t)comm_allreduce_sum_double(
                                                o->comm->world, me ? 2.0 * (double)m.moments_n : 0)));
+            /* the most parameter, gradient and moment floats it ever held at once */
+            json_array_append_new(peak, json_integer((json_int_t)comm_allreduce_sum_double(
+                                            o->comm->world, me ? (double)m.state_floats_peak : 0)));
         }
-        json_t *doc = json_pack("{s:i,s:i,s:i,s:i,s:I,s:o,s:o,s:o,s:o,s:f}", "tp", o->comm->tp, "pp", o->comm->pp, "dp",
+        json_t *doc = json_pack("{s:i,s:i,s:i,s:i,s:I,s:o,s:o,s:o,s:o,s:o,s:f}", "tp", o->comm->tp, "pp", o->comm->pp, "dp",
                                 o->comm->dp, "zero", o->zero, "params_total", (json_int_t)m.global_params,
                                 "params_per_rank", per_rank, "optimizer_floats_per_rank", moments,
                                 "param_floats_per_rank", resident, "grad_floats_per_rank", grads,
+                                "state_floats_peak_per_rank", peak,
                                 "dp_bytes_sent_rank0", comm_bytes_sent(o->comm->dp_group));
         if (leader && json_dump_file(doc, o->rank_params, JSON_INDENT(1)) != 0) {
             fprintf(stderr, "dtrain: --rank-params %s: cannot write\n", o->rank_params);

@@ -6,7 +6,9 @@
  * tied-embedding copy or stage split shows up here. The optimizer state each rank keeps on its
  * device (its AdamW moments: all of them, or under ZeRO >= 1 its DP shard) equals the memory
  * model's fp32 Adam figure for the stage and ZeRO stage, to the padding of the shard split, and so
- * do the parameter floats it keeps on its device between passes (ZeRO-3: only its shard), and the gradient floats (ZeRO-2/3: only its shard).
+ * do the parameter floats it keeps on its device between passes (ZeRO-3: only its shard), and the
+ * gradient floats (ZeRO-2/3: only its shard); it never holds more of them than that, start-up
+ * included.
  * argv[1]: dtrain, argv[2]: mpirun, argv[3]: a scratch folder. */
 #include <math.h>
 #include <setjmp.h>
@@ -65,7 +67,9 @@ static void engine_matches_model(int tp, int pp, int dp, int vpp, int zero, cons
     json_t *moments = json_object_get(final, "optimizer_floats_per_rank");
     json_t *resident = json_object_get(final, "param_floats_per_rank");
     json_t *grads = json_object_get(final, "grad_floats_per_rank");
+    json_t *peak = json_object_get(final, "state_floats_peak_per_rank");
     assert_int_equal(json_array_size(grads), ranks);
+    assert_int_equal(json_array_size(peak), ranks);
     assert_int_equal(json_array_size(per_rank), ranks);
     assert_int_equal(json_array_size(resident), ranks);
     assert_int_equal(json_array_size(moments), ranks);
@@ -105,6 +109,12 @@ static void engine_matches_model(int tp, int pp, int dp, int vpp, int zero, cons
         expect_bytes(args, r, "parameters", 4.0 * floats_of(resident, r), mb.weights, 4.0 * dp);
         /* fp32 gradients between passes: all of the stage's, or under ZeRO-2/3 the shard */
         expect_bytes(args, r, "gradients", 4.0 * floats_of(grads, r), mb.gradients, 4.0 * dp);
+        /* and never more: the rank builds its model at its shards' size (a model built whole
+         * and cut to the shards afterwards peaks at four full copies) */
+        double kept = floats_of(resident, r) + floats_of(grads, r) + floats_of(moments, r);
+        if (floats_of(peak, r) != kept)
+            fail_msg("%s: rank %d held up to %.0f parameter, gradient and moment floats, %.0f between steps", args, r,
+                     floats_of(peak, r), kept);
     }
     print_message("TP %d PP %d VPP %d DP %d ZeRO %d %s: every rank's parameters and optimizer state as the memory "
                   "model counts them\n", tp, pp, vpp, dp, zero, extra);
