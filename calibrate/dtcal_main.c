@@ -339,6 +339,7 @@ static int cmd_validate(int argc, char **argv)
                              .grad_reduce = "fp32",
                              .bucket_mb = 40,
                              .mpirun = "mpirun"};
+    int bucket_given = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--overlap-grad-reduce")) {
@@ -371,6 +372,7 @@ static int cmd_validate(int argc, char **argv)
                 return 2;
             }
             o.bucket_mb = x;
+            bucket_given = 1;
         }
         else if (!strcmp(a, "--grad-compress")) {
             char *end = NULL;
@@ -396,6 +398,10 @@ static int cmd_validate(int argc, char **argv)
             fprintf(stderr, "dtcal validate: unknown option %s\n", a);
             return 2;
         }
+    }
+    if (bucket_given && !o.overlap_grad_reduce) {
+        fprintf(stderr, "dtcal validate: --bucket-mb sizes the buckets of --overlap-grad-reduce, which is not given\n");
+        return 2;
     }
     return closed_loop_run(&o);
 }

@@ -135,7 +135,7 @@ static int parse_layer_list(const char *v, int *out, int max)
 
 static int run(int argc, char **argv, comm_ctx *comm)
 {
-    int dp = 1, tp = 1, pp = 1, n_stage_layers = 0;
+    int dp = 1, tp = 1, pp = 1, n_stage_layers = 0, bucket_given = 0;
     static int stage_layers[1024];
     train_options o = {.device = "cpu", .model = "tiny", .data = DTRAIN_DEFAULT_DATA, .micro_batch = 8,
                        .global_batch = 0, .steps = 200, .warmup = -1, .seed = 1, .lr = 1e-3,
@@ -307,6 +307,7 @@ static int run(int argc, char **argv, comm_ctx *comm)
         } else if (!strcmp(a, "--bucket-mb")) {
             if (parse_double(a, v, 1e-6, 1e6, &x)) return 2;
             o.bucket_mb = x;
+            bucket_given = 1;
         } else if (!strcmp(a, "--stop-after")) {
             if (parse_long(a, v, 1, 100000000, &n)) return 2;
             o.stop_after = (int)n;
@@ -328,6 +329,10 @@ static int run(int argc, char **argv, comm_ctx *comm)
         fprintf(stderr, "dtrain: --grad-compress powersgd:%d compresses the DP all-reduce: it needs --dp 2 or more "
                         "(got %d), --zero 0 (got %d) and --grad-reduce fp32 (got %s)\n",
                 o.grad_compress_rank, dp, o.zero, o.grad_reduce_bf16 ? "bf16" : "fp32");
+        return 2;
+    }
+    if (bucket_given && !o.overlap_grad_reduce) {
+        fprintf(stderr, "dtrain: --bucket-mb sizes the buckets of --overlap-grad-reduce, which is not given\n");
         return 2;
     }
     if (o.overlap_grad_reduce && (o.zero > 1 || o.grad_reduce_bf16 || o.grad_compress_rank || o.comm_nccl)) {

@@ -229,6 +229,16 @@ static void overlap_refused_where_it_does_not_apply(void **state)
         if (WEXITSTATUS(st) != 2 || !strstr(ERR, "--overlap-grad-reduce"))
             fail_msg("%s --overlap-grad-reduce: exit %d, %s", bad[i], WEXITSTATUS(st), ERR);
     }
+    /* a bucket size without the overlap it sizes is a mistake, not a no-op */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "timeout 60 '%s' --bucket-mb 1 --steps 1 2>dtrain_dp_err >/dev/null", DTRAIN);
+    int st = system(cmd);
+    FILE *f = fopen("dtrain_dp_err", "r");
+    size_t got = fread(ERR, 1, sizeof ERR - 1, f);
+    ERR[got] = 0;
+    fclose(f);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 2 || !strstr(ERR, "--bucket-mb"))
+        fail_msg("--bucket-mb without --overlap-grad-reduce: status %d, %s", st, ERR);
     remove("dtrain_dp_err");
 }
 
