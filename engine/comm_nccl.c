@@ -100,34 +100,33 @@ void comm_nccl_allgather(comm_nccl *n, float *device_buf, size_t count)
     comm_add_bytes_sent(n->group, (double)(size - 1) / size * (double)count * sizeof(float));
 }
 
-void comm_nccl_reduce_to_owners(comm_nccl *n, float *device_buf, const size_t *counts)
+/* One NCCL call per owner of the parts of buf (counts[size], in rank order), grouped: a reduce to
+ * each owner (reduce-scatter with counts), or a broadcast from each (all-gather with counts). */
+static void per_owner(comm_nccl *n, float *device_buf, const size_t *counts, int broadcast, const char *what)
 {
     int size = comm_group_size(n->group);
     size_t off = 0;
     ncclResult_t r = ncclGroupStart();
     for (int i = 0; i < size && r == ncclSuccess; i++) {
+        float *part = device_buf + off;
         if (counts[i])
-            r = ncclReduce(device_buf + off, device_buf + off, counts[i], ncclFloat, ncclSum, i, n->comm, 0);
+            r = broadcast ? ncclBroadcast(part, part, counts[i], ncclFloat, i, n->comm, 0)
+                          : ncclReduce(part, part, counts[i], ncclFloat, ncclSum, i, n->comm, 0);
         off += counts[i];
     }
     ncclResult_t end = ncclGroupEnd();
-    finish(n, r != ncclSuccess ? r : end, "NCCL reduces to the shards' owners", off);
+    finish(n, r != ncclSuccess ? r : end, what, off);
     comm_add_bytes_sent(n->group, (double)(size - 1) / size * (double)off * sizeof(float));
+}
+
+void comm_nccl_reduce_to_owners(comm_nccl *n, float *device_buf, const size_t *counts)
+{
+    per_owner(n, device_buf, counts, 0, "NCCL reduces to the shards' owners");
 }
 
 void comm_nccl_gather_from_owners(comm_nccl *n, float *device_buf, const size_t *counts)
 {
-    int size = comm_group_size(n->group);
-    size_t off = 0;
-    ncclResult_t r = ncclGroupStart();
-    for (int i = 0; i < size && r == ncclSuccess; i++) {
-        if (counts[i])
-            r = ncclBroadcast(device_buf + off, device_buf + off, counts[i], ncclFloat, i, n->comm, 0);
-        off += counts[i];
-    }
-    ncclResult_t end = ncclGroupEnd();
-    finish(n, r != ncclSuccess ? r : end, "NCCL broadcasts from the shards' owners", off);
-    comm_add_bytes_sent(n->group, (double)(size - 1) / size * (double)off * sizeof(float));
+    per_owner(n, device_buf, counts, 1, "NCCL broadcasts from the shards' owners");
 }
 
 void comm_nccl_free(comm_nccl *n)

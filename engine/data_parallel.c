@@ -126,6 +126,21 @@ static float *give_window(dp_window_pool *p, size_t lo)
     abort();
 }
 
+/* Records, when profiling, a collective over the flat range [lo, hi) that took `seconds`, for the
+ * pass starting at tensor `first` (a layer's, or -1: the embedding's, the head's, a bucket). */
+static void profile_pass(gpt_model *m, const char *op, int first, size_t lo, size_t hi, double seconds)
+{
+    if (!m->prof)
+        return;
+    int layer = -1;
+    for (int l = 0; l < m->cfg.num_layers && layer < 0; l++)
+        if (gpt_layer_tensor(m, l, 0) == first)
+            layer = l;
+    char shape[48];
+    snprintf(shape, sizeof shape, "%zu floats", hi - lo);
+    profiler_record(m->prof, op, layer, shape, seconds, (double)(hi - lo) * sizeof(float));
+}
+
 /* A pass is about to use (before) or has used tensors [first, first + count). ZeRO-3 gathers
  * their parameters into a window for the pass; ZeRO-2/3 give a backward pass a zeroed gradient
  * window and reduce it into the shards after. Both windows go back to their pools, so the device
@@ -137,12 +152,7 @@ static void zero_pass_hook(gpt_model *m, int first, int count, int before, int b
     tensor_range(m, first, count, &lo, &hi);
     if (hi <= lo)
         return;
-    int params = d->zero >= 3, grads = backward, layer = -1; /* -1: the embedding's or the head's */
-    for (int l = 0; l < m->cfg.num_layers && layer < 0; l++)
-        if (gpt_layer_tensor(m, l, 0) == first)
-            layer = l;
-    char shape[48];
-    snprintf(shape, sizeof shape, "%zu floats", hi - lo);
+    int params = d->zero >= 3, grads = backward;
     /* Timed by the wall clock: each collective returns with its result in place (the host-staged
      * copies and NCCL's wait synchronise), so the profile shows the pass's ZeRO traffic. */
     double t0 = now_s();
@@ -151,7 +161,7 @@ static void zero_pass_hook(gpt_model *m, int first, int count, int before, int b
             float *w = take_window(d, &d->param_windows, lo, hi);
             gather_range(d, &m->param_range, m->params, lo, hi, w);
             gpt_map_range(&m->param_range, w, lo, hi);
-            profiler_record(m->prof, "zero_param_allgather", layer, shape, now_s() - t0, (double)(hi - lo) * sizeof(float));
+            profile_pass(m, "zero_param_allgather", first, lo, hi, now_s() - t0);
         }
         if (grads) {
             float *w = take_window(d, &d->grad_windows, lo, hi);
@@ -164,7 +174,7 @@ static void zero_pass_hook(gpt_model *m, int first, int count, int before, int b
         float *w = give_window(&d->grad_windows, lo);
         gpt_unmap_range(&m->grad_range, w);
         reduce_window_into_shard(d, m, lo, hi, w);
-        profiler_record(m->prof, "dp_grad_reduce_scatter", layer, shape, now_s() - t0, (double)(hi - lo) * sizeof(float));
+        profile_pass(m, "dp_grad_reduce_scatter", first, lo, hi, now_s() - t0);
     }
     if (params)
         gpt_unmap_range(&m->param_range, give_window(&d->param_windows, lo));
@@ -218,6 +228,20 @@ void dp_grad_scatter(dp_state *d, gpt_model *m, int t)
         m->k->copy(m->grads + (a - m->grad_range.lo), w + (a - lo), mine * sizeof(float));
 }
 
+/* The reduced gradients back on the device (ZeRO-0/1, gradients held whole), from `sums`, a host
+ * buffer indexed like the flat buffer: all of them (ZeRO-0), or only this rank's shard (ZeRO-1),
+ * the rest zeroed: ZeRO-1 would keep a stale copy of it, and nothing must read that by mistake. */
+static void grads_from_host(dp_state *d, gpt_model *m, const float *sums)
+{
+    if (d->zero == 0) {
+        m->k->copy_to_device(m->grads, sums, d->n * sizeof(float));
+        return;
+    }
+    m->k->memset_zero(m->grads, d->n * sizeof(float));
+    if (d->shard_hi > d->shard_lo)
+        m->k->copy_to_device(m->grads + d->shard_lo, sums + d->shard_lo, (d->shard_hi - d->shard_lo) * sizeof(float));
+}
+
 /* Starts the DP reduction of the gradients [lo, hi) (whole on this rank: ZeRO-0/1) from their
  * host copy: an all-reduce in place (ZeRO-0), or a reduce-scatter whose part for this rank
  * lands in host_recv at its own offset (ZeRO-1). Completed by dp_reduce_gradients. */
@@ -225,9 +249,7 @@ static void start_bucket(dp_state *d, gpt_model *m, size_t lo, size_t hi)
 {
     if (hi <= lo)
         return;
-    char shape[48];
-    snprintf(shape, sizeof shape, "%zu floats", hi - lo);
-    profiler_record(m->prof, "dp_grad_bucket_start", -1, shape, 0, (double)(hi - lo) * sizeof(float));
+    profile_pass(m, "dp_grad_bucket_start", -1, lo, hi, 0);
     m->k->copy_to_host(d->host + lo, m->grads + lo, (hi - lo) * sizeof(float));
     if (d->zero == 0) {
         comm_iallreduce_sum(d->comm->dp_group, d->host + lo, hi - lo);
@@ -272,15 +294,20 @@ static void bucket_pass_hook(gpt_model *m, int first, int count, int before, int
     comm_progress(d->comm->dp_group);
 }
 
+int dp_overlap_applies(int zero, int bf16, int compress, int nccl, char *err, size_t errlen)
+{
+    if (zero <= 1 && !bf16 && !compress && !nccl)
+        return 0;
+    snprintf(err, errlen, "--overlap-grad-reduce overlaps the ZeRO-0/1 gradient reduction over MPI in fp32: not with "
+                          "%s (ZeRO-2/3 reduce each backward pass as it ends already)",
+             zero > 1 ? "--zero 2/3" : bf16 ? "--grad-reduce bf16" : compress ? "--grad-compress" : "--comm nccl");
+    return -1;
+}
+
 int dp_enable_overlap(dp_state *d, gpt_model *m, int accum, double bucket_mb, char *err, size_t errlen)
 {
-    if (d->zero > 1 || d->nccl || d->bf16 || d->powersgd) {
-        snprintf(err, errlen, "--overlap-grad-reduce overlaps the ZeRO-0/1 gradient reduction over MPI in fp32: "
-                              "not with %s (ZeRO-2/3 reduce each pass as it ends already)",
-                 d->zero > 1 ? "--zero 2/3" : d->nccl ? "--comm nccl" : d->bf16 ? "--grad-reduce bf16" :
-                 "--grad-compress");
+    if (dp_overlap_applies(d->zero, d->bf16, d->powersgd != NULL, d->nccl != NULL, err, errlen) != 0)
         return -1;
-    }
     if (d->dp == 1)
         return 0; /* nothing to reduce */
     d->overlap = 1;
@@ -320,14 +347,7 @@ static void finish_buckets(dp_state *d, gpt_model *m)
     comm_wait_started(d->comm->dp_group);
     memset(d->passes_done, 0, (size_t)m->num_tensors * sizeof *d->passes_done);
     memset(d->started, 0, (size_t)m->num_tensors);
-    if (d->zero == 0) {
-        m->k->copy_to_device(m->grads, d->host, d->n * sizeof(float));
-        return;
-    }
-    m->k->memset_zero(m->grads, d->n * sizeof(float));
-    if (d->shard_hi > d->shard_lo)
-        m->k->copy_to_device(m->grads + d->shard_lo, d->host_recv + d->shard_lo,
-                             (d->shard_hi - d->shard_lo) * sizeof(float));
+    grads_from_host(d, m, d->zero == 0 ? d->host : d->host_recv);
 }
 
 void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m)
@@ -494,16 +514,7 @@ void dp_reduce_gradients(dp_state *d, gpt_model *m)
     } else {
         comm_reduce_scatter_sum(d->comm->dp_group, d->host, d->padded);
     }
-    if (d->zero == 0) {
-        m->k->copy_to_device(m->grads, d->host, d->n * sizeof(float));
-        return;
-    }
-    /* Only the shard is meaningful now; ZeRO-1 would keep a stale copy of the rest: zero it so
-     * nothing reads it by mistake. */
-    m->k->memset_zero(m->grads, d->n * sizeof(float));
-    if (d->shard_hi > d->shard_lo)
-        m->k->copy_to_device(m->grads + d->shard_lo, d->host + d->shard_lo,
-                             (d->shard_hi - d->shard_lo) * sizeof(float));
+    grads_from_host(d, m, d->host);
 }
 
 static void owned(const dp_state *d, size_t *lo, size_t *hi)

@@ -70,6 +70,9 @@ void dp_enable_offload(dp_state *d);
  * stream, bf16 and PowerSGD reductions run whole on the host); ZeRO-2/3 reduce each pass's
  * window as it ends anyway. accum: micro-batches per step. 0, or -1 with err. */
 int dp_enable_overlap(dp_state *d, gpt_model *m, int accum, double bucket_mb, char *err, size_t errlen);
+/* Whether --overlap-grad-reduce applies to these options (compress: a PowerSGD rank, 0 none):
+ * 0, or -1 with err naming the option that rules it out. dtrain checks it before training. */
+int dp_overlap_applies(int zero, int bf16, int compress, int nccl, char *err, size_t errlen);
 /* The DP collectives (every ZeRO stage) by NCCL in device memory, no host staging (--comm nccl).
  * Also with one rank (copies), so a one-GPU machine runs the path. Not with bf16 or PowerSGD
  * reductions (host code). 0, or -1 with err (every rank). */

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "comm.h"
 #include "comm_nccl.h"
+#include "data_parallel.h"
 #include "powersgd.h"
 #include "schedule.h"
 #include "run_dir.h"
@@ -335,11 +336,10 @@ static int run(int argc, char **argv, comm_ctx *comm)
         fprintf(stderr, "dtrain: --bucket-mb sizes the buckets of --overlap-grad-reduce, which is not given\n");
         return 2;
     }
-    if (o.overlap_grad_reduce && (o.zero > 1 || o.grad_reduce_bf16 || o.grad_compress_rank || o.comm_nccl)) {
-        fprintf(stderr, "dtrain: --overlap-grad-reduce overlaps the ZeRO-0/1 gradient reduction over MPI in fp32: "
-                        "not with %s (ZeRO-2/3 reduce each backward pass as it ends already)\n",
-                o.zero > 1 ? "--zero 2/3" : o.grad_reduce_bf16 ? "--grad-reduce bf16" :
-                o.grad_compress_rank ? "--grad-compress" : "--comm nccl");
+    char why[256];
+    if (o.overlap_grad_reduce &&
+        dp_overlap_applies(o.zero, o.grad_reduce_bf16, o.grad_compress_rank, o.comm_nccl, why, sizeof why) != 0) {
+        fprintf(stderr, "dtrain: %s\n", why);
         return 2;
     }
 #ifdef DTRAIN_NCCL_STANDIN
