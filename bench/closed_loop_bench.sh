@@ -14,16 +14,10 @@ for ((i = 0; i < ${#layout[@]}; i++)); do
   case "${layout[$i]}" in --tp|--pp|--dp) ranks=$((ranks * ${layout[$((i + 1))]}));; esac
 done
 cal=$(mktemp /tmp/dtcal_bench_XXXXXX.json)
-# Kernels are timed as the ranks will run them: one BLAS thread each, and, when there are more
-# ranks than cores, as many copies at once as ranks (each rank gets its share of a core).
-copies=1
-[ "$ranks" -gt "$(nproc)" ] && copies=$ranks
-for ((c = 1; c <= copies; c++)); do
-  out="$cal"; [ "$c" -gt 1 ] && out="$cal.$c"
-  OPENBLAS_NUM_THREADS=1 "$bin/dtcal" kernels --device cpu --platform "$root/platforms/cpu-box.json" -o "$out" 2>/dev/null &
-done
-wait
-rm -f "$cal".[0-9]*
+# Kernels are timed as each rank runs them, one BLAS thread, on a core of their own: where the
+# layout has more ranks than the machine has cores, the simulator time-shares the cores itself
+# (platform node.compute_devices, sim/cost.h).
+OPENBLAS_NUM_THREADS=1 "$bin/dtcal" kernels --device cpu --platform "$root/platforms/cpu-box.json" -o "$cal" 2>/dev/null
 if [ "$ranks" -gt 1 ]; then
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np "$ranks" \
     "$bin/dtcal" collectives --quick --into "$cal" -o "$cal.coll" 2>/dev/null
@@ -32,6 +26,6 @@ fi
 for i in $(seq "$n"); do
   "$bin/dtcal" validate --steps 20 --platform "$root/platforms/cpu-box.json" --calibration "$cal" "${layout[@]}" \
     2>/dev/null | tail -1
-done | tee /dev/stderr | awk '{for (i = 1; i <= NF; i++) if ($i == "error") {e = $(i + 1); gsub(/[%+]/, "", e); s += e; if (e < lo || NR == 1) lo = e; if (e > hi || NR == 1) hi = e; n++}}
+done | tee /dev/stderr | awk '{for (i = 1; i <= NF; i++) if ($i == "error") {e = $(i + 1); gsub(/[%+]/, "", e); e += 0; s += e; if (e < lo || NR == 1) lo = e; if (e > hi || NR == 1) hi = e; n++}}
   END {printf "closed loop over %d runs: mean error %+.1f%%, range %+.1f%% .. %+.1f%%\n", n, s / n, lo, hi}'
 rm -f "$cal"

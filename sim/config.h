@@ -34,7 +34,11 @@ typedef struct {
         double peak_tflops[PREC_COUNT];      /* dense peak per precision; 0 = not supported */
     } gpu;
     struct {
-        int gpus;
+        int gpus;                            /* rank slots: GPUs, one rank each */
+        /* The compute devices (GPUs, or the CPU cores of a CPU engine run) the gpus slots share;
+         * = gpus unless the ranks on a node outnumber its devices (several ranks per GPU over
+         * the host-staged MPI backend, or more CPU ranks than cores). See cost.h. */
+        int compute_devices;
         double nvlink_bandwidth_gbs;         /* per GPU, per direction, GB/s */
         double nvlink_latency_us;
         int nics;

@@ -24,7 +24,7 @@ int platform_parse(json_t *root, const char *path, const char *base_dir, int nee
 {
     static const char *const top[] = {"name", "gpu", "node", "network", "storage", "calibration", NULL};
     static const char *const gpu_keys[] = {"name", "memory_gib", "hbm_bandwidth_gbs", "peak_tflops", NULL};
-    static const char *const node_keys[] = {"gpus", "nvlink_bandwidth_gbs", "nvlink_latency_us", "nics",
+    static const char *const node_keys[] = {"gpus", "compute_devices", "nvlink_bandwidth_gbs", "nvlink_latency_us", "nics",
                                             "nic_bandwidth_gbps", "pcie_bandwidth_gbs", "host_memory_bandwidth_gbs",
                                             "nvme_read_gbs", "nvme_write_gbs", NULL};
     static const char *const net_keys[] = {"nodes", "topology", "tiers", "leaf_radix", "oversubscription",
@@ -71,6 +71,9 @@ int platform_parse(json_t *root, const char *path, const char *base_dir, int nee
     if (config_check_keys(node, sub, node_keys, err) || config_int(node, sub, "gpus", 1, 0, 1, 1024, &v, err))
         return -1;
     p->node.gpus = (int)v;
+    if (config_int(node, sub, "compute_devices", 0, p->node.gpus, 1, p->node.gpus, &v, err))
+        return -1;
+    p->node.compute_devices = (int)v;
     if (config_num(node, sub, "nvlink_bandwidth_gbs", 1, 0, 0, 1e6, 1, &p->node.nvlink_bandwidth_gbs, err) ||
         config_num(node, sub, "nvlink_latency_us", 0, 1.0, 0, 1e6, 0, &p->node.nvlink_latency_us, err) ||
         config_int(node, sub, "nics", 0, 1, 0, 1024, &v, err))

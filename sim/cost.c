@@ -13,6 +13,24 @@ void cost_model_init(cost_model *cm, const scenario_config *s)
     cm->calibration = &s->calibration;
     cm->precision = s->training.precision;
     cm->act_bytes = (s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32) ? 4 : 2;
+    cm->ranks_per_device = cost_ranks_per_device(s);
+}
+
+double cost_ranks_per_device(const scenario_config *s)
+{
+    /* ranks are placed node by node, node.gpus to a node: the fullest node holds this many */
+    int gpus = scenario_gpus(s), slots = s->platform.node.gpus > 0 ? s->platform.node.gpus : 1;
+    int on_node = gpus < slots ? gpus : slots;
+    int devices = s->platform.node.compute_devices > 0 ? s->platform.node.compute_devices : slots;
+    if (on_node <= devices)
+        return 1.0;
+    /* A pipeline stage computes m v of the m v + p - 1 slots of its schedule (equal stages): in
+     * the bubble its ranks wait, and the others have the devices. */
+    double m = (double)scenario_micro_batches(s), p = s->parallel.pp > 0 ? s->parallel.pp : 1;
+    double v = s->parallel.schedule == PIPELINE_INTERLEAVED && s->parallel.vpp > 1 ? s->parallel.vpp : 1;
+    double busy = m > 0 ? m * v / (m * v + p - 1) : 1.0;
+    double computing = on_node * busy;
+    return computing > devices ? computing / devices : 1.0;
 }
 
 double cost_peak_flops(const cost_model *cm)
@@ -98,7 +116,7 @@ double cost_gemm_s(const cost_model *cm, double m, double n, double k, double ba
     /* Roofline floor: inputs and output cross HBM at least once. */
     double bytes = (m * k + k * n + m * n) * cm->act_bytes * batch;
     double t_memory = bytes / (cm->platform->gpu.hbm_bandwidth_gbs * 1e9);
-    return fmax(t_compute, t_memory) + cm->calibration->launch_overhead_us * 1e-6;
+    return (fmax(t_compute, t_memory) + cm->calibration->launch_overhead_us * 1e-6) * cm->ranks_per_device;
 }
 
 /* bytes at gbs GB/s (the class's calibrated rate, else the default share of HBM), plus a launch */
@@ -106,7 +124,7 @@ static double memory_s(const cost_model *cm, double gbs, double bytes)
 {
     if (gbs <= 0)
         gbs = cm->platform->gpu.hbm_bandwidth_gbs * DEFAULT_MEMORY_EFFICIENCY;
-    return bytes / (gbs * 1e9) + cm->calibration->launch_overhead_us * 1e-6;
+    return (bytes / (gbs * 1e9) + cm->calibration->launch_overhead_us * 1e-6) * cm->ranks_per_device;
 }
 
 double cost_memory_s(const cost_model *cm, op_class cls, double bytes)
@@ -139,12 +157,14 @@ double cost_compute_op_s(const cost_model *cm, const layer_op *op)
                     best = i;
                 }
             }
-            return op->flops / (c->attention_table[best].tflops * 1e12) + c->launch_overhead_us * 1e-6;
+            return (op->flops / (c->attention_table[best].tflops * 1e12) + c->launch_overhead_us * 1e-6) *
+                   cm->ranks_per_device;
         }
         double eff = c->attention_efficiency;
         if (eff <= 0)
             eff = DEFAULT_ATTENTION_EFFICIENCY;
-        return op->flops / (cost_peak_flops(cm) * eff) + cm->calibration->launch_overhead_us * 1e-6;
+        return (op->flops / (cost_peak_flops(cm) * eff) + cm->calibration->launch_overhead_us * 1e-6) *
+               cm->ranks_per_device;
     }
     case OPK_COMM:
         break;

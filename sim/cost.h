@@ -5,6 +5,14 @@
  *  - memory-bound ops: bytes / calibrated bandwidth of their op class.
  *  - fused (flash) attention: FLOPs at the calibrated attention efficiency.
  *  - every kernel pays the calibrated launch overhead.
+ *  - ranks sharing a compute device: where a node holds more ranks of the step than it has
+ *    compute devices (platform node.compute_devices < the ranks placed on it), the devices are
+ *    time-shared equally among the ranks computing at the time (processor sharing; a rank
+ *    waiting in communication gives its share away). TP and DP ranks compute together; a
+ *    pipeline stage is busy m v / (m v + p - 1) of its schedule. So every op above takes
+ *    max(1, ranks x busy / devices) times its time alone, a mean over the step: exact for TP x
+ *    DP layouts, an average through a pipeline's fill and drain. The calibration is the
+ *    device's alone.
  * Collectives are in collective.h. */
 #ifndef DTSIM_SIM_COST_H
 #define DTSIM_SIM_COST_H
@@ -16,6 +24,7 @@ typedef struct {
     const calibration_config *calibration;
     precision_kind precision;   /* the training precision: picks GEMM table and peak */
     int act_bytes;              /* bytes per activation element */
+    double ranks_per_device;    /* >= 1: how many ranks time-share one compute device */
 } cost_model;
 
 void cost_model_init(cost_model *cm, const scenario_config *s);
@@ -28,6 +37,8 @@ double cost_gemm_efficiency(const cost_model *cm, double m, double n, double k);
 double cost_memory_s(const cost_model *cm, op_class cls, double bytes);
 /* Seconds for a compute op of the layer op list (not OPK_COMM). */
 double cost_compute_op_s(const cost_model *cm, const layer_op *op);
+/* The factor above: how many ranks time-share one compute device (1 when each has its own). */
+double cost_ranks_per_device(const scenario_config *s);
 /* Peak FLOP/s of the training precision. */
 double cost_peak_flops(const cost_model *cm);
 

@@ -11,9 +11,16 @@ int engine_scenario_load(const engine_run_shape *r, const char *platform_path, c
     if (!plat)
         return config_fail(err, "platform %s:%d: %s", platform_path, je.line, je.text);
     int ranks = r->tp * r->pp * r->dp;
+    /* Every rank of the run is on this one machine: a node of `ranks` slots. Where the machine
+     * has fewer devices (GPUs, or cores for the CPU engine) than ranks, the ranks share them,
+     * and the cost model time-shares the devices (cost.h). */
     json_t *node = json_object_get(plat, "node");
-    if (json_is_object(node) && json_integer_value(json_object_get(node, "gpus")) < ranks)
+    json_int_t slots = json_integer_value(json_object_get(node, "gpus"));
+    if (json_is_object(node) && json_is_integer(json_object_get(node, "gpus")) && slots < ranks) {
+        if (!json_object_get(node, "compute_devices"))
+            json_object_set_new(node, "compute_devices", json_integer(slots));
         json_object_set_new(node, "gpus", json_integer(ranks));
+    }
     json_object_del(plat, "calibration");
     json_t *scen = json_pack("{s:s,s:o,s:s,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:s},s:{s:I,s:I,s:s},"
                              "s:{s:i,s:i,s:i,s:i,s:i,s:s,s:s}}",

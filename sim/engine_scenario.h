@@ -20,7 +20,8 @@ typedef struct {
 } engine_run_shape;
 
 /* Loads the scenario: the platform file's node grown to hold every rank (the engine runs them on
- * one machine, its "GPUs" joined by the memory MPI uses), its default calibration replaced by
+ * one machine, its "GPUs" joined by the memory MPI uses), its node.gpus kept as the devices the
+ * ranks then share (node.compute_devices, unless the file sets it), its default calibration replaced by
  * calibration_path; flash attention, as the engine's kernel keeps no T x T matrix. Returns 0,
  * or -1 with err naming what is wrong. The caller frees with scenario_free. */
 int engine_scenario_load(const engine_run_shape *r, const char *platform_path, const char *calibration_path,

@@ -75,6 +75,7 @@ static void base_is_valid_and_defaults_apply(void **state)
     assert_string_equal(s.faults.failure_trace, "");
     assert_int_equal(scenario_gpus(&s), 64);
     assert_int_equal(scenario_micro_batches(&s), 4);
+    assert_int_equal(s.platform.node.compute_devices, s.platform.node.gpus); /* one device per rank slot */
     /* The platform's default calibration was loaded. */
     assert_string_equal(s.calibration.device, "A100-SXM4-80GB");
     scenario_free(&s);
@@ -182,6 +183,9 @@ static const reject_case REJECTS[] = {
     {{"noequals"}, {"--set", "PATH=VALUE"}},
     /* platform (through --set, which inlines the file first) */
     {{"platform.node.gpus=0"}, {"platform.node.gpus", "range"}},
+    {{"platform.node.compute_devices=0"}, {"scenario.platform.node.compute_devices", "range"}},
+    {{"platform.node.compute_devices=9"}, {"scenario.platform.node.compute_devices", "range"}}, /* > gpus (8) */
+    {{"platform.node.compute_devices=1.5"}, {"scenario.platform.node.compute_devices", "integer"}},
     {{"platform.network.topology=\"torus\""}, {"platform.network.topology", "not one of"}},
     {{"platform.network.oversubscription=0.5"}, {"platform.network.oversubscription", "range"}},
     {{"platform.gpu.peak_tflops.fp64=10"}, {"platform.gpu.peak_tflops.fp64", "unknown key"}},

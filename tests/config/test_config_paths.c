@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "config.h"
+#include "cost.h"
+#include "engine_scenario.h"
 
 #define ROOT DTSIM_SOURCE_DIR
 
@@ -328,6 +330,31 @@ static void shipped_scenarios_match_their_papers(void **state)
     scenario_free(&s);
 }
 
+/* A dtrain run's scenario on the 2-core cpu-box (node.gpus 2): more ranks than cores grow the
+ * node to hold them all and keep the cores as the devices they time-share; no more ranks than
+ * cores leave the platform as it is. */
+static void engine_runs_share_the_platforms_devices(void **state)
+{
+    char plat[4096], cal[4096];
+    snprintf(plat, sizeof plat, "%s/platforms/cpu-box.json", DTSIM_SOURCE_DIR);
+    snprintf(cal, sizeof cal, "%s/calibrate/data/cpu-box-measured.json", DTSIM_SOURCE_DIR);
+    static const struct { int tp, dp, gpus, devices; double share; } runs[] = {
+        {1, 1, 2, 2, 1.0}, {2, 1, 2, 2, 1.0}, {2, 2, 4, 2, 2.0}, {1, 4, 4, 2, 2.0}, {4, 2, 8, 2, 4.0}};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        engine_run_shape r = {.num_layers = 2, .hidden = 128, .heads = 4, .seq_len = 64, .vocab = 512,
+                              .micro_batch = 2, .global_batch = 2LL * runs[i].dp, .tp = runs[i].tp, .pp = 1,
+                              .dp = runs[i].dp, .vpp = 1, .precision = "fp32"};
+        scenario_config s;
+        config_error err;
+        if (engine_scenario_load(&r, plat, cal, &s, &err) != 0)
+            fail_msg("%s", err.msg);
+        assert_int_equal(s.platform.node.gpus, runs[i].gpus);
+        assert_int_equal(s.platform.node.compute_devices, runs[i].devices);
+        assert_true(cost_ranks_per_device(&s) == runs[i].share);
+        scenario_free(&s);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -337,6 +364,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(platform_defaults, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(files_over_the_limit_are_refused, setup_dir, teardown_dir),
         cmocka_unit_test(shipped_scenarios_match_their_papers),
+        cmocka_unit_test(engine_runs_share_the_platforms_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

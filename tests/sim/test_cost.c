@@ -93,12 +93,62 @@ static void backward_memory_ops_use_their_own_rate(void **state)
     fixture_free(&s);
 }
 
+/* Ranks outnumbering a node's compute devices time-share them: every op's time is multiplied by
+ * max(1, ranks on the node x the fraction of the step their stage computes / devices). */
+static void ranks_sharing_devices_time_share_them(void **state)
+{
+    scenario_config s;
+    fixture_scenario(&s, 1); /* 8 rank slots a node */
+    s.calibration.launch_overhead_us = 3;
+    s.parallel.tp = 8;
+    layer_op mem = {.name = "gelu", .kind = OPK_MEMORY, .cls = OPCLASS_GELU, .bytes = 1e9};
+    layer_op att = {.name = "attn", .kind = OPK_FUSED_ATTENTION, .flops = 1e12, .n = 2048, .k = 128};
+    cost_model alone, shared;
+    cost_model_init(&alone, &s); /* compute_devices unset: one device a slot */
+    assert_true(alone.ranks_per_device == 1.0);
+    s.platform.node.compute_devices = 2; /* 8 ranks, 2 devices, all computing at once */
+    cost_model_init(&shared, &s);
+    assert_true(shared.ranks_per_device == 4.0);
+    assert_true(fabs(cost_gemm_s(&shared, 4096, 4096, 4096, 1) - 4 * cost_gemm_s(&alone, 4096, 4096, 4096, 1)) < 1e-12);
+    assert_true(fabs(cost_compute_op_s(&shared, &mem) - 4 * cost_compute_op_s(&alone, &mem)) < 1e-12);
+    assert_true(fabs(cost_compute_op_s(&shared, &att) - 4 * cost_compute_op_s(&alone, &att)) < 1e-12);
+
+    /* no more ranks than devices: each has its own */
+    s.parallel.tp = 2;
+    assert_true(cost_ranks_per_device(&s) == 1.0);
+    /* a pipeline: TP 2 x PP 4 = 8 ranks, m = 8 micro-batches; a stage computes 8/11 of the time */
+    s.parallel.pp = 4;
+    s.training.global_batch_size = 8;
+    assert_true(fabs(cost_ranks_per_device(&s) - 8.0 * 8 / 11 / 2) < 1e-12);
+    /* one micro-batch through TP 2 x PP 2: one stage at a time, 2 ranks on 2 devices */
+    s.parallel.pp = 2;
+    s.training.global_batch_size = 1;
+    assert_true(cost_ranks_per_device(&s) == 1.0);
+    /* interleaved, v = 2: TP 4 x PP 2, m = 2, busy 4/5 */
+    s.parallel.tp = 4;
+    s.parallel.schedule = PIPELINE_INTERLEAVED;
+    s.parallel.vpp = 2;
+    s.training.global_batch_size = 2;
+    assert_true(fabs(cost_ranks_per_device(&s) - 8.0 * 4 / 5 / 2) < 1e-12);
+    /* ranks over several nodes: 8 of the 32 on each node, 4 devices */
+    s.parallel.schedule = PIPELINE_1F1B;
+    s.parallel.vpp = 1;
+    s.parallel.tp = 8;
+    s.parallel.pp = 1;
+    s.parallel.dp = 4;
+    s.training.global_batch_size = 4;
+    s.platform.node.compute_devices = 4;
+    assert_true(cost_ranks_per_device(&s) == 2.0);
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(exact_at_points_and_bounded),
         cmocka_unit_test(time_is_at_least_the_roofline),
         cmocka_unit_test(backward_memory_ops_use_their_own_rate),
+        cmocka_unit_test(ranks_sharing_devices_time_share_them),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
