@@ -23,9 +23,10 @@ static void usage(FILE *f)
             "      time the engine's kernels (GEMM grid, memory-bound ops, attention, launch overhead)\n"
             "      and write a calibration file (default: stdout); P: fp32 (default), bf16, fp16, a GEMM\n"
             "      table each; the first also times the memory-bound ops, attention and launches\n"
-            "  import-nccl-tests LOG... [--kind NAME] [--into CAL.json] [-o FILE]\n"
+            "  import-nccl-tests LOG... [--kind NAME] [--link nvlink|network] [--into CAL.json] [-o FILE]\n"
             "      fit alpha and bus bandwidth per collective from nccl-tests output; link class from\n"
-            "      the hosts the log's ranks ran on (one: nvlink, several: network)\n"
+            "      the hosts the log's ranks ran on (one: nvlink, several: network), or --link for\n"
+            "      every log (needed for a log without its '# Using devices' block)\n"
             "  collectives [--backend mpi|nccl] [--quick] [--max-bytes N] [--iters N] [--log-dir D] [--into CAL.json]\n"
             "              [-o FILE]   (under mpirun)\n"
             "      time all-reduce, all-gather, reduce-scatter, all-to-all and send/recv from 8 B up (x4),\n"
@@ -119,13 +120,13 @@ static int cmd_kernels(int argc, char **argv)
     return rc;
 }
 
-static int add_fit(json_t *colls, const char *path, const char *kind, const char *who);
+static int add_fit(json_t *colls, const char *path, const char *kind, const char *link, const char *who);
 static int write_collectives(json_t *colls, const char *into, const char *out, const char *device, const char *source,
                              int argc, char **argv, const char *who);
 
 static int cmd_import(int argc, char **argv)
 {
-    const char *out = "-", *kind = NULL, *into = NULL;
+    const char *out = "-", *kind = NULL, *into = NULL, *link = NULL;
     json_t *colls = json_object();
     int files = 0, rc = 0;
     for (int i = 2; i < argc && rc == 0; i++) {
@@ -135,12 +136,26 @@ static int cmd_import(int argc, char **argv)
             kind = argv[++i];
         } else if (!strcmp(argv[i], "--into") && i + 1 < argc) {
             into = argv[++i];
+        } else if (!strcmp(argv[i], "--link") && i + 1 < argc) {
+            link = argv[++i];
+            if (strcmp(link, "nvlink") && strcmp(link, "network")) {
+                fprintf(stderr, "dtcal import-nccl-tests: --link %s: not nvlink or network\n", link);
+                rc = 2;
+            }
         } else if (argv[i][0] == '-') {
-            fprintf(stderr, "dtcal import-nccl-tests: unknown option %s\n", argv[i]);
+            fprintf(stderr, "dtcal import-nccl-tests: unknown option or missing value: %s\n", argv[i]);
             rc = 2;
         } else {
-            rc = add_fit(colls, argv[i], kind, "import-nccl-tests");
             files++;
+        }
+    }
+    /* the options apply to every log, wherever they stand */
+    for (int i = 2; i < argc && rc == 0; i++) {
+        if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--kind") || !strcmp(argv[i], "--into") ||
+            !strcmp(argv[i], "--link")) {
+            i++;
+        } else {
+            rc = add_fit(colls, argv[i], kind, link, "import-nccl-tests");
         }
     }
     if (rc == 0 && files == 0) {
@@ -153,8 +168,9 @@ static int cmd_import(int argc, char **argv)
     return rc;
 }
 
-/* Fits one log into colls[class][collective]; 0, or 2 with the reason printed. */
-static int add_fit(json_t *colls, const char *path, const char *kind, const char *who)
+/* Fits one log into colls[class][collective]; 0, or 2 with the reason printed. link: the class
+ * given on the command line, or NULL: from the hosts the log lists. */
+static int add_fit(json_t *colls, const char *path, const char *kind, const char *link, const char *who)
 {
     nccl_fit fit;
     char err[1024];
@@ -162,7 +178,12 @@ static int add_fit(json_t *colls, const char *path, const char *kind, const char
         fprintf(stderr, "dtcal %s: %s\n", who, err);
         return 2;
     }
-    const char *cls = fit.hosts > 1 ? "network" : "nvlink";
+    if (!link && fit.hosts == 0) {
+        fprintf(stderr, "dtcal %s: %s: the log lists no ranks (no '# Using devices' block), so whether they ran on "
+                        "one host (nvlink) or several (network) is unknown: give --link nvlink|network\n", who, path);
+        return 2;
+    }
+    const char *cls = link ? link : fit.hosts > 1 ? "network" : "nvlink";
     fprintf(stderr, "  %s: %s over %d ranks on %d host(s) (%s): alpha %.2f us, busbw %.2f GB/s (%d sizes, up "
                     "to %.0f bytes)\n", path, fit.collective, fit.ranks, fit.hosts, cls, fit.alpha_us, fit.busbw_gbs,
             fit.points, fit.max_bytes);
@@ -299,7 +320,7 @@ static int cmd_collectives(int argc, char **argv)
             for (size_t k = 0; k < sizeof logs / sizeof logs[0] && rc == 0; k++) {
                 char path[4200];
                 snprintf(path, sizeof path, "%s/%s.log", dir, logs[k]);
-                rc = add_fit(colls, path, NULL, "collectives");
+                rc = add_fit(colls, path, NULL, NULL, "collectives");
             }
             if (rc == 0)
                 rc = write_collectives(colls, into, out, strcmp(be.name, "nccl") ? "MPI host memory" : "NCCL device memory",

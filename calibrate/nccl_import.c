@@ -17,6 +17,18 @@ static const char *kind_from(const char *text)
     return NULL;
 }
 
+/* Open MPI's mpirun --tag-output starts every line with "[job,rank]<stdout>:" (or <stderr>);
+ * logs collected that way read as the plain output once it is gone. */
+static void untag(char *line)
+{
+    if (line[0] != '[')
+        return;
+    char *close = strchr(line, ']');
+    if (!close || (strncmp(close + 1, "<stdout>:", 9) && strncmp(close + 1, "<stderr>:", 9)))
+        return;
+    memmove(line, close + 10, strlen(close + 10) + 1);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -43,6 +55,7 @@ int nccl_import_file(const char *path, const char *kind_hint, nccl_fit *out, cha
             snprintf(err, errlen, "%s:%d: line longer than %zu characters", path, lineno, sizeof line - 1);
             goto out;
         }
+        untag(line);
         if (line[0] == '#') {
             const char *k;
             if (!kind && strstr(line, "Collective test starting") && (k = kind_from(line)))

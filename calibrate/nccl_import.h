@@ -3,14 +3,15 @@
  *   alpha_us  = the median time of the three smallest measured sizes (the latency floor),
  *   busbw_gbs = the mean out-of-place bus bandwidth over sizes >= 1/4 of the largest (the
  *               bandwidth plateau nccl-tests reports),
- * for the link class the log's ranks span (one host: nvlink; several: network). */
+ * for the link class the log's ranks span (one host: nvlink; several: network). Lines tagged by
+ * mpirun --tag-output ("[1,0]<stdout>:") are read without the tag. */
 #ifndef DTSIM_CALIBRATE_NCCL_IMPORT_H
 #define DTSIM_CALIBRATE_NCCL_IMPORT_H
 #include <stddef.h>
 
 typedef struct {
     char collective[32];  /* all_reduce, all_gather, reduce_scatter, all_to_all, send_recv */
-    int ranks, hosts;
+    int ranks, hosts;     /* from the '# Using devices' block: 0 and 0 when the log has none */
     int points;
     double alpha_us, busbw_gbs, max_bytes;
 } nccl_fit;

@@ -1,7 +1,8 @@
 /* dtcal import-nccl-tests: logs written here from a known alpha-beta model (time = alpha +
  * factor x size / busbw), in both nccl-tests layouts (with and without the root column), come
  * back with that alpha and busbw; one host means NVLink, several the network; a truncated or
- * malformed log is refused with its line number. */
+ * malformed log is refused with its line number; published 8 x H100 logs give back their own
+ * bus bandwidth. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -91,11 +92,66 @@ static void bad_logs_are_refused_with_the_line(void **state)
     remove(path);
 }
 
+/* Published single-node 8 x H100 logs (data/README.md): the fitted bus bandwidth is within 2% of
+ * the largest message's out-of-place busbw as the log prints it; the latency floor is the
+ * smallest messages' time. One log was collected with mpirun --tag-output and lists no ranks. */
+static void published_h100_logs(void **state)
+{
+    static const struct {
+        const char *file;
+        int ranks, hosts;
+        double busbw_16g, first_time_us;
+    } logs[] = {{"dgxc-h100x8-all_reduce_perf.log", 8, 1, 479.90, 13.67},
+                {"aws-p5-h100x8-all_reduce_perf.log", 0, 0, 483.05, 12.90}};
+    for (size_t i = 0; i < sizeof logs / sizeof logs[0]; i++) {
+        char path[4096], err[512];
+        snprintf(path, sizeof path, "%s/tests/calibrate/data/%s", DTSIM_SOURCE_DIR, logs[i].file);
+        nccl_fit fit;
+        if (nccl_import_file(path, NULL, &fit, err, sizeof err) != 0)
+            fail_msg("%s", err);
+        print_message("%s: busbw %.2f GB/s (log at 16 GiB: %.2f), alpha %.2f us\n", logs[i].file, fit.busbw_gbs,
+                      logs[i].busbw_16g, fit.alpha_us);
+        assert_string_equal(fit.collective, "all_reduce");
+        assert_int_equal(fit.ranks, logs[i].ranks);
+        assert_int_equal(fit.hosts, logs[i].hosts);
+        assert_int_equal(fit.points, 32); /* 8 B to 16 GiB */
+        assert_true(fit.max_bytes == 17179869184.0);
+        assert_true(fabs(fit.busbw_gbs - logs[i].busbw_16g) < 0.02 * logs[i].busbw_16g);
+        assert_true(fabs(fit.alpha_us - logs[i].first_time_us) < 0.15 * logs[i].first_time_us);
+    }
+}
+
+/* mpirun --tag-output's "[job,rank]<stdout>:" prefix is read away: a tagged copy of a log fits
+ * exactly as the plain one. */
+static void tagged_lines_read_as_plain(void **state)
+{
+    write_log("dtcal_all_reduce_plain.log", 2, 1, 12.0, 300.0, 0);
+    FILE *in = fopen("dtcal_all_reduce_plain.log", "r"), *out = fopen("dtcal_all_reduce_tagged.log", "w");
+    char line[4096];
+    while (fgets(line, sizeof line, in))
+        fprintf(out, "[1,0]<stdout>:%s", line);
+    fclose(in);
+    fclose(out);
+    nccl_fit plain, tagged;
+    char err[512];
+    assert_int_equal(nccl_import_file("dtcal_all_reduce_plain.log", NULL, &plain, err, sizeof err), 0);
+    if (nccl_import_file("dtcal_all_reduce_tagged.log", NULL, &tagged, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(tagged.ranks, 16);
+    assert_int_equal(tagged.hosts, 2);
+    assert_int_equal(tagged.points, plain.points);
+    assert_true(tagged.busbw_gbs == plain.busbw_gbs && tagged.alpha_us == plain.alpha_us);
+    remove("dtcal_all_reduce_plain.log");
+    remove("dtcal_all_reduce_tagged.log");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fits_come_back),
         cmocka_unit_test(bad_logs_are_refused_with_the_line),
+        cmocka_unit_test(published_h100_logs),
+        cmocka_unit_test(tagged_lines_read_as_plain),
     };
     char dir[] = "/tmp/test_nccl_import_XXXXXX";
     if (enter_private_dir(dir) != 0)
