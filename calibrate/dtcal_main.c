@@ -127,6 +127,7 @@ static int write_collectives(json_t *colls, const char *into, const char *out, c
 static int cmd_import(int argc, char **argv)
 {
     const char *out = "-", *kind = NULL, *into = NULL, *link = NULL;
+    const char **logs = malloc((size_t)argc * sizeof *logs); /* the options apply to every log */
     json_t *colls = json_object();
     int files = 0, rc = 0;
     for (int i = 2; i < argc && rc == 0; i++) {
@@ -146,18 +147,12 @@ static int cmd_import(int argc, char **argv)
             fprintf(stderr, "dtcal import-nccl-tests: unknown option or missing value: %s\n", argv[i]);
             rc = 2;
         } else {
-            files++;
+            logs[files++] = argv[i];
         }
     }
-    /* the options apply to every log, wherever they stand */
-    for (int i = 2; i < argc && rc == 0; i++) {
-        if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--kind") || !strcmp(argv[i], "--into") ||
-            !strcmp(argv[i], "--link")) {
-            i++;
-        } else {
-            rc = add_fit(colls, argv[i], kind, link, "import-nccl-tests");
-        }
-    }
+    for (int i = 0; i < files && rc == 0; i++)
+        rc = add_fit(colls, logs[i], kind, link, "import-nccl-tests");
+    free(logs);
     if (rc == 0 && files == 0) {
         fprintf(stderr, "dtcal import-nccl-tests: no log given\n");
         rc = 2;

@@ -9,23 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 #include "checkpoint.h"
 #include "data_parallel.h"
 #include "schedule.h"
+#include "wall_clock.h"
 
 #define SHARD_MAGIC "DTCK"
 #define FORMAT_VERSION 2
 #define SHARD_HEADER_BYTES 64
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Writes bytes to path through path.tmp, fsync, rename. */
 static int write_file_atomic(const char *path, const void *const *parts, const size_t *sizes, int n, uint32_t *crc,
@@ -127,9 +120,9 @@ static int write_shard(checkpoint_job *j)
 static void *writer(void *arg)
 {
     checkpoint_job *j = arg;
-    double t0 = now_s();
+    double t0 = wall_clock_s();
     j->rc = write_shard(j);
-    j->write_s = now_s() - t0;
+    j->write_s = wall_clock_s() - t0;
     atomic_store(&j->done, 1);
     return NULL;
 }

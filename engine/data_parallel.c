@@ -3,15 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "data_parallel.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "wall_clock.h"
 
 /* The tensors [first, first + count) occupy one contiguous range of the flat buffer. */
 static void tensor_range(const gpt_model *m, int first, int count, size_t *lo, size_t *hi)
@@ -155,13 +148,13 @@ static void zero_pass_hook(gpt_model *m, int first, int count, int before, int b
     int params = d->zero >= 3, grads = backward;
     /* Timed by the wall clock: each collective returns with its result in place (the host-staged
      * copies and NCCL's wait synchronise), so the profile shows the pass's ZeRO traffic. */
-    double t0 = now_s();
+    double t0 = wall_clock_s();
     if (before) {
         if (params) {
             float *w = take_window(d, &d->param_windows, lo, hi);
             gather_range(d, &m->param_range, m->params, lo, hi, w);
             gpt_map_range(&m->param_range, w, lo, hi);
-            profile_pass(m, "zero_param_allgather", first, lo, hi, now_s() - t0);
+            profile_pass(m, "zero_param_allgather", first, lo, hi, wall_clock_s() - t0);
         }
         if (grads) {
             float *w = take_window(d, &d->grad_windows, lo, hi);
@@ -174,7 +167,7 @@ static void zero_pass_hook(gpt_model *m, int first, int count, int before, int b
         float *w = give_window(&d->grad_windows, lo);
         gpt_unmap_range(&m->grad_range, w);
         reduce_window_into_shard(d, m, lo, hi, w);
-        profile_pass(m, "dp_grad_reduce_scatter", first, lo, hi, now_s() - t0);
+        profile_pass(m, "dp_grad_reduce_scatter", first, lo, hi, wall_clock_s() - t0);
     }
     if (params)
         gpt_unmap_range(&m->param_range, give_window(&d->param_windows, lo));
@@ -317,8 +310,6 @@ int dp_enable_overlap(dp_state *d, gpt_model *m, int accum, double bucket_mb, ch
         d->bucket_floats = 1;
     d->passes_done = calloc((size_t)m->num_tensors, sizeof *d->passes_done);
     d->started = calloc((size_t)m->num_tensors, 1);
-    if (!d->part_counts)
-        d->part_counts = malloc((size_t)d->dp * sizeof *d->part_counts);
     if (d->zero == 1)
         d->host_recv = calloc(d->padded, sizeof(float));
     m->pass_hook = bucket_pass_hook;
@@ -362,12 +353,12 @@ void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m)
     d->padded = (d->n + d->dp - 1) / d->dp * d->dp;
     gpt_dp_shard_range(d->n, d->dp, d->rank, &d->shard_lo, &d->shard_hi);
     d->host = calloc(d->padded, sizeof(float));
+    d->part_counts = malloc((size_t)d->dp * sizeof *d->part_counts);
     if (zero >= 1 && d->dp > 1)
         gpt_keep_moments(m, d->shard_lo, d->shard_hi); /* the optimizer state lives with its shard */
     if (dp_grads_sharded(d)) {
         /* the device keeps only the shards; passes use windows (zero_pass_hook) */
         d->window_floats = largest_pass_range(m);
-        d->part_counts = malloc((size_t)d->dp * sizeof *d->part_counts);
         gpt_keep_grads(m, d->shard_lo, d->shard_hi);
         if (zero >= 3)
             gpt_keep_params(m, d->shard_lo, d->shard_hi);

@@ -44,7 +44,7 @@ typedef struct {
     /* ZeRO-2/3's windows for the passes (backend memory, window_floats each, on first use) */
     size_t window_floats;
     dp_window_pool param_windows, grad_windows;
-    size_t *part_counts; /* ZeRO-2/3 (and buckets): dp of them, each shard's part of a range */
+    size_t *part_counts; /* dp of them: each shard's part of a range (ZeRO-2/3 passes, buckets) */
     /* --overlap-grad-reduce (ZeRO-0/1, MPI): buckets of final gradients started as passes end */
     int overlap, accum;             /* on; backward passes a tensor's gradient takes per step */
     size_t bucket_floats;           /* a bucket is started once it holds this many */

@@ -13,6 +13,7 @@
 #include "oplist.h"
 #include "run_dir.h"
 #include "schedule.h"
+#include "wall_clock.h"
 
 #ifndef DTRAIN_GIT_REVISION
 #define DTRAIN_GIT_REVISION "unknown"
@@ -61,13 +62,6 @@ const char *run_dir_git_revision(void)
 int run_dir_git_dirty(void)
 {
     return DTRAIN_GIT_DIRTY;
-}
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static void utc_now(char *out, size_t len)
@@ -167,7 +161,7 @@ run_dir *run_dir_open(const char *path, int resume, int argc, char **argv, char 
     snprintf(rd->path, sizeof rd->path, "%s", path);
     join(rd->profile, sizeof rd->profile, path, "profile.json");
     rd->resume = resume;
-    rd->t0 = mono_s();
+    rd->t0 = wall_clock_s();
     utc_now(rd->start_time, sizeof rd->start_time);
     rd->argv = json_array();
     for (int i = 0; i < argc; i++)
@@ -533,7 +527,7 @@ int run_dir_finish(run_dir *rd, int last_step, double final_loss, const char *pa
     join(path, sizeof path, rd->path, "summary.json");
     json_t *doc = json_pack("{s:f,s:s,s:i,s:i,s:b,s:f,s:o,s:o,s:s,s:s}", "final_loss", final_loss, "params_crc32",
                             params_crc32, "steps", last_step, "steps_this_launch", rd->steps_logged, "completed",
-                            completed, "wall_s", mono_s() - rd->t0, "mean_tokens_per_s",
+                            completed, "wall_s", wall_clock_s() - rd->t0, "mean_tokens_per_s",
                             rd->time_sum > 0 ? json_real(rd->tokens_sum / rd->time_sum) : json_null(),
                             "mean_step_time_s",
                             rd->steps_logged ? json_real(rd->time_sum / rd->steps_logged) : json_null(), "start_time",

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <signal.h>
 #include <unistd.h>
 #include "checkpoint.h"
@@ -15,13 +14,7 @@
 #include "run_dir.h"
 #include "schedule.h"
 #include "train.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "wall_clock.h"
 
 double train_lr(const train_options *o, int step)
 {
@@ -433,7 +426,7 @@ int train_run(const train_options *o)
     checkpoint_job *pending = NULL;
     int rc = 0, last_step = first_step - 1, stopped = 0;
     for (int step = first_step; step <= o->steps; step++) {
-        double t0 = now_s();
+        double t0 = wall_clock_s();
         profiler_set_step(m.prof, step);
         k->memset_zero(m.grads, m.grad_range.n * sizeof(float)); /* all of them, or a ZeRO-2/3 shard */
         /* Mean loss over all tokens of the step, times the loss scale. */
@@ -478,7 +471,7 @@ int train_run(const train_options *o)
             }
         }
         k->synchronize();
-        double dt = now_s() - t0;
+        double dt = wall_clock_s() - t0;
         json_t *line = json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:f}", "step", step, "loss", (double)loss, "grad_norm",
                                  isfinite(grad_norm) ? grad_norm : -1.0, "loss_scale", scale, "lr", lr,
                                  "step_time_s", dt, "tokens_per_s", (double)o->global_batch * T / dt); /* the whole job's */
@@ -523,7 +516,7 @@ int train_run(const train_options *o)
                 break;
             }
             train_state st = state_of(o, step, updates, &data, scale, good_steps);
-            double t1 = now_s();
+            double t1 = wall_clock_s();
             int sync = o->ckpt_sync || term;
             dp_sync_optimizer_state(&dps, &m);
             profiler_begin(m.prof);
@@ -534,7 +527,7 @@ int train_run(const train_options *o)
                 break;
             }
             if (leader)
-                fprintf(stderr, "dtrain: checkpoint step %d: step loop blocked %.3f s%s\n", step, now_s() - t1,
+                fprintf(stderr, "dtrain: checkpoint step %d: step loop blocked %.3f s%s\n", step, wall_clock_s() - t1,
                         sync ? " (synchronous write)" : ", writing in the background");
         }
         if (term) {
