@@ -128,6 +128,10 @@ int replay_metrics_compute(const step_workload *w, const replay_times *t, replay
         double dur = t->finish[i] - t->start[i];
         if (sync_class(k) >= 0) {
             tot[sync_class(k)] += dur;
+            /* a pipeline transfer runs on both GPUs (a send kernel and a receive kernel), and
+             * either may wait for it: the receiver for its input, a blocking sender for delivery */
+            if (k->kind == TASK_P2P && k->peer_stage >= 0 && k->peer_stage != k->stage)
+                total[k->peer_stage * COMM_CLASS_COUNT + COMM_PP] += dur;
             continue;
         }
         if (k->lane != LANE_COMPUTE)

@@ -269,6 +269,7 @@ typedef struct {
     double pending_grad;   /* gradient bytes produced, not yet in a bucket */
     int pending_embedding; /* they are the embedding's (PowerSGD compresses its own matrix shape) */
     int *backwards_left;   /* per chunk: backward passes still to run */
+    int last_send;         /* the stage's last pipeline send, which a blocking send waits for */
 } stage_state;
 
 static void flush_bucket(step_workload *w, const builder *b, stage_state *st, int stage, int dep,
@@ -335,6 +336,15 @@ static void flush_and_offload(step_workload *w, const builder *b, stage_state *s
     offload_grads_to_host(w, b->s, stage, elements, st->last_comm != last_comm ? st->last_comm : dep);
 }
 
+/* Without parallel.overlap_p2p_comm a stage's sends block, as Megatron-LM's do by default: its
+ * next pass starts once its last send has been delivered, not only once it has what it receives. */
+static void wait_for_send(step_workload *w, const builder *b, stage_state *st, int task)
+{
+    if (st->last_send >= 0 && !b->s->parallel.overlap_p2p_comm)
+        workload_add_dep(w, task, st->last_send);
+    st->last_send = -1;
+}
+
 static int emit_pass(step_workload *w, const builder *b, stage_state *st, int stage,
                      const pipe_action *a, int **fwd_p2p, int **bwd_p2p)
 {
@@ -365,6 +375,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         int id = workload_add_task(w, &t);
         if (vs > 0)
             workload_add_dep(w, id, fwd_p2p[vs - 1][a->micro_batch]);
+        wait_for_send(w, b, st, id);
         if (gather >= 0)
             workload_add_dep(w, id, gather);
         st->prev_compute = st->last_compute;
@@ -378,6 +389,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
             w->tasks[p].chunk = a->chunk;
             w->tasks[p].phase = PIPE_FORWARD;
             fwd_p2p[vs][a->micro_batch] = p;
+            st->last_send = p;
         }
         return 0;
     }
@@ -412,6 +424,8 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         id = workload_add_task(w, &t);
         if (piece == 0 && first_dep >= 0)
             workload_add_dep(w, id, first_dep);
+        if (piece == 0)
+            wait_for_send(w, b, st, id);
         if (piece == 0 && gather >= 0)
             workload_add_dep(w, id, gather);
         st->prev_compute = st->last_compute;
@@ -432,6 +446,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         w->tasks[p].chunk = a->chunk;
         w->tasks[p].phase = PIPE_BACKWARD;
         bwd_p2p[vs][a->micro_batch] = p;
+        st->last_send = p;
     }
     return 0;
 }
@@ -522,7 +537,7 @@ int workload_build(const scenario_config *s, step_workload *w, config_error *err
             fwd_p2p[v][i] = bwd_p2p[v][i] = -1;
     }
     for (int p = 0; p < b.P; p++) {
-        st[p].last_compute = st[p].prev_compute = st[p].last_comm = -1;
+        st[p].last_compute = st[p].prev_compute = st[p].last_comm = st[p].last_send = -1;
         st[p].backwards_left = calloc((size_t)b.V, sizeof(int));
         for (int c = 0; c < b.V; c++)
             st[p].backwards_left[c] = b.m;

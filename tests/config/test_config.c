@@ -46,6 +46,7 @@ static void base_is_valid_and_defaults_apply(void **state)
     assert_int_equal(s.parallel.zero_stage, 1);
     assert_int_equal(s.parallel.schedule, PIPELINE_1F1B);
     assert_false(s.parallel.overlap_grad_reduce); /* Megatron-LM's default */
+    assert_false(s.parallel.overlap_p2p_comm);    /* likewise: blocking pipeline sends */
     assert_true(s.parallel.bucket_size_mb == 40);
     assert_int_equal(s.training.recompute, RECOMPUTE_NONE);
     assert_int_equal(s.run.steps, 1);
@@ -147,6 +148,7 @@ static const reject_case REJECTS[] = {
     {{"parallel.data_parallel_size=4000"}, {"scenario.parallel.data_parallel_size", "more than the platform's 12288"}},
     {{"parallel.zero_stage=-1"}, {"scenario.parallel.zero_stage", "range"}},
     {{"parallel.sequence_parallel=\"yes\""}, {"scenario.parallel.sequence_parallel", "true or false"}},
+    {{"parallel.overlap_p2p_comm=1"}, {"scenario.parallel.overlap_p2p_comm", "true or false"}},
     /* faults */
     {{"faults.degraded_links=[{\"node\":1,\"nic\":0,\"bandwidth_factor\":1.5}]"}, {"scenario.faults.degraded_links[0].bandwidth_factor", "range"}},
     {{"faults.degraded_links=[{\"node\":99,\"nic\":0,\"bandwidth_factor\":0.5}]"}, {"scenario.faults.degraded_links[0].node", "range"}},

@@ -181,6 +181,59 @@ static void bf16_gradient_reduction_halves_the_dp_bandwidth_term(void **state)
     fixture_free(&s);
 }
 
+/* Blocking pipeline sends (parallel.overlap_p2p_comm false, Megatron-LM's default). Two stages,
+ * two micro-batches, 1F1B: stage 1 runs F0 B0 F1 B1 and stage 0 F0 F1 B0 B1. With sends beside
+ * compute, stage 1's F1 starts when B0 ends; a blocking stage first waits for B0's gradient to
+ * reach stage 0 (one transfer, d), and everything after F1 on the critical path shifts by d
+ * (stage 0 then waits for B1's gradient, which leaves d later). So the step grows by exactly d. */
+static double pipeline_step(int overlap_p2p, double *transfer_s, double *pp_total_s)
+{
+    scenario_config s;
+    fixture_scenario(&s, 4);
+    s.parallel.pp = 2;
+    s.training.global_batch_size = 2 * s.training.micro_batch_size;
+    s.parallel.overlap_p2p_comm = overlap_p2p;
+    step_workload w;
+    config_error err;
+    assert_int_equal(workload_build(&s, &w, &err), 0);
+    *transfer_s = 0;
+    int transfers = 0;
+    for (int i = 0; i < w.n_tasks; i++)
+        if (w.tasks[i].kind == TASK_P2P) {
+            assert_true(*transfer_s == 0 || fabs(w.tasks[i].duration_s - *transfer_s) < 1e-15);
+            *transfer_s = w.tasks[i].duration_s;
+            transfers++;
+        }
+    assert_int_equal(transfers, 4); /* two activations forward, two gradients back */
+    replay_times t;
+    replay_metrics m;
+    assert_int_equal(replay_times_alloc(&t, w.n_tasks), 0);
+    assert_int_equal(replay_analytic(&w, &t), 0);
+    assert_int_equal(replay_metrics_compute(&w, &t, &m), 0);
+    double step = m.step_time_s;
+    *pp_total_s = m.comm_total_s[COMM_PP];
+    for (int c = 0; c < COMM_CLASS_COUNT; c++)
+        assert_true(m.comm_exposed_s[c] <= m.comm_total_s[c] + 1e-12);
+    replay_metrics_free(&m);
+    replay_times_free(&t);
+    workload_free(&w);
+    fixture_free(&s);
+    return step;
+}
+
+static void blocking_pipeline_sends_add_one_transfer_to_two_micro_batches(void **state)
+{
+    (void)state;
+    double d, d_overlap, pp_total, pp_total_overlap;
+    double blocking = pipeline_step(0, &d, &pp_total), overlapped = pipeline_step(1, &d_overlap, &pp_total_overlap);
+    print_message("1F1B p=2 m=2: step %.6f s with blocking sends, %.6f s overlapped, transfer %.6f s\n", blocking,
+                  overlapped, d);
+    assert_true(d > 0 && d == d_overlap);
+    assert_true(fabs((blocking - overlapped) - d) < 1e-9 * blocking);
+    /* each transfer is a send on one GPU and a receive on the other: 4 transfers x 2 GPUs / 2 stages */
+    assert_true(fabs(pp_total - 4 * d) < 1e-12 && fabs(pp_total_overlap - 4 * d) < 1e-12);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -189,6 +242,7 @@ int main(void)
         cmocka_unit_test(dp_gradient_reduction_is_exposed_unless_overlapped),
         cmocka_unit_test(step_time_without_pipeline_equals_the_sum_of_passes),
         cmocka_unit_test(bf16_gradient_reduction_halves_the_dp_bandwidth_term),
+        cmocka_unit_test(blocking_pipeline_sends_add_one_transfer_to_two_micro_batches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
