@@ -141,6 +141,9 @@ typedef struct {
         int overlap_grad_reduce;
         int overlap_p2p_comm;                /* 1: pipeline sends run beside compute; 0: a stage's
                                                 next pass waits for its last send (blocking) */
+        int scatter_gather_p2p;              /* 1 (default): without SP each TP rank sends 1/TP of
+                                                the activation and the receivers all-gather it over
+                                                NVLink; 0: each sends all of it */
         double bucket_size_mb;
         double grad_reduce_bytes;            /* DP gradient reduction, bytes per element: 4 fp32,
                                                 2 bf16/fp16, 1 + 4/GRAD_INT8_BLOCK int8 (a fp32 scale

@@ -194,7 +194,8 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
     static const char *const keys[] = {"tensor_model_parallel_size", "pipeline_model_parallel_size",
                                        "data_parallel_size", "virtual_pipeline_model_parallel_size",
                                        "sequence_parallel", "context_parallel_size", "expert_model_parallel_size",
-                                       "zero_stage", "schedule", "overlap_grad_reduce", "overlap_p2p_comm", "bucket_size_mb",
+                                       "zero_stage", "schedule", "overlap_grad_reduce", "overlap_p2p_comm",
+                                       "scatter_gather_p2p", "bucket_size_mb",
                                        "pipeline_layers", "grad_reduce_dtype", "grad_compression",
                                        "offload_optimizer", "offload_parameters", NULL};
     static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
@@ -212,6 +213,7 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
         config_enum(par, p, "schedule", schedules, PIPELINE_1F1B, &sched, err) ||
         config_bool(par, p, "overlap_grad_reduce", 0, &s->parallel.overlap_grad_reduce, err) ||
         config_bool(par, p, "overlap_p2p_comm", 0, &s->parallel.overlap_p2p_comm, err) ||
+        config_bool(par, p, "scatter_gather_p2p", 1, &s->parallel.scatter_gather_p2p, err) ||
         config_num(par, p, "bucket_size_mb", 0, 40, 0, 1e6, 1, &s->parallel.bucket_size_mb, err))
         return -1;
     long long platform_gpus = (long long)s->platform.network.nodes * s->platform.node.gpus;

@@ -43,6 +43,8 @@ int engine_scenario_load(const engine_run_shape *r, const char *platform_path, c
                         json_boolean(r->overlap_grad_reduce));
     /* dtrain posts its pipeline sends (MPI_Isend of a copy, engine/comm.c) and goes on computing */
     json_object_set_new(json_object_get(scen, "parallel"), "overlap_p2p_comm", json_true());
+    /* and every TP rank sends its whole activation (no scatter/gather) */
+    json_object_set_new(json_object_get(scen, "parallel"), "scatter_gather_p2p", json_false());
     if (r->bucket_mb > 0)
         json_object_set_new(json_object_get(scen, "parallel"), "bucket_size_mb", json_real(r->bucket_mb));
     if (r->powersgd_rank > 0)

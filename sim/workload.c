@@ -38,6 +38,7 @@ typedef struct {
     pass_cost embed_fwd, embed_bwd, head_fwd, head_bwd;
     coll_group tp, cp, ep, pp, dp;
     double p2p_bytes;
+    double p2p_gather_s;  /* the receiver's all-gather of what TP ranks sent in slices */
     double grad_bytes_per_layer;  /* gradient bytes one GPU reduces per layer */
     double grad_elem;             /* bytes per reduced gradient element */
     double bucket_bytes;   /* gradient bytes per bucket task */
@@ -203,11 +204,17 @@ static int builder_init(builder *b, const scenario_config *s, config_error *err)
     b->layer_bwd = sum_ops(b, ops, n, 0);
     head_costs(b, &sh);
 
-    /* Activations (and their gradients) between stages; with TP each rank sends its 1/tp
-     * slice through its own NIC and the slices are all-gathered over NVLink on arrival
-     * (Megatron's scatter/gather optimisation), so the NIC carries 1/tp of the tensor. */
+    /* Activations (and their gradients) between stages. With TP each rank sends through its own
+     * NIC: its sequence shard with SP; without SP, its 1/tp slice of the activation when
+     * scatter_gather_p2p (Megatron's scatter/gather optimisation), else all of it. */
     double tokens = (double)sh.micro_batch * (double)sh.seq_length / sh.cp;
-    b->p2p_bytes = tokens * (double)sh.hidden * sh.act_bytes / (tp > 1 ? tp : 1);
+    double activation = tokens * (double)sh.hidden * sh.act_bytes;
+    int sliced = tp > 1 && (s->parallel.sequence_parallel || s->parallel.scatter_gather_p2p);
+    b->p2p_bytes = sliced ? activation / tp : activation;
+    /* Without SP every TP rank needs the whole activation, so scattered slices are gathered over
+     * NVLink before the next stage computes; with SP each rank's slice is already its input. */
+    if (sliced && !s->parallel.sequence_parallel)
+        b->p2p_gather_s = collective_time(&s->platform, &s->calibration, COLL_ALL_GATHER, activation, b->tp).time_s;
 
     layer_params lp = params_layer_per_gpu(s);
     double natural = (s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32) ? 4 : 2;
@@ -336,6 +343,14 @@ static void flush_and_offload(step_workload *w, const builder *b, stage_state *s
     offload_grads_to_host(w, b->s, stage, elements, st->last_comm != last_comm ? st->last_comm : dep);
 }
 
+/* A pass that starts from what the previous stage sent first gathers its TP slices (folded into
+ * the pass like TP communication: it runs on the compute stream, over the TP group's NVLink). */
+static void gather_received(sim_task *pass, const builder *b)
+{
+    pass->duration_s += b->p2p_gather_s;
+    pass->comm_inside_s += b->p2p_gather_s;
+}
+
 /* Without parallel.overlap_p2p_comm a stage's sends block, as Megatron-LM's do by default: its
  * next pass starts once its last send has been delivered, not only once it has what it receives. */
 static void wait_for_send(step_workload *w, const builder *b, stage_state *st, int task)
@@ -364,6 +379,8 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         t.comm_inside_s = L * b->layer_fwd.comm_s;
         t.tp_ring_bytes = L * b->layer_fwd.tp_ring_bytes;
         t.flops = L * b->layer_fwd.flops;
+        if (vs > 0)
+            gather_received(&t, b);
         if (vs == 0) {
             t.duration_s += b->embed_fwd.time_s;
             t.comm_inside_s += b->embed_fwd.comm_s;
@@ -421,6 +438,8 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         }
         if (vs == 0 && piece == pieces - 1)
             t.duration_s += b->embed_bwd.time_s;
+        if (vs < last_vs && piece == 0)
+            gather_received(&t, b);
         id = workload_add_task(w, &t);
         if (piece == 0 && first_dep >= 0)
             workload_add_dep(w, id, first_dep);

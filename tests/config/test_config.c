@@ -47,6 +47,7 @@ static void base_is_valid_and_defaults_apply(void **state)
     assert_int_equal(s.parallel.schedule, PIPELINE_1F1B);
     assert_false(s.parallel.overlap_grad_reduce); /* Megatron-LM's default */
     assert_false(s.parallel.overlap_p2p_comm);    /* likewise: blocking pipeline sends */
+    assert_true(s.parallel.scatter_gather_p2p);   /* Megatron-LM's pipeline scatter/gather */
     assert_true(s.parallel.bucket_size_mb == 40);
     assert_int_equal(s.training.recompute, RECOMPUTE_NONE);
     assert_int_equal(s.run.steps, 1);
@@ -149,6 +150,7 @@ static const reject_case REJECTS[] = {
     {{"parallel.zero_stage=-1"}, {"scenario.parallel.zero_stage", "range"}},
     {{"parallel.sequence_parallel=\"yes\""}, {"scenario.parallel.sequence_parallel", "true or false"}},
     {{"parallel.overlap_p2p_comm=1"}, {"scenario.parallel.overlap_p2p_comm", "true or false"}},
+    {{"parallel.scatter_gather_p2p=\"no\""}, {"scenario.parallel.scatter_gather_p2p", "true or false"}},
     /* faults */
     {{"faults.degraded_links=[{\"node\":1,\"nic\":0,\"bandwidth_factor\":1.5}]"}, {"scenario.faults.degraded_links[0].bandwidth_factor", "range"}},
     {{"faults.degraded_links=[{\"node\":99,\"nic\":0,\"bandwidth_factor\":0.5}]"}, {"scenario.faults.degraded_links[0].node", "range"}},

@@ -54,7 +54,7 @@ static json_t *random_scenario(rng64 *r, int i)
     char name[64];
     snprintf(name, sizeof name, "random-%d", i);
     json_t *doc = json_pack("{s:s,s:s,s:{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:b,s:s},s:{s:i,s:i,s:s,s:s,s:s},"
-                     "s:{s:i,s:i,s:i,s:i,s:i,s:s,s:b,s:i,s:b,s:b}}",
+                     "s:{s:i,s:i,s:i,s:i,s:i,s:s,s:b,s:i,s:b,s:b,s:b}}",
                      "name", name, "platform", plat, "model", "num_layers", PICK(r, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96),
                      "hidden_size", hidden, "num_attention_heads", heads, "num_query_groups", groups, "ffn_hidden_size",
                      swiglu ? hidden * 8 / 3 / 64 * 64 : 4 * hidden, "seq_length", PICK(r, 512, 1024, 2048, 4096, 8192),
@@ -64,7 +64,8 @@ static json_t *random_scenario(rng64 *r, int i)
                      "parallel", "tensor_model_parallel_size", tp, "pipeline_model_parallel_size", pp,
                      "data_parallel_size", dp, "virtual_pipeline_model_parallel_size", vpp, "context_parallel_size", cp,
                      "schedule", sched, "sequence_parallel", tp > 1 && next(r) % 2, "zero_stage", dp * cp > 1 ? zero : 0,
-                     "overlap_grad_reduce", (int)(next(r) % 2), "overlap_p2p_comm", (int)(next(r) % 2));
+                     "overlap_grad_reduce", (int)(next(r) % 2), "overlap_p2p_comm", (int)(next(r) % 2),
+                     "scatter_gather_p2p", (int)(next(r) % 2));
     /* the playbook, now and then (the loader refuses what does not go together) */
     json_t *par = json_object_get(doc, "parallel");
     if (next(r) % 4 == 0) {

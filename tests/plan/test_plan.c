@@ -146,7 +146,7 @@ static void json_layouts_load_back_through_the_loader(void **state)
     static const char *keys[] = {"tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
                                  "virtual_pipeline_model_parallel_size", "sequence_parallel", "context_parallel_size",
                                  "expert_model_parallel_size", "zero_stage", "schedule", "overlap_grad_reduce",
-                                 "overlap_p2p_comm", "bucket_size_mb"};
+                                 "overlap_p2p_comm", "scatter_gather_p2p", "bucket_size_mb"};
     for (int i = 0; i < 5 && i < p.count; i++) {
         json_t *j = plan_layout_to_json(&s, &p.layouts[i]);
         json_t *par = json_object_get(j, "parallel"), *tr = json_object_get(j, "training");

@@ -54,6 +54,7 @@ void fixture_scenario(scenario_config *s, int layers)
     s->parallel.schedule = PIPELINE_1F1B;
     s->parallel.overlap_grad_reduce = 1;
     s->parallel.bucket_size_mb = 40;
+    s->parallel.scatter_gather_p2p = 1; /* the loader's default */
     s->run.steps = 1;
 }
 

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
+#include "collective.h"
 #include "fixture.h"
 #include "replay.h"
 #include "run.h"
@@ -234,6 +235,53 @@ static void blocking_pipeline_sends_add_one_transfer_to_two_micro_batches(void *
     assert_true(fabs(pp_total - 4 * d) < 1e-12 && fabs(pp_total_overlap - 4 * d) < 1e-12);
 }
 
+/* What crosses between stages under TP 2 (parallel.scatter_gather_p2p, sequence_parallel): the
+ * bytes each TP rank sends, and the receiving stage's NVLink all-gather of scattered slices,
+ * charged to the pass that starts from them. */
+static void stage_forward_and_transfer(int scatter_gather, int sp, double *bytes, double *fwd_s)
+{
+    scenario_config s;
+    fixture_scenario(&s, 4);
+    s.parallel.tp = 2;
+    s.parallel.pp = 2;
+    s.parallel.sequence_parallel = sp;
+    s.parallel.scatter_gather_p2p = scatter_gather;
+    s.training.global_batch_size = 2 * s.training.micro_batch_size;
+    step_workload w;
+    config_error err;
+    assert_int_equal(workload_build(&s, &w, &err), 0);
+    *bytes = *fwd_s = -1;
+    for (int i = 0; i < w.n_tasks; i++) {
+        if (w.tasks[i].kind == TASK_P2P)
+            *bytes = w.tasks[i].bytes;
+        if (w.tasks[i].kind == TASK_COMPUTE && w.tasks[i].stage == 1 && w.tasks[i].phase == PIPE_FORWARD)
+            *fwd_s = w.tasks[i].duration_s;
+    }
+    workload_free(&w);
+    fixture_free(&s);
+}
+
+static void pipeline_transfers_follow_the_tp_split(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 4);
+    double activation = (double)s.training.micro_batch_size * (double)s.model.seq_length *
+                        (double)s.model.hidden_size * 2; /* bf16 */
+    coll_group tp_group = coll_group_of(2, 1, s.platform.node.gpus);
+    double gather = collective_time(&s.platform, &s.calibration, COLL_ALL_GATHER, activation, tp_group).time_s;
+    fixture_free(&s);
+    double b_sg, f_sg, b_full, f_full, b_sp, f_sp, b_sp_full, f_sp_full;
+    stage_forward_and_transfer(1, 0, &b_sg, &f_sg);
+    stage_forward_and_transfer(0, 0, &b_full, &f_full);
+    stage_forward_and_transfer(1, 1, &b_sp, &f_sp);
+    stage_forward_and_transfer(0, 1, &b_sp_full, &f_sp_full);
+    assert_true(gather > 0);
+    assert_true(b_sg == activation / 2 && b_full == activation); /* scattered slices, or all of it */
+    assert_true(fabs((f_sg - f_full) - gather) < 1e-15);         /* and the slices gathered again */
+    assert_true(b_sp == activation / 2 && b_sp_full == activation / 2 && f_sp == f_sp_full); /* SP: shards */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -243,6 +291,7 @@ int main(void)
         cmocka_unit_test(step_time_without_pipeline_equals_the_sum_of_passes),
         cmocka_unit_test(bf16_gradient_reduction_halves_the_dp_bandwidth_term),
         cmocka_unit_test(blocking_pipeline_sends_add_one_transfer_to_two_micro_batches),
+        cmocka_unit_test(pipeline_transfers_follow_the_tp_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
