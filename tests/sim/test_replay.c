@@ -187,12 +187,19 @@ static void bf16_gradient_reduction_halves_the_dp_bandwidth_term(void **state)
  * compute, stage 1's F1 starts when B0 ends; a blocking stage first waits for B0's gradient to
  * reach stage 0 (one transfer, d), and everything after F1 on the critical path shifts by d
  * (stage 0 then waits for B1's gradient, which leaves d later). So the step grows by exactly d. */
+/* The fixture on two pipeline stages of TP tp, two micro-batches of one sequence. */
+static void two_stage_fixture(scenario_config *s, int tp)
+{
+    fixture_scenario(s, 4);
+    s->parallel.tp = tp;
+    s->parallel.pp = 2;
+    s->training.global_batch_size = 2 * s->training.micro_batch_size;
+}
+
 static double pipeline_step(int overlap_p2p, double *transfer_s, double *pp_total_s)
 {
     scenario_config s;
-    fixture_scenario(&s, 4);
-    s.parallel.pp = 2;
-    s.training.global_batch_size = 2 * s.training.micro_batch_size;
+    two_stage_fixture(&s, 1);
     s.parallel.overlap_p2p_comm = overlap_p2p;
     step_workload w;
     config_error err;
@@ -206,20 +213,14 @@ static double pipeline_step(int overlap_p2p, double *transfer_s, double *pp_tota
             transfers++;
         }
     assert_int_equal(transfers, 4); /* two activations forward, two gradients back */
-    replay_times t;
-    replay_metrics m;
-    assert_int_equal(replay_times_alloc(&t, w.n_tasks), 0);
-    assert_int_equal(replay_analytic(&w, &t), 0);
-    assert_int_equal(replay_metrics_compute(&w, &t, &m), 0);
-    double step = m.step_time_s;
-    *pp_total_s = m.comm_total_s[COMM_PP];
-    for (int c = 0; c < COMM_CLASS_COUNT; c++)
-        assert_true(m.comm_exposed_s[c] <= m.comm_total_s[c] + 1e-12);
-    replay_metrics_free(&m);
-    replay_times_free(&t);
     workload_free(&w);
+    run_result r;
+    assert_int_equal(run_scenario(&s, &r, &err), 0);
+    *pp_total_s = r.comm_total_s[COMM_PP];
+    for (int c = 0; c < COMM_CLASS_COUNT; c++)
+        assert_true(r.comm_exposed_s[c] <= r.comm_total_s[c] + 1e-12);
     fixture_free(&s);
-    return step;
+    return r.step_time_s;
 }
 
 static void blocking_pipeline_sends_add_one_transfer_to_two_micro_batches(void **state)
@@ -241,12 +242,9 @@ static void blocking_pipeline_sends_add_one_transfer_to_two_micro_batches(void *
 static void stage_forward_and_transfer(int scatter_gather, int sp, double *bytes, double *fwd_s)
 {
     scenario_config s;
-    fixture_scenario(&s, 4);
-    s.parallel.tp = 2;
-    s.parallel.pp = 2;
+    two_stage_fixture(&s, 2);
     s.parallel.sequence_parallel = sp;
     s.parallel.scatter_gather_p2p = scatter_gather;
-    s.training.global_batch_size = 2 * s.training.micro_batch_size;
     step_workload w;
     config_error err;
     assert_int_equal(workload_build(&s, &w, &err), 0);
