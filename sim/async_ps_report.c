@@ -47,7 +47,7 @@ static void build_model(const scenario_config *s, async_report *a)
     a->replica_params = params;
     int fp32 = s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32;
     double natural = fp32 ? 4 : 2;
-    double grad_elem = s->parallel.grad_reduce_bytes > 0 ? s->parallel.grad_reduce_bytes : natural;
+    double grad_elem = s->parallel.grad_reduce_bytes > 0 ? s->parallel.grad_reduce_bytes : natural; /* a parameter server takes the gradients as computed unless grad_reduce_dtype says */
     m->push_bytes = params * grad_elem; /* gradients in the reduction's dtype */
     m->pull_bytes = params * natural;   /* parameters in the training precision */
     /* the server's optimizer step, as the GPU's in sim/workload.c: AdamW reads and writes the

@@ -15,12 +15,15 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: dtsim validate CASES.json [--json FILE|-] [--fidelity analytic|flow] [--max-mean-error X]\n"
-            "                      [--max-error X]\n"
+            "                      [--max-error X] [--set PATH=VALUE]...\n"
             "Simulates each case's scenario and compares the figures under \"expect\" with the\n"
             "prediction; a case passes when |predicted - expected| / expected <= its tolerance.\n"
             "  --max-mean-error X  instead of the per-case tolerances, pass when the mean absolute\n"
             "                      relative error is <= X (and --max-error, if given, holds)\n"
             "  --max-error X       pass when every figure's absolute relative error is <= X\n"
+            "  --set PATH=VALUE    override one scenario value in every case, as 'dtsim run --set' does\n"
+            "                      (e.g. model.attention=unfused for a table of runs made without\n"
+            "                      fused attention whose cases do not say so)\n"
             "exit: 0 within tolerance, 1 outside, 2 bad input\n");
 }
 
@@ -38,10 +41,19 @@ int cli_validate(int argc, char **argv)
     const char *cases_path = NULL, *json_path = NULL;
     double max_mean = -1, max_err = -1;
     int fidelity_flow = -1;
+    enum { MAX_SETS = 64 };
+    const char *sets[MAX_SETS];
+    int n_sets = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
+        } else if (!strcmp(argv[i], "--set") && i + 1 < argc) {
+            if (n_sets == MAX_SETS) {
+                fprintf(stderr, "dtsim validate: more than %d --set options\n", MAX_SETS);
+                return 2;
+            }
+            sets[n_sets++] = argv[++i];
         } else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
             json_path = argv[++i];
         } else if (!strcmp(argv[i], "--fidelity") && i + 1 < argc) {
@@ -112,7 +124,7 @@ int cli_validate(int argc, char **argv)
         double tol = tol_j ? json_number_value(tol_j) : 0.15;
         scenario_config s;
         config_error err;
-        if (scenario_load_json(scen, base_dir, NULL, 0, &s, &err) != 0) {
+        if (scenario_load_json(scen, base_dir, sets, n_sets, &s, &err) != 0) {
             fprintf(stderr, "dtsim validate: %s: cases[%zu] (%s): %s\n", cases_path, i, id, err.msg);
             rc = 2;
             break;

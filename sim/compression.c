@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "compression.h"
+#include "params.h"
 
 static double mem_s(const grad_compressor *gc, double bytes)
 {
@@ -88,7 +89,7 @@ void compression_init(grad_compressor *gc, const scenario_config *s)
     gc->s = s;
     cost_model_init(&gc->cm, s);
     gc->natural = (s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32) ? 4 : 2;
-    gc->wire_elem = s->parallel.grad_reduce_bytes > 0 ? s->parallel.grad_reduce_bytes : gc->natural;
+    gc->wire_elem = params_grad_reduce_bytes(s);
     gc->int8 = s->parallel.grad_reduce_int8;
     gc->method = s->parallel.grad_compression;
     gc->zero_stage = s->parallel.zero_stage;

@@ -116,7 +116,11 @@ typedef struct {
                   seq_length, vocab_size, num_query_groups, num_experts;
         int moe_router_topk;
         int swiglu;
-        attention_impl attention;            /* "attention": "unfused" (default) | "flash" */
+        attention_impl attention;            /* "attention": "flash" (default: what Megatron-Core runs
+                                                today) | "unfused" (2021-2023 Megatron/DeepSpeed runs) */
+        int untie_embeddings;                /* untie_embeddings_and_output_weights (Megatron's name;
+                                                Llama): the LM head is its own matrix, so there is
+                                                no embedding-gradient all-reduce between the ends */
     } model;
     struct {
         long long global_batch_size, micro_batch_size;

@@ -55,7 +55,7 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
 {
     static const char *const keys[] = {"num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size",
                                        "seq_length", "vocab_size", "num_query_groups", "swiglu", "num_experts",
-                                       "moe_router_topk", "attention", NULL};
+                                       "moe_router_topk", "attention", "untie_embeddings_and_output_weights", NULL};
     static const char *const attention[] = {"unfused", "flash", NULL};
     const char *p = S ".model";
     long long v;
@@ -71,7 +71,8 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
         config_bool(m, p, "swiglu", 0, &s->model.swiglu, err) ||
         config_int(m, p, "num_experts", 0, 0, 0, 100000, &s->model.num_experts, err) ||
         config_int(m, p, "moe_router_topk", 0, 0, 0, 100000, &v, err) ||
-        config_enum(m, p, "attention", attention, ATTENTION_UNFUSED, &e, err))
+        config_enum(m, p, "attention", attention, ATTENTION_FLASH, &e, err) ||
+        config_bool(m, p, "untie_embeddings_and_output_weights", 0, &s->model.untie_embeddings, err))
         return -1;
     s->model.moe_router_topk = (int)v;
     s->model.attention = (attention_impl)e;

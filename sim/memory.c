@@ -156,6 +156,8 @@ int memory_model_stage(const scenario_config *s, int stage, int in_flight, memor
                                 s->training.optimizer, off_opt, off_par, &e);
     out->weights += e.weights;
     out->gradients += e.gradients;
+    /* the gradient buffer in the dtype gradients accumulate in (fp32 main_grad under bf16) */
+    out->gradients *= params_grad_buffer_bytes(s) / (is_half(s->training.precision) ? 2 : 4);
     out->optimizer += e.optimizer;
     out->host += e.host;
     out->nvme += e.nvme;

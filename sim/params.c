@@ -63,15 +63,45 @@ double params_stage_outside_layers_per_gpu(const scenario_config *s, int stage)
         n += params_embedding_per_gpu(s);
     if (stage == P - 1) {
         n += 2 * h; /* final norm */
-        if (P > 1)
-            n += (double)s->model.vocab_size * h / s->parallel.tp; /* LM head copy */
+        if (P > 1 || s->model.untie_embeddings)
+            n += (double)s->model.vocab_size * h / s->parallel.tp; /* LM head (tied: a copy) */
     }
     return n;
+}
+
+double params_grad_reduce_bytes(const scenario_config *s)
+{
+    if (s->parallel.grad_reduce_bytes > 0)
+        return s->parallel.grad_reduce_bytes;
+    switch (s->training.precision) {
+    case PREC_BF16:
+    case PREC_FP8:
+        /* Megatron-LM (megatron/training/arguments.py, validate_args): "bfloat16 requires gradient
+         * accumulation and all-reduce to be done in fp32" sets accumulate_allreduce_grads_in_fp32
+         * (fp8 runs keep bf16 parameters through Transformer Engine, so the same). DeepSpeed's
+         * stage 3 sends in the model's dtype (its communication_data_type defaults to it), as
+         * PyTorch FSDP's MixedPrecision.reduce_dtype defaults to param_dtype. */
+        return s->parallel.zero_stage >= 3 ? 2 : 4;
+    case PREC_FP16:
+        return 2; /* Megatron keeps fp16 gradients (no fp32 accumulation unless asked) */
+    default:
+        return 4;
+    }
+}
+
+double params_grad_buffer_bytes(const scenario_config *s)
+{
+    double natural = (s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32) ? 4 : 2;
+    double reduce = params_grad_reduce_bytes(s);
+    /* a reduction in a wider type accumulates into a buffer of that type (Megatron's main_grad);
+     * a narrower one (bf16, int8 of an fp32 run) packs from the natural buffer */
+    return reduce > natural ? reduce : natural;
 }
 
 double params_total(const scenario_config *s)
 {
     layer_params lp = layer_params_split(s, 1, 1);
     return (double)s->model.num_layers * (lp.dense + lp.expert) + embedding_split(s, 1)
-           + 2.0 * (double)s->model.hidden_size;
+           + 2.0 * (double)s->model.hidden_size
+           + (s->model.untie_embeddings ? (double)s->model.vocab_size * (double)s->model.hidden_size : 0);
 }

@@ -20,8 +20,15 @@ double params_embedding_per_gpu(const scenario_config *s);
  * on the first stage, the final norm and the LM head (tied copy of the embedding) on the last. */
 double params_stage_per_gpu(const scenario_config *s, int stage);
 /* The part of that outside the transformer layers: the embedding on the first stage, the final
- * norm and (with PP > 1) the tied LM-head copy on the last. */
+ * norm and the LM head on the last (tied: a copy with PP > 1, none with PP 1; untied: its own). */
 double params_stage_outside_layers_per_gpu(const scenario_config *s, int stage);
+/* Bytes per gradient element in the data-parallel reduction: parallel.grad_reduce_dtype, or
+ * with "auto" the framework's own choice (fp32 under bf16 and fp8 as Megatron-LM does, the
+ * model's dtype under ZeRO-3 as DeepSpeed and FSDP do, fp16 under fp16). */
+double params_grad_reduce_bytes(const scenario_config *s);
+/* Bytes per element of the gradient buffer a GPU accumulates micro-batches into: the wider of
+ * the compute dtype and the reduction dtype (Megatron's fp32 main_grad under bf16). */
+double params_grad_buffer_bytes(const scenario_config *s);
 /* The whole model's parameter count (no parallel split). */
 double params_total(const scenario_config *s);
 

@@ -77,6 +77,10 @@ static void attribute_gap(const step_workload *w, const replay_times *t, const i
     while (end > gap_start) {
         int j = blocking_dep(w, t, lane_prev, cur);
         int cls = j >= 0 ? sync_class(&w->tasks[j]) : -1;
+        /* another stage's own reduction (what the step's global all-reduces wait for) is that
+         * stage's communication: for this one the wait is imbalance between stages, a bubble */
+        if (cls >= 0 && w->tasks[j].kind != TASK_P2P && w->tasks[j].stage != w->tasks[i].stage)
+            cls = -1;
         if (cls < 0) {
             *bubble += end - gap_start;
             return;
@@ -136,11 +140,17 @@ int replay_metrics_compute(const step_workload *w, const replay_times *t, replay
         }
         if (k->lane != LANE_COMPUTE)
             continue;
-        /* TP (and other in-layer) communication is folded into compute tasks and blocks the
-         * compute stream: all of it is exposed. */
-        double inside = fmin(k->comm_inside_s, dur);
-        tot[COMM_TP] += inside;
-        ex[COMM_TP] += inside;
+        /* TP, CP and EP communication inside a layer is folded into compute tasks and blocks
+         * the compute stream: all of it is exposed, booked by its kind. */
+        double inside = fmin(k->comm_inside_s, dur), booked = 0;
+        for (int c = 0; c < COMM_CLASS_COUNT; c++)
+            booked += k->comm_inside_cls[c];
+        for (int c = 0; c < COMM_CLASS_COUNT; c++) {
+            /* by kind, in proportion when a replay ran the task shorter; unbooked: TP */
+            double part = booked > 0 ? inside * k->comm_inside_cls[c] / booked : (c == COMM_TP ? inside : 0);
+            tot[c] += part;
+            ex[c] += part;
+        }
         m->stage_compute_s[k->stage] += dur - inside;
         attribute_gap(w, t, lane_prev, i, last_finish[k->stage], t->start[i], &m->stage_bubble_s[k->stage], ex);
         last_finish[k->stage] = t->finish[i];

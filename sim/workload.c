@@ -10,7 +10,9 @@
  *  - data-parallel gradient buckets on the comm lane, launched as the chunk's last backward
  *    produces them (overlap_grad_reduce) or after the stage's last backward;
  *  - ZeRO-3 parameter all-gathers before each pass, prefetched one pass ahead;
- *  - the optimizer step, then (ZeRO-1/2) the all-gather of updated parameters.
+ *  - once every stage is done: the tied embedding's gradient sum between the first and last
+ *    stage, the gradient norm over every GPU, the optimizer step, zeroing the gradient buffer,
+ *    then (ZeRO-1/2) the all-gather of updated parameters.
  * The emission order follows an execution of the schedule, so the array is topological. */
 #include <math.h>
 #include <stdio.h>
@@ -26,6 +28,7 @@
 /* Time and work of one pass of one layer. */
 typedef struct {
     double time_s, comm_s, flops;
+    double comm_cls_s[COMM_CLASS_COUNT]; /* comm_s by kind */
     double tp_ring_bytes; /* per GPU, over its TP ring */
 } pass_cost;
 
@@ -101,7 +104,8 @@ static double comm_op_time(const builder *b, const layer_op *op)
  * reruns (attention scores, softmax, values). */
 static pass_cost sum_ops(const builder *b, const layer_op *ops, int n, int attention_only)
 {
-    pass_cost c = {0, 0, 0, 0};
+    pass_cost c;
+    memset(&c, 0, sizeof c);
     for (int i = 0; i < n; i++) {
         const layer_op *op = &ops[i];
         if (attention_only && strncmp(op->name, "attn_score", 10) != 0 &&
@@ -112,6 +116,7 @@ static pass_cost sum_ops(const builder *b, const layer_op *ops, int n, int atten
             double t = comm_op_time(b, op);
             c.time_s += t;
             c.comm_s += t;
+            c.comm_cls_s[op->comm] += t;
             if (op->comm == COMM_TP && op->group > 1)
                 c.tp_ring_bytes += (op->coll == COLL_ALL_REDUCE ? 2.0 : 1.0) * (op->group - 1) / op->group * op->bytes;
         } else {
@@ -153,7 +158,7 @@ static void head_costs(builder *b, const layer_shape *sh)
     double tp_ar = collective_time(&s->platform, &s->calibration, COLL_ALL_REDUCE, act, b->tp).time_s;
 
     b->embed_fwd.time_s = cost_memory_s(&b->cm, OPCLASS_EMBEDDING, 3 * act) + tp_ar;
-    b->embed_fwd.comm_s = tp_ar;
+    b->embed_fwd.comm_s = b->embed_fwd.comm_cls_s[COMM_TP] = tp_ar;
     b->embed_bwd.time_s = cost_memory_s(&b->cm, OPCLASS_EMBEDDING, 3 * tokens * h * 4);
 
     double logits = tokens * V / tp;
@@ -163,7 +168,7 @@ static void head_costs(builder *b, const layer_shape *sh)
     b->head_bwd.flops = 2 * b->head_fwd.flops;
     b->head_bwd.time_s = cost_gemm_s(&b->cm, tokens, h, V / tp, 1) + cost_gemm_s(&b->cm, V / tp, h, tokens, 1)
                          + cost_memory_s(&b->cm, OPCLASS_CROSS_ENTROPY, logits * (sh->act_bytes + 4)) + tp_ar;
-    b->head_bwd.comm_s = tp_ar;
+    b->head_bwd.comm_s = b->head_bwd.comm_cls_s[COMM_TP] = tp_ar;
 }
 
 static int builder_init(builder *b, const scenario_config *s, config_error *err)
@@ -218,7 +223,7 @@ static int builder_init(builder *b, const scenario_config *s, config_error *err)
 
     layer_params lp = params_layer_per_gpu(s);
     double natural = (s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32) ? 4 : 2;
-    double grad_elem = s->parallel.grad_reduce_bytes > 0 ? s->parallel.grad_reduce_bytes : natural;
+    double grad_elem = params_grad_reduce_bytes(s);
     if (grad_elem < natural) {
         /* per reduced element: pack (read natural, write grad_elem bytes), unpack (the reverse) */
         double per_gb = cost_memory_s(&b->cm, OPCLASS_ELEMENTWISE, 2e9 * (natural + grad_elem)) -
@@ -349,6 +354,16 @@ static void gather_received(sim_task *pass, const builder *b)
 {
     pass->duration_s += b->p2p_gather_s;
     pass->comm_inside_s += b->p2p_gather_s;
+    pass->comm_inside_cls[COMM_TP] += b->p2p_gather_s;
+}
+
+/* n times a pass's communication, folded into a compute task by kind (its time is already in
+ * the task's duration). */
+static void fold_comm(sim_task *t, const pass_cost *c, double n)
+{
+    t->comm_inside_s += n * c->comm_s;
+    for (int k = 0; k < COMM_CLASS_COUNT; k++)
+        t->comm_inside_cls[k] += n * c->comm_cls_s[k];
 }
 
 /* Without parallel.overlap_p2p_comm a stage's sends block, as Megatron-LM's do by default: its
@@ -376,14 +391,14 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         t.chunk = a->chunk;
         t.phase = PIPE_FORWARD;
         t.duration_s = L * b->layer_fwd.time_s;
-        t.comm_inside_s = L * b->layer_fwd.comm_s;
+        fold_comm(&t, &b->layer_fwd, L);
         t.tp_ring_bytes = L * b->layer_fwd.tp_ring_bytes;
         t.flops = L * b->layer_fwd.flops;
         if (vs > 0)
             gather_received(&t, b);
         if (vs == 0) {
             t.duration_s += b->embed_fwd.time_s;
-            t.comm_inside_s += b->embed_fwd.comm_s;
+            fold_comm(&t, &b->embed_fwd, 1);
         }
         if (vs == last_vs) {
             t.duration_s += b->head_fwd.time_s;
@@ -428,12 +443,13 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         t.phase = PIPE_BACKWARD;
         int nl = split ? (L > 0 ? 1 : 0) : L;
         t.duration_s = nl * (b->layer_bwd.time_s + b->layer_recompute.time_s);
-        t.comm_inside_s = nl * (b->layer_bwd.comm_s + b->layer_recompute.comm_s);
+        fold_comm(&t, &b->layer_bwd, nl);
+        fold_comm(&t, &b->layer_recompute, nl);
         t.tp_ring_bytes = nl * (b->layer_bwd.tp_ring_bytes + b->layer_recompute.tp_ring_bytes);
         t.flops = nl * (b->layer_bwd.flops + b->layer_recompute.flops);
         if (vs == last_vs && piece == 0) {
             t.duration_s += b->head_bwd.time_s;
-            t.comm_inside_s += b->head_bwd.comm_s;
+            fold_comm(&t, &b->head_bwd, 1);
             t.flops += b->head_bwd.flops;
         }
         if (vs == 0 && piece == pieces - 1)
@@ -479,9 +495,8 @@ static int action_ready(const builder *b, int stage, const pipe_action *a, int *
     return vs == b->P * b->V - 1 || bwd_p2p[vs + 1][a->micro_batch] >= 0;
 }
 
-/* After a stage's last pass: remaining buckets, the gradients outside the layers, the optimizer, and
- * the parameter all-gather of ZeRO-1/2. */
-static void emit_step_end(step_workload *w, const builder *b, stage_state *st, int stage)
+/* After a stage's last pass: the remaining buckets and the gradients outside the layers. */
+static void emit_grad_flush(step_workload *w, const builder *b, stage_state *st, int stage)
 {
     const scenario_config *s = b->s;
     /* the gradients outside the layers: the embedding, the final norm, the LM-head copy */
@@ -499,7 +514,82 @@ static void emit_step_end(step_workload *w, const builder *b, stage_state *st, i
     }
     st->pending_grad += outside * b->grad_elem;
     flush_and_offload(w, b, st, stage, st->last_compute, 1);
+}
 
+/* A small blocking collective on the compute stream (Megatron runs these in
+ * finalize_model_grads and the optimizer's step, on the default stream): a compute task whose
+ * whole time is communication of kind cls, so both replays charge the same closed form. */
+static int blocking_collective(step_workload *w, const builder *b, int stage, const char *name, comm_class cls,
+                               coll_kind coll, double bytes, coll_group g, double extra_s)
+{
+    sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, name);
+    double comm = collective_time(&b->s->platform, &b->s->calibration, coll, bytes, g).time_s;
+    t.duration_s = comm + extra_s;
+    t.comm_inside_s = comm;
+    t.comm_inside_cls[cls] = comm;
+    return workload_add_task(w, &t);
+}
+
+/* What every stage waits for once all stages' gradients are reduced (Megatron-LM's
+ * finalize_model_grads, then the optimizer's gradient norm):
+ *  - tied embeddings with PP > 1: the word-embedding gradient is summed between the first and
+ *    last stage, which each hold a copy (_allreduce_embedding_grads), in the reduction dtype;
+ *  - the gradient norm for clipping: each rank reads its (shard of the) gradients and one float
+ *    is all-reduced over every GPU (get_grad_norm_fp32; with fp16, the overflow check first).
+ * Both are per-step costs that grow with scale (latency over every node) and with the
+ * vocabulary, which a per-micro-batch model misses. */
+static void emit_step_sync(step_workload *w, const builder *b, stage_state *st)
+{
+    const scenario_config *s = b->s;
+    int P = b->P;
+    int *ready = malloc((size_t)P * sizeof *ready);
+    if (!ready)
+        return;
+    for (int p = 0; p < P; p++)
+        ready[p] = st[p].last_comm >= 0 ? st[p].last_comm : st[p].last_compute;
+    if (P > 1 && !s->model.untie_embeddings) {
+        double bytes = (double)s->model.vocab_size * (double)s->model.hidden_size / s->parallel.tp * b->grad_elem;
+        coll_group ends = pp_pair(b, 0, P - 1);
+        int ids[2];
+        for (int e = 0; e < 2; e++) {
+            int p = e ? P - 1 : 0;
+            ids[e] = blocking_collective(w, b, p, "embedding_grad_allreduce", COMM_DP, COLL_ALL_REDUCE, bytes, ends, 0);
+            workload_add_dep(w, ids[e], ready[0]);
+            workload_add_dep(w, ids[e], ready[P - 1]);
+        }
+        ready[0] = ids[0];
+        ready[P - 1] = ids[1];
+    }
+    int gpus = scenario_gpus(s);
+    coll_group world = coll_group_of(gpus, 1, b->gpn);
+    int shards = s->parallel.zero_stage >= 1 ? s->parallel.dp * s->parallel.cp : 1;
+    int scalars = s->training.precision == PREC_FP16 ? 2 : 1; /* found_inf, then the norm */
+    int *norm = malloc((size_t)P * sizeof *norm);
+    for (int p = 0; norm && p < P; p++) {
+        double read = cost_memory_s(&b->cm, OPCLASS_ADAMW, params_stage_per_gpu(s, p) / shards *
+                                                               params_grad_buffer_bytes(s) * scalars);
+        norm[p] = gpus > 1 ? blocking_collective(w, b, p, "grad_norm", COMM_DP, COLL_ALL_REDUCE, 4.0 * scalars,
+                                                 world, read)
+                           : -1;
+        if (norm[p] < 0) {
+            sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, p, "grad_norm");
+            t.duration_s = read;
+            norm[p] = workload_add_task(w, &t);
+        }
+        /* an all-reduce over every GPU: each stage's waits for every stage's gradients */
+        for (int q = 0; q < P; q++)
+            if (ready[q] >= 0 && (gpus > 1 || q == p))
+                workload_add_dep(w, norm[p], ready[q]);
+        st[p].last_compute = norm[p];
+    }
+    free(norm);
+    free(ready);
+}
+
+/* The optimizer step, then (ZeRO-1/2) the all-gather of updated parameters. */
+static void emit_optimizer(step_workload *w, const builder *b, stage_state *st, int stage)
+{
+    const scenario_config *s = b->s;
     double params = params_stage_per_gpu(s, stage);
     int shards = s->parallel.zero_stage >= 1 ? s->parallel.dp * s->parallel.cp : 1;
     /* AdamW reads fp32 master weights, both moments and the gradient, writes them back and
@@ -515,6 +605,14 @@ static void emit_step_end(step_workload *w, const builder *b, stage_state *st, i
         if (st->last_comm >= 0)
             workload_add_dep(w, opt, st->last_comm);
         st->last_compute = opt;
+    }
+    /* The next step accumulates into a zeroed gradient buffer: a write of the whole buffer
+     * (sharded only from ZeRO-2 on), as Megatron's zero_grad_buffer does at each step's start. */
+    if (!offload) {
+        int gshards = s->parallel.zero_stage >= 2 ? s->parallel.dp * s->parallel.cp : 1;
+        sim_task z = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "zero_grad_buffer");
+        z.duration_s = cost_memory_s(&b->cm, OPCLASS_ELEMENTWISE, params / gshards * params_grad_buffer_bytes(s));
+        st->last_compute = workload_add_task(w, &z);
     }
 
     if (offload && !(s->parallel.zero_stage >= 1 && s->parallel.zero_stage <= 2 && shards > 1)) {
@@ -577,7 +675,7 @@ int workload_build(const scenario_config *s, step_workload *w, config_error *err
                 remaining--;
                 progressed = 1;
                 if (st[p].next == sched.count[p])
-                    emit_step_end(w, &b, &st[p], p);
+                    emit_grad_flush(w, &b, &st[p], p);
             }
         }
         if (!progressed) {
@@ -588,6 +686,11 @@ int workload_build(const scenario_config *s, step_workload *w, config_error *err
         }
     }
 
+    if (rc == 0) { /* every stage's gradients are in flight: the step's end */
+        emit_step_sync(w, &b, st);
+        for (int p = 0; p < b.P; p++)
+            emit_optimizer(w, &b, &st[p], p);
+    }
     for (int v = 0; v < nvs; v++) {
         free(fwd_p2p[v]);
         free(bwd_p2p[v]);

@@ -46,6 +46,9 @@ typedef struct {
     /* what part of duration_s is communication inside a compute task (TP comm folded in), and
      * the bytes each GPU sends over its TP ring for it (for the flow replay's fine mode) */
     double comm_inside_s;
+    double comm_inside_cls[COMM_CLASS_COUNT]; /* comm_inside_s by kind (TP, CP all-gathers and
+                                                 ring passes, EP all-to-alls, small per-step
+                                                 reductions booked as DP); they sum to it */
     double tp_ring_bytes;
     int calls;            /* collective calls it stands for (a flow-fidelity gradient bucket made of
                              several of the scenario's); 0 or 1: one */

@@ -60,7 +60,7 @@ static void base_is_valid_and_defaults_apply(void **state)
     assert_false(s.model.swiglu);
     assert_int_equal(s.model.num_experts, 0);
     assert_int_equal(s.model.moe_router_topk, 0);
-    assert_int_equal(s.model.attention, ATTENTION_UNFUSED);
+    assert_int_equal(s.model.attention, ATTENTION_FLASH); /* Megatron-Core's default */
     assert_int_equal(s.training.optimizer, OPTIMIZER_ADAM);
     assert_true(s.training.tokens == 0);
     assert_true(s.faults.gpu_mtbf_hours == 0 && s.faults.node_mtbf_hours == 0);

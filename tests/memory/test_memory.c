@@ -88,6 +88,7 @@ static void zero_paper_example_through_a_scenario(void **state)
     s.model.num_query_groups = 32;
     s.model.ffn_hidden_size = 16384;
     s.parallel.dp = 64;
+    s.training.precision = PREC_FP16; /* the paper's mixed precision: fp16 gradients */
     double P = params_total(&s);
     assert_true(P > 7.0e9 && P < 8.0e9);
     double expect_per_param[4] = {16, 4 + 12.0 / 64, 2 + 14.0 / 64, 16.0 / 64};
@@ -106,6 +107,36 @@ static void zero_paper_example_through_a_scenario(void **state)
     memory_breakdown m;
     assert_int_equal(memory_model_stage(&s, 0, 1, &m), 0);
     assert_true(CLOSE(m.optimizer, 12 * P / 64));
+
+    /* bf16 as Megatron-LM runs it: gradients accumulate and reduce in fp32 (main_grad), so DDP
+     * holds 2 + 4 + 12 = 18 bytes per parameter, not the paper's 16; an explicit bf16 reduction
+     * keeps 16; DeepSpeed's ZeRO-3 reduces in the model's dtype */
+    s.training.precision = PREC_BF16;
+    s.parallel.dp = 64;
+    s.parallel.cp = 1;
+    s.parallel.zero_stage = 0;
+    assert_int_equal(memory_model_stage(&s, 0, 1, &m), 0);
+    assert_true(CLOSE(m.weights + m.gradients + m.optimizer, 18 * P));
+    assert_true(params_grad_reduce_bytes(&s) == 4);
+    s.parallel.grad_reduce_bytes = 2;
+    assert_int_equal(memory_model_stage(&s, 0, 1, &m), 0);
+    assert_true(CLOSE(m.weights + m.gradients + m.optimizer, 16 * P));
+    s.parallel.grad_reduce_bytes = 0;
+    s.parallel.zero_stage = 3;
+    assert_true(params_grad_reduce_bytes(&s) == 2);
+}
+
+/* An untied LM head (Llama) is a parameter matrix of its own, on the last stage even at PP 1. */
+static void untied_head_counts_its_own_matrix(void **state)
+{
+    (void)state;
+    scenario_config s;
+    gpt3(&s);
+    double tied = params_total(&s), h = (double)s.model.hidden_size, V = (double)s.model.vocab_size;
+    double last_tied = params_stage_per_gpu(&s, s.parallel.pp - 1);
+    s.model.untie_embeddings = 1;
+    assert_true(CLOSE(params_total(&s), tied + V * h));
+    assert_true(CLOSE(params_stage_per_gpu(&s, s.parallel.pp - 1), last_tied + (s.parallel.pp == 1 ? V * h / s.parallel.tp : 0)));
 }
 
 static void gpt3_parameter_count(void **state)
@@ -338,6 +369,7 @@ int main(void)
         cmocka_unit_test(zero_paper_example),
         cmocka_unit_test(zero_paper_example_through_a_scenario),
         cmocka_unit_test(gpt3_parameter_count),
+        cmocka_unit_test(untied_head_counts_its_own_matrix),
         cmocka_unit_test(korthikanti_activation_formulas),
         cmocka_unit_test(activations_scale_with_micro_batches_in_flight),
         cmocka_unit_test(full_recompute_keeps_inputs_and_one_working_layer),

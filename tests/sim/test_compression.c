@@ -23,6 +23,9 @@
 static void scenario_dp(scenario_config *s, int layers, int dp)
 {
     fixture_scenario(s, layers);
+    /* fp16: the plain reduction is in the gradients' own 2 bytes ("auto" under bf16 reduces in
+     * fp32, as Megatron does), which the closed forms below take as the uncompressed wire */
+    s->training.precision = PREC_FP16;
     s->parallel.dp = dp;
     s->training.global_batch_size = 2 * dp;
 }

@@ -236,6 +236,56 @@ static void blocking_pipeline_sends_add_one_transfer_to_two_micro_batches(void *
     assert_true(fabs(pp_total - 4 * d) < 1e-12 && fabs(pp_total_overlap - 4 * d) < 1e-12);
 }
 
+/* The step's end as Megatron-LM runs it (finalize_model_grads, then the optimizer): with a tied
+ * embedding and PP > 1, the first and last stage sum the word-embedding gradient (V x h / TP
+ * values, fp32 under bf16) in a two-rank all-reduce; every stage then all-reduces one float of
+ * gradient norm over every GPU. Untied (Llama), the embedding sum is gone; one stage, too. */
+static int step_end_tasks(const scenario_config *s, const char *name, double *bytes_or_s)
+{
+    step_workload w;
+    config_error err;
+    assert_int_equal(workload_build(s, &w, &err), 0);
+    int n = 0;
+    for (int i = 0; i < w.n_tasks; i++)
+        if (!strcmp(w.tasks[i].name, name)) {
+            n++;
+            *bytes_or_s = w.tasks[i].comm_inside_cls[COMM_DP];
+            assert_true(w.tasks[i].comm_inside_s == w.tasks[i].comm_inside_cls[COMM_DP]);
+        }
+    workload_free(&w);
+    return n;
+}
+
+static void step_end_sums_the_tied_embedding_and_the_gradient_norm(void **state)
+{
+    (void)state;
+    scenario_config s;
+    two_stage_fixture(&s, 2);
+    s.parallel.dp = 4;
+    s.training.global_batch_size = 4 * 2 * s.training.micro_batch_size;
+    double t_emb = 0, t_norm = 0;
+    assert_int_equal(step_end_tasks(&s, "embedding_grad_allreduce", &t_emb), 2);
+    double bytes = (double)s.model.vocab_size * (double)s.model.hidden_size / 2 * 4; /* fp32 under bf16 */
+    coll_group ends = {2, 1, 2};                                                  /* stages 0 and 1 share a node */
+    assert_true(fabs(t_emb - collective_time(&s.platform, &s.calibration, COLL_ALL_REDUCE, bytes, ends).time_s) <
+                1e-15);
+    assert_int_equal(step_end_tasks(&s, "grad_norm", &t_norm), 2);
+    coll_group world = coll_group_of(16, 1, 8);
+    assert_true(fabs(t_norm - collective_time(&s.platform, &s.calibration, COLL_ALL_REDUCE, 4, world).time_s) < 1e-15);
+    /* every stage's norm waits for every stage's gradients: exposed DP never exceeds DP total */
+    run_result r;
+    config_error err;
+    assert_int_equal(run_scenario(&s, &r, &err), 0);
+    for (int c = 0; c < COMM_CLASS_COUNT; c++)
+        assert_true(r.comm_exposed_s[c] <= r.comm_total_s[c] + 1e-12);
+    s.model.untie_embeddings = 1;
+    assert_int_equal(step_end_tasks(&s, "embedding_grad_allreduce", &t_emb), 0);
+    s.model.untie_embeddings = 0;
+    s.parallel.pp = 1;
+    assert_int_equal(step_end_tasks(&s, "embedding_grad_allreduce", &t_emb), 0);
+    fixture_free(&s);
+}
+
 /* What crosses between stages under TP 2 (parallel.scatter_gather_p2p, sequence_parallel): the
  * bytes each TP rank sends, and the receiving stage's NVLink all-gather of scattered slices,
  * charged to the pass that starts from them. */
@@ -290,6 +340,7 @@ int main(void)
         cmocka_unit_test(bf16_gradient_reduction_halves_the_dp_bandwidth_term),
         cmocka_unit_test(blocking_pipeline_sends_add_one_transfer_to_two_micro_batches),
         cmocka_unit_test(pipeline_transfers_follow_the_tp_split),
+        cmocka_unit_test(step_end_sums_the_tied_embedding_and_the_gradient_norm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
