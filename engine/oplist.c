@@ -19,7 +19,7 @@ const char *op_class_name(op_class c)
 const char *coll_kind_name(coll_kind c)
 {
     static const char *names[COLL_KIND_COUNT] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
-                                                 "send_recv"};
+                                                 "send_recv", "broadcast"};
     return (c >= 0 && c < COLL_KIND_COUNT) ? names[c] : "?";
 }
 

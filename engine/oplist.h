@@ -27,7 +27,7 @@ const char *op_class_name(op_class c); /* "layernorm", "softmax", "gelu", "eleme
 /* Collectives; names equal the calibration's "collectives" keys. */
 typedef enum {
     COLL_ALL_REDUCE = 0, COLL_ALL_GATHER, COLL_REDUCE_SCATTER, COLL_ALL_TO_ALL, COLL_SEND_RECV,
-    COLL_KIND_COUNT
+    COLL_BROADCAST, COLL_KIND_COUNT
 } coll_kind;
 const char *coll_kind_name(coll_kind c); /* "all_reduce", "all_gather", "reduce_scatter",
                                             "all_to_all", "send_recv" */

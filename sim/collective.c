@@ -1,11 +1,27 @@
 /* Alpha-beta collective models; see collective.h. */
 #include <math.h>
+#include <string.h>
 #include "collective.h"
+
+static const char *const algo_names[ALGO_COUNT] = {"auto", "ring", "tree", "hierarchical", "direct", "pat",
+                                                   "halving_doubling"};
 
 const char *coll_algo_name(coll_algo a)
 {
-    static const char *names[] = {"ring", "tree", "hierarchical", "direct", "pat"};
-    return a < ALGO_COUNT ? names[a] : "?";
+    return a >= 0 && a < ALGO_COUNT ? algo_names[a] : "?";
+}
+
+int coll_algo_from_name(const char *name)
+{
+    for (int a = 0; a < ALGO_COUNT; a++)
+        if (!strcmp(name, algo_names[a]))
+            return a;
+    return -1;
+}
+
+int coll_algo_is_nccl(coll_algo a)
+{
+    return a > ALGO_AUTO && a < ALGO_HALVING_DOUBLING;
 }
 
 coll_group coll_group_of(int size, int stride, int gpus_per_node)
@@ -34,7 +50,8 @@ static double ring_factor(coll_kind kind, int n)
     case COLL_ALL_GATHER:
     case COLL_REDUCE_SCATTER:
     case COLL_ALL_TO_ALL: return (double)(n - 1) / n;
-    case COLL_SEND_RECV: return 1.0;
+    case COLL_SEND_RECV:
+    case COLL_BROADCAST: return 1.0; /* a pipelined chain: every rank receives the buffer once */
     default: return 1.0;
     }
 }
@@ -99,143 +116,201 @@ static double net_lat(const platform_config *p, int nodes)
     return (links * p->network.link_latency_us + switches * p->network.switch_latency_us) * 1e-6;
 }
 
-/* Intra-node phase of n ranks over NVLink. */
-static double nvlink_ring(const platform_config *p, const calibration_config *c, coll_kind kind,
-                          double bytes, int n)
+static const coll_split NONE = {INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, ALGO_AUTO};
+
+static coll_split split_of(double fixed, double nvlink, double net, double net_bytes, coll_algo a)
 {
-    if (n <= 1)
-        return 0;
-    return ring_steps(kind, n) * nvlink_lat(p) + ring_factor(kind, n) * bytes / nvlink_bw(p, c, kind);
+    coll_split r = {fixed + nvlink + net, fixed, nvlink, net, net_bytes, a};
+    return r;
 }
 
-static double ring_time(const platform_config *p, const calibration_config *c, coll_kind kind,
-                        double bytes, coll_group g)
+static int nic_rails(const platform_config *p, coll_group g)
 {
-    int n = g.ranks;
-    if (g.nodes <= 1)
-        return alpha_s(c, LINK_NVLINK, kind) + nvlink_ring(p, c, kind, bytes, n);
-    /* g rings in parallel, each crossing every node once through its own NIC; the slowest
-     * edge (NIC vs NVLink) sets the pace. */
     int nics = p->node.nics > 0 ? p->node.nics : 1;
-    int rails = g.per_node < nics ? g.per_node : nics;
-    double bw = fmin(rails * nic_bw(p, c, kind), g.per_node > 1 ? nvlink_bw(p, c, kind) : INFINITY);
+    return g.per_node < nics ? g.per_node : nics;
+}
+
+/* Intra-node phase of n ranks over NVLink: its latency and its bandwidth time. */
+static void nvlink_ring(const platform_config *p, const calibration_config *c, coll_kind kind, double bytes, int n,
+                        double *lat, double *bw_s)
+{
+    if (n <= 1)
+        return;
+    *lat += ring_steps(kind, n) * nvlink_lat(p);
+    *bw_s += ring_factor(kind, n) * bytes / nvlink_bw(p, c, kind);
+}
+
+static coll_split ring_split(const platform_config *p, const calibration_config *c, coll_kind kind, double bytes,
+                             coll_group g)
+{
+    if (kind == COLL_SEND_RECV || kind == COLL_ALL_TO_ALL)
+        return NONE;
+    int n = g.ranks;
+    if (g.nodes <= 1) {
+        double lat = 0, bw_s = 0;
+        nvlink_ring(p, c, kind, bytes, n, &lat, &bw_s);
+        return split_of(alpha_s(c, LINK_NVLINK, kind) + lat, bw_s, 0, 0, ALGO_RING);
+    }
+    /* g rings in parallel, each crossing every node once through its own NIC; the slowest
+     * edge (NIC vs NVLink) sets the pace. Each NIC carries one ring's share. */
+    int rails = nic_rails(p, g);
+    double wire = ring_factor(kind, n) * bytes;
+    double net = wire / (rails * nic_bw(p, c, kind));
+    double slowest = g.per_node > 1 ? fmax(net, wire / nvlink_bw(p, c, kind)) : net;
     double steps = ring_steps(kind, n);
     double inter_steps = steps * (double)g.nodes / n; /* steps that cross a NIC */
     double lat = inter_steps * net_lat(p, g.nodes) + (steps - inter_steps) * nvlink_lat(p);
-    return alpha_s(c, LINK_NETWORK, kind) + lat + ring_factor(kind, n) * bytes / bw;
+    return split_of(alpha_s(c, LINK_NETWORK, kind) + lat, slowest - net, net, wire / rails, ALGO_RING);
 }
 
 /* Double binary tree (all-reduce only): log-depth latency across nodes; each rank sends and
  * receives the buffer about twice (reduce, then broadcast), split over two trees. */
-static double tree_time(const platform_config *p, const calibration_config *c, coll_kind kind,
-                        double bytes, coll_group g)
+static coll_split tree_split(const platform_config *p, const calibration_config *c, coll_kind kind, double bytes,
+                             coll_group g)
 {
     if (kind != COLL_ALL_REDUCE || g.nodes <= 1)
-        return INFINITY;
-    int nics = p->node.nics > 0 ? p->node.nics : 1;
-    int rails = g.per_node < nics ? g.per_node : nics;
+        return NONE;
+    int rails = nic_rails(p, g);
     double depth = ceil(log2((double)g.nodes));
     double lat = 2.0 * depth * net_lat(p, g.nodes) + 2.0 * (g.per_node - 1) * nvlink_lat(p);
-    double bw = rails * nic_bw(p, c, kind);
-    return alpha_s(c, LINK_NETWORK, kind) + lat + 2.0 * bytes / bw;
+    double net = 2.0 * bytes / (rails * nic_bw(p, c, kind));
+    return split_of(alpha_s(c, LINK_NETWORK, kind) + lat, 0, net, 2.0 * bytes / rails, ALGO_TREE);
 }
 
 /* Hierarchical: reduce-scatter inside the node, the collective across nodes on 1/g of the
- * data (g rails in parallel), all-gather inside the node. */
-static double hierarchical_time(const platform_config *p, const calibration_config *c,
-                                coll_kind kind, double bytes, coll_group g)
+ * data (g rails in parallel, one per GPU), all-gather inside the node. */
+static coll_split hierarchical_split(const platform_config *p, const calibration_config *c, coll_kind kind,
+                                     double bytes, coll_group g)
 {
-    if (g.nodes <= 1 || g.per_node <= 1 || kind == COLL_SEND_RECV || kind == COLL_ALL_TO_ALL)
-        return INFINITY;
+    if (g.nodes <= 1 || g.per_node <= 1 ||
+        (kind != COLL_ALL_REDUCE && kind != COLL_ALL_GATHER && kind != COLL_REDUCE_SCATTER))
+        return NONE;
     coll_group across = {g.nodes, g.nodes, 1};
-    double t = alpha_s(c, LINK_NVLINK, kind);
-    switch (kind) {
-    case COLL_ALL_REDUCE:
-        t += nvlink_ring(p, c, COLL_REDUCE_SCATTER, bytes, g.per_node);
-        t += ring_time(p, c, COLL_ALL_REDUCE, bytes / g.per_node, across);
-        t += nvlink_ring(p, c, COLL_ALL_GATHER, bytes, g.per_node);
-        break;
-    case COLL_ALL_GATHER:
-        t += ring_time(p, c, COLL_ALL_GATHER, bytes / g.per_node, across);
-        t += nvlink_ring(p, c, COLL_ALL_GATHER, bytes, g.per_node);
-        break;
-    case COLL_REDUCE_SCATTER:
-        t += nvlink_ring(p, c, COLL_REDUCE_SCATTER, bytes, g.per_node);
-        t += ring_time(p, c, COLL_REDUCE_SCATTER, bytes / g.per_node, across);
-        break;
-    default:
-        return INFINITY;
-    }
-    return t;
+    coll_split x = ring_split(p, c, kind, bytes / g.per_node, across);
+    double lat = 0, bw_s = 0;
+    if (kind != COLL_ALL_GATHER)
+        nvlink_ring(p, c, COLL_REDUCE_SCATTER, bytes, g.per_node, &lat, &bw_s);
+    if (kind != COLL_REDUCE_SCATTER)
+        nvlink_ring(p, c, COLL_ALL_GATHER, bytes, g.per_node, &lat, &bw_s);
+    return split_of(alpha_s(c, LINK_NVLINK, kind) + lat + x.fixed_s, bw_s + x.nvlink_s, x.net_s, x.net_bytes,
+                    ALGO_HIERARCHICAL);
 }
 
 /* PAT (NCCL 2.23+): all-gather and reduce-scatter over a binomial tree with a Bruck-like
  * schedule, for one GPU per node only (NCCL maintainers in NVIDIA/nccl issues #1473 and #1594):
  * log2(nodes) latency steps instead of the ring's nodes - 1, the same bytes through each NIC. */
-static double pat_time(const platform_config *p, const calibration_config *c, coll_kind kind, double bytes,
-                       coll_group g)
+static coll_split pat_split(const platform_config *p, const calibration_config *c, coll_kind kind, double bytes,
+                            coll_group g)
 {
     if ((kind != COLL_ALL_GATHER && kind != COLL_REDUCE_SCATTER) || g.per_node != 1 || g.nodes <= 1)
-        return INFINITY;
+        return NONE;
     double steps = ceil(log2((double)g.nodes));
-    return alpha_s(c, LINK_NETWORK, kind) + steps * net_lat(p, g.nodes) + ring_factor(kind, g.ranks) * bytes /
-                                                                              nic_bw(p, c, kind);
+    double wire = ring_factor(kind, g.ranks) * bytes;
+    return split_of(alpha_s(c, LINK_NETWORK, kind) + steps * net_lat(p, g.nodes), 0, wire / nic_bw(p, c, kind), wire,
+                    ALGO_PAT);
+}
+
+/* Recursive halving-doubling (Thakur, Rabenseifner and Gropp, "Optimization of Collective
+ * Communication Operations in MPICH", IJHPCA 2005): log2(n) exchanges with partners at halving
+ * distances, each sending half of what the last did; all-reduce is a reduce-scatter by halving
+ * then an all-gather by doubling. Ranks in node-major order: the first log2(N) exchanges cross
+ * nodes (each GPU through its own NIC) and carry (1 - 1/N) of the phase's bytes, the rest stay on
+ * NVLink. Powers of two only (MPICH's extra step for the remainder is not modelled). */
+static coll_split halving_doubling_split(const platform_config *p, const calibration_config *c, coll_kind kind,
+                                         double bytes, coll_group g)
+{
+    int n = g.ranks;
+    if ((kind != COLL_ALL_REDUCE && kind != COLL_ALL_GATHER && kind != COLL_REDUCE_SCATTER) || (n & (n - 1)) ||
+        (g.nodes & (g.nodes - 1)))
+        return NONE;
+    double phases = kind == COLL_ALL_REDUCE ? 2 : 1;
+    double N = g.nodes, inter = phases * (1 - 1 / N) * bytes, intra = phases * (1 / N - 1.0 / n) * bytes;
+    double lat = phases * (log2(N) * net_lat(p, g.nodes) + log2((double)g.per_node) * nvlink_lat(p));
+    double net = g.nodes > 1 ? inter / nic_bw(p, c, kind) : 0;
+    link_class lc = g.nodes > 1 ? LINK_NETWORK : LINK_NVLINK;
+    return split_of(alpha_s(c, lc, kind) + lat, intra / nvlink_bw(p, c, kind), net, g.nodes > 1 ? inter : 0,
+                    ALGO_HALVING_DOUBLING);
 }
 
 /* Point-to-point and all-to-all: direct transfers. All-to-all sends (n-1)/n of the buffer,
  * the part for other nodes through the GPU's own NIC, the rest over NVLink, concurrently. */
-static double direct_time(const platform_config *p, const calibration_config *c, coll_kind kind,
-                          double bytes, coll_group g)
+static coll_split direct_split(const platform_config *p, const calibration_config *c, coll_kind kind, double bytes,
+                               coll_group g)
 {
     if (kind == COLL_SEND_RECV) {
         if (g.nodes <= 1)
-            return alpha_s(c, LINK_NVLINK, kind) + nvlink_lat(p) + bytes / nvlink_bw(p, c, kind);
-        return alpha_s(c, LINK_NETWORK, kind) + net_lat(p, 2) + bytes / nic_bw(p, c, kind);
+            return split_of(alpha_s(c, LINK_NVLINK, kind) + nvlink_lat(p), bytes / nvlink_bw(p, c, kind), 0, 0,
+                            ALGO_DIRECT);
+        return split_of(alpha_s(c, LINK_NETWORK, kind) + net_lat(p, 2), 0, bytes / nic_bw(p, c, kind), bytes,
+                        ALGO_DIRECT);
     }
     if (kind != COLL_ALL_TO_ALL)
-        return INFINITY;
+        return NONE;
     int n = g.ranks;
     double intra = (double)(g.per_node - 1) / n * bytes;
     double inter = (double)(n - g.per_node) / n * bytes;
     double t_intra = intra / nvlink_bw(p, c, kind) + (g.per_node - 1) * nvlink_lat(p);
-    double t_inter = g.nodes > 1 ? inter / nic_bw(p, c, kind) + (g.nodes - 1) * net_lat(p, g.nodes) : 0;
-    return alpha_s(c, g.nodes > 1 ? LINK_NETWORK : LINK_NVLINK, kind) + fmax(t_intra, t_inter);
+    double net = g.nodes > 1 ? inter / nic_bw(p, c, kind) : 0;
+    double lat = g.nodes > 1 ? (g.nodes - 1) * net_lat(p, g.nodes) : 0;
+    link_class lc = g.nodes > 1 ? LINK_NETWORK : LINK_NVLINK;
+    /* the two parts run at once: the slower sets the time; what NVLink adds beyond the network
+     * part is its nvlink_s */
+    double slowest = fmax(t_intra, net + lat);
+    return split_of(alpha_s(c, lc, kind) + lat, slowest - net - lat, net, g.nodes > 1 ? inter : 0, ALGO_DIRECT);
+}
+
+coll_split collective_split_algo(const platform_config *p, const calibration_config *c, coll_kind kind,
+                                 double bytes, coll_group g, coll_algo algo)
+{
+    if (g.ranks <= 1 && kind != COLL_SEND_RECV) {
+        coll_split zero = {0, 0, 0, 0, 0, ALGO_RING};
+        return zero;
+    }
+    switch (algo) {
+    case ALGO_AUTO: return collective_split(p, c, kind, bytes, g);
+    case ALGO_RING: return ring_split(p, c, kind, bytes, g);
+    case ALGO_TREE: return tree_split(p, c, kind, bytes, g);
+    case ALGO_HIERARCHICAL: return hierarchical_split(p, c, kind, bytes, g);
+    case ALGO_DIRECT: return direct_split(p, c, kind, bytes, g);
+    case ALGO_PAT: return pat_split(p, c, kind, bytes, g);
+    case ALGO_HALVING_DOUBLING: return halving_doubling_split(p, c, kind, bytes, g);
+    default: return NONE;
+    }
 }
 
 double collective_time_algo(const platform_config *p, const calibration_config *c, coll_kind kind,
                             double bytes, coll_group g, coll_algo algo)
 {
+    return collective_split_algo(p, c, kind, bytes, g, algo).time_s;
+}
+
+coll_split collective_split(const platform_config *p, const calibration_config *c, coll_kind kind, double bytes,
+                            coll_group g)
+{
+    coll_split best = {0, 0, 0, 0, 0, ALGO_RING};
     if (g.ranks <= 1 && kind != COLL_SEND_RECV)
-        return 0;
-    switch (algo) {
-    case ALGO_RING:
-        return (kind == COLL_SEND_RECV || kind == COLL_ALL_TO_ALL) ? INFINITY : ring_time(p, c, kind, bytes, g);
-    case ALGO_TREE:
-        return tree_time(p, c, kind, bytes, g);
-    case ALGO_HIERARCHICAL:
-        return hierarchical_time(p, c, kind, bytes, g);
-    case ALGO_DIRECT:
-        return direct_time(p, c, kind, bytes, g);
-    case ALGO_PAT:
-        return pat_time(p, c, kind, bytes, g);
-    default:
-        return INFINITY;
+        return best;
+    int forced = kind >= 0 && kind < COLL_KIND_COUNT ? p->nccl_algo[kind] : ALGO_AUTO;
+    if (forced > ALGO_AUTO && forced < ALGO_COUNT) {
+        best = collective_split_algo(p, c, kind, bytes, g, (coll_algo)forced);
+        if (isfinite(best.time_s))
+            return best;
     }
+    best = NONE;
+    for (int a = ALGO_AUTO + 1; a < ALGO_COUNT; a++) {
+        if (!coll_algo_is_nccl((coll_algo)a))
+            continue;
+        coll_split t = collective_split_algo(p, c, kind, bytes, g, (coll_algo)a);
+        if (t.time_s < best.time_s)
+            best = t;
+    }
+    return best;
 }
 
 coll_cost collective_time(const platform_config *p, const calibration_config *c, coll_kind kind,
                           double bytes, coll_group g)
 {
-    coll_cost best = {0, ALGO_RING};
-    if (g.ranks <= 1 && kind != COLL_SEND_RECV)
-        return best;
-    best.time_s = INFINITY;
-    for (int a = 0; a < ALGO_COUNT; a++) {
-        double t = collective_time_algo(p, c, kind, bytes, g, (coll_algo)a);
-        if (t < best.time_s) {
-            best.time_s = t;
-            best.algo = (coll_algo)a;
-        }
-    }
-    return best;
+    coll_split s = collective_split(p, c, kind, bytes, g);
+    coll_cost r = {s.time_s, s.algo};
+    return r;
 }

@@ -1,5 +1,9 @@
 /* Collective communication times on an idle fabric (alpha-beta), with the algorithm chosen
- * as NCCL does: the fastest predicted of ring, double binary tree and hierarchical.
+ * as NCCL's tuner does: the fastest predicted of its algorithms that the platform has, unless
+ * the scenario forces one (parallel.nccl_algo, as NCCL_ALGO does). One model for both replays:
+ * the analytic replay takes time_s; the flow replay moves net_bytes through the NICs as SimGrid
+ * flows (contention decides how long they take) and charges the rest (fixed_s per call and
+ * nvlink_s) exactly as here, so the two agree wherever nothing contends.
  *
  * Link classes: NVLink inside a node, the GPU's NIC across nodes. Each has
  *  - a per-step latency from the platform (nvlink_latency_us; NIC->leaf->(spine->leaf)->NIC
@@ -10,14 +14,22 @@
  * Ring all-reduce over n ranks of bandwidth B and step latency a costs
  *     alpha + 2(n-1) a + 2(n-1)/n * S / B,
  * the closed form the tests check. A group spread over N nodes with g GPUs in each runs g
- * rings in parallel, one per NIC (rail), so its inter-node bandwidth is g NICs. */
+ * rings in parallel, one per NIC (rail), so its inter-node bandwidth is g NICs. Every
+ * algorithm's formula and its source are in docs/model.md, "Collectives". */
 #ifndef DTSIM_SIM_COLLECTIVE_H
 #define DTSIM_SIM_COLLECTIVE_H
 
 #include "config.h"
 
-typedef enum { ALGO_RING = 0, ALGO_TREE, ALGO_HIERARCHICAL, ALGO_DIRECT, ALGO_PAT, ALGO_COUNT } coll_algo;
-const char *coll_algo_name(coll_algo a);
+/* ALGO_AUTO: NCCL's choice. ALGO_HALVING_DOUBLING is MPI's recursive halving-doubling (Thakur
+ * et al. 2005), not one of NCCL's: only a forced choice (parallel.nccl_algo) runs it. */
+typedef enum {
+    ALGO_AUTO = 0, ALGO_RING, ALGO_TREE, ALGO_HIERARCHICAL, ALGO_DIRECT, ALGO_PAT, ALGO_HALVING_DOUBLING,
+    ALGO_COUNT
+} coll_algo;
+const char *coll_algo_name(coll_algo a);   /* "auto", "ring", "tree", ..., "pat", "halving_doubling" */
+int coll_algo_from_name(const char *name); /* -1 if unknown */
+int coll_algo_is_nccl(coll_algo a);        /* one NCCL's tuner may pick */
 
 typedef struct {
     int ranks;            /* n */
@@ -34,12 +46,29 @@ typedef struct {
     coll_algo algo;
 } coll_cost;
 
-/* bytes: the nccl-tests "size" (the full buffer of one rank). */
+/* One call of an algorithm, split as the flow replay needs it (time_s = fixed_s + nvlink_s +
+ * net_s; INFINITY where the algorithm does not apply). */
+typedef struct {
+    double time_s;
+    double fixed_s;   /* alpha and link latencies: paid once per call */
+    double nvlink_s;  /* bandwidth time of the phases inside nodes */
+    double net_s;     /* bandwidth time of the bytes through the NICs on an idle fabric */
+    double net_bytes; /* bytes each GPU sends through its NIC(s) */
+    coll_algo algo;
+} coll_split;
+
+/* bytes: the nccl-tests "size" (the full buffer of one rank). The platform's nccl_algo for
+ * this kind decides the algorithm when set (a forced algorithm that does not apply to the call
+ * falls back to NCCL's choice, as NCCL does); else the fastest of NCCL's. */
 coll_cost collective_time(const platform_config *p, const calibration_config *c, coll_kind kind,
                           double bytes, coll_group g);
-/* Same with a given algorithm (INFINITY where it does not apply). */
+coll_split collective_split(const platform_config *p, const calibration_config *c, coll_kind kind,
+                            double bytes, coll_group g);
+/* Same with a given algorithm (INFINITY where it does not apply; ALGO_AUTO: the choice above). */
 double collective_time_algo(const platform_config *p, const calibration_config *c, coll_kind kind,
                             double bytes, coll_group g, coll_algo algo);
+coll_split collective_split_algo(const platform_config *p, const calibration_config *c, coll_kind kind,
+                                 double bytes, coll_group g, coll_algo algo);
 
 /* The fixed cost of one call (the calibration's alpha for this collective, or its link class's
  * all-reduce alpha when it was not measured), without the links' latency. */

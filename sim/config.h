@@ -56,6 +56,10 @@ typedef struct {
         double link_latency_us;
         double switch_latency_us;
     } network;
+    /* The scenario's parallel.nccl_algo, as NCCL_ALGO forces it, per collective kind
+     * (ALGO_AUTO: NCCL's own choice); copied here by the scenario loader because the collective
+     * model reads the platform. */
+    int nccl_algo[COLL_KIND_COUNT];
     struct {
         double checkpoint_write_gbs;
         double checkpoint_read_gbs;

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "collective.h"
 #include "config_internal.h"
 
 #define S "scenario"
@@ -190,6 +191,45 @@ int scenario_validate_layout(const scenario_config *s, config_error *err)
     return config_validate_playbook(s, err);
 }
 
+/* parallel.nccl_algo: {"all_reduce": "ring", ...}, as NCCL_ALGO forces NCCL's choice; each
+ * algorithm only for the collectives it implements. Kept in the platform, which the collective
+ * model reads. */
+static int parse_nccl_algo(json_t *obj, scenario_config *s, config_error *err)
+{
+    const char *p = S ".parallel.nccl_algo";
+    /* which kinds each algorithm runs: bit k for coll_kind k */
+    const unsigned reduce_like = 1u << COLL_ALL_REDUCE | 1u << COLL_ALL_GATHER | 1u << COLL_REDUCE_SCATTER;
+    const unsigned runs[ALGO_COUNT] = {
+        [ALGO_AUTO] = ~0u, [ALGO_RING] = reduce_like | 1u << COLL_BROADCAST, [ALGO_TREE] = 1u << COLL_ALL_REDUCE,
+        [ALGO_HIERARCHICAL] = reduce_like, [ALGO_DIRECT] = 1u << COLL_ALL_TO_ALL | 1u << COLL_SEND_RECV,
+        [ALGO_PAT] = 1u << COLL_ALL_GATHER | 1u << COLL_REDUCE_SCATTER, [ALGO_HALVING_DOUBLING] = reduce_like};
+    for (int k = 0; k < COLL_KIND_COUNT; k++)
+        s->platform.nccl_algo[k] = ALGO_AUTO;
+    if (!obj)
+        return 0;
+    if (!json_is_object(obj))
+        return config_fail(err, "%s: expected an object such as {\"all_reduce\": \"ring\"}", p);
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        int kind = -1;
+        for (int k = 0; k < COLL_KIND_COUNT; k++)
+            if (!strcmp(key, coll_kind_name((coll_kind)k)))
+                kind = k;
+        if (kind < 0)
+            return config_fail(err, "%s.%s: not a collective (all_reduce, all_gather, reduce_scatter, all_to_all, "
+                                    "send_recv, broadcast)", p, key);
+        int a = json_is_string(v) ? coll_algo_from_name(json_string_value(v)) : -1;
+        if (a < 0)
+            return config_fail(err, "%s.%s: expected one of auto, ring, tree, hierarchical, direct, pat, "
+                                    "halving_doubling", p, key);
+        if (!(runs[a] >> kind & 1u))
+            return config_fail(err, "%s.%s: %s does not implement %s", p, key, coll_algo_name((coll_algo)a), key);
+        s->platform.nccl_algo[kind] = a;
+    }
+    return 0;
+}
+
 static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
 {
     static const char *const keys[] = {"tensor_model_parallel_size", "pipeline_model_parallel_size",
@@ -198,7 +238,7 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
                                        "zero_stage", "schedule", "overlap_grad_reduce", "overlap_p2p_comm",
                                        "scatter_gather_p2p", "bucket_size_mb",
                                        "pipeline_layers", "grad_reduce_dtype", "grad_compression",
-                                       "offload_optimizer", "offload_parameters", NULL};
+                                       "offload_optimizer", "offload_parameters", "nccl_algo", NULL};
     static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
     const char *p = S ".parallel";
     long long tp, pp, dp, vpp, cp, ep, zero;
@@ -262,6 +302,8 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
             return config_fail(err, "%s.pipeline_layers: sum to %lld, not num_layers=%lld", p, sum,
                                s->model.num_layers);
     }
+    if (parse_nccl_algo(json_object_get(par, "nccl_algo"), s, err))
+        return -1;
     /* the playbook keys are parsed after the layout and checked with it (config_validate_playbook) */
     if (config_parse_parallel_playbook(par, s, err))
         return -1;

@@ -135,10 +135,13 @@ static void p2p(flow_ctx *c, int task, const sim_task *k, int stage, int d)
         sg_actor_sleep_for(alpha);
 }
 
-/* A DP / ZeRO collective over the R replicas of this stage (times their CP ranks): every
- * replica starts its ring edges (one ring per lockstep GPU, each split over `channels` rings
- * that cross nodes through different NICs when the group shares nodes), all wait for the
- * slowest, then the ring's latency terms are added. */
+/* A DP / ZeRO collective over the R replicas of this stage (times their CP ranks), with the
+ * algorithm the analytic replay picks (sim/collective.h): every replica starts its ring edges
+ * (one ring per lockstep GPU, each split over `channels` rings that cross nodes through different
+ * NICs when the group shares nodes), each carrying the bytes that algorithm sends through a NIC;
+ * all wait for the slowest; then the algorithm's fixed terms (per call) and its NVLink phases
+ * are added as the analytic model has them. Uncontended, flows and formula agree; contention
+ * stretches only the network part. */
 static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int d)
 {
     int R = c->R;
@@ -146,16 +149,16 @@ static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int 
         c->bar_in[task] = sg_barrier_init((unsigned)R);
         c->bar_out[task] = sg_barrier_init((unsigned)R);
     }
+    coll_group whole = {k->group, k->span_nodes, k->group / (k->span_nodes > 0 ? k->span_nodes : 1)};
+    coll_split split = collective_split(&c->s->platform, &c->s->calibration, k->coll, k->bytes, whole);
     sg_barrier_wait(c->bar_in[task]);
     double t0 = simgrid_get_clock();
     sg_host_t src[FLOW_MAX_PARALLEL], dst[FLOW_MAX_PARALLEL];
     sg_exec_t e[FLOW_MAX_PARALLEL];
     int n = 0;
-    if (c->cp > 1) {
+    if (c->cp > 1 && split.net_bytes > 0) {
         /* Gradients are reduced over DP x CP (sim/workload.c): one ring per TP rank through the
          * R x cp GPUs, visiting a replica's CP ranks in turn, then the next replica's. */
-        int members = R * c->cp;
-        double factor = k->coll == COLL_ALL_REDUCE ? 2.0 * (members - 1) / members : (double)(members - 1) / members;
         for (int ci = 0; ci < c->cp; ci++)
             for (int t = 0; t < c->tp && n < FLOW_MAX_PARALLEL; t++) {
                 int nd = ci + 1 < c->cp ? d : (d + 1) % R, nci = (ci + 1) % c->cp;
@@ -165,11 +168,10 @@ static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int 
                     continue;
                 src[n] = c->hosts[ra];
                 dst[n] = c->hosts[rank_of(c, stage, nd, t, nci)];
-                e[n] = transfer(src[n], dst[n], factor * k->bytes);
+                e[n] = transfer(src[n], dst[n], split.net_bytes);
                 n++;
             }
-    } else if (R > 1) {
-        double factor = k->coll == COLL_ALL_REDUCE ? 2.0 * (R - 1) / R : (double)(R - 1) / R;
+    } else if (R > 1 && split.net_bytes > 0) {
         coll_group g = coll_group_of(R, c->tp * c->P, c->gpn);
         int nics = c->s->platform.node.nics > 0 ? c->s->platform.node.nics : 1;
         int channels = g.per_node > 1 ? (g.per_node < nics ? g.per_node : nics) : 1;
@@ -190,23 +192,17 @@ static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int 
                 sg_host_t a = c->hosts[ra], b = c->hosts[rank_of(c, stage, peer, t, 0)];
                 src[n] = a;
                 dst[n] = b;
-                e[n++] = transfer(a, b, factor * k->bytes / channels);
+                e[n++] = transfer(a, b, split.net_bytes);
             }
     }
     wait_all(c, e, n, task, stage, t0, src, dst);
     sg_barrier_wait(c->bar_out[task]);
-    coll_group whole = {k->group, k->span_nodes, k->group / (k->span_nodes > 0 ? k->span_nodes : 1)};
-    /* the fixed terms of the algorithm the analytic replay picks for this size (ring, or PAT's
-     * log-depth schedule); the flows above carry the bytes */
-    coll_algo algo = collective_time(&c->s->platform, &c->s->calibration, k->coll, k->bytes, whole).algo;
-    if (algo != ALGO_PAT)
-        algo = ALGO_RING;
-    double latency = collective_time_algo(&c->s->platform, &c->s->calibration, k->coll, 0, whole, algo);
     /* A gradient bucket here may stand for several of the scenario's (run.c coarsens them to
      * bound the flows): each of those would have paid the fixed cost of a collective call. */
     double calls = k->calls > 1 ? k->calls : 1;
-    if (isfinite(latency) && latency > 0)
-        sg_actor_sleep_for(latency * calls);
+    double rest = split.fixed_s * calls + split.nvlink_s;
+    if (isfinite(rest) && rest > 0)
+        sg_actor_sleep_for(rest);
 }
 
 /* ZeRO-Offload: one flow per GPU of the lockstep group between the GPU, its node's CPU, DRAM and

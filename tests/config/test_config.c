@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include "collective.h"
 #include "config.h"
 
 /* A valid scenario on the shipped A100 platform: 64 GPUs of 8-GPU nodes. */
@@ -91,6 +92,12 @@ typedef struct {
 static const reject_case REJECTS[] = {
     /* model */
     {{"model.num_layers=0"}, {"scenario.model.num_layers", "range"}},
+    {{"model.untie_embeddings_and_output_weights=1"}, {"scenario.model.untie_embeddings_and_output_weights", NULL}},
+    /* parallel.nccl_algo */
+    {{"parallel.nccl_algo=\"ring\""}, {"scenario.parallel.nccl_algo", "expected an object"}},
+    {{"parallel.nccl_algo={\"allreduce\": \"ring\"}"}, {"scenario.parallel.nccl_algo.allreduce", "not a collective"}},
+    {{"parallel.nccl_algo={\"all_reduce\": \"rings\"}"}, {"scenario.parallel.nccl_algo.all_reduce", "expected one of"}},
+    {{"parallel.nccl_algo={\"all_gather\": \"tree\"}"}, {"scenario.parallel.nccl_algo.all_gather", "does not implement"}},
     {{"model.hidden_size=1000"}, {"scenario.model.hidden_size", "num_attention_heads"}},
     {{"model.num_query_groups=3"}, {"scenario.model.num_query_groups", "does not divide"}},
     {{"model.num_experts=8", "model.moe_router_topk=9"}, {"scenario.model.moe_router_topk", "num_experts"}},
@@ -246,6 +253,20 @@ static void every_rule_rejects(void **state)
             if (c->expect[k] && !strstr(err.msg, c->expect[k]))
                 fail_msg("case %zu (%s): error '%s' lacks '%s'", i, c->set[0], err.msg, c->expect[k]);
     }
+}
+
+static void nccl_algo_reaches_the_collective_model(void **state)
+{
+    (void)state;
+    const char *sets[] = {"parallel.nccl_algo={\"all_reduce\": \"ring\", \"reduce_scatter\": \"pat\"}"};
+    scenario_config s;
+    config_error err;
+    if (load_with(sets, 1, &s, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(s.platform.nccl_algo[COLL_ALL_REDUCE], ALGO_RING);
+    assert_int_equal(s.platform.nccl_algo[COLL_REDUCE_SCATTER], ALGO_PAT);
+    assert_int_equal(s.platform.nccl_algo[COLL_ALL_GATHER], ALGO_AUTO);
+    scenario_free(&s);
 }
 
 static void overrides_apply_like_the_file(void **state)
@@ -461,6 +482,7 @@ int main(void)
         cmocka_unit_test(base_is_valid_and_defaults_apply),
         cmocka_unit_test(every_rule_rejects),
         cmocka_unit_test(overrides_apply_like_the_file),
+        cmocka_unit_test(nccl_algo_reaches_the_collective_model),
         cmocka_unit_test(training_defaults),
         cmocka_unit_test(more_overrides),
         cmocka_unit_test(precision_names_round_trip),

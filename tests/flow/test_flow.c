@@ -37,6 +37,38 @@ static void flow_agrees_with_analytic_without_contention(void **state)
     fixture_free(&s);
 }
 
+/* Both replays take one collective model (sim/collective.h): a gradient all-reduce over 512
+ * nodes, one GPU of each (TP 8 fills a node), not overlapped, runs NCCL's double binary tree,
+ * whose latency is log-deep; the flow replay once charged the ring's 2 (n - 1) steps per call
+ * (12x at 65,536 GPUs). Forcing the ring (parallel.nccl_algo, NCCL_ALGO=Ring) changes both. */
+static void flow_uses_the_collective_the_analytic_replay_picks(void **state)
+{
+    (void)state;
+    for (int forced = 0; forced < 2; forced++) {
+        scenario_config s;
+        fixture_scenario(&s, 2);
+        s.platform.network.nodes = 512;
+        s.parallel.tp = 8;
+        s.parallel.dp = 512;
+        s.training.global_batch_size = 512;
+        s.parallel.overlap_grad_reduce = 0;
+        if (forced)
+            s.platform.nccl_algo[COLL_ALL_REDUCE] = ALGO_RING;
+        run_result a, f;
+        config_error err;
+        assert_int_equal(run_scenario(&s, &a, &err), 0);
+        s.run.fidelity_flow = 1;
+        if (run_scenario(&s, &f, &err) != 0)
+            fail_msg("%s", err.msg);
+        print_message("DP 512 x TP 8, %s all-reduce: analytic %.6f s (dp %.6f), flow %.6f s (dp %.6f)\n",
+                      forced ? "ring" : "NCCL's", a.step_time_s, a.comm_total_s[COMM_DP], f.step_time_s,
+                      f.comm_total_s[COMM_DP]);
+        assert_true(fabs(f.step_time_s - a.step_time_s) <= 0.02 * a.step_time_s);
+        assert_true(fabs(f.comm_total_s[COMM_DP] - a.comm_total_s[COMM_DP]) <= 0.02 * a.comm_total_s[COMM_DP]);
+        fixture_free(&s);
+    }
+}
+
 /* Context parallelism with TP filling each node: the CP ranks of a replica sit on different
  * nodes, so the gradient ring over DP x CP crosses one NIC per GPU. The analytic replay must
  * see the same geometry as the flows (it once assumed the CP ranks shared a node). */
@@ -563,6 +595,7 @@ int main(void)
         cmocka_unit_test(one_rail_stands_for_identical_rails),
         cmocka_unit_test(degraded_nic_slows_a_dp_heavy_step_as_the_ring_predicts),
         cmocka_unit_test(third_tier_carries_traffic_between_pods),
+        cmocka_unit_test(flow_uses_the_collective_the_analytic_replay_picks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -71,9 +71,11 @@ static void selection_prefers_low_latency_for_small_messages(void **state)
     coll_cost ring = {collective_time_algo(&s.platform, &s.calibration, COLL_ALL_REDUCE, 1024, g, ALGO_RING), ALGO_RING};
     assert_true(small.algo != ALGO_RING);
     assert_true(small.time_s < ring.time_s);
-    /* and the choice is never slower than any algorithm */
+    /* and the choice is never slower than any of NCCL's algorithms */
     for (double S = 1; S < 1e11; S *= 10)
         for (int a = 0; a < ALGO_COUNT; a++) {
+            if (a != ALGO_AUTO && !coll_algo_is_nccl((coll_algo)a))
+                continue;
             coll_cost best = collective_time(&s.platform, &s.calibration, COLL_ALL_REDUCE, S, g);
             assert_true(best.time_s <= collective_time_algo(&s.platform, &s.calibration, COLL_ALL_REDUCE, S, g, a));
         }
@@ -122,6 +124,90 @@ static void pat_cuts_the_latency_of_one_gpu_per_node_gathers(void **state)
     fixture_free(&s);
 }
 
+/* parallel.nccl_algo forces an algorithm as NCCL_ALGO does; one that cannot run the call falls
+ * back to NCCL's choice. */
+static void a_forced_algorithm_is_used(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    coll_group g = coll_group_of(1024, 1, 8);
+    const platform_config *p = &s.platform;
+    const calibration_config *c = &s.calibration;
+    assert_true(collective_time(p, c, COLL_ALL_REDUCE, 1024, g).algo != ALGO_RING);
+    s.platform.nccl_algo[COLL_ALL_REDUCE] = ALGO_RING;
+    coll_cost forced = collective_time(p, c, COLL_ALL_REDUCE, 1024, g);
+    assert_int_equal(forced.algo, ALGO_RING);
+    assert_true(forced.time_s == collective_time_algo(p, c, COLL_ALL_REDUCE, 1024, g, ALGO_RING));
+    s.platform.nccl_algo[COLL_ALL_GATHER] = ALGO_TREE; /* tree has no all-gather: NCCL's choice */
+    assert_true(collective_time(p, c, COLL_ALL_GATHER, 1024, g).algo != ALGO_TREE);
+    fixture_free(&s);
+}
+
+/* Recursive halving-doubling (MPICH, Thakur et al. 2005) on n = 2^k ranks, one node: 2 log2(n)
+ * latency steps and 2 (n-1)/n S over NVLink for an all-reduce, as the ring's bytes; across N
+ * nodes of g GPUs, 2 (1 - 1/N) S through each GPU's NIC. Not a power of two: it does not run. */
+static void halving_doubling_closed_form(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    const platform_config *p = &s.platform;
+    const calibration_config *c = &s.calibration;
+    double S = 1e9;
+    coll_group one = coll_group_of(8, 1, 8);
+    double t = collective_time_algo(p, c, COLL_ALL_REDUCE, S, one, ALGO_HALVING_DOUBLING);
+    double expect = collective_alpha_s(c, LINK_NVLINK, COLL_ALL_REDUCE) + 2 * 3 * p->node.nvlink_latency_us * 1e-6 +
+                    2.0 * 7 / 8 * S / (p->node.nvlink_bandwidth_gbs * 1e9);
+    assert_true(fabs(t - expect) < 1e-9 * expect);
+    coll_group four = coll_group_of(32, 1, 8); /* 4 nodes x 8 */
+    coll_split x = collective_split_algo(p, c, COLL_ALL_REDUCE, S, four, ALGO_HALVING_DOUBLING);
+    assert_true(fabs(x.net_bytes - 2 * 0.75 * S) < 1e-6);
+    assert_true(fabs(x.time_s - (x.fixed_s + x.nvlink_s + x.net_s)) < 1e-15);
+    assert_true(isinf(collective_time_algo(p, c, COLL_ALL_REDUCE, S, coll_group_of(6, 1, 8), ALGO_HALVING_DOUBLING)));
+    fixture_free(&s);
+}
+
+/* Broadcast: a pipelined ring (NCCL's), every rank receives S once: alpha + (n-1) a + S / B. */
+static void broadcast_is_a_pipelined_chain(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    const platform_config *p = &s.platform;
+    const calibration_config *c = &s.calibration;
+    double S = 1e9;
+    coll_cost b = collective_time(p, c, COLL_BROADCAST, S, coll_group_of(8, 1, 8));
+    double expect = collective_alpha_s(c, LINK_NVLINK, COLL_BROADCAST) + 7 * p->node.nvlink_latency_us * 1e-6 +
+                    S / (p->node.nvlink_bandwidth_gbs * 1e9);
+    assert_int_equal(b.algo, ALGO_RING);
+    assert_true(fabs(b.time_s - expect) < 1e-9 * expect);
+    fixture_free(&s);
+}
+
+/* The split the flow replay uses adds up to the analytic time for every algorithm, kind and
+ * geometry where the algorithm runs. */
+static void splits_add_up_to_the_time(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    int sizes[][2] = {{8, 1}, {64, 1}, {64, 8}, {1024, 1}, {4096, 8}, {96, 4}};
+    for (size_t q = 0; q < sizeof sizes / sizeof *sizes; q++) {
+        coll_group g = coll_group_of(sizes[q][0], sizes[q][1], 8);
+        for (int k = 0; k < COLL_KIND_COUNT; k++)
+            for (int a = 1; a < ALGO_COUNT; a++) {
+                coll_split x = collective_split_algo(&s.platform, &s.calibration, (coll_kind)k, 3e8, g, (coll_algo)a);
+                if (!isfinite(x.time_s))
+                    continue;
+                assert_true(x.fixed_s >= 0 && x.nvlink_s >= -1e-15 && x.net_s >= 0 && x.net_bytes >= 0);
+                assert_true(fabs(x.time_s - (x.fixed_s + x.nvlink_s + x.net_s)) <= 1e-12 * x.time_s);
+                assert_true(g.nodes > 1 || x.net_bytes == 0);
+            }
+    }
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -131,6 +217,10 @@ int main(void)
         cmocka_unit_test(selection_prefers_low_latency_for_small_messages),
         cmocka_unit_test(calibrated_busbw_and_alpha_replace_the_datasheet),
         cmocka_unit_test(pat_cuts_the_latency_of_one_gpu_per_node_gathers),
+        cmocka_unit_test(a_forced_algorithm_is_used),
+        cmocka_unit_test(halving_doubling_closed_form),
+        cmocka_unit_test(broadcast_is_a_pipelined_chain),
+        cmocka_unit_test(splits_add_up_to_the_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
