@@ -1,5 +1,6 @@
 /* Calibration documents; see cal_writer.h. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,16 +18,88 @@ json_t *cal_new(const char *device, const char *source, int argc, char **argv)
                      "command", cmd);
 }
 
+int cal_add_source(json_t *doc, const char *line)
+{
+    json_t *sources = json_object_get(doc, "sources");
+    if (!sources)
+        json_object_set_new(doc, "sources", sources = json_array());
+    if (!json_is_array(sources))
+        return -1;
+    return json_array_append_new(sources, json_string(line));
+}
+
+static int is_scalar(const json_t *v) { return !json_is_object(v) && !json_is_array(v); }
+
+static int scalar(FILE *f, const json_t *v)
+{
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(6));
+    if (!s)
+        return -1;
+    int rc = fputs(s, f) < 0 ? -1 : 0;
+    free(s);
+    return rc;
+}
+
+static int key(FILE *f, const char *k)
+{
+    json_t *s = json_string(k);
+    int rc = s ? scalar(f, s) : -1;
+    json_decref(s);
+    return rc < 0 || fputs(": ", f) < 0 ? -1 : 0;
+}
+
+/* The shipped files' layout: an object of scalars on one line ({ "m": 512, "tflops": 21.8 }),
+ * anything else one member or element a line, indented by two. */
+static int dump(FILE *f, json_t *v, int indent)
+{
+    const char *k;
+    json_t *m;
+    size_t i, n = json_is_object(v) ? json_object_size(v) : json_is_array(v) ? json_array_size(v) : 0;
+    if (is_scalar(v))
+        return scalar(f, v);
+    if (n == 0)
+        return fputs(json_is_object(v) ? "{}" : "[]", f) < 0 ? -1 : 0;
+    int flat = json_is_object(v);
+    json_object_foreach(v, k, m) flat &= is_scalar(m);
+    if (flat) {
+        fputs("{ ", f);
+        i = 0;
+        json_object_foreach(v, k, m) if ((i++ && fputs(", ", f) < 0) || key(f, k) || scalar(f, m)) return -1;
+        return fputs(" }", f) < 0 ? -1 : 0;
+    }
+    fputs(json_is_object(v) ? "{\n" : "[\n", f);
+    i = 0;
+    if (json_is_object(v)) {
+        json_object_foreach(v, k, m) {
+            if (fprintf(f, "%*s", indent + 2, "") < 0 || key(f, k) || dump(f, m, indent + 2) ||
+                fputs(++i < n ? ",\n" : "\n", f) < 0)
+                return -1;
+        }
+    } else {
+        json_array_foreach(v, i, m) {
+            if (fprintf(f, "%*s", indent + 2, "") < 0 || dump(f, m, indent + 2) || fputs(i + 1 < n ? ",\n" : "\n", f) < 0)
+                return -1;
+        }
+    }
+    return fprintf(f, "%*s%s", indent, "", json_is_object(v) ? "}" : "]") < 0 ? -1 : 0;
+}
+
+int cal_dump(json_t *doc, FILE *f)
+{
+    return dump(f, doc, 0) || fputc('\n', f) == EOF ? -1 : 0;
+}
+
 int cal_write(json_t *doc, const char *path)
 {
-    if (!strcmp(path, "-")) {
-        json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
-        fputc('\n', stdout);
-        return 0;
-    }
+    if (!strcmp(path, "-"))
+        return cal_dump(doc, stdout) || fflush(stdout) ? -1 : 0;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (json_dump_file(doc, tmp, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) != 0 || rename(tmp, path) != 0) {
+    FILE *f = fopen(tmp, "w");
+    int bad = !f || cal_dump(doc, f) != 0;
+    if (f && fclose(f) != 0)
+        bad = 1;
+    if (bad || rename(tmp, path) != 0) {
         unlink(tmp);
         fprintf(stderr, "dtcal: cannot write %s\n", path);
         return -1;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "cal_writer.h"
 #include "closed_loop.h"
+#include "machine_check.h"
 #include "engine_scenario.h"
 #include "config.h"
 #include "cost.h"
@@ -85,10 +86,39 @@ static double measured_op(json_t *profile, const char *name)
 
 int closed_loop_run(const closed_loop_options *o)
 {
+    /* The prediction's scenario first: the same model, batch and precision on the platform with
+     * the calibration, so bad input is refused before anything is measured. */
+    long long d[5];
+    if (model_dims(o->model, d) != 0) {
+        fprintf(stderr, "dtcal validate: --model %s: cannot read its sizes\n", o->model);
+        return 2;
+    }
+    /* dtrain runs ZeRO-0 (its default; the command below passes no --zero): say so, as the
+     * scenario's default stage may differ. */
+    engine_run_shape shape = {.num_layers = d[0], .hidden = d[1], .heads = d[2], .seq_len = d[3], .vocab = d[4],
+                              .micro_batch = o->micro_batch, .global_batch = (long long)o->micro_batch * o->dp,
+                              .tp = o->tp, .pp = o->pp, .dp = o->dp, .vpp = 1, .zero = 0, .precision = "fp32",
+                              .grad_reduce = o->grad_reduce, .powersgd_rank = o->powersgd_rank,
+                              .overlap_grad_reduce = o->overlap_grad_reduce, .bucket_mb = o->bucket_mb};
+    scenario_config s;
+    config_error err;
+    if (engine_scenario_load(&shape, o->platform, o->calibration, &s, &err) != 0) {
+        fprintf(stderr, "dtcal validate: %s\n", err.msg);
+        return 2;
+    }
+    /* A calibration measured on another machine predicts this one only as far as they are alike. */
+    char host[256], here[512], warning[2048];
+    machine_this(o->device, host, sizeof host, here, sizeof here);
+    if (machine_mismatch(o->calibration, s.calibration.source, s.calibration.host, s.calibration.device, host, here,
+                         o->device, o->platform, warning, sizeof warning))
+        fprintf(stderr, "dtcal validate: %s\n", warning);
+
     char log[] = "/tmp/dtcal_loop_XXXXXX", prof[64], cmd[4096];
     int fd = mkstemp(log);
-    if (fd < 0)
+    if (fd < 0) {
+        scenario_free(&s);
         return 1;
+    }
     close(fd);
     snprintf(prof, sizeof prof, "%s.profile.json", log);
     int ranks = o->tp * o->pp * o->dp;
@@ -115,6 +145,7 @@ int closed_loop_run(const closed_loop_options *o)
     int st = system(cmd);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         fprintf(stderr, "dtcal validate: dtrain failed (status %d)\n", st);
+        scenario_free(&s);
         return 1;
     }
     /* Measured: the median step time of the steps after the first (warm-up). */
@@ -133,30 +164,12 @@ int closed_loop_run(const closed_loop_options *o)
         fclose(f);
     if (n == 0) {
         fprintf(stderr, "dtcal validate: no step times in dtrain's log (use --steps >= 2)\n");
+        scenario_free(&s);
         return 1;
     }
     qsort(times, (size_t)n, sizeof(double), cmp_double);
     double measured = times[n / 2], spread_lo = times[n / 10], spread_hi = times[(n * 9) / 10];
 
-    /* Predicted: the same model, batch and precision on the platform with the calibration. */
-    long long d[5];
-    if (model_dims(o->model, d) != 0) {
-        fprintf(stderr, "dtcal validate: --model %s: cannot read its sizes\n", o->model);
-        return 2;
-    }
-    /* dtrain runs ZeRO-0 (its default; the command above passes no --zero): say so, as the
-     * scenario's default stage may differ. */
-    engine_run_shape shape = {.num_layers = d[0], .hidden = d[1], .heads = d[2], .seq_len = d[3], .vocab = d[4],
-                              .micro_batch = o->micro_batch, .global_batch = (long long)o->micro_batch * o->dp,
-                              .tp = o->tp, .pp = o->pp, .dp = o->dp, .vpp = 1, .zero = 0, .precision = "fp32",
-                              .grad_reduce = o->grad_reduce, .powersgd_rank = o->powersgd_rank,
-                              .overlap_grad_reduce = o->overlap_grad_reduce, .bucket_mb = o->bucket_mb};
-    scenario_config s;
-    config_error err;
-    if (engine_scenario_load(&shape, o->platform, o->calibration, &s, &err) != 0) {
-        fprintf(stderr, "dtcal validate: %s\n", err.msg);
-        return 2;
-    }
     run_result r;
     if (run_scenario(&s, &r, &err) != 0) {
         fprintf(stderr, "dtcal validate: %s\n", err.msg);

@@ -12,6 +12,8 @@
 #include "kernels_cal.h"
 #include "collectives_cal.h"
 #include "nccl_import.h"
+#include "gemm_import.h"
+#include <time.h>
 #include <mpi.h>
 #include <sys/stat.h>
 
@@ -27,6 +29,16 @@ static void usage(FILE *f)
             "      fit alpha and bus bandwidth per collective from nccl-tests output; link class from\n"
             "      the hosts the log's ranks ran on (one: nvlink, several: network), or --link for\n"
             "      every log (needed for a log without its '# Using devices' block)\n"
+            "  import-gemm CSV... [--precision P] [--column FIELD=HEADER]... [--where HEADER=VALUE]...\n"
+            "              [--device NAME] [--into CAL.json] [-o FILE]\n"
+            "      read GEMM measurements made by another tool (cuBLAS sweeps, torch.matmul benchmarks) into\n"
+            "      the calibration's gemm table: columns m, n, k and tflops, or a time (time_us, time_ms,\n"
+            "      time_s, or time with a unit column: TFLOP/s = 2mnk/time), and dtype or precision (fp32,\n"
+            "      tf32, fp16, bf16, fp8, torch.bfloat16, float16, half, ...) or else --precision P for\n"
+            "      every row (with a dtype column, --precision keeps only P's rows); FIELD (m n k tflops time\n"
+            "      unit dtype) names its column; --where keeps the rows whose column has that value; a shape\n"
+            "      given more than once keeps the median. --into replaces those precisions' tables in CAL,\n"
+            "      keeps the rest, and adds a line to its sources\n"
             "  collectives [--backend mpi|nccl] [--quick] [--max-bytes N] [--iters N] [--log-dir D] [--into CAL.json]\n"
             "              [-o FILE]   (under mpirun)\n"
             "      time all-reduce, all-gather, reduce-scatter, all-to-all and send/recv from 8 B up (x4),\n"
@@ -37,7 +49,8 @@ static void usage(FILE *f)
             "           [--platform FILE]\n"
             "           [--calibration FILE] [--json FILE|-]\n"
             "      run dtrain (under mpirun for more than one rank, all on this machine), simulate the same\n"
-            "      configuration, compare step times and ops\n"
+            "      configuration, compare step times and ops; warns when a measured calibration's host or\n"
+            "      device is not this machine's\n"
             "exit: 0 ok, 2 bad input, 1 runtime failure\n");
 }
 
@@ -212,6 +225,162 @@ static int write_collectives(json_t *colls, const char *into, const char *out, c
         json_object_set(doc, "collectives", colls);
     int rc = cal_write(doc, out) ? 1 : 0;
     json_decref(doc);
+    return rc;
+}
+
+/* dtcal import-gemm: CSVs of GEMM measurements into the calibration's gemm tables; nothing is
+ * written unless every file reads. */
+static int cmd_import_gemm(int argc, char **argv)
+{
+    const char *out = "-", *into = NULL, *device = NULL;
+    gemm_import_options o = {.precision = -1};
+    const char **files = malloc((size_t)argc * sizeof *files);
+    char what[1024] = ""; /* the options that chose the rows, for the sources line */
+    int nfiles = 0, rc = 0;
+    for (int i = 2; i < argc && rc == 0; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (a[0] != '-') {
+            files[nfiles++] = a;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "dtcal import-gemm: %s needs a value\n", a);
+            rc = 2;
+            break;
+        }
+        i++;
+        const char *eq = strchr(v, '=');
+        if (!strcmp(a, "-o")) {
+            out = v;
+        } else if (!strcmp(a, "--into")) {
+            into = v;
+        } else if (!strcmp(a, "--device")) {
+            device = v;
+        } else if (!strcmp(a, "--precision")) {
+            o.precision = gemm_precision_parse(v);
+            if (o.precision < 0) {
+                fprintf(stderr, "dtcal import-gemm: --precision %s: not fp32, tf32, fp16, bf16 or fp8 (or an alias "
+                                "such as torch.bfloat16, float16, half)\n", v);
+                rc = 2;
+            }
+            snprintf(what + strlen(what), sizeof what - strlen(what), "%s--precision %s", what[0] ? ", " : "", v);
+        } else if (!strcmp(a, "--column") || !strcmp(a, "--where")) {
+            int field = -1;
+            for (int f = 0; eq && f < GF_FIELDS; f++)
+                if (strlen(gemm_field_names[f]) == (size_t)(eq - v) && !strncmp(v, gemm_field_names[f], (size_t)(eq - v)))
+                    field = f;
+            if (!eq || eq == v || !eq[1] || (!strcmp(a, "--column") && field < 0)) {
+                fprintf(stderr, "dtcal import-gemm: %s %s: expected %s\n", a, v,
+                        !strcmp(a, "--column") ? "FIELD=HEADER, FIELD one of m, n, k, tflops, time, unit, dtype"
+                                               : "HEADER=VALUE");
+                rc = 2;
+            } else if (!strcmp(a, "--column")) {
+                o.column[field] = eq + 1;
+            } else if (o.nwhere == GEMM_WHERE_MAX) {
+                fprintf(stderr, "dtcal import-gemm: more than %d --where\n", GEMM_WHERE_MAX);
+                rc = 2;
+            } else {
+                char *col = strndup(v, (size_t)(eq - v));
+                o.where_column[o.nwhere] = col;
+                o.where_value[o.nwhere++] = eq + 1;
+            }
+            if (rc == 0)
+                snprintf(what + strlen(what), sizeof what - strlen(what), "%s%s %s", what[0] ? ", " : "", a, v);
+        } else {
+            fprintf(stderr, "dtcal import-gemm: unknown option %s\n", a);
+            rc = 2;
+        }
+    }
+    if (rc == 0 && o.column[GF_TFLOPS] && o.column[GF_TIME]) {
+        fprintf(stderr, "dtcal import-gemm: --column tflops and --column time: give one (the rate, or the time it "
+                        "is computed from)\n");
+        rc = 2;
+    }
+    if (rc == 0 && nfiles == 0) {
+        fprintf(stderr, "dtcal import-gemm: no CSV given\n");
+        rc = 2;
+    }
+    /* every file first: a bad one leaves nothing written */
+    gemm_samples samples = {0};
+    char from[4096] = "";
+    for (int i = 0; i < nfiles && rc == 0; i++) {
+        char err[2048];
+        gemm_file_stats st;
+        if (gemm_import_csv(files[i], &o, &samples, &st, err, sizeof err) != 0) {
+            fprintf(stderr, "dtcal import-gemm: %s\n", err);
+            rc = 2;
+            break;
+        }
+        fprintf(stderr, "  %s: %ld rows, %ld kept, %ld left out by --where/--precision\n", files[i], st.rows, st.kept,
+                st.left_out);
+        snprintf(from + strlen(from), sizeof from - strlen(from), "%s%s (%ld of its %ld rows)", i ? ", " : "",
+                 files[i], st.kept, st.rows);
+    }
+    json_t *doc = NULL, *tables = NULL;
+    int shapes[GEMM_PRECISIONS];
+    if (rc == 0 && !(tables = gemm_import_tables(&samples, shapes)))
+        rc = 1;
+    if (rc == 0 && into) {
+        json_error_t je;
+        doc = json_load_file(into, 0, &je);
+        if (!doc || !json_is_object(doc)) {
+            fprintf(stderr, "dtcal import-gemm: --into %s:%d: %s\n", into, doc ? 1 : je.line,
+                    doc ? "not a calibration (a JSON object)" : je.text);
+            rc = 2;
+        } else {
+            /* figures made elsewhere, added to a calibration: a datasheet calibration stays one (its
+             * sources say where each figure came from); a measured one becomes mixed */
+            const char *src = json_string_value(json_object_get(doc, "source"));
+            if (!src || (strcmp(src, "datasheet") && strcmp(src, "mixed")))
+                json_object_set_new(doc, "source", json_string("mixed"));
+        }
+    } else if (rc == 0) {
+        char named[300];
+        snprintf(named, sizeof named, "%s", device ? device : samples.device_seen == 1 ? samples.device
+                                                                  : "unknown (GEMM figures imported from CSV)");
+        doc = cal_new(named, "datasheet", argc, argv);
+        json_object_set_new(doc, "host", json_string("none (imported figures)"));
+    }
+    json_t *gemm = doc ? json_object_get(doc, "gemm") : NULL;
+    if (rc == 0 && gemm && !json_is_object(gemm)) {
+        fprintf(stderr, "dtcal import-gemm: --into %s: its \"gemm\" is not an object\n", into);
+        rc = 2;
+    }
+    if (rc == 0) {
+        if (!gemm)
+            json_object_set_new(doc, "gemm", gemm = json_object());
+        char line[8192], date[32], tabs[512] = "";
+        time_t now = time(NULL);
+        strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
+        for (int p = 0; p < GEMM_PRECISIONS; p++) {
+            if (!shapes[p])
+                continue;
+            const char *key = gemm_precision_names[p];
+            json_t *old = json_object_get(gemm, key);
+            fprintf(stderr, "gemm.%s: %d shape%s%s", key, shapes[p], shapes[p] == 1 ? "" : "s",
+                    old ? " (replacing " : "\n");
+            if (old)
+                fprintf(stderr, "%zu)\n", json_array_size(old));
+            json_object_set(gemm, key, json_object_get(tables, key));
+            snprintf(tabs + strlen(tabs), sizeof tabs - strlen(tabs), "%sgemm.%s (%d shape%s)", tabs[0] ? ", " : "",
+                     key, shapes[p], shapes[p] == 1 ? "" : "s");
+        }
+        snprintf(line, sizeof line, "%s: imported by 'dtcal import-gemm' on %s from %s%s%s; a shape measured more "
+                                    "than once keeps the median of its rates", tabs, date, from,
+                 what[0] ? " with " : "", what);
+        if (cal_add_source(doc, line) != 0) {
+            fprintf(stderr, "dtcal import-gemm: --into %s: its \"sources\" is not a list\n", into);
+            rc = 2;
+        }
+    }
+    if (rc == 0)
+        rc = cal_write(doc, out) ? 1 : 0;
+    json_decref(doc);
+    json_decref(tables);
+    gemm_samples_free(&samples);
+    for (int w = 0; w < o.nwhere; w++)
+        free((char *)o.where_column[w]);
+    free(files);
     return rc;
 }
 
@@ -441,6 +610,8 @@ int main(int argc, char **argv)
         return cmd_kernels(argc, argv);
     if (!strcmp(argv[1], "import-nccl-tests"))
         return cmd_import(argc, argv);
+    if (!strcmp(argv[1], "import-gemm"))
+        return cmd_import_gemm(argc, argv);
     if (!strcmp(argv[1], "validate"))
         return cmd_validate(argc, argv);
     if (!strcmp(argv[1], "collectives"))
