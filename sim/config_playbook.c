@@ -8,7 +8,7 @@
 
 #define S "scenario"
 
-/* parallel.grad_reduce_dtype, parallel.grad_compression, parallel.offload_* */
+/* parallel.grad_reduce_dtype, parallel.grad_compression, parallel.offload_*, DeepSpeed's stage-3 keys */
 int config_parse_parallel_playbook(json_t *par, scenario_config *s, config_error *err)
 {
     static const char *const reduce_dtypes[] = {"auto", "fp32", "bf16", "fp16", "int8", NULL};
@@ -19,7 +19,14 @@ int config_parse_parallel_playbook(json_t *par, scenario_config *s, config_error
     int dtype, method, opt_dev, par_dev;
     long long rank;
     json_t *comp;
-    if (config_enum(par, p, "grad_reduce_dtype", reduce_dtypes, 0, &dtype, err) ||
+    if (config_num(par, p, "stage3_prefetch_bucket_size", 0, 5e7, 0, 1e15, 0, &s->parallel.stage3_prefetch_bucket_size,
+                   err) ||
+        config_num(par, p, "stage3_param_persistence_threshold", 0, 1e5, 0, 1e15, 0,
+                   &s->parallel.stage3_param_persistence_threshold, err) ||
+        config_num(par, p, "stage3_max_live_parameters", 0, 1e9, 0, 1e15, 0, &s->parallel.stage3_max_live_parameters,
+                   err) ||
+        config_num(par, p, "reduce_bucket_size", 0, 5e8, 1, 1e15, 0, &s->parallel.reduce_bucket_size, err) ||
+        config_enum(par, p, "grad_reduce_dtype", reduce_dtypes, 0, &dtype, err) ||
         config_object(par, p, "grad_compression", &comp, err) ||
         config_enum(par, p, "offload_optimizer", devices, OFFLOAD_NONE, &opt_dev, err) ||
         config_enum(par, p, "offload_parameters", devices, OFFLOAD_NONE, &par_dev, err))

@@ -238,7 +238,9 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
                                        "zero_stage", "schedule", "overlap_grad_reduce", "overlap_p2p_comm",
                                        "scatter_gather_p2p", "bucket_size_mb",
                                        "pipeline_layers", "grad_reduce_dtype", "grad_compression",
-                                       "offload_optimizer", "offload_parameters", "nccl_algo", NULL};
+                                       "offload_optimizer", "offload_parameters", "nccl_algo",
+                                       "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
+                                       "stage3_max_live_parameters", "reduce_bucket_size", NULL};
     static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
     const char *p = S ".parallel";
     long long tp, pp, dp, vpp, cp, ep, zero;

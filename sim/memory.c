@@ -4,6 +4,7 @@
 #include <string.h>
 #include "memory.h"
 #include "params.h"
+#include "zero3.h"
 
 static int is_half(precision_kind p)
 {
@@ -183,9 +184,19 @@ int memory_model_stage(const scenario_config *s, int stage, int in_flight, memor
     /* Offload: the reduced buckets are staged on the GPU for their copy to the host even on
      * one GPU; offloaded parameters are fetched into the two-layer working set even unsharded. */
     int offload = off_opt != OFFLOAD_NONE;
+    zero3_plan z3;
+    zero3_plan_of(s, &z3);
+    if (z3.active) /* DeepSpeed stage 3's gradient buckets are reduce_bucket_size elements */
+        bucket = z3.reduce_bucket_params * params_grad_buffer_bytes(s);
     out->buffers = (shards > 1 || offload ? 2 * bucket : 0) + (P > 1 ? 4 * tokens * h * act_bytes : 0);
-    if (s->parallel.zero_stage >= 3 && (shards > 1 || off_par != OFFLOAD_NONE))
-        out->buffers += 2 * (lp.dense + lp.expert) * act_bytes;
+    if (z3.active) {
+        /* the gathered working set: the running layer and the prefetched ones, as the workload
+         * gathers them (zero3.h); and the parameters below the persistence threshold, which every
+         * rank keeps whole instead of its shard */
+        out->buffers += z3.live_params * act_bytes;
+        if (off_par == OFFLOAD_NONE)
+            out->weights += (double)L * z3.layer_persistent * act_bytes * (1.0 - 1.0 / shards);
+    }
     out->total = out->weights + out->gradients + out->optimizer + out->activations + out->buffers;
     out->capacity = s->platform.gpu.memory_gib * 1073741824.0;
     out->oom = out->capacity > 0 && out->total > out->capacity;

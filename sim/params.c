@@ -22,6 +22,27 @@ static layer_params layer_params_split(const scenario_config *s, int tp, int ep)
     return p;
 }
 
+double params_layer_small_per_gpu(const scenario_config *s, double threshold)
+{
+    double h = (double)s->model.hidden_size, f = (double)s->model.ffn_hidden_size, tp = s->parallel.tp;
+    double kv = h * (double)s->model.num_query_groups / (double)s->model.num_attention_heads;
+    double E = (double)s->model.num_experts, ep = s->parallel.ep > 0 ? s->parallel.ep : 1;
+    double mlps = E > 0 ? E / ep : 1, mats = s->model.swiglu ? 3 : 2, fc1_biases = s->model.swiglu ? 2 : 1;
+    /* each tensor of one layer on one GPU: {how many, elements each}, as layer_params_split counts them */
+    const double tensors[][2] = {
+        {1, h * (h + 2 * kv) / tp}, {1, (h + 2 * kv) / tp}, /* QKV weight and bias */
+        {1, h * h / tp}, {1, h},                             /* projection weight, replicated bias */
+        {mlps * mats, h * f / tp}, {mlps * fc1_biases, f / tp}, {mlps, h}, /* MLP(s): weights, biases */
+        {4, h},                                              /* two norms, weight and bias each */
+        {E > 0 ? 1 : 0, h * E},                              /* MoE router */
+    };
+    double n = 0;
+    for (size_t i = 0; i < sizeof tensors / sizeof *tensors; i++)
+        if (tensors[i][1] < threshold)
+            n += tensors[i][0] * tensors[i][1];
+    return n;
+}
+
 layer_params params_layer_per_gpu(const scenario_config *s)
 {
     return layer_params_split(s, s->parallel.tp, s->parallel.ep);

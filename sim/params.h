@@ -13,6 +13,9 @@ typedef struct {
 /* One transformer layer's parameters on one GPU (TP-split matrices, replicated norms,
  * experts divided by EP). With tp = ep = 1 this is the whole layer. */
 layer_params params_layer_per_gpu(const scenario_config *s);
+/* Of those, the elements in tensors smaller than `threshold` elements (ZeRO-3 keeps them whole:
+ * stage3_param_persistence_threshold). */
+double params_layer_small_per_gpu(const scenario_config *s, double threshold);
 /* Embedding (vocab-parallel token table, plus learned positions for GPT-style models without
  * SwiGLU; Llama-style models use rotary positions, which have no parameters) per GPU. */
 double params_embedding_per_gpu(const scenario_config *s);

@@ -9,7 +9,8 @@
  *    (gradients to the previous one), on the sender's P2P lane;
  *  - data-parallel gradient buckets on the comm lane, launched as the chunk's last backward
  *    produces them (overlap_grad_reduce) or after the stage's last backward;
- *  - ZeRO-3 parameter all-gathers before each pass, prefetched one pass ahead;
+ *  - ZeRO-3 (sim/zero3.h): per layer and micro-batch, parameter all-gathers (forward, backward,
+ *    recomputation) prefetched as deep as the plan says, and gradient reduce-scatters;
  *  - once every stage is done: the tied embedding's gradient sum between the first and last
  *    stage, the gradient norm over every GPU, the optimizer step, zeroing the gradient buffer,
  *    then (ZeRO-1/2) the all-gather of updated parameters.
@@ -24,6 +25,7 @@
 #include "offload.h"
 #include "params.h"
 #include "workload.h"
+#include "zero3.h"
 
 /* Time and work of one pass of one layer. */
 typedef struct {
@@ -49,6 +51,7 @@ typedef struct {
     double compress_s_per_byte; /* grad_reduce_dtype narrower than the gradients: conversion
                                    time per reduced byte (0: none) */
     grad_compressor comp;  /* int8 / top-k / PowerSGD buckets (sim/compression.c) */
+    zero3_plan z3;         /* ZeRO-3's units, prefetch and buckets (sim/zero3.h) */
 } builder;
 
 static coll_group group_for(const builder *b, int size, int stride)
@@ -233,8 +236,15 @@ static int builder_init(builder *b, const scenario_config *s, config_error *err)
     b->grad_elem = grad_elem;
     b->grad_bytes_per_layer = (lp.dense + lp.expert) * grad_elem;
     b->call_bytes = s->parallel.bucket_size_mb > 0 ? s->parallel.bucket_size_mb * 1048576.0 : 40 * 1048576.0;
+    zero3_plan_of(s, &b->z3);
+    if (b->z3.active) /* DeepSpeed stage 3 reduces in reduce_bucket_size elements */
+        b->call_bytes = b->z3.reduce_bucket_params * grad_elem;
     b->bucket_bytes = s->run.flow_bucket_mb > b->call_bytes / 1048576.0 ? s->run.flow_bucket_mb * 1048576.0
                                                                         : b->call_bytes;
+    /* ZeRO-3: no coarser buckets for the flow replay; its reductions keep their places between
+     * the layers' gathers (already one task per bucket per layer and micro-batch at most) */
+    if (b->z3.active)
+        b->bucket_bytes = b->call_bytes;
     compression_init(&b->comp, s);
     return 0;
 }
@@ -273,15 +283,18 @@ static int add_comm(step_workload *w, const builder *b, int stage, task_lane lan
 }
 
 /* Per-stage state while emitting. */
+#define Z3_HISTORY 32 /* > the deepest ZeRO-3 prefetch (zero3.c caps it at 16) + 1 */
 typedef struct {
     int next;              /* next action index */
     int last_compute;      /* last compute task emitted on this stage */
-    int prev_compute;      /* the one before (ZeRO-3 prefetch distance) */
     int last_comm;         /* last DP/ZeRO comm task */
     double pending_grad;   /* gradient bytes produced, not yet in a bucket */
     int pending_embedding; /* they are the embedding's (PowerSGD compresses its own matrix shape) */
     int *backwards_left;   /* per chunk: backward passes still to run */
     int last_send;         /* the stage's last pipeline send, which a blocking send waits for */
+    int z3_epilogue;       /* ZeRO-3: the last backward's final reduction, which the next pass waits for */
+    int z3_units;          /* ZeRO-3: units (pass pieces) run so far, and the compute task of */
+    int z3_history[Z3_HISTORY]; /* each of the last Z3_HISTORY (the prefetch depth's dependencies) */
 } stage_state;
 
 static void flush_bucket(step_workload *w, const builder *b, stage_state *st, int stage, int dep,
@@ -309,33 +322,6 @@ static void flush_bucket(step_workload *w, const builder *b, stage_state *st, in
             w->tasks[st->last_comm].duration_s += bytes * b->compress_s_per_byte;
         st->pending_grad -= bytes;
     }
-}
-
-/* ZeRO-3: gather this chunk's parameters before a pass, one pass ahead of use. */
-static int zero3_gather(step_workload *w, const builder *b, stage_state *st, int stage, int layers)
-{
-    const scenario_config *s = b->s;
-    if (s->parallel.zero_stage < 3 || b->dp.ranks <= 1) /* shards over DP x CP, as the memory model */
-        return -1;
-    layer_params lp = params_layer_per_gpu(s);
-    double weight_bytes = b->cm.act_bytes;
-    double bytes = layers * (lp.dense + lp.expert) * weight_bytes;
-    int id = add_comm(w, b, stage, LANE_COMM, "zero3_param_allgather", COMM_ZERO, COLL_ALL_GATHER, bytes,
-                      b->dp, st->prev_compute);
-    st->last_comm = id;
-    return id;
-}
-
-/* ZeRO-3 gather with ZeRO-Infinity's parameter offload: the rank's shard comes in from the host
- * or NVMe first (offload.h); with one rank the fetch alone is what the pass waits for. */
-static int zero3_gather_offloaded(step_workload *w, const builder *b, stage_state *st, int stage, int layers)
-{
-    layer_params lp = params_layer_per_gpu(b->s);
-    int fetch = offload_param_fetch(w, b->s, stage, layers * (lp.dense + lp.expert), st->prev_compute);
-    int gather = zero3_gather(w, b, st, stage, layers);
-    if (gather >= 0 && fetch >= 0 && gather == w->n_tasks - 1)
-        workload_add_dep(w, gather, fetch);
-    return gather >= 0 ? gather : fetch;
 }
 
 /* flush_bucket, then (ZeRO-Offload) the reduced gradients' copy to the host (offload.h). */
@@ -375,112 +361,156 @@ static void wait_for_send(step_workload *w, const builder *b, stage_state *st, i
     st->last_send = -1;
 }
 
+/* ZeRO-3: the all-gather(s) of one unit's parameters before a pass piece uses them (sim/zero3.h):
+ * with prefetch depth d, the gather of the stage's u-th unit may start once unit u-d-1 has run
+ * (the live set holds the running unit and d prefetched ones); `count` gathers one after another
+ * (the backward's, then again for the recomputed forward). With ZeRO-Infinity the rank's shard
+ * first comes in from the host or NVMe (offload.h). -1 when ZeRO-3 is off. */
+static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st, int stage, double params, int count)
+{
+    if (!b->z3.active || params <= 0)
+        return -1;
+    int d = b->z3.prefetch_layers, u = st->z3_units;
+    int dep = u - d - 1 >= 0 ? st->z3_history[(u - d - 1) % Z3_HISTORY] : -1;
+    int id = -1;
+    for (int c = 0; c < count; c++) {
+        int fetch = offload_param_fetch(w, b->s, stage, params, dep);
+        int g = -1;
+        if (b->dp.ranks > 1) {
+            g = add_comm(w, b, stage, LANE_COMM, "zero3_param_allgather", COMM_ZERO, COLL_ALL_GATHER,
+                         params * b->cm.act_bytes, b->dp, dep);
+            if (fetch >= 0)
+                workload_add_dep(w, g, fetch);
+        }
+        id = g >= 0 ? g : fetch;
+        if (id >= 0)
+            dep = id;
+    }
+    return id;
+}
+
+/* One pass (forward or backward of one micro-batch through one model chunk) of a stage: its
+ * compute as one task, or per layer where something happens between layers (ZeRO-3's gathers
+ * and gradient reduce-scatters; DP buckets of the chunk's last backward when they overlap), then
+ * the pipeline send. */
 static int emit_pass(step_workload *w, const builder *b, stage_state *st, int stage,
                      const pipe_action *a, int **fwd_p2p, int **bwd_p2p)
 {
+    const scenario_config *s = b->s;
     int P = b->P, V = b->V;
     int vs = pipeline_virtual_stage(P, stage, a->chunk);
     int last_vs = P * V - 1;
     int L = b->layers[vs];
-    int gather = zero3_gather_offloaded(w, b, st, stage, L);
-    int dp_overlap = b->s->parallel.overlap_grad_reduce;
-
-    if (a->phase == PIPE_FORWARD) {
-        sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "fwd");
-        t.micro_batch = a->micro_batch;
-        t.chunk = a->chunk;
-        t.phase = PIPE_FORWARD;
-        t.duration_s = L * b->layer_fwd.time_s;
-        fold_comm(&t, &b->layer_fwd, L);
-        t.tp_ring_bytes = L * b->layer_fwd.tp_ring_bytes;
-        t.flops = L * b->layer_fwd.flops;
-        if (vs > 0)
-            gather_received(&t, b);
-        if (vs == 0) {
-            t.duration_s += b->embed_fwd.time_s;
-            fold_comm(&t, &b->embed_fwd, 1);
-        }
-        if (vs == last_vs) {
-            t.duration_s += b->head_fwd.time_s;
-            t.flops += b->head_fwd.flops;
-        }
-        int id = workload_add_task(w, &t);
-        if (vs > 0)
-            workload_add_dep(w, id, fwd_p2p[vs - 1][a->micro_batch]);
-        wait_for_send(w, b, st, id);
-        if (gather >= 0)
-            workload_add_dep(w, id, gather);
-        st->prev_compute = st->last_compute;
-        st->last_compute = id;
-        if (vs < last_vs) {
-            coll_group g = pp_pair(b, stage, (vs + 1) % P);
-            int p = add_comm(w, b, stage, LANE_P2P, "pp_send_activation", COMM_PP, COLL_SEND_RECV,
-                             b->p2p_bytes, g, id);
-            w->tasks[p].peer_stage = (vs + 1) % P;
-            w->tasks[p].micro_batch = a->micro_batch;
-            w->tasks[p].chunk = a->chunk;
-            w->tasks[p].phase = PIPE_FORWARD;
-            fwd_p2p[vs][a->micro_batch] = p;
-            st->last_send = p;
-        }
-        return 0;
-    }
-
-    /* Backward. The chunk's last backward produces its final gradients layer by layer, so it
-     * is emitted per layer and DP buckets go out as they fill. */
-    int last_of_chunk = --st->backwards_left[a->chunk] == 0;
-    int dpcp = b->s->parallel.dp * b->s->parallel.cp;
-    /* one GPU with ZeRO-Offload: gradients still stream to the host layer by layer */
-    int split = last_of_chunk && ((dp_overlap && dpcp > 1) ||
-                                  (dpcp <= 1 && b->s->parallel.offload_optimizer != OFFLOAD_NONE));
+    int fwd = a->phase == PIPE_FORWARD, z3 = b->z3.active;
+    int last_of_chunk = !fwd && --st->backwards_left[a->chunk] == 0;
+    int dpcp = s->parallel.dp * s->parallel.cp;
+    /* The chunk's last backward produces its final gradients layer by layer: emitted per layer
+     * when DP buckets go out as they fill, or (one GPU with ZeRO-Offload) stream to the host. */
+    int split = z3 || (last_of_chunk && ((s->parallel.overlap_grad_reduce && dpcp > 1) ||
+                                         (dpcp <= 1 && s->parallel.offload_optimizer != OFFLOAD_NONE)));
     int pieces = split ? (L > 0 ? L : 1) : 1;
-    int first_dep = vs < last_vs ? bwd_p2p[vs + 1][a->micro_batch] : -1;
-    int id = -1;
+    int first_dep = fwd ? (vs > 0 ? fwd_p2p[vs - 1][a->micro_batch] : -1)
+                        : (vs < last_vs ? bwd_p2p[vs + 1][a->micro_batch] : -1);
+    /* parameters outside the layers: the embedding where the model starts, the final norm and
+     * the LM head (a tied one re-gathers the embedding's table) where it ends */
+    double embed_params = vs == 0 ? params_embedding_per_gpu(s) : 0;
+    double h = (double)s->model.hidden_size;
+    double head_params = vs == last_vs ? (h < s->parallel.stage3_param_persistence_threshold ? 0 : 2 * h) +
+                                             (double)s->model.vocab_size * h / s->parallel.tp
+                                       : 0;
+    double head_grads = vs == last_vs ? params_stage_outside_layers_per_gpu(s, P - 1) - (P == 1 ? embed_params : 0) : 0;
+    int id = -1, reduce_after = -1;
     for (int piece = 0; piece < pieces; piece++) {
-        sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "bwd");
+        int first = piece == 0, last = piece == pieces - 1;
+        int nl = split ? (L > 0 ? 1 : 0) : L;
+        /* a forward meets the embedding first and the head last; a backward the other way */
+        int with_embed = vs == 0 && (fwd ? first : last), with_head = vs == last_vs && (fwd ? last : first);
+        double unit = nl * b->z3.layer_params + (with_embed ? embed_params : 0) + (with_head ? head_params : 0);
+        int gather = zero3_unit_gather(w, b, st, stage, unit, fwd ? b->z3.gathers_forward : b->z3.gathers_backward);
+        /* The previous layer's gradients go out after this layer's gather on the one comm stream
+         * both share here: the prefetch is not queued behind a reduction that waits for the
+         * compute it should overlap (DeepSpeed runs them on two streams that share the NIC; one
+         * stream in this order gives the same bytes through it, and the same lane order to the
+         * flow replay). */
+        if (reduce_after >= 0)
+            flush_and_offload(w, b, st, stage, reduce_after, 0);
+        reduce_after = -1;
+
+        sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, fwd ? "fwd" : "bwd");
         t.micro_batch = a->micro_batch;
         t.chunk = a->chunk;
-        t.phase = PIPE_BACKWARD;
-        int nl = split ? (L > 0 ? 1 : 0) : L;
-        t.duration_s = nl * (b->layer_bwd.time_s + b->layer_recompute.time_s);
-        fold_comm(&t, &b->layer_bwd, nl);
-        fold_comm(&t, &b->layer_recompute, nl);
-        t.tp_ring_bytes = nl * (b->layer_bwd.tp_ring_bytes + b->layer_recompute.tp_ring_bytes);
-        t.flops = nl * (b->layer_bwd.flops + b->layer_recompute.flops);
-        if (vs == last_vs && piece == 0) {
-            t.duration_s += b->head_bwd.time_s;
-            fold_comm(&t, &b->head_bwd, 1);
-            t.flops += b->head_bwd.flops;
+        t.phase = a->phase;
+        if (fwd) {
+            t.duration_s = nl * b->layer_fwd.time_s;
+            fold_comm(&t, &b->layer_fwd, nl);
+            t.tp_ring_bytes = nl * b->layer_fwd.tp_ring_bytes;
+            t.flops = nl * b->layer_fwd.flops;
+            if (with_embed) {
+                t.duration_s += b->embed_fwd.time_s;
+                fold_comm(&t, &b->embed_fwd, 1);
+            }
+            if (with_head) {
+                t.duration_s += b->head_fwd.time_s;
+                t.flops += b->head_fwd.flops;
+            }
+        } else {
+            t.duration_s = nl * (b->layer_bwd.time_s + b->layer_recompute.time_s);
+            fold_comm(&t, &b->layer_bwd, nl);
+            fold_comm(&t, &b->layer_recompute, nl);
+            t.tp_ring_bytes = nl * (b->layer_bwd.tp_ring_bytes + b->layer_recompute.tp_ring_bytes);
+            t.flops = nl * (b->layer_bwd.flops + b->layer_recompute.flops);
+            if (with_head) {
+                t.duration_s += b->head_bwd.time_s;
+                fold_comm(&t, &b->head_bwd, 1);
+                t.flops += b->head_bwd.flops;
+            }
+            if (with_embed)
+                t.duration_s += b->embed_bwd.time_s;
         }
-        if (vs == 0 && piece == pieces - 1)
-            t.duration_s += b->embed_bwd.time_s;
-        if (vs < last_vs && piece == 0)
+        if (first && (fwd ? vs > 0 : vs < last_vs))
             gather_received(&t, b);
         id = workload_add_task(w, &t);
-        if (piece == 0 && first_dep >= 0)
+        if (first && first_dep >= 0)
             workload_add_dep(w, id, first_dep);
-        if (piece == 0)
+        if (first)
             wait_for_send(w, b, st, id);
-        if (piece == 0 && gather >= 0)
+        if (first && st->z3_epilogue >= 0)
+            workload_add_dep(w, id, st->z3_epilogue);
+        if (first)
+            st->z3_epilogue = -1;
+        if (gather >= 0)
             workload_add_dep(w, id, gather);
-        st->prev_compute = st->last_compute;
         st->last_compute = id;
-        if (split) {
+        if (z3)
+            st->z3_history[st->z3_units++ % Z3_HISTORY] = id;
+        if (!fwd && z3) { /* every micro-batch's gradients, reduce-scattered as buckets fill */
+            st->pending_grad += (nl * b->grad_bytes_per_layer) +
+                                ((with_embed ? embed_params : 0) + (with_head ? head_grads : 0)) * b->grad_elem;
+            if (last) { /* DeepSpeed's backward epilogue waits for the reduce stream
+                           (independent_gradient_partition_epilogue): the stage's next pass too */
+                flush_and_offload(w, b, st, stage, id, 1);
+                st->z3_epilogue = st->last_comm;
+            } else {
+                reduce_after = id;
+            }
+        } else if (!fwd && split) {
             st->pending_grad += nl * b->grad_bytes_per_layer;
             flush_and_offload(w, b, st, stage, id, 0);
         }
     }
     if (last_of_chunk && !split)
         st->pending_grad += L * b->grad_bytes_per_layer;
-    if (vs > 0) {
-        coll_group g = pp_pair(b, stage, (vs - 1) % P);
-        int p = add_comm(w, b, stage, LANE_P2P, "pp_send_gradient", COMM_PP, COLL_SEND_RECV,
-                         b->p2p_bytes, g, id);
-        w->tasks[p].peer_stage = (vs - 1) % P;
+
+    int to = fwd ? vs + 1 : vs - 1;
+    if (to >= 0 && to <= last_vs) {
+        coll_group g = pp_pair(b, stage, to % P);
+        int p = add_comm(w, b, stage, LANE_P2P, fwd ? "pp_send_activation" : "pp_send_gradient", COMM_PP,
+                         COLL_SEND_RECV, b->p2p_bytes, g, id);
+        w->tasks[p].peer_stage = to % P;
         w->tasks[p].micro_batch = a->micro_batch;
         w->tasks[p].chunk = a->chunk;
-        w->tasks[p].phase = PIPE_BACKWARD;
-        bwd_p2p[vs][a->micro_batch] = p;
+        w->tasks[p].phase = a->phase;
+        (fwd ? fwd_p2p : bwd_p2p)[vs][a->micro_batch] = p;
         st->last_send = p;
     }
     return 0;
@@ -499,6 +529,8 @@ static int action_ready(const builder *b, int stage, const pipe_action *a, int *
 static void emit_grad_flush(step_workload *w, const builder *b, stage_state *st, int stage)
 {
     const scenario_config *s = b->s;
+    if (b->z3.active) /* ZeRO-3 reduced every micro-batch's gradients in its backward */
+        return;
     /* the gradients outside the layers: the embedding, the final norm, the LM-head copy */
     double outside = params_stage_outside_layers_per_gpu(s, stage);
     if (outside > 0 && b->comp.active && b->comp.method == GRAD_COMPRESSION_POWERSGD) {
@@ -654,7 +686,7 @@ int workload_build(const scenario_config *s, step_workload *w, config_error *err
             fwd_p2p[v][i] = bwd_p2p[v][i] = -1;
     }
     for (int p = 0; p < b.P; p++) {
-        st[p].last_compute = st[p].prev_compute = st[p].last_comm = st[p].last_send = -1;
+        st[p].last_compute = st[p].last_comm = st[p].last_send = st[p].z3_epilogue = -1;
         st[p].backwards_left = calloc((size_t)b.V, sizeof(int));
         for (int c = 0; c < b.V; c++)
             st[p].backwards_left[c] = b.m;

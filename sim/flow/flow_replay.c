@@ -136,12 +136,12 @@ static void p2p(flow_ctx *c, int task, const sim_task *k, int stage, int d)
 }
 
 /* A DP / ZeRO collective over the R replicas of this stage (times their CP ranks), with the
- * algorithm the analytic replay picks (sim/collective.h): every replica starts its ring edges
- * (one ring per lockstep GPU, each split over `channels` rings that cross nodes through different
- * NICs when the group shares nodes), each carrying the bytes that algorithm sends through a NIC;
- * all wait for the slowest; then the algorithm's fixed terms (per call) and its NVLink phases
- * are added as the analytic model has them. Uncontended, flows and formula agree; contention
- * stretches only the network part. */
+ * algorithm the analytic replay picks (sim/collective.h): every replica starts the node-crossing
+ * edges of its rings (one ring per lockstep GPU, each split over `channels` rings that cross
+ * nodes through different NICs when the group shares nodes), each carrying the bytes that
+ * algorithm sends through a NIC; all wait for the slowest; then the algorithm's fixed terms (per
+ * call) and its NVLink time are added as the analytic model has them. Uncontended, flows and
+ * formula agree; contention stretches only the network part. */
 static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int d)
 {
     int R = c->R;
@@ -163,11 +163,11 @@ static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int 
             for (int t = 0; t < c->tp && n < FLOW_MAX_PARALLEL; t++) {
                 int nd = ci + 1 < c->cp ? d : (d + 1) % R, nci = (ci + 1) % c->cp;
                 c->flows_all++;
-                int ra = rank_of(c, stage, d, t, ci);
-                if (!simulated(c, ra))
+                int ra = rank_of(c, stage, d, t, ci), rb = rank_of(c, stage, nd, t, nci);
+                if (!simulated(c, ra) || ra / c->gpn == rb / c->gpn) /* NVLink hops: in nvlink_s */
                     continue;
                 src[n] = c->hosts[ra];
-                dst[n] = c->hosts[rank_of(c, stage, nd, t, nci)];
+                dst[n] = c->hosts[rb];
                 e[n] = transfer(src[n], dst[n], split.net_bytes);
                 n++;
             }
@@ -183,7 +183,7 @@ static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int 
                 int me = node * per + (pos + ch) % per;
                 int next_pos = (pos + 1) % per, next_node = next_pos == 0 ? (node + 1) % g.nodes : node;
                 int peer = next_node * per + (next_pos + ch) % per;
-                if (me >= R || peer >= R)
+                if (me >= R || peer >= R || next_node == node) /* NVLink hops: in nvlink_s */
                     continue;
                 c->flows_all++;
                 int ra = rank_of(c, stage, me, t, 0);

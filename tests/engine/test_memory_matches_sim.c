@@ -18,8 +18,10 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "run_dtrain.h"
+#include "engine_scenario.h"
 #include "memory.h"
 #include "params.h"
+#include "workload.h"
 
 static const char *DTRAIN, *MPIRUN, *DIR;
 static char ERR[65536];
@@ -141,6 +143,73 @@ static void layouts(void **state)
     engine_matches_model(2, 1, 3, 1, 3, "", NULL);
 }
 
+/* ZeRO-3's traffic, counted by the engine (dp_bytes_sent_rank0 of --rank-params: what rank 0 sent
+ * over the DP group) against dtsim's workload for the same run (engine_scenario_load): per
+ * micro-batch, every pass all-gathers its parameters (forward and backward) and every backward
+ * reduce-scatters its gradients (sim/zero3.h). At DP 2 a rank sends half of each collective's
+ * buffer. Two differences are the engine's own, in closed form: it reduces the tied table W = V C
+ * at each of its two passes (the embedding's and the head's; DeepSpeed and dtsim once, when its
+ * gradient is complete), and it gathers the whole model once more after the last step (for the
+ * final CRC): 4 N bytes of buffer. Everything else must be equal. */
+static void zero3_bytes_match_the_workload(void **state)
+{
+    (void)state;
+    char model[1024], launcher[1024], args[4096], report[1024];
+    snprintf(model, sizeof model, "%s/z3_model.json", DIR);
+    snprintf(report, sizeof report, "%s/z3_rank_params.json", DIR);
+    FILE *f = fopen(model, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"num_layers\": %d, \"hidden\": %d, \"heads\": %d, \"seq_len\": %d}\n", LAYERS, HIDDEN, HEADS, SEQ);
+    fclose(f);
+    const int dp = 2, micro = 2, global = 8; /* two micro-batches per rank */
+    snprintf(launcher, sizeof launcher, "%s' --oversubscribe -np %d '%s", MPIRUN, dp, DTRAIN);
+    snprintf(args, sizeof args, "--model %s --steps 1 --micro-batch %d --global-batch %d --dp %d --zero 3 --rank-params %s",
+             model, micro, global, dp, report);
+    json_t *lines[8];
+    int n;
+    int rc = run_dtrain(launcher, args, lines, 8, &n, ERR, sizeof ERR);
+    remove(model);
+    if (rc != 0 || n < 1)
+        fail_msg("%s exited %d: %s", args, rc, ERR);
+    free_lines(lines, n);
+    json_error_t je;
+    json_t *rp = json_load_file(report, 0, &je);
+    remove(report);
+    if (!rp)
+        fail_msg("no readable --rank-params file: %s", je.text);
+    double engine = json_number_value(json_object_get(rp, "dp_bytes_sent_rank0"));
+    json_decref(rp);
+
+    engine_run_shape shape = {LAYERS, HIDDEN, HEADS, SEQ, VOCAB, 0, micro, global, 1, 1, dp, 1, 3, "fp32",
+                              NULL, NULL, 0, 0, 0};
+    scenario_config s;
+    config_error err;
+    if (engine_scenario_load(&shape, DTSIM_SOURCE_DIR "/platforms/cpu-box.json",
+                             DTSIM_SOURCE_DIR "/calibrate/data/cpu-box-measured.json", &s, &err) != 0)
+        fail_msg("%s", err.msg);
+    s.parallel.stage3_param_persistence_threshold = 0; /* the engine partitions every tensor */
+    step_workload w;
+    if (workload_build(&s, &w, &err) != 0)
+        fail_msg("%s", err.msg);
+    double gathered = 0, reduced = 0;
+    for (int i = 0; i < w.n_tasks; i++) {
+        if (!strcmp(w.tasks[i].name, "zero3_param_allgather"))
+            gathered += w.tasks[i].bytes;
+        else if (!strcmp(w.tasks[i].name, "dp_grad_reduce_scatter"))
+            reduced += w.tasks[i].bytes;
+    }
+    workload_free(&w);
+    double N = params_total(&s), W = (double)VOCAB * HIDDEN, A = global / (micro * dp);
+    double sent = (double)(dp - 1) / dp;
+    double dtsim = sent * (gathered + reduced), engine_own = sent * 4 * (A * W + N);
+    scenario_free(&s);
+    print_message("ZeRO-3 DP 2: engine sent %.0f B; dtsim's workload %.0f B (gathers %.0f, reduce-scatters %.0f) "
+                  "+ the engine's own %.0f B\n", engine, dtsim, sent * gathered, sent * reduced, engine_own);
+    if (engine != dtsim + engine_own)
+        fail_msg("the engine sent %.0f B, dtsim's workload plus the engine's own traffic say %.0f B", engine,
+                 dtsim + engine_own);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4)
@@ -150,6 +219,6 @@ int main(int argc, char **argv)
     DIR = argv[3];
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    const struct CMUnitTest tests[] = {cmocka_unit_test(layouts)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(layouts), cmocka_unit_test(zero3_bytes_match_the_workload)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

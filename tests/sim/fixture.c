@@ -54,7 +54,11 @@ void fixture_scenario(scenario_config *s, int layers)
     s->parallel.schedule = PIPELINE_1F1B;
     s->parallel.overlap_grad_reduce = 1;
     s->parallel.bucket_size_mb = 40;
-    s->parallel.scatter_gather_p2p = 1; /* the loader's default */
+    s->parallel.scatter_gather_p2p = 1; /* the loader's defaults */
+    s->parallel.stage3_prefetch_bucket_size = 5e7;
+    s->parallel.stage3_param_persistence_threshold = 1e5;
+    s->parallel.stage3_max_live_parameters = 1e9;
+    s->parallel.reduce_bucket_size = 5e8;
     s->run.steps = 1;
 }
 

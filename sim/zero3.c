@@ -1,0 +1,35 @@
+/* The ZeRO-3 plan of a scenario; see zero3.h. */
+#include <math.h>
+#include <string.h>
+#include "params.h"
+#include "zero3.h"
+
+void zero3_plan_of(const scenario_config *s, zero3_plan *z)
+{
+    memset(z, 0, sizeof *z);
+    int shards = s->parallel.dp * (s->parallel.cp > 0 ? s->parallel.cp : 1);
+    z->active = s->parallel.zero_stage >= 3 && (shards > 1 || s->parallel.offload_parameters != OFFLOAD_NONE);
+    layer_params lp = params_layer_per_gpu(s);
+    double whole = lp.dense + lp.expert;
+    z->layer_persistent = params_layer_small_per_gpu(s, s->parallel.stage3_param_persistence_threshold);
+    if (z->layer_persistent > whole)
+        z->layer_persistent = whole;
+    z->layer_params = whole - z->layer_persistent;
+    /* Layers fetched ahead: as many as the prefetch bucket holds, at least the next one when it
+     * holds any part of it (the coordinator fetches whole parameters in trace order), none when
+     * it is 0; the live set (running layer + prefetched) stays within max_live_parameters. */
+    double prefetch = s->parallel.stage3_prefetch_bucket_size;
+    int ahead = prefetch <= 0 || z->layer_params <= 0 ? 0 : (int)ceil(prefetch / z->layer_params);
+    if (z->layer_params > 0 && s->parallel.stage3_max_live_parameters > 0) {
+        double fit = floor(s->parallel.stage3_max_live_parameters / z->layer_params) - 1;
+        if (fit < ahead)
+            ahead = fit < 0 ? 0 : (int)fit;
+    }
+    if (ahead > 16) /* further ahead than this changes nothing a layer's compute can hide */
+        ahead = 16;
+    z->prefetch_layers = ahead;
+    z->live_params = (1 + ahead) * z->layer_params;
+    z->reduce_bucket_params = s->parallel.reduce_bucket_size > 0 ? s->parallel.reduce_bucket_size : 5e8;
+    z->gathers_forward = 1;
+    z->gathers_backward = s->training.recompute == RECOMPUTE_FULL ? 2 : 1;
+}

@@ -1,0 +1,39 @@
+/* ZeRO-3 / FSDP as DeepSpeed's stage 3 runs it: the unit of gathering, how far ahead it
+ * prefetches, what stays whole on every rank, and the gradient buckets. One plan, read by the
+ * workload (what each pass gathers and reduce-scatters, and when) and by the memory model (what
+ * is live at once), so that time and memory come from the same unit sizes.
+ *
+ * Per micro-batch (DeepSpeed stage 3, deepspeed/runtime/zero/stage3.py and
+ * partitioned_param_coordinator.py; PyTorch FSDP with reshard_after_forward, the default, alike):
+ *  - forward: each unit (a transformer layer, as FSDP's auto-wrap policy and DeepSpeed's module
+ *    hooks give) all-gathers its partitioned parameters before it runs and frees them after;
+ *  - backward: it all-gathers them again; with full recomputation the re-run forward gathers
+ *    them once more (DeepSpeed's pre-forward hook fires again inside the checkpointed region);
+ *  - every backward reduce-scatters the unit's gradients, in buckets of reduce_bucket_size
+ *    elements (DeepSpeed reduces at every micro-batch; there is no unsharded accumulation);
+ *  - parameters of fewer than stage3_param_persistence_threshold elements are not partitioned:
+ *    kept whole on every rank, never gathered, and their gradients all-reduced instead;
+ *  - up to stage3_prefetch_bucket_size elements are fetched ahead of use, bounded by
+ *    stage3_max_live_parameters gathered at once.
+ * Defaults are DeepSpeed's (deepspeed/runtime/zero/config.py: prefetch_bucket_size 5e7,
+ * param_persistence_threshold 1e5, max_live_parameters 1e9, reduce_bucket_size 5e8). */
+#ifndef DTSIM_SIM_ZERO3_H
+#define DTSIM_SIM_ZERO3_H
+
+#include "config.h"
+
+typedef struct {
+    int active;                 /* zero_stage 3 with more than one shard, or parameters offloaded */
+    double layer_params;        /* one layer's partitioned parameters on one GPU (TP/EP split) */
+    double layer_persistent;    /* one layer's parameters kept whole (below the threshold) */
+    int prefetch_layers;        /* layers gathered ahead of the one running */
+    double live_params;         /* gathered parameters held at once: the running layer and the
+                                   prefetched ones */
+    double reduce_bucket_params;/* gradient elements per reduce-scatter call */
+    int gathers_forward;        /* all-gathers of a layer per micro-batch: in forward, */
+    int gathers_backward;       /* in backward (2 with full recomputation) */
+} zero3_plan;
+
+void zero3_plan_of(const scenario_config *s, zero3_plan *z);
+
+#endif
