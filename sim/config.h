@@ -98,6 +98,9 @@ typedef struct {
     int attention_points;                    /* measured fused attention by shape, when present */
     struct { double seq, head_dim, tflops; } attention_table[32];
     double launch_overhead_us;
+    double compute_variability_cv;           /* devices' sustained speed across devices of this kind,
+                                                standard deviation / mean (dtcal variability); < 0:
+                                                not in the file, the documented default (cost.h) */
     coll_fit collectives[LINK_CLASS_COUNT][COLL_KIND_COUNT];
 } calibration_config;
 

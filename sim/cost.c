@@ -6,6 +6,14 @@
 #define DEFAULT_GEMM_EFFICIENCY 0.70   /* typical large-GEMM fraction of peak when no table */
 #define DEFAULT_MEMORY_EFFICIENCY 0.70 /* memory-bound kernels reach ~70% of HBM bandwidth */
 #define DEFAULT_ATTENTION_EFFICIENCY 0.50
+/* A calibration without compute_variability_cv: Sinha et al., "Not All GPUs Are Created Equal",
+ * SC'22 (arXiv:2208.11035v3, abstract): "8% (max 22%) average performance variation" between GPUs
+ * of one SKU across five clusters of V100 and MI60. Read here, as an assumption, as the spread
+ * between a cluster's fastest and slowest GPU (outliers aside) over several thousand GPUs, which for
+ * normally distributed speeds is about 7.3 standard deviations (twice the expected maximum of
+ * 4,000 draws): sigma / mean = 0.08 / 7.3 = 0.011. Not a measurement of any platform here: `mpirun
+ * dtcal variability` measures it (docs/model.md, "The slowest device"). */
+#define DEFAULT_COMPUTE_VARIABILITY_CV 0.011
 
 void cost_model_init(cost_model *cm, const scenario_config *s)
 {
@@ -14,6 +22,34 @@ void cost_model_init(cost_model *cm, const scenario_config *s)
     cm->precision = s->training.precision;
     cm->act_bytes = (s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32) ? 4 : 2;
     cm->ranks_per_device = cost_ranks_per_device(s);
+    cm->slowest_device = cost_slowest_device_factor(s);
+    cm->pace = cm->ranks_per_device * cm->slowest_device;
+}
+
+double cost_expected_max_normal(double n)
+{
+    if (n <= 1)
+        return 0;
+    /* Blom (1958): the expected largest of n standard normals is close to the normal quantile of
+     * (n - 0.375) / (n + 0.25); that quantile solves Q(x) = 0.625 / (n + 0.25) for the upper
+     * tail Q, by Newton's method from the Gumbel-scale first guess sqrt(2 ln n) */
+    double q = 0.625 / (n + 0.25), x = sqrt(2 * log(n));
+    for (int i = 0; i < 50; i++) {
+        double tail = 0.5 * erfc(x / sqrt(2.0)), density = exp(-0.5 * x * x) / sqrt(2 * 3.14159265358979323846);
+        double step = (tail - q) / density;
+        x += step;
+        if (fabs(step) < 1e-12)
+            break;
+    }
+    return x;
+}
+
+double cost_slowest_device_factor(const scenario_config *s)
+{
+    double cv = s->calibration.compute_variability_cv;
+    if (cv < 0)
+        cv = DEFAULT_COMPUTE_VARIABILITY_CV;
+    return 1 + cv * cost_expected_max_normal(scenario_gpus(s));
 }
 
 double cost_ranks_per_device(const scenario_config *s)
@@ -116,7 +152,7 @@ double cost_gemm_s(const cost_model *cm, double m, double n, double k, double ba
     /* Roofline floor: inputs and output cross HBM at least once. */
     double bytes = (m * k + k * n + m * n) * cm->act_bytes * batch;
     double t_memory = bytes / (cm->platform->gpu.hbm_bandwidth_gbs * 1e9);
-    return (fmax(t_compute, t_memory) + cm->calibration->launch_overhead_us * 1e-6) * cm->ranks_per_device;
+    return (fmax(t_compute, t_memory) + cm->calibration->launch_overhead_us * 1e-6) * cm->pace;
 }
 
 /* bytes at gbs GB/s (the class's calibrated rate, else the default share of HBM), plus a launch */
@@ -124,7 +160,7 @@ static double memory_s(const cost_model *cm, double gbs, double bytes)
 {
     if (gbs <= 0)
         gbs = cm->platform->gpu.hbm_bandwidth_gbs * DEFAULT_MEMORY_EFFICIENCY;
-    return (bytes / (gbs * 1e9) + cm->calibration->launch_overhead_us * 1e-6) * cm->ranks_per_device;
+    return (bytes / (gbs * 1e9) + cm->calibration->launch_overhead_us * 1e-6) * cm->pace;
 }
 
 double cost_memory_s(const cost_model *cm, op_class cls, double bytes)
@@ -158,13 +194,13 @@ double cost_compute_op_s(const cost_model *cm, const layer_op *op)
                 }
             }
             return (op->flops / (c->attention_table[best].tflops * 1e12) + c->launch_overhead_us * 1e-6) *
-                   cm->ranks_per_device;
+                   cm->pace;
         }
         double eff = c->attention_efficiency;
         if (eff <= 0)
             eff = DEFAULT_ATTENTION_EFFICIENCY;
         return (op->flops / (cost_peak_flops(cm) * eff) + cm->calibration->launch_overhead_us * 1e-6) *
-               cm->ranks_per_device;
+               cm->pace;
     }
     case OPK_COMM:
         break;

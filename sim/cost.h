@@ -5,6 +5,7 @@
  *  - memory-bound ops: bytes / calibrated bandwidth of their op class.
  *  - fused (flash) attention: FLOPs at the calibrated attention efficiency.
  *  - every kernel pays the calibrated launch overhead.
+ *  - the step waits for the slowest of its GPUs (cost_slowest_device_factor below).
  *  - ranks sharing a compute device: where a node holds more ranks of the step than it has
  *    compute devices (platform node.compute_devices < the ranks placed on it), the devices are
  *    time-shared equally among the ranks computing at the time (processor sharing; a rank
@@ -25,6 +26,8 @@ typedef struct {
     precision_kind precision;   /* the training precision: picks GEMM table and peak */
     int act_bytes;              /* bytes per activation element */
     double ranks_per_device;    /* >= 1: how many ranks time-share one compute device */
+    double slowest_device;      /* >= 1: the slowest device's time over the mean device's */
+    double pace;                /* what every compute op's time is multiplied by: both above */
 } cost_model;
 
 void cost_model_init(cost_model *cm, const scenario_config *s);
@@ -39,6 +42,14 @@ double cost_memory_s(const cost_model *cm, op_class cls, double bytes);
 double cost_compute_op_s(const cost_model *cm, const layer_op *op);
 /* The factor above: how many ranks time-share one compute device (1 when each has its own). */
 double cost_ranks_per_device(const scenario_config *s);
+/* The slowest device: a synchronous step moves at the pace of its slowest GPU (every rank waits
+ * for it at the next collective, every stage for the slowest stage). Device speeds across N GPUs
+ * vary with coefficient of variation cv (calibration compute_variability_cv, else a published
+ * default; cost.c): the slowest is expected 1 + cv E[max of N standard normals] slower than the
+ * mean. */
+double cost_slowest_device_factor(const scenario_config *s);
+/* E[max of n standard normals] (Blom's approximation; 0 for n <= 1); exposed for tests. */
+double cost_expected_max_normal(double n);
 /* Peak FLOP/s of the training precision. */
 double cost_peak_flops(const cost_model *cm);
 

@@ -10,6 +10,7 @@
 #include "data_loader.h"
 #include "trace.h"
 #include "run.h"
+#include "step_faults.h"
 #include "workload.h"
 #include "compression_report.h"
 
@@ -141,6 +142,7 @@ int run_scenario_traced(const scenario_config *s, run_result *r, const char *tra
         r->failed_at_s = fr.failed_at_s;
         r->detected_at_s = fr.detected_at_s;
     } else {
+        step_faults_apply(s, &w); /* stragglers and degraded links, as the flow replay meets them */
         rc = replay_analytic(&w, &times);
     }
     replay_metrics m;

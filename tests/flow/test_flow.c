@@ -582,6 +582,53 @@ static void degraded_nic_slows_a_dp_heavy_step_as_the_ring_predicts(void **state
     fixture_free(&s);
 }
 
+/* The analytic replay sees the same faults (sim/step_faults.h): a NIC at half bandwidth (and one
+ * flapping), and a straggler on one pipeline stage, give the same step at both fidelities, and
+ * each a slower step than the healthy one. */
+static void analytic_sees_degraded_links_and_stragglers(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 4);
+    s.model.hidden_size = 4096;
+    s.model.num_attention_heads = 32;
+    s.model.num_query_groups = 32;
+    s.model.ffn_hidden_size = 16384;
+    s.model.seq_length = 256;
+    s.parallel.tp = 8;
+    s.parallel.pp = 2;
+    s.parallel.dp = 4;
+    s.training.global_batch_size = 8;
+    s.parallel.overlap_grad_reduce = 0;
+    s.parallel.zero_stage = 0;
+    degraded_link d[2] = {{1, 5, 0.5, 0, 0}, {4, 2, 0.25, 0.002, 0.0005}}; /* stage 1's ring; stage 0's, flapping */
+    straggler g = {8 * 2 * 3 + 3, 1.25};                             /* replica 3, stage 0 */
+    const char *what[3] = {"NIC at 0.5", "flapping NIC", "straggler 1.25"};
+    run_result healthy;
+    config_error err;
+    assert_int_equal(run_scenario(&s, &healthy, &err), 0);
+    for (int c = 0; c < 3; c++) {
+        s.faults.degraded = c < 2 ? &d[c] : NULL;
+        s.faults.degraded_count = c < 2;
+        s.faults.stragglers = c == 2 ? &g : NULL;
+        s.faults.straggler_count = c == 2;
+        run_result a, f;
+        s.run.fidelity_flow = 0;
+        assert_int_equal(run_scenario(&s, &a, &err), 0);
+        s.run.fidelity_flow = 1;
+        if (run_scenario(&s, &f, &err) != 0)
+            fail_msg("%s", err.msg);
+        print_message("%s: healthy %.5f s; analytic %.5f s, flow %.5f s (%+.2f%%)\n", what[c], healthy.step_time_s,
+                      a.step_time_s, f.step_time_s, 100 * (a.step_time_s / f.step_time_s - 1));
+        assert_true(a.step_time_s > 1.01 * healthy.step_time_s);
+        assert_true(fabs(a.step_time_s - f.step_time_s) <= 0.02 * f.step_time_s);
+    }
+    s.faults.degraded = NULL;
+    s.faults.stragglers = NULL;
+    s.faults.degraded_count = s.faults.straggler_count = 0;
+    fixture_free(&s);
+}
+
 static void third_tier_carries_traffic_between_pods(void **state)
 {
     /* 8 nodes, 2 per leaf, 2 leaves per pod: pods {0-3} and {4-7}. The DP rings over nodes 0, 2,
@@ -623,6 +670,7 @@ int main(void)
         cmocka_unit_test(third_tier_carries_traffic_between_pods),
         cmocka_unit_test(flow_uses_the_collective_the_analytic_replay_picks),
         cmocka_unit_test(flow_agrees_with_analytic_under_zero3),
+        cmocka_unit_test(analytic_sees_degraded_links_and_stragglers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -142,6 +142,53 @@ static void ranks_sharing_devices_time_share_them(void **state)
     fixture_free(&s);
 }
 
+/* E[max of n standard normals] by direct integration, the reference: the integral of
+ * x n phi(x) Phi(x)^(n-1) over [-12, 12] by Simpson's rule on 24,000 intervals. */
+static double expected_max_by_integration(double n)
+{
+    const int steps = 24000;
+    const double a = -12, b = 12, h = (b - a) / steps;
+    double sum = 0;
+    for (int i = 0; i <= steps; i++) {
+        double x = a + i * h;
+        double cdf = 0.5 * erfc(-x / sqrt(2.0)), pdf = exp(-0.5 * x * x) / sqrt(2 * 3.14159265358979323846);
+        double f = cdf > 0 ? x * n * pdf * exp((n - 1) * log(cdf)) : 0;
+        sum += f * (i == 0 || i == steps ? 1 : (i % 2 ? 4 : 2));
+    }
+    return sum * h / 3;
+}
+
+/* The slowest of N devices: Blom's approximation of E[max of N standard normals] against the
+ * integral (0.5642 = 1/sqrt(pi) at n = 2), within 1% from 10 to a million devices, and the
+ * factor a calibration's compute_variability_cv gives every compute op. */
+static void the_step_waits_for_the_slowest_device(void **state)
+{
+    (void)state;
+    assert_true(fabs(expected_max_by_integration(2) - 1 / sqrt(3.14159265358979323846)) < 1e-9);
+    assert_true(cost_expected_max_normal(1) == 0);
+    for (double n = 10; n <= 1e6; n *= 4) {
+        double exact = expected_max_by_integration(n), blom = cost_expected_max_normal(n);
+        if (fabs(blom - exact) > 0.01 * exact)
+            fail_msg("n = %.0f: Blom %.4f, integral %.4f", n, blom, exact);
+    }
+    scenario_config s;
+    fixture_scenario(&s, 2);
+    s.parallel.dp = 1024;
+    s.calibration.compute_variability_cv = 0.02;
+    double factor = cost_slowest_device_factor(&s);
+    assert_true(fabs(factor - (1 + 0.02 * cost_expected_max_normal(1024))) < 1e-15);
+    cost_model cm;
+    cost_model_init(&cm, &s);
+    double slow = cost_gemm_s(&cm, 4096, 4096, 4096, 1);
+    s.calibration.compute_variability_cv = 0;
+    cost_model_init(&cm, &s);
+    double even = cost_gemm_s(&cm, 4096, 4096, 4096, 1);
+    assert_true(fabs(slow / even - factor) < 1e-12);
+    s.calibration.compute_variability_cv = -1; /* not in the file: the published default */
+    assert_true(cost_slowest_device_factor(&s) > 1.03 && cost_slowest_device_factor(&s) < 1.04);
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -149,6 +196,7 @@ int main(void)
         cmocka_unit_test(time_is_at_least_the_roofline),
         cmocka_unit_test(backward_memory_ops_use_their_own_rate),
         cmocka_unit_test(ranks_sharing_devices_time_share_them),
+        cmocka_unit_test(the_step_waits_for_the_slowest_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,74 @@
+/* Stragglers and degraded links on the analytic replay's tasks; see step_faults.h. */
+#include <stdlib.h>
+#include "collective.h"
+#include "offload.h"
+#include "step_faults.h"
+
+/* The stage of the GPU at global rank r (the rank grid: TP fastest, then CP, PP, DP). */
+static int stage_of_rank(const scenario_config *s, long r)
+{
+    long span = (long)s->parallel.tp * (s->parallel.cp > 0 ? s->parallel.cp : 1);
+    return (int)((r / span) % s->parallel.pp);
+}
+
+int step_faults_apply(const scenario_config *s, step_workload *w)
+{
+    int P = s->parallel.pp, gpus = scenario_gpus(s), gpn = s->platform.node.gpus > 0 ? s->platform.node.gpus : 1;
+    if (s->faults.straggler_count == 0 && s->faults.degraded_count == 0)
+        return 0;
+    double *slow = malloc((size_t)P * sizeof *slow), *rate = malloc((size_t)P * sizeof *rate);
+    if (!slow || !rate) {
+        free(slow);
+        free(rate);
+        return -1;
+    }
+    for (int p = 0; p < P; p++)
+        slow[p] = rate[p] = 1;
+    for (int i = 0; i < s->faults.straggler_count; i++) {
+        const straggler *g = &s->faults.stragglers[i];
+        if (g->gpu < 0 || g->gpu >= gpus)
+            continue;
+        int p = stage_of_rank(s, g->gpu);
+        if (g->slowdown > slow[p])
+            slow[p] = g->slowdown;
+    }
+    for (int i = 0; i < s->faults.degraded_count; i++) {
+        const degraded_link *d = &s->faults.degraded[i];
+        long r = (long)d->node * gpn + d->nic; /* rail-optimised: NIC i serves GPU i of its node */
+        if (d->nic < 0 || d->nic >= gpn || r >= gpus)
+            continue;
+        double down = d->flap_period_s > 0 ? d->flap_down_s / d->flap_period_s : 1;
+        double f = 1 - down + down * d->bandwidth_factor;
+        int p = stage_of_rank(s, r);
+        if (f < rate[p])
+            rate[p] = f;
+    }
+    int changed = 0;
+    for (int i = 0; i < w->n_tasks; i++) {
+        sim_task *k = &w->tasks[i];
+        if (k->kind == TASK_COMPUTE) {
+            if (slow[k->stage] > 1 && offload_task_route(s, k) == OFFLOAD_ROUTE_NONE) {
+                k->duration_s *= slow[k->stage];
+                k->comm_inside_s *= slow[k->stage];
+                for (int c = 0; c < COMM_CLASS_COUNT; c++)
+                    k->comm_inside_cls[c] *= slow[k->stage];
+                changed++;
+            }
+            continue;
+        }
+        if (k->span_nodes <= 1 || offload_task_route(s, k) != OFFLOAD_ROUTE_NONE)
+            continue;
+        double f = rate[k->stage];
+        if (k->kind == TASK_P2P && k->peer_stage >= 0 && rate[k->peer_stage] < f)
+            f = rate[k->peer_stage];
+        if (f >= 1)
+            continue;
+        coll_group g = {k->group, k->span_nodes, k->group / k->span_nodes};
+        coll_split x = collective_split(&s->platform, &s->calibration, k->coll, k->bytes, g);
+        k->duration_s += x.net_s * (1 / f - 1);
+        changed++;
+    }
+    free(slow);
+    free(rate);
+    return changed;
+}
