@@ -120,36 +120,49 @@ int layer_ops_forward(const layer_shape *sh, layer_op *out)
     memory_op(&l, "ln1", OPCLASS_LAYERNORM, 2.0 * Tn * h * act);
     tp_before_column(&l, sh, "tp_allgather_attn", full);
     gemm(&l, "qkv", T, (h + 2 * kv) / t, h);
-    if (cp > 1) /* each CP rank needs the keys and values of the whole sequence */
+    int ulysses = cp > 1 && sh->cp_comm == CP_COMM_A2A;
+    if (cp > 1 && sh->cp_comm == CP_COMM_ALL_GATHER) /* each CP rank gathers the whole sequence's K and V */
         comm(&l, "cp_allgather_kv", COMM_CP, COLL_ALL_GATHER, sh->cp, 2.0 * T * cp * kv / t * act);
-    double heads = b * a / t;
+    if (ulysses) /* this rank's tokens of every head out, the whole sequence of 1/cp of the heads in */
+        comm(&l, "cp_alltoall_qkv", COMM_CP, COLL_ALL_TO_ALL, sh->cp, T * (h + 2 * kv) / t * act);
+    /* Attention: under ring attention and all-gather, the rank's s/cp queries against all s keys
+     * for its heads; under Ulysses, all s queries and keys for 1/cp of its heads: the same FLOPs. */
+    double heads = b * a / t / (ulysses ? cp : 1), queries = ulysses ? s : s / cp;
     if (sh->attention == ATTENTION_FLASH) {
         layer_op *op = push(&l, "attn_fused", OPK_FUSED_ATTENTION);
-        op->m = (long long)(s / cp); /* queries */
+        op->m = (long long)queries;  /* queries */
         op->n = (long long)s;        /* keys */
         op->k = (long long)(h / a);  /* head dimension */
         op->batch = (long long)heads;
-        op->flops = 4.0 * heads * (s / cp) * s * (h / a);
+        op->flops = 4.0 * heads * queries * s * (h / a);
         op->bytes = (T * (h + 2 * kv) / t + T * h / t) * act;
     } else {
-        double scores = heads * (s / cp) * s;
-        batched_gemm(&l, "attn_score", heads, s / cp, s, h / a);
+        double scores = heads * queries * s;
+        batched_gemm(&l, "attn_score", heads, queries, s, h / a);
         memory_op(&l, "attn_softmax", OPCLASS_SOFTMAX, 2.0 * scores * act);
         memory_op(&l, "attn_dropout", OPCLASS_ELEMENTWISE, 2.0 * scores * act + scores);
-        batched_gemm(&l, "attn_value", heads, s / cp, h / a, s);
+        batched_gemm(&l, "attn_value", heads, queries, h / a, s);
     }
+    if (cp > 1 && sh->cp_comm == CP_COMM_P2P) { /* ring attention: a K/V block to the next rank, cp - 1 times */
+        comm(&l, "cp_ring_kv", COMM_CP, COLL_SEND_RECV, sh->cp, 2.0 * T * kv / t * act);
+        l.ops[l.n - 1].steps = sh->cp - 1;
+        l.ops[l.n - 1].overlaps_attention = 1;
+    }
+    if (ulysses) /* the attention output back to this rank's tokens of every head */
+        comm(&l, "cp_alltoall_out", COMM_CP, COLL_ALL_TO_ALL, sh->cp, T * h / t * act);
     gemm(&l, "attn_proj", T, h, h / t);
     tp_after_row(&l, sh, "tp_allreduce_attn", full);
     memory_op(&l, "residual1", OPCLASS_ELEMENTWISE, 3.0 * Tn * h * act + Tn * h);
     memory_op(&l, "ln2", OPCLASS_LAYERNORM, 2.0 * Tn * h * act);
     tp_before_column(&l, sh, "tp_allgather_mlp", full);
     if (sh->num_experts > 0) {
-        double topk = sh->moe_topk > 0 ? sh->moe_topk : 1;
+        double topk = sh->moe_topk > 0 ? sh->moe_topk : 1, load = sh->moe_load > 1 ? sh->moe_load : 1;
         gemm(&l, "router", T, (double)sh->num_experts, h);
-        comm(&l, "ep_alltoall_dispatch", COMM_EP, COLL_ALL_TO_ALL, sh->ep, T * topk * h * act);
-        /* Balanced routing: each GPU runs its experts over T*topk tokens. */
-        mlp(&l, sh, T * topk);
-        comm(&l, "ep_alltoall_combine", COMM_EP, COLL_ALL_TO_ALL, sh->ep, T * topk * h * act);
+        /* Each GPU routes T x topk token copies; the busiest EP rank receives and runs `load`
+         * times the mean of them, and every rank waits for it. */
+        comm(&l, "ep_alltoall_dispatch", COMM_EP, COLL_ALL_TO_ALL, sh->ep, T * topk * load * h * act);
+        mlp(&l, sh, T * topk * load);
+        comm(&l, "ep_alltoall_combine", COMM_EP, COLL_ALL_TO_ALL, sh->ep, T * topk * load * h * act);
     } else {
         mlp(&l, sh, T);
     }
@@ -238,6 +251,8 @@ int layer_ops_backward(const layer_shape *sh, layer_op *out)
             layer_op *op = push(&l, f->name, OPK_COMM);
             *op = *f;
             op->coll = k;
+            if (f->overlaps_attention) /* ring attention's backward passes K/V and their gradients */
+                op->bytes = 2.0 * f->bytes;
             break;
         }
         }

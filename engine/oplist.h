@@ -38,6 +38,14 @@ const char *comm_class_name(comm_class c); /* "tp", "pp", "dp", "zero", "cp", "e
 
 typedef enum { ATTENTION_UNFUSED = 0, ATTENTION_FLASH = 1 } attention_impl;
 
+/* How context parallelism moves keys and values (Megatron-Core's --cp-comm-type):
+ *  p2p: ring attention: cp - 1 steps, each passing a K/V block to the next CP rank while the
+ *       attention of the block in hand runs (backward: K/V and their gradients, twice the bytes);
+ *  all_gather: every rank gathers the whole sequence's K/V before attention (Llama 3's);
+ *  a2a: Ulysses: an all-to-all turns a sequence shard of every head into the whole sequence of
+ *       1/cp of the heads before attention, and one back after it. */
+typedef enum { CP_COMM_P2P = 0, CP_COMM_ALL_GATHER, CP_COMM_A2A } cp_comm_kind;
+
 /* Everything that shapes one layer's work on one GPU. */
 typedef struct {
     long long micro_batch;   /* b */
@@ -53,6 +61,9 @@ typedef struct {
     int sequence_parallel;   /* Megatron SP: norms/dropout split over TP, AG/RS instead of AR */
     attention_impl attention;
     int act_bytes;           /* bytes per activation element (2 for bf16/fp16, 4 fp32, 1 fp8 GEMM inputs still 2) */
+    cp_comm_kind cp_comm;    /* with cp > 1 */
+    double moe_load;         /* MoE: tokens the busiest EP rank's experts run over the mean (>= 1;
+                                0 = 1: balanced), after any capacity limit */
 } layer_shape;
 
 typedef struct {
@@ -70,6 +81,8 @@ typedef struct {
     comm_class comm;      /* for OPK_COMM */
     int group;            /* for OPK_COMM: ranks in the collective */
     int backward;         /* 1 for the backward pass's ops (a calibration may time them apart) */
+    int steps;            /* OPK_COMM: times it runs (ring attention's cp - 1 passes; 0 = once) */
+    int overlaps_attention; /* OPK_COMM: runs beside the layer's attention, block by block */
 } layer_op;
 
 #define LAYER_OPS_MAX 64

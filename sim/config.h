@@ -125,6 +125,12 @@ typedef struct {
         int swiglu;
         attention_impl attention;            /* "attention": "flash" (default: what Megatron-Core runs
                                                 today) | "unfused" (2021-2023 Megatron/DeepSpeed runs) */
+        double moe_expert_capacity_factor;   /* Megatron's --moe-expert-capacity-factor: an expert
+                                                takes at most this times its even share of tokens and
+                                                drops the rest (0: dropless, Megatron's default) */
+        int moe_pad_expert_input_to_capacity;/* and pads every expert to that capacity */
+        double moe_load_imbalance;           /* tokens of the busiest EP rank over the mean (>= 1);
+                                                0: the sampling floor of a balanced router (workload.c) */
         int untie_embeddings;                /* untie_embeddings_and_output_weights (Megatron's name;
                                                 Llama): the LM head is its own matrix, so there is
                                                 no embedding-gradient all-reduce between the ends */
@@ -147,6 +153,8 @@ typedef struct {
     struct {
         int tp, pp, dp, vpp, cp, ep;
         int sequence_parallel;
+        cp_comm_kind cp_comm;                /* cp_comm_type: "p2p" (Megatron-Core's default: ring
+                                                attention), "all_gather", "a2a" (Ulysses) */
         int zero_stage;
         pipeline_kind schedule;
         int overlap_grad_reduce;

@@ -56,7 +56,9 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
 {
     static const char *const keys[] = {"num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size",
                                        "seq_length", "vocab_size", "num_query_groups", "swiglu", "num_experts",
-                                       "moe_router_topk", "attention", "untie_embeddings_and_output_weights", NULL};
+                                       "moe_router_topk", "attention", "untie_embeddings_and_output_weights",
+                                       "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
+                                       "moe_load_imbalance", NULL};
     static const char *const attention[] = {"unfused", "flash", NULL};
     const char *p = S ".model";
     long long v;
@@ -73,8 +75,18 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
         config_int(m, p, "num_experts", 0, 0, 0, 100000, &s->model.num_experts, err) ||
         config_int(m, p, "moe_router_topk", 0, 0, 0, 100000, &v, err) ||
         config_enum(m, p, "attention", attention, ATTENTION_FLASH, &e, err) ||
-        config_bool(m, p, "untie_embeddings_and_output_weights", 0, &s->model.untie_embeddings, err))
+        config_bool(m, p, "untie_embeddings_and_output_weights", 0, &s->model.untie_embeddings, err) ||
+        config_num(m, p, "moe_expert_capacity_factor", 0, 0, 0, 1e3, 0, &s->model.moe_expert_capacity_factor, err) ||
+        config_bool(m, p, "moe_pad_expert_input_to_capacity", 0, &s->model.moe_pad_expert_input_to_capacity, err) ||
+        config_num(m, p, "moe_load_imbalance", 0, 0, 1, 1e3, 0, &s->model.moe_load_imbalance, err))
         return -1;
+    if (s->model.num_experts == 0 && (s->model.moe_expert_capacity_factor > 0 || s->model.moe_load_imbalance > 0 ||
+                                      s->model.moe_pad_expert_input_to_capacity))
+        return config_fail(err, "%s: moe_expert_capacity_factor, moe_pad_expert_input_to_capacity and "
+                                "moe_load_imbalance need num_experts", p);
+    if (s->model.moe_pad_expert_input_to_capacity && s->model.moe_expert_capacity_factor <= 0)
+        return config_fail(err, "%s.moe_pad_expert_input_to_capacity: needs moe_expert_capacity_factor (as in "
+                                "Megatron-LM)", p);
     s->model.moe_router_topk = (int)v;
     s->model.attention = (attention_impl)e;
     if (s->model.hidden_size % s->model.num_attention_heads)
@@ -148,6 +160,10 @@ int scenario_validate_layout(const scenario_config *s, config_error *err)
     if (s->model.seq_length % cp)
         return config_fail(err, "%s.context_parallel_size: %lld does not divide seq_length=%lld", p, cp,
                            s->model.seq_length);
+    if (cp > 1 && s->parallel.cp_comm == CP_COMM_A2A && s->model.num_query_groups % (tp * cp))
+        return config_fail(err, "%s.cp_comm_type: a2a (Ulysses) splits the heads over TP x CP = %lld, which does "
+                                "not divide num_query_groups=%lld; use p2p or all_gather", p, tp * cp,
+                           s->model.num_query_groups);
     if (s->parallel.sequence_parallel && s->model.seq_length / cp % tp)
         return config_fail(err, "%s.sequence_parallel: seq_length/CP = %lld is not a multiple of TP=%lld", p,
                            s->model.seq_length / cp, tp);
@@ -240,8 +256,10 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
                                        "pipeline_layers", "grad_reduce_dtype", "grad_compression",
                                        "offload_optimizer", "offload_parameters", "nccl_algo",
                                        "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
-                                       "stage3_max_live_parameters", "reduce_bucket_size", NULL};
+                                       "stage3_max_live_parameters", "reduce_bucket_size", "cp_comm_type", NULL};
     static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
+    static const char *const cp_comms[] = {"p2p", "all_gather", "a2a", NULL};
+    int cp_comm;
     const char *p = S ".parallel";
     long long tp, pp, dp, vpp, cp, ep, zero;
     int sched;
@@ -255,6 +273,7 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
         config_bool(par, p, "sequence_parallel", 0, &s->parallel.sequence_parallel, err) ||
         config_enum(par, p, "schedule", schedules, PIPELINE_1F1B, &sched, err) ||
         config_bool(par, p, "overlap_grad_reduce", 0, &s->parallel.overlap_grad_reduce, err) ||
+        config_enum(par, p, "cp_comm_type", cp_comms, CP_COMM_P2P, &cp_comm, err) ||
         config_bool(par, p, "overlap_p2p_comm", 0, &s->parallel.overlap_p2p_comm, err) ||
         config_bool(par, p, "scatter_gather_p2p", 1, &s->parallel.scatter_gather_p2p, err) ||
         config_num(par, p, "bucket_size_mb", 0, 40, 0, 1e6, 1, &s->parallel.bucket_size_mb, err))
@@ -284,6 +303,7 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
     s->parallel.ep = (int)ep;
     s->parallel.zero_stage = (int)zero;
     s->parallel.schedule = (pipeline_kind)sched;
+    s->parallel.cp_comm = (cp_comm_kind)cp_comm;
 
     json_t *layers = json_object_get(par, "pipeline_layers");
     if (layers) {

@@ -145,10 +145,11 @@ int replay_metrics_compute(const step_workload *w, const replay_times *t, replay
         double inside = fmin(k->comm_inside_s, dur), booked = 0;
         for (int c = 0; c < COMM_CLASS_COUNT; c++)
             booked += k->comm_inside_cls[c];
+        double ran = k->duration_s > 0 ? dur / k->duration_s : 0;
         for (int c = 0; c < COMM_CLASS_COUNT; c++) {
             /* by kind, in proportion when a replay ran the task shorter; unbooked: TP */
             double part = booked > 0 ? inside * k->comm_inside_cls[c] / booked : (c == COMM_TP ? inside : 0);
-            tot[c] += part;
+            tot[c] += part + k->comm_hidden_cls[c] * ran;
             ex[c] += part;
         }
         m->stage_compute_s[k->stage] += dur - inside;

@@ -253,11 +253,19 @@ void run_result_print(const run_result *r, const scenario_config *s, void *file)
     double step = r->step_time_s;
     fprintf(f, "dtsim: %s on %d x %s (%s), %s fidelity\n", r->scenario, r->gpus, s->platform.gpu.name,
             s->platform.name, r->fidelity_flow ? "flow" : "analytic");
-    fprintf(f, "  layout       TP %d x PP %d x DP %d x CP %d, %s schedule%s, ZeRO-%d, micro-batch %lld, "
+    static const char *const cp_comms[] = {"ring attention", "K/V all-gather", "Ulysses all-to-all"};
+    char ep[96] = "";
+    if (s->model.num_experts > 0)
+        snprintf(ep, sizeof ep, " (EP %d: %lld experts, top-%d, busiest rank x%.3f)", s->parallel.ep,
+                 s->model.num_experts, s->model.moe_router_topk, workload_moe_load(s));
+    fprintf(f, "  layout       TP %d x PP %d x DP %d x CP %d%s%s%s, %s schedule%s, ZeRO-%d, micro-batch %lld, "
                "%lld micro-batches per pipeline\n",
-            s->parallel.tp, s->parallel.pp, s->parallel.dp, s->parallel.cp,
+            s->parallel.tp, s->parallel.pp, s->parallel.dp, s->parallel.cp, s->parallel.cp > 1 ? " (" : "",
+            s->parallel.cp > 1 ? cp_comms[s->parallel.cp_comm] : "", s->parallel.cp > 1 ? ")" : "",
             pipeline_kind_name(s->parallel.schedule), s->parallel.vpp > 1 ? " (interleaved chunks)" : "",
             s->parallel.zero_stage, s->training.micro_batch_size, scenario_micro_batches(s));
+    if (ep[0])
+        fprintf(f, "  experts     %s\n", ep);
     if (r->step_failed == 1)
         fprintf(f, "  FAILURE      GPU %d went off %.4f s into the step; every rank stalled; the watchdog (detect_s) "
                    "stopped the job at %.4f s: the step is lost and is redone after the restart\n",

@@ -31,6 +31,7 @@
 typedef struct {
     double time_s, comm_s, flops;
     double comm_cls_s[COMM_CLASS_COUNT]; /* comm_s by kind */
+    double comm_hidden_cls_s[COMM_CLASS_COUNT]; /* communication beside the compute, not in time_s */
     double tp_ring_bytes; /* per GPU, over its TP ring */
 } pass_cost;
 
@@ -103,23 +104,42 @@ static double comm_op_time(const builder *b, const layer_op *op)
     return collective_time(&b->s->platform, &b->s->calibration, op->coll, op->bytes, g).time_s;
 }
 
+/* The ops of core attention (what selective recomputation reruns, and what ring attention's
+ * K/V passes overlap). */
+static int is_attention_op(const layer_op *op)
+{
+    static const char *const names[] = {"attn_score", "attn_softmax", "attn_dropout", "attn_value", "attn_fused",
+                                        "attention", "cp_ring_kv"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strncmp(op->name, names[i], strlen(names[i])))
+            return 1;
+    return 0;
+}
+
 /* Sums an op list into a pass cost. `attention_only` keeps the ops selective recomputation
- * reruns (attention scores, softmax, values). */
+ * reruns (attention scores, softmax, values; with ring attention its K/V passes). A comm op that
+ * overlaps the attention (ring attention's passes: steps of them, each beside one of the
+ * steps + 1 blocks of the attention) shows only what the block beside it does not cover; the
+ * rest is hidden communication. */
 static pass_cost sum_ops(const builder *b, const layer_op *ops, int n, int attention_only)
 {
     pass_cost c;
     memset(&c, 0, sizeof c);
+    double attention_s = 0;
+    for (int i = 0; i < n; i++)
+        if (ops[i].kind != OPK_COMM && is_attention_op(&ops[i]))
+            attention_s += cost_compute_op_s(&b->cm, &ops[i]);
     for (int i = 0; i < n; i++) {
         const layer_op *op = &ops[i];
-        if (attention_only && strncmp(op->name, "attn_score", 10) != 0 &&
-            strncmp(op->name, "attn_softmax", 12) != 0 && strncmp(op->name, "attn_value", 10) != 0 &&
-            strncmp(op->name, "attn_fused", 10) != 0 && strcmp(op->name, "attention") != 0)
+        if (attention_only && !is_attention_op(op))
             continue;
         if (op->kind == OPK_COMM) {
-            double t = comm_op_time(b, op);
-            c.time_s += t;
-            c.comm_s += t;
-            c.comm_cls_s[op->comm] += t;
+            double t = comm_op_time(b, op), steps = op->steps > 0 ? op->steps : 1, total = steps * t;
+            double exposed = op->overlaps_attention ? steps * fmax(0, t - attention_s / (steps + 1)) : total;
+            c.time_s += exposed;
+            c.comm_s += exposed;
+            c.comm_cls_s[op->comm] += exposed;
+            c.comm_hidden_cls_s[op->comm] += total - exposed;
             if (op->comm == COMM_TP && op->group > 1)
                 c.tp_ring_bytes += (op->coll == COLL_ALL_REDUCE ? 2.0 : 1.0) * (op->group - 1) / op->group * op->bytes;
         } else {
@@ -128,6 +148,26 @@ static pass_cost sum_ops(const builder *b, const layer_op *ops, int n, int atten
         }
     }
     return c;
+}
+
+double workload_moe_load(const scenario_config *s)
+{
+    if (s->model.num_experts <= 0)
+        return 1;
+    double cap = s->model.moe_expert_capacity_factor;
+    if (cap > 0 && s->model.moe_pad_expert_input_to_capacity)
+        return cap; /* every expert runs its full capacity, padded */
+    double load = s->model.moe_load_imbalance;
+    if (load <= 0) {
+        /* A balanced router still samples: of the T k token copies routed from each of the ep
+         * ranks of an EP group, each rank receives Binomial(T k ep, 1/ep): mean T k, standard
+         * deviation sqrt(T k (1 - 1/ep)); the busiest of ep is E[max of ep normals] of them above
+         * the mean. A floor: real routers are less even (set moe_load_imbalance from their logs). */
+        double ep = s->parallel.ep > 0 ? s->parallel.ep : 1, k = s->model.moe_router_topk > 0 ? s->model.moe_router_topk : 1;
+        double T = (double)s->training.micro_batch_size * (double)s->model.seq_length / (s->parallel.cp > 0 ? s->parallel.cp : 1);
+        load = 1 + sqrt((1 - 1 / ep) / (T * k)) * cost_expected_max_normal(ep);
+    }
+    return cap > 0 && load > cap ? cap : load; /* beyond its capacity an expert drops tokens */
 }
 
 void workload_layer_shape(const scenario_config *s, layer_shape *sh)
@@ -147,6 +187,8 @@ void workload_layer_shape(const scenario_config *s, layer_shape *sh)
     sh->ep = s->parallel.ep;
     sh->sequence_parallel = s->parallel.sequence_parallel;
     sh->attention = s->model.attention;
+    sh->cp_comm = s->parallel.cp_comm;
+    sh->moe_load = workload_moe_load(s);
     sh->act_bytes = (s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32) ? 4 : 2;
 }
 
@@ -348,8 +390,10 @@ static void gather_received(sim_task *pass, const builder *b)
 static void fold_comm(sim_task *t, const pass_cost *c, double n)
 {
     t->comm_inside_s += n * c->comm_s;
-    for (int k = 0; k < COMM_CLASS_COUNT; k++)
+    for (int k = 0; k < COMM_CLASS_COUNT; k++) {
         t->comm_inside_cls[k] += n * c->comm_cls_s[k];
+        t->comm_hidden_cls[k] += n * c->comm_hidden_cls_s[k];
+    }
 }
 
 /* Without parallel.overlap_p2p_comm a stage's sends block, as Megatron-LM's do by default: its

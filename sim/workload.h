@@ -50,6 +50,9 @@ typedef struct {
     double comm_inside_cls[COMM_CLASS_COUNT]; /* comm_inside_s by kind (TP, CP all-gathers and
                                                  ring passes, EP all-to-alls, small per-step
                                                  reductions booked as DP); they sum to it */
+    double comm_hidden_cls[COMM_CLASS_COUNT]; /* communication running beside this task's compute
+                                                 and hidden by it (ring attention's K/V passes):
+                                                 total, never exposed */
     double tp_ring_bytes;
     int calls;            /* collective calls it stands for (a flow-fidelity gradient bucket made of
                              several of the scenario's); 0 or 1: one */
@@ -68,6 +71,9 @@ typedef struct {
 int workload_build(const scenario_config *s, step_workload *w, config_error *err);
 void workload_free(step_workload *w);
 
+/* MoE: the tokens the busiest expert-parallel rank runs over the mean, after the capacity limit
+ * (model.moe_load_imbalance, else the sampling floor of a balanced router; 1 for dense models). */
+double workload_moe_load(const scenario_config *s);
 /* One layer's shape on one GPU under the scenario's micro-batch, precision and TP/SP/CP/EP split. */
 void workload_layer_shape(const scenario_config *s, layer_shape *sh);
 

@@ -84,6 +84,23 @@ static json_t *random_scenario(rng64 *r, int i)
         if (next(r) % 2)
             json_object_set_new(par, "offload_parameters", json_string(devices[next(r) % 2]));
     }
+    if (cp > 1) {
+        const char *cp_comms[] = {"p2p", "all_gather", "a2a"};
+        json_object_set_new(par, "cp_comm_type", json_string(cp_comms[next(r) % 3]));
+    }
+    if (next(r) % 4 == 0) {
+        const char *algos[] = {"ring", "tree", "hierarchical", "halving_doubling"};
+        json_object_set_new(par, "nccl_algo", json_pack("{s:s}", "all_reduce", algos[next(r) % 4]));
+    }
+    if (next(r) % 4 == 0) { /* mixture of experts, expert parallelism over DP when it divides */
+        json_t *model = json_object_get(doc, "model");
+        int experts = PICK(r, 8, 16, 64);
+        json_object_set_new(model, "num_experts", json_integer(experts));
+        json_object_set_new(model, "moe_router_topk", json_integer(PICK(r, 1, 2, 8)));
+        if (next(r) % 2)
+            json_object_set_new(model, "moe_expert_capacity_factor", json_real(PICK(r, 100, 125, 200) / 100.0));
+        json_object_set_new(par, "expert_model_parallel_size", json_integer(PICK(r, 1, 2, 4, 8)));
+    }
     if (next(r) % 4 == 0)
         json_object_set_new(json_object_get(doc, "training"), "data_loader",
                             json_pack("{s:f,s:i,s:i,s:f}", "decode_ms_per_sample", PICK(r, 0, 1, 10, 100) * 1.0,

@@ -252,6 +252,7 @@ static void context_parallel_gathers_keys_and_values(void **state)
     for (int cp = 1; cp <= 4; cp *= 2) {
         layer_shape sh = shape(1, 8192, 4096, 32, 8, 14336, 1, 2, 1, ATTENTION_FLASH);
         sh.cp = cp;
+        sh.cp_comm = CP_COMM_ALL_GATHER;
         int n = layer_ops_forward(&sh, ops);
         int ag = count_comm(ops, n, COMM_CP, COLL_ALL_GATHER);
         assert_int_equal(ag, cp > 1 ? 1 : 0);
@@ -272,6 +273,44 @@ static void context_parallel_gathers_keys_and_values(void **state)
         n = layer_ops_forward(&sh, ops);
         assert_true(CLOSE(find(ops, n, "tp_allreduce_attn")->bytes, 8192.0 / cp * 4096 * 2));
     }
+}
+
+/* Ring attention (Megatron-Core's p2p, the default): cp - 1 passes of this rank's K/V block
+ * (2 T kv / tp values) beside the attention, twice the bytes in backward (K/V and their
+ * gradients). Ulysses (a2a): an all-to-all of this rank's Q, K, V before attention and of its
+ * output after; attention then runs all s queries for 1/cp of the heads: the same FLOPs. */
+static void context_parallel_rings_and_all_to_alls(void **state)
+{
+    (void)state;
+    layer_op ops[LAYER_OPS_MAX], bwd[LAYER_OPS_MAX];
+    const double s = 8192, h = 4096, kvw = 1024, cp = 4, tp = 2, T = s / cp;
+    layer_shape sh = shape(1, 8192, 4096, 32, 8, 14336, 1, 2, 1, ATTENTION_FLASH);
+    sh.cp = 4;
+    int n = layer_ops_forward(&sh, ops);
+    const layer_op *ring = find(ops, n, "cp_ring_kv");
+    assert_non_null(ring);
+    assert_int_equal(ring->coll, COLL_SEND_RECV);
+    assert_int_equal(ring->steps, 3);
+    assert_true(ring->overlaps_attention);
+    assert_true(CLOSE(ring->bytes, 2 * T * kvw / tp * 2));
+    assert_int_equal(count_comm(ops, n, COMM_CP, COLL_ALL_GATHER), 0);
+    double ring_flops = sum_flops(ops, n);
+    int nb = layer_ops_backward(&sh, bwd);
+    assert_true(CLOSE(find(bwd, nb, "cp_ring_kv")->bytes, 2 * ring->bytes));
+
+    sh.cp_comm = CP_COMM_A2A;
+    n = layer_ops_forward(&sh, ops);
+    const layer_op *in = find(ops, n, "cp_alltoall_qkv"), *out = find(ops, n, "cp_alltoall_out");
+    assert_non_null(in);
+    assert_non_null(out);
+    assert_true(CLOSE(in->bytes, T * (h + 2 * kvw) / tp * 2));
+    assert_true(CLOSE(out->bytes, T * h / tp * 2));
+    const layer_op *att = find(ops, n, "attn_fused");
+    assert_true(in < att && att < out);
+    assert_int_equal(att->m, 8192);          /* every query */
+    assert_int_equal(att->batch, 32 / 2 / 4); /* for 1/cp of this rank's heads */
+    assert_true(CLOSE(sum_flops(ops, n), ring_flops));
+    assert_null(find(ops, n, "cp_ring_kv"));
 }
 
 static void moe_routes_tokens_through_its_experts(void **state)
@@ -370,6 +409,7 @@ int main(void)
         cmocka_unit_test(gemm_shapes_follow_the_megatron_split),
         cmocka_unit_test(tp_communication_only_with_tp_and_mirrored),
         cmocka_unit_test(context_parallel_gathers_keys_and_values),
+        cmocka_unit_test(context_parallel_rings_and_all_to_alls),
         cmocka_unit_test(moe_routes_tokens_through_its_experts),
         cmocka_unit_test(backward_mirrors_the_forward),
         cmocka_unit_test(names),

@@ -1,0 +1,140 @@
+/* Context and expert parallelism in the step: ring attention's K/V passes hide behind the
+ * attention blocks and show only what a block does not cover; every kind of traffic is booked
+ * as itself (cp, ep), at both fidelities' shared metrics; MoE's busiest expert-parallel rank
+ * sets the pace (the sampling floor of a balanced router, a declared imbalance, a capacity). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+#include "collective.h"
+#include "cost.h"
+#include "fixture.h"
+#include "run.h"
+#include "workload.h"
+
+/* The first forward task's CP communication, exposed and hidden. */
+static void first_forward_cp(const scenario_config *s, double *exposed, double *hidden, int *layers)
+{
+    step_workload w;
+    config_error err;
+    if (workload_build(s, &w, &err) != 0)
+        fail_msg("%s", err.msg);
+    for (int i = 0; i < w.n_tasks; i++)
+        if (!strcmp(w.tasks[i].name, "fwd")) {
+            *exposed = w.tasks[i].comm_inside_cls[COMM_CP];
+            *hidden = w.tasks[i].comm_hidden_cls[COMM_CP];
+            break;
+        }
+    *layers = (int)s->model.num_layers;
+    workload_free(&w);
+}
+
+/* Ring attention over cp ranks: cp - 1 passes of t each beside cp attention blocks of A / cp:
+ * exposed (cp - 1) max(0, t - A / cp), hidden the rest of (cp - 1) t, per layer. A network a
+ * thousand times slower turns most of it exposed; all_gather exposes all of its gather. */
+static void ring_attention_hides_behind_the_blocks(void **state)
+{
+    (void)state;
+    for (int slow = 0; slow < 2; slow++) {
+        scenario_config s;
+        fixture_scenario(&s, 2);
+        s.model.seq_length = 8192;
+        s.parallel.tp = 8;
+        s.parallel.cp = 4; /* TP fills a node: the CP ring crosses nodes */
+        s.training.global_batch_size = 2;
+        if (slow)
+            s.platform.node.nic_bandwidth_gbps = 0.2;
+        layer_shape sh;
+        workload_layer_shape(&s, &sh);
+        layer_op ops[LAYER_OPS_MAX];
+        int n = layer_ops_forward(&sh, ops);
+        cost_model cm;
+        cost_model_init(&cm, &s);
+        double A = 0, t = 0;
+        for (int i = 0; i < n; i++) {
+            if (!strcmp(ops[i].name, "attn_score") || !strcmp(ops[i].name, "attn_softmax") ||
+                !strcmp(ops[i].name, "attn_dropout") || !strcmp(ops[i].name, "attn_value")) /* core attention */
+                A += cost_compute_op_s(&cm, &ops[i]);
+            if (!strcmp(ops[i].name, "cp_ring_kv"))
+                t = collective_time(&s.platform, &s.calibration, COLL_SEND_RECV, ops[i].bytes,
+                                    coll_group_of(4, 8, 8)).time_s;
+        }
+        double exposed = -1, hidden = -1;
+        int L;
+        first_forward_cp(&s, &exposed, &hidden, &L);
+        double want_exposed = L * 3 * fmax(0, t - A / 4), want_total = L * 3 * t;
+        print_message("%s network: pass %.3g s, attention %.3g s; exposed %.9g s (closed form %.9g), hidden %.4g s\n",
+                      slow ? "slow" : "fast", t, A, exposed, want_exposed, hidden);
+        assert_true(t > 0 && A > 0);
+        assert_true(fabs(exposed - want_exposed) <= 1e-12 + 1e-9 * want_total);
+        assert_true(fabs(exposed + hidden - want_total) <= 1e-9 * want_total);
+        assert_true(slow ? exposed > 0.5 * want_total : exposed == 0);
+        run_result r;
+        config_error err;
+        assert_int_equal(run_scenario(&s, &r, &err), 0);
+        assert_true(r.comm_total_s[COMM_CP] > 0 && r.comm_exposed_s[COMM_CP] <= r.comm_total_s[COMM_CP] + 1e-15);
+        assert_true(slow || r.comm_exposed_s[COMM_CP] == 0);
+        s.parallel.cp_comm = CP_COMM_ALL_GATHER;
+        assert_int_equal(run_scenario(&s, &r, &err), 0);
+        assert_true(r.comm_total_s[COMM_CP] > 0 && fabs(r.comm_exposed_s[COMM_CP] - r.comm_total_s[COMM_CP]) < 1e-12);
+        fixture_free(&s);
+    }
+}
+
+/* MoE: E 8, top-2, EP 4 over DP 4. A balanced router's busiest rank gets 1 + sqrt((1 - 1/ep) /
+ * (T k)) E[max of ep normals] of the mean; a declared imbalance replaces it; a capacity factor
+ * caps it (and with padding is what every expert runs); the experts' GEMMs and all-to-alls grow
+ * by it; the all-to-alls are booked as ep. */
+static void the_busiest_expert_rank_sets_the_pace(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 2);
+    s.model.num_experts = 8;
+    s.model.moe_router_topk = 2;
+    s.parallel.dp = 4;
+    s.parallel.ep = 4;
+    s.training.global_batch_size = 4;
+    double T = 1024, k = 2;
+    double balanced = 1 + sqrt(0.75 / (T * k)) * cost_expected_max_normal(4);
+    assert_true(fabs(workload_moe_load(&s) - balanced) < 1e-15);
+    layer_shape sh;
+    workload_layer_shape(&s, &sh);
+    layer_op ops[LAYER_OPS_MAX];
+    int n = layer_ops_forward(&sh, ops);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(ops[i].name, "fc1"))
+            assert_true(fabs((double)ops[i].m - T * k * balanced) <= 1);
+    s.model.moe_load_imbalance = 1.5;
+    assert_true(workload_moe_load(&s) == 1.5);
+    s.model.moe_expert_capacity_factor = 1.25;
+    assert_true(workload_moe_load(&s) == 1.25);
+    s.model.moe_load_imbalance = 1.1;
+    assert_true(workload_moe_load(&s) == 1.1);
+    s.model.moe_pad_expert_input_to_capacity = 1;
+    assert_true(workload_moe_load(&s) == 1.25);
+    run_result r;
+    config_error err;
+    assert_int_equal(run_scenario(&s, &r, &err), 0);
+    assert_true(r.comm_total_s[COMM_EP] > 0);
+    assert_true(r.comm_total_s[COMM_TP] == 0 && r.comm_total_s[COMM_CP] == 0);
+    double padded = r.step_time_s;
+    s.model.moe_pad_expert_input_to_capacity = 0;
+    s.model.moe_expert_capacity_factor = 0;
+    s.model.moe_load_imbalance = 1;
+    assert_int_equal(run_scenario(&s, &r, &err), 0);
+    assert_true(r.step_time_s < padded);
+    fixture_free(&s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(ring_attention_hides_behind_the_blocks),
+        cmocka_unit_test(the_busiest_expert_rank_sets_the_pace),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
