@@ -1,8 +1,8 @@
 /* The NCCL backend of dtcal collectives (see collectives_cal.h): device buffers, one GPU per
- * rank (the node-local rank picks the device), the NCCL unique id broadcast over MPI, and the
- * calls timed with CUDA events on the communicator's stream, as nccl-tests does. Built only
- * where CUDA and NCCL are found. NCCL refuses two ranks on one GPU; then the error says so and
- * points to --backend mpi. */
+ * rank (the node-local rank picks the device: gpu_pick.h), the NCCL unique id broadcast over
+ * MPI, and the calls timed with CUDA events on the communicator's stream, as nccl-tests does.
+ * Built only where CUDA and NCCL are found. NCCL refuses two ranks on one GPU; then the error
+ * says so and points to --backend mpi. */
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <nccl.h>
@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "collectives_cal.h"
+#include "gpu_pick.h"
 
 typedef struct {
     float *a, *b;          /* device */
@@ -32,29 +33,18 @@ static int nccl_setup(coll_cal_backend *be, size_t max_bytes, int n, int rank, c
 {
     nccl_ctx *c = calloc(1, sizeof *c);
     be->ctx = c;
-    int ok = c != NULL;
-    MPI_Comm node;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-    int local_rank = 0, local_size = 1, gpus = 0;
-    MPI_Comm_rank(node, &local_rank);
-    MPI_Comm_size(node, &local_size);
-    MPI_Comm_free(&node);
-    cudaError_t count_rc = cudaGetDeviceCount(&gpus);
-    if (count_rc != cudaSuccess)
-        gpus = 0; /* no driver or no device */
-    if (ok && local_size > gpus) {
-        snprintf(err, errlen, "%d ranks on this node but %d GPU(s)%s%s%s: NCCL needs one GPU per rank (use --backend "
-                              "mpi to share a GPU through host memory)", local_size, gpus,
-                 count_rc != cudaSuccess ? " (" : "", count_rc != cudaSuccess ? cudaGetErrorString(count_rc) : "",
-                 count_rc != cudaSuccess ? ")" : "");
-        ok = 0;
-    }
+    gpu_pick pick;
+    int picked = gpu_pick_device(&pick); /* collective: every rank learns whether all have a GPU */
+    int ok = c != NULL && picked == 0;
+    if (picked == -1)
+        snprintf(err, errlen, "%s%s", pick.why,
+                 pick.short_of_gpus ? ": NCCL needs one GPU per rank (use --backend mpi to share a GPU through host "
+                                      "memory)" : "");
     if (ok) {
         c->n = n;
         c->rank = rank;
-        c->device = local_rank;
-        ok = !cuda_fail(cudaSetDevice(c->device), "cudaSetDevice", err, errlen) &&
-             !cuda_fail(cudaMalloc((void **)&c->a, max_bytes), "cudaMalloc", err, errlen) &&
+        c->device = pick.device;
+        ok = !cuda_fail(cudaMalloc((void **)&c->a, max_bytes), "cudaMalloc", err, errlen) &&
              !cuda_fail(cudaMalloc((void **)&c->b, max_bytes), "cudaMalloc", err, errlen) &&
              !cuda_fail(cudaMemset(c->a, 0, max_bytes), "cudaMemset", err, errlen) &&
              !cuda_fail(cudaStreamCreate(&c->stream), "cudaStreamCreate", err, errlen) &&

@@ -13,6 +13,7 @@
 #include "collectives_cal.h"
 #include "nccl_import.h"
 #include "gemm_import.h"
+#include "variability.h"
 #include <time.h>
 #include <mpi.h>
 #include <sys/stat.h>
@@ -43,6 +44,12 @@ static void usage(FILE *f)
             "              [-o FILE]   (under mpirun)\n"
             "      time all-reduce, all-gather, reduce-scatter, all-to-all and send/recv from 8 B up (x4),\n"
             "      write nccl-tests style logs and fit alpha and bus bandwidth as import-nccl-tests does\n"
+            "  variability [--device cpu|cuda] [--precision P] [--m M --n N --k K] [--repeats R] [--into CAL.json]\n"
+            "              [-o FILE]   (under mpirun, one rank per device, at least 2)\n"
+            "      every rank times the same GEMM through the engine's kernels on its own device (on a GPU the\n"
+            "      node-local rank picks it) at once; rank 0 prints the rates and writes compute_variability_cv,\n"
+            "      their sample standard deviation / mean, with a sources line giving the rates. Defaults: cpu:\n"
+            "      fp32, 512^3; cuda: bf16, 4096^3; 21 repeats (the median counts). --into adds it to CAL\n"
             "  validate [--device cpu|cuda] [--model tiny|small|FILE] [--micro-batch B] [--steps N]\n"
             "           [--tp N --pp N --dp N [--mpirun PATH]] [--grad-reduce fp32|bf16]\n"
             "           [--grad-compress none|powersgd:R] [--overlap-grad-reduce [--bucket-mb X]]\n"
@@ -499,6 +506,84 @@ static int cmd_collectives(int argc, char **argv)
     return rc;
 }
 
+/* Prints only on the first rank (every rank of an mpirun parses the same command line). */
+static int first_rank(void)
+{
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    if (!r)
+        r = getenv("PMI_RANK");
+    if (!r)
+        r = getenv("PMIX_RANK");
+    return !r || !strcmp(r, "0");
+}
+
+/* dtcal variability, under mpirun: the spread of the devices' GEMM rate (variability.h). */
+static int cmd_variability(int argc, char **argv)
+{
+    variability_options o = {.device = "cpu", .precision = -1, .repeats = 21, .out = "-", .argc = argc, .argv = argv};
+    int *dims[3] = {&o.m, &o.n, &o.k};
+    const int loud = first_rank();
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) {
+            if (loud)
+                fprintf(stderr, "dtcal variability: %s%s\n", a, a[0] == '-' ? " needs a value" : ": not an option");
+            return 2;
+        }
+        i++;
+        char *end;
+        if (!strcmp(a, "-o")) {
+            o.out = v;
+        } else if (!strcmp(a, "--into")) {
+            o.into = v;
+        } else if (!strcmp(a, "--device")) {
+            if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
+                if (loud)
+                    fprintf(stderr, "dtcal variability: --device %s: not cpu or cuda\n", v);
+                return 2;
+            }
+            o.device = v;
+        } else if (!strcmp(a, "--precision")) {
+            kernels_precision p;
+            if (parse_precisions(v, &p, 1) != 1) {
+                if (loud)
+                    fprintf(stderr, "dtcal variability: --precision %s: not fp32, bf16 or fp16\n", v);
+                return 2;
+            }
+            o.precision = (int)p;
+        } else if (!strcmp(a, "--m") || !strcmp(a, "--n") || !strcmp(a, "--k") || !strcmp(a, "--repeats")) {
+            long x = strtol(v, &end, 10);
+            int repeats = !strcmp(a, "--repeats");
+            long hi = repeats ? 10000 : 65536;
+            if (!*v || *end || x < 1 || x > hi) {
+                if (loud)
+                    fprintf(stderr, "dtcal variability: %s: '%s' is not a whole number in 1..%ld\n", a, v, hi);
+                return 2;
+            }
+            *(repeats ? &o.repeats : dims[a[2] == 'm' ? 0 : a[2] == 'n' ? 1 : 2]) = (int)x;
+        } else {
+            if (loud)
+                fprintf(stderr, "dtcal variability: unknown option %s\n", a);
+            return 2;
+        }
+    }
+    int gpu = !strcmp(o.device, "cuda");
+    if (o.precision < 0)
+        o.precision = gpu ? KPREC_BF16 : KPREC_FP32;
+    for (int d = 0; d < 3; d++)
+        if (!*dims[d])
+            *dims[d] = gpu ? 4096 : 512;
+    /* each operand in one buffer of the engine's (int) element counts, and at most 1 GiB in fp32 */
+    const double most = (double)(1 << 28);
+    if ((double)o.m * o.k > most || (double)o.n * o.k > most || (double)o.m * o.n > most) {
+        if (loud)
+            fprintf(stderr, "dtcal variability: --m %d --n %d --k %d: an operand of more than 2^28 elements (1 GiB "
+                            "in fp32); choose a smaller shape\n", o.m, o.n, o.k);
+        return 2;
+    }
+    return variability_run(&o);
+}
+
 static int cmd_validate(int argc, char **argv)
 {
     char dtrain[PATH_MAX + 16] = "dtrain", exe[PATH_MAX];
@@ -616,6 +701,8 @@ int main(int argc, char **argv)
         return cmd_validate(argc, argv);
     if (!strcmp(argv[1], "collectives"))
         return cmd_collectives(argc, argv);
+    if (!strcmp(argv[1], "variability"))
+        return cmd_variability(argc, argv);
     fprintf(stderr, "dtcal: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

@@ -27,7 +27,9 @@ typedef void (*op_fn)(void *ctx, int which);
 
 static double median_time(timer *t, op_fn fn, void *ctx)
 {
-    double v[64];
+    double *v = malloc((size_t)t->repeats * sizeof *v);
+    if (!v)
+        return -1;
     fn(ctx, 0);
     t->k->synchronize();
     for (int r = 0; r < t->repeats; r++) {
@@ -41,7 +43,9 @@ static double median_time(timer *t, op_fn fn, void *ctx)
         v[r] = t->k->event_elapsed_s(t->a, t->b);
     }
     qsort(v, (size_t)t->repeats, sizeof v[0], cmp_double);
-    return v[t->repeats / 2];
+    double median = v[t->repeats / 2];
+    free(v);
+    return median;
 }
 
 static float *dev_fill(const kernels_backend *k, size_t n)
@@ -146,15 +150,59 @@ static void tiny_op(void *p, int i)
     b->k->residual_forward(b->out, b->in[i], b->in[i], 1);
 }
 
-int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quick, double peak_tflops, int gemm_only,
-                      json_t *doc)
+static timer timer_open(const kernels_backend *k, int repeats)
 {
-    timer t = {k, k->event_create(), k->event_create(), quick ? 5 : 11, NULL, 0};
-    int gpu = !strcmp(k->name, "cuda");
-    if (!gpu) {
+    timer t = {k, k->event_create(), k->event_create(), repeats, NULL, 0};
+    if (strcmp(k->name, "cuda")) {
         t.scratch_n = (size_t)1 << 20; /* ~2 ms of GELU: longer than BLAS threads spin */
         t.scratch = dev_fill(k, t.scratch_n);
     }
+    return t;
+}
+
+static void timer_close(timer *t)
+{
+    if (t->scratch)
+        t->k->free(t->scratch);
+    t->k->event_destroy(t->a);
+    t->k->event_destroy(t->b);
+}
+
+double kernels_gemm_tflops(const kernels_backend *k, kernels_precision prec, int m, int n, int kk, int repeats)
+{
+    timer t = timer_open(k, repeats);
+    bufs b;
+    memset(&b, 0, sizeof b);
+    b.k = k;
+    b.prec = prec;
+    b.m = m;
+    b.n = n;
+    b.kk = kk;
+    size_t in = (size_t)m * kk;
+    if (in > ROTATE_MAX_GEMM_ELEMS)
+        b.in_big = dev_fill(k, in);
+    else
+        for (int r = 0; r < ROTATE; r++)
+            b.in[r] = dev_fill(k, in);
+    b.w = dev_fill(k, (size_t)n * kk); /* its first n elements are the bias */
+    b.out = dev_fill(k, (size_t)m * n);
+    double s = median_time(&t, gemm_op, &b);
+    for (int r = 0; r < ROTATE; r++)
+        if (b.in[r])
+            k->free(b.in[r]);
+    if (b.in_big)
+        k->free(b.in_big);
+    k->free(b.w);
+    k->free(b.out);
+    timer_close(&t);
+    return s > 0 ? 2.0 * m * (double)n * kk / s / 1e12 : -1;
+}
+
+int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quick, double peak_tflops, int gemm_only,
+                      json_t *doc)
+{
+    timer t = timer_open(k, quick ? 5 : 11);
+    int gpu = !strcmp(k->name, "cuda");
     const char *prec_name = prec == KPREC_BF16 ? "bf16" : prec == KPREC_FP16 ? "fp16" : "fp32";
 
     /* GEMMs: token counts x (hidden split by TP) shapes transformer layers produce. */
@@ -325,9 +373,6 @@ done:
         k->free(b.in_big);
     k->free(b.w);
     k->free(b.out);
-    if (t.scratch)
-        k->free(t.scratch);
-    k->event_destroy(t.a);
-    k->event_destroy(t.b);
+    timer_close(&t);
     return 0;
 }

@@ -13,4 +13,10 @@
  * simulator scales the attention efficiency by (0: the best measured GEMM rate stands in). */
 int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quick, double peak_tflops, int gemm_only,
                       json_t *doc);
+
+/* The rate, in TFLOP/s (2mnk / time), of the engine's GEMM out[m,n] = in[m,k] @ w[n,k]^T + bias
+ * in precision prec, timed as kernels_calibrate times each shape of its grid: one warm-up call,
+ * then the median of `repeats` timed calls (inputs rotating; on the CPU each after
+ * single-threaded work). -1 when the timing could not be made. */
+double kernels_gemm_tflops(const kernels_backend *k, kernels_precision prec, int m, int n, int kk, int repeats);
 #endif
