@@ -98,6 +98,8 @@ typedef struct {
     int attention_points;                    /* measured fused attention by shape, when present */
     struct { double seq, head_dim, tflops; } attention_table[32];
     double launch_overhead_us;
+    double overlap_slowdown;                 /* a GEMM's time beside a running collective over its
+                                                time alone (>= 1; 1 when absent: not measured) */
     double compute_variability_cv;           /* devices' sustained speed across devices of this kind,
                                                 standard deviation / mean (dtcal variability); < 0:
                                                 not in the file, the documented default (cost.h) */
@@ -153,6 +155,13 @@ typedef struct {
     struct {
         int tp, pp, dp, vpp, cp, ep;
         int sequence_parallel;
+        int tp_comm_overlap;                 /* Megatron's --tp-comm-overlap (needs SP): each SP
+                                                all-gather / reduce-scatter runs in chunks beside the
+                                                GEMM it feeds or follows */
+        int tp_comm_overlap_chunks;          /* chunks of that pipelining (4) */
+        int overlap_param_gather;            /* Megatron's --overlap-param-gather (ZeRO-1/2 with
+                                                overlap_grad_reduce): the updated parameters'
+                                                all-gather runs beside the next step's forward */
         cp_comm_kind cp_comm;                /* cp_comm_type: "p2p" (Megatron-Core's default: ring
                                                 attention), "all_gather", "a2a" (Ulysses) */
         int zero_stage;

@@ -160,6 +160,13 @@ int scenario_validate_layout(const scenario_config *s, config_error *err)
     if (s->model.seq_length % cp)
         return config_fail(err, "%s.context_parallel_size: %lld does not divide seq_length=%lld", p, cp,
                            s->model.seq_length);
+    if (s->parallel.tp_comm_overlap && tp > 1 && !s->parallel.sequence_parallel)
+        return config_fail(err, "%s.tp_comm_overlap: needs sequence_parallel (as in Megatron-LM: it overlaps the "
+                                "all-gathers and reduce-scatters of sequence parallelism)", p);
+    if (s->parallel.overlap_param_gather && (s->parallel.zero_stage < 1 || s->parallel.zero_stage > 2 ||
+                                             !s->parallel.overlap_grad_reduce))
+        return config_fail(err, "%s.overlap_param_gather: needs zero_stage 1 or 2 (the distributed optimizer) and "
+                                "overlap_grad_reduce, as in Megatron-LM", p);
     if (cp > 1 && s->parallel.cp_comm == CP_COMM_A2A && s->model.num_query_groups % (tp * cp))
         return config_fail(err, "%s.cp_comm_type: a2a (Ulysses) splits the heads over TP x CP = %lld, which does "
                                 "not divide num_query_groups=%lld; use p2p or all_gather", p, tp * cp,
@@ -256,10 +263,12 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
                                        "pipeline_layers", "grad_reduce_dtype", "grad_compression",
                                        "offload_optimizer", "offload_parameters", "nccl_algo",
                                        "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
-                                       "stage3_max_live_parameters", "reduce_bucket_size", "cp_comm_type", NULL};
+                                       "stage3_max_live_parameters", "reduce_bucket_size", "cp_comm_type",
+                                       "tp_comm_overlap", "tp_comm_overlap_chunks", "overlap_param_gather", NULL};
     static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
     static const char *const cp_comms[] = {"p2p", "all_gather", "a2a", NULL};
     int cp_comm;
+    long long chunks;
     const char *p = S ".parallel";
     long long tp, pp, dp, vpp, cp, ep, zero;
     int sched;
@@ -274,6 +283,9 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
         config_enum(par, p, "schedule", schedules, PIPELINE_1F1B, &sched, err) ||
         config_bool(par, p, "overlap_grad_reduce", 0, &s->parallel.overlap_grad_reduce, err) ||
         config_enum(par, p, "cp_comm_type", cp_comms, CP_COMM_P2P, &cp_comm, err) ||
+        config_bool(par, p, "tp_comm_overlap", 0, &s->parallel.tp_comm_overlap, err) ||
+        config_int(par, p, "tp_comm_overlap_chunks", 0, 4, 1, 64, &chunks, err) ||
+        config_bool(par, p, "overlap_param_gather", 0, &s->parallel.overlap_param_gather, err) ||
         config_bool(par, p, "overlap_p2p_comm", 0, &s->parallel.overlap_p2p_comm, err) ||
         config_bool(par, p, "scatter_gather_p2p", 1, &s->parallel.scatter_gather_p2p, err) ||
         config_num(par, p, "bucket_size_mb", 0, 40, 0, 1e6, 1, &s->parallel.bucket_size_mb, err))
@@ -304,6 +316,7 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
     s->parallel.zero_stage = (int)zero;
     s->parallel.schedule = (pipeline_kind)sched;
     s->parallel.cp_comm = (cp_comm_kind)cp_comm;
+    s->parallel.tp_comm_overlap_chunks = (int)chunks;
 
     json_t *layers = json_object_get(par, "pipeline_layers");
     if (layers) {

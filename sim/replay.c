@@ -153,6 +153,7 @@ int replay_metrics_compute(const step_workload *w, const replay_times *t, replay
             ex[c] += part;
         }
         m->stage_compute_s[k->stage] += dur - inside;
+        m->overlap_cost_s += k->overlap_cost_s * ran / P;
         attribute_gap(w, t, lane_prev, i, last_finish[k->stage], t->start[i], &m->stage_bubble_s[k->stage], ex);
         last_finish[k->stage] = t->finish[i];
     }

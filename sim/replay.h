@@ -22,6 +22,7 @@ typedef struct {
     int bubble_max_stage;
     double comm_total_s[COMM_CLASS_COUNT];   /* all comm time, hidden or not, mean over stages */
     double comm_exposed_s[COMM_CLASS_COUNT]; /* comm the compute lane waited for, mean over stages */
+    double overlap_cost_s;    /* what overlapping communication cost the compute, mean over stages */
 } replay_metrics;
 
 int replay_times_alloc(replay_times *t, int n_tasks);

@@ -162,6 +162,7 @@ int run_scenario_traced(const scenario_config *s, run_result *r, const char *tra
         }
         for (int p = 0; p < m.stages; p++)
             r->compute_s += m.stage_compute_s[p] / m.stages;
+        r->overlap_cost_s = m.overlap_cost_s;
         replay_metrics_free(&m);
         if (s->training.data_loader.present) {
             /* input stalls on top of the replayed step (data_loader.h): the step waits for them */
@@ -221,6 +222,7 @@ void *run_result_to_json(const run_result *r)
                      "hardware_tflops_per_gpu", r->hardware_tflops_per_gpu, "mfu", r->mfu, "hfu", r->hfu,
                      "bubble_fraction", "mean", r->bubble_mean, "max", r->bubble_max,
                      "comm_s", comm, "memory_gib", mem, "wall_s", r->wall_s);
+    json_object_set_new(doc, "overlap_cost_s", json_real(r->overlap_cost_s));
     if (r->input_present) /* training.data_loader: only then, so that other documents stay as they were */
         json_object_set_new(doc, "input",
                             json_pack("{s:f,s:f,s:f,s:f,s:I}", "exposed_s", r->input_exposed_s,
@@ -284,6 +286,9 @@ void run_result_print(const run_result *r, const scenario_config *s, void *file)
             100 * r->bubble_max, r->bubble_max_stage);
     fprintf(f, "  compute      %.4f s per stage (%.1f%% of the step)\n", r->compute_s,
             step > 0 ? 100 * r->compute_s / step : 0);
+    if (r->overlap_cost_s > 0)
+        fprintf(f, "  overlap cost %.4f s of it: the compute slowed beside overlapped communication "
+                   "(calibration overlap_slowdown %.3g)\n", r->overlap_cost_s, s->calibration.overlap_slowdown);
     fprintf(f, "  comm         %-5s %10s %10s\n", "kind", "total s", "exposed s");
     for (int c = 0; c < COMM_CLASS_COUNT; c++)
         if (r->comm_total_s[c] > 0 || r->comm_exposed_s[c] > 0)

@@ -26,6 +26,7 @@ typedef struct {
     int bubble_max_stage;
     double comm_total_s[COMM_CLASS_COUNT], comm_exposed_s[COMM_CLASS_COUNT];
     double compute_s;         /* mean compute-lane busy time per stage */
+    double overlap_cost_s;    /* of it, what overlapped communication cost the compute */
     run_memory memory;
     double wall_s;            /* wall-clock time of the simulation itself */
     long tasks;               /* tasks in the step graph */

@@ -50,6 +50,7 @@ int step_faults_apply(const scenario_config *s, step_workload *w)
             if (slow[k->stage] > 1 && offload_task_route(s, k) == OFFLOAD_ROUTE_NONE) {
                 k->duration_s *= slow[k->stage];
                 k->comm_inside_s *= slow[k->stage];
+                k->overlap_cost_s *= slow[k->stage];
                 for (int c = 0; c < COMM_CLASS_COUNT; c++)
                     k->comm_inside_cls[c] *= slow[k->stage];
                 changed++;

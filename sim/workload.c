@@ -19,41 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "collective.h"
-#include "compression.h"
-#include "cost.h"
 #include "offload.h"
 #include "params.h"
-#include "workload.h"
-#include "zero3.h"
+#include "workload_internal.h"
 
-/* Time and work of one pass of one layer. */
-typedef struct {
-    double time_s, comm_s, flops;
-    double comm_cls_s[COMM_CLASS_COUNT]; /* comm_s by kind */
-    double comm_hidden_cls_s[COMM_CLASS_COUNT]; /* communication beside the compute, not in time_s */
-    double tp_ring_bytes; /* per GPU, over its TP ring */
-} pass_cost;
-
-typedef struct {
-    const scenario_config *s;
-    cost_model cm;
-    int P, V, m, gpn;
-    int *layers;                  /* layers per virtual stage */
-    pass_cost layer_fwd, layer_bwd, layer_recompute;
-    pass_cost embed_fwd, embed_bwd, head_fwd, head_bwd;
-    coll_group tp, cp, ep, pp, dp;
-    double p2p_bytes;
-    double p2p_gather_s;  /* the receiver's all-gather of what TP ranks sent in slices */
-    double grad_bytes_per_layer;  /* gradient bytes one GPU reduces per layer */
-    double grad_elem;             /* bytes per reduced gradient element */
-    double bucket_bytes;   /* gradient bytes per bucket task */
-    double call_bytes;     /* the scenario's bucket: one collective call each */
-    double compress_s_per_byte; /* grad_reduce_dtype narrower than the gradients: conversion
-                                   time per reduced byte (0: none) */
-    grad_compressor comp;  /* int8 / top-k / PowerSGD buckets (sim/compression.c) */
-    zero3_plan z3;         /* ZeRO-3's units, prefetch and buckets (sim/zero3.h) */
-} builder;
 
 static coll_group group_for(const builder *b, int size, int stride)
 {
@@ -88,7 +57,7 @@ static coll_group gradient_group(const builder *b, int dp, int cp, int tp, int p
  * stage s starts at rank s x tp x cp): on one node, the transfer goes over NVLink. Stages
  * that share a node when TP x CP is smaller than a node are common (TP 1, PP 16 puts eight
  * stages on each node), and only the boundaries between nodes cross the network. */
-static coll_group pp_pair(const builder *b, int a, int c)
+coll_group workload_pp_pair(const builder *b, int a, int c)
 {
     long span = (long)b->s->parallel.tp * (b->s->parallel.cp > 0 ? b->s->parallel.cp : 1);
     int same = b->gpn > 0 && (a * span) / b->gpn == (c * span) / b->gpn;
@@ -116,6 +85,21 @@ static int is_attention_op(const layer_op *op)
     return 0;
 }
 
+/* parallel.tp_comm_overlap (Megatron's --tp-comm-overlap, through Transformer Engine's
+ * userbuffers): a sequence-parallel all-gather runs in chunks ahead of the GEMM it feeds (the op
+ * after it), a reduce-scatter in chunks behind the GEMM that produces it (the op before it); the
+ * backward's mirrored pairs alike. Returns that GEMM, or NULL for a collective that stays whole
+ * (without SP the all-reduces cannot be split from their GEMMs). */
+static const layer_op *tp_overlap_partner(const builder *b, const layer_op *ops, int n, int i)
+{
+    const layer_op *op = &ops[i];
+    if (!b->s->parallel.tp_comm_overlap || !b->s->parallel.sequence_parallel || op->comm != COMM_TP ||
+        op->group <= 1)
+        return NULL;
+    int j = op->coll == COLL_ALL_GATHER ? i + 1 : op->coll == COLL_REDUCE_SCATTER ? i - 1 : -1;
+    return j >= 0 && j < n && ops[j].kind == OPK_GEMM ? &ops[j] : NULL;
+}
+
 /* Sums an op list into a pass cost. `attention_only` keeps the ops selective recomputation
  * reruns (attention scores, softmax, values; with ring attention its K/V passes). A comm op that
  * overlaps the attention (ring attention's passes: steps of them, each beside one of the
@@ -136,12 +120,22 @@ static pass_cost sum_ops(const builder *b, const layer_op *ops, int n, int atten
         if (op->kind == OPK_COMM) {
             double t = comm_op_time(b, op), steps = op->steps > 0 ? op->steps : 1, total = steps * t;
             double exposed = op->overlaps_attention ? steps * fmax(0, t - attention_s / (steps + 1)) : total;
+            const layer_op *gemm = tp_overlap_partner(b, ops, n, i);
+            if (gemm) { /* chunked beside its GEMM (parallel.tp_comm_overlap) */
+                double k = b->chunks, G = cost_compute_op_s(&b->cm, gemm), slow = b->overlap_slowdown;
+                double pair = t / k + (k - 1) * fmax(t / k, slow * G / k) + G / k;
+                double cost = (k - 1) * (slow - 1) * G / k;
+                exposed = pair - G - cost;
+                c.time_s += cost;
+                c.overlap_cost_s += cost;
+            }
             c.time_s += exposed;
             c.comm_s += exposed;
             c.comm_cls_s[op->comm] += exposed;
             c.comm_hidden_cls_s[op->comm] += total - exposed;
-            if (op->comm == COMM_TP && op->group > 1)
-                c.tp_ring_bytes += (op->coll == COLL_ALL_REDUCE ? 2.0 : 1.0) * (op->group - 1) / op->group * op->bytes;
+            if (op->comm == COMM_TP && op->group > 1) /* what the compute stream waits for: the exposed part */
+                c.tp_ring_bytes += (op->coll == COLL_ALL_REDUCE ? 2.0 : 1.0) * (op->group - 1) / op->group * op->bytes *
+                                   (total > 0 ? exposed / total : 1);
         } else {
             c.time_s += cost_compute_op_s(&b->cm, op);
             c.flops += op->flops;
@@ -163,8 +157,10 @@ double workload_moe_load(const scenario_config *s)
          * ranks of an EP group, each rank receives Binomial(T k ep, 1/ep): mean T k, standard
          * deviation sqrt(T k (1 - 1/ep)); the busiest of ep is E[max of ep normals] of them above
          * the mean. A floor: real routers are less even (set moe_load_imbalance from their logs). */
-        double ep = s->parallel.ep > 0 ? s->parallel.ep : 1, k = s->model.moe_router_topk > 0 ? s->model.moe_router_topk : 1;
-        double T = (double)s->training.micro_batch_size * (double)s->model.seq_length / (s->parallel.cp > 0 ? s->parallel.cp : 1);
+        double ep = s->parallel.ep > 0 ? s->parallel.ep : 1;
+        double k = s->model.moe_router_topk > 0 ? s->model.moe_router_topk : 1;
+        double cp = s->parallel.cp > 0 ? s->parallel.cp : 1;
+        double T = (double)s->training.micro_batch_size * (double)s->model.seq_length / cp;
         load = 1 + sqrt((1 - 1 / ep) / (T * k)) * cost_expected_max_normal(ep);
     }
     return cap > 0 && load > cap ? cap : load; /* beyond its capacity an expert drops tokens */
@@ -221,6 +217,8 @@ static int builder_init(builder *b, const scenario_config *s, config_error *err)
     memset(b, 0, sizeof *b);
     b->s = s;
     cost_model_init(&b->cm, s);
+    b->chunks = s->parallel.tp_comm_overlap_chunks > 0 ? s->parallel.tp_comm_overlap_chunks : 4;
+    b->overlap_slowdown = s->calibration.overlap_slowdown >= 1 ? s->calibration.overlap_slowdown : 1;
     b->P = s->parallel.pp;
     b->V = s->parallel.vpp > 0 ? s->parallel.vpp : 1;
     b->m = (int)scenario_micro_batches(s);
@@ -308,8 +306,8 @@ sim_task workload_task(task_kind kind, task_lane lane, int stage, const char *na
     return t;
 }
 
-static int add_comm(step_workload *w, const builder *b, int stage, task_lane lane, const char *name,
-                    comm_class cls, coll_kind coll, double bytes, coll_group g, int dep)
+int workload_add_comm(step_workload *w, const builder *b, int stage, task_lane lane, const char *name,
+                      comm_class cls, coll_kind coll, double bytes, coll_group g, int dep)
 {
     sim_task t = workload_task(lane == LANE_P2P ? TASK_P2P : TASK_COLLECTIVE, lane, stage, name);
     t.comm = cls;
@@ -324,20 +322,6 @@ static int add_comm(step_workload *w, const builder *b, int stage, task_lane lan
     return id;
 }
 
-/* Per-stage state while emitting. */
-#define Z3_HISTORY 32 /* > the deepest ZeRO-3 prefetch (zero3.c caps it at 16) + 1 */
-typedef struct {
-    int next;              /* next action index */
-    int last_compute;      /* last compute task emitted on this stage */
-    int last_comm;         /* last DP/ZeRO comm task */
-    double pending_grad;   /* gradient bytes produced, not yet in a bucket */
-    int pending_embedding; /* they are the embedding's (PowerSGD compresses its own matrix shape) */
-    int *backwards_left;   /* per chunk: backward passes still to run */
-    int last_send;         /* the stage's last pipeline send, which a blocking send waits for */
-    int z3_epilogue;       /* ZeRO-3: the last backward's final reduction, which the next pass waits for */
-    int z3_units;          /* ZeRO-3: units (pass pieces) run so far, and the compute task of */
-    int z3_history[Z3_HISTORY]; /* each of the last Z3_HISTORY (the prefetch depth's dependencies) */
-} stage_state;
 
 static void flush_bucket(step_workload *w, const builder *b, stage_state *st, int stage, int dep,
                          int force)
@@ -356,9 +340,8 @@ static void flush_bucket(step_workload *w, const builder *b, stage_state *st, in
             st->pending_grad -= bytes;
             continue;
         }
-        st->last_comm = add_comm(w, b, stage, LANE_COMM, coll == COLL_ALL_REDUCE ? "dp_grad_allreduce"
-                                                                                : "dp_grad_reduce_scatter",
-                                 COMM_DP, coll, bytes, b->dp, dep);
+        const char *name = coll == COLL_ALL_REDUCE ? "dp_grad_allreduce" : "dp_grad_reduce_scatter";
+        st->last_comm = workload_add_comm(w, b, stage, LANE_COMM, name, COMM_DP, coll, bytes, b->dp, dep);
         w->tasks[st->last_comm].calls = (int)ceil(bytes / b->call_bytes);
         if (b->compress_s_per_byte > 0) /* packing to the narrower type and back, on the comm lane */
             w->tasks[st->last_comm].duration_s += bytes * b->compress_s_per_byte;
@@ -367,7 +350,7 @@ static void flush_bucket(step_workload *w, const builder *b, stage_state *st, in
 }
 
 /* flush_bucket, then (ZeRO-Offload) the reduced gradients' copy to the host (offload.h). */
-static void flush_and_offload(step_workload *w, const builder *b, stage_state *st, int stage, int dep, int force)
+void workload_flush_and_offload(step_workload *w, const builder *b, stage_state *st, int stage, int dep, int force)
 {
     double before = st->pending_grad;
     int last_comm = st->last_comm;
@@ -390,6 +373,7 @@ static void gather_received(sim_task *pass, const builder *b)
 static void fold_comm(sim_task *t, const pass_cost *c, double n)
 {
     t->comm_inside_s += n * c->comm_s;
+    t->overlap_cost_s += n * c->overlap_cost_s;
     for (int k = 0; k < COMM_CLASS_COUNT; k++) {
         t->comm_inside_cls[k] += n * c->comm_cls_s[k];
         t->comm_hidden_cls[k] += n * c->comm_hidden_cls_s[k];
@@ -421,8 +405,8 @@ static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st
         int fetch = offload_param_fetch(w, b->s, stage, params, dep);
         int g = -1;
         if (b->dp.ranks > 1) {
-            g = add_comm(w, b, stage, LANE_COMM, "zero3_param_allgather", COMM_ZERO, COLL_ALL_GATHER,
-                         params * b->cm.act_bytes, b->dp, dep);
+            g = workload_add_comm(w, b, stage, LANE_COMM, "zero3_param_allgather", COMM_ZERO, COLL_ALL_GATHER,
+                                  params * b->cm.act_bytes, b->dp, dep);
             if (fetch >= 0)
                 workload_add_dep(w, g, fetch);
         }
@@ -477,7 +461,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
          * stream in this order gives the same bytes through it, and the same lane order to the
          * flow replay). */
         if (reduce_after >= 0)
-            flush_and_offload(w, b, st, stage, reduce_after, 0);
+            workload_flush_and_offload(w, b, st, stage, reduce_after, 0);
         reduce_after = -1;
 
         sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, fwd ? "fwd" : "bwd");
@@ -520,6 +504,11 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
             wait_for_send(w, b, st, id);
         if (first && st->z3_epilogue >= 0)
             workload_add_dep(w, id, st->z3_epilogue);
+        if (first && fwd && st->forwards_done[a->chunk] < 2 && st->gather_first[a->chunk] >= 0)
+            workload_add_dep(w, id, st->forwards_done[a->chunk] == 0 ? st->gather_first[a->chunk]
+                                                                     : st->gather_last[a->chunk]);
+        if (first && fwd)
+            st->forwards_done[a->chunk]++;
         if (first)
             st->z3_epilogue = -1;
         if (gather >= 0)
@@ -532,14 +521,14 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
                                 ((with_embed ? embed_params : 0) + (with_head ? head_grads : 0)) * b->grad_elem;
             if (last) { /* DeepSpeed's backward epilogue waits for the reduce stream
                            (independent_gradient_partition_epilogue): the stage's next pass too */
-                flush_and_offload(w, b, st, stage, id, 1);
+                workload_flush_and_offload(w, b, st, stage, id, 1);
                 st->z3_epilogue = st->last_comm;
             } else {
                 reduce_after = id;
             }
         } else if (!fwd && split) {
             st->pending_grad += nl * b->grad_bytes_per_layer;
-            flush_and_offload(w, b, st, stage, id, 0);
+            workload_flush_and_offload(w, b, st, stage, id, 0);
         }
     }
     if (last_of_chunk && !split)
@@ -547,9 +536,9 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
 
     int to = fwd ? vs + 1 : vs - 1;
     if (to >= 0 && to <= last_vs) {
-        coll_group g = pp_pair(b, stage, to % P);
-        int p = add_comm(w, b, stage, LANE_P2P, fwd ? "pp_send_activation" : "pp_send_gradient", COMM_PP,
-                         COLL_SEND_RECV, b->p2p_bytes, g, id);
+        coll_group g = workload_pp_pair(b, stage, to % P);
+        int p = workload_add_comm(w, b, stage, LANE_P2P, fwd ? "pp_send_activation" : "pp_send_gradient", COMM_PP,
+                                  COLL_SEND_RECV, b->p2p_bytes, g, id);
         w->tasks[p].peer_stage = to % P;
         w->tasks[p].micro_batch = a->micro_batch;
         w->tasks[p].chunk = a->chunk;
@@ -567,141 +556,6 @@ static int action_ready(const builder *b, int stage, const pipe_action *a, int *
     if (a->phase == PIPE_FORWARD)
         return vs == 0 || fwd_p2p[vs - 1][a->micro_batch] >= 0;
     return vs == b->P * b->V - 1 || bwd_p2p[vs + 1][a->micro_batch] >= 0;
-}
-
-/* After a stage's last pass: the remaining buckets and the gradients outside the layers. */
-static void emit_grad_flush(step_workload *w, const builder *b, stage_state *st, int stage)
-{
-    const scenario_config *s = b->s;
-    if (b->z3.active) /* ZeRO-3 reduced every micro-batch's gradients in its backward */
-        return;
-    /* the gradients outside the layers: the embedding, the final norm, the LM-head copy */
-    double outside = params_stage_outside_layers_per_gpu(s, stage);
-    if (outside > 0 && b->comp.active && b->comp.method == GRAD_COMPRESSION_POWERSGD) {
-        /* the layers' rest first; the final norm is a vector, all-reduced as it is (PowerSGD
-         * compresses matrices only); then the embedding-shaped matrices in buckets of their own */
-        flush_and_offload(w, b, st, stage, st->last_compute, 1);
-        double norm = stage == s->parallel.pp - 1 ? 2.0 * (double)s->model.hidden_size : 0;
-        if (norm > 0 && b->dp.ranks > 1)
-            st->last_comm = add_comm(w, b, stage, LANE_COMM, "dp_grad_allreduce", COMM_DP, COLL_ALL_REDUCE,
-                                     norm * b->grad_elem, b->dp, st->last_compute);
-        outside -= norm;
-        st->pending_embedding = 1;
-    }
-    st->pending_grad += outside * b->grad_elem;
-    flush_and_offload(w, b, st, stage, st->last_compute, 1);
-}
-
-/* A small blocking collective on the compute stream (Megatron runs these in
- * finalize_model_grads and the optimizer's step, on the default stream): a compute task whose
- * whole time is communication of kind cls, so both replays charge the same closed form. */
-static int blocking_collective(step_workload *w, const builder *b, int stage, const char *name, comm_class cls,
-                               coll_kind coll, double bytes, coll_group g, double extra_s)
-{
-    sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, name);
-    double comm = collective_time(&b->s->platform, &b->s->calibration, coll, bytes, g).time_s;
-    t.duration_s = comm + extra_s;
-    t.comm_inside_s = comm;
-    t.comm_inside_cls[cls] = comm;
-    return workload_add_task(w, &t);
-}
-
-/* What every stage waits for once all stages' gradients are reduced (Megatron-LM's
- * finalize_model_grads, then the optimizer's gradient norm):
- *  - tied embeddings with PP > 1: the word-embedding gradient is summed between the first and
- *    last stage, which each hold a copy (_allreduce_embedding_grads), in the reduction dtype;
- *  - the gradient norm for clipping: each rank reads its (shard of the) gradients and one float
- *    is all-reduced over every GPU (get_grad_norm_fp32; with fp16, the overflow check first).
- * Both are per-step costs that grow with scale (latency over every node) and with the
- * vocabulary, which a per-micro-batch model misses. */
-static void emit_step_sync(step_workload *w, const builder *b, stage_state *st)
-{
-    const scenario_config *s = b->s;
-    int P = b->P;
-    int *ready = malloc((size_t)P * sizeof *ready);
-    if (!ready)
-        return;
-    for (int p = 0; p < P; p++)
-        ready[p] = st[p].last_comm >= 0 ? st[p].last_comm : st[p].last_compute;
-    if (P > 1 && !s->model.untie_embeddings) {
-        double bytes = (double)s->model.vocab_size * (double)s->model.hidden_size / s->parallel.tp * b->grad_elem;
-        coll_group ends = pp_pair(b, 0, P - 1);
-        int ids[2];
-        for (int e = 0; e < 2; e++) {
-            int p = e ? P - 1 : 0;
-            ids[e] = blocking_collective(w, b, p, "embedding_grad_allreduce", COMM_DP, COLL_ALL_REDUCE, bytes, ends, 0);
-            workload_add_dep(w, ids[e], ready[0]);
-            workload_add_dep(w, ids[e], ready[P - 1]);
-        }
-        ready[0] = ids[0];
-        ready[P - 1] = ids[1];
-    }
-    int gpus = scenario_gpus(s);
-    coll_group world = coll_group_of(gpus, 1, b->gpn);
-    int shards = s->parallel.zero_stage >= 1 ? s->parallel.dp * s->parallel.cp : 1;
-    int scalars = s->training.precision == PREC_FP16 ? 2 : 1; /* found_inf, then the norm */
-    int *norm = malloc((size_t)P * sizeof *norm);
-    for (int p = 0; norm && p < P; p++) {
-        double read = cost_memory_s(&b->cm, OPCLASS_ADAMW, params_stage_per_gpu(s, p) / shards *
-                                                               params_grad_buffer_bytes(s) * scalars);
-        norm[p] = gpus > 1 ? blocking_collective(w, b, p, "grad_norm", COMM_DP, COLL_ALL_REDUCE, 4.0 * scalars,
-                                                 world, read)
-                           : -1;
-        if (norm[p] < 0) {
-            sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, p, "grad_norm");
-            t.duration_s = read;
-            norm[p] = workload_add_task(w, &t);
-        }
-        /* an all-reduce over every GPU: each stage's waits for every stage's gradients */
-        for (int q = 0; q < P; q++)
-            if (ready[q] >= 0 && (gpus > 1 || q == p))
-                workload_add_dep(w, norm[p], ready[q]);
-        st[p].last_compute = norm[p];
-    }
-    free(norm);
-    free(ready);
-}
-
-/* The optimizer step, then (ZeRO-1/2) the all-gather of updated parameters. */
-static void emit_optimizer(step_workload *w, const builder *b, stage_state *st, int stage)
-{
-    const scenario_config *s = b->s;
-    double params = params_stage_per_gpu(s, stage);
-    int shards = s->parallel.zero_stage >= 1 ? s->parallel.dp * s->parallel.cp : 1;
-    /* AdamW reads fp32 master weights, both moments and the gradient, writes them back and
-     * (mixed precision) writes the half-precision copy: ~30 bytes per parameter; SGD ~12. */
-    double bytes_per_param = s->training.optimizer == OPTIMIZER_SGD ? 12 : (b->cm.act_bytes == 2 ? 30 : 28);
-    int opt, offload = s->parallel.offload_optimizer != OFFLOAD_NONE;
-    if (offload) { /* ZeRO-Offload: on the CPU, between the host transfers (offload.h) */
-        opt = offload_optimizer_step(w, s, stage, st->last_comm, st->last_compute);
-    } else {
-        sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "optimizer");
-        t.duration_s = cost_memory_s(&b->cm, OPCLASS_ADAMW, params / shards * bytes_per_param);
-        opt = workload_add_task(w, &t);
-        if (st->last_comm >= 0)
-            workload_add_dep(w, opt, st->last_comm);
-        st->last_compute = opt;
-    }
-    /* The next step accumulates into a zeroed gradient buffer: a write of the whole buffer
-     * (sharded only from ZeRO-2 on), as Megatron's zero_grad_buffer does at each step's start. */
-    if (!offload) {
-        int gshards = s->parallel.zero_stage >= 2 ? s->parallel.dp * s->parallel.cp : 1;
-        sim_task z = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "zero_grad_buffer");
-        z.duration_s = cost_memory_s(&b->cm, OPCLASS_ELEMENTWISE, params / gshards * params_grad_buffer_bytes(s));
-        st->last_compute = workload_add_task(w, &z);
-    }
-
-    if (offload && !(s->parallel.zero_stage >= 1 && s->parallel.zero_stage <= 2 && shards > 1)) {
-        sim_task end = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "step_end"); /* the GPU waits for the host */
-        st->last_compute = workload_add_task(w, &end);
-        workload_add_dep(w, st->last_compute, opt);
-    } else if (s->parallel.zero_stage >= 1 && s->parallel.zero_stage <= 2 && shards > 1) {
-        int ag = add_comm(w, b, stage, LANE_COMM, "zero_param_allgather", COMM_ZERO, COLL_ALL_GATHER,
-                          params * b->cm.act_bytes, b->dp, opt);
-        sim_task end = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "step_end");
-        int e = workload_add_task(w, &end);
-        workload_add_dep(w, e, ag);
-    }
 }
 
 int workload_build(const scenario_config *s, step_workload *w, config_error *err)
@@ -732,8 +586,14 @@ int workload_build(const scenario_config *s, step_workload *w, config_error *err
     for (int p = 0; p < b.P; p++) {
         st[p].last_compute = st[p].last_comm = st[p].last_send = st[p].z3_epilogue = -1;
         st[p].backwards_left = calloc((size_t)b.V, sizeof(int));
-        for (int c = 0; c < b.V; c++)
+        st[p].gather_first = malloc((size_t)b.V * sizeof(int));
+        st[p].gather_last = malloc((size_t)b.V * sizeof(int));
+        st[p].forwards_done = calloc((size_t)b.V, sizeof(int));
+        for (int c = 0; c < b.V; c++) {
             st[p].backwards_left[c] = b.m;
+            st[p].gather_first[c] = st[p].gather_last[c] = -1;
+        }
+        workload_emit_param_gathers(w, &b, &st[p], p);
     }
 
     /* Run the schedule: repeatedly advance every stage whose next action has its inputs. */
@@ -751,7 +611,7 @@ int workload_build(const scenario_config *s, step_workload *w, config_error *err
                 remaining--;
                 progressed = 1;
                 if (st[p].next == sched.count[p])
-                    emit_grad_flush(w, &b, &st[p], p);
+                    workload_emit_grad_flush(w, &b, &st[p], p);
             }
         }
         if (!progressed) {
@@ -763,16 +623,20 @@ int workload_build(const scenario_config *s, step_workload *w, config_error *err
     }
 
     if (rc == 0) { /* every stage's gradients are in flight: the step's end */
-        emit_step_sync(w, &b, st);
+        workload_emit_step_sync(w, &b, st);
         for (int p = 0; p < b.P; p++)
-            emit_optimizer(w, &b, &st[p], p);
+            workload_emit_optimizer(w, &b, &st[p], p);
     }
     for (int v = 0; v < nvs; v++) {
         free(fwd_p2p[v]);
         free(bwd_p2p[v]);
     }
-    for (int p = 0; p < b.P; p++)
+    for (int p = 0; p < b.P; p++) {
         free(st[p].backwards_left);
+        free(st[p].gather_first);
+        free(st[p].gather_last);
+        free(st[p].forwards_done);
+    }
     free(fwd_p2p);
     free(bwd_p2p);
     free(st);

@@ -53,6 +53,7 @@ typedef struct {
     double comm_hidden_cls[COMM_CLASS_COUNT]; /* communication running beside this task's compute
                                                  and hidden by it (ring attention's K/V passes):
                                                  total, never exposed */
+    double overlap_cost_s;  /* part of duration_s: the compute's slowdown beside overlapped communication */
     double tp_ring_bytes;
     int calls;            /* collective calls it stands for (a flow-fidelity gradient bucket made of
                              several of the scenario's); 0 or 1: one */

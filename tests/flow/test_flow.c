@@ -582,6 +582,36 @@ static void degraded_nic_slows_a_dp_heavy_step_as_the_ring_predicts(void **state
     fixture_free(&s);
 }
 
+/* One node, every overlap on (TP 2 with SP and tp_comm_overlap, DP 4 with the distributed
+ * optimizer, overlapped gradient reduction and parameter gather): both replays agree. */
+static void flow_agrees_with_analytic_with_overlaps_on_one_node(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 4);
+    s.parallel.tp = 2;
+    s.parallel.dp = 4;
+    s.parallel.sequence_parallel = 1;
+    s.parallel.tp_comm_overlap = 1;
+    s.parallel.tp_comm_overlap_chunks = 4;
+    s.calibration.overlap_slowdown = 1.1;
+    s.parallel.zero_stage = 1;
+    s.parallel.overlap_grad_reduce = 1;
+    s.parallel.overlap_param_gather = 1;
+    s.training.global_batch_size = 16;
+    run_result a, f;
+    config_error err;
+    assert_int_equal(run_scenario(&s, &a, &err), 0);
+    s.run.fidelity_flow = 1;
+    if (run_scenario(&s, &f, &err) != 0)
+        fail_msg("%s", err.msg);
+    print_message("overlaps on, one node: analytic %.6f s, flow %.6f s (%+.2f%%); overlap cost %.6f s\n", a.step_time_s,
+                  f.step_time_s, 100 * (f.step_time_s / a.step_time_s - 1), a.overlap_cost_s);
+    assert_true(a.overlap_cost_s > 0);
+    assert_true(fabs(f.step_time_s - a.step_time_s) <= 0.02 * a.step_time_s);
+    fixture_free(&s);
+}
+
 /* The analytic replay sees the same faults (sim/step_faults.h): a NIC at half bandwidth (and one
  * flapping), and a straggler on one pipeline stage, give the same step at both fidelities, and
  * each a slower step than the healthy one. */
@@ -671,6 +701,7 @@ int main(void)
         cmocka_unit_test(flow_uses_the_collective_the_analytic_replay_picks),
         cmocka_unit_test(flow_agrees_with_analytic_under_zero3),
         cmocka_unit_test(analytic_sees_degraded_links_and_stragglers),
+        cmocka_unit_test(flow_agrees_with_analytic_with_overlaps_on_one_node),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -84,6 +84,12 @@ static json_t *random_scenario(rng64 *r, int i)
         if (next(r) % 2)
             json_object_set_new(par, "offload_parameters", json_string(devices[next(r) % 2]));
     }
+    if (json_is_true(json_object_get(par, "sequence_parallel")) && next(r) % 2) {
+        json_object_set_new(par, "tp_comm_overlap", json_true());
+        json_object_set_new(par, "tp_comm_overlap_chunks", json_integer(PICK(r, 1, 2, 4, 8)));
+    }
+    if (next(r) % 3 == 0) /* refused unless ZeRO-1/2 with overlapped gradient reduction */
+        json_object_set_new(par, "overlap_param_gather", json_true());
     if (cp > 1) {
         const char *cp_comms[] = {"p2p", "all_gather", "a2a"};
         json_object_set_new(par, "cp_comm_type", json_string(cp_comms[next(r) % 3]));

@@ -100,7 +100,8 @@ static void prefetch_hides_the_gathers_behind_compute(void **state)
     config_error err;
     s.parallel.stage3_prefetch_bucket_size = 0;
     assert_int_equal(run_scenario(&s, &r, &err), 0);
-    print_message("no prefetch: ZeRO total %.6f s, exposed %.6f s\n", r.comm_total_s[COMM_ZERO], r.comm_exposed_s[COMM_ZERO]);
+    print_message("no prefetch: ZeRO total %.6f s, exposed %.6f s\n", r.comm_total_s[COMM_ZERO],
+                  r.comm_exposed_s[COMM_ZERO]);
     assert_true(r.comm_total_s[COMM_ZERO] > 0);
     assert_true(fabs(r.comm_exposed_s[COMM_ZERO] - r.comm_total_s[COMM_ZERO]) < 1e-9 * r.comm_total_s[COMM_ZERO]);
     double unprefetched = r.step_time_s;

@@ -1,0 +1,76 @@
+/* What the workload's builders share (workload.c: the passes; workload_step.c: the step's start
+ * and end). Private to those two files. */
+#ifndef DTSIM_SIM_WORKLOAD_INTERNAL_H
+#define DTSIM_SIM_WORKLOAD_INTERNAL_H
+
+#include "collective.h"
+#include "compression.h"
+#include "cost.h"
+#include "workload.h"
+#include "zero3.h"
+
+/* Time and work of one pass of one layer. */
+typedef struct {
+    double time_s, comm_s, flops;
+    double comm_cls_s[COMM_CLASS_COUNT]; /* comm_s by kind */
+    double comm_hidden_cls_s[COMM_CLASS_COUNT]; /* communication beside the compute, not in time_s */
+    double overlap_cost_s; /* what running beside communication added to the compute (in time_s) */
+    double tp_ring_bytes; /* per GPU, over its TP ring */
+} pass_cost;
+
+typedef struct {
+    const scenario_config *s;
+    cost_model cm;
+    int P, V, m, gpn;
+    int *layers;                  /* layers per virtual stage */
+    pass_cost layer_fwd, layer_bwd, layer_recompute;
+    pass_cost embed_fwd, embed_bwd, head_fwd, head_bwd;
+    coll_group tp, cp, ep, pp, dp;
+    double p2p_bytes;
+    double p2p_gather_s;  /* the receiver's all-gather of what TP ranks sent in slices */
+    double grad_bytes_per_layer;  /* gradient bytes one GPU reduces per layer */
+    double grad_elem;             /* bytes per reduced gradient element */
+    double bucket_bytes;   /* gradient bytes per bucket task */
+    double call_bytes;     /* the scenario's bucket: one collective call each */
+    double compress_s_per_byte; /* grad_reduce_dtype narrower than the gradients: conversion
+                                   time per reduced byte (0: none) */
+    grad_compressor comp;  /* int8 / top-k / PowerSGD buckets (sim/compression.c) */
+    int chunks;            /* parallel.tp_comm_overlap_chunks */
+    double overlap_slowdown; /* a GEMM beside a collective: the calibration's factor (1: none) */
+    zero3_plan z3;         /* ZeRO-3's units, prefetch and buckets (sim/zero3.h) */
+} builder;
+
+/* Per-stage state while emitting. */
+#define Z3_HISTORY 32 /* > the deepest ZeRO-3 prefetch (zero3.c caps it at 16) + 1 */
+typedef struct {
+    int next;              /* next action index */
+    int last_compute;      /* last compute task emitted on this stage */
+    int last_comm;         /* last DP/ZeRO comm task */
+    double pending_grad;   /* gradient bytes produced, not yet in a bucket */
+    int pending_embedding; /* they are the embedding's (PowerSGD compresses its own matrix shape) */
+    int *backwards_left;   /* per chunk: backward passes still to run */
+    int *gather_first, *gather_last; /* overlap_param_gather: per chunk, its first and last
+                                        parameter all-gather (-1: none) */
+    int *forwards_done;    /* per chunk: forward passes emitted */
+    int last_send;         /* the stage's last pipeline send, which a blocking send waits for */
+    int z3_epilogue;       /* ZeRO-3: the last backward's final reduction, which the next pass waits for */
+    int z3_units;          /* ZeRO-3: units (pass pieces) run so far, and the compute task of */
+    int z3_history[Z3_HISTORY]; /* each of the last Z3_HISTORY (the prefetch depth's dependencies) */
+} stage_state;
+
+/* A collective task of `stage` on `lane` over group g, after dep (-1: none); returns its index. */
+int workload_add_comm(step_workload *w, const builder *b, int stage, task_lane lane, const char *name,
+                      comm_class cls, coll_kind coll, double bytes, coll_group g, int dep);
+/* Reduces the stage's pending gradients in full buckets (all with force), then (ZeRO-Offload)
+ * copies them to the host. */
+void workload_flush_and_offload(step_workload *w, const builder *b, stage_state *st, int stage, int dep, int force);
+/* The two GPUs of a pipeline transfer between stages a and c. */
+coll_group workload_pp_pair(const builder *b, int a, int c);
+
+/* The step's start and end (workload_step.c). */
+void workload_emit_param_gathers(step_workload *w, const builder *b, stage_state *st, int stage);
+void workload_emit_grad_flush(step_workload *w, const builder *b, stage_state *st, int stage);
+void workload_emit_step_sync(step_workload *w, const builder *b, stage_state *st);
+void workload_emit_optimizer(step_workload *w, const builder *b, stage_state *st, int stage);
+
+#endif

@@ -1,0 +1,136 @@
+/* Overlap as Megatron-LM runs it (docs/model.md, "Overlap"): with parallel.tp_comm_overlap each
+ * sequence-parallel all-gather / reduce-scatter runs in k chunks beside its GEMM, so a pair takes
+ * t/k + (k-1) max(t/k, s G/k) + G/k (t the collective, G the GEMM, s the calibration's
+ * overlap_slowdown): only the first chunk is exposed when the GEMM is the longer, nearly all of it
+ * when the GEMM is short; the slowdown is reported apart. overlap_param_gather moves the
+ * distributed optimizer's parameter all-gather beside the next forward. Analytic and flow agree on
+ * one node with both on. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+#include "collective.h"
+#include "cost.h"
+#include "fixture.h"
+#include "run.h"
+#include "workload.h"
+
+/* Exposed TP time of one layer's forward at TP 8 with SP, by hand from the op list. */
+static double tp_exposed_by_hand(const scenario_config *s, double *total, double *cost)
+{
+    layer_shape sh;
+    workload_layer_shape(s, &sh);
+    layer_op ops[LAYER_OPS_MAX];
+    int n = layer_ops_forward(&sh, ops);
+    cost_model cm;
+    cost_model_init(&cm, s);
+    double k = s->parallel.tp_comm_overlap_chunks, slow = s->calibration.overlap_slowdown, exposed = 0;
+    *total = *cost = 0;
+    for (int i = 0; i < n; i++) {
+        if (ops[i].kind != OPK_COMM || ops[i].comm != COMM_TP)
+            continue;
+        double t = collective_time(&s->platform, &s->calibration, ops[i].coll, ops[i].bytes,
+                                   coll_group_of(8, 1, 8)).time_s;
+        const layer_op *g = ops[i].coll == COLL_ALL_GATHER ? &ops[i + 1] : &ops[i - 1];
+        assert_int_equal(g->kind, OPK_GEMM);
+        double G = cost_compute_op_s(&cm, g);
+        double pair = t / k + (k - 1) * fmax(t / k, slow * G / k) + G / k, c = (k - 1) * (slow - 1) * G / k;
+        exposed += pair - G - c;
+        *total += t;
+        *cost += c;
+    }
+    return exposed;
+}
+
+static void first_forward(const scenario_config *s, double *tp, double *cost)
+{
+    step_workload w;
+    config_error err;
+    if (workload_build(s, &w, &err) != 0)
+        fail_msg("%s", err.msg);
+    for (int i = 0; i < w.n_tasks; i++)
+        if (!strcmp(w.tasks[i].name, "fwd")) {
+            *tp = w.tasks[i].comm_inside_cls[COMM_TP] - 0; /* the embedding's all-reduce is TP too */
+            *cost = w.tasks[i].overlap_cost_s;
+            break;
+        }
+    workload_free(&w);
+}
+
+static void chunks_hide_behind_the_gemm_when_it_is_longer(void **state)
+{
+    (void)state;
+    for (int slow_net = 0; slow_net < 2; slow_net++) {
+        scenario_config s;
+        fixture_scenario(&s, 1);
+        s.model.hidden_size = 4096;
+        s.model.num_attention_heads = 32;
+        s.model.num_query_groups = 32;
+        s.model.ffn_hidden_size = 16384;
+        s.model.seq_length = 4096;
+        s.parallel.tp = 8;
+        s.parallel.sequence_parallel = 1;
+        s.parallel.tp_comm_overlap = 1;
+        s.parallel.tp_comm_overlap_chunks = 4;
+        s.calibration.overlap_slowdown = 1.1;
+        if (slow_net)
+            s.platform.node.nvlink_bandwidth_gbs = 1; /* the collectives far longer than the GEMMs */
+        double total, cost, tp, task_cost;
+        double exposed = tp_exposed_by_hand(&s, &total, &cost);
+        first_forward(&s, &tp, &task_cost);
+        /* the first forward also holds the embedding's TP all-reduce, whole */
+        layer_shape sh;
+        workload_layer_shape(&s, &sh);
+        double embed = collective_time(&s.platform, &s.calibration, COLL_ALL_REDUCE,
+                                       (double)sh.seq_length * sh.hidden * sh.act_bytes, coll_group_of(8, 1, 8)).time_s;
+        print_message("%s: TP %.4g s, exposed %.4g s by hand, %.4g s in the task; overlap cost %.4g s\n",
+                      slow_net ? "slow NVLink" : "NVLink", total, exposed, tp - embed, task_cost);
+        assert_true(fabs(tp - embed - exposed) <= 1e-12 + 1e-9 * total);
+        assert_true(fabs(task_cost - cost) <= 1e-15 + 1e-9 * cost);
+        if (!slow_net)
+            assert_true(fabs(exposed - total / 4) < 1e-9 * total); /* the first and last chunks only */
+        else
+            assert_true(exposed > 0.9 * total);
+        run_result r;
+        config_error err;
+        assert_int_equal(run_scenario(&s, &r, &err), 0);
+        assert_true(r.overlap_cost_s > 0 && r.comm_exposed_s[COMM_TP] < r.comm_total_s[COMM_TP]);
+        fixture_free(&s);
+    }
+}
+
+/* The parameter all-gather beside the next forward: exposed ZeRO time falls, the step too. */
+static void parameter_gather_hides_behind_the_forward(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 8);
+    s.parallel.dp = 8;
+    s.parallel.zero_stage = 1;
+    s.parallel.overlap_grad_reduce = 1;
+    s.training.global_batch_size = 32;
+    run_result plain, overlapped;
+    config_error err;
+    assert_int_equal(run_scenario(&s, &plain, &err), 0);
+    s.parallel.overlap_param_gather = 1;
+    assert_int_equal(run_scenario(&s, &overlapped, &err), 0);
+    print_message("ZeRO exposed %.5f s -> %.5f s (total %.5f, %.5f); step %.5f s -> %.5f s\n",
+                  plain.comm_exposed_s[COMM_ZERO], overlapped.comm_exposed_s[COMM_ZERO], plain.comm_total_s[COMM_ZERO],
+                  overlapped.comm_total_s[COMM_ZERO], plain.step_time_s, overlapped.step_time_s);
+    assert_true(fabs(plain.comm_total_s[COMM_ZERO] - overlapped.comm_total_s[COMM_ZERO]) < 1e-9);
+    assert_true(overlapped.comm_exposed_s[COMM_ZERO] < 0.5 * plain.comm_exposed_s[COMM_ZERO]);
+    assert_true(overlapped.step_time_s < plain.step_time_s);
+    fixture_free(&s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(chunks_hide_behind_the_gemm_when_it_is_longer),
+        cmocka_unit_test(parameter_gather_hides_behind_the_forward),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
