@@ -16,6 +16,18 @@
 #include "replay.h"
 #include "run.h"
 
+/* The scenario at analytic fidelity, then at flow fidelity (left set). */
+static void run_both(scenario_config *s, run_result *a, run_result *f)
+{
+    config_error err;
+    s->run.fidelity_flow = 0;
+    if (run_scenario(s, a, &err) != 0)
+        fail_msg("%s", err.msg);
+    s->run.fidelity_flow = 1;
+    if (run_scenario(s, f, &err) != 0)
+        fail_msg("%s", err.msg);
+}
+
 static void flow_agrees_with_analytic_without_contention(void **state)
 {
     scenario_config s;
@@ -55,11 +67,7 @@ static void flow_uses_the_collective_the_analytic_replay_picks(void **state)
         if (forced)
             s.platform.nccl_algo[COLL_ALL_REDUCE] = ALGO_RING;
         run_result a, f;
-        config_error err;
-        assert_int_equal(run_scenario(&s, &a, &err), 0);
-        s.run.fidelity_flow = 1;
-        if (run_scenario(&s, &f, &err) != 0)
-            fail_msg("%s", err.msg);
+        run_both(&s, &a, &f);
         print_message("DP 512 x TP 8, %s all-reduce: analytic %.6f s (dp %.6f), flow %.6f s (dp %.6f)\n",
                       forced ? "ring" : "NCCL's", a.step_time_s, a.comm_total_s[COMM_DP], f.step_time_s,
                       f.comm_total_s[COMM_DP]);
@@ -81,11 +89,7 @@ static void flow_agrees_with_analytic_under_zero3(void **state)
     s.parallel.zero_stage = 3;
     s.training.global_batch_size = 64;
     run_result a, f;
-    config_error err;
-    assert_int_equal(run_scenario(&s, &a, &err), 0);
-    s.run.fidelity_flow = 1;
-    if (run_scenario(&s, &f, &err) != 0)
-        fail_msg("%s", err.msg);
+    run_both(&s, &a, &f);
     print_message("ZeRO-3 DP 32: analytic %.6f s (zero %.6f, dp %.6f), flow %.6f s (zero %.6f, dp %.6f)\n",
                   a.step_time_s, a.comm_total_s[COMM_ZERO], a.comm_total_s[COMM_DP], f.step_time_s,
                   f.comm_total_s[COMM_ZERO], f.comm_total_s[COMM_DP]);
@@ -600,11 +604,7 @@ static void flow_agrees_with_analytic_with_overlaps_on_one_node(void **state)
     s.parallel.overlap_param_gather = 1;
     s.training.global_batch_size = 16;
     run_result a, f;
-    config_error err;
-    assert_int_equal(run_scenario(&s, &a, &err), 0);
-    s.run.fidelity_flow = 1;
-    if (run_scenario(&s, &f, &err) != 0)
-        fail_msg("%s", err.msg);
+    run_both(&s, &a, &f);
     print_message("overlaps on, one node: analytic %.6f s, flow %.6f s (%+.2f%%); overlap cost %.6f s\n", a.step_time_s,
                   f.step_time_s, 100 * (f.step_time_s / a.step_time_s - 1), a.overlap_cost_s);
     assert_true(a.overlap_cost_s > 0);
@@ -643,11 +643,7 @@ static void analytic_sees_degraded_links_and_stragglers(void **state)
         s.faults.stragglers = c == 2 ? &g : NULL;
         s.faults.straggler_count = c == 2;
         run_result a, f;
-        s.run.fidelity_flow = 0;
-        assert_int_equal(run_scenario(&s, &a, &err), 0);
-        s.run.fidelity_flow = 1;
-        if (run_scenario(&s, &f, &err) != 0)
-            fail_msg("%s", err.msg);
+        run_both(&s, &a, &f);
         print_message("%s: healthy %.5f s; analytic %.5f s, flow %.5f s (%+.2f%%)\n", what[c], healthy.step_time_s,
                       a.step_time_s, f.step_time_s, 100 * (a.step_time_s / f.step_time_s - 1));
         assert_true(a.step_time_s > 1.01 * healthy.step_time_s);

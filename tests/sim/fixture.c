@@ -1,3 +1,4 @@
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "fixture.h"
@@ -80,4 +81,22 @@ void fixture_free(scenario_config *s)
     for (int i = 0; i < PREC_COUNT; i++)
         free(s->calibration.gemm[i].points);
     free(s->parallel.pipeline_layers);
+}
+
+int fixture_first_task(const scenario_config *s, const char *name, sim_task *out)
+{
+    step_workload w;
+    config_error err;
+    if (workload_build(s, &w, &err) != 0) {
+        fprintf(stderr, "fixture: %s\n", err.msg);
+        return -1;
+    }
+    int rc = -1;
+    for (int i = 0; i < w.n_tasks && rc != 0; i++)
+        if (!strcmp(w.tasks[i].name, name)) {
+            *out = w.tasks[i];
+            rc = 0;
+        }
+    workload_free(&w);
+    return rc;
 }

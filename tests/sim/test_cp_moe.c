@@ -15,23 +15,6 @@
 #include "run.h"
 #include "workload.h"
 
-/* The first forward task's CP communication, exposed and hidden. */
-static void first_forward_cp(const scenario_config *s, double *exposed, double *hidden, int *layers)
-{
-    step_workload w;
-    config_error err;
-    if (workload_build(s, &w, &err) != 0)
-        fail_msg("%s", err.msg);
-    for (int i = 0; i < w.n_tasks; i++)
-        if (!strcmp(w.tasks[i].name, "fwd")) {
-            *exposed = w.tasks[i].comm_inside_cls[COMM_CP];
-            *hidden = w.tasks[i].comm_hidden_cls[COMM_CP];
-            break;
-        }
-    *layers = (int)s->model.num_layers;
-    workload_free(&w);
-}
-
 /* Ring attention over cp ranks: cp - 1 passes of t each beside cp attention blocks of A / cp:
  * exposed (cp - 1) max(0, t - A / cp), hidden the rest of (cp - 1) t, per layer. A network a
  * thousand times slower turns most of it exposed; all_gather exposes all of its gather. */
@@ -62,9 +45,10 @@ static void ring_attention_hides_behind_the_blocks(void **state)
                 t = collective_time(&s.platform, &s.calibration, COLL_SEND_RECV, ops[i].bytes,
                                     coll_group_of(4, 8, 8)).time_s;
         }
-        double exposed = -1, hidden = -1;
-        int L;
-        first_forward_cp(&s, &exposed, &hidden, &L);
+        sim_task fwd;
+        assert_int_equal(fixture_first_task(&s, "fwd", &fwd), 0);
+        double exposed = fwd.comm_inside_cls[COMM_CP], hidden = fwd.comm_hidden_cls[COMM_CP];
+        int L = (int)s.model.num_layers;
         double want_exposed = L * 3 * fmax(0, t - A / 4), want_total = L * 3 * t;
         print_message("%s network: pass %.3g s, attention %.3g s; exposed %.9g s (closed form %.9g), hidden %.4g s\n",
                       slow ? "slow" : "fast", t, A, exposed, want_exposed, hidden);

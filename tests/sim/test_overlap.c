@@ -45,21 +45,6 @@ static double tp_exposed_by_hand(const scenario_config *s, double *total, double
     return exposed;
 }
 
-static void first_forward(const scenario_config *s, double *tp, double *cost)
-{
-    step_workload w;
-    config_error err;
-    if (workload_build(s, &w, &err) != 0)
-        fail_msg("%s", err.msg);
-    for (int i = 0; i < w.n_tasks; i++)
-        if (!strcmp(w.tasks[i].name, "fwd")) {
-            *tp = w.tasks[i].comm_inside_cls[COMM_TP] - 0; /* the embedding's all-reduce is TP too */
-            *cost = w.tasks[i].overlap_cost_s;
-            break;
-        }
-    workload_free(&w);
-}
-
 static void chunks_hide_behind_the_gemm_when_it_is_longer(void **state)
 {
     (void)state;
@@ -78,9 +63,11 @@ static void chunks_hide_behind_the_gemm_when_it_is_longer(void **state)
         s.calibration.overlap_slowdown = 1.1;
         if (slow_net)
             s.platform.node.nvlink_bandwidth_gbs = 1; /* the collectives far longer than the GEMMs */
-        double total, cost, tp, task_cost;
+        double total, cost;
         double exposed = tp_exposed_by_hand(&s, &total, &cost);
-        first_forward(&s, &tp, &task_cost);
+        sim_task fwd;
+        assert_int_equal(fixture_first_task(&s, "fwd", &fwd), 0);
+        double tp = fwd.comm_inside_cls[COMM_TP], task_cost = fwd.overlap_cost_s;
         /* the first forward also holds the embedding's TP all-reduce, whole */
         layer_shape sh;
         workload_layer_shape(&s, &sh);
