@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "collective.h"
 #include "plan.h"
 
 const char *recompute_name(recompute_kind r)
@@ -133,6 +134,28 @@ void plan_layout_label(const plan_layout *l, char *buf, size_t n)
              l->micro_batch, l->recompute <= RECOMPUTE_FULL ? rec[l->recompute] : "?");
 }
 
+/* The layout's other parallel keys, as the scenario has them, so that the "parallel" object can
+ * be pasted back into a scenario and run the same. */
+static void plan_parallel_extras_to_json(const scenario_config *s, json_t *par)
+{
+    static const char *const cp_comms[] = {"p2p", "all_gather", "a2a"};
+    json_object_set_new(par, "cp_comm_type", json_string(cp_comms[s->parallel.cp_comm]));
+    json_object_set_new(par, "tp_comm_overlap", json_boolean(s->parallel.tp_comm_overlap));
+    json_object_set_new(par, "tp_comm_overlap_chunks", json_integer(s->parallel.tp_comm_overlap_chunks));
+    json_object_set_new(par, "overlap_param_gather", json_boolean(s->parallel.overlap_param_gather));
+    json_object_set_new(par, "stage3_prefetch_bucket_size", json_real(s->parallel.stage3_prefetch_bucket_size));
+    json_object_set_new(par, "stage3_param_persistence_threshold",
+                        json_real(s->parallel.stage3_param_persistence_threshold));
+    json_object_set_new(par, "stage3_max_live_parameters", json_real(s->parallel.stage3_max_live_parameters));
+    json_object_set_new(par, "reduce_bucket_size", json_real(s->parallel.reduce_bucket_size));
+    json_t *algo = json_object();
+    for (int k = 0; k < COLL_KIND_COUNT; k++)
+        if (s->platform.nccl_algo[k] != ALGO_AUTO)
+            json_object_set_new(algo, coll_kind_name((coll_kind)k),
+                                json_string(coll_algo_name((coll_algo)s->platform.nccl_algo[k])));
+    json_object_set_new(par, "nccl_algo", algo);
+}
+
 void *plan_layout_to_json(const scenario_config *base, const plan_layout *l)
 {
     const run_result *r = &l->result;
@@ -147,6 +170,7 @@ void *plan_layout_to_json(const scenario_config *base, const plan_layout *l)
                             s.parallel.overlap_grad_reduce, "overlap_p2p_comm", s.parallel.overlap_p2p_comm,
                             "scatter_gather_p2p", s.parallel.scatter_gather_p2p, "bucket_size_mb",
                             s.parallel.bucket_size_mb);
+    plan_parallel_extras_to_json(&s, par);
     if (s.parallel.pipeline_layers_count > 0) { /* the scenario's own uneven split, kept */
         json_t *pl = json_array();
         for (int i = 0; i < s.parallel.pipeline_layers_count; i++)
