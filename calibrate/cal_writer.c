@@ -106,3 +106,57 @@ int cal_write(json_t *doc, const char *path)
     }
     return 0;
 }
+
+json_t *cal_load_into(const char *path, const char *who)
+{
+    json_error_t je;
+    json_t *doc = json_load_file(path, 0, &je);
+    const char *bad = !doc ? je.text : !json_is_object(doc) ? "not a calibration (a JSON object)"
+                    : json_object_get(doc, "sources") && !json_is_array(json_object_get(doc, "sources"))
+                        ? "its \"sources\" is not a list" : NULL;
+    if (bad) {
+        if (doc || je.line < 1)
+            fprintf(stderr, "%s: --into %s: %s\n", who, path, bad);
+        else
+            fprintf(stderr, "%s: --into %s:%d: %s\n", who, path, je.line, bad);
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
+}
+
+json_t *cal_set_before_sources(json_t *doc, const char *key, json_t *value)
+{
+    if (json_object_get(doc, key) || !json_object_get(doc, "sources")) {
+        json_object_set_new(doc, key, value);
+        return json_incref(doc);
+    }
+    json_t *out = json_object(), *v;
+    const char *k;
+    json_object_foreach(doc, k, v) {
+        if (!strcmp(k, "sources"))
+            json_object_set_new(out, key, value);
+        json_object_set(out, k, v);
+    }
+    return out;
+}
+
+int cal_hosts(const char *hosts, int stride, int n, int show, char *out, size_t len)
+{
+    int distinct = 0;
+    size_t used = 0;
+    out[0] = 0;
+    for (int i = 0; i < n; i++) {
+        const char *h = hosts + (size_t)i * stride;
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++)
+            seen = !strcmp(h, hosts + (size_t)j * stride);
+        if (seen)
+            continue;
+        if (distinct++ < show && used < len)
+            used += (size_t)snprintf(out + used, len - used, "%s%s", distinct > 1 ? ", " : "", h);
+    }
+    if (distinct > show && used < len)
+        snprintf(out + used, len - used, " and %d more", distinct - show);
+    return distinct;
+}

@@ -14,4 +14,17 @@ int cal_add_source(json_t *doc, const char *line);
 int cal_dump(json_t *doc, FILE *f);
 /* Writes doc to path ("-" = stdout) through a temporary file and a rename. 0 or -1. */
 int cal_write(json_t *doc, const char *path);
+
+/* For a command that adds one key to an existing calibration (--into path; who, e.g. "dtcal
+ * overlap", starts the message): the document, a JSON object whose "sources", if any, is a list;
+ * NULL with the reason on stderr. */
+json_t *cal_load_into(const char *path, const char *who);
+/* doc with key set to value (a reference stolen): in place where the key is there, else before
+ * "sources" (the shipped files end with their sources), else last. A new reference (doc itself
+ * or a reordered copy). */
+json_t *cal_set_before_sources(json_t *doc, const char *key, json_t *value);
+/* n host names, stride bytes apart, in rank order: the distinct ones, each once in order of first
+ * appearance, at most `show` named and the rest counted ("a, b and 14 more"), into out. Returns
+ * the number of distinct hosts. */
+int cal_hosts(const char *hosts, int stride, int n, int show, char *out, size_t len);
 #endif

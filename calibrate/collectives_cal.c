@@ -3,6 +3,8 @@
  * for all-gather, reduce-scatter and all-to-all, x 1 for send/recv; algbw = size / time, where
  * size is the whole buffer of one rank (all-gather: its output, reduce-scatter: its input). */
 #include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,11 @@ static double bus_factor(int kind, int n)
 typedef struct {
     float *a, *b;
     int n, rank;
+    /* calls started by start_calls, made by `thread` */
+    pthread_t thread;
+    int started, kind, iters, failed;
+    size_t bytes;
+    atomic_int done;
 } mpi_ctx;
 
 static int mpi_setup(coll_cal_backend *be, size_t max_bytes, int n, int rank, char *err, size_t errlen)
@@ -73,6 +80,47 @@ static double mpi_time_calls(coll_cal_backend *be, int kind, size_t bytes, int i
     return (MPI_Wtime() - t0) / iters * 1e6;
 }
 
+static void *mpi_calls_thread(void *p)
+{
+    mpi_ctx *c = p;
+    for (int i = 0; i < c->iters && !c->failed; i++)
+        c->failed = mpi_call(c, c->kind, c->bytes) != MPI_SUCCESS;
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
+static int mpi_start_calls(coll_cal_backend *be, int kind, size_t bytes, int iters)
+{
+    mpi_ctx *c = be->ctx;
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    if (c->started || level < MPI_THREAD_SERIALIZED)
+        return -1;
+    c->kind = kind;
+    c->bytes = bytes;
+    c->iters = iters;
+    c->failed = 0;
+    atomic_store(&c->done, 0);
+    c->started = pthread_create(&c->thread, NULL, mpi_calls_thread, c) == 0;
+    return c->started ? 0 : -1;
+}
+
+static int mpi_calls_running(coll_cal_backend *be)
+{
+    mpi_ctx *c = be->ctx;
+    return c->started && !atomic_load(&c->done);
+}
+
+static int mpi_finish_calls(coll_cal_backend *be)
+{
+    mpi_ctx *c = be->ctx;
+    if (!c->started)
+        return -1;
+    pthread_join(c->thread, NULL);
+    c->started = 0;
+    return c->failed ? -1 : 0;
+}
+
 static void mpi_describe(coll_cal_backend *be, char *out, size_t n)
 {
     (void)be;
@@ -82,6 +130,8 @@ static void mpi_describe(coll_cal_backend *be, char *out, size_t n)
 static void mpi_teardown(coll_cal_backend *be)
 {
     mpi_ctx *c = be->ctx;
+    if (c && c->started)
+        mpi_finish_calls(be);
     if (c) {
         free(c->a);
         free(c->b);
@@ -93,7 +143,8 @@ static void mpi_teardown(coll_cal_backend *be)
 void coll_cal_mpi(coll_cal_backend *b)
 {
     *b = (coll_cal_backend){.name = "mpi", .setup = mpi_setup, .time_calls = mpi_time_calls,
-                            .describe = mpi_describe, .teardown = mpi_teardown};
+                            .start_calls = mpi_start_calls, .calls_running = mpi_calls_running,
+                            .finish_calls = mpi_finish_calls, .describe = mpi_describe, .teardown = mpi_teardown};
 }
 
 /* ---- the driver ---- */

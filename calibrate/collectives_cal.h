@@ -27,6 +27,17 @@ typedef struct coll_cal_backend {
     /* mean microseconds per call of `kind` on `bytes` over `iters` calls (after the driver's
      * barrier); < 0 on failure */
     double (*time_calls)(struct coll_cal_backend *b, int kind, size_t bytes, int iters);
+    /* Starts `iters` calls of `kind` on `bytes` one after the other and returns without waiting
+     * for them, so that they run beside what the caller does next (dtcal overlap): NCCL enqueues
+     * them on the communicator's stream, a non-blocking one, which runs beside the engine's
+     * kernels on the legacy default stream; MPI makes the calls (blocking) from a second thread,
+     * which needs MPI_THREAD_SERIALIZED (the caller makes no MPI call until finish_calls).
+     * Collective: every rank starts the same calls. 0, or -1 (nothing started). */
+    int (*start_calls)(struct coll_cal_backend *b, int kind, size_t bytes, int iters);
+    /* 1 while started calls are still running, 0 once all are done */
+    int (*calls_running)(struct coll_cal_backend *b);
+    /* waits for the started calls; 0, or -1 when one failed */
+    int (*finish_calls)(struct coll_cal_backend *b);
     /* what the log's "Using devices" lines say after "device": e.g. "0 [0x00] CPU (MPI host memory)" */
     void (*describe)(struct coll_cal_backend *b, char *out, size_t n);
     void (*teardown)(struct coll_cal_backend *b);

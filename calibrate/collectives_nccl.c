@@ -1,6 +1,7 @@
 /* The NCCL backend of dtcal collectives (see collectives_cal.h): device buffers, one GPU per
  * rank (the node-local rank picks the device: gpu_pick.h), the NCCL unique id broadcast over
- * MPI, and the calls timed with CUDA events on the communicator's stream, as nccl-tests does.
+ * MPI, and the calls timed with CUDA events on the communicator's stream, as nccl-tests does;
+ * dtcal overlap starts calls on that stream (non-blocking) to run beside the engine's GEMM.
  * Built only where CUDA and NCCL are found. NCCL refuses two ranks on one GPU; then the error
  * says so and points to --backend mpi. */
 #include <cuda_runtime.h>
@@ -47,7 +48,11 @@ static int nccl_setup(coll_cal_backend *be, size_t max_bytes, int n, int rank, c
         ok = !cuda_fail(cudaMalloc((void **)&c->a, max_bytes), "cudaMalloc", err, errlen) &&
              !cuda_fail(cudaMalloc((void **)&c->b, max_bytes), "cudaMalloc", err, errlen) &&
              !cuda_fail(cudaMemset(c->a, 0, max_bytes), "cudaMemset", err, errlen) &&
-             !cuda_fail(cudaStreamCreate(&c->stream), "cudaStreamCreate", err, errlen) &&
+             !cuda_fail(cudaDeviceSynchronize(), "cudaDeviceSynchronize", err, errlen) &&
+             /* non-blocking: calls started here run beside the engine's kernels, which are on
+              * the legacy default stream (a blocking stream would wait for them) */
+             !cuda_fail(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "cudaStreamCreate", err,
+                        errlen) &&
              !cuda_fail(cudaEventCreate(&c->start), "cudaEventCreate", err, errlen) &&
              !cuda_fail(cudaEventCreate(&c->stop), "cudaEventCreate", err, errlen);
     }
@@ -131,6 +136,31 @@ static double nccl_time_calls(coll_cal_backend *be, int kind, size_t bytes, int 
     return (double)ms * 1e3 / iters;
 }
 
+static int nccl_start_calls(coll_cal_backend *be, int kind, size_t bytes, int iters)
+{
+    nccl_ctx *c = be->ctx;
+    for (int i = 0; i < iters; i++) {
+        ncclResult_t r = nccl_call(c, kind, bytes);
+        if (r != ncclSuccess) {
+            fprintf(stderr, "dtcal: rank %d: NCCL: %s\n", c->rank, ncclGetErrorString(r));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int nccl_calls_running(coll_cal_backend *be)
+{
+    nccl_ctx *c = be->ctx;
+    return cudaStreamQuery(c->stream) == cudaErrorNotReady;
+}
+
+static int nccl_finish_calls(coll_cal_backend *be)
+{
+    nccl_ctx *c = be->ctx;
+    return cudaStreamSynchronize(c->stream) == cudaSuccess ? 0 : -1;
+}
+
 static void nccl_describe(coll_cal_backend *be, char *out, size_t n)
 {
     nccl_ctx *c = be->ctx;
@@ -146,6 +176,8 @@ static void nccl_teardown(coll_cal_backend *be)
     nccl_ctx *c = be->ctx;
     if (!c)
         return;
+    if (c->stream)
+        cudaStreamSynchronize(c->stream); /* calls started and not finished */
     if (c->comm_ok)
         ncclCommDestroy(c->comm);
     if (c->start)
@@ -163,6 +195,7 @@ static void nccl_teardown(coll_cal_backend *be)
 int coll_cal_nccl(coll_cal_backend *b)
 {
     *b = (coll_cal_backend){.name = "nccl", .setup = nccl_setup, .time_calls = nccl_time_calls,
-                            .describe = nccl_describe, .teardown = nccl_teardown};
+                            .start_calls = nccl_start_calls, .calls_running = nccl_calls_running,
+                            .finish_calls = nccl_finish_calls, .describe = nccl_describe, .teardown = nccl_teardown};
     return 0;
 }

@@ -2,6 +2,7 @@
  * checks the result by predicting the engine's own runs. */
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@
 #include "nccl_import.h"
 #include "gemm_import.h"
 #include "variability.h"
+#include "overlap.h"
+#include "rank_gemm.h"
 #include <time.h>
 #include <mpi.h>
 #include <sys/stat.h>
@@ -50,6 +53,13 @@ static void usage(FILE *f)
             "      node-local rank picks it) at once; rank 0 prints the rates and writes compute_variability_cv,\n"
             "      their sample standard deviation / mean, with a sources line giving the rates. Defaults: cpu:\n"
             "      fp32, 512^3; cuda: bf16, 4096^3; 21 repeats (the median counts). --into adds it to CAL\n"
+            "  overlap [--device cpu|cuda] [--backend mpi|nccl] [--precision P] [--m M --n N --k K] [--bytes B]\n"
+            "          [--repeats R] [--into CAL.json] [-o FILE]   (under mpirun, one rank per device, at least 2)\n"
+            "      every rank times the same GEMM through the engine's kernels alone, then beside all-reduces of B\n"
+            "      bytes over all ranks started right before it and outlasting it (nccl: on a second CUDA stream;\n"
+            "      mpi: from a second thread); rank 0 writes overlap_slowdown, the mean over ranks of beside /\n"
+            "      alone (at least 1), with a sources line giving every time. Defaults as variability's; cuda:\n"
+            "      nccl, 256 MiB; cpu: mpi, 16 MiB. --into adds it to CAL\n"
             "  validate [--device cpu|cuda] [--model tiny|small|FILE] [--micro-batch B] [--steps N]\n"
             "           [--tp N --pp N --dp N [--mpirun PATH]] [--grad-reduce fp32|bf16]\n"
             "           [--grad-compress none|powersgd:R] [--overlap-grad-reduce [--bucket-mb X]]\n"
@@ -506,82 +516,69 @@ static int cmd_collectives(int argc, char **argv)
     return rc;
 }
 
-/* Prints only on the first rank (every rank of an mpirun parses the same command line). */
-static int first_rank(void)
-{
-    const char *r = getenv("OMPI_COMM_WORLD_RANK");
-    if (!r)
-        r = getenv("PMI_RANK");
-    if (!r)
-        r = getenv("PMIX_RANK");
-    return !r || !strcmp(r, "0");
-}
-
 /* dtcal variability, under mpirun: the spread of the devices' GEMM rate (variability.h). */
 static int cmd_variability(int argc, char **argv)
 {
-    variability_options o = {.device = "cpu", .precision = -1, .repeats = 21, .out = "-", .argc = argc, .argv = argv};
-    int *dims[3] = {&o.m, &o.n, &o.k};
-    const int loud = first_rank();
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) {
+    rank_gemm_options o;
+    int rc = rank_gemm_parse("dtcal variability", argc, argv, &o, NULL, NULL);
+    return rc ? rc : variability_run(&o);
+}
+
+/* dtcal overlap's own options: --backend, --bytes. */
+static int overlap_option(const char *who, const char *a, const char *v, int loud, void *ctx)
+{
+    overlap_options *o = ctx;
+    if (!strcmp(a, "--backend")) {
+        if (strcmp(v, "mpi") && strcmp(v, "nccl")) {
             if (loud)
-                fprintf(stderr, "dtcal variability: %s%s\n", a, a[0] == '-' ? " needs a value" : ": not an option");
+                fprintf(stderr, "%s: --backend %s: not mpi or nccl\n", who, v);
             return 2;
         }
-        i++;
-        char *end;
-        if (!strcmp(a, "-o")) {
-            o.out = v;
-        } else if (!strcmp(a, "--into")) {
-            o.into = v;
-        } else if (!strcmp(a, "--device")) {
-            if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
-                if (loud)
-                    fprintf(stderr, "dtcal variability: --device %s: not cpu or cuda\n", v);
-                return 2;
-            }
-            o.device = v;
-        } else if (!strcmp(a, "--precision")) {
-            kernels_precision p;
-            if (parse_precisions(v, &p, 1) != 1) {
-                if (loud)
-                    fprintf(stderr, "dtcal variability: --precision %s: not fp32, bf16 or fp16\n", v);
-                return 2;
-            }
-            o.precision = (int)p;
-        } else if (!strcmp(a, "--m") || !strcmp(a, "--n") || !strcmp(a, "--k") || !strcmp(a, "--repeats")) {
-            long x = strtol(v, &end, 10);
-            int repeats = !strcmp(a, "--repeats");
-            long hi = repeats ? 10000 : 65536;
-            if (!*v || *end || x < 1 || x > hi) {
-                if (loud)
-                    fprintf(stderr, "dtcal variability: %s: '%s' is not a whole number in 1..%ld\n", a, v, hi);
-                return 2;
-            }
-            *(repeats ? &o.repeats : dims[a[2] == 'm' ? 0 : a[2] == 'n' ? 1 : 2]) = (int)x;
-        } else {
-            if (loud)
-                fprintf(stderr, "dtcal variability: unknown option %s\n", a);
-            return 2;
-        }
+        o->backend = v;
+        return 1;
     }
-    int gpu = !strcmp(o.device, "cuda");
-    if (o.precision < 0)
-        o.precision = gpu ? KPREC_BF16 : KPREC_FP32;
-    for (int d = 0; d < 3; d++)
-        if (!*dims[d])
-            *dims[d] = gpu ? 4096 : 512;
-    /* each operand in one buffer of the engine's (int) element counts, and at most 1 GiB in fp32 */
-    const double most = (double)(1 << 28);
-    if ((double)o.m * o.k > most || (double)o.n * o.k > most || (double)o.m * o.n > most) {
-        if (loud)
-            fprintf(stderr, "dtcal variability: --m %d --n %d --k %d: an operand of more than 2^28 elements (1 GiB "
-                            "in fp32); choose a smaller shape\n", o.m, o.n, o.k);
+    if (!strcmp(a, "--bytes")) {
+        char *end;
+        double b = strtod(v, &end);
+        if (!*v || *end || !(b >= 4 && b <= 4294967296.0) || b != floor(b) || fmod(b, 4) != 0) {
+            if (loud)
+                fprintf(stderr, "%s: --bytes %s: not a whole number of 4-byte (fp32) elements in 4..4294967296\n",
+                        who, v);
+            return 2;
+        }
+        o->bytes = b;
+        return 1;
+    }
+    return 0;
+}
+
+/* dtcal overlap, under mpirun: a GEMM's time beside a running all-reduce over its time alone
+ * (overlap.h). */
+static int cmd_overlap(int argc, char **argv)
+{
+    const char *who = "dtcal overlap";
+    overlap_options o = {.backend = NULL, .bytes = 0};
+    int rc = rank_gemm_parse(who, argc, argv, &o.g, overlap_option, &o);
+    if (rc)
+        return rc;
+    int gpu = !strcmp(o.g.device, "cuda");
+    if (!o.backend)
+        o.backend = gpu ? "nccl" : "mpi";
+    if (!o.bytes)
+        o.bytes = gpu ? 256.0 * 1048576 : 16.0 * 1048576;
+    coll_cal_backend probe;
+    const char *bad = !strcmp(o.backend, "nccl") && !gpu ? "NCCL reduces between GPUs: give --device cuda (or "
+                                                           "--backend mpi)"
+                    : !strcmp(o.backend, "nccl") && coll_cal_nccl(&probe) != 0
+                        ? "this build has no NCCL (it needs the CUDA toolkit with NCCL at configure time); use "
+                          "--backend mpi"
+                        : NULL;
+    if (bad) {
+        if (rank_gemm_first_rank())
+            fprintf(stderr, "%s: --backend nccl: %s\n", who, bad);
         return 2;
     }
-    return variability_run(&o);
+    return overlap_run(&o);
 }
 
 static int cmd_validate(int argc, char **argv)
@@ -703,6 +700,8 @@ int main(int argc, char **argv)
         return cmd_collectives(argc, argv);
     if (!strcmp(argv[1], "variability"))
         return cmd_variability(argc, argv);
+    if (!strcmp(argv[1], "overlap"))
+        return cmd_overlap(argc, argv);
     fprintf(stderr, "dtcal: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

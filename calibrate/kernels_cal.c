@@ -15,6 +15,7 @@ typedef struct {
     int repeats;
     float *scratch;     /* CPU: a buffer a single-threaded kernel works on between repeats */
     size_t scratch_n;
+    const kernels_gemm_beside *beside; /* around every timed call, or NULL */
 } timer;
 
 static int cmp_double(const void *x, const void *y)
@@ -37,10 +38,14 @@ static double median_time(timer *t, op_fn fn, void *ctx)
          * worker threads are idle again and caches hold other data. Not timed. */
         if (t->scratch)
             t->k->gelu_forward(t->scratch, t->scratch + t->scratch_n / 2, t->scratch_n / 2);
+        if (t->beside)
+            t->beside->before(t->beside->ctx);
         t->k->event_record(t->a);
         fn(ctx, r % ROTATE);
         t->k->event_record(t->b);
         v[r] = t->k->event_elapsed_s(t->a, t->b);
+        if (t->beside)
+            t->beside->after(t->beside->ctx);
     }
     qsort(v, (size_t)t->repeats, sizeof v[0], cmp_double);
     double median = v[t->repeats / 2];
@@ -152,7 +157,7 @@ static void tiny_op(void *p, int i)
 
 static timer timer_open(const kernels_backend *k, int repeats)
 {
-    timer t = {k, k->event_create(), k->event_create(), repeats, NULL, 0};
+    timer t = {k, k->event_create(), k->event_create(), repeats, NULL, 0, NULL};
     if (strcmp(k->name, "cuda")) {
         t.scratch_n = (size_t)1 << 20; /* ~2 ms of GELU: longer than BLAS threads spin */
         t.scratch = dev_fill(k, t.scratch_n);
@@ -170,7 +175,15 @@ static void timer_close(timer *t)
 
 double kernels_gemm_tflops(const kernels_backend *k, kernels_precision prec, int m, int n, int kk, int repeats)
 {
+    double s = kernels_gemm_seconds(k, prec, m, n, kk, repeats, NULL);
+    return s > 0 ? 2.0 * m * (double)n * kk / s / 1e12 : -1;
+}
+
+double kernels_gemm_seconds(const kernels_backend *k, kernels_precision prec, int m, int n, int kk, int repeats,
+                            const kernels_gemm_beside *beside)
+{
     timer t = timer_open(k, repeats);
+    t.beside = beside;
     bufs b;
     memset(&b, 0, sizeof b);
     b.k = k;
@@ -195,7 +208,7 @@ double kernels_gemm_tflops(const kernels_backend *k, kernels_precision prec, int
     k->free(b.w);
     k->free(b.out);
     timer_close(&t);
-    return s > 0 ? 2.0 * m * (double)n * kk / s / 1e12 : -1;
+    return s > 0 ? s : -1;
 }
 
 int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quick, double peak_tflops, int gemm_only,

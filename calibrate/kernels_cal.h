@@ -19,4 +19,18 @@ int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quic
  * then the median of `repeats` timed calls (inputs rotating; on the CPU each after
  * single-threaded work). -1 when the timing could not be made. */
 double kernels_gemm_tflops(const kernels_backend *k, kernels_precision prec, int m, int n, int kk, int repeats);
+
+/* Work started right before each timed call of kernels_gemm_seconds and ended right after its
+ * time is taken (dtcal overlap: all-reduces running beside the GEMM); neither is timed, and the
+ * warm-up runs without them. */
+typedef struct {
+    void (*before)(void *ctx);
+    void (*after)(void *ctx);
+    void *ctx;
+} kernels_gemm_beside;
+
+/* The same GEMM timed the same way, in seconds (the median), with `beside` (NULL: none) around
+ * every timed call. -1 when the timing could not be made. */
+double kernels_gemm_seconds(const kernels_backend *k, kernels_precision prec, int m, int n, int kk, int repeats,
+                            const kernels_gemm_beside *beside);
 #endif

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cal_writer.h"
 #include "variability.h"
 
 int variability_cv(const double *rates, int n, variability_stats *s)
@@ -25,26 +26,6 @@ int variability_cv(const double *rates, int n, variability_stats *s)
     return 0;
 }
 
-int variability_hosts(const variability_record *r, int show, char *out, size_t len)
-{
-    int distinct = 0;
-    size_t used = 0;
-    out[0] = 0;
-    for (int i = 0; i < r->stats.n; i++) {
-        const char *h = r->hosts + (size_t)i * r->host_stride;
-        int seen = 0;
-        for (int j = 0; j < i && !seen; j++)
-            seen = !strcmp(h, r->hosts + (size_t)j * r->host_stride);
-        if (seen)
-            continue;
-        if (distinct++ < show && used < len)
-            used += (size_t)snprintf(out + used, len - used, "%s%s", distinct > 1 ? ", " : "", h);
-    }
-    if (distinct > show && used < len)
-        snprintf(out + used, len - used, " and %d more", distinct - show);
-    return distinct;
-}
-
 char *variability_source_line(const variability_record *r)
 {
     int n = r->stats.n;
@@ -52,7 +33,7 @@ char *variability_source_line(const variability_record *r)
     char *s = malloc(len), hosts[8 * 300];
     if (!s)
         return NULL;
-    int nhosts = variability_hosts(r, 8, hosts, sizeof hosts);
+    int nhosts = cal_hosts(r->hosts, r->host_stride, n, 8, hosts, sizeof hosts);
     size_t used = (size_t)snprintf(s, len,
                                    "compute_variability_cv: measured by 'dtcal variability' on %s over %d ranks, one "
                                    "device each (%s), on %d host%s (%s): each timed the engine's %d x %d x %d %s GEMM "

@@ -34,30 +34,20 @@ typedef struct {
 } variability_record;
 
 /* The calibration's "sources" line for compute_variability_cv (malloc'd, NULL without memory):
- * the date, the ranks, the GEMM (shape, precision, repeats), the device kind, the hosts (each
- * once, in rank order; the first 8 and a count of the rest), the rates by rank (%.9g, between
- * "rates in TFLOP/s by rank: [" and "]", ", " apart), mean, sample standard deviation and cv. */
+ * the date, the ranks, the GEMM (shape, precision, repeats), the device kind, the hosts (as
+ * cal_hosts lists them: each once, in rank order, the first 8 and a count of the rest), the
+ * rates by rank (%.9g, between "rates in TFLOP/s by rank: [" and "]", ", " apart), mean, sample
+ * standard deviation and cv. */
 char *variability_source_line(const variability_record *r);
 
-/* The distinct hosts of the record, in rank order: "a" or "a, b and 14 more" (at most `show`
- * named), into out. Returns the number of distinct hosts. */
-int variability_hosts(const variability_record *r, int show, char *out, size_t len);
-
-/* dtcal variability's measurement (variability_cal.c), run by every rank under mpirun. */
-typedef struct {
-    const char *device;    /* "cpu" or "cuda" */
-    int precision;         /* a kernels_precision */
-    int m, n, k, repeats;
-    const char *into;      /* a calibration to add compute_variability_cv to, or NULL: a new one */
-    const char *out;       /* where the calibration goes ("-": stdout) */
-    int argc;              /* the command line, for a new calibration's "command" */
-    char **argv;
-} variability_options;
-
-/* MPI_Init to MPI_Finalize: every rank times the GEMM on its own device (on a GPU the node-local
- * rank picks it) at the same time, rank 0 gathers the rates, prints them with cv on stderr and
- * writes the calibration. The exit status, the same on every rank: 0; 2 for fewer than 2 ranks,
- * more ranks than GPUs on a node, devices of different kinds, or a bad --into; 1 when the
- * measurement or the write failed. Nothing is written unless everything succeeded. */
-int variability_run(const variability_options *o);
+/* dtcal variability's measurement (variability_cal.c), run by every rank under mpirun with the
+ * options every rank-GEMM command takes (rank_gemm.h; into: a calibration to add
+ * compute_variability_cv to). MPI_Init to MPI_Finalize: every rank times the GEMM on its own
+ * device (on a GPU the node-local rank picks it) at the same time, rank 0 gathers the rates,
+ * prints them with cv on stderr and writes the calibration. The exit status, the same on every
+ * rank: 0; 2 for fewer than 2 ranks, more ranks than GPUs on a node, devices of different kinds,
+ * or a bad --into; 1 when the measurement or the write failed. Nothing is written unless
+ * everything succeeded. */
+struct rank_gemm_options;
+int variability_run(const struct rank_gemm_options *o);
 #endif

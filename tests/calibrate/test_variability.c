@@ -19,14 +19,9 @@
 #include <cmocka.h>
 #include <jansson.h>
 #include "../private_dir.h"
-#include "config.h"
+#include "cal_writer.h"
+#include "rank_gemm_test.h"
 #include "variability.h"
-
-static void close_to(double got, double want, double tol)
-{
-    print_message("  %.12g (expected %.12g)\n", got, want);
-    assert_true(fabs(got - want) <= tol);
-}
 
 /* {1, 3}: mean 2, sample variance ((1-2)^2 + (3-2)^2) / (2-1) = 2, sd sqrt(2), cv sqrt(2)/2. The
  * population formula (divide by n) would give cv 0.5. */
@@ -69,27 +64,10 @@ static void cv_refuses_what_is_not_a_spread(void **state)
     assert_int_equal(s.n, 0); /* untouched */
 }
 
-/* The rates between "rates in TFLOP/s by rank: [" and "]"; their count, or -1. */
+/* The rates of the sources line; their count, or -1. */
 static int rates_of_line(const char *line, double *out, int max)
 {
-    const char *p = strstr(line, "rates in TFLOP/s by rank: [");
-    if (!p)
-        return -1;
-    p += strlen("rates in TFLOP/s by rank: [");
-    int n = 0;
-    while (n < max) {
-        char *end;
-        out[n++] = strtod(p, &end);
-        if (end == p)
-            return -1;
-        p = end;
-        if (*p == ']')
-            return n;
-        if (strncmp(p, ", ", 2))
-            return -1;
-        p += 2;
-    }
-    return -1;
+    return list_after(line, "rates in TFLOP/s by rank: ", out, max);
 }
 
 /* cv from the definition, independently of variability_cv. */
@@ -142,40 +120,13 @@ static void source_line_gives_back_the_rates(void **state)
     assert_non_null(strstr(line, "on 20 hosts (h00, h01, h02, h03, h04, h05, h06, h07 and 12 more)"));
     free(line);
     char one[64];
-    assert_int_equal(variability_hosts(&m, 1, one, sizeof one), 20);
+    assert_int_equal(cal_hosts(many[0], 16, 20, 1, one, sizeof one), 20);
     assert_string_equal(one, "h00 and 19 more");
 }
 
-/* mpirun -np ranks dtcal variability ARGS, stdout and stderr into files; the exit status. */
 static int run(int ranks, const char *args)
 {
-    if (!DTCAL_MPIEXEC[0])
-        skip(); /* no mpirun in this build */
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' --oversubscribe -np %d '%s' variability %s >stdout.txt 2>stderr.txt",
-             DTCAL_MPIEXEC, ranks, DTCAL_BIN, args);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *s = calloc(1, 1 << 20);
-    size_t n = fread(s, 1, (1 << 20) - 1, f);
-    s[n] = 0;
-    fclose(f);
-    return s;
-}
-
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
+    return dtcal_mpirun("variability", ranks, args);
 }
 
 /* The table's rows on stderr ("  rank  host  device  TFLOP/s  vs mean"): each row's rate (the
@@ -201,23 +152,6 @@ static int rates_of_table(const char *err, double *out, int max)
         out[n++] = strtod(tok[ntok - 2], NULL);
     }
     return n;
-}
-
-/* The last line of the calibration's sources. */
-static const char *last_source(json_t *doc)
-{
-    json_t *s = json_object_get(doc, "sources");
-    assert_true(json_is_array(s) && json_array_size(s) > 0);
-    return json_string_value(json_array_get(s, json_array_size(s) - 1));
-}
-
-static void simulator_reads(const char *path)
-{
-    calibration_config c;
-    config_error err;
-    if (calibration_load(path, &c, &err) != 0)
-        fail_msg("%s", err.msg);
-    calibration_free(&c);
 }
 
 /* The printed rates and the file's sources line agree, and give the file's cv (to the 6
@@ -263,11 +197,10 @@ static void two_cpu_ranks_write_the_cv_of_their_rates(void **state)
     assert_non_null(strstr(line, "over 2 ranks"));
     assert_non_null(strstr(line, "128 x 128 x 128 fp32 GEMM"));
     assert_non_null(strstr(line, "median of 5 repeats"));
-    char today[32];
-    time_t now = time(NULL);
-    strftime(today, sizeof today, "%Y-%m-%d", gmtime(&now));
-    assert_non_null(strstr(line, today));
-    simulator_reads("cal.json");
+    char date[32];
+    today(date, sizeof date);
+    assert_non_null(strstr(line, date));
+    simulator_reads("cal.json", NULL);
     json_decref(doc);
     free(err);
 }
@@ -326,26 +259,12 @@ static void into_keeps_every_other_key(void **state)
     char *err = read_all("stderr.txt"), *base_after = read_all("base.json");
     assert_string_equal(base_after, shipped); /* --into is read, -o written */
     json_error_t je;
-    json_t *before = json_loads(shipped, 0, &je), *after = json_load_file("merged.json", 0, &je);
-    assert_non_null(before);
+    json_t *after = json_load_file("merged.json", 0, &je);
     assert_non_null(after);
-    const char *key;
-    json_t *v;
-    json_object_foreach(before, key, v) {
-        if (!strcmp(key, "source") || !strcmp(key, "sources"))
-            continue;
-        if (!json_equal(v, json_object_get(after, key)))
-            fail_msg("--into changed %s", key);
-    }
-    assert_int_equal(json_object_size(after), json_object_size(before) + 1);
-    assert_string_equal(json_string_value(json_object_get(after, "source")), "mixed");
-    json_t *old_sources = json_object_get(before, "sources"), *new_sources = json_object_get(after, "sources");
-    assert_int_equal(json_array_size(new_sources), json_array_size(old_sources) + 1);
-    for (size_t i = 0; i < json_array_size(old_sources); i++)
-        assert_true(json_equal(json_array_get(old_sources, i), json_array_get(new_sources, i)));
+    into_kept_every_other_key(shipped, after, "compute_variability_cv");
     assert_non_null(strstr(last_source(after), "96 x 64 x 128 fp32 GEMM"));
     check_cv_is_the_rates(after, err, 2);
-    simulator_reads("merged.json");
+    simulator_reads("merged.json", NULL);
     free(err);
     /* again into the result: the figure replaced, not repeated; one more line */
     assert_int_equal(run(2, "--device cpu --m 64 --n 64 --k 64 --repeats 3 --into merged.json -o again.json"), 0);
@@ -353,14 +272,14 @@ static void into_keeps_every_other_key(void **state)
     json_t *again = json_load_file("again.json", 0, &je);
     assert_non_null(again);
     assert_int_equal(json_object_size(again), json_object_size(after));
-    assert_int_equal(json_array_size(json_object_get(again, "sources")), json_array_size(new_sources) + 1);
-    assert_string_equal(json_string_value(json_object_get(again, "source")), "mixed");
+    char *merged = read_all("merged.json");
+    into_kept_every_other_key(merged, again, "compute_variability_cv");
+    free(merged);
     check_cv_is_the_rates(again, err, 2);
-    simulator_reads("again.json");
+    simulator_reads("again.json", NULL);
     free(err);
     free(shipped);
     free(base_after);
-    json_decref(before);
     json_decref(after);
     json_decref(again);
 }

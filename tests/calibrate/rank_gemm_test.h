@@ -1,0 +1,128 @@
+/* What the tests of dtcal's rank-GEMM commands (variability, overlap) share: running the command
+ * under mpirun, reading and writing files, the numbers of a sources line, the simulator reading
+ * the result, and --into keeping every other key. Include after cmocka.h and jansson.h; needs
+ * DTCAL_BIN and DTCAL_MPIEXEC. */
+#ifndef DTSIM_TESTS_CALIBRATE_RANK_GEMM_TEST_H
+#define DTSIM_TESTS_CALIBRATE_RANK_GEMM_TEST_H
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include "config.h"
+
+static void close_to(double got, double want, double tol)
+{
+    print_message("  %.12g (expected %.12g)\n", got, want);
+    assert_true(fabs(got - want) <= tol);
+}
+
+/* mpirun -np ranks dtcal COMMAND ARGS, stdout and stderr into stdout.txt and stderr.txt; the
+ * exit status. Skips the test where the build has no mpirun. */
+static int dtcal_mpirun(const char *command, int ranks, const char *args)
+{
+    if (!DTCAL_MPIEXEC[0])
+        skip();
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' --oversubscribe -np %d '%s' %s %s >stdout.txt 2>stderr.txt", DTCAL_MPIEXEC,
+             ranks, DTCAL_BIN, command, args);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *s = calloc(1, 1 << 20);
+    size_t n = fread(s, 1, (1 << 20) - 1, f);
+    s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The numbers of the list "[a, b, ...]" that follows `label` in line; their count, or -1. */
+static int list_after(const char *line, const char *label, double *out, int max)
+{
+    const char *p = strstr(line, label);
+    if (!p || p[strlen(label)] != '[')
+        return -1;
+    p += strlen(label) + 1;
+    int n = 0;
+    while (n < max) {
+        char *end;
+        out[n++] = strtod(p, &end);
+        if (end == p)
+            return -1;
+        p = end;
+        if (*p == ']')
+            return n;
+        if (strncmp(p, ", ", 2))
+            return -1;
+        p += 2;
+    }
+    return -1;
+}
+
+/* The last line of the calibration's sources. */
+static const char *last_source(json_t *doc)
+{
+    json_t *s = json_object_get(doc, "sources");
+    assert_true(json_is_array(s) && json_array_size(s) > 0);
+    return json_string_value(json_array_get(s, json_array_size(s) - 1));
+}
+
+static void simulator_reads(const char *path, calibration_config *out)
+{
+    calibration_config c;
+    config_error err;
+    if (calibration_load(path, &c, &err) != 0)
+        fail_msg("%s", err.msg);
+    if (out)
+        *out = c;
+    else
+        calibration_free(&c);
+}
+
+static void today(char *out, size_t len)
+{
+    time_t now = time(NULL);
+    strftime(out, len, "%Y-%m-%d", gmtime(&now));
+}
+
+/* after, the result of --into a calibration whose text was `before`: every key as it was but
+ * source (a datasheet one becomes mixed) and sources (one line more, the old ones kept), plus
+ * `key` where it was not there. */
+static void into_kept_every_other_key(const char *before, json_t *after, const char *key)
+{
+    json_error_t je;
+    json_t *old = json_loads(before, 0, &je);
+    assert_non_null(old);
+    const char *k;
+    json_t *v;
+    json_object_foreach(old, k, v) {
+        if (!strcmp(k, "source") || !strcmp(k, "sources") || !strcmp(k, key))
+            continue;
+        if (!json_equal(v, json_object_get(after, k)))
+            fail_msg("--into changed %s", k);
+    }
+    assert_true(json_is_number(json_object_get(after, key)));
+    assert_int_equal(json_object_size(after), json_object_size(old) + !json_object_get(old, key));
+    assert_string_equal(json_string_value(json_object_get(after, "source")), "mixed");
+    json_t *old_sources = json_object_get(old, "sources"), *new_sources = json_object_get(after, "sources");
+    assert_int_equal(json_array_size(new_sources), json_array_size(old_sources) + 1);
+    for (size_t i = 0; i < json_array_size(old_sources); i++)
+        assert_true(json_equal(json_array_get(old_sources, i), json_array_get(new_sources, i)));
+    json_decref(old);
+}
+#endif
