@@ -24,8 +24,10 @@ int overlap_slowdown(const double *alone_s, const double *beside_s, int n, overl
 /* ", "-separated %.9g values between "[" and "]" */
 static size_t list(char *s, size_t used, size_t len, const double *v, int n)
 {
-    for (int i = 0; i <= n && used < len; i++)
-        used += (size_t)snprintf(s + used, len - used, i == n ? "]" : "%s%.9g", i ? ", " : "[", v[i]);
+    for (int i = 0; i < n && used < len; i++)
+        used += (size_t)snprintf(s + used, len - used, "%s%.9g", i ? ", " : "[", v[i]);
+    if (used < len)
+        used += (size_t)snprintf(s + used, len - used, n > 0 ? "]" : "[]");
     return used;
 }
 
