@@ -6,6 +6,7 @@
 # tree at this size) and ZeRO-1 (reduce-scatter + all-gather). Both replays share one collective
 # model (sim/collective.h); they must agree within 2% (docs/validation.md). Prints step time and
 # DP time per fidelity, their difference and the wall time of each run.
+# GPUs: 1024, 4096, 16384, 65536.
 # Usage: bench/fidelity_scale.sh [BUILD_DIR]   (default: build)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

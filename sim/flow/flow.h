@@ -6,10 +6,11 @@
  * ranks of a stage move in lockstep, so compute is one exec per group (on its first GPU's host)
  * and TP communication stays inside it (NVLink, nothing else contends there); a pipeline
  * transfer is one flow per rail (one per lockstep GPU; identical independent rails are
- * represented by one, see flow_options); a DP/ZeRO collective is one flow per ring edge
- * carrying the ring's 2(n-1)/n (all-reduce) or (n-1)/n of the bytes, through the DP x CP
- * GPUs, with as many parallel rings (channels) as NICs the group has per node, plus the ring's
- * latency terms analytically.
+ * represented by one, see flow_options); a DP/ZeRO collective is one flow per node-crossing
+ * ring edge carrying the bytes the algorithm the analytic replay picks sends through a NIC
+ * (collective_split in sim/collective.h), with as many parallel rings (channels) as NICs the
+ * group has per node, plus that algorithm's fixed terms and NVLink time as the shared model gives
+ * them.
  * SimGrid can be initialised once per process: each replay runs in a child process. */
 #ifndef DTSIM_SIM_FLOW_H
 #define DTSIM_SIM_FLOW_H

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include "config.h"
+#include "test_files.h"
 
 static void close_to(double got, double want, double tol)
 {
@@ -29,26 +30,6 @@ static int dtcal_mpirun(const char *command, int ranks, const char *args)
              ranks, DTCAL_BIN, command, args);
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *s = calloc(1, 1 << 20);
-    size_t n = fread(s, 1, (1 << 20) - 1, f);
-    s[n] = 0;
-    fclose(f);
-    return s;
-}
-
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
 }
 
 /* The numbers of the list "[a, b, ...]" that follows `label` in line; their count, or -1. */

@@ -20,26 +20,7 @@
 #include "../private_dir.h"
 #include "config.h"
 #include "gemm_import.h"
-
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *s = calloc(1, 1 << 20);
-    size_t n = fread(s, 1, (1 << 20) - 1, f);
-    s[n] = 0;
-    fclose(f);
-    return s;
-}
+#include "test_files.h"
 
 /* The one point of gemm[precision] with this shape, or -1. */
 static double rate(json_t *tables, const char *precision, double m, double n, double k)
