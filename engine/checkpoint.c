@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,12 +270,18 @@ static int list_steps(const char *dir, int **out)
     return n;
 }
 
+/* An integer key of o, or -1 when it is missing, not an integer or outside int's range: every
+ * count a manifest holds is >= 0, so -1 is refused wherever it is checked. */
 static int jint(json_t *o, const char *k)
 {
-    return (int)json_integer_value(json_object_get(o, k));
+    json_t *v = json_object_get(o, k);
+    if (!json_is_integer(v))
+        return -1;
+    json_int_t x = json_integer_value(v);
+    return x < 0 || x > INT32_MAX ? -1 : (int)x;
 }
 
-/* The layout a manifest records (0 on a missing key). */
+/* The layout a manifest records; -1 on a missing or bad number, which the caller refuses. */
 static void manifest_layout(json_t *man, ckpt_layout *l)
 {
     memset(l, 0, sizeof *l);
@@ -285,8 +292,34 @@ static void manifest_layout(json_t *man, ckpt_layout *l)
     l->vpp = jint(lay, "vpp");
     l->zero = jint(lay, "zero");
     json_t *st = json_object_get(lay, "stage_layers");
-    for (size_t i = 0; i < json_array_size(st) && i < CKPT_MAX_STAGES; i++)
-        l->stage_layers[i] = (int)json_integer_value(json_array_get(st, i));
+    for (size_t i = 0; i < json_array_size(st) && i < CKPT_MAX_STAGES; i++) {
+        json_t *v = json_array_get(st, i);
+        json_int_t x = json_is_integer(v) ? json_integer_value(v) : -1;
+        l->stage_layers[i] = x < 0 || x > INT32_MAX ? -1 : (int)x;
+    }
+}
+
+/* Whether a recorded layout can be read at all: every degree >= 1, a rank count that fits an int
+ * and equals the shard list's length (products in 64 bits: a manifest's numbers are untrusted),
+ * ZeRO 0-3, and stage layer counts that are not negative. */
+static int layout_readable(const ckpt_layout *l, size_t shards)
+{
+    if (l->tp < 1 || l->pp < 1 || l->dp < 1 || l->vpp < 0 || l->zero < 0 || l->zero > 3)
+        return 0;
+    int64_t ranks = (int64_t)l->tp * l->pp;
+    if (ranks > INT32_MAX || (ranks *= l->dp) > INT32_MAX || (uint64_t)ranks != shards)
+        return 0;
+    for (int i = 0; i < l->pp && i < CKPT_MAX_STAGES; i++)
+        if (l->stage_layers[i] < 0)
+            return 0;
+    return 1;
+}
+
+/* A shard's file name as the manifest gives it: a plain name in the step folder, never a path
+ * that could reach another file. */
+static int shard_name_ok(const char *name)
+{
+    return name && name[0] && name[0] != '.' && !strchr(name, '/') && strlen(name) < 256;
 }
 
 static int same_layout(const ckpt_layout *a, const ckpt_layout *b)
@@ -304,15 +337,35 @@ static int same_layout(const ckpt_layout *a, const ckpt_layout *b)
 static unsigned char *read_shard(const char *sdir, json_t *entry, size_t *n_floats, char *why, size_t len)
 {
     char path[4300];
-    snprintf(path, sizeof path, "%s/%s", sdir, json_string_value(json_object_get(entry, "file")));
-    size_t expect = (size_t)json_integer_value(json_object_get(entry, "bytes"));
+    const char *name = json_string_value(json_object_get(entry, "file"));
+    json_t *bytes = json_object_get(entry, "bytes");
+    if (!shard_name_ok(name) || !json_is_integer(bytes) || json_integer_value(bytes) < SHARD_HEADER_BYTES) {
+        snprintf(why, len, "manifest's shard entry has no plain file name or no byte count");
+        return NULL;
+    }
+    snprintf(path, sizeof path, "%s/%s", sdir, name);
+    size_t expect = (size_t)json_integer_value(bytes);
     const char *want_crc = json_string_value(json_object_get(entry, "crc32"));
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(why, len, "shard %s is missing", path);
         return NULL;
     }
+    /* The size on disk must match before anything is allocated: a manifest's byte count is
+     * untrusted and must not make this rank allocate what the file does not hold. */
+    struct stat sb = {0};
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != (uint64_t)expect) {
+        snprintf(why, len, "shard %s has %lld bytes, the manifest says %zu (truncated or overwritten)", path,
+                 (long long)sb.st_size, expect);
+        fclose(f);
+        return NULL;
+    }
     unsigned char *buf = malloc(expect + 1);
+    if (!buf) {
+        snprintf(why, len, "shard %s: cannot allocate %zu bytes to read it", path, expect);
+        fclose(f);
+        return NULL;
+    }
     size_t got = fread(buf, 1, expect + 1, f);
     fclose(f);
     char crc_text[16];
@@ -325,7 +378,8 @@ static unsigned char *read_shard(const char *sdir, json_t *entry, size_t *n_floa
     } else if (!want_crc || strcmp(crc_text, want_crc)) {
         snprintf(why, len, "shard %s has CRC32 %s, the manifest says %s (corrupt)", path, crc_text,
                  want_crc ? want_crc : "nothing");
-    } else if (memcmp(buf, SHARD_MAGIC, 4) || expect != SHARD_HEADER_BYTES + 3 * n * sizeof(float)) {
+    } else if (memcmp(buf, SHARD_MAGIC, 4) || n > expect / (3 * sizeof(float)) ||
+               expect != SHARD_HEADER_BYTES + 3 * n * sizeof(float)) {
         snprintf(why, len, "shard %s is not a dtrain shard of its stated size", path);
     } else {
         *n_floats = (size_t)n;
@@ -380,13 +434,14 @@ static int add_old_shard(const gpt_model *m, const ckpt_layout *old, int r, cons
 static void state_from_manifest(json_t *man, const unsigned char *shard, train_state *st)
 {
     memset(st, 0, sizeof *st);
-    st->step = jint(man, "step");
-    st->updates = jint(man, "updates");
+    /* counters a manifest lacks (or holds badly) read as 0, as they did before jint refused them */
+    st->step = jint(man, "step") < 0 ? 0 : jint(man, "step");
+    st->updates = jint(man, "updates") < 0 ? 0 : jint(man, "updates");
     st->data_position = (uint64_t)json_integer_value(json_object_get(man, "data_position"));
     st->seed = (uint64_t)json_integer_value(json_object_get(man, "seed"));
     memcpy(&st->loss_scale, shard + 24, 8);
     memcpy(&st->good_steps, shard + 32, 4);
-    st->precision = jint(man, "precision");
+    st->precision = jint(man, "precision") < 0 ? 0 : jint(man, "precision");
 }
 
 /* Tries one checkpoint on this rank: 0 loaded, 1 skip (why), -1 fatal (why). Collective only
@@ -406,8 +461,7 @@ static int try_load(const char *sdir, gpt_model *m, train_state *st, const comm_
     json_t *model = json_object_get(man, "model"), *shards = json_object_get(man, "shards");
     ckpt_layout old;
     manifest_layout(man, &old);
-    if (jint(man, "format") != FORMAT_VERSION || !model || old.tp < 1 || old.pp < 1 || old.dp < 1 ||
-        (int)json_array_size(shards) != old.tp * old.pp * old.dp) {
+    if (jint(man, "format") != FORMAT_VERSION || !model || !layout_readable(&old, json_array_size(shards))) {
         snprintf(why, len, "manifest has an unknown format or an inconsistent layout");
         goto out;
     }

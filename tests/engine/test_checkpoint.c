@@ -1,6 +1,7 @@
 /* Checkpoints: resume is bit-exact (same per-step losses and params_crc32 as an uninterrupted
  * run) in fp32, bf16 and fp16; a corrupt or truncated newest shard is skipped by name and the
- * previous checkpoint still ends equal; no checkpoint starts fresh; only the newest K are kept;
+ * previous checkpoint still ends equal; so is one whose manifest lies about sizes, names or
+ * layout; no checkpoint starts fresh; only the newest K are kept;
  * SIGTERM writes a last checkpoint and exits 0. argv[1]: dtrain. */
 #include <dirent.h>
 #include <setjmp.h>
@@ -103,6 +104,54 @@ static void corrupt_newest_is_skipped(void **state)
     }
 }
 
+/* A manifest that lies: a byte count far beyond the file (it must not be allocated), a shard name
+ * that climbs out of the step folder, a layout whose rank count overflows an int. Each is skipped
+ * with its reason and the previous checkpoint resumes. */
+static void hostile_manifest_is_skipped(void **state)
+{
+    const char *edit[3][2] = {{"/shards/0/bytes", "1000000000000000"},
+                              {"/shards/0/file", "../step-00000004/shard-00000.bin"},
+                              {"/layout/tp", "65536"}};
+    const char *why[3] = {"the manifest says 1000000000000000", "no plain file name", "inconsistent layout"};
+    for (int k = 0; k < 3; k++) {
+        int nb;
+        reset_dir();
+        assert_int_equal(run_dtrain(DTRAIN, "--steps 8 --micro-batch 2 --ckpt-dir " DIR_ " --ckpt-every 2 --stop-after 6",
+                                    B, 64, &nb, ERR, sizeof ERR), 0);
+        free_lines(B, nb);
+        const char *man = DIR_ "/step-00000006/manifest.json";
+        json_error_t je;
+        json_t *m = json_load_file(man, 0, &je);
+        assert_non_null(m);
+        json_t *target = m;
+        char key[64];
+        const char *p = edit[k][0] + 1;
+        for (;;) { /* walk /a/0/b */
+            const char *slash = strchr(p, '/');
+            size_t n = slash ? (size_t)(slash - p) : strlen(p);
+            snprintf(key, sizeof key, "%.*s", (int)n, p);
+            if (!slash)
+                break;
+            target = json_is_array(target) ? json_array_get(target, (size_t)atoi(key)) : json_object_get(target, key);
+            assert_non_null(target);
+            p = slash + 1;
+        }
+        json_t *v = k == 1 ? json_string(edit[k][1]) : json_integer(strtoll(edit[k][1], NULL, 10));
+        if (k == 2) /* tp x pp: 65536 x 65536 overflows a 32-bit product */
+            json_object_set_new(target, "pp", json_integer(65536));
+        json_object_set_new(target, key, v);
+        assert_int_equal(json_dump_file(m, man, 0), 0);
+        json_decref(m);
+        assert_int_equal(run_dtrain(DTRAIN, "--steps 8 --micro-batch 2 --ckpt-dir " DIR_ " --resume", B, 64, &nb, ERR,
+                                    sizeof ERR), 0);
+        if (!strstr(ERR, "skipping checkpoint " DIR_ "/step-00000006") || !strstr(ERR, why[k]) ||
+            !strstr(ERR, "step-00000004 (step 4 done)"))
+            fail_msg("%s: stderr was: %s", edit[k][0], ERR);
+        assert_int_equal(nb, 5); /* steps 5..8 and the final line */
+        free_lines(B, nb);
+    }
+}
+
 static void no_checkpoint_starts_fresh_and_old_ones_are_pruned(void **state)
 {
     int n;
@@ -150,6 +199,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(resume_is_bit_exact),
         cmocka_unit_test(corrupt_newest_is_skipped),
+        cmocka_unit_test(hostile_manifest_is_skipped),
         cmocka_unit_test(no_checkpoint_starts_fresh_and_old_ones_are_pruned),
         cmocka_unit_test(sigterm_writes_a_last_checkpoint),
     };
