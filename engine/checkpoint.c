@@ -301,10 +301,12 @@ static void manifest_layout(json_t *man, ckpt_layout *l)
 
 /* Whether a recorded layout can be read at all: every degree >= 1, a rank count that fits an int
  * and equals the shard list's length (products in 64 bits: a manifest's numbers are untrusted),
- * ZeRO 0-3, and stage layer counts that are not negative. */
-static int layout_readable(const ckpt_layout *l, size_t shards)
+ * no more virtual stages than the model has layers (each holds at least one), ZeRO 0-3, and
+ * stage layer counts that are not negative. */
+static int layout_readable(const ckpt_layout *l, size_t shards, int num_layers)
 {
-    if (l->tp < 1 || l->pp < 1 || l->dp < 1 || l->vpp < 0 || l->zero < 0 || l->zero > 3)
+    if (l->tp < 1 || l->pp < 1 || l->dp < 1 || l->vpp < 0 || l->zero < 0 || l->zero > 3 ||
+        (int64_t)l->pp * (l->vpp > 0 ? l->vpp : 1) > num_layers)
         return 0;
     int64_t ranks = (int64_t)l->tp * l->pp;
     if (ranks > INT32_MAX || (ranks *= l->dp) > INT32_MAX || (uint64_t)ranks != shards)
@@ -461,7 +463,7 @@ static int try_load(const char *sdir, gpt_model *m, train_state *st, const comm_
     json_t *model = json_object_get(man, "model"), *shards = json_object_get(man, "shards");
     ckpt_layout old;
     manifest_layout(man, &old);
-    if (jint(man, "format") != FORMAT_VERSION || !model || !layout_readable(&old, json_array_size(shards))) {
+    if (jint(man, "format") != FORMAT_VERSION || !model || !layout_readable(&old, json_array_size(shards), m->cfg.num_layers)) {
         snprintf(why, len, "manifest has an unknown format or an inconsistent layout");
         goto out;
     }
