@@ -46,6 +46,8 @@ typedef struct {
         double pcie_bandwidth_gbs;           /* host <-> one GPU, per direction, GB/s */
         double host_memory_bandwidth_gbs;    /* the node's CPU DRAM bandwidth, GB/s (0 = not given) */
         double nvme_read_gbs, nvme_write_gbs; /* the node's local NVMe, GB/s (0 = not given) */
+        int nvls;                            /* NVLink SHARP: the NVSwitch reduces and multicasts
+                                                (Hopper and newer; NCCL's NVLS, NVLSTree) */
     } node;
     struct {
         int nodes;
@@ -55,6 +57,8 @@ typedef struct {
         double oversubscription;             /* leaf down:up bandwidth ratio, >= 1 */
         double link_latency_us;
         double switch_latency_us;
+        int sharp;                           /* in-network reduction in the switches (InfiniBand
+                                                SHARP; NCCL's CollNet) */
     } network;
     /* The scenario's parallel.nccl_algo, as NCCL_ALGO forces it, per collective kind
      * (ALGO_AUTO: NCCL's own choice); copied here by the scenario loader because the collective

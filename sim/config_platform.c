@@ -26,9 +26,9 @@ int platform_parse(json_t *root, const char *path, const char *base_dir, int nee
     static const char *const gpu_keys[] = {"name", "memory_gib", "hbm_bandwidth_gbs", "peak_tflops", NULL};
     static const char *const node_keys[] = {"gpus", "compute_devices", "nvlink_bandwidth_gbs", "nvlink_latency_us", "nics",
                                             "nic_bandwidth_gbps", "pcie_bandwidth_gbs", "host_memory_bandwidth_gbs",
-                                            "nvme_read_gbs", "nvme_write_gbs", NULL};
+                                            "nvme_read_gbs", "nvme_write_gbs", "nvls", NULL};
     static const char *const net_keys[] = {"nodes", "topology", "tiers", "leaf_radix", "oversubscription",
-                                           "link_latency_us", "switch_latency_us", NULL};
+                                           "link_latency_us", "switch_latency_us", "sharp", NULL};
     static const char *const storage_keys[] = {"checkpoint_write_gbs", "checkpoint_read_gbs", "dataset_read_gbs", NULL};
     static const char *const topologies[] = {"rail_optimized_fat_tree", "fat_tree", "single_switch", NULL};
     memset(p, 0, sizeof *p);
@@ -83,7 +83,8 @@ int platform_parse(json_t *root, const char *path, const char *base_dir, int nee
         config_num(node, sub, "pcie_bandwidth_gbs", 0, 32, 0, 1e6, 1, &p->node.pcie_bandwidth_gbs, err) ||
         config_num(node, sub, "host_memory_bandwidth_gbs", 0, 0, 0, 1e6, 0, &p->node.host_memory_bandwidth_gbs, err) ||
         config_num(node, sub, "nvme_read_gbs", 0, 0, 0, 1e6, 0, &p->node.nvme_read_gbs, err) ||
-        config_num(node, sub, "nvme_write_gbs", 0, 0, 0, 1e6, 0, &p->node.nvme_write_gbs, err))
+        config_num(node, sub, "nvme_write_gbs", 0, 0, 0, 1e6, 0, &p->node.nvme_write_gbs, err) ||
+        config_bool(node, sub, "nvls", 0, &p->node.nvls, err))
         return -1;
 
     if (config_object(root, path, "network", &net, err))
@@ -106,7 +107,8 @@ int platform_parse(json_t *root, const char *path, const char *base_dir, int nee
     p->network.leaf_radix = (int)v;
     if (config_num(net, sub, "oversubscription", 0, 1, 1, 1e3, 0, &p->network.oversubscription, err) ||
         config_num(net, sub, "link_latency_us", 0, 0.5, 0, 1e6, 0, &p->network.link_latency_us, err) ||
-        config_num(net, sub, "switch_latency_us", 0, 0.3, 0, 1e6, 0, &p->network.switch_latency_us, err))
+        config_num(net, sub, "switch_latency_us", 0, 0.3, 0, 1e6, 0, &p->network.switch_latency_us, err) ||
+        config_bool(net, sub, "sharp", 0, &p->network.sharp, err))
         return -1;
     if ((long long)p->network.nodes * p->node.gpus > 1048576)
         return config_fail(err, "%s: %d nodes x %d GPUs is over the limit of 1,048,576 GPUs", path, p->network.nodes,
