@@ -44,7 +44,17 @@ for r in "${readers[@]}"; do
   ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo 0)
   after=$(ls "tests/fuzz/regressions/$r" | wc -l)
   printf '%-14s %8s %12s %10s %8s %8s %s\n' "$r" "$seconds" "$execs" "$rate" "$cov" "$ft" "$((after - before))"
-  [ "$after" -eq "$before" ] || status=1
+  if [ "$after" -ne "$before" ]; then
+    status=1
+    # A clean CI clone keeps nothing after it ends: print the report and the input itself
+    # (base64), so the crash can be replayed from the CI log alone.
+    echo "---- $r: the fuzzer's report"
+    grep -A25 -m1 -E "ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:" "$log" || tail -30 "$log"
+    for f in $(ls -t "tests/fuzz/regressions/$r" | head -$((after - before))); do
+      echo "---- $r: input tests/fuzz/regressions/$r/$f (base64; decode with base64 -d)"
+      base64 -w 100 "tests/fuzz/regressions/$r/$f" | head -200
+    done
+  fi
 done
 [ $status -eq 0 ] || echo "fuzz_campaign: crashes kept in tests/fuzz/regressions/ (see $build/fuzz-*.log)" >&2
 exit $status
