@@ -4,7 +4,8 @@
 #include "collective.h"
 
 static const char *const algo_names[ALGO_COUNT] = {"auto", "ring", "tree", "hierarchical", "direct", "pat",
-                                                   "halving_doubling"};
+                                                   "halving_doubling", "nvls", "nvlstree", "collnetdirect",
+                                                   "collnetchain"};
 
 const char *coll_algo_name(coll_algo a)
 {
@@ -16,12 +17,14 @@ int coll_algo_from_name(const char *name)
     for (int a = 0; a < ALGO_COUNT; a++)
         if (!strcmp(name, algo_names[a]))
             return a;
+    if (!strcmp(name, "collnet")) /* NCCL <= 2.13's ncclAlgoStr "CollNet" (src/init.cc, v2.13.4-1) */
+        return ALGO_COLLNET_DIRECT;
     return -1;
 }
 
 int coll_algo_is_nccl(coll_algo a)
 {
-    return a > ALGO_AUTO && a < ALGO_HALVING_DOUBLING;
+    return a > ALGO_AUTO && a < ALGO_COUNT && a != ALGO_HALVING_DOUBLING;
 }
 
 coll_group coll_group_of(int size, int stride, int gpus_per_node)
@@ -259,6 +262,126 @@ static coll_split direct_split(const platform_config *p, const calibration_confi
     return split_of(alpha_s(c, lc, kind) + lat, slowest - net - lat, net, g.nodes > 1 ? inter : 0, ALGO_DIRECT);
 }
 
+/* ---- NVLink SHARP and in-network reduction ---------------------------------------------
+ * NCCL's own model of them, src/graph/tuning.cc of NVIDIA/nccl (master, commit 5067397c),
+ * ncclTopoTuneModel, Simple protocol (the only one NVLS and CollNet run there). Its per-channel
+ * bandwidth times its channels stands here for the link's bus bandwidth B (the model has no
+ * channels); its per-channel caps (perChMaxNVLSTreeBws) are not applied for the same reason.
+ * Its "latencyInter" (the network's latency, counted twice on Simple for the flush) is the
+ * platform's NIC-to-NIC latency. baseLatencies of all four are 0. */
+#define NVLS_EFFICIENCY 0.85          /* nvlsEfficiency[] Hopper (Blackwell's 0.74 not selected) */
+#define NVLS_LAT_NVLINK_US 25.0       /* hwLatencies[NVLINK][NVLS][Simple] */
+#define NVLS_LAT_NET_US 18.0          /* hwLatencies[NET][NVLS][Simple] */
+#define NVLS_TREE_LAT_NVLINK_US 25.0  /* hwLatencies[NVLINK][NVLSTree][Simple] */
+#define NVLS_TREE_LAT_NET_US 20.9     /* hwLatencies[NET][NVLSTree][Simple] */
+#define COLLNET_DIRECT_LAT_NVLINK_US 3.7 /* hwLatencies[NVLINK][CollNetDirect][Simple] */
+#define COLLNET_DIRECT_LAT_NET_US 31.0   /* hwLatencies[NET][CollNetDirect][Simple] */
+#define COLLNET_CHAIN_LAT_NVLINK_US 2.8  /* hwLatencies[NVLINK][CollNetChain][Simple] */
+#define COLLNET_CHAIN_LAT_NET_US 30.0    /* hwLatencies[NET][CollNetChain][Simple] */
+#define TREE_LAT_NET_US 14.0          /* hwLatencies[NET][Tree][Simple]: the network latency of
+                                         every algorithm at one GPU per node ("With ppn=1
+                                         latencies are fully exposed") */
+#define COLLNET_ARITY_US 0.4          /* "Add 0.4 us arity serialization latency" */
+#define COLLNET_DIRECT_SM90 0.85      /* "if (minCompCap >= 90) busBw *= .85" */
+
+/* NCCL's interLat: the table's figure (the tree's at one GPU per node) plus the network's
+ * latency twice ("Also add the flush extra latency"). */
+static double nccl_net_lat(const platform_config *p, coll_group g, double table_us)
+{
+    return (g.per_node == 1 ? TREE_LAT_NET_US : table_us) * 1e-6 + 2 * net_lat(p, g.nodes);
+}
+
+/* NVLS through the node's NVSwitch (n ranks, g of them per node, g >= 2: NVLS needs two
+ * channels, one per local GPU). All-reduce: intraBw = bwIntra * nvlsEfficiency * (nCh-1)/nCh,
+ * doubled ("AllReduce pipelines two operations"), to algorithm bandwidth by n / (2(n-1)); on one
+ * node (n = g = nCh) that is S / (0.85 B): each GPU sends its buffer once and receives the
+ * result once, against the ring's 2(n-1)/n S. All-gather, reduce-scatter: intraBw times
+ * (ppn-1)/ppn, used as the algorithm bandwidth as it stands (tuning.cc converts only the ring's
+ * and all-reduces'): S / (0.85 B ((g-1)/g)^2). */
+static double nvls_nvlink_s(const platform_config *p, const calibration_config *c, coll_kind kind, double bytes,
+                            coll_group g)
+{
+    double lanes = (double)(g.per_node - 1) / g.per_node, bw = NVLS_EFFICIENCY * nvlink_bw(p, c, kind) * lanes;
+    if (kind == COLL_ALL_REDUCE) /* busBw 2 bw, algBw = busBw n / nsteps, nsteps = 2 (n-1) */
+        return bytes / (2 * bw * g.ranks / (2.0 * (g.ranks - 1)));
+    return bytes / (bw * lanes); /* busBw = bw (ppn-1)/ppn, taken as the algorithm bandwidth */
+}
+
+/* Through the NICs, after NVLS or the node's CollNet phase: each node's r heads (one per NIC)
+ * hold S / r of the node's reduced data each (src/device/all_reduce.h: "Reduce, send to
+ * network", "Recv from network, broadcast"); the switches reduce (SHARP): each head sends it
+ * once and receives the result once. The NVLink and network phases are pipelined: the slower
+ * sets the pace (tuning.cc: min(intraBw, interBw)). */
+static coll_split innet_split(const platform_config *p, const calibration_config *c, double fixed, double nvl_s,
+                              double per_nic, coll_algo a)
+{
+    double net = per_nic / nic_bw(p, c, COLL_ALL_REDUCE);
+    return split_of(fixed, fmax(nvl_s, net) - net, net, per_nic, a);
+}
+
+/* NVLS (NCCL 2.17+): all-reduce, and from 2.19 all-gather and reduce-scatter (tuning.cc's
+ * candidates for them: PAT, Ring, NVLS, CollNetDirect), on one node; across nodes all-reduce
+ * only and only with SHARP (tuning.cc disables "Collnet+NVLS" without collnet; NVLS gathers
+ * across nodes need the CollNet plugin's iallgather / ireducescatter, not modelled). Latency:
+ * latencies = intraLat (+ interLat across nodes). */
+static coll_split nvls_split(const platform_config *p, const calibration_config *c, coll_kind kind, double bytes,
+                             coll_group g)
+{
+    if (!p->node.nvls || g.per_node < 2 ||
+        (kind != COLL_ALL_REDUCE && kind != COLL_ALL_GATHER && kind != COLL_REDUCE_SCATTER))
+        return NONE;
+    double nvl = nvls_nvlink_s(p, c, kind, bytes, g);
+    if (g.nodes <= 1)
+        return split_of(alpha_s(c, LINK_NVLINK, kind) + NVLS_LAT_NVLINK_US * 1e-6, nvl, 0, 0, ALGO_NVLS);
+    if (!p->network.sharp || kind != COLL_ALL_REDUCE)
+        return NONE;
+    double fixed = alpha_s(c, LINK_NETWORK, kind) + NVLS_LAT_NVLINK_US * 1e-6 + nccl_net_lat(p, g, NVLS_LAT_NET_US);
+    return innet_split(p, c, fixed, nvl, bytes / nic_rails(p, g), ALGO_NVLS);
+}
+
+/* NVLSTree (NCCL 2.19+): all-reduce across nodes (tuning.cc disables it on one node): NVLS in
+ * each node, then a tree across nodes among the heads, S / r each: up and down, 2 S / r through
+ * each NIC; on two nodes one exchange, S / r ("Handle 2 node case of NVLSTree": interBw x 2).
+ * Latency intraLat + 2 log2i(N) interLat. */
+static coll_split nvls_tree_split(const platform_config *p, const calibration_config *c, coll_kind kind,
+                                  double bytes, coll_group g)
+{
+    if (!p->node.nvls || kind != COLL_ALL_REDUCE || g.nodes <= 1 || g.per_node < 2)
+        return NONE;
+    double fixed = alpha_s(c, LINK_NETWORK, kind) + NVLS_TREE_LAT_NVLINK_US * 1e-6 +
+                   2 * floor(log2((double)g.nodes)) * nccl_net_lat(p, g, NVLS_TREE_LAT_NET_US);
+    double per_nic = (g.nodes <= 2 ? 1.0 : 2.0) * bytes / nic_rails(p, g);
+    return innet_split(p, c, fixed, nvls_nvlink_s(p, c, kind, bytes, g), per_nic, ALGO_NVLS_TREE);
+}
+
+/* CollNet (SHARP) all-reduce across nodes; all-gather and reduce-scatter over CollNet need the
+ * plugin's iallgather / ireducescatter (not modelled). Bandwidth as tuning.cc has it: bwIntra
+ * (NVLink), to algorithm bandwidth by 0.5, so 2 S / B over NVLink: Direct scatters to and
+ * gathers from the r heads directly, divided by the GPU/NIC factor f = (g/r + 1) / 2 ("Collnet+
+ * Direct requires all GPUs to have a local NIC") and by 0.85 from compute capability 9.0 (the
+ * platform tells Hopper and newer by a fp8 peak); Chain passes it along a chain of the g GPUs.
+ * NIC bytes: S / r through each head's NIC (innet_split). Latency: Direct 2 (min(1, g-1)
+ * intraLat + 0.4 us (g-1)) + interLat; Chain 2 (g-1) intraLat + interLat. */
+static coll_split collnet_split(const platform_config *p, const calibration_config *c, coll_kind kind,
+                                double bytes, coll_group g, coll_algo a)
+{
+    if (!p->network.sharp || kind != COLL_ALL_REDUCE || g.nodes <= 1)
+        return NONE;
+    int r = nic_rails(p, g), local = g.per_node - 1;
+    double nvl = 0, fixed = alpha_s(c, LINK_NETWORK, kind);
+    if (a == ALGO_COLLNET_DIRECT) {
+        double f = ((double)g.per_node / r + 1) / 2;
+        double eff = p->gpu.peak_tflops[PREC_FP8] > 0 ? COLLNET_DIRECT_SM90 : 1.0;
+        nvl = local > 0 ? 2 * bytes * f / (eff * nvlink_bw(p, c, kind)) : 0;
+        fixed += 2 * ((local > 0 ? COLLNET_DIRECT_LAT_NVLINK_US : 0) + local * COLLNET_ARITY_US) * 1e-6 +
+                 nccl_net_lat(p, g, COLLNET_DIRECT_LAT_NET_US);
+    } else {
+        nvl = local > 0 ? 2 * bytes / nvlink_bw(p, c, kind) : 0;
+        fixed += 2 * local * COLLNET_CHAIN_LAT_NVLINK_US * 1e-6 + nccl_net_lat(p, g, COLLNET_CHAIN_LAT_NET_US);
+    }
+    return innet_split(p, c, fixed, nvl, bytes / r, a);
+}
+
 coll_split collective_split_algo(const platform_config *p, const calibration_config *c, coll_kind kind,
                                  double bytes, coll_group g, coll_algo algo)
 {
@@ -274,6 +397,10 @@ coll_split collective_split_algo(const platform_config *p, const calibration_con
     case ALGO_DIRECT: return direct_split(p, c, kind, bytes, g);
     case ALGO_PAT: return pat_split(p, c, kind, bytes, g);
     case ALGO_HALVING_DOUBLING: return halving_doubling_split(p, c, kind, bytes, g);
+    case ALGO_NVLS: return nvls_split(p, c, kind, bytes, g);
+    case ALGO_NVLS_TREE: return nvls_tree_split(p, c, kind, bytes, g);
+    case ALGO_COLLNET_DIRECT:
+    case ALGO_COLLNET_CHAIN: return collnet_split(p, c, kind, bytes, g, algo);
     default: return NONE;
     }
 }

@@ -22,13 +22,21 @@
 #include "config.h"
 
 /* ALGO_AUTO: NCCL's choice. ALGO_HALVING_DOUBLING is MPI's recursive halving-doubling (Thakur
- * et al. 2005), not one of NCCL's: only a forced choice (parallel.nccl_algo) runs it. */
+ * et al. 2005), not one of NCCL's: only a forced choice (parallel.nccl_algo) runs it. The last
+ * four run only where the platform has the hardware: NVLink SHARP (platform.node.nvls: NCCL's
+ * NVLS, NVLSTree) and in-network reduction (platform.network.sharp: CollNetDirect,
+ * CollNetChain; NVLS across nodes needs both, as NCCL's CollNet+NVLS). */
 typedef enum {
     ALGO_AUTO = 0, ALGO_RING, ALGO_TREE, ALGO_HIERARCHICAL, ALGO_DIRECT, ALGO_PAT, ALGO_HALVING_DOUBLING,
+    ALGO_NVLS, ALGO_NVLS_TREE, ALGO_COLLNET_DIRECT, ALGO_COLLNET_CHAIN,
     ALGO_COUNT
 } coll_algo;
-const char *coll_algo_name(coll_algo a);   /* "auto", "ring", "tree", ..., "pat", "halving_doubling" */
-int coll_algo_from_name(const char *name); /* -1 if unknown */
+/* "auto", "ring", "tree", ..., "pat", "halving_doubling", "nvls", "nvlstree", "collnetdirect",
+ * "collnetchain" (NCCL_ALGO's names, lower case) */
+const char *coll_algo_name(coll_algo a);
+/* -1 if unknown; "collnet" (NCCL 2.13's one CollNet, its "Oneshot CollNet", which 2.14 split
+ * into CollNetDirect and CollNetChain) reads as collnetdirect */
+int coll_algo_from_name(const char *name);
 int coll_algo_is_nccl(coll_algo a);        /* one NCCL's tuner may pick */
 
 typedef struct {

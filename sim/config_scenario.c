@@ -225,7 +225,9 @@ static int parse_nccl_algo(json_t *obj, scenario_config *s, config_error *err)
     const unsigned runs[ALGO_COUNT] = {
         [ALGO_AUTO] = ~0u, [ALGO_RING] = reduce_like | 1u << COLL_BROADCAST, [ALGO_TREE] = 1u << COLL_ALL_REDUCE,
         [ALGO_HIERARCHICAL] = reduce_like, [ALGO_DIRECT] = 1u << COLL_ALL_TO_ALL | 1u << COLL_SEND_RECV,
-        [ALGO_PAT] = 1u << COLL_ALL_GATHER | 1u << COLL_REDUCE_SCATTER, [ALGO_HALVING_DOUBLING] = reduce_like};
+        [ALGO_PAT] = 1u << COLL_ALL_GATHER | 1u << COLL_REDUCE_SCATTER, [ALGO_HALVING_DOUBLING] = reduce_like,
+        [ALGO_NVLS] = reduce_like, [ALGO_NVLS_TREE] = 1u << COLL_ALL_REDUCE,
+        [ALGO_COLLNET_DIRECT] = 1u << COLL_ALL_REDUCE, [ALGO_COLLNET_CHAIN] = 1u << COLL_ALL_REDUCE};
     for (int k = 0; k < COLL_KIND_COUNT; k++)
         s->platform.nccl_algo[k] = ALGO_AUTO;
     if (!obj)
@@ -245,9 +247,19 @@ static int parse_nccl_algo(json_t *obj, scenario_config *s, config_error *err)
         int a = json_is_string(v) ? coll_algo_from_name(json_string_value(v)) : -1;
         if (a < 0)
             return config_fail(err, "%s.%s: expected one of auto, ring, tree, hierarchical, direct, pat, "
-                                    "halving_doubling", p, key);
+                                    "halving_doubling, nvls, nvlstree, collnetdirect (or collnet), collnetchain",
+                               p, key);
         if (!(runs[a] >> kind & 1u))
             return config_fail(err, "%s.%s: %s does not implement %s", p, key, coll_algo_name((coll_algo)a), key);
+        /* the hardware they run on: the platform has been read before the parallel section */
+        if ((a == ALGO_NVLS || a == ALGO_NVLS_TREE) && !s->platform.node.nvls)
+            return config_fail(err, "%s.%s: %s needs NVLink SHARP, and the platform's node.nvls is false "
+                                    "(set platform.node.nvls to true where the NVSwitches have it)",
+                               p, key, coll_algo_name((coll_algo)a));
+        if ((a == ALGO_COLLNET_DIRECT || a == ALGO_COLLNET_CHAIN) && !s->platform.network.sharp)
+            return config_fail(err, "%s.%s: %s needs in-network reduction, and the platform's network.sharp is "
+                                    "false (set platform.network.sharp to true where the switches have SHARP)",
+                               p, key, coll_algo_name((coll_algo)a));
         s->platform.nccl_algo[kind] = a;
     }
     return 0;

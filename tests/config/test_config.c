@@ -98,6 +98,13 @@ static const reject_case REJECTS[] = {
     {{"parallel.nccl_algo={\"allreduce\": \"ring\"}"}, {"scenario.parallel.nccl_algo.allreduce", "not a collective"}},
     {{"parallel.nccl_algo={\"all_reduce\": \"rings\"}"}, {"scenario.parallel.nccl_algo.all_reduce", "expected one of"}},
     {{"parallel.nccl_algo={\"all_gather\": \"tree\"}"}, {"scenario.parallel.nccl_algo.all_gather", "does not implement"}},
+    {{"parallel.nccl_algo={\"all_reduce\": \"nvls\"}"}, {"scenario.parallel.nccl_algo.all_reduce", "platform.node.nvls"}},
+    {{"parallel.nccl_algo={\"all_reduce\": \"nvlstree\"}"}, {"scenario.parallel.nccl_algo.all_reduce", "node.nvls is false"}},
+    {{"parallel.nccl_algo={\"all_reduce\": \"collnet\"}"}, {"scenario.parallel.nccl_algo.all_reduce", "platform.network.sharp"}},
+    {{"platform.network.sharp=true", "parallel.nccl_algo={\"all_gather\": \"collnetchain\"}"},
+     {"scenario.parallel.nccl_algo.all_gather", "does not implement"}},
+    {{"platform.node.nvls=1"}, {"scenario.platform.node.nvls", "expected true or false"}},
+    {{"platform.network.sharp=\"yes\""}, {"scenario.platform.network.sharp", "expected true or false, got a string"}},
     {{"model.hidden_size=1000"}, {"scenario.model.hidden_size", "num_attention_heads"}},
     {{"model.num_query_groups=3"}, {"scenario.model.num_query_groups", "does not divide"}},
     {{"model.num_experts=8", "model.moe_router_topk=9"}, {"scenario.model.moe_router_topk", "num_experts"}},
@@ -267,6 +274,36 @@ static void nccl_algo_reaches_the_collective_model(void **state)
     assert_int_equal(s.platform.nccl_algo[COLL_REDUCE_SCATTER], ALGO_PAT);
     assert_int_equal(s.platform.nccl_algo[COLL_ALL_GATHER], ALGO_AUTO);
     scenario_free(&s);
+}
+
+/* NVLink SHARP and SHARP are off unless the platform says so; NCCL_ALGO's names force them
+ * where it does (lower case, "collnet" as NCCL 2.13 named CollNetDirect). */
+static void nvls_and_sharp_keys_reach_the_collective_model(void **state)
+{
+    (void)state;
+    scenario_config s;
+    config_error err;
+    if (load_with(NULL, 0, &s, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(s.platform.node.nvls, 0);
+    assert_int_equal(s.platform.network.sharp, 0);
+    scenario_free(&s);
+    const char *sets[] = {"platform.node.nvls=true", "platform.network.sharp=true",
+                          "parallel.nccl_algo={\"all_reduce\": \"collnet\", \"all_gather\": \"nvls\"}"};
+    if (load_with(sets, 3, &s, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(s.platform.node.nvls, 1);
+    assert_int_equal(s.platform.network.sharp, 1);
+    assert_int_equal(s.platform.nccl_algo[COLL_ALL_REDUCE], ALGO_COLLNET_DIRECT);
+    assert_int_equal(s.platform.nccl_algo[COLL_ALL_GATHER], ALGO_NVLS);
+    scenario_free(&s);
+    const char *names[] = {"nvls", "nvlstree", "collnetdirect", "collnetchain"};
+    const coll_algo algos[] = {ALGO_NVLS, ALGO_NVLS_TREE, ALGO_COLLNET_DIRECT, ALGO_COLLNET_CHAIN};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(coll_algo_from_name(names[i]), algos[i]);
+        assert_string_equal(coll_algo_name(algos[i]), names[i]);
+        assert_true(coll_algo_is_nccl(algos[i]));
+    }
 }
 
 static void overrides_apply_like_the_file(void **state)
@@ -483,6 +520,7 @@ int main(void)
         cmocka_unit_test(every_rule_rejects),
         cmocka_unit_test(overrides_apply_like_the_file),
         cmocka_unit_test(nccl_algo_reaches_the_collective_model),
+        cmocka_unit_test(nvls_and_sharp_keys_reach_the_collective_model),
         cmocka_unit_test(training_defaults),
         cmocka_unit_test(more_overrides),
         cmocka_unit_test(precision_names_round_trip),

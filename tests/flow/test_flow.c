@@ -77,6 +77,34 @@ static void flow_uses_the_collective_the_analytic_replay_picks(void **state)
     }
 }
 
+/* NVLink SHARP and SHARP on (platform.node.nvls, network.sharp), a DP 32 gradient all-reduce
+ * over four nodes of eight, not overlapped: NCCL's choice is one of the in-network algorithms,
+ * whose NIC bytes the flows move while the NVLink phase and latencies are charged as the
+ * analytic replay has them; nothing contends, so the two replays agree. */
+static void flow_agrees_with_analytic_with_nvls_and_sharp(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 2);
+    s.platform.network.nodes = 4;
+    s.platform.node.nvls = s.platform.network.sharp = 1;
+    s.parallel.dp = 32;
+    s.training.global_batch_size = 32;
+    s.parallel.overlap_grad_reduce = 0;
+    coll_cost pick = collective_time(&s.platform, &s.calibration, COLL_ALL_REDUCE, 40e6, coll_group_of(32, 1, 8));
+    assert_true(pick.algo == ALGO_NVLS || pick.algo == ALGO_NVLS_TREE || pick.algo == ALGO_COLLNET_DIRECT ||
+                pick.algo == ALGO_COLLNET_CHAIN);
+    run_result a, f;
+    run_both(&s, &a, &f);
+    print_message("NVLS + SHARP, DP 32 (%s): analytic %.6f s (dp %.6f), flow %.6f s (dp %.6f)\n",
+                  coll_algo_name(pick.algo), a.step_time_s, a.comm_total_s[COMM_DP], f.step_time_s,
+                  f.comm_total_s[COMM_DP]);
+    assert_true(f.flows > 0);
+    assert_true(fabs(f.step_time_s - a.step_time_s) <= 0.02 * a.step_time_s);
+    assert_true(fabs(f.comm_total_s[COMM_DP] - a.comm_total_s[COMM_DP]) <= 0.02 * a.comm_total_s[COMM_DP]);
+    fixture_free(&s);
+}
+
 /* ZeRO-3 over DP 32 on four nodes (one GPU of each TP-1 replica; hierarchical collectives): the
  * per-layer gathers and reduce-scatters of every micro-batch share the comm stream in the same
  * order in both replays, the flows carry only what crosses the NICs, and the two agree. */
@@ -695,6 +723,7 @@ int main(void)
         cmocka_unit_test(degraded_nic_slows_a_dp_heavy_step_as_the_ring_predicts),
         cmocka_unit_test(third_tier_carries_traffic_between_pods),
         cmocka_unit_test(flow_uses_the_collective_the_analytic_replay_picks),
+        cmocka_unit_test(flow_agrees_with_analytic_with_nvls_and_sharp),
         cmocka_unit_test(flow_agrees_with_analytic_under_zero3),
         cmocka_unit_test(analytic_sees_degraded_links_and_stragglers),
         cmocka_unit_test(flow_agrees_with_analytic_with_overlaps_on_one_node),

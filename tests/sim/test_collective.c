@@ -208,6 +208,170 @@ static void splits_add_up_to_the_time(void **state)
     fixture_free(&s);
 }
 
+/* ---- NVLink SHARP and SHARP: closed forms from NCCL's src/graph/tuning.cc, written out here
+ * independently of sim/collective.c. Fixture: NVLink B = 300 GB/s, 8 NICs of 25 GB/s, no
+ * calibration (alpha 0), NIC-to-NIC latency within a leaf 2 x 0.5 + 0.3 = 1.3 us. */
+static int is_innet(coll_algo a)
+{
+    return a == ALGO_NVLS || a == ALGO_NVLS_TREE || a == ALGO_COLLNET_DIRECT || a == ALGO_COLLNET_CHAIN;
+}
+
+/* Off (the default), none of them runs and NCCL's choice is what it was. */
+static void without_the_keys_nothing_changes(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    int sizes[][2] = {{8, 1}, {64, 1}, {64, 8}, {1024, 1}, {16, 2}};
+    for (size_t q = 0; q < sizeof sizes / sizeof *sizes; q++) {
+        coll_group g = coll_group_of(sizes[q][0], sizes[q][1], 8);
+        for (int k = 0; k < COLL_KIND_COUNT; k++)
+            for (double S = 1; S < 1e11; S *= 100) {
+                for (int a = ALGO_NVLS; a <= ALGO_COLLNET_CHAIN; a++)
+                    assert_true(isinf(collective_time_algo(&s.platform, &s.calibration, (coll_kind)k, S, g, a)));
+                assert_false(is_innet(collective_time(&s.platform, &s.calibration, (coll_kind)k, S, g).algo));
+            }
+    }
+    fixture_free(&s);
+}
+
+/* NVLS on one node of 8: 25 us (hwLatencies[NVLINK][NVLS][Simple]) and S / (0.85 B): the switch
+ * reduces, each GPU sends its buffer once and receives the result once (the ring: 2 (n-1)/n S at
+ * B). Large all-reduces pick it; small ones keep the ring (7 x 2 x 1 us < 25 us). */
+static void nvls_allreduce_on_one_node_closed_form(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    s.platform.node.nvls = 1;
+    const platform_config *p = &s.platform;
+    const calibration_config *c = &s.calibration;
+    coll_group g = coll_group_of(8, 1, 8);
+    double B = 300e9, S = 1e9;
+    coll_split x = collective_split_algo(p, c, COLL_ALL_REDUCE, S, g, ALGO_NVLS);
+    assert_true(fabs(x.fixed_s - 25e-6) < 1e-12);
+    assert_true(fabs(x.nvlink_s * 0.85 * B - S) < 1e-6 * S); /* NVLink bytes per GPU: S */
+    assert_true(x.net_bytes == 0 && x.net_s == 0);
+    double ring = collective_time_algo(p, c, COLL_ALL_REDUCE, S, g, ALGO_RING);
+    assert_true(fabs(ring - (2.0 * 7 / 8 * S / B + 14e-6)) < 1e-9 * ring);
+    assert_true(x.time_s < 0.7 * ring); /* 1/0.85 against 1.75 */
+    coll_cost best = collective_time(p, c, COLL_ALL_REDUCE, S, g);
+    assert_int_equal(best.algo, ALGO_NVLS);
+    assert_true(best.time_s == x.time_s);
+    assert_int_equal(collective_time(p, c, COLL_ALL_REDUCE, 1024, g).algo, ALGO_RING);
+    /* all-gather: NCCL's rate 0.85 B (7/8)^2, taken as the algorithm bandwidth, below the ring's
+     * B x 8/7: the tuner keeps the ring, NVLS runs when forced */
+    double ag = collective_time_algo(p, c, COLL_ALL_GATHER, S, g, ALGO_NVLS);
+    assert_true(fabs(ag - (25e-6 + S / (0.85 * B * 49.0 / 64))) < 1e-9 * ag);
+    assert_int_equal(collective_time(p, c, COLL_ALL_GATHER, S, g).algo, ALGO_RING);
+    s.platform.nccl_algo[COLL_ALL_GATHER] = ALGO_NVLS;
+    assert_int_equal(collective_time(p, c, COLL_ALL_GATHER, S, g).algo, ALGO_NVLS);
+    /* not across nodes without SHARP; not with one GPU of the group per node */
+    assert_true(isinf(collective_time_algo(p, c, COLL_ALL_REDUCE, S, coll_group_of(64, 1, 8), ALGO_NVLS)));
+    assert_true(isinf(collective_time_algo(p, c, COLL_ALL_REDUCE, S, coll_group_of(16, 8, 8), ALGO_NVLS_TREE)));
+    fixture_free(&s);
+}
+
+/* NVLSTree across N nodes of g = 8: NVLS inside (S (n-1)/n x g/(g-1) / (0.85 B) over NVLink), a
+ * tree among the heads (2 S / 8 through each NIC; S / 8 on two nodes), 25 us + 2 log2(N) x
+ * (20.9 us + 2 x 1.3 us); the slower of the two phases sets the pace. */
+static void nvls_tree_across_nodes_closed_form(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    s.platform.node.nvls = 1;
+    const platform_config *p = &s.platform;
+    const calibration_config *c = &s.calibration;
+    double S = 1e9, B = 300e9, Bn = 25e9;
+    for (int N = 2; N <= 16; N *= 2) {
+        int n = 8 * N;
+        coll_split x = collective_split_algo(p, c, COLL_ALL_REDUCE, S, coll_group_of(n, 1, 8), ALGO_NVLS_TREE);
+        double nic = (N == 2 ? 1.0 : 2.0) * S / 8;
+        double nvl = S * (n - 1) / n * 8.0 / 7 / (0.85 * B);
+        double fixed = 25e-6 + 2 * log2(N) * (20.9e-6 + 2 * 1.3e-6);
+        assert_true(fabs(x.net_bytes - nic) < 1e-6 * nic);
+        assert_true(fabs(x.fixed_s - fixed) < 1e-9);
+        assert_true(fabs(x.time_s - (fixed + fmax(nvl, nic / Bn))) < 1e-9 * x.time_s);
+    }
+    fixture_free(&s);
+}
+
+/* SHARP (CollNet) across nodes: each node's data goes up to the switch once and comes back once,
+ * S / 8 through each of the 8 NICs (the ring: 2 (n-1)/n S / 8); over NVLink 2 S / B (Direct
+ * divided by 0.85 from Hopper on, here told by a fp8 peak; by (g/r + 1)/2 with fewer NICs than
+ * GPUs). Latency: Direct 2 (3.7 + 7 x 0.4) + 31 us, Chain 2 x 7 x 2.8 + 30 us, plus twice the
+ * 1.3 us network latency; at one GPU per node the tree's 14 us. */
+static void sharp_allreduce_nic_bytes_are_collnets(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    s.platform.network.sharp = 1;
+    const platform_config *p = &s.platform;
+    const calibration_config *c = &s.calibration;
+    double S = 1e9, B = 300e9, Bn = 25e9, a_net = 1.3e-6;
+    coll_group g = coll_group_of(64, 1, 8);
+    coll_split d = collective_split_algo(p, c, COLL_ALL_REDUCE, S, g, ALGO_COLLNET_DIRECT);
+    coll_split ch = collective_split_algo(p, c, COLL_ALL_REDUCE, S, g, ALGO_COLLNET_CHAIN);
+    coll_split ring = collective_split_algo(p, c, COLL_ALL_REDUCE, S, g, ALGO_RING);
+    assert_true(fabs(d.net_bytes - S / 8) < 1e-6 && fabs(ch.net_bytes - S / 8) < 1e-6);
+    assert_true(fabs(ring.net_bytes - 2.0 * 63 / 64 * S / 8) < 1e-3);
+    assert_true(fabs(d.net_s - S / 8 / Bn) < 1e-12);
+    assert_true(fabs(d.fixed_s - (2 * (3.7e-6 + 7 * 0.4e-6) + 31e-6 + 2 * a_net)) < 1e-12);
+    assert_true(fabs(ch.fixed_s - (2 * 7 * 2.8e-6 + 30e-6 + 2 * a_net)) < 1e-12);
+    assert_true(fabs(d.time_s - (d.fixed_s + fmax(2 * S / B, S / 8 / Bn))) < 1e-9 * d.time_s);
+    coll_cost best = collective_time(p, c, COLL_ALL_REDUCE, S, g);
+    assert_true(best.algo == ALGO_COLLNET_DIRECT || best.algo == ALGO_COLLNET_CHAIN);
+    assert_true(best.time_s < ring.time_s);
+    s.platform.gpu.peak_tflops[PREC_FP8] = 200; /* compute capability >= 9.0 */
+    d = collective_split_algo(p, c, COLL_ALL_REDUCE, S, g, ALGO_COLLNET_DIRECT);
+    assert_true(fabs(d.time_s - (d.fixed_s + fmax(2 * S / (0.85 * B), S / 8 / Bn))) < 1e-9 * d.time_s);
+    s.platform.node.nics = 2; /* 4 GPUs per NIC: factor (4 + 1)/2, S / 2 through each NIC */
+    d = collective_split_algo(p, c, COLL_ALL_REDUCE, S, g, ALGO_COLLNET_DIRECT);
+    assert_true(fabs(d.net_bytes - S / 2) < 1e-6);
+    assert_true(fabs(d.time_s - (d.fixed_s + fmax(2 * S * 2.5 / (0.85 * B), S / 2 / Bn))) < 1e-9 * d.time_s);
+    s.platform.node.nics = 8;
+    coll_split one = collective_split_algo(p, c, COLL_ALL_REDUCE, S, coll_group_of(16, 8, 8), ALGO_COLLNET_DIRECT);
+    assert_true(fabs(one.net_bytes - S) < 1e-6 && one.nvlink_s == 0);
+    assert_true(fabs(one.fixed_s - (14e-6 + 2 * a_net)) < 1e-12);
+    /* all-gather over CollNet is not modelled; nor one node */
+    assert_true(isinf(collective_time_algo(p, c, COLL_ALL_GATHER, S, g, ALGO_COLLNET_DIRECT)));
+    assert_true(isinf(collective_time_algo(p, c, COLL_ALL_REDUCE, S, coll_group_of(8, 1, 8), ALGO_COLLNET_CHAIN)));
+    /* with NVLS too, NVLS runs across nodes (NCCL's CollNet+NVLS): NVLS inside, S / 8 per NIC,
+     * 25 + 18 us + 2 x 1.3 us */
+    s.platform.node.nvls = 1;
+    coll_split v = collective_split_algo(p, c, COLL_ALL_REDUCE, S, g, ALGO_NVLS);
+    assert_true(fabs(v.net_bytes - S / 8) < 1e-6);
+    assert_true(fabs(v.fixed_s - (43e-6 + 2 * a_net)) < 1e-12);
+    double nvl = S * 63 / 64 * 8.0 / 7 / (0.85 * B);
+    assert_true(fabs(v.time_s - (v.fixed_s + fmax(nvl, S / 8 / Bn))) < 1e-9 * v.time_s);
+    fixture_free(&s);
+}
+
+/* With both keys on, the new algorithms' splits add up as the others' do (the flow replay's). */
+static void innet_splits_add_up_to_the_time(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    s.platform.node.nvls = s.platform.network.sharp = 1;
+    int sizes[][2] = {{8, 1}, {64, 1}, {64, 8}, {1024, 1}, {96, 4}, {16, 4}};
+    for (size_t q = 0; q < sizeof sizes / sizeof *sizes; q++) {
+        coll_group g = coll_group_of(sizes[q][0], sizes[q][1], 8);
+        for (int k = 0; k < COLL_KIND_COUNT; k++)
+            for (int a = ALGO_NVLS; a <= ALGO_COLLNET_CHAIN; a++) {
+                coll_split x = collective_split_algo(&s.platform, &s.calibration, (coll_kind)k, 3e8, g, (coll_algo)a);
+                if (!isfinite(x.time_s))
+                    continue;
+                assert_true(x.fixed_s >= 0 && x.nvlink_s >= -1e-15 && x.net_s >= 0 && x.net_bytes >= 0);
+                assert_true(fabs(x.time_s - (x.fixed_s + x.nvlink_s + x.net_s)) <= 1e-12 * x.time_s);
+                assert_true(g.nodes > 1 || x.net_bytes == 0);
+            }
+    }
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -221,6 +385,11 @@ int main(void)
         cmocka_unit_test(halving_doubling_closed_form),
         cmocka_unit_test(broadcast_is_a_pipelined_chain),
         cmocka_unit_test(splits_add_up_to_the_time),
+        cmocka_unit_test(without_the_keys_nothing_changes),
+        cmocka_unit_test(nvls_allreduce_on_one_node_closed_form),
+        cmocka_unit_test(nvls_tree_across_nodes_closed_form),
+        cmocka_unit_test(sharp_allreduce_nic_bytes_are_collnets),
+        cmocka_unit_test(innet_splits_add_up_to_the_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
