@@ -26,6 +26,19 @@ void cost_model_init(cost_model *cm, const scenario_config *s)
     cm->pace = cm->ranks_per_device * cm->slowest_device;
 }
 
+double cost_overlap_comm_share(double slowdown)
+{
+    return slowdown > 1 ? 1 - 1 / slowdown : 0;
+}
+
+double cost_overlap_compute_share(int n_comm, double slowdown)
+{
+    if (n_comm <= 0)
+        return 1;
+    double fair = 1.0 / (n_comm + 1), b = cost_overlap_comm_share(slowdown);
+    return b <= fair ? 1 - n_comm * b : fair;
+}
+
 double cost_expected_max_normal(double n)
 {
     if (n <= 1)

@@ -53,4 +53,14 @@ double cost_expected_max_normal(double n);
 /* Peak FLOP/s of the training precision. */
 double cost_peak_flops(const cost_model *cm);
 
+/* Contention between overlapped communication and compute on one device. A collective or
+ * transfer kernel running beside the compute stream takes a share 1 - 1/slowdown of the device
+ * (calibration overlap_slowdown: a GEMM alone takes t, beside a collective slowdown * t), never
+ * more than an equal share with the compute. With n such kernels running, the compute keeps the
+ * max-min fair share: 1 - n (1 - 1/slowdown), or 1/(n + 1) when that is smaller. The analytic
+ * replay integrates compute at this rate; the flow replay gets the same rate from SimGrid's
+ * max-min sharing of the GPU host (a bounded exec per running collective). */
+double cost_overlap_comm_share(double slowdown);
+double cost_overlap_compute_share(int n_comm, double slowdown);
+
 #endif

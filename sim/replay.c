@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "compression.h"
+#include "cost.h"
 #include "replay.h"
 
 int replay_times_alloc(replay_times *t, int n_tasks)
@@ -11,18 +12,156 @@ int replay_times_alloc(replay_times *t, int n_tasks)
     t->n_tasks = n_tasks;
     t->start = calloc((size_t)n_tasks + 1, sizeof *t->start);
     t->finish = calloc((size_t)n_tasks + 1, sizeof *t->finish);
-    return (t->start && t->finish) ? 0 : -1;
+    t->contention = calloc((size_t)n_tasks + 1, sizeof *t->contention);
+    return (t->start && t->finish && t->contention) ? 0 : -1;
 }
 
 void replay_times_free(replay_times *t)
 {
     free(t->start);
     free(t->finish);
+    free(t->contention);
     memset(t, 0, sizeof *t);
+}
+
+/* Whether task k is a communication kernel on its GPU that the compute stream runs beside: a
+ * collective on the comm stream or a pipeline transfer. Host-lane work (PCIe copies by the copy
+ * engines, the CPU optimizer) takes no SMs. */
+static int contends(const sim_task *k)
+{
+    return k->kind != TASK_COMPUTE && (k->lane == LANE_COMM || k->lane == LANE_P2P);
+}
+
+/* The analytic replay when communication costs the compute beside it: the same lanes and
+ * dependencies as list scheduling, run as events, because a collective placed later in the
+ * graph's order (a ZeRO-3 prefetch, issued after the compute it overlaps) still slows that
+ * compute. Collectives and transfers keep their durations (the network is uncontended here); a
+ * compute-lane task first does its compute at its stage's share of the device, then the
+ * communication folded into it, unshared (as the flow replay runs it). */
+static int replay_shared(const step_workload *w, replay_times *t)
+{
+    int n = w->n_tasks, P = w->stages, nl = P * LANE_COUNT;
+    int *pending = calloc((size_t)n + 1, sizeof(int)), *fill = calloc((size_t)n + 1, sizeof(int));
+    int *dep_of = malloc(((size_t)w->n_deps + 1) * sizeof(int)), *begin = calloc((size_t)n + 2, sizeof(int));
+    int *lane_next = malloc((size_t)nl * sizeof(int)), *lane_run = malloc((size_t)nl * sizeof(int));
+    int *lane_order = malloc(((size_t)n + 1) * sizeof(int)), *lane_begin = calloc((size_t)nl + 1, sizeof(int));
+    int *comm_running = calloc((size_t)P, sizeof(int)), *running = malloc(((size_t)nl + 1) * sizeof(int));
+    double *work = calloc((size_t)n + 1, sizeof(double)), *tail = calloc((size_t)n + 1, sizeof(double));
+    int ok = pending && fill && dep_of && begin && lane_next && lane_run && lane_order && lane_begin &&
+             comm_running && running && work && tail;
+    if (ok) {
+        /* dependents of each task (reverse edges), and each lane's tasks in graph order */
+        for (int i = 0; i < n; i++) {
+            const sim_task *k = &w->tasks[i];
+            pending[i] = k->dep_count;
+            for (int d = 0; d < k->dep_count; d++)
+                begin[w->deps[k->dep_begin + d] + 1]++;
+            lane_begin[k->stage * LANE_COUNT + k->lane + 1]++;
+        }
+        for (int i = 0; i < n; i++)
+            begin[i + 1] += begin[i];
+        for (int q = 0; q < nl; q++)
+            lane_begin[q + 1] += lane_begin[q];
+        for (int q = 0; q < nl; q++) {
+            lane_next[q] = lane_begin[q];
+            lane_run[q] = -1;
+        }
+        for (int i = 0; i < n; i++) {
+            const sim_task *k = &w->tasks[i];
+            for (int d = 0; d < k->dep_count; d++) {
+                int j = w->deps[k->dep_begin + d];
+                dep_of[begin[j] + fill[j]++] = i;
+            }
+        }
+        int *lfill = running;
+        memset(lfill, 0, (size_t)nl * sizeof(int));
+        for (int i = 0; i < n; i++) {
+            int q = w->tasks[i].stage * LANE_COUNT + w->tasks[i].lane;
+            lane_order[lane_begin[q] + lfill[q]++] = i;
+        }
+    }
+    int n_running = 0, done = 0;
+    double now = 0;
+    while (ok && done < n) {
+        /* start what can start: a lane's next task, once the lane is idle and its inputs are done */
+        for (int q = 0; q < nl; q++) {
+            if (lane_run[q] >= 0 || lane_next[q] >= lane_begin[q + 1])
+                continue;
+            int i = lane_order[lane_next[q]];
+            if (pending[i] > 0)
+                continue;
+            const sim_task *k = &w->tasks[i];
+            lane_next[q]++;
+            lane_run[q] = i;
+            running[n_running++] = i;
+            t->start[i] = now;
+            if (k->kind == TASK_COMPUTE && k->lane == LANE_COMPUTE) {
+                tail[i] = fmin(k->comm_inside_s, k->duration_s);
+                work[i] = k->duration_s - tail[i];
+            } else {
+                work[i] = 0;
+                tail[i] = k->duration_s;
+                if (contends(k))
+                    comm_running[k->stage]++;
+            }
+        }
+        if (n_running == 0) { /* nothing can run: a dependency cycle or an undone input */
+            ok = 0;
+            break;
+        }
+        /* the next end: compute at its stage's share, then the fixed part */
+        double next = INFINITY;
+        for (int r = 0; r < n_running; r++) {
+            int i = running[r];
+            double rate = cost_overlap_compute_share(comm_running[w->tasks[i].stage], w->overlap_slowdown);
+            next = fmin(next, now + (work[i] > 0 ? work[i] / rate : tail[i]));
+        }
+        for (int r = 0; r < n_running; r++) {
+            int i = running[r];
+            const sim_task *k = &w->tasks[i];
+            double rate = cost_overlap_compute_share(comm_running[k->stage], w->overlap_slowdown);
+            if (work[i] > 0) {
+                if (now + work[i] / rate <= next)
+                    work[i] = 0; /* its compute is done: its fixed part runs from next */
+                else
+                    work[i] -= rate * (next - now);
+            } else if (now + tail[i] <= next) {
+                running[r] = -1 - i; /* ends at next */
+            } else {
+                tail[i] -= next - now;
+            }
+        }
+        now = next;
+        for (int r = 0; r < n_running; r++) {
+            if (running[r] >= 0)
+                continue;
+            int i = -1 - running[r];
+            const sim_task *k = &w->tasks[i];
+            t->finish[i] = now;
+            t->contention[i] = k->kind == TASK_COMPUTE && k->lane == LANE_COMPUTE
+                                   ? fmax(0, now - t->start[i] - k->duration_s) : 0;
+            if (contends(k))
+                comm_running[k->stage]--;
+            lane_run[k->stage * LANE_COUNT + k->lane] = -1;
+            for (int d = begin[i]; d < begin[i + 1]; d++)
+                pending[dep_of[d]]--;
+            done++;
+        }
+        int kept = 0;
+        for (int r = 0; r < n_running; r++)
+            if (running[r] >= 0)
+                running[kept++] = running[r];
+        n_running = kept;
+    }
+    free(pending); free(fill); free(dep_of); free(begin); free(lane_next); free(lane_run);
+    free(lane_order); free(lane_begin); free(comm_running); free(running); free(work); free(tail);
+    return ok ? 0 : -1;
 }
 
 int replay_analytic(const step_workload *w, replay_times *t)
 {
+    if (w->overlap_slowdown > 1)
+        return replay_shared(w, t);
     double *lane_free = calloc((size_t)w->stages * LANE_COUNT, sizeof *lane_free);
     if (!lane_free)
         return -1;
@@ -33,6 +172,7 @@ int replay_analytic(const step_workload *w, replay_times *t)
             ready = fmax(ready, t->finish[w->deps[k->dep_begin + d]]);
         t->start[i] = ready;
         t->finish[i] = ready + k->duration_s;
+        t->contention[i] = 0;
         lane_free[k->stage * LANE_COUNT + k->lane] = t->finish[i];
     }
     free(lane_free);
@@ -145,7 +285,9 @@ int replay_metrics_compute(const step_workload *w, const replay_times *t, replay
         double inside = fmin(k->comm_inside_s, dur), booked = 0;
         for (int c = 0; c < COMM_CLASS_COUNT; c++)
             booked += k->comm_inside_cls[c];
-        double ran = k->duration_s > 0 ? dur / k->duration_s : 0;
+        /* by how much a replay ran the task shorter (stragglers aside), leaving out what
+         * communication beside it added (booked as overlap cost below) */
+        double ran = k->duration_s > 0 ? (dur - t->contention[i]) / k->duration_s : 0;
         for (int c = 0; c < COMM_CLASS_COUNT; c++) {
             /* by kind, in proportion when a replay ran the task shorter; unbooked: TP */
             double part = booked > 0 ? inside * k->comm_inside_cls[c] / booked : (c == COMM_TP ? inside : 0);
@@ -153,7 +295,7 @@ int replay_metrics_compute(const step_workload *w, const replay_times *t, replay
             ex[c] += part;
         }
         m->stage_compute_s[k->stage] += dur - inside;
-        m->overlap_cost_s += k->overlap_cost_s * ran / P;
+        m->overlap_cost_s += (k->overlap_cost_s * ran + t->contention[i]) / P;
         attribute_gap(w, t, lane_prev, i, last_finish[k->stage], t->start[i], &m->stage_bubble_s[k->stage], ex);
         last_finish[k->stage] = t->finish[i];
     }

@@ -11,6 +11,8 @@ typedef struct {
     int n_tasks;
     double *start;   /* seconds from step start, per task */
     double *finish;
+    double *contention; /* per compute-lane task: what communication running beside it on its
+                           device added to its time (step_workload.overlap_slowdown), in seconds */
 } replay_times;
 
 typedef struct {
@@ -28,7 +30,9 @@ typedef struct {
 int replay_times_alloc(replay_times *t, int n_tasks);
 void replay_times_free(replay_times *t);
 
-/* Analytic replay: list scheduling of the graph with task durations, no contention. */
+/* Analytic replay: list scheduling of the graph with task durations. The network is
+ * uncontended; a compute-lane task runs at cost_overlap_compute_share of its device while
+ * collectives and transfers of its stage placed before it run beside it. */
 int replay_analytic(const step_workload *w, replay_times *t);
 
 /* Derives the metrics from the task times. */

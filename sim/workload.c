@@ -574,6 +574,7 @@ int workload_build(const scenario_config *s, step_workload *w, config_error *err
         return -1;
     }
     w->stages = b.P;
+    w->overlap_slowdown = b.overlap_slowdown;
     int nvs = b.P * b.V;
     int **fwd_p2p = calloc((size_t)nvs, sizeof *fwd_p2p), **bwd_p2p = calloc((size_t)nvs, sizeof *bwd_p2p);
     stage_state *st = calloc((size_t)b.P, sizeof *st);

@@ -62,6 +62,8 @@ typedef struct {
 
 typedef struct {
     int stages;
+    double overlap_slowdown; /* calibration overlap_slowdown (1: none): what communication running
+                                beside the compute lane costs it (cost_overlap_compute_share) */
     int n_tasks, cap_tasks;
     sim_task *tasks;
     int n_deps, cap_deps;

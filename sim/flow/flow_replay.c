@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "collective.h"
+#include "cost.h"
 #include "flow.h"
 #include "flow_internal.h"
 #include "offload.h"
@@ -34,6 +35,8 @@ typedef struct {
     sg_bar_t *bar_in, *bar_out;/* per task (collectives), created on first use */
     double *slow;              /* [stage * R + replica]: straggler slowdown of the lockstep group */
     double *start, *finish;    /* per task: the replica that finished last */
+    double *contention;        /* per task: what communication beside it added to its compute */
+    double beside_share;       /* of a GPU host, what a running collective takes (0: none) */
     long flows, flows_all, waits;
     int fine;                  /* TP communication as NVLink flows */
     int *rail_on;              /* [local GPU index]: its rail's flows are simulated */
@@ -65,11 +68,29 @@ static int simulated(const flow_ctx *c, int rank)
 }
 
 /* Compute on the actor's host: an exec of `seconds` at the host's speed (the platform's
- * hosts run 1e12 flop/s, so the exec takes the task's analytic duration). */
-static void compute_for(double seconds)
+ * hosts run 1e12 flop/s, so the exec takes the task's analytic duration, longer while
+ * collectives of the same GPU run beside it). Returns the seconds it took. */
+static double compute_for(double seconds)
 {
+    double t0 = simgrid_get_clock();
     if (seconds > 0)
         sg_actor_execute(seconds * sg_host_get_speed(sg_host_self()));
+    return simgrid_get_clock() - t0;
+}
+
+/* A collective or transfer kernel running on this GPU beside its compute stream: an exec on the
+ * host bounded to c->beside_share of its speed, so SimGrid's max-min sharing leaves the compute
+ * cost_overlap_compute_share (sim/cost.h). Cancelled when the communication ends; NULL when
+ * overlap costs nothing. */
+static sg_exec_t beside_start(const flow_ctx *c)
+{
+    if (c->beside_share <= 0)
+        return NULL;
+    double speed = sg_host_get_speed(sg_host_self());
+    sg_exec_t x = sg_actor_exec_init(speed * 1e9); /* far longer than any step: ended by cancel */
+    sg_exec_set_bound(x, c->beside_share * speed);
+    sg_exec_start(x);
+    return x;
 }
 
 static sg_sem_t done_sem(flow_ctx *c, int task, int replica)
@@ -293,14 +314,15 @@ static void lane_actor(int argc, char **argv)
         }
         if (c->failed) /* a rank is gone: everything waits for the watchdog */
             sg_actor_suspend(sg_actor_self());
-        double t0 = simgrid_get_clock();
+        double t0 = simgrid_get_clock(), contention = 0;
         offload_route route = c->cpu ? offload_task_route(c->s, k) : OFFLOAD_ROUTE_NONE;
         if (route != OFFLOAD_ROUTE_NONE) {
             host_transfer(c, i, k, route, a->stage, a->replica);
         } else if (k->kind == TASK_COMPUTE && c->fine && k->tp_ring_bytes > 0 && c->tp > 1) {
             /* compute, then the TP ring as flows (one per GPU of the group) */
             double bw = c->s->platform.node.nvlink_bandwidth_gbs * 1e9;
-            compute_for((k->duration_s - k->comm_inside_s) * c->slow[a->stage * c->R + a->replica]);
+            double work = (k->duration_s - k->comm_inside_s) * c->slow[a->stage * c->R + a->replica];
+            contention = compute_for(work) - work;
             double d = k->comm_inside_s - k->tp_ring_bytes / bw; /* latencies stay analytic */
             if (d > 0)
                 sg_actor_sleep_for(d);
@@ -313,11 +335,25 @@ static void lane_actor(int argc, char **argv)
                                       k->tp_ring_bytes);
             wait_all(c, e, n, i, a->stage, 0, NULL, NULL);
         } else if (k->kind == TASK_COMPUTE) {
-            compute_for(k->duration_s * c->slow[a->stage * c->R + a->replica]);
-        } else if (k->kind == TASK_P2P) {
-            p2p(c, i, k, a->stage, a->replica);
+            double sl = c->slow[a->stage * c->R + a->replica];
+            if (c->beside_share > 0 && a->lane == LANE_COMPUTE) {
+                /* the compute shares the GPU with communication beside it; the communication
+                 * folded into the task runs after it, unshared (as the analytic replay has it) */
+                double inside = fmin(k->comm_inside_s, k->duration_s), work = (k->duration_s - inside) * sl;
+                contention = compute_for(work) - work;
+                if (inside > 0)
+                    sg_actor_sleep_for(inside * sl);
+            } else {
+                compute_for(k->duration_s * sl);
+            }
         } else {
-            collective(c, i, k, a->stage, a->replica);
+            sg_exec_t beside = a->lane == LANE_COMM || a->lane == LANE_P2P ? beside_start(c) : NULL;
+            if (k->kind == TASK_P2P)
+                p2p(c, i, k, a->stage, a->replica);
+            else
+                collective(c, i, k, a->stage, a->replica);
+            if (beside)
+                sg_exec_cancel(beside);
         }
         double t1 = simgrid_get_clock();
         if (c->failed) /* what ran into the failure did not complete */
@@ -325,6 +361,7 @@ static void lane_actor(int argc, char **argv)
         if (t1 >= c->finish[i]) {
             c->finish[i] = t1;
             c->start[i] = t0;
+            c->contention[i] = contention > 1e-12 ? contention : 0;
         }
         for (int q = 0; q < c->dependents[i]; q++)
             sg_sem_release(done_sem(c, i, a->replica));
@@ -466,6 +503,8 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
     c.bar_out = calloc((size_t)n, sizeof *c.bar_out);
     c.start = calloc((size_t)n, sizeof(double));
     c.finish = calloc((size_t)n, sizeof(double));
+    c.contention = calloc((size_t)n, sizeof(double));
+    c.beside_share = cost_overlap_comm_share(w->overlap_slowdown);
 
     long actors = 0;
     actor_arg *args = calloc((size_t)c.P * c.R * LANE_COUNT, sizeof *args);
@@ -529,7 +568,7 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
     }
     size_t bytes = (size_t)n * sizeof(double);
     return flow_write_all(fd, &rep, sizeof rep) || flow_write_all(fd, c.start, bytes) ||
-           flow_write_all(fd, c.finish, bytes);
+           flow_write_all(fd, c.finish, bytes) || flow_write_all(fd, c.contention, bytes);
 }
 
 typedef struct {
@@ -551,7 +590,7 @@ static int read_replay(void *arg, int fd)
     replay_ctx *x = arg;
     size_t bytes = (size_t)x->w->n_tasks * sizeof(double);
     return flow_read_all(fd, &x->rep, sizeof x->rep) || flow_read_all(fd, x->t->start, bytes) ||
-           flow_read_all(fd, x->t->finish, bytes);
+           flow_read_all(fd, x->t->finish, bytes) || flow_read_all(fd, x->t->contention, bytes);
 }
 
 int replay_flow_with(const scenario_config *s, const step_workload *w, const flow_options *o, replay_times *t,

@@ -60,6 +60,83 @@ static void critical_path_of_a_hand_built_graph(void **state)
     workload_free(&w);
 }
 
+/* Contention (step_workload.overlap_slowdown s): a compute task of 1 s starts beside
+ * collectives of 0.5 s on its stage. Each takes 1 - 1/s of the device while it runs, never more
+ * than an equal share; the compute finishes late by what it lost. Closed forms per case. */
+static double finish_beside(double slowdown, int comms, double *contention)
+{
+    step_workload w;
+    memset(&w, 0, sizeof w);
+    w.stages = 1;
+    w.overlap_slowdown = slowdown;
+    for (int c = 0; c < comms; c++) {
+        sim_task t = compute(0, 0.5);
+        t.kind = c == 0 ? TASK_COLLECTIVE : TASK_P2P;
+        t.lane = c == 0 ? LANE_COMM : LANE_P2P;
+        workload_add_task(&w, &t);
+    }
+    sim_task t = compute(0, 1);
+    int a = workload_add_task(&w, &t);
+    replay_times rt;
+    assert_int_equal(replay_times_alloc(&rt, w.n_tasks), 0);
+    assert_int_equal(replay_analytic(&w, &rt), 0);
+    double f = rt.finish[a];
+    *contention = rt.contention[a];
+    replay_metrics m;
+    assert_int_equal(replay_metrics_compute(&w, &rt, &m), 0);
+    assert_true(fabs(m.overlap_cost_s - *contention) < 1e-12); /* booked as overlap cost */
+    replay_metrics_free(&m);
+    replay_times_free(&rt);
+    workload_free(&w);
+    return f;
+}
+
+static void compute_beside_communication_runs_at_its_share(void **state)
+{
+    double lost;
+    /* none: 1 s */
+    assert_true(fabs(finish_beside(1.0, 1, &lost) - 1.0) < 1e-12 && lost == 0);
+    /* s = 1.25, one collective: 0.8 of the device for 0.5 s (0.4 s of work), then 0.6 s alone */
+    assert_true(fabs(finish_beside(1.25, 1, &lost) - 1.1) < 1e-12);
+    assert_true(fabs(lost - 0.1) < 1e-12);
+    /* two at once (a collective and a transfer): 1 - 2 x 0.2 = 0.6 for 0.5 s, 0.7 s alone */
+    assert_true(fabs(finish_beside(1.25, 2, &lost) - 1.2) < 1e-12);
+    /* s = 3 would take 2/3: capped at an equal share, 1/2 for 0.5 s, then 0.75 s alone */
+    assert_true(fabs(finish_beside(3.0, 1, &lost) - 1.25) < 1e-12);
+}
+
+/* The event-driven path (taken when overlap costs something) is the list scheduler when it costs
+ * nothing: every task of a pipelined, ZeRO-1, overlapped step starts and ends at the same time
+ * with overlap_slowdown 1 + 1e-12 as the list scheduler has it with 1. */
+static void event_replay_matches_list_scheduling_without_cost(void **state)
+{
+    scenario_config s;
+    fixture_scenario(&s, 16);
+    s.parallel.pp = 4;
+    s.parallel.dp = 4;
+    s.parallel.zero_stage = 1;
+    s.parallel.overlap_grad_reduce = 1;
+    s.training.global_batch_size = 32;
+    step_workload w;
+    config_error err;
+    assert_int_equal(workload_build(&s, &w, &err), 0);
+    replay_times list, ev;
+    assert_int_equal(replay_times_alloc(&list, w.n_tasks), 0);
+    assert_int_equal(replay_times_alloc(&ev, w.n_tasks), 0);
+    w.overlap_slowdown = 1;
+    assert_int_equal(replay_analytic(&w, &list), 0);
+    w.overlap_slowdown = 1 + 1e-12;
+    assert_int_equal(replay_analytic(&w, &ev), 0);
+    for (int i = 0; i < w.n_tasks; i++)
+        if (fabs(list.start[i] - ev.start[i]) > 1e-9 || fabs(list.finish[i] - ev.finish[i]) > 1e-9)
+            fail_msg("task %d (%s): list %.9f-%.9f, events %.9f-%.9f", i, w.tasks[i].name, list.start[i],
+                     list.finish[i], ev.start[i], ev.finish[i]);
+    replay_times_free(&list);
+    replay_times_free(&ev);
+    workload_free(&w);
+    fixture_free(&s);
+}
+
 static double simulated_bubble(pipeline_kind kind, int p, int m, int v)
 {
     scenario_config s;
@@ -334,6 +411,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(critical_path_of_a_hand_built_graph),
+        cmocka_unit_test(compute_beside_communication_runs_at_its_share),
+        cmocka_unit_test(event_replay_matches_list_scheduling_without_cost),
         cmocka_unit_test(bubble_matches_closed_forms),
         cmocka_unit_test(dp_gradient_reduction_is_exposed_unless_overlapped),
         cmocka_unit_test(step_time_without_pipeline_equals_the_sum_of_passes),

@@ -1,0 +1,83 @@
+/* What overlap costs, at both fidelities: with calibration overlap_slowdown s > 1, every
+ * collective and pipeline transfer running beside the compute stream takes 1 - 1/s of its GPU
+ * (sim/cost.h). The analytic replay integrates the compute at its share; the flow replay gets
+ * the same from SimGrid's sharing of the GPU host. On uncontended layouts with gradient-reduce,
+ * parameter-gather, pipeline and ZeRO-3 overlap they agree within 2% on the step and within 10%
+ * on the overlap cost itself, and both steps grow with s. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+#include "fixture.h"
+#include "run.h"
+
+static void run_at(scenario_config *s, int flow, double slowdown, run_result *r)
+{
+    config_error err;
+    s->run.fidelity_flow = flow;
+    s->calibration.overlap_slowdown = slowdown;
+    if (run_scenario(s, r, &err) != 0)
+        fail_msg("%s", err.msg);
+}
+
+static void check_layout(scenario_config *s, const char *what)
+{
+    run_result a1, a, f;
+    run_at(s, 0, 1.0, &a1);
+    run_at(s, 0, 1.3, &a);
+    run_at(s, 1, 1.3, &f);
+    print_message("%s: step %.6f s alone, beside s = 1.3: analytic %.6f s (overlap cost %.6f s), "
+                  "flow %.6f s (%.6f s)\n", what, a1.step_time_s, a.step_time_s, a.overlap_cost_s, f.step_time_s,
+                  f.overlap_cost_s);
+    assert_true(a1.overlap_cost_s == 0);
+    assert_true(a.overlap_cost_s > 0 && f.overlap_cost_s > 0);
+    assert_true(a.step_time_s > a1.step_time_s);
+    /* the step cannot grow by more than what the compute lost */
+    assert_true(a.step_time_s <= a1.step_time_s + a.overlap_cost_s * s->parallel.pp + 1e-9);
+    if (fabs(f.step_time_s - a.step_time_s) > 0.02 * a.step_time_s)
+        fail_msg("%s: flow %.6f s, analytic %.6f s", what, f.step_time_s, a.step_time_s);
+    if (fabs(f.overlap_cost_s - a.overlap_cost_s) > 0.10 * a.overlap_cost_s)
+        fail_msg("%s: overlap cost flow %.6f s, analytic %.6f s", what, f.overlap_cost_s, a.overlap_cost_s);
+}
+
+static void gradient_reduce_and_pipeline_overlap_cost_the_same_at_both_fidelities(void **state)
+{
+    scenario_config s;
+    fixture_scenario(&s, 8);
+    s.parallel.tp = 2;
+    s.parallel.pp = 2;
+    s.parallel.dp = 2;
+    s.training.global_batch_size = 16;
+    s.parallel.overlap_grad_reduce = 1;
+    check_layout(&s, "TP 2 x PP 2 x DP 2, overlap_grad_reduce");
+    s.parallel.zero_stage = 1;
+    s.parallel.overlap_param_gather = 1;
+    check_layout(&s, "... + ZeRO-1 overlap_param_gather");
+    fixture_free(&s);
+}
+
+static void zero3_prefetch_overlap_costs_the_same_at_both_fidelities(void **state)
+{
+    scenario_config s;
+    fixture_scenario(&s, 8);
+    s.parallel.tp = 1;
+    s.parallel.pp = 1;
+    s.parallel.dp = 8;
+    s.training.global_batch_size = 16;
+    s.parallel.zero_stage = 3;
+    s.parallel.overlap_grad_reduce = 1;
+    check_layout(&s, "ZeRO-3 DP 8");
+    fixture_free(&s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(gradient_reduce_and_pipeline_overlap_cost_the_same_at_both_fidelities),
+        cmocka_unit_test(zero3_prefetch_overlap_costs_the_same_at_both_fidelities),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
