@@ -46,6 +46,7 @@ typedef struct {
     int slowest_task, slowest_stage, slowest_n;
     sg_host_t slowest_src[FLOW_MAX_PARALLEL], slowest_dst[FLOW_MAX_PARALLEL];
     int flapping;              /* flapping links (faults.degraded_links with a period) */
+    struct flap_arg *flaps;    /* the flapping links' state, flapping of them */
     sg_host_t *cpu, *mem, *nvme; /* ZeRO-Offload: per node (railzone.cpp), NULL without offload */
     int failed;                /* faults.step_failure has happened */
     double failed_at, detected_at;
@@ -112,13 +113,68 @@ static sg_exec_t transfer(sg_host_t a, sg_host_t b, double bytes)
     return e;
 }
 
-/* Waits for the flows of one communication (task) started at t0 between src[i] and dst[i], and
- * remembers the longest communication of the step and its end points. */
+/* Moves `bytes` from src[i] to dst[i] for each of the n flows of one communication and waits
+ * for all; returns the flows started. SimGrid's CM02 caps a flow at its route's bandwidth as it
+ * stands when the flow starts (network_cm02.cpp, comm_action_set_bounds): a flow started while a
+ * flapping link is down would keep the degraded rate after the link comes back. So while some
+ * flapping link is down, each flow first moves what its route's slowest link carries until that
+ * link is back up, then the rest, starting afresh on the route as it is then (links that go down
+ * later slow it through their capacity, as they should). */
+static double flap_next_up(const flow_ctx *c);
+static double route_bandwidth(sg_host_t a, sg_host_t b)
+{
+    xbt_dynar_t links = xbt_dynar_new(sizeof(sg_link_t), NULL);
+    sg_host_get_route(a, b, links);
+    double bw = INFINITY;
+    unsigned int it;
+    sg_link_t l;
+    xbt_dynar_foreach (links, it, l)
+        bw = fmin(bw, sg_link_get_bandwidth(l));
+    xbt_dynar_free(&links);
+    return bw;
+}
+
+static int run_flows(const flow_ctx *c, sg_host_t *src, sg_host_t *dst, int n, double bytes)
+{
+    double left[FLOW_MAX_PARALLEL], piece[FLOW_MAX_PARALLEL];
+    for (int i = 0; i < n; i++)
+        left[i] = bytes;
+    int started = 0;
+    for (int more = n > 0; more;) {
+        double until = flap_next_up(c) - simgrid_get_clock();
+        sg_exec_t e[FLOW_MAX_PARALLEL];
+        for (int i = 0; i < n; i++) {
+            piece[i] = left[i];
+            if (until < INFINITY && left[i] > 0) /* at least a microsecond's worth, to move on */
+                piece[i] = fmin(left[i], route_bandwidth(src[i], dst[i]) * fmax(until, 1e-6));
+            e[i] = piece[i] > 0 ? transfer(src[i], dst[i], piece[i]) : NULL;
+            started += piece[i] > 0;
+        }
+        more = 0;
+        for (int i = 0; i < n; i++) {
+            if (e[i])
+                sg_exec_wait(e[i]);
+            left[i] -= piece[i];
+            more |= left[i] > 0;
+        }
+    }
+    return started;
+}
+
+/* Waits for n started flows, then notes them (note_flows). */
+static void note_flows(flow_ctx *c, int flows, int n, int task, int stage, double t0, sg_host_t *src, sg_host_t *dst);
 static void wait_all(flow_ctx *c, sg_exec_t *e, int n, int task, int stage, double t0, sg_host_t *src, sg_host_t *dst)
 {
     for (int i = 0; i < n; i++)
         sg_exec_wait(e[i]);
-    c->flows += n;
+    note_flows(c, n, n, task, stage, t0, src, dst);
+}
+
+/* Counts the flows of one communication (task) started at t0 between src[i] and dst[i], and
+ * remembers the longest communication of the step and its end points. */
+static void note_flows(flow_ctx *c, int flows, int n, int task, int stage, double t0, sg_host_t *src, sg_host_t *dst)
+{
+    c->flows += flows;
     double d = simgrid_get_clock() - t0;
     if (src && d > c->slowest_s) {
         c->slowest_s = d;
@@ -132,7 +188,6 @@ static void wait_all(flow_ctx *c, sg_exec_t *e, int n, int task, int stage, doub
 
 static void p2p(flow_ctx *c, int task, const sim_task *k, int stage, int d)
 {
-    sg_exec_t e[FLOW_MAX_PARALLEL];
     sg_host_t src[FLOW_MAX_PARALLEL], dst[FLOW_MAX_PARALLEL];
     int n = 0;
     double t0 = simgrid_get_clock();
@@ -145,10 +200,10 @@ static void p2p(flow_ctx *c, int task, const sim_task *k, int stage, int d)
             if (a != b && simulated(c, ra)) {
                 src[n] = a;
                 dst[n] = b;
-                e[n++] = transfer(a, b, k->bytes);
+                n++;
             }
         }
-    wait_all(c, e, n, task, stage, t0, src, dst);
+    note_flows(c, run_flows(c, src, dst, n, k->bytes), n, task, stage, t0, src, dst);
     /* the call's fixed cost, as the analytic replay charges it (the links add their latency) */
     int cross = rank_of(c, stage, d, 0, 0) / c->gpn != rank_of(c, k->peer_stage, d, 0, 0) / c->gpn;
     double alpha = collective_alpha_s(&c->s->calibration, cross ? LINK_NETWORK : LINK_NVLINK, COLL_SEND_RECV);
@@ -175,7 +230,6 @@ static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int 
     sg_barrier_wait(c->bar_in[task]);
     double t0 = simgrid_get_clock();
     sg_host_t src[FLOW_MAX_PARALLEL], dst[FLOW_MAX_PARALLEL];
-    sg_exec_t e[FLOW_MAX_PARALLEL];
     int n = 0;
     if (c->cp > 1 && split.net_bytes > 0) {
         /* Gradients are reduced over DP x CP (sim/workload.c): one ring per TP rank through the
@@ -189,7 +243,6 @@ static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int 
                     continue;
                 src[n] = c->hosts[ra];
                 dst[n] = c->hosts[rb];
-                e[n] = transfer(src[n], dst[n], split.net_bytes);
                 n++;
             }
     } else if (R > 1 && split.net_bytes > 0) {
@@ -213,10 +266,13 @@ static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int 
                 sg_host_t a = c->hosts[ra], b = c->hosts[rank_of(c, stage, peer, t, 0)];
                 src[n] = a;
                 dst[n] = b;
-                e[n++] = transfer(a, b, split.net_bytes);
+                n++;
             }
     }
-    wait_all(c, e, n, task, stage, t0, src, dst);
+    if (n > 0)
+        note_flows(c, run_flows(c, src, dst, n, split.net_bytes), n, task, stage, t0, src, dst);
+    else
+        note_flows(c, 0, 0, task, stage, t0, src, dst);
     sg_barrier_wait(c->bar_out[task]);
     /* A gradient bucket here may stand for several of the scenario's (run.c coarsens them to
      * bound the flows): each of those would have paid the fixed cost of a collective call. */
@@ -260,11 +316,22 @@ static void host_transfer(flow_ctx *c, int task, const sim_task *k, offload_rout
  * simulation alive). SimGrid's CM02 model caps a flow at its route's bandwidth when the flow
  * starts, so a flow that starts while the link is down keeps the degraded rate until it ends;
  * starting each period up keeps the flows that start with the step exact. */
-typedef struct {
+typedef struct flap_arg {
     sg_link_t link[2];
     double up_Bps[2];
     const degraded_link *d;
+    double up_at; /* while down: when it comes back up; else INFINITY */
 } flap_arg;
+
+/* When the first flapping link now down comes back up; INFINITY while none is down. */
+static double flap_next_up(const flow_ctx *c)
+{
+    double up = INFINITY;
+    for (int i = 0; c->flapping > 0 && i < c->s->faults.degraded_count; i++)
+        if (c->flaps[i].d && c->flaps[i].up_at < up)
+            up = c->flaps[i].up_at;
+    return up;
+}
 
 static void flapper_actor(int argc, char **argv)
 {
@@ -276,10 +343,12 @@ static void flapper_actor(int argc, char **argv)
         for (int k = 0; k < 2; k++)
             if (f->link[k])
                 sg_link_set_bandwidth(f->link[k], f->up_Bps[k] * f->d->bandwidth_factor);
+        f->up_at = simgrid_get_clock() + f->d->flap_down_s;
         sg_actor_sleep_for(f->d->flap_down_s);
         for (int k = 0; k < 2; k++)
             if (f->link[k])
                 sg_link_set_bandwidth(f->link[k], f->up_Bps[k]);
+        f->up_at = INFINITY;
     }
 }
 
@@ -425,6 +494,7 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
     }
     /* Degraded NICs: both directions of the NIC link at a fraction of their bandwidth. */
     flap_arg *flaps = calloc((size_t)s->faults.degraded_count + 1, sizeof *flaps);
+    c.flaps = flaps;
     for (int i = 0; i < s->faults.degraded_count; i++) {
         const degraded_link *d = &s->faults.degraded[i];
         const char *dir[2] = {"UP", "DOWN"};
@@ -438,6 +508,7 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
                 sg_link_set_bandwidth(l, sg_link_get_bandwidth(l) * d->bandwidth_factor);
             }
         }
+        flaps[i].up_at = INFINITY;
         if (d->flap_period_s > 0 && (flaps[i].link[0] || flaps[i].link[1])) {
             flaps[i].d = d;
             snprintf(name, sizeof name, "flap%d", i);
