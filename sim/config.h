@@ -140,6 +140,12 @@ typedef struct {
         int untie_embeddings;                /* untie_embeddings_and_output_weights (Megatron's name;
                                                 Llama): the LM head is its own matrix, so there is
                                                 no embedding-gradient all-reduce between the ends */
+        int cross_entropy_loss_fusion;       /* Megatron-LM's --cross-entropy-loss-fusion (default
+                                                off): the loss in one fused pass over the logits,
+                                                not the fp32 vocab-parallel path (workload.c) */
+        int cross_entropy_fusion_impl;       /* --cross-entropy-fusion-impl: 0 native (Megatron's
+                                                jit-fused functions), 1 te (one pass over the
+                                                logits, as dtrain's own kernel) */
     } model;
     struct {
         long long global_batch_size, micro_batch_size;

@@ -57,9 +57,10 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
     static const char *const keys[] = {"num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size",
                                        "seq_length", "vocab_size", "num_query_groups", "swiglu", "num_experts",
                                        "moe_router_topk", "attention", "untie_embeddings_and_output_weights",
-                                       "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
+                                       "cross_entropy_loss_fusion", "cross_entropy_fusion_impl", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
                                        "moe_load_imbalance", NULL};
     static const char *const attention[] = {"unfused", "flash", NULL};
+    static const char *const fusion_impl[] = {"native", "te", NULL};
     const char *p = S ".model";
     long long v;
     int e;
@@ -76,6 +77,8 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
         config_int(m, p, "moe_router_topk", 0, 0, 0, 100000, &v, err) ||
         config_enum(m, p, "attention", attention, ATTENTION_FLASH, &e, err) ||
         config_bool(m, p, "untie_embeddings_and_output_weights", 0, &s->model.untie_embeddings, err) ||
+        config_bool(m, p, "cross_entropy_loss_fusion", 0, &s->model.cross_entropy_loss_fusion, err) ||
+        config_enum(m, p, "cross_entropy_fusion_impl", fusion_impl, 0, &s->model.cross_entropy_fusion_impl, err) ||
         config_num(m, p, "moe_expert_capacity_factor", 0, 0, 0, 1e3, 0, &s->model.moe_expert_capacity_factor, err) ||
         config_bool(m, p, "moe_pad_expert_input_to_capacity", 0, &s->model.moe_pad_expert_input_to_capacity, err) ||
         config_num(m, p, "moe_load_imbalance", 0, 0, 1, 1e3, 0, &s->model.moe_load_imbalance, err))
@@ -87,6 +90,8 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
     if (s->model.moe_pad_expert_input_to_capacity && s->model.moe_expert_capacity_factor <= 0)
         return config_fail(err, "%s.moe_pad_expert_input_to_capacity: needs moe_expert_capacity_factor (as in "
                                 "Megatron-LM)", p);
+    if (!s->model.cross_entropy_loss_fusion && json_object_get(m, "cross_entropy_fusion_impl"))
+        return config_fail(err, "%s.cross_entropy_fusion_impl: needs cross_entropy_loss_fusion (as in Megatron-LM)", p);
     s->model.moe_router_topk = (int)v;
     s->model.attention = (attention_impl)e;
     if (s->model.hidden_size % s->model.num_attention_heads)

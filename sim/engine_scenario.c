@@ -41,6 +41,9 @@ int engine_scenario_load(const engine_run_shape *r, const char *platform_path, c
      * overlaps fp32 reductions only, and counts its buckets in fp32 too */
     json_object_set_new(json_object_get(scen, "parallel"), "overlap_grad_reduce",
                         json_boolean(r->overlap_grad_reduce));
+    /* dtrain's loss is one pass over the logits each way, with two TP all-reduces (engine/gpt.c) */
+    json_object_set_new(json_object_get(scen, "model"), "cross_entropy_loss_fusion", json_true());
+    json_object_set_new(json_object_get(scen, "model"), "cross_entropy_fusion_impl", json_string("te"));
     /* dtrain posts its pipeline sends (MPI_Isend of a copy, engine/comm.c) and goes on computing */
     json_object_set_new(json_object_get(scen, "parallel"), "overlap_p2p_comm", json_true());
     /* and every TP rank sends its whole activation (no scatter/gather) */

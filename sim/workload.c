@@ -188,8 +188,42 @@ void workload_layer_shape(const scenario_config *s, layer_shape *sh)
     sh->act_bytes = (s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32) ? 4 : 2;
 }
 
-/* Embedding and LM head: memory-bound lookups, the vocabulary GEMM and the fused loss, with
- * the vocab-parallel TP all-reduce of the embedding output and of the head's input grad. */
+/* The loss over this rank's logits, as the framework's code path moves them: bytes per logit
+ * element in forward and backward (a = the activation dtype's bytes), and its TP all-reduces of
+ * one float per token. Megatron-LM at d98e8a64:
+ *  - unfused (default; megatron/core/tensor_parallel/cross_entropy.py): .float() copies the
+ *    logits to fp32 (a + 4, nothing under fp32), max reads 4, the in-place subtract 4 + 4, exp
+ *    into its own buffer 4 + 4, the sum 4, div_ 4 + 4: 32 + cast; backward mul_ 4 + 4 and the cast
+ *    back (4 + a under bf16). All-reduces of the max, the predicted logit and the exp sum: 3.
+ *  - native fusion (--cross-entropy-loss-fusion; megatron/core/fusions/fused_cross_entropy.py):
+ *    the same steps in three jit-fused kernels: the fp32 copy with its max (a + 4, or 4), subtract,
+ *    exp and sum in one pass (4 + 4), div_ (4 + 4); backward reads the softmax and writes bf16
+ *    (4 + a). Two all-reduces (the predicted logit and exp sum batched in one).
+ *  - te (--cross-entropy-fusion-impl te; dtrain's own kernel): one pass reads the logits
+ *    forward (a), backward reads and writes them (2a), two all-reduces; dtrain's profiler counts
+ *    its kernel so (engine/gpt.c); Transformer Engine's kernel is read as such a single pass, not
+ *    checked against its code. */
+static void loss_traffic(const scenario_config *s, double a, double *fwd, double *bwd, int *allreduces)
+{
+    double cast = a < 4 ? a + 4 : 0;
+    if (!s->model.cross_entropy_loss_fusion) {
+        *fwd = cast + 32;
+        *bwd = 8 + (a < 4 ? 4 + a : 0);
+        *allreduces = 3;
+    } else if (s->model.cross_entropy_fusion_impl == 0) {
+        *fwd = (a < 4 ? a + 4 : 4) + 16;
+        *bwd = 4 + a;
+        *allreduces = 2;
+    } else {
+        *fwd = a;
+        *bwd = 2 * a;
+        *allreduces = 2;
+    }
+}
+
+/* Embedding and LM head: memory-bound lookups, the vocabulary GEMM and the loss, with the
+ * vocab-parallel TP all-reduces of the embedding output, of the loss's per-token sums and of the
+ * head's input grad. */
 static void head_costs(builder *b, const layer_shape *sh)
 {
     const scenario_config *s = b->s;
@@ -202,13 +236,18 @@ static void head_costs(builder *b, const layer_shape *sh)
     b->embed_fwd.comm_s = b->embed_fwd.comm_cls_s[COMM_TP] = tp_ar;
     b->embed_bwd.time_s = cost_memory_s(&b->cm, OPCLASS_EMBEDDING, 3 * tokens * h * 4);
 
-    double logits = tokens * V / tp;
+    double logits = tokens * V / tp, loss_fwd, loss_bwd;
+    int loss_ars;
+    loss_traffic(s, sh->act_bytes, &loss_fwd, &loss_bwd, &loss_ars);
+    double loss_ar = tp > 1 ? loss_ars * collective_time(&s->platform, &s->calibration, COLL_ALL_REDUCE, tokens * 4,
+                                                         b->tp).time_s : 0;
     b->head_fwd.flops = 2 * tokens * h * V / tp;
     b->head_fwd.time_s = cost_gemm_s(&b->cm, tokens, V / tp, h, 1)
-                         + cost_memory_s(&b->cm, OPCLASS_CROSS_ENTROPY, logits * (sh->act_bytes + 4));
+                         + cost_memory_s(&b->cm, OPCLASS_CROSS_ENTROPY, logits * loss_fwd) + loss_ar;
+    b->head_fwd.comm_s = b->head_fwd.comm_cls_s[COMM_TP] = loss_ar;
     b->head_bwd.flops = 2 * b->head_fwd.flops;
     b->head_bwd.time_s = cost_gemm_s(&b->cm, tokens, h, V / tp, 1) + cost_gemm_s(&b->cm, V / tp, h, tokens, 1)
-                         + cost_memory_s(&b->cm, OPCLASS_CROSS_ENTROPY, logits * (sh->act_bytes + 4)) + tp_ar;
+                         + cost_memory_s(&b->cm, OPCLASS_CROSS_ENTROPY, logits * loss_bwd) + tp_ar;
     b->head_bwd.comm_s = b->head_bwd.comm_cls_s[COMM_TP] = tp_ar;
 }
 
@@ -479,6 +518,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
             }
             if (with_head) {
                 t.duration_s += b->head_fwd.time_s;
+                fold_comm(&t, &b->head_fwd, 1);
                 t.flops += b->head_fwd.flops;
             }
         } else {

@@ -93,6 +93,10 @@ static const reject_case REJECTS[] = {
     /* model */
     {{"model.num_layers=0"}, {"scenario.model.num_layers", "range"}},
     {{"model.untie_embeddings_and_output_weights=1"}, {"scenario.model.untie_embeddings_and_output_weights", NULL}},
+    {{"model.cross_entropy_loss_fusion=1"}, {"scenario.model.cross_entropy_loss_fusion", NULL}},
+    {{"model.cross_entropy_fusion_impl=\"te\""}, {"scenario.model.cross_entropy_fusion_impl", "needs cross_entropy_loss_fusion"}},
+    {{"model.cross_entropy_loss_fusion=true", "model.cross_entropy_fusion_impl=\"triton\""},
+     {"scenario.model.cross_entropy_fusion_impl", "is not one of native, te"}},
     /* parallel.nccl_algo */
     {{"parallel.nccl_algo=\"ring\""}, {"scenario.parallel.nccl_algo", "expected an object"}},
     {{"parallel.nccl_algo={\"allreduce\": \"ring\"}"}, {"scenario.parallel.nccl_algo.allreduce", "not a collective"}},

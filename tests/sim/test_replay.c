@@ -137,6 +137,33 @@ static void event_replay_matches_list_scheduling_without_cost(void **state)
     fixture_free(&s);
 }
 
+/* The loss's bytes follow the framework's code path (workload.c, loss_traffic): on one bf16 GPU,
+ * Megatron-LM's unfused fp32 path moves 38 + 14 bytes per logit element, its jit-fused one
+ * 22 + 6, a single pass 2 + 4. The step differs by the bytes' difference over the calibrated
+ * rate (1000 GB/s in the fixture), for each micro-batch: closed form. */
+static double step_with_loss(int fusion, int impl)
+{
+    scenario_config s;
+    fixture_scenario(&s, 2);
+    s.model.cross_entropy_loss_fusion = fusion;
+    s.model.cross_entropy_fusion_impl = impl;
+    run_result r;
+    config_error err;
+    assert_int_equal(run_scenario(&s, &r, &err), 0);
+    fixture_free(&s);
+    return r.step_time_s;
+}
+
+static void loss_bytes_follow_the_framework_code_path(void **state)
+{
+    double unfused = step_with_loss(0, 0), native = step_with_loss(1, 0), one_pass = step_with_loss(1, 1);
+    double logits = 8.0 * 1024 * 32000; /* 8 micro-batches of 1 x 1024 tokens, vocabulary 32000 */
+    double per_byte = logits / 1000e9;
+    print_message("step: unfused %.6f s, native %.6f s, one pass %.6f s\n", unfused, native, one_pass);
+    assert_true(fabs((unfused - native) - (52 - 28) * per_byte) < 1e-9);
+    assert_true(fabs((native - one_pass) - (28 - 6) * per_byte) < 1e-9);
+}
+
 static double simulated_bubble(pipeline_kind kind, int p, int m, int v)
 {
     scenario_config s;
@@ -413,6 +440,7 @@ int main(void)
         cmocka_unit_test(critical_path_of_a_hand_built_graph),
         cmocka_unit_test(compute_beside_communication_runs_at_its_share),
         cmocka_unit_test(event_replay_matches_list_scheduling_without_cost),
+        cmocka_unit_test(loss_bytes_follow_the_framework_code_path),
         cmocka_unit_test(bubble_matches_closed_forms),
         cmocka_unit_test(dp_gradient_reduction_is_exposed_unless_overlapped),
         cmocka_unit_test(step_time_without_pipeline_equals_the_sum_of_passes),
