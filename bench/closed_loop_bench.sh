@@ -16,7 +16,7 @@ done
 cal=$(mktemp /tmp/dtcal_bench_XXXXXX.json)
 # Kernels are timed as each rank runs them, one BLAS thread, on a core of their own: where the
 # layout has more ranks than the machine has cores, the simulator time-shares the cores itself
-# (platform node.compute_devices, sim/cost.h).
+# (platform node.compute_devices, sim/step/cost.h).
 OPENBLAS_NUM_THREADS=1 "$bin/dtcal" kernels --device cpu --platform "$root/platforms/cpu-box.json" -o "$cal" 2>/dev/null
 if [ "$ranks" -gt 1 ]; then
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np "$ranks" \

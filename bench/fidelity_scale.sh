@@ -4,7 +4,7 @@
 # over 128 to 8,192 nodes (1,024 to 65,536 GPUs), one sequence per GPU, the DP reduction not
 # overlapped (so every byte and latency of it is on the step's path): ZeRO-0 (all-reduce, NCCL's
 # tree at this size) and ZeRO-1 (reduce-scatter + all-gather). Both replays share one collective
-# model (sim/collective.h); they must agree within 2% (docs/validation.md). Prints step time and
+# model (sim/step/collective.h); they must agree within 2% (docs/validation.md). Prints step time and
 # DP time per fidelity, their difference and the wall time of each run.
 # GPUs: 1024, 4096, 16384, 65536.
 # Usage: bench/fidelity_scale.sh [BUILD_DIR]   (default: build)

@@ -61,7 +61,7 @@ void powersgd_init(powersgd_state *s, const gpt_model *m, int rank, int dp, uint
             continue;
         size_t cols = matrix_cols(m, t), rows = cols ? g->count / cols : 0;
         /* A matrix whose factors would not be smaller than itself goes uncompressed (PyTorch's
-         * hook and the simulator's model, sim/compression.c, do the same). */
+         * hook and the simulator's model, sim/step/compression.c, do the same). */
         if (!cols || rows * cols <= (rows + cols) * (size_t)rank) {
             s->vec_offset[s->num_vecs] = g->offset;
             s->vec_count[s->num_vecs++] = g->count;

@@ -50,7 +50,7 @@ typedef struct {
     int input_present;
     double input_exposed_s, input_load_s, input_total_s, input_hidden_fraction;
     long long input_readers;
-    /* gradient compression (compression_present 0: none; sim/compression_report.h defines
+    /* gradient compression (compression_present 0: none; sim/compression_effect.h defines
      * them): DP wire bytes with / without, DP comm time saved (of comm_without_s) and
      * compression compute added, per step on compression_stage */
     int compression_present, compression_stage;

@@ -146,7 +146,7 @@ static void layouts(void **state)
 /* ZeRO-3's traffic, counted by the engine (dp_bytes_sent_rank0 of --rank-params: what rank 0 sent
  * over the DP group) against dtsim's workload for the same run (engine_scenario_load): per
  * micro-batch, every pass all-gathers its parameters (forward and backward) and every backward
- * reduce-scatters its gradients (sim/zero3.h). At DP 2 a rank sends half of each collective's
+ * reduce-scatters its gradients (sim/step/zero3.h). At DP 2 a rank sends half of each collective's
  * buffer. Two differences are the engine's own, in closed form: it reduces the tied table W = V C
  * at each of its two passes (the embedding's and the head's; DeepSpeed and dtsim once, when its
  * gradient is complete), and it gathers the whole model once more after the last step (for the

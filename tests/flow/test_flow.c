@@ -49,7 +49,7 @@ static void flow_agrees_with_analytic_without_contention(void **state)
     fixture_free(&s);
 }
 
-/* Both replays take one collective model (sim/collective.h): a gradient all-reduce over 512
+/* Both replays take one collective model (sim/step/collective.h): a gradient all-reduce over 512
  * nodes, one GPU of each (TP 8 fills a node), not overlapped, runs NCCL's double binary tree,
  * whose latency is log-deep; the flow replay once charged the ring's 2 (n - 1) steps per call
  * (12x at 65,536 GPUs). Forcing the ring (parallel.nccl_algo, NCCL_ALGO=Ring) changes both. */
@@ -640,7 +640,7 @@ static void flow_agrees_with_analytic_with_overlaps_on_one_node(void **state)
     fixture_free(&s);
 }
 
-/* The analytic replay sees the same faults (sim/step_faults.h): a NIC at half bandwidth (and one
+/* The analytic replay sees the same faults (sim/step/step_faults.h): a NIC at half bandwidth (and one
  * flapping, at several periods), and a straggler on one pipeline stage, give the same step at
  * both fidelities, and each a slower step than the healthy one. */
 static void analytic_sees_degraded_links_and_stragglers(void **state)

@@ -1,4 +1,4 @@
-/* ZeRO-Offload on flows (sim/offload.h, railzone.cpp): host transfers run on each GPU's PCIe
+/* ZeRO-Offload on flows (sim/step/host_offload.h, railzone.cpp): host transfers run on each GPU's PCIe
  * link and on the node's shared NVMe and DRAM links. Uncontended, the flow replay agrees with
  * the analytic replay; eight GPUs of a node reading their optimizer states from the node's NVMe
  * share it (closed form 8B/R), while their PCIe copies do not (B/pcie); and a whole offloaded

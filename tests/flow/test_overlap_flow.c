@@ -1,6 +1,6 @@
 /* What overlap costs, at both fidelities: with calibration overlap_slowdown s > 1, every
  * collective and pipeline transfer running beside the compute stream takes 1 - 1/s of its GPU
- * (sim/cost.h). The analytic replay integrates the compute at its share; the flow replay gets
+ * (sim/step/cost.h). The analytic replay integrates the compute at its share; the flow replay gets
  * the same from SimGrid's sharing of the GPU host. On uncontended layouts with gradient-reduce,
  * parameter-gather, pipeline and ZeRO-3 overlap they agree within 2% on the step and within 10%
  * on the overlap cost itself, and both steps grow with s. */

@@ -1,4 +1,4 @@
-/* The cluster the flow replay runs on (sim/flow/railzone.cpp): routes between GPUs follow the
+/* The cluster the flow replay runs on (sim/replay/flow/railzone.cpp): routes between GPUs follow the
  * rails (NIC -> leaf [-> spine -> leaf] -> NIC), cross-rail traffic takes NVLink to the peer-rail
  * GPU first (PXN), fat_tree and single_switch route as their names say, the counts of hosts and
  * links match their closed forms, and the 16,384-GPU cluster loads. */

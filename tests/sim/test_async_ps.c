@@ -1,4 +1,4 @@
-/* Asynchronous data parallelism with parameter servers (sim/async_ps.*, docs/async.md):
+/* Asynchronous data parallelism with parameter servers (sim/studies/async/async_ps.*, docs/async.md):
  * throughput, link load and staleness against closed forms derived here, the stale-synchronous
  * bound, and the command's input checks and exit codes. */
 #include <jansson.h>

@@ -209,7 +209,7 @@ static void splits_add_up_to_the_time(void **state)
 }
 
 /* ---- NVLink SHARP and SHARP: closed forms from NCCL's src/graph/tuning.cc, written out here
- * independently of sim/collective.c. Fixture: NVLink B = 300 GB/s, 8 NICs of 25 GB/s, no
+ * independently of sim/step/collective.c. Fixture: NVLink B = 300 GB/s, 8 NICs of 25 GB/s, no
  * calibration (alpha 0), NIC-to-NIC latency within a leaf 2 x 0.5 + 0.3 = 1.3 us. */
 static int is_innet(coll_algo a)
 {

@@ -1,4 +1,4 @@
-/* Gradient compression (sim/compression.c): the DP wire bytes of each method against closed
+/* Gradient compression (sim/step/compression.c): the DP wire bytes of each method against closed
  * forms derived here from the model's shapes, the compute it adds against a hand computation,
  * the step time it buys or costs, the scenario rules, and the flow replay of its tasks. */
 #include <math.h>

@@ -1,4 +1,4 @@
-/* The data-loader model (sim/data_loader.*): closed forms of the deterministic queue, an
+/* The data-loader model (sim/step/data_loader.*): closed forms of the deterministic queue, an
  * independent Lindley recursion for one reader with random load times, the expected maximum
  * over readers against order-statistics closed forms, the run integration and the rules. */
 #include <math.h>

@@ -1,4 +1,4 @@
-/* ZeRO-Offload / ZeRO-Infinity (sim/offload.h, memory_model_states_offload): memory per GPU and
+/* ZeRO-Offload / ZeRO-Infinity (sim/step/host_offload.h, memory_model_states_offload): memory per GPU and
  * per node against the papers' closed forms, the published "13B on one V100-32GB" case, the
  * CPU optimizer step and host transfers against hand computations from the platform figures,
  * and the configuration rules. */
@@ -11,7 +11,7 @@
 #include <cmocka.h>
 #include "fixture.h"
 #include "memory.h"
-#include "offload.h"
+#include "host_offload.h"
 #include "params.h"
 #include "replay.h"
 #include "run.h"

@@ -1,4 +1,4 @@
-/* ZeRO-3 as DeepSpeed's stage 3 runs it (sim/zero3.h): per micro-batch, every layer's
+/* ZeRO-3 as DeepSpeed's stage 3 runs it (sim/step/zero3.h): per micro-batch, every layer's
  * partitioned parameters are all-gathered in forward and again in backward (a third time under
  * full recomputation) and its gradients reduce-scattered; tensors below the persistence
  * threshold are never gathered; the prefetch depth decides how much of the gathering hides

@@ -1,4 +1,4 @@
-/* See compression_report.h. The stage compared is the one whose uncompressed DP gradient
+/* See compression_effect.h. The stage compared is the one whose uncompressed DP gradient
  * synchronisation takes longest (ties: the lowest); every figure is per step, on one GPU of
  * that stage, from the cost model's idle-cluster durations (not from the replay, so that it
  * is the same at both fidelities and does not depend on what overlap hides):
@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <string.h>
 #include "compression.h"
-#include "compression_report.h"
+#include "compression_effect.h"
 
-int compression_report_fill(const scenario_config *s, const step_workload *w, run_result *r, config_error *err)
+int compression_effect_fill(const scenario_config *s, const step_workload *w, run_result *r, config_error *err)
 {
     char what[sizeof r->compression_method];
     if (!compression_describe(s, what, sizeof what)[0])
@@ -50,7 +50,7 @@ int compression_report_fill(const scenario_config *s, const step_workload *w, ru
     return 0;
 }
 
-void compression_report_json(const run_result *r, void *doc)
+void compression_effect_json(const run_result *r, void *doc)
 {
     if (!r->compression_present)
         return;
@@ -61,7 +61,7 @@ void compression_report_json(const run_result *r, void *doc)
                                   r->compression_comm_saved_s, "compute_s", r->compression_compute_s));
 }
 
-void compression_report_print(const run_result *r, void *file)
+void compression_effect_print(const run_result *r, void *file)
 {
     if (!r->compression_present)
         return;

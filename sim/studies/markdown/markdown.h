@@ -3,8 +3,8 @@
  * choice), pictures drawn next to the report, what failures cost, and the assumptions with
  * the calibration and platform sources. Markdown, or a self-contained HTML page when FILE
  * ends in .html. */
-#ifndef DTSIM_SIM_REPORT_MD_H
-#define DTSIM_SIM_REPORT_MD_H
+#ifndef DTSIM_SIM_MARKDOWN_H
+#define DTSIM_SIM_MARKDOWN_H
 
 #include <stdio.h>
 #include "plan.h"
@@ -20,14 +20,14 @@ typedef struct {
 /* Writes the report to path (temp + rename) and its pictures next to it (PATH.breakdown.png,
  * PATH.memory.png, PATH.best-step.png and their SVG/data files). A missing gnuplot leaves
  * the pictures out and says so in the report. 0, or -1 with err. */
-int report_md_write(const char *path, const report_input *in, config_error *err);
+int markdown_write(const char *path, const report_input *in, config_error *err);
 
 /* The "sources" and "notes" that the scenario's platform and calibration files carry (the
  * loader skips them), as Markdown list items. Writes nothing when there are none. */
-void report_md_sources(FILE *f, const scenario_config *s);
+void markdown_sources(FILE *f, const scenario_config *s);
 
 /* Rewrites a Markdown file of the report's subset (headings, paragraphs, lists, tables, code
  * blocks, images, bold) as an HTML page at html_path. 0 or -1. */
-int report_md_to_html(const char *md_path, const char *html_path);
+int markdown_to_html(const char *md_path, const char *html_path);
 
 #endif

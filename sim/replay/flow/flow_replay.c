@@ -20,7 +20,7 @@
 #include "cost.h"
 #include "flow.h"
 #include "flow_internal.h"
-#include "offload.h"
+#include "host_offload.h"
 
 #define FLOW_MAX_PARALLEL 64 /* flows one actor starts at once (one per lockstep GPU x channel) */
 
@@ -81,7 +81,7 @@ static double compute_for(double seconds)
 
 /* A collective or transfer kernel running on this GPU beside its compute stream: an exec on the
  * host bounded to c->beside_share of its speed, so SimGrid's max-min sharing leaves the compute
- * cost_overlap_compute_share (sim/cost.h). Cancelled when the communication ends; NULL when
+ * cost_overlap_compute_share (sim/step/cost.h). Cancelled when the communication ends; NULL when
  * overlap costs nothing. */
 static sg_exec_t beside_start(const flow_ctx *c)
 {
@@ -212,7 +212,7 @@ static void p2p(flow_ctx *c, int task, const sim_task *k, int stage, int d)
 }
 
 /* A DP / ZeRO collective over the R replicas of this stage (times their CP ranks), with the
- * algorithm the analytic replay picks (sim/collective.h): every replica starts the node-crossing
+ * algorithm the analytic replay picks (sim/step/collective.h): every replica starts the node-crossing
  * edges of its rings (one ring per lockstep GPU, each split over `channels` rings that cross
  * nodes through different NICs when the group shares nodes), each carrying the bytes that
  * algorithm sends through a NIC; all wait for the slowest; then the algorithm's fixed terms (per
@@ -232,7 +232,7 @@ static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int 
     sg_host_t src[FLOW_MAX_PARALLEL], dst[FLOW_MAX_PARALLEL];
     int n = 0;
     if (c->cp > 1 && split.net_bytes > 0) {
-        /* Gradients are reduced over DP x CP (sim/workload.c): one ring per TP rank through the
+        /* Gradients are reduced over DP x CP (sim/step/workload.c): one ring per TP rank through the
          * R x cp GPUs, visiting a replica's CP ranks in turn, then the next replica's. */
         for (int ci = 0; ci < c->cp; ci++)
             for (int t = 0; t < c->tp && n < FLOW_MAX_PARALLEL; t++) {
@@ -283,7 +283,7 @@ static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int 
 }
 
 /* ZeRO-Offload: one flow per GPU of the lockstep group between the GPU, its node's CPU, DRAM and
- * NVMe (offload.h says which), every GPU simulated: they share the node's DRAM and NVMe links,
+ * NVMe (host_offload.h says which), every GPU simulated: they share the node's DRAM and NVMe links,
  * whatever the rails do. */
 static void host_transfer(flow_ctx *c, int task, const sim_task *k, offload_route route, int stage, int d)
 {

@@ -34,10 +34,10 @@ typedef struct {
     double call_bytes;     /* the scenario's bucket: one collective call each */
     double compress_s_per_byte; /* grad_reduce_dtype narrower than the gradients: conversion
                                    time per reduced byte (0: none) */
-    grad_compressor comp;  /* int8 / top-k / PowerSGD buckets (sim/compression.c) */
+    grad_compressor comp;  /* int8 / top-k / PowerSGD buckets (sim/step/compression.c) */
     int chunks;            /* parallel.tp_comm_overlap_chunks */
     double overlap_slowdown; /* a GEMM beside a collective: the calibration's factor (1: none) */
-    zero3_plan z3;         /* ZeRO-3's units, prefetch and buckets (sim/zero3.h) */
+    zero3_plan z3;         /* ZeRO-3's units, prefetch and buckets (sim/step/zero3.h) */
 } builder;
 
 /* Per-stage state while emitting. */

@@ -1,4 +1,4 @@
-/* The calibration and platform sources for the report's assumptions; see report_md.h. The
+/* The calibration and platform sources for the report's assumptions; see markdown.h. The
  * loader validates these files but keeps no "sources" (nothing downstream computes with
  * them), so the report reads them again from the files the scenario names. */
 #include <jansson.h>
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "report_md.h"
+#include "markdown.h"
 
 #ifndef DTSIM_SOURCE_DIR
 #define DTSIM_SOURCE_DIR "."
@@ -45,7 +45,7 @@ static void list(FILE *f, const char *what, json_t *obj)
         fprintf(f, "- %s (notes): %s\n", what, json_string_value(notes));
 }
 
-void report_md_sources(FILE *f, const scenario_config *s)
+void markdown_sources(FILE *f, const scenario_config *s)
 {
     if (!s->path[0])
         return;

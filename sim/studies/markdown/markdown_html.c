@@ -1,9 +1,9 @@
-/* The report as one self-contained HTML page; see report_md.h. Only the Markdown the report
+/* The report as one self-contained HTML page; see markdown.h. Only the Markdown the report
  * itself writes is understood: "#"/"##" headings, paragraphs, "- " lists, "|" tables, ```
  * blocks, images on their own line, **bold** and `code`. */
 #include <stdio.h>
 #include <string.h>
-#include "report_md.h"
+#include "markdown.h"
 
 static void escaped(FILE *o, const char *t, size_t n)
 {
@@ -59,7 +59,7 @@ static void table_row(FILE *o, char *line, int header)
     fputs("</tr>\n", o);
 }
 
-int report_md_to_html(const char *md_path, const char *html_path)
+int markdown_to_html(const char *md_path, const char *html_path)
 {
     FILE *in = fopen(md_path, "r");
     if (!in)

@@ -1,6 +1,6 @@
-/* ZeRO-Offload / ZeRO-Infinity tasks of the step; see offload.h for the model. */
+/* ZeRO-Offload / ZeRO-Infinity tasks of the step; see host_offload.h for the model. */
 #include <string.h>
-#include "offload.h"
+#include "host_offload.h"
 #include "params.h"
 
 static int is_fp32(const scenario_config *s)

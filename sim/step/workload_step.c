@@ -5,7 +5,7 @@
  * parameter all-gather after it. */
 #include <math.h>
 #include <stdlib.h>
-#include "offload.h"
+#include "host_offload.h"
 #include "params.h"
 #include "workload_internal.h"
 
@@ -157,7 +157,7 @@ void workload_emit_optimizer(step_workload *w, const builder *b, stage_state *st
      * (mixed precision) writes the half-precision copy: ~30 bytes per parameter; SGD ~12. */
     double bytes_per_param = s->training.optimizer == OPTIMIZER_SGD ? 12 : (b->cm.act_bytes == 2 ? 30 : 28);
     int opt, offload = s->parallel.offload_optimizer != OFFLOAD_NONE;
-    if (offload) { /* ZeRO-Offload: on the CPU, between the host transfers (offload.h) */
+    if (offload) { /* ZeRO-Offload: on the CPU, between the host transfers (host_offload.h) */
         opt = offload_optimizer_step(w, s, stage, st->last_comm, st->last_compute);
     } else {
         sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "optimizer");

@@ -34,7 +34,7 @@ typedef struct {
 #define GRAD_MATRICES_MAX 8
 
 /* The 2-D gradient matrices of one transformer layer (embedding = 0) or of the embedding
- * (embedding = 1) on one GPU under the TP / EP split, as sim/params.c counts them; the
+ * (embedding = 1) on one GPU under the TP / EP split, as sim/step/params.c counts them; the
  * elements of 1-D tensors (biases, norms) go to *vector_elements. Returns the count. */
 int compression_matrices(const scenario_config *s, int embedding, grad_matrix *out, double *vector_elements);
 

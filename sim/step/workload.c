@@ -9,7 +9,7 @@
  *    (gradients to the previous one), on the sender's P2P lane;
  *  - data-parallel gradient buckets on the comm lane, launched as the chunk's last backward
  *    produces them (overlap_grad_reduce) or after the stage's last backward;
- *  - ZeRO-3 (sim/zero3.h): per layer and micro-batch, parameter all-gathers (forward, backward,
+ *  - ZeRO-3 (sim/step/zero3.h): per layer and micro-batch, parameter all-gathers (forward, backward,
  *    recomputation) prefetched as deep as the plan says, and gradient reduce-scatters;
  *  - once every stage is done: the tied embedding's gradient sum between the first and last
  *    stage, the gradient norm over every GPU, the optimizer step, zeroing the gradient buffer,
@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "offload.h"
+#include "host_offload.h"
 #include "params.h"
 #include "workload_internal.h"
 
@@ -388,7 +388,7 @@ static void flush_bucket(step_workload *w, const builder *b, stage_state *st, in
     }
 }
 
-/* flush_bucket, then (ZeRO-Offload) the reduced gradients' copy to the host (offload.h). */
+/* flush_bucket, then (ZeRO-Offload) the reduced gradients' copy to the host (host_offload.h). */
 void workload_flush_and_offload(step_workload *w, const builder *b, stage_state *st, int stage, int dep, int force)
 {
     double before = st->pending_grad;
@@ -428,11 +428,11 @@ static void wait_for_send(step_workload *w, const builder *b, stage_state *st, i
     st->last_send = -1;
 }
 
-/* ZeRO-3: the all-gather(s) of one unit's parameters before a pass piece uses them (sim/zero3.h):
+/* ZeRO-3: the all-gather(s) of one unit's parameters before a pass piece uses them (sim/step/zero3.h):
  * with prefetch depth d, the gather of the stage's u-th unit may start once unit u-d-1 has run
  * (the live set holds the running unit and d prefetched ones); `count` gathers one after another
  * (the backward's, then again for the recomputed forward). With ZeRO-Infinity the rank's shard
- * first comes in from the host or NVMe (offload.h). -1 when ZeRO-3 is off. */
+ * first comes in from the host or NVMe (host_offload.h). -1 when ZeRO-3 is off. */
 static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st, int stage, double params, int count)
 {
     if (!b->z3.active || params <= 0)

@@ -19,7 +19,7 @@ typedef enum {
     LANE_COMM = 1,    /* DP / ZeRO collectives that overlap compute (separate stream); ZeRO-3's
                          gathers and reduce-scatters share it in the order they share a NIC */
     LANE_P2P = 2,     /* pipeline sends, on the sending stage */
-    LANE_HOST = 3,    /* ZeRO-Offload: PCIe / NVMe transfers and the CPU optimizer step (offload.h) */
+    LANE_HOST = 3,    /* ZeRO-Offload: PCIe / NVMe transfers and the CPU optimizer step (host_offload.h) */
     LANE_COUNT
 } task_lane;
 

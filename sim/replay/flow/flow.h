@@ -8,7 +8,7 @@
  * transfer is one flow per rail (one per lockstep GPU; identical independent rails are
  * represented by one, see flow_options); a DP/ZeRO collective is one flow per node-crossing
  * ring edge carrying the bytes the algorithm the analytic replay picks sends through a NIC
- * (collective_split in sim/collective.h), with as many parallel rings (channels) as NICs the
+ * (collective_split in sim/step/collective.h), with as many parallel rings (channels) as NICs the
  * group has per node, plus that algorithm's fixed terms and NVLink time as the shared model gives
  * them.
  * SimGrid can be initialised once per process: each replay runs in a child process. */

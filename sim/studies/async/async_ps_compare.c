@@ -50,7 +50,7 @@ static void build_model(const scenario_config *s, async_report *a)
     double grad_elem = s->parallel.grad_reduce_bytes > 0 ? s->parallel.grad_reduce_bytes : natural; /* a parameter server takes the gradients as computed unless grad_reduce_dtype says */
     m->push_bytes = params * grad_elem; /* gradients in the reduction's dtype */
     m->pull_bytes = params * natural;   /* parameters in the training precision */
-    /* the server's optimizer step, as the GPU's in sim/workload.c: AdamW reads and writes the
+    /* the server's optimizer step, as the GPU's in sim/step/workload.c: AdamW reads and writes the
      * fp32 master weights and both moments, reads the gradient and (mixed precision) writes
      * the half-precision copy, ~30 B/param (28 in fp32); SGD with momentum ~12 */
     a->update_bytes_per_param = s->training.optimizer == OPTIMIZER_SGD ? 12 : (fp32 ? 28 : 30);

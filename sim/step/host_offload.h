@@ -28,8 +28,8 @@
  * count as "zero" communication (the GPU waiting for them is exposed zero communication); the
  * CPU step takes the GPU optimizer's place on the compute lane (the GPU idles through it) and
  * counts as the stage's compute time, as the GPU optimizer step did. */
-#ifndef DTSIM_SIM_OFFLOAD_H
-#define DTSIM_SIM_OFFLOAD_H
+#ifndef DTSIM_SIM_STEP_HOST_OFFLOAD_H
+#define DTSIM_SIM_STEP_HOST_OFFLOAD_H
 
 #include "config.h"
 #include "workload.h"
@@ -54,7 +54,7 @@ typedef struct {
 } offload_step_times;
 void offload_step_times_of(const scenario_config *s, int stage, offload_step_times *t);
 
-/* Where a task of the step moves its bytes, for the flow replay (sim/flow): the GPU's PCIe link
+/* Where a task of the step moves its bytes, for the flow replay (sim/replay/flow): the GPU's PCIe link
  * to its host, the node's NVMe read / write links, the node's DRAM (the CPU step). */
 typedef enum {
     OFFLOAD_ROUTE_NONE = 0,   /* not an offload task */

@@ -193,7 +193,7 @@ typedef struct {
         int powersgd_rank;                   /* PowerSGD: rank r of the P and Q factors */
         offload_device offload_optimizer;    /* ZeRO-Offload: optimizer states and step on the host */
         offload_device offload_parameters;   /* ZeRO-Infinity: fp16 parameters too (needs zero_stage 3) */
-        /* ZeRO-3 (DeepSpeed's names and units, elements; defaults DeepSpeed's; sim/zero3.h) */
+        /* ZeRO-3 (DeepSpeed's names and units, elements; defaults DeepSpeed's; sim/step/zero3.h) */
         double stage3_prefetch_bucket_size;  /* fetched ahead of use (5e7) */
         double stage3_param_persistence_threshold; /* smaller tensors stay whole (1e5) */
         double stage3_max_live_parameters;   /* gathered at once at most (1e9) */

@@ -1,10 +1,10 @@
-/* The capacity-planning report; see report_md.h. */
+/* The capacity-planning report; see markdown.h. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "faults.h"
 #include "params.h"
-#include "report_md.h"
+#include "markdown.h"
 #include "sweep_plot.h"
 
 static const char *topology_name(topology_kind t)
@@ -330,11 +330,11 @@ static void assumptions(FILE *f, const scenario_config *s)
     fprintf(f, "- Days to train: training.tokens / simulated tokens per second; no failures, restarts or "
                "checkpoints (see `dtsim faults`).\n");
     fprintf(f, "\n### Sources\n\n");
-    report_md_sources(f, s);
+    markdown_sources(f, s);
     fprintf(f, "\n");
 }
 
-int report_md_write(const char *path, const report_input *in, config_error *err)
+int markdown_write(const char *path, const report_input *in, config_error *err)
 {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
@@ -365,7 +365,7 @@ int report_md_write(const char *path, const report_input *in, config_error *err)
     if (ok && len > 5 && !strcmp(path + len - 5, ".html")) {
         char md[4300];
         snprintf(md, sizeof md, "%s.md.tmp.%ld", path, (long)getpid());
-        ok = rename(tmp, md) == 0 && report_md_to_html(md, tmp) == 0;
+        ok = rename(tmp, md) == 0 && markdown_to_html(md, tmp) == 0;
         unlink(md);
     }
     if (!ok || rename(tmp, path) != 0) {

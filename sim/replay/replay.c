@@ -194,7 +194,7 @@ static int blocking_dep(const step_workload *w, const replay_times *t, const int
 }
 
 /* Synchronisation work off the compute stream: collectives, transfers, and compression compute
- * chained to a DP collective on the comm stream (sim/compression.c), which belongs to the
+ * chained to a DP collective on the comm stream (sim/step/compression.c), which belongs to the
  * gradient synchronisation and is counted with DP. -1 for anything else. */
 static int sync_class(const sim_task *k)
 {

@@ -1,6 +1,6 @@
 /* dtsim plan SCENARIO.json [--gpus N] [--top K] [--confirm K] [--json FILE|-] [--report FILE.md]
  *            [--set P=V]... [--threads N]: the command line; the search is plan_search.c, the
- * report report_md.c. */
+ * report markdown.c. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 #include <unistd.h>
 #include "cli.h"
 #include "plan.h"
-#include "report_md.h"
+#include "markdown.h"
 
 static void usage(FILE *f)
 {
@@ -171,7 +171,7 @@ int cli_plan(int argc, char **argv)
     }
     if (report) {
         report_input ri = {.scenario = &s, .plan = &p, .top = top, .gpus = plan_gpus, .confirmed = confirmed};
-        if (report_md_write(report, &ri, &err) != 0) {
+        if (markdown_write(report, &ri, &err) != 0) {
             fprintf(stderr, "dtsim plan: %s\n", err.msg);
             rc = 1;
         } else {

@@ -1,7 +1,7 @@
 /* Stragglers and degraded links on the analytic replay's tasks; see step_faults.h. */
 #include <stdlib.h>
 #include "collective.h"
-#include "offload.h"
+#include "host_offload.h"
 #include "step_faults.h"
 
 /* The stage of the GPU at global rank r (the rank grid: TP fastest, then CP, PP, DP). */
