@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include "oplist.h"
+#include "rank_grid.h"
 #include "schedule.h"
 
 #define CFG_NAME_MAX 128
@@ -259,8 +260,16 @@ void calibration_free(calibration_config *c);
  * planner checks each candidate with them). 0, or -1 with err. */
 int scenario_validate_layout(const scenario_config *s, config_error *err);
 
-/* Derived facts used everywhere. */
+/* Derived facts used everywhere: the GPU count, micro-batches, the rank grid and the layer
+ * split per pipeline stage (layout.c). */
 int scenario_gpus(const scenario_config *s);                      /* tp*pp*dp*cp */
 long long scenario_micro_batches(const scenario_config *s);       /* per pipeline per step */
+/* The scenario's rank grid (engine/rank_grid.h: TP innermost, then CP, PP, DP). */
+rank_grid scenario_rank_grid(const scenario_config *s);
+/* The layers of each virtual stage (pp x vpp counts, by virtual stage), from num_layers and
+ * parallel.pipeline_layers as Megatron-LM splits them (engine/schedule.h). 0, or -1 with why. */
+int scenario_layer_split(const scenario_config *s, int *counts, char *why, size_t len);
+/* The layers pipeline stage `stage` holds over all its chunks; -1 where the split is invalid. */
+int scenario_stage_layers(const scenario_config *s, int stage);
 
 #endif

@@ -8,17 +8,6 @@
 
 #define S "scenario"
 
-int scenario_gpus(const scenario_config *s)
-{
-    return s->parallel.tp * s->parallel.pp * s->parallel.dp * s->parallel.cp;
-}
-
-long long scenario_micro_batches(const scenario_config *s)
-{
-    long long per = s->training.micro_batch_size * s->parallel.dp;
-    return per > 0 ? s->training.global_batch_size / per : 0;
-}
-
 void scenario_free(scenario_config *s)
 {
     calibration_free(&s->calibration);

@@ -118,18 +118,11 @@ double memory_recompute_working_set(const scenario_config *s)
 /* Layers of all chunks of `stage`, and the expert parameters they hold on one GPU. */
 static int stage_layers(const scenario_config *s, int stage, int *layers_on_stage)
 {
-    int P = s->parallel.pp > 0 ? s->parallel.pp : 1, V = s->parallel.vpp > 0 ? s->parallel.vpp : 1;
-    int *buf = calloc((size_t)P * V, sizeof *buf);
-    char err[256];
-    *layers_on_stage = 0;
-    if (!buf || stage < 0 || stage >= P ||
-        pipeline_layer_split((int)s->model.num_layers, P, V, s->parallel.pipeline_layers, buf, err, sizeof err)) {
-        free(buf);
+    *layers_on_stage = scenario_stage_layers(s, stage);
+    if (*layers_on_stage < 0) {
+        *layers_on_stage = 0;
         return -1;
     }
-    for (int c = 0; c < V; c++)
-        *layers_on_stage += buf[pipeline_virtual_stage(P, stage, c)];
-    free(buf);
     return 0;
 }
 

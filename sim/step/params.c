@@ -62,18 +62,9 @@ double params_embedding_per_gpu(const scenario_config *s)
 
 double params_stage_per_gpu(const scenario_config *s, int stage)
 {
-    int P = s->parallel.pp, V = s->parallel.vpp > 0 ? s->parallel.vpp : 1;
-    int *layers = calloc((size_t)P * V, sizeof(int));
-    char err[256];
-    double n = 0;
-    if (layers && pipeline_layer_split((int)s->model.num_layers, P, V, s->parallel.pipeline_layers,
-                                       layers, err, sizeof err) == 0) {
-        layer_params lp = params_layer_per_gpu(s);
-        for (int c = 0; c < V; c++)
-            n += layers[pipeline_virtual_stage(P, stage, c)] * (lp.dense + lp.expert);
-    }
-    free(layers);
-    return n + params_stage_outside_layers_per_gpu(s, stage);
+    int L = scenario_stage_layers(s, stage);
+    layer_params lp = params_layer_per_gpu(s);
+    return (L > 0 ? L * (lp.dense + lp.expert) : 0) + params_stage_outside_layers_per_gpu(s, stage);
 }
 
 double params_stage_outside_layers_per_gpu(const scenario_config *s, int stage)

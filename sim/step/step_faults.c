@@ -4,13 +4,6 @@
 #include "host_offload.h"
 #include "step_faults.h"
 
-/* The stage of the GPU at global rank r (the rank grid: TP fastest, then CP, PP, DP). */
-static int stage_of_rank(const scenario_config *s, long r)
-{
-    long span = (long)s->parallel.tp * (s->parallel.cp > 0 ? s->parallel.cp : 1);
-    return (int)((r / span) % s->parallel.pp);
-}
-
 int step_faults_apply(const scenario_config *s, step_workload *w)
 {
     int P = s->parallel.pp, gpus = scenario_gpus(s), gpn = s->platform.node.gpus > 0 ? s->platform.node.gpus : 1;
@@ -22,13 +15,14 @@ int step_faults_apply(const scenario_config *s, step_workload *w)
         free(rate);
         return -1;
     }
+    rank_grid grid = scenario_rank_grid(s);
     for (int p = 0; p < P; p++)
         slow[p] = rate[p] = 1;
     for (int i = 0; i < s->faults.straggler_count; i++) {
         const straggler *g = &s->faults.stragglers[i];
         if (g->gpu < 0 || g->gpu >= gpus)
             continue;
-        int p = stage_of_rank(s, g->gpu);
+        int p = rank_grid_coord(&grid, g->gpu, GRID_PP);
         if (g->slowdown > slow[p])
             slow[p] = g->slowdown;
     }
@@ -39,7 +33,7 @@ int step_faults_apply(const scenario_config *s, step_workload *w)
             continue;
         double down = d->flap_period_s > 0 ? d->flap_down_s / d->flap_period_s : 1;
         double f = 1 - down + down * d->bandwidth_factor;
-        int p = stage_of_rank(s, r);
+        int p = rank_grid_coord(&grid, r, GRID_PP);
         if (f < rate[p])
             rate[p] = f;
     }

@@ -24,25 +24,28 @@
 #include "workload_internal.h"
 
 
-static coll_group group_for(const builder *b, int size, int stride)
+/* The group of one dimension of the rank grid (engine/rank_grid.h): its size, the nodes it spans
+ * at its stride. */
+static coll_group group_for(const builder *b, const rank_grid *g, grid_dim d, int size)
 {
-    return coll_group_of(size, stride, b->gpn);
+    return coll_group_of(size, (int)rank_grid_stride(g, d), b->gpn);
 }
 
-/* The gradient group: DP replicas (stride tp*cp*pp) times the CP ranks of each (stride tp).
- * Its node count is counted from the member ranks, which ascend in (replica, cp) order: with
- * TP filling a node the CP ranks sit on different nodes, and scaling the DP group's members
- * per node by cp (as if CP ranks shared a node) would give each node cp NICs it lacks. */
-static coll_group gradient_group(const builder *b, int dp, int cp, int tp, int pp)
+/* The gradient group: DP replicas times the CP ranks of each. Its node count is counted from
+ * the member ranks, which ascend in (replica, cp) order: with TP filling a node the CP ranks sit
+ * on different nodes, and scaling the DP group's members per node by cp (as if CP ranks shared a
+ * node) would give each node cp NICs it lacks. */
+static coll_group gradient_group(const builder *b, const rank_grid *grid)
 {
+    int dp = grid->size[GRID_DP], cp = grid->size[GRID_CP];
     coll_group g = {dp * cp, 1, dp * cp};
     if (g.ranks <= 1 || b->gpn <= 0)
         return g;
-    long stride = (long)tp * cp * pp, last = -1;
+    long last = -1;
     int nodes = 0;
     for (int d = 0; d < dp; d++)
         for (int c = 0; c < cp; c++) {
-            long node = ((long)d * stride + (long)c * tp) / b->gpn;
+            long node = rank_grid_rank(grid, 0, c, 0, d) / b->gpn;
             if (node != last) {
                 nodes++;
                 last = node;
@@ -53,14 +56,14 @@ static coll_group gradient_group(const builder *b, int dp, int cp, int tp, int p
     return g;
 }
 
-/* The two GPUs of a pipeline transfer between stages a and b (same TP and CP rank, replica 0:
- * stage s starts at rank s x tp x cp): on one node, the transfer goes over NVLink. Stages
+/* The two GPUs of a pipeline transfer between stages a and b (same TP and CP rank, replica 0, as
+ * the rank grid places them): on one node, the transfer goes over NVLink. Stages
  * that share a node when TP x CP is smaller than a node are common (TP 1, PP 16 puts eight
  * stages on each node), and only the boundaries between nodes cross the network. */
 coll_group workload_pp_pair(const builder *b, int a, int c)
 {
-    long span = (long)b->s->parallel.tp * (b->s->parallel.cp > 0 ? b->s->parallel.cp : 1);
-    int same = b->gpn > 0 && (a * span) / b->gpn == (c * span) / b->gpn;
+    rank_grid grid = scenario_rank_grid(b->s);
+    int same = b->gpn > 0 && rank_grid_rank(&grid, 0, 0, a, 0) / b->gpn == rank_grid_rank(&grid, 0, 0, c, 0) / b->gpn;
     coll_group g = {2, same ? 1 : 2, same ? 2 : 1};
     return g;
 }
@@ -262,18 +265,18 @@ static int builder_init(builder *b, const scenario_config *s, config_error *err)
     b->V = s->parallel.vpp > 0 ? s->parallel.vpp : 1;
     b->m = (int)scenario_micro_batches(s);
     b->gpn = s->platform.node.gpus > 0 ? s->platform.node.gpus : 1;
-    int tp = s->parallel.tp, cp = s->parallel.cp, pp = s->parallel.pp, dp = s->parallel.dp;
-    b->tp = group_for(b, tp, 1);
-    b->cp = group_for(b, cp, tp);
-    b->pp = group_for(b, pp, tp * cp);
+    rank_grid grid = scenario_rank_grid(s);
+    b->tp = group_for(b, &grid, GRID_TP, grid.size[GRID_TP]);
+    b->cp = group_for(b, &grid, GRID_CP, grid.size[GRID_CP]);
+    b->pp = group_for(b, &grid, GRID_PP, grid.size[GRID_PP]);
     /* Gradients are reduced over DP x CP: the DP replicas, each CP rank's partial sums. */
-    b->dp = gradient_group(b, dp, cp, tp, pp);
-    b->ep = group_for(b, s->parallel.ep, tp * cp * pp);
+    b->dp = gradient_group(b, &grid);
+    /* expert parallelism spans data-parallel replicas (Megatron-LM's EP within DP) */
+    b->ep = group_for(b, &grid, GRID_DP, s->parallel.ep);
 
     b->layers = calloc((size_t)b->P * b->V, sizeof(int));
     char why[256];
-    if (!b->layers || pipeline_layer_split((int)s->model.num_layers, b->P, b->V, s->parallel.pipeline_layers,
-                                           b->layers, why, sizeof why) != 0) {
+    if (!b->layers || scenario_layer_split(s, b->layers, why, sizeof why) != 0) {
         snprintf(err->msg, sizeof err->msg, "scenario.parallel: %s", b->layers ? why : "out of memory");
         return -1;
     }
@@ -296,7 +299,7 @@ static int builder_init(builder *b, const scenario_config *s, config_error *err)
      * scatter_gather_p2p (Megatron's scatter/gather optimisation), else all of it. */
     double tokens = (double)sh.micro_batch * (double)sh.seq_length / sh.cp;
     double activation = tokens * (double)sh.hidden * sh.act_bytes;
-    int sliced = tp > 1 && (s->parallel.sequence_parallel || s->parallel.scatter_gather_p2p);
+    int tp = s->parallel.tp, sliced = tp > 1 && (s->parallel.sequence_parallel || s->parallel.scatter_gather_p2p);
     b->p2p_bytes = sliced ? activation / tp : activation;
     /* Without SP every TP rank needs the whole activation, so scattered slices are gathered over
      * NVLink before the next stage computes; with SP each rank's slice is already its input. */

@@ -28,6 +28,7 @@ typedef struct {
     const scenario_config *s;
     const step_workload *w;
     int P, R, tp, cp, gpn;
+    rank_grid grid;            /* the scenario's (config.h): where each (tp, cp, stage, replica) sits */
     sg_host_t *hosts;          /* by global rank */
     int **lane_tasks;          /* [stage * LANE_COUNT + lane] -> task indices, -1 terminated */
     int *dependents;           /* per task */
@@ -59,7 +60,7 @@ typedef struct {
 
 static int rank_of(const flow_ctx *c, int stage, int replica, int t, int cpi)
 {
-    return t + c->tp * (cpi + c->cp * (stage + c->P * replica));
+    return (int)rank_grid_rank(&c->grid, t, cpi, stage, replica);
 }
 
 /* Whether the flows leaving this rank are simulated (flow_options.all_rails). */
@@ -456,6 +457,7 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
     c.R = s->parallel.dp;
     c.tp = s->parallel.tp;
     c.cp = s->parallel.cp;
+    c.grid = scenario_rank_grid(s);
     c.gpn = s->platform.node.gpus;
     int gpus = scenario_gpus(s), nodes = (gpus + c.gpn - 1) / c.gpn;
     flow_platform_describe(&s->platform, &s->calibration, nodes);
@@ -544,7 +546,7 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
         c.slow[i] = 1;
     for (int i = 0; i < s->faults.straggler_count; i++) {
         int r = s->faults.stragglers[i].gpu;
-        int stage = (r / (c.tp * c.cp)) % c.P, replica = r / (c.tp * c.cp * c.P);
+        int stage = rank_grid_coord(&c.grid, r, GRID_PP), replica = rank_grid_coord(&c.grid, r, GRID_DP);
         double *sl = &c.slow[stage * c.R + replica];
         if (s->faults.stragglers[i].slowdown > *sl) /* the lockstep group goes at its slowest GPU */
             *sl = s->faults.stragglers[i].slowdown;

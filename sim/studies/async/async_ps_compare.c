@@ -33,6 +33,7 @@ static void build_model(const scenario_config *s, async_report *a)
     const platform_config *p = &s->platform;
     ps_model *m = &a->m;
     int tp = s->parallel.tp, pp = s->parallel.pp, cp = s->parallel.cp, W = s->parallel.dp;
+    rank_grid grid = scenario_rank_grid(s);
     m->workers = W;
     m->servers = s->parameter_server.servers;
     m->max_staleness = s->parameter_server.max_staleness;
@@ -79,7 +80,7 @@ static void build_model(const scenario_config *s, async_report *a)
     for (int w = 0; w < W; w++)
         a->slowdown[w] = 1;
     for (int i = 0; i < s->faults.straggler_count; i++) {
-        int r = s->faults.stragglers[i].gpu / (tp * cp * pp);
+        int r = rank_grid_coord(&grid, s->faults.stragglers[i].gpu, GRID_DP);
         if (r >= 0 && r < W && s->faults.stragglers[i].slowdown > a->slowdown[r])
             a->slowdown[r] = s->faults.stragglers[i].slowdown;
     }

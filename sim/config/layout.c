@@ -1,0 +1,40 @@
+/* The layout a scenario resolves to: GPU count, micro-batches, rank grid and layer split, each
+ * computed here from the scenario and nowhere else. See config.h. */
+#include <stdlib.h>
+#include "config.h"
+
+int scenario_gpus(const scenario_config *s)
+{
+    return s->parallel.tp * s->parallel.pp * s->parallel.dp * s->parallel.cp;
+}
+
+long long scenario_micro_batches(const scenario_config *s)
+{
+    long long per = s->training.micro_batch_size * s->parallel.dp;
+    return per > 0 ? s->training.global_batch_size / per : 0;
+}
+
+rank_grid scenario_rank_grid(const scenario_config *s)
+{
+    return rank_grid_make(s->parallel.tp, s->parallel.cp, s->parallel.pp, s->parallel.dp);
+}
+
+int scenario_layer_split(const scenario_config *s, int *counts, char *why, size_t len)
+{
+    int P = s->parallel.pp > 0 ? s->parallel.pp : 1, V = s->parallel.vpp > 0 ? s->parallel.vpp : 1;
+    return pipeline_layer_split((int)s->model.num_layers, P, V, s->parallel.pipeline_layers, counts, why, len);
+}
+
+int scenario_stage_layers(const scenario_config *s, int stage)
+{
+    int P = s->parallel.pp > 0 ? s->parallel.pp : 1, V = s->parallel.vpp > 0 ? s->parallel.vpp : 1;
+    int *counts = calloc((size_t)P * V, sizeof *counts), n = -1;
+    char why[256];
+    if (counts && stage >= 0 && stage < P && scenario_layer_split(s, counts, why, sizeof why) == 0) {
+        n = 0;
+        for (int c = 0; c < V; c++)
+            n += counts[pipeline_virtual_stage(P, stage, c)];
+    }
+    free(counts);
+    return n;
+}
