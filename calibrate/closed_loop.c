@@ -228,10 +228,10 @@ int closed_loop_run(const closed_loop_options *o)
         printf("dp_grad_reduce: measured %.4f ms a step (mean; what the step waits for%s); simulator: DP comm "
                "%.4f ms exposed of %.4f ms\n", reduce_s * 1e3, o->overlap_grad_reduce ? ", buckets overlapped" : "",
                dp_exposed_s * 1e3, dp_total_s * 1e3);
-    if (r.compression_present)
+    if (r.compression.present)
         printf("simulator's compression (%s): DP wire bytes x %.4f, DP comm %.4f ms without, %.4f ms saved, "
-               "%.4f ms compression compute a step\n", r.compression_method, r.compression_bytes_ratio,
-               r.compression_comm_without_s * 1e3, r.compression_comm_saved_s * 1e3, r.compression_compute_s * 1e3);
+               "%.4f ms compression compute a step\n", r.compression.method, r.compression.bytes_ratio,
+               r.compression.comm_without_s * 1e3, r.compression.comm_saved_s * 1e3, r.compression.compute_s * 1e3);
     json_decref(p);
     printf("step time: measured %.4f s (median of %d steps; 10-90%% spread %.4f-%.4f s), predicted %.4f s, "
            "error %+.1f%%\n", measured, n, spread_lo, spread_hi, predicted, 100 * error);
@@ -244,11 +244,11 @@ int closed_loop_run(const closed_loop_options *o)
             json_object_set_new(doc, "measured_dp_grad_reduce_s", json_real(reduce_s));
         json_object_set_new(doc, "predicted_dp_exposed_s", json_real(dp_exposed_s));
         json_object_set_new(doc, "predicted_dp_total_s", json_real(dp_total_s));
-        if (r.compression_present)
+        if (r.compression.present)
             json_object_set_new(doc, "predicted_compression",
-                                json_pack("{s:f,s:f,s:f,s:f}", "bytes_ratio", r.compression_bytes_ratio,
-                                          "comm_without_s", r.compression_comm_without_s, "comm_saved_s",
-                                          r.compression_comm_saved_s, "compute_s", r.compression_compute_s));
+                                json_pack("{s:f,s:f,s:f,s:f}", "bytes_ratio", r.compression.bytes_ratio,
+                                          "comm_without_s", r.compression.comm_without_s, "comm_saved_s",
+                                          r.compression.comm_saved_s, "compute_s", r.compression.compute_s));
         rc = cal_write(doc, o->json_path) ? 1 : 0;
         json_decref(doc);
     } else {

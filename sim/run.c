@@ -115,7 +115,7 @@ int run_scenario_traced(const scenario_config *s, run_result *r, const char *tra
     step_workload w;
     if (workload_build(&coarse, &w, err) != 0)
         return -1;
-    if (compression_effect_fill(&coarse, &w, r, err) != 0) {
+    if (compression_effect_fill(&coarse, &w, &r->compression, err) != 0) {
         workload_free(&w);
         return -1;
     }
@@ -229,7 +229,7 @@ void *run_result_to_json(const run_result *r)
                                       "total_s", r->input_total_s,
                                       "load_s", r->input_load_s, "hidden_fraction", r->input_hidden_fraction,
                                       "readers", (json_int_t)r->input_readers));
-    compression_effect_json(r, doc);
+    compression_effect_json(&r->compression, doc);
     return doc;
 }
 
@@ -307,7 +307,7 @@ void run_result_print(const run_result *r, const scenario_config *s, void *file)
     if (r->memory.host_gib > 0 || r->memory.nvme_gib > 0)
         fprintf(f, "  offloaded    per node: host memory %.1f GiB, NVMe %.1f GiB\n", r->memory.host_gib,
                 r->memory.nvme_gib);
-    compression_effect_print(r, f);
+    compression_effect_print(&r->compression, f);
     fprintf(f, "  simulated    %ld tasks in %.3f s wall", r->tasks, r->wall_s);
     if (r->fidelity_flow)
         fprintf(f, " (SimGrid: %ld flows, %.2f s, peak %.0f MiB)", r->flows, r->flow_wall_s, r->flow_peak_rss_mib);

@@ -5,6 +5,7 @@
 #define DTSIM_SIM_RUN_H
 
 #include "config.h"
+#include "compression_effect.h"
 #include "replay.h"
 
 typedef struct {
@@ -50,12 +51,7 @@ typedef struct {
     int input_present;
     double input_exposed_s, input_load_s, input_total_s, input_hidden_fraction;
     long long input_readers;
-    /* gradient compression (compression_present 0: none; sim/compression_effect.h defines
-     * them): DP wire bytes with / without, DP comm time saved (of comm_without_s) and
-     * compression compute added, per step on compression_stage */
-    int compression_present, compression_stage;
-    char compression_method[48];
-    double compression_bytes_ratio, compression_comm_saved_s, compression_comm_without_s, compression_compute_s;
+    compression_effect compression; /* gradient compression's effect (sim/step/compression_effect.h) */
 } run_result;
 
 /* FLOPs of one step per DESIGN.md: model FLOPs, and hardware FLOPs (with recomputation). */

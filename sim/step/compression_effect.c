@@ -15,9 +15,11 @@
 #include "compression.h"
 #include "compression_effect.h"
 
-int compression_effect_fill(const scenario_config *s, const step_workload *w, run_result *r, config_error *err)
+int compression_effect_fill(const scenario_config *s, const step_workload *w, compression_effect *e,
+                            config_error *err)
 {
-    char what[sizeof r->compression_method];
+    memset(e, 0, sizeof *e);
+    char what[sizeof e->method];
     if (!compression_describe(s, what, sizeof what)[0])
         return 0;
     scenario_config off = *s; /* shallow: only read while building */
@@ -40,40 +42,40 @@ int compression_effect_fill(const scenario_config *s, const step_workload *w, ru
     compression_totals(&plain, stage, &without);
     compression_totals(w, stage, &with);
     workload_free(&plain);
-    r->compression_present = 1;
-    r->compression_stage = stage;
-    memcpy(r->compression_method, what, sizeof what);
-    r->compression_bytes_ratio = without.wire_bytes > 0 ? with.wire_bytes / without.wire_bytes : 1;
-    r->compression_comm_saved_s = without.comm_s - with.comm_s;
-    r->compression_compute_s = with.compute_s;
-    r->compression_comm_without_s = without.comm_s;
+    e->present = 1;
+    e->stage = stage;
+    memcpy(e->method, what, sizeof what);
+    e->bytes_ratio = without.wire_bytes > 0 ? with.wire_bytes / without.wire_bytes : 1;
+    e->comm_saved_s = without.comm_s - with.comm_s;
+    e->compute_s = with.compute_s;
+    e->comm_without_s = without.comm_s;
     return 0;
 }
 
-void compression_effect_json(const run_result *r, void *doc)
+void compression_effect_json(const compression_effect *e, void *doc)
 {
-    if (!r->compression_present)
+    if (!e->present)
         return;
     json_object_set_new(doc, "compression",
-                        json_pack("{s:s,s:i,s:f,s:f,s:f,s:f}", "method", r->compression_method, "stage",
-                                  r->compression_stage, "bytes_ratio", r->compression_bytes_ratio,
-                                  "comm_without_s", r->compression_comm_without_s, "comm_saved_s",
-                                  r->compression_comm_saved_s, "compute_s", r->compression_compute_s));
+                        json_pack("{s:s,s:i,s:f,s:f,s:f,s:f}", "method", e->method, "stage",
+                                  e->stage, "bytes_ratio", e->bytes_ratio,
+                                  "comm_without_s", e->comm_without_s, "comm_saved_s",
+                                  e->comm_saved_s, "compute_s", e->compute_s));
 }
 
-void compression_effect_print(const run_result *r, void *file)
+void compression_effect_print(const compression_effect *e, void *file)
 {
-    if (!r->compression_present)
+    if (!e->present)
         return;
-    if (strstr(r->compression_method, "-bit reduction")) { /* workload.c's cast, not a compressor */
+    if (strstr(e->method, "-bit reduction")) { /* workload.c's cast, not a compressor */
         fprintf(file, "  compression  %s: DP wire bytes x%.3f; DP comm %.4f s saved of %.4f s, the casts included "
                       "(stage %d, per step, idle-cluster times)\n",
-                r->compression_method, r->compression_bytes_ratio, r->compression_comm_saved_s,
-                r->compression_comm_without_s, r->compression_stage);
+                e->method, e->bytes_ratio, e->comm_saved_s,
+                e->comm_without_s, e->stage);
         return;
     }
     fprintf(file, "  compression  %s: DP wire bytes x%.3f; DP comm %.4f s saved of %.4f s, compute %.4f s added "
                   "(stage %d, per step, idle-cluster times)\n",
-            r->compression_method, r->compression_bytes_ratio, r->compression_comm_saved_s,
-            r->compression_comm_without_s, r->compression_compute_s, r->compression_stage);
+            e->method, e->bytes_ratio, e->comm_saved_s,
+            e->comm_without_s, e->compute_s, e->stage);
 }

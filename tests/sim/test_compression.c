@@ -242,17 +242,17 @@ static void step_time_falls_when_dp_comm_is_exposed(void **state)
     s.parallel.powersgd_rank = 4;
     run_result comp = run_ok(&s);
     print_message("exposed: plain %.4f s (dp exposed %.4f s), PowerSGD %.4f s; saved %.4f s, added %.4f s\n",
-                  plain.step_time_s, plain.comm_exposed_s[COMM_DP], comp.step_time_s, comp.compression_comm_saved_s,
-                  comp.compression_compute_s);
+                  plain.step_time_s, plain.comm_exposed_s[COMM_DP], comp.step_time_s, comp.compression.comm_saved_s,
+                  comp.compression.compute_s);
     assert_true(plain.comm_exposed_s[COMM_DP] > 0.1 * plain.step_time_s);
     assert_true(comp.step_time_s < plain.step_time_s);
-    assert_int_equal(comp.compression_present, 1);
-    assert_true(comp.compression_comm_saved_s > comp.compression_compute_s);
-    assert_true(comp.compression_bytes_ratio < 0.05);
+    assert_int_equal(comp.compression.present, 1);
+    assert_true(comp.compression.comm_saved_s > comp.compression.compute_s);
+    assert_true(comp.compression.bytes_ratio < 0.05);
     /* the --json document's "compression" object, which sweep and validate look keys up in */
     double v;
     assert_int_equal(run_result_lookup(&comp, "compression.bytes_ratio", &v), 0);
-    assert_true(v == comp.compression_bytes_ratio);
+    assert_true(v == comp.compression.bytes_ratio);
     assert_int_equal(run_result_lookup(&comp, "compression.comm_saved_s", &v), 0);
     assert_int_equal(run_result_lookup(&plain, "compression.bytes_ratio", &v), -1);
     fixture_free(&s);
@@ -271,7 +271,7 @@ static void step_time_rises_when_dp_comm_is_hidden(void **state)
     s.parallel.topk_ratio = 0.01;
     run_result comp = run_ok(&s);
     print_message("hidden: plain %.4f s (dp exposed %.5f s), top-k %.4f s; added %.4f s\n", plain.step_time_s,
-                  plain.comm_exposed_s[COMM_DP], comp.step_time_s, comp.compression_compute_s);
+                  plain.comm_exposed_s[COMM_DP], comp.step_time_s, comp.compression.compute_s);
     assert_true(plain.comm_exposed_s[COMM_DP] < 0.02 * plain.step_time_s);
     assert_true(comp.step_time_s > plain.step_time_s);
     fixture_free(&s);
@@ -370,7 +370,7 @@ static void flow_replay_agrees_for_every_method(void **state)
         print_message("method %d: analytic %.5f s, flow %.5f s (%+.2f%%)\n", method, a.step_time_s, f.step_time_s,
                       100 * (f.step_time_s / a.step_time_s - 1));
         assert_true(fabs(f.step_time_s - a.step_time_s) <= 0.01 * a.step_time_s);
-        assert_int_equal(f.compression_present, method < 4);
+        assert_int_equal(f.compression.present, method < 4);
         fixture_free(&s);
     }
 }
