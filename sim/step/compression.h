@@ -19,7 +19,7 @@
 
 #include "collective.h"
 #include "cost.h"
-#include "workload.h"
+#include "workload_graph.h"
 
 /* Radix-select passes over the accumulated gradient to find the k-th largest magnitude:
  * one counting pass per 8-bit digit of the 32-bit key (PyTorch's multi-block torch.topk and

@@ -32,7 +32,7 @@
 #define DTSIM_SIM_STEP_HOST_OFFLOAD_H
 
 #include "config.h"
-#include "workload.h"
+#include "workload_graph.h"
 
 /* The name of the CPU optimizer step task (a compute-lane task whose `bytes` are its host
  * memory traffic). */

@@ -331,23 +331,6 @@ static int builder_init(builder *b, const scenario_config *s, config_error *err)
     return 0;
 }
 
-sim_task workload_task(task_kind kind, task_lane lane, int stage, const char *name)
-{
-    sim_task t;
-    memset(&t, 0, sizeof t);
-    t.kind = kind;
-    t.lane = lane;
-    t.stage = stage;
-    t.peer_stage = -1;
-    t.micro_batch = -1;
-    t.chunk = -1;
-    t.phase = -1;
-    t.name = name;
-    t.group = 1;
-    t.span_nodes = 1;
-    return t;
-}
-
 int workload_add_comm(step_workload *w, const builder *b, int stage, task_lane lane, const char *name,
                       comm_class cls, coll_kind coll, double bytes, coll_group g, int dep)
 {

@@ -3,88 +3,19 @@
  * step). Built once from the scenario (schedule + op list + cost model); replayed by the
  * analytic replay (critical path, no contention) or the flow replay (SimGrid, contention),
  * which expands the template onto the real ranks of the cluster.
- *
- * Ordering rules, the same for every replay:
- *  - tasks of one (stage, lane) run one at a time, in array order;
- *  - a task also waits for every task in its dependency list;
- *  - task indices in dependency lists are always smaller than the task's own index
- *    (the array is a topological order). */
+ * The graph's tasks and ordering rules: workload_graph.h. */
 #ifndef DTSIM_SIM_WORKLOAD_H
 #define DTSIM_SIM_WORKLOAD_H
 
-#include "config.h"
-
-typedef enum {
-    LANE_COMPUTE = 0, /* the GPU's compute stream; TP comm inside a layer runs here too (blocking) */
-    LANE_COMM = 1,    /* DP / ZeRO collectives that overlap compute (separate stream); ZeRO-3's
-                         gathers and reduce-scatters share it in the order they share a NIC */
-    LANE_P2P = 2,     /* pipeline sends, on the sending stage */
-    LANE_HOST = 3,    /* ZeRO-Offload: PCIe / NVMe transfers and the CPU optimizer step (host_offload.h) */
-    LANE_COUNT
-} task_lane;
-
-typedef enum { TASK_COMPUTE = 0, TASK_COLLECTIVE, TASK_P2P } task_kind;
-
-typedef struct {
-    task_kind kind;
-    task_lane lane;
-    int stage;            /* pipeline stage that runs it (P2P: the sender) */
-    int peer_stage;       /* P2P: the receiving stage; -1 otherwise */
-    int micro_batch;      /* -1 when not tied to one */
-    int chunk;            /* model chunk, -1 when not tied to one */
-    int phase;            /* PIPE_FORWARD, PIPE_BACKWARD, or -1 (optimizer, grad sync) */
-    const char *name;     /* static string: "fwd", "bwd", "recompute", "optimizer", "dp_grad_allreduce", ... */
-    /* compute */
-    double flops;         /* hardware FLOPs on one GPU (includes recomputation) */
-    /* communication */
-    comm_class comm;
-    coll_kind coll;
-    int group;            /* ranks taking part */
-    int span_nodes;       /* nodes the group spans: 1 = inside a node (NVLink) */
-    double bytes;         /* payload bytes per rank (nccl-tests "size") */
-    /* analytic time on an idle cluster, seconds (computed by the cost model) */
-    double duration_s;
-    /* what part of duration_s is communication inside a compute task (TP comm folded in), and
-     * the bytes each GPU sends over its TP ring for it (for the flow replay's fine mode) */
-    double comm_inside_s;
-    double comm_inside_cls[COMM_CLASS_COUNT]; /* comm_inside_s by kind (TP, CP all-gathers and
-                                                 ring passes, EP all-to-alls, small per-step
-                                                 reductions booked as DP); they sum to it */
-    double comm_hidden_cls[COMM_CLASS_COUNT]; /* communication running beside this task's compute
-                                                 and hidden by it (ring attention's K/V passes):
-                                                 total, never exposed */
-    double overlap_cost_s;  /* part of duration_s: the compute's slowdown beside overlapped communication */
-    double tp_ring_bytes;
-    int calls;            /* collective calls it stands for (a flow-fidelity gradient bucket made of
-                             several of the scenario's); 0 or 1: one */
-    int dep_begin, dep_count; /* into step_workload.deps */
-} sim_task;
-
-typedef struct {
-    int stages;
-    double overlap_slowdown; /* calibration overlap_slowdown (1: none): what communication running
-                                beside the compute lane costs it (cost_overlap_compute_share) */
-    int n_tasks, cap_tasks;
-    sim_task *tasks;
-    int n_deps, cap_deps;
-    int *deps;
-} step_workload;
+#include "workload_graph.h"
 
 /* Builds the workload of one step of scenario s. Returns 0 or -1 with err. */
 int workload_build(const scenario_config *s, step_workload *w, config_error *err);
-void workload_free(step_workload *w);
 
 /* MoE: the tokens the busiest expert-parallel rank runs over the mean, after the capacity limit
  * (model.moe_load_imbalance, else the sampling floor of a balanced router; 1 for dense models). */
 double workload_moe_load(const scenario_config *s);
 /* One layer's shape on one GPU under the scenario's micro-batch, precision and TP/SP/CP/EP split. */
 void workload_layer_shape(const scenario_config *s, layer_shape *sh);
-
-/* Low-level builders (used by workload_build and by tests that make small graphs by hand). */
-int workload_add_task(step_workload *w, const sim_task *t); /* returns the index */
-/* A task of `stage` tied to no micro-batch, chunk or phase, its group one rank in one node:
- * the fields a builder then fills in. */
-sim_task workload_task(task_kind kind, task_lane lane, int stage, const char *name);
-void workload_add_dep(step_workload *w, int task, int dep);  /* only while task is the last added */
 
 #endif

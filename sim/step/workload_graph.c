@@ -1,8 +1,8 @@
-/* Growable task graph storage for step_workload (see workload.h for the ordering rules). */
+/* The step graph: growable task and dependency storage, and a blank task (workload_graph.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "workload.h"
+#include "workload_graph.h"
 
 static void *grow(void *p, int *cap, int need, size_t elem)
 {
@@ -49,4 +49,21 @@ void workload_free(step_workload *w)
     free(w->tasks);
     free(w->deps);
     memset(w, 0, sizeof *w);
+}
+
+sim_task workload_task(task_kind kind, task_lane lane, int stage, const char *name)
+{
+    sim_task t;
+    memset(&t, 0, sizeof t);
+    t.kind = kind;
+    t.lane = lane;
+    t.stage = stage;
+    t.peer_stage = -1;
+    t.micro_batch = -1;
+    t.chunk = -1;
+    t.phase = -1;
+    t.name = name;
+    t.group = 1;
+    t.span_nodes = 1;
+    return t;
 }
