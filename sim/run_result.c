@@ -1,0 +1,123 @@
+/* What a run's result says: the --json document of DESIGN.md, the human summary, and the
+ * lookup of one metric by its JSON name (sweeps, validation). See run.h. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "run.h"
+
+void *run_result_to_json(const run_result *r)
+{
+    json_t *comm = json_object();
+    for (int c = 0; c < COMM_CLASS_COUNT; c++)
+        json_object_set_new(comm, comm_class_name((comm_class)c),
+                            json_pack("{s:f,s:f}", "total", r->comm_total_s[c], "exposed", r->comm_exposed_s[c]));
+    json_t *mem = json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:b}", "weights", r->memory.weights,
+                            "gradients", r->memory.gradients, "optimizer", r->memory.optimizer,
+                            "activations", r->memory.activations, "buffers", r->memory.buffers,
+                            "total", r->memory.total, "capacity", r->memory.capacity, "oom", r->memory.oom);
+    if (r->memory.host_gib > 0 || r->memory.nvme_gib > 0) { /* offload: per node, off the GPUs */
+        json_object_set_new(mem, "host_gib", json_real(r->memory.host_gib));
+        json_object_set_new(mem, "nvme_gib", json_real(r->memory.nvme_gib));
+    }
+    json_t *doc = json_pack("{s:s,s:i,s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:{s:f,s:f},s:o,s:o,s:f}",
+                     "scenario", r->scenario, "gpus", r->gpus, "fidelity", r->fidelity_flow ? "flow" : "analytic",
+                     "steps", r->steps, "step_time_s", r->step_time_s, "tokens_per_s", r->tokens_per_s,
+                     "model_tflops_per_gpu", r->model_tflops_per_gpu,
+                     "hardware_tflops_per_gpu", r->hardware_tflops_per_gpu, "mfu", r->mfu, "hfu", r->hfu,
+                     "bubble_fraction", "mean", r->bubble_mean, "max", r->bubble_max,
+                     "comm_s", comm, "memory_gib", mem, "wall_s", r->wall_s);
+    json_object_set_new(doc, "overlap_cost_s", json_real(r->overlap_cost_s));
+    if (r->input_present) /* training.data_loader: only then, so that other documents stay as they were */
+        json_object_set_new(doc, "input",
+                            json_pack("{s:f,s:f,s:f,s:f,s:I}", "exposed_s", r->input_exposed_s,
+                                      "total_s", r->input_total_s,
+                                      "load_s", r->input_load_s, "hidden_fraction", r->input_hidden_fraction,
+                                      "readers", (json_int_t)r->input_readers));
+    compression_effect_json(&r->compression, doc);
+    return doc;
+}
+
+int run_result_lookup(const run_result *r, const char *key, double *value)
+{
+    json_t *doc = run_result_to_json(r);
+    json_t *node = doc;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", key);
+    for (char *save = NULL, *part = strtok_r(buf, ".", &save); part && node;
+         part = strtok_r(NULL, ".", &save))
+        node = json_object_get(node, part);
+    int ok = node && (json_is_number(node) || json_is_boolean(node));
+    if (ok)
+        *value = json_is_boolean(node) ? (json_is_true(node) ? 1 : 0) : json_number_value(node);
+    json_decref(doc);
+    return ok ? 0 : -1;
+}
+
+void run_result_print(const run_result *r, const scenario_config *s, void *file)
+{
+    FILE *f = file;
+    double step = r->step_time_s;
+    fprintf(f, "dtsim: %s on %d x %s (%s), %s fidelity\n", r->scenario, r->gpus, s->platform.gpu.name,
+            s->platform.name, r->fidelity_flow ? "flow" : "analytic");
+    static const char *const cp_comms[] = {"ring attention", "K/V all-gather", "Ulysses all-to-all"};
+    char ep[96] = "";
+    if (s->model.num_experts > 0)
+        snprintf(ep, sizeof ep, " (EP %d: %lld experts, top-%d, busiest rank x%.3f)", s->parallel.ep,
+                 s->model.num_experts, s->model.moe_router_topk, workload_moe_load(s));
+    fprintf(f, "  layout       TP %d x PP %d x DP %d x CP %d%s%s%s, %s schedule%s, ZeRO-%d, micro-batch %lld, "
+               "%lld micro-batches per pipeline\n",
+            s->parallel.tp, s->parallel.pp, s->parallel.dp, s->parallel.cp, s->parallel.cp > 1 ? " (" : "",
+            s->parallel.cp > 1 ? cp_comms[s->parallel.cp_comm] : "", s->parallel.cp > 1 ? ")" : "",
+            pipeline_kind_name(s->parallel.schedule), s->parallel.vpp > 1 ? " (interleaved chunks)" : "",
+            s->parallel.zero_stage, s->training.micro_batch_size, scenario_micro_batches(s));
+    if (ep[0])
+        fprintf(f, "  experts     %s\n", ep);
+    if (r->step_failed == 1)
+        fprintf(f, "  FAILURE      GPU %d went off %.4f s into the step; every rank stalled; the watchdog (detect_s) "
+                   "stopped the job at %.4f s: the step is lost and is redone after the restart\n",
+                s->faults.step_failure_gpu, r->failed_at_s, r->detected_at_s);
+    else if (r->step_failed == -1)
+        fprintf(f, "  failure      GPU %d was due to fail %.4f s into the step, after the step had ended\n",
+                s->faults.step_failure_gpu, s->faults.step_failure_at_s);
+    if (r->flapping_links)
+        fprintf(f, "  flapping     %d link(s) flapped during the step (faults.degraded_links with flap_period_s)\n",
+                r->flapping_links);
+    fprintf(f, "  step time    %.4f s   (%.0f tokens/s)%s\n", step, r->tokens_per_s,
+            r->step_failed == 1 ? "  [lost: time until the failure was detected]" : "");
+    fprintf(f, "  throughput   %.1f model TFLOP/s per GPU (MFU %.1f%%), %.1f hardware TFLOP/s per GPU (HFU %.1f%%)\n",
+            r->model_tflops_per_gpu, 100 * r->mfu, r->hardware_tflops_per_gpu, 100 * r->hfu);
+    fprintf(f, "  bubble       mean %.1f%%, worst %.1f%% (stage %d)\n", 100 * r->bubble_mean,
+            100 * r->bubble_max, r->bubble_max_stage);
+    fprintf(f, "  compute      %.4f s per stage (%.1f%% of the step)\n", r->compute_s,
+            step > 0 ? 100 * r->compute_s / step : 0);
+    if (r->overlap_cost_s > 0)
+        fprintf(f, "  overlap cost %.4f s of it: the compute slowed beside overlapped communication "
+                   "(calibration overlap_slowdown %.3g)\n", r->overlap_cost_s, s->calibration.overlap_slowdown);
+    fprintf(f, "  comm         %-5s %10s %10s\n", "kind", "total s", "exposed s");
+    for (int c = 0; c < COMM_CLASS_COUNT; c++)
+        if (r->comm_total_s[c] > 0 || r->comm_exposed_s[c] > 0)
+            fprintf(f, "               %-5s %10.4f %10.4f\n", comm_class_name((comm_class)c),
+                    r->comm_total_s[c], r->comm_exposed_s[c]);
+    if (r->input_present)
+        fprintf(f, "               %-5s %10.4f %10.4f   (data loader: %lld readers, %.4f s per micro-batch, "
+                   "%.1f%% hidden by prefetch)\n",
+                "input", r->input_total_s, r->input_exposed_s, r->input_readers, r->input_load_s,
+                100 * r->input_hidden_fraction);
+    fprintf(f, "  memory/GPU   %.1f GiB of %.1f GiB%s (stage %d): weights %.1f, gradients %.1f, optimizer %.1f, "
+               "activations %.1f, buffers %.1f\n",
+            r->memory.total, r->memory.capacity, r->memory.oom ? "  ** OUT OF MEMORY **" : "",
+            r->memory.worst_stage, r->memory.weights, r->memory.gradients, r->memory.optimizer,
+            r->memory.activations, r->memory.buffers);
+    if (r->memory.host_gib > 0 || r->memory.nvme_gib > 0)
+        fprintf(f, "  offloaded    per node: host memory %.1f GiB, NVMe %.1f GiB\n", r->memory.host_gib,
+                r->memory.nvme_gib);
+    compression_effect_print(&r->compression, f);
+    fprintf(f, "  simulated    %ld tasks in %.3f s wall", r->tasks, r->wall_s);
+    if (r->fidelity_flow)
+        fprintf(f, " (SimGrid: %ld flows, %.2f s, peak %.0f MiB)", r->flows, r->flow_wall_s, r->flow_peak_rss_mib);
+    fputc('\n', f);
+    if (r->fidelity_flow && r->slowest_comm[0])
+        fprintf(f, "  slowest comm %s on stage %d: %.4f s; slowest link on its routes: %s at %.1f GB/s\n",
+                r->slowest_comm, r->slowest_comm_stage, r->slowest_comm_s, r->slowest_link, r->slowest_link_gbs);
+}
