@@ -58,6 +58,10 @@ typedef struct {
     int z3_history[Z3_HISTORY]; /* each of the last Z3_HISTORY (the prefetch depth's dependencies) */
 } stage_state;
 
+/* The builder: every cost and size the graph needs, computed once from the scenario
+ * (workload_costs.c). 0, or -1 with err. */
+int workload_builder_init(builder *b, const scenario_config *s, config_error *err);
+
 /* A collective task of `stage` on `lane` over group g, after dep (-1: none); returns its index. */
 int workload_add_comm(step_workload *w, const builder *b, int stage, task_lane lane, const char *name,
                       comm_class cls, coll_kind coll, double bytes, coll_group g, int dep);
