@@ -137,13 +137,13 @@ typedef struct {
                                                 drops the rest (0: dropless, Megatron's default) */
         int moe_pad_expert_input_to_capacity;/* and pads every expert to that capacity */
         double moe_load_imbalance;           /* tokens of the busiest EP rank over the mean (>= 1);
-                                                0: the sampling floor of a balanced router (workload.c) */
+                                                0: the sampling floor of a balanced router (workload_costs.c) */
         int untie_embeddings;                /* untie_embeddings_and_output_weights (Megatron's name;
                                                 Llama): the LM head is its own matrix, so there is
                                                 no embedding-gradient all-reduce between the ends */
         int cross_entropy_loss_fusion;       /* Megatron-LM's --cross-entropy-loss-fusion (default
                                                 off): the loss in one fused pass over the logits,
-                                                not the fp32 vocab-parallel path (workload.c) */
+                                                not the fp32 vocab-parallel path (workload_costs.c) */
         int cross_entropy_fusion_impl;       /* --cross-entropy-fusion-impl: 0 native (Megatron's
                                                 jit-fused functions), 1 te (one pass over the
                                                 logits, as dtrain's own kernel) */

@@ -13,7 +13,7 @@
  *  - PowerSGD (Vogels et al., NeurIPS 2019, arXiv:1905.13727): every 2-D gradient matrix
  *    n x m becomes P = M Q (n x r) and Q = M^T P (m x r), two all-reduces; vectors are
  *    all-reduced uncompressed.
- * workload.c calls compression_emit_bucket from its bucket flush; run.c reports the totals. */
+ * workload_emit.c calls compression_emit_bucket from its bucket flush; run.c reports the totals. */
 #ifndef DTSIM_SIM_COMPRESSION_H
 #define DTSIM_SIM_COMPRESSION_H
 

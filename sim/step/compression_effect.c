@@ -7,7 +7,7 @@
  *  compute_s    = compression compute added (compress, select, quantise, orthogonalise,
  *                 decompress, scatter-add), summed over the buckets. A plain narrower
  *                 grad_reduce_dtype (fp32 training reduced in bf16/fp16) is reported too;
- *                 workload.c folds its casts into the collective's time, so comm_saved_s is
+ *                 the builder folds its casts into the collective's time, so comm_saved_s is
  *                 net of them and compute_s is 0. */
 #include <jansson.h>
 #include <stdio.h>
@@ -67,7 +67,7 @@ void compression_effect_print(const compression_effect *e, void *file)
 {
     if (!e->present)
         return;
-    if (strstr(e->method, "-bit reduction")) { /* workload.c's cast, not a compressor */
+    if (strstr(e->method, "-bit reduction")) { /* the builder's cast, not a compressor */
         fprintf(file, "  compression  %s: DP wire bytes x%.3f; DP comm %.4f s saved of %.4f s, the casts included "
                       "(stage %d, per step, idle-cluster times)\n",
                 e->method, e->bytes_ratio, e->comm_saved_s,

@@ -63,7 +63,7 @@ typedef enum {
 } offload_route;
 offload_route offload_task_route(const scenario_config *s, const sim_task *k);
 
-/* Emitting (workload.c calls these). Each returns the index of the last task added, or -1 when
+/* Emitting (workload.c, workload_emit.c and workload_step.c call these). Each returns the index of the last task added, or -1 when
  * the scenario offloads nothing of that kind. */
 /* `elements` gradient elements were reduced (one or more buckets); dep: what they wait for. */
 int offload_grads_to_host(step_workload *w, const scenario_config *s, int stage, double elements, int dep);

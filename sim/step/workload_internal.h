@@ -1,5 +1,6 @@
-/* What the workload's builders share (workload.c: the passes; workload_step.c: the step's start
- * and end). Private to those two files. */
+/* What the workload's builders share (workload_costs.c: the costs, computed once; workload.c:
+ * the passes; workload_emit.c: the tasks both add; workload_step.c: the step's start and end).
+ * Private to those files. */
 #ifndef DTSIM_SIM_WORKLOAD_INTERNAL_H
 #define DTSIM_SIM_WORKLOAD_INTERNAL_H
 
