@@ -14,12 +14,5 @@ int cli_async(int argc, char **argv);
 /* Writes a JSON document (json_t*) to path, or stdout for "-"; files are written to a
  * temporary name and renamed, so a failed run leaves nothing half-written. 0 or -1. */
 int cli_write_json(void *json, const char *path);
-/* A flag's whole-number value in lo..hi; -1 with "dtsim COMMAND: FLAG: 'VALUE' is not a whole
- * number in lo..hi" on stderr. */
-int cli_parse_int(const char *command, const char *flag, const char *value, long lo, long hi, int *out);
-/* An argument no flag took: an unknown option (or a flag missing its value) is refused, the
- * first other word becomes *scenario_path, a second one is refused. 0, or -1 with the reason
- * on stderr ("dtsim COMMAND: ..."). */
-int cli_take_scenario_arg(const char *command, const char *arg, const char **scenario_path);
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "async_ps.h"
 #include "cli.h"
+#include "cli_args.h"
 
 static void usage(FILE *f)
 {
@@ -27,33 +28,26 @@ static void usage(FILE *f)
 int cli_async(int argc, char **argv)
 {
     const char *scenario_path = NULL, *json_path = NULL;
-    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
-    int n_sets = 0, rc = 2, steps = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has_value = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            rc = 0;
-            goto out;
-        } else if (!strcmp(a, "--set") && has_value) {
-            sets[n_sets++] = argv[++i];
-        } else if (!strcmp(a, "--steps") && has_value) {
-            if (cli_parse_int("async", "--steps", argv[++i], 1, 1000000, &steps) != 0)
-                goto out;
-        } else if (!strcmp(a, "--json") && has_value) {
-            json_path = argv[++i];
-        } else if (cli_take_scenario_arg("async", a, &scenario_path) != 0) {
-            goto out;
-        }
-    }
+    cli_list sets = {0};
+    int steps = 0;
+    const cli_option options[] = {
+        CLI_OPT_APPEND("set", &sets),
+        CLI_OPT_INT("steps", &steps, 1, 1000000),
+        CLI_OPT_STRING("json", &json_path),
+        CLI_OPT_END,
+    };
+    const cli_spec spec = {"async", usage, options, &scenario_path, "scenario file"};
+    int rc = cli_parse_args(&spec, argc, argv);
+    if (rc != CLI_GO_ON)
+        goto out;
+    rc = 2;
     if (!scenario_path) {
         usage(stderr);
         goto out;
     }
     scenario_config s;
     config_error err;
-    if (scenario_load(scenario_path, sets, n_sets, &s, &err) != 0) {
+    if (scenario_load(scenario_path, sets.items, sets.count, &s, &err) != 0) {
         fprintf(stderr, "dtsim: %s\n", err.msg);
         goto out;
     }
@@ -77,6 +71,6 @@ int cli_async(int argc, char **argv)
     }
     async_report_free(&a);
 out:
-    free(sets);
+    cli_list_free(&sets);
     return rc;
 }

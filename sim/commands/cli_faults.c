@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cli.h"
+#include "cli_args.h"
 #include "faults.h"
 
 #ifndef DTSIM_SOURCE_DIR
@@ -75,28 +76,20 @@ static int plot_curve(const faults_report *r, const char *dir, const char *title
 int cli_faults(int argc, char **argv)
 {
     const char *path = NULL, *json_path = NULL, *plot_dir = NULL;
-    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
-    int n_sets = 0, runs = 100, rc = 2;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            rc = 0;
-            goto out;
-        } else if (!strcmp(a, "--runs") && v) {
-            if (cli_parse_int("faults", "--runs", v, 1, 100000, &runs) != 0)
-                goto out;
-            i++;
-        } else if (!strcmp(a, "--json") && v) {
-            json_path = argv[++i];
-        } else if (!strcmp(a, "--plot") && v) {
-            plot_dir = argv[++i];
-        } else if (!strcmp(a, "--set") && v) {
-            sets[n_sets++] = argv[++i];
-        } else if (cli_take_scenario_arg("faults", a, &path) != 0) {
-            goto out;
-        }
-    }
+    cli_list sets = {0};
+    int runs = 100;
+    const cli_option options[] = {
+        CLI_OPT_INT("runs", &runs, 1, 100000),
+        CLI_OPT_STRING("json", &json_path),
+        CLI_OPT_STRING("plot", &plot_dir),
+        CLI_OPT_APPEND("set", &sets),
+        CLI_OPT_END,
+    };
+    const cli_spec spec = {"faults", usage, options, &path, "scenario file"};
+    int rc = cli_parse_args(&spec, argc, argv);
+    if (rc != CLI_GO_ON)
+        goto out;
+    rc = 2;
     if (!path) {
         fprintf(stderr, "dtsim faults: no scenario file given\n");
         usage(stderr);
@@ -104,7 +97,7 @@ int cli_faults(int argc, char **argv)
     }
     scenario_config s;
     config_error err;
-    if (scenario_load(path, sets, n_sets, &s, &err) != 0) {
+    if (scenario_load(path, sets.items, sets.count, &s, &err) != 0) {
         fprintf(stderr, "dtsim: %s\n", err.msg);
         goto out;
     }
@@ -194,6 +187,6 @@ int cli_faults(int argc, char **argv)
         rc = 1;
     scenario_free(&s);
 out:
-    free(sets);
+    cli_list_free(&sets);
     return rc;
 }

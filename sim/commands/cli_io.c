@@ -1,4 +1,4 @@
-/* Input and output helpers shared by the dtsim subcommands. */
+/* Output shared by the dtsim subcommands (their argument parsing is cli_args.c). */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -27,32 +27,5 @@ int cli_write_json(void *doc, const char *path)
         unlink(tmp);
         return -1;
     }
-    return 0;
-}
-
-int cli_parse_int(const char *command, const char *flag, const char *value, long lo, long hi, int *out)
-{
-    char *end;
-    long n = strtol(value, &end, 10);
-    if (!*value || *end || n < lo || n > hi) {
-        fprintf(stderr, "dtsim %s: %s: '%s' is not a whole number in %ld..%ld\n", command, flag, value, lo, hi);
-        return -1;
-    }
-    *out = (int)n;
-    return 0;
-}
-
-int cli_take_scenario_arg(const char *command, const char *arg, const char **scenario_path)
-{
-    if (arg[0] == '-' && arg[1]) {
-        fprintf(stderr, "dtsim %s: unknown option or missing value: %s (see dtsim %s --help)\n", command, arg,
-                command);
-        return -1;
-    }
-    if (*scenario_path) {
-        fprintf(stderr, "dtsim %s: one scenario file expected, got '%s' as well\n", command, arg);
-        return -1;
-    }
-    *scenario_path = arg;
     return 0;
 }

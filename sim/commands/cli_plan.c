@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
+#include "cli_args.h"
 #include "plan.h"
 #include "markdown.h"
 
@@ -70,47 +71,30 @@ static void print_dropped(FILE *f, const plan_result *p)
 int cli_plan(int argc, char **argv)
 {
     const char *path = NULL, *json_path = NULL, *report = NULL;
-    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
-    int n_sets = 0, gpus = 0, top = 10, confirm = 0, confirmed = 0, threads = 0, rc = 2;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            rc = 0;
-            goto out;
-        } else if (!strcmp(a, "--gpus") && v) {
-            if (cli_parse_int("plan", "--gpus", v, 1, 1048576, &gpus) != 0)
-                goto out;
-            i++;
-        } else if (!strcmp(a, "--top") && v) {
-            if (cli_parse_int("plan", "--top", v, 1, 100000, &top) != 0)
-                goto out;
-            i++;
-        } else if (!strcmp(a, "--confirm") && v) {
-            if (cli_parse_int("plan", "--confirm", v, 0, 1000, &confirm) != 0)
-                goto out;
-            i++;
-        } else if (!strcmp(a, "--threads") && v) {
-            if (cli_parse_int("plan", "--threads", v, 1, 64, &threads) != 0)
-                goto out;
-            i++;
-        } else if (!strcmp(a, "--json") && v) {
-            json_path = argv[++i];
-        } else if (!strcmp(a, "--report") && v) {
-            report = argv[++i];
-        } else if (!strcmp(a, "--set") && v) {
-            sets[n_sets++] = argv[++i];
-        } else if (cli_take_scenario_arg("plan", a, &path) != 0) {
-            goto out;
-        }
-    }
+    cli_list sets = {0};
+    int gpus = 0, top = 10, confirm = 0, confirmed = 0, threads = 0;
+    const cli_option options[] = {
+        CLI_OPT_INT("gpus", &gpus, 1, 1048576),
+        CLI_OPT_INT("top", &top, 1, 100000),
+        CLI_OPT_INT("confirm", &confirm, 0, 1000),
+        CLI_OPT_INT("threads", &threads, 1, 64),
+        CLI_OPT_STRING("json", &json_path),
+        CLI_OPT_STRING("report", &report),
+        CLI_OPT_APPEND("set", &sets),
+        CLI_OPT_END,
+    };
+    const cli_spec spec = {"plan", usage, options, &path, "scenario file"};
+    int rc = cli_parse_args(&spec, argc, argv);
+    if (rc != CLI_GO_ON)
+        goto out;
+    rc = 2;
     if (!path) {
         usage(stderr);
         goto out;
     }
     scenario_config s;
     config_error err;
-    if (scenario_load(path, sets, n_sets, &s, &err) != 0) {
+    if (scenario_load(path, sets.items, sets.count, &s, &err) != 0) {
         fprintf(stderr, "dtsim: %s\n", err.msg);
         goto out;
     }
@@ -181,6 +165,6 @@ int cli_plan(int argc, char **argv)
     plan_result_free(&p);
     scenario_free(&s);
 out:
-    free(sets);
+    cli_list_free(&sets);
     return rc;
 }

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "cli_args.h"
 #include "config_json.h"
 #include "engine_scenario.h"
 #include "run.h"
@@ -251,39 +252,29 @@ static void print_row(FILE *f, const char *name, const char *unit, double measur
 int cli_report(int argc, char **argv)
 {
     const char *scenario_path = NULL, *run_path = NULL, *json_path = NULL, *platform = NULL, *calibration = NULL;
-    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
-    int n_sets = 0, rc = 2, warmup = 2;
+    cli_list sets = {0};
+    int warmup = 2;
     measured_run m = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has_value = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            rc = 0;
-            goto out;
-        } else if (!strcmp(a, "--set") && has_value) {
-            sets[n_sets++] = argv[++i];
-        } else if (!strcmp(a, "--measured") && has_value) {
-            run_path = argv[++i];
-        } else if (!strcmp(a, "--json") && has_value) {
-            json_path = argv[++i];
-        } else if (!strcmp(a, "--platform") && has_value) {
-            platform = argv[++i];
-        } else if (!strcmp(a, "--calibration") && has_value) {
-            calibration = argv[++i];
-        } else if (!strcmp(a, "--warmup") && has_value) {
-            if (cli_parse_int("report", "--warmup", argv[++i], 0, 1000000, &warmup) != 0)
-                goto out;
-        } else if (cli_take_scenario_arg("report", a, &scenario_path) != 0) {
-            goto out;
-        }
-    }
+    const cli_option options[] = {
+        CLI_OPT_APPEND("set", &sets),
+        CLI_OPT_STRING("measured", &run_path),
+        CLI_OPT_STRING("json", &json_path),
+        CLI_OPT_STRING("platform", &platform),
+        CLI_OPT_STRING("calibration", &calibration),
+        CLI_OPT_INT("warmup", &warmup, 0, 1000000),
+        CLI_OPT_END,
+    };
+    const cli_spec spec = {"report", usage, options, &scenario_path, "scenario file"};
+    int rc = cli_parse_args(&spec, argc, argv);
+    if (rc != CLI_GO_ON)
+        goto out;
+    rc = 2;
     if (!run_path) {
         fprintf(stderr, "dtsim report: --measured RUN_DIR is required\n");
         usage(stderr);
         goto out;
     }
-    if (scenario_path ? platform || calibration : n_sets > 0) {
+    if (scenario_path ? platform || calibration : sets.count > 0) {
         fprintf(stderr, "dtsim report: %s\n", scenario_path ? "--platform and --calibration are for a report "
                                                               "without SCENARIO (the scenario names its own)"
                                                             : "--set needs a SCENARIO (without one, the run's own "
@@ -294,7 +285,7 @@ int cli_report(int argc, char **argv)
         goto out;
     scenario_config s;
     config_error err;
-    if (scenario_path ? scenario_load(scenario_path, sets, n_sets, &s, &err) != 0
+    if (scenario_path ? scenario_load(scenario_path, sets.items, sets.count, &s, &err) != 0
                       : load_run_scenario(&m, platform, calibration, &s, &err) != 0) {
         fprintf(stderr, "dtsim%s: %s\n", scenario_path ? "" : " report", err.msg);
         goto out;
@@ -340,6 +331,6 @@ int cli_report(int argc, char **argv)
     scenario_free(&s);
 out:
     json_decref(m.config);
-    free(sets);
+    cli_list_free(&sets);
     return rc;
 }

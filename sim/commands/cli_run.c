@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "cli_args.h"
 #include "run.h"
 
 static void usage(FILE *f)
@@ -27,45 +28,41 @@ static void usage(FILE *f)
             "exit: 0 ok, 2 bad input, 1 runtime failure\n");
 }
 
+/* --fidelity and --steps are overrides too, kept in command-line order with the --set ones
+ * (of two for one path, the later wins). */
+static int add_fidelity(const char *command, const char *flag, const char *value, void *sets)
+{
+    static const char *const fidelities[] = {"analytic", "flow", NULL};
+    if (cli_parse_choice(command, flag, value, fidelities) < 0)
+        return -1;
+    return cli_list_addf(sets, "run.fidelity=\"%s\"", value);
+}
+
+static int add_steps(const char *command, const char *flag, const char *value, void *sets)
+{
+    int n;
+    if (cli_parse_int(command, flag, value, 1, 1000000, &n) != 0)
+        return -1;
+    return cli_list_addf(sets, "run.steps=%d", n);
+}
+
 int cli_run(int argc, char **argv)
 {
     const char *scenario_path = NULL, *json_path = NULL, *trace_path = NULL;
-    const char **sets = calloc((size_t)argc * 2 + 2, sizeof *sets);
-    char *owned[2] = {NULL, NULL};
-    int n_sets = 0, rc = 2;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has_value = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            rc = 0;
-            goto out;
-        } else if (!strcmp(a, "--set") && has_value) {
-            sets[n_sets++] = argv[++i];
-        } else if (!strcmp(a, "--fidelity") && has_value) {
-            const char *v = argv[++i];
-            if (strcmp(v, "analytic") && strcmp(v, "flow")) {
-                fprintf(stderr, "dtsim run: --fidelity: '%s' is not one of analytic, flow\n", v);
-                goto out;
-            }
-            owned[0] = malloc(strlen(v) + 32);
-            sprintf(owned[0], "run.fidelity=\"%s\"", v);
-            sets[n_sets++] = owned[0];
-        } else if (!strcmp(a, "--steps") && has_value) {
-            int n;
-            if (cli_parse_int("run", "--steps", argv[++i], 1, 1000000, &n) != 0)
-                goto out;
-            owned[1] = malloc(48);
-            snprintf(owned[1], 48, "run.steps=%d", n);
-            sets[n_sets++] = owned[1];
-        } else if (!strcmp(a, "--json") && has_value) {
-            json_path = argv[++i];
-        } else if (!strcmp(a, "--trace") && has_value) {
-            trace_path = argv[++i];
-        } else if (cli_take_scenario_arg("run", a, &scenario_path) != 0) {
-            goto out;
-        }
-    }
+    cli_list sets = {0};
+    const cli_option options[] = {
+        CLI_OPT_CALL("fidelity", add_fidelity, &sets),
+        CLI_OPT_CALL("steps", add_steps, &sets),
+        CLI_OPT_APPEND("set", &sets),
+        CLI_OPT_STRING("json", &json_path),
+        CLI_OPT_STRING("trace", &trace_path),
+        CLI_OPT_END,
+    };
+    const cli_spec spec = {"run", usage, options, &scenario_path, "scenario file"};
+    int rc = cli_parse_args(&spec, argc, argv);
+    if (rc != CLI_GO_ON)
+        goto out;
+    rc = 2;
     if (!scenario_path) {
         usage(stderr);
         goto out;
@@ -73,7 +70,7 @@ int cli_run(int argc, char **argv)
 
     scenario_config s;
     config_error err;
-    if (scenario_load(scenario_path, sets, n_sets, &s, &err) != 0) {
+    if (scenario_load(scenario_path, sets.items, sets.count, &s, &err) != 0) {
         fprintf(stderr, "dtsim: %s\n", err.msg);
         goto out;
     }
@@ -126,8 +123,6 @@ int cli_run(int argc, char **argv)
         fprintf(to_stdout ? stderr : stdout, "  trace        %s (open in ui.perfetto.dev)\n", trace_path);
     scenario_free(&s);
 out:
-    free(owned[0]);
-    free(owned[1]);
-    free(sets);
+    cli_list_free(&sets);
     return rc;
 }

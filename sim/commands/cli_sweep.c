@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cli.h"
+#include "cli_args.h"
 #include "sweep.h"
 #include "sweep_plot.h"
 
@@ -38,44 +39,53 @@ static void progress(long done, long total)
         fputc('\n', stderr);
 }
 
+static int add_vary(const char *command, const char *flag, const char *value, void *spec)
+{
+    config_error err;
+    if (sweep_add_vary(spec, value, &err) != 0) {
+        fprintf(stderr, "dtsim %s: %s\n", command, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    int k, n; /* --shard K/N */
+} shard_arg;
+
+static int take_shard(const char *command, const char *flag, const char *value, void *shard)
+{
+    shard_arg *a = shard;
+    if (sscanf(value, "%d/%d", &a->k, &a->n) != 2 || a->n < 1 || a->k < 0 || a->k >= a->n) {
+        fprintf(stderr, "dtsim %s: %s '%s': expected K/N with 0 <= K < N\n", command, flag, value);
+        return -1;
+    }
+    return 0;
+}
+
 int cli_sweep(int argc, char **argv)
 {
     const char *path = NULL, *out = "sweep-out";
-    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
-    int n_sets = 0, want_plot = 0, rc = 2, shard_k = 0, shard_n = 1, merge = 0;
+    cli_list sets = {0};
+    int want_plot = 0, merge = 0;
+    shard_arg shard = {0, 1};
     sweep_spec spec;
     memset(&spec, 0, sizeof spec);
+    const cli_option options[] = {
+        CLI_OPT_CALL("vary", add_vary, &spec),
+        CLI_OPT_STRING("out", &out),
+        CLI_OPT_APPEND("set", &sets),
+        CLI_OPT_FLAG("plot", &want_plot),
+        CLI_OPT_FLAG("merge", &merge),
+        CLI_OPT_CALL("shard", take_shard, &shard),
+        CLI_OPT_END,
+    };
+    const cli_spec cli = {"sweep", usage, options, &path, "scenario file"};
     config_error err;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            rc = 0;
-            goto out;
-        } else if (!strcmp(a, "--vary") && v) {
-            if (sweep_add_vary(&spec, v, &err) != 0) {
-                fprintf(stderr, "dtsim sweep: %s\n", err.msg);
-                goto out;
-            }
-            i++;
-        } else if (!strcmp(a, "--out") && v) {
-            out = argv[++i];
-        } else if (!strcmp(a, "--set") && v) {
-            sets[n_sets++] = argv[++i];
-        } else if (!strcmp(a, "--plot")) {
-            want_plot = 1;
-        } else if (!strcmp(a, "--merge")) {
-            merge = 1;
-        } else if (!strcmp(a, "--shard") && v) {
-            if (sscanf(v, "%d/%d", &shard_k, &shard_n) != 2 || shard_n < 1 || shard_k < 0 || shard_k >= shard_n) {
-                fprintf(stderr, "dtsim sweep: --shard '%s': expected K/N with 0 <= K < N\n", v);
-                goto out;
-            }
-            i++;
-        } else if (cli_take_scenario_arg("sweep", a, &path) != 0) {
-            goto out;
-        }
-    }
+    int rc = cli_parse_args(&cli, argc, argv);
+    if (rc != CLI_GO_ON)
+        goto out;
+    rc = 2;
     if (!path || (spec.dims == 0 && !merge)) {
         usage(stderr);
         goto out;
@@ -85,7 +95,7 @@ int cli_sweep(int argc, char **argv)
         goto out;
     }
     scenario_config probe;
-    if (scenario_load(path, sets, n_sets, &probe, &err) != 0) {
+    if (scenario_load(path, sets.items, sets.count, &probe, &err) != 0) {
         fprintf(stderr, "dtsim: %s\n", err.msg);
         goto out;
     }
@@ -105,7 +115,7 @@ int cli_sweep(int argc, char **argv)
             fprintf(stderr, "dtsim sweep: --merge: %s\n", err.msg);
             goto out;
         }
-    } else if (sweep_run(path, sets, n_sets, &spec, shard_k, shard_n, &rows, &points, &err, progress) != 0) {
+    } else if (sweep_run(path, sets.items, sets.count, &spec, shard.k, shard.n, &rows, &points, &err, progress) != 0) {
         fprintf(stderr, "dtsim sweep: %s\n", err.msg);
         goto out;
     }
@@ -116,14 +126,14 @@ int cli_sweep(int argc, char **argv)
         json_decref(points);
         goto out;
     }
-    if (shard_n > 1) {
+    if (shard.n > 1) {
         char part[4300];
-        snprintf(part, sizeof part, "%s/part-%d-of-%d.json", out, shard_k, shard_n);
+        snprintf(part, sizeof part, "%s/part-%d-of-%d.json", out, shard.k, shard.n);
         json_t *doc = json_pack("{s:I,s:o,s:O}", "total", (json_int_t)sweep_points(&spec), "points", points, "rows",
                                 rows);
         rc = cli_write_json(doc, part) ? 1 : 0;
         if (rc == 0)
-            printf("dtsim sweep: shard %d/%d: %zu points -> %s\n", shard_k, shard_n, json_array_size(rows), part);
+            printf("dtsim sweep: shard %d/%d: %zu points -> %s\n", shard.k, shard.n, json_array_size(rows), part);
         json_decref(doc);
         json_decref(rows);
         goto out;
@@ -159,6 +169,6 @@ int cli_sweep(int argc, char **argv)
     json_decref(rows);
 out:
     sweep_spec_free(&spec);
-    free(sets);
+    cli_list_free(&sets);
     return rc;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "cli_args.h"
 #include "run.h"
 
 static void usage(FILE *f)
@@ -36,56 +37,11 @@ static const char *case_id(json_t *c, int i, char *buf, size_t n)
     return buf;
 }
 
-int cli_validate(int argc, char **argv)
+/* The cases of cases_path simulated (at fidelity_flow when >= 0) with the overrides sets, and
+ * compared with their figures; the exit code. */
+static int validate_cases(const char *cases_path, const char *json_path, int fidelity_flow, double max_mean,
+                          double max_err, const char *const *sets, int n_sets)
 {
-    const char *cases_path = NULL, *json_path = NULL;
-    double max_mean = -1, max_err = -1;
-    int fidelity_flow = -1;
-    enum { MAX_SETS = 64 };
-    const char *sets[MAX_SETS];
-    int n_sets = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--set") && i + 1 < argc) {
-            if (n_sets == MAX_SETS) {
-                fprintf(stderr, "dtsim validate: more than %d --set options\n", MAX_SETS);
-                return 2;
-            }
-            sets[n_sets++] = argv[++i];
-        } else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
-            json_path = argv[++i];
-        } else if (!strcmp(argv[i], "--fidelity") && i + 1 < argc) {
-            const char *v = argv[++i];
-            if (strcmp(v, "analytic") && strcmp(v, "flow")) {
-                fprintf(stderr, "dtsim validate: --fidelity: '%s' is not one of analytic, flow\n", v);
-                return 2;
-            }
-            fidelity_flow = !strcmp(v, "flow");
-        } else if ((!strcmp(argv[i], "--max-mean-error") || !strcmp(argv[i], "--max-error")) && i + 1 < argc) {
-            char *end;
-            double v = strtod(argv[i + 1], &end);
-            if (*argv[i + 1] == 0 || *end || !(v >= 0)) {
-                fprintf(stderr, "dtsim validate: %s: '%s' is not a non-negative number\n", argv[i], argv[i + 1]);
-                return 2;
-            }
-            *(!strcmp(argv[i], "--max-error") ? &max_err : &max_mean) = v;
-            i++;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "dtsim validate: unknown option or missing value: %s\n", argv[i]);
-            return 2;
-        } else if (!cases_path) {
-            cases_path = argv[i];
-        } else {
-            fprintf(stderr, "dtsim validate: one cases file expected\n");
-            return 2;
-        }
-    }
-    if (!cases_path) {
-        usage(stderr);
-        return 2;
-    }
     json_error_t jerr;
     json_t *root = json_load_file(cases_path, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
@@ -191,5 +147,32 @@ int cli_validate(int argc, char **argv)
     }
     json_decref(out_cases);
     json_decref(root);
+    return rc;
+}
+
+int cli_validate(int argc, char **argv)
+{
+    static const char *const fidelities[] = {"analytic", "flow", NULL};
+    const char *cases_path = NULL, *json_path = NULL, *fidelity = NULL;
+    double max_mean = -1, max_err = -1;
+    cli_list sets = {0};
+    const cli_option options[] = {
+        CLI_OPT_APPEND("set", &sets),
+        CLI_OPT_STRING("json", &json_path),
+        CLI_OPT_CHOICE("fidelity", &fidelity, fidelities),
+        CLI_OPT_REAL("max-mean-error", &max_mean),
+        CLI_OPT_REAL("max-error", &max_err),
+        CLI_OPT_END,
+    };
+    const cli_spec spec = {"validate", usage, options, &cases_path, "cases file"};
+    int rc = cli_parse_args(&spec, argc, argv);
+    if (rc == CLI_GO_ON && !cases_path) {
+        usage(stderr);
+        rc = 2;
+    } else if (rc == CLI_GO_ON) {
+        rc = validate_cases(cases_path, json_path, fidelity ? !strcmp(fidelity, "flow") : -1, max_mean, max_err,
+                            sets.items, sets.count);
+    }
+    cli_list_free(&sets);
     return rc;
 }

@@ -2,8 +2,9 @@
  * unknown paths stop before any run (exit 2); invalid combinations are skipped with the
  * loader's reason; CSV columns equal the JSON keys; shards merge to the local result; plan
  * --json is ranked, never worse than the scenario's own layout, with its exit codes; --plot
- * without gnuplot is refused before any run. With gnuplot ("plots", else exit 77): every
- * picture is a real PNG and SVG, and the plan report has its sections and pictures.
+ * without gnuplot is refused before any run; every command parses its flags alike. With
+ * gnuplot ("plots", else exit 77): every picture is a real PNG and SVG, and the plan report has
+ * its sections and pictures.
  * argv[1]: dtsim, argv[2]: the scenario, argv[3]: cli | plots. */
 #include <jansson.h>
 #include <setjmp.h>
@@ -227,6 +228,42 @@ static void every_command_refuses_stray_arguments(void **state)
     }
 }
 
+/* One parser for every command (sim/commands/cli_args.c): --help on stdout, exit 0; a flag
+ * without its value, an abbreviated flag and a bad number refused with exit 2, naming the flag;
+ * a value after '=' as after a space; --fidelity/--steps and --set applied in their order. */
+static void every_command_parses_flags_alike(void **state)
+{
+    const char *commands[] = {"run", "plan", "sweep", "faults", "async", "report", "validate"};
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
+        const char *c = commands[i];
+        assert_int_equal(sh("'%s' %s --help >dtsim_flag_out 2>dtsim_flag_err", DTSIM, c), 0);
+        assert_int_equal(sh("head -1 dtsim_flag_out | grep -q '^usage: dtsim %s '", c), 0);
+        assert_int_equal(sh("test ! -s dtsim_flag_err"), 0);
+        assert_int_equal(sh("'%s' %s '%s' --set >dtsim_flag_out 2>dtsim_flag_err", DTSIM, c, SCENARIO), 2);
+        assert_int_equal(sh("grep -q 'dtsim %s: missing value for --set' dtsim_flag_err", c), 0);
+        assert_int_equal(sh("test ! -s dtsim_flag_out"), 0);
+        assert_int_equal(sh("'%s' %s '%s' --jso x >/dev/null 2>dtsim_flag_err", DTSIM, c, SCENARIO), 2);
+        assert_int_equal(sh("grep -q 'dtsim %s: unknown option or missing value: --jso' dtsim_flag_err", c), 0);
+    }
+    assert_int_equal(sh("'%s' validate '%s' --max-error=x 2>dtsim_flag_err", DTSIM, SCENARIO), 2);
+    assert_int_equal(sh("grep -q \"dtsim validate: --max-error: 'x' is not a non-negative number\" dtsim_flag_err"), 0);
+    assert_int_equal(sh("'%s' run '%s' --steps=0 2>dtsim_flag_err", DTSIM, SCENARIO), 2);
+    assert_int_equal(sh("grep -q \"dtsim run: --steps: '0' is not a whole number in 1..1000000\" dtsim_flag_err"), 0);
+    assert_int_equal(sh("'%s' sweep '%s' --plot=yes --vary training.micro_batch_size=1 2>dtsim_flag_err", DTSIM,
+                        SCENARIO), 2);
+    assert_int_equal(sh("grep -q 'dtsim sweep: --plot takes no value' dtsim_flag_err"), 0);
+    /* --steps=2 as --steps 2; the last of --steps and --set run.steps wins */
+    assert_int_equal(sh("'%s' run '%s' --steps=2 --json=dtsim_flag_a.json >/dev/null", DTSIM, SCENARIO), 0);
+    assert_int_equal(sh("grep -q '\"steps\": 2,' dtsim_flag_a.json"), 0);
+    assert_int_equal(sh("'%s' run '%s' --set run.steps=3 --steps 2 --json - 2>/dev/null | grep -q '\"steps\": 2,'",
+                        DTSIM, SCENARIO), 0);
+    assert_int_equal(sh("'%s' run '%s' --steps 2 --set run.steps=3 --json - 2>/dev/null | grep -q '\"steps\": 3,'",
+                        DTSIM, SCENARIO), 0);
+    /* "--" ends the options: what follows is the scenario even when it starts with '-' */
+    assert_int_equal(sh("'%s' run -- -no-such.json 2>dtsim_flag_err", DTSIM), 2);
+    assert_int_equal(sh("grep -q 'cannot read -no-such.json' dtsim_flag_err"), 0);
+}
+
 static void plot_without_gnuplot_is_refused_before_any_run(void **state)
 {
     sh("rm -rf dtsim_sw_nognu");
@@ -324,6 +361,7 @@ static int run_suite(const char *which)
             cmocka_unit_test(plan_json_is_ranked_and_never_worse_than_the_scenario),
             cmocka_unit_test(plan_exit_codes),
             cmocka_unit_test(every_command_refuses_stray_arguments),
+            cmocka_unit_test(every_command_parses_flags_alike),
             cmocka_unit_test(plot_without_gnuplot_is_refused_before_any_run),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
