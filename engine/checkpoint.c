@@ -247,8 +247,16 @@ static int cmp_desc(const void *a, const void *b)
     return *(const int *)b - *(const int *)a;
 }
 
-/* Step numbers of dir's step-NNNNNNNN folders, newest first. */
-static int list_steps(const char *dir, int **out)
+/* A checkpoint is complete once its manifest exists (written last). */
+static int has_manifest(const char *dir, int step)
+{
+    char sdir[4200], man[4300];
+    step_dir(sdir, sizeof sdir, dir, step);
+    snprintf(man, sizeof man, "%s/manifest.json", sdir);
+    return access(man, F_OK) == 0;
+}
+
+int checkpoint_list_steps(const char *dir, int complete_only, int **out)
 {
     DIR *d = opendir(dir);
     int n = 0, cap = 16;
@@ -259,7 +267,7 @@ static int list_steps(const char *dir, int **out)
     while ((e = readdir(d))) {
         int step;
         char tail;
-        if (sscanf(e->d_name, "step-%d%c", &step, &tail) == 1) {
+        if (sscanf(e->d_name, "step-%d%c", &step, &tail) == 1 && (!complete_only || has_manifest(dir, step))) {
             if (n == cap)
                 *out = realloc(*out, (size_t)(cap *= 2) * sizeof(int));
             (*out)[n++] = step;
@@ -536,7 +544,7 @@ int checkpoint_load_latest(const char *dir, gpt_model *m, train_state *st, comm_
                            char *err, size_t errlen)
 {
     int *steps;
-    int mine = list_steps(dir, &steps);
+    int mine = checkpoint_list_steps(dir, 0, &steps);
     /* The folder is shared: every rank lists the same steps. Agree on a count anyway, so a rank
      * that sees fewer skips in step with the others instead of leaving them waiting. */
     int n = comm_allreduce_max_int(c->world, mine);
@@ -591,15 +599,12 @@ static void remove_tree(const char *path)
 void checkpoint_prune(const char *dir, int keep)
 {
     int *steps;
-    int n = list_steps(dir, &steps), complete = 0;
-    for (int i = 0; i < n; i++) {
-        char sdir[4200], man[4300];
-        snprintf(sdir, sizeof sdir, "%s/step-%08d", dir, steps[i]);
-        snprintf(man, sizeof man, "%s/manifest.json", sdir);
-        if (access(man, F_OK) != 0)
-            continue; /* never delete what might be in progress */
-        if (++complete > keep)
-            remove_tree(sdir);
+    /* complete ones only: never delete what might be in progress */
+    int n = checkpoint_list_steps(dir, 1, &steps);
+    for (int i = keep > 0 ? keep : 0; i < n; i++) {
+        char sdir[4200];
+        step_dir(sdir, sizeof sdir, dir, steps[i]);
+        remove_tree(sdir);
     }
     free(steps);
 }

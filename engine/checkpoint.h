@@ -61,6 +61,11 @@ int checkpoint_finish(checkpoint_job *job, comm_ctx *c, double *write_s, char *e
 int checkpoint_load_latest(const char *dir, gpt_model *m, train_state *st, comm_ctx *c, const ckpt_layout *layout,
                            char *err, size_t errlen);
 
+/* Step numbers of dir's step-NNNNNNNN folders, newest first (a missing dir has none); with
+ * complete_only, only the complete checkpoints (those whose manifest exists). *steps is
+ * malloc'd (free it, even when the count returned is 0). */
+int checkpoint_list_steps(const char *dir, int complete_only, int **steps);
+
 /* Deletes complete checkpoints older than the newest `keep` (call on one rank). */
 void checkpoint_prune(const char *dir, int keep);
 #endif

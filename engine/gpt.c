@@ -6,6 +6,7 @@
 #include <string.h>
 #include "gpt.h"
 #include "gpt_internal.h"
+#include "oplist.h"
 
 #define MAX_LAYERS 1024
 #define MAX_HIDDEN 65536
@@ -164,6 +165,34 @@ static void free_acts(gpt_model *m, gpt_acts *a)
     free(a->ce_sum);
 }
 
+/* The FLOPs the profiler reports, from the op list (one formula with the simulator's): this
+ * rank's layer for one micro-batch of dtrain's model (multi-head attention, MLP 4h, Megatron's
+ * TP split), and the LM head over this rank's vocabulary rows. */
+static void op_flops_from_oplist(gpt_model *m)
+{
+    const gpt_config *c = &m->cfg;
+    int tp = m->shard.tp;
+    layer_shape sh = {.micro_batch = m->B, .seq_length = c->seq_len, .hidden = c->hidden, .heads = c->heads,
+                      .kv_groups = c->heads, .ffn_hidden = 4LL * c->hidden, .tp = tp, .cp = 1, .ep = 1,
+                      .attention = ATTENTION_UNFUSED, .act_bytes = 4};
+    static const char *const names[] = {"qkv", "attn_score", "attn_value", "attn_proj", "fc1", "fc2"};
+    layer_op ops[LAYER_OPS_MAX];
+    for (int bwd = 0; bwd < 2; bwd++) {
+        gpt_op_flops *f = bwd ? &m->flops_bwd : &m->flops_fwd;
+        double *slot[] = {&f->qkv, &f->attention, &f->attention, &f->attn_proj, &f->fc1, &f->fc2};
+        memset(f, 0, sizeof *f);
+        int n = bwd ? layer_ops_backward(&sh, ops) : layer_ops_forward(&sh, ops);
+        for (int i = 0; i < n; i++) /* backward names: <forward name>_dgrad, _wgrad */
+            for (size_t j = 0; j < sizeof names / sizeof names[0]; j++) {
+                size_t len = strlen(names[j]);
+                if (!strncmp(ops[i].name, names[j], len) && (!ops[i].name[len] || ops[i].name[len] == '_'))
+                    *slot[j] += ops[i].flops;
+            }
+    }
+    m->flops_fwd.lm_head = m->B * lm_head_forward_flops_per_sequence(c->seq_len, c->hidden, c->vocab / tp);
+    m->flops_bwd.lm_head = 2.0 * m->flops_fwd.lm_head;
+}
+
 int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k, kernels_precision prec, int B,
                    uint64_t seed, const gpt_shard *shard, char *err, size_t errlen)
 {
@@ -173,6 +202,7 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
     m->prec = prec;
     m->B = B;
     m->T = cfg->seq_len;
+    op_flops_from_oplist(m);
     size_t P = m->num_params, C = (size_t)cfg->hidden, N = (size_t)B * cfg->seq_len, V = (size_t)cfg->vocab;
     size_t Cl = C / shard->tp;
     /* ZeRO: the moments, gradients and parameters the rank keeps are its DP shard alone */
@@ -385,15 +415,15 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
     PROF_END("ln1", l, 0, 2.0 * N * C * f / 4, "N=%d C=%d", N, C);
     PROF_BEGIN();
     k->matmul_forward(a->qkv, a->ln1, w[J_QKV_W], w[J_QKV_B], N, C, 3 * Cl, m->prec);
-    PROF_END("qkv", l, 2.0 * N * C * 3 * Cl, gemm_bytes(N, 3 * Cl, C), "m=%d n=%d k=%d", N, 3 * Cl, C);
+    PROF_END("qkv", l, m->flops_fwd.qkv, gemm_bytes(N, 3 * Cl, C), "m=%d n=%d k=%d", N, 3 * Cl, C);
     PROF_BEGIN();
     k->attention_forward(a->atty, a->lse, a->qkv, B, T, Cl, NH, m->prec);
-    PROF_END("attention", l, 4.0 * B * (double)T * T * Cl, 4.0 * N * (4.0 * Cl + NH),
+    PROF_END("attention", l, m->flops_fwd.attention, 4.0 * N * (4.0 * Cl + NH),
              "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
     PROF_BEGIN();
     /* Row-parallel: each rank's partial product; the bias is added once (by TP rank 0). */
     k->matmul_forward(a->proj, a->atty, w[J_PROJ_W], lead ? w[J_PROJ_B] : NULL, N, Cl, C, m->prec);
-    PROF_END("attn_proj", l, 2.0 * N * Cl * C, gemm_bytes(N, C, Cl), "m=%d n=%d k=%d", N, C, Cl);
+    PROF_END("attn_proj", l, m->flops_fwd.attn_proj, gemm_bytes(N, C, Cl), "m=%d n=%d k=%d", N, C, Cl);
     tp_sum(m, a->proj, (size_t)N * C);
     PROF_BEGIN();
     k->residual_forward(a->res2, x, a->proj, (size_t)N * C);
@@ -405,14 +435,14 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
     PROF_END("ln2", l, 0, 2.0 * N * C * f / 4, "N=%d C=%d", N, C);
     PROF_BEGIN();
     k->matmul_forward(a->fch, a->ln2, w[J_FC_W], w[J_FC_B], N, C, 4 * Cl, m->prec);
-    PROF_END("fc1", l, 2.0 * N * C * 4 * Cl, gemm_bytes(N, 4 * Cl, C), "m=%d n=%d k=%d", N, 4 * Cl, C);
+    PROF_END("fc1", l, m->flops_fwd.fc1, gemm_bytes(N, 4 * Cl, C), "m=%d n=%d k=%d", N, 4 * Cl, C);
     PROF_BEGIN();
     k->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * Cl);
     round_act(m, a->fch_gelu, (size_t)N * 4 * Cl);
     PROF_END("gelu", l, 0, 8.0 * N * Cl * f / 4, "n=%d", 4 * N * Cl);
     PROF_BEGIN();
     k->matmul_forward(a->fcproj, a->fch_gelu, w[J_FCPROJ_W], lead ? w[J_FCPROJ_B] : NULL, N, 4 * Cl, C, m->prec);
-    PROF_END("fc2", l, 2.0 * N * C * 4 * Cl, gemm_bytes(N, C, 4 * Cl), "m=%d n=%d k=%d", N, C, 4 * Cl);
+    PROF_END("fc2", l, m->flops_fwd.fc2, gemm_bytes(N, C, 4 * Cl), "m=%d n=%d k=%d", N, C, 4 * Cl);
     tp_sum(m, a->fcproj, (size_t)N * C);
     PROF_BEGIN();
     k->residual_forward(a->res3, a->res2, a->fcproj, (size_t)N * C);
@@ -532,7 +562,7 @@ static float head_forward(gpt_model *m, gpt_acts *a)
     int Vl = V / m->shard.tp;
     PROF_BEGIN();
     k->matmul_forward(a->logits, a->lnf, gpt_param(m, GPT_WTE), NULL, N, C, Vl, m->prec);
-    PROF_END("lm_head", -1, 2.0 * N * C * Vl, gemm_bytes(N, Vl, C), "m=%d n=%d k=%d", N, Vl, C);
+    PROF_END("lm_head", -1, m->flops_fwd.lm_head, gemm_bytes(N, Vl, C), "m=%d n=%d k=%d", N, Vl, C);
     hook(m, lnf, 2, 0, 0);
     hook(m, GPT_WTE, 1, 0, 0);
     if (m->shard.tp > 1)
@@ -614,7 +644,7 @@ static void head_backward(gpt_model *m, gpt_acts *a, float dloss)
     k->memset_zero(m->d_a, NC * sizeof(float));
     k->matmul_backward(m->d_a, gpt_grad(m, GPT_WTE), NULL, m->d_logits, a->lnf, gpt_param(m, GPT_WTE), N, C, Vl,
                        m->prec);
-    PROF_END("lm_head_bwd", -1, 4.0 * N * C * Vl, 2 * gemm_bytes(N, Vl, C), "m=%d n=%d k=%d", N, Vl, C);
+    PROF_END("lm_head_bwd", -1, m->flops_bwd.lm_head, 2 * gemm_bytes(N, Vl, C), "m=%d n=%d k=%d", N, Vl, C);
     tp_sum(m, m->d_a, NC); /* each rank's vocabulary columns contribute to every row */
     round_act(m, m->d_a, NC);
     PROF_BEGIN();
@@ -649,7 +679,7 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l)
     k->matmul_backward(m->d_big, g[J_FCPROJ_W], g[J_FCPROJ_B], m->d_res, a->fch_gelu, w[J_FCPROJ_W], N, 4 * Cl, C,
                        m->prec);
     round_act(m, m->d_big, NCl * 4);
-    PROF_END("fc2_bwd", l, 4.0 * N * C * 4 * Cl, 2 * gemm_bytes(N, C, 4 * Cl), "m=%d n=%d k=%d", N, C, 4 * Cl);
+    PROF_END("fc2_bwd", l, m->flops_bwd.fc2, 2 * gemm_bytes(N, C, 4 * Cl), "m=%d n=%d k=%d", N, C, 4 * Cl);
     PROF_BEGIN();
     k->memset_zero(m->d_big2, NCl * 4 * sizeof(float));
     k->gelu_backward(m->d_big2, a->fch, m->d_big, NCl * 4);
@@ -658,7 +688,7 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l)
     PROF_BEGIN();
     k->memset_zero(m->d_a, NC * sizeof(float));
     k->matmul_backward(m->d_a, g[J_FC_W], g[J_FC_B], m->d_big2, a->ln2, w[J_FC_W], N, C, 4 * Cl, m->prec);
-    PROF_END("fc1_bwd", l, 4.0 * N * C * 4 * Cl, 2 * gemm_bytes(N, 4 * Cl, C), "m=%d n=%d k=%d", N, 4 * Cl, C);
+    PROF_END("fc1_bwd", l, m->flops_bwd.fc1, 2 * gemm_bytes(N, 4 * Cl, C), "m=%d n=%d k=%d", N, 4 * Cl, C);
     tp_sum(m, m->d_a, NC);
     round_act(m, m->d_a, NC);
     PROF_BEGIN();
@@ -671,17 +701,17 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l)
     k->memset_zero(m->d_a, NCl * sizeof(float));
     k->matmul_backward(m->d_a, g[J_PROJ_W], g[J_PROJ_B], m->d_res, a->atty, w[J_PROJ_W], N, Cl, C, m->prec);
     round_act(m, m->d_a, NCl);
-    PROF_END("attn_proj_bwd", l, 4.0 * N * C * Cl, 2 * gemm_bytes(N, C, Cl), "m=%d n=%d k=%d", N, C, Cl);
+    PROF_END("attn_proj_bwd", l, m->flops_bwd.attn_proj, 2 * gemm_bytes(N, C, Cl), "m=%d n=%d k=%d", N, C, Cl);
     PROF_BEGIN();
     k->memset_zero(m->d_qkv, NCl * 3 * sizeof(float));
     k->attention_backward(m->d_qkv, m->d_a, a->qkv, a->atty, a->lse, B, T, Cl, NH, m->prec);
     round_act(m, m->d_qkv, NCl * 3);
-    PROF_END("attention_bwd", l, 8.0 * B * (double)T * T * Cl, 4.0 * N * (8.0 * Cl + NH),
+    PROF_END("attention_bwd", l, m->flops_bwd.attention, 4.0 * N * (8.0 * Cl + NH),
              "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
     PROF_BEGIN();
     k->memset_zero(m->d_b, NC * sizeof(float));
     k->matmul_backward(m->d_b, g[J_QKV_W], g[J_QKV_B], m->d_qkv, a->ln1, w[J_QKV_W], N, C, 3 * Cl, m->prec);
-    PROF_END("qkv_bwd", l, 4.0 * N * C * 3 * Cl, 2 * gemm_bytes(N, 3 * Cl, C), "m=%d n=%d k=%d", N, 3 * Cl, C);
+    PROF_END("qkv_bwd", l, m->flops_bwd.qkv, 2 * gemm_bytes(N, 3 * Cl, C), "m=%d n=%d k=%d", N, 3 * Cl, C);
     tp_sum(m, m->d_b, NC);
     round_act(m, m->d_b, NC);
     PROF_BEGIN();
@@ -720,11 +750,4 @@ const float *gpt_backward_layers(gpt_model *m, int slot, int l0, int l1, float d
 void gpt_backward(gpt_model *m, float dloss)
 {
     gpt_backward_layers(m, 0, 0, m->cfg.num_layers, dloss, NULL);
-}
-
-double gpt_forward_flops(const gpt_config *c, int B)
-{
-    double N = (double)B * c->seq_len, C = c->hidden, T = c->seq_len;
-    double layer = 2.0 * N * (3 * C * C + C * C + 8 * C * C) + 4.0 * B * T * T * C;
-    return c->num_layers * layer + 2.0 * N * C * c->vocab;
 }

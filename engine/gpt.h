@@ -91,6 +91,14 @@ typedef struct {
     float *ce_max, *ce_sum;          /* host, B*T: row max and sum of exponentials (tp > 1) */
 } gpt_acts;
 
+/* FLOPs of the ops the profiler times that compute (one micro-batch on this rank), taken from
+ * the op list the simulator sums (engine/oplist.h: layer_ops_forward/backward of this rank's
+ * layer shape, lm_head_forward_flops_per_sequence): a GEMM's backward is its dgrad + wgrad,
+ * attention its score and value products, the LM head's backward twice its forward. */
+typedef struct {
+    double qkv, attention, attn_proj, fc1, fc2, lm_head;
+} gpt_op_flops;
+
 typedef struct gpt_model_s {
     gpt_config cfg;
     const kernels_backend *k;
@@ -122,6 +130,7 @@ typedef struct gpt_model_s {
     int *vp_zero_tokens;
     float *vp_host_logits;
     profiler *prof;                  /* optional */
+    gpt_op_flops flops_fwd, flops_bwd; /* for the profiler, set by gpt_init_shard */
     /* Optional: called before and after a forward or backward pass uses tensors [first, first +
      * count): ZeRO-3 gathers their parameters just in time and lets them go after; ZeRO-2 and 3
      * give the backward a gradient window and reduce it into the shard after. */
@@ -182,8 +191,6 @@ uint32_t gpt_params_crc32(const gpt_model *m);
 /* CRC32 of n host floats (a gathered single-rank layout). */
 uint32_t gpt_crc32_floats(const float *x, size_t n);
 
-/* FLOPs of one forward over B x T tokens (GEMMs and attention, DESIGN.md convention). */
-double gpt_forward_flops(const gpt_config *cfg, int B);
 /* The flat-buffer range [lo, hi) that DP rank `rank` of `dp` owns, of n floats: equal
  * contiguous shards in rank order (the last ones shorter when dp does not divide n). */
 void gpt_dp_shard_range(size_t n, int dp, int rank, size_t *lo, size_t *hi);

@@ -1,5 +1,4 @@
 /* Run tracking; see run_dir.h and docs/formats.md (Run directory). */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -9,6 +8,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "checkpoint.h"
 #include "device_peak.h"
 #include "oplist.h"
 #include "run_dir.h"
@@ -247,31 +247,6 @@ static double model_flops_per_step(const gpt_config *cfg, int global_batch)
     return 3.0 * fwd * global_batch;
 }
 
-/* Steps of the complete checkpoints (those with a manifest) in ckpt_dir; malloc'd, count returned. */
-static int complete_checkpoints(const char *ckpt_dir, int **steps)
-{
-    int n = 0, cap = 16;
-    *steps = malloc((size_t)cap * sizeof(int));
-    /* step folders are step-NNNNNNNN, as checkpoint.c names them */
-    DIR *d = opendir(ckpt_dir);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        int step;
-        char tail, man[4400];
-        if (sscanf(e->d_name, "step-%d%c", &step, &tail) != 1)
-            continue;
-        snprintf(man, sizeof man, "%s/%s/manifest.json", ckpt_dir, e->d_name);
-        if (access(man, F_OK) != 0)
-            continue; /* no manifest: incomplete, not a checkpoint yet */
-        if (n == cap)
-            *steps = realloc(*steps, (size_t)(cap *= 2) * sizeof(int));
-        (*steps)[n++] = step;
-    }
-    if (d)
-        closedir(d);
-    return n;
-}
-
 static int steps_contain(json_t *arr, int step)
 {
     size_t i;
@@ -369,7 +344,7 @@ int run_dir_start(run_dir *rd, const train_options *o, const gpt_config *cfg, si
     }
     json_decref(old);
     if (o->ckpt_dir) {
-        int *steps, n = complete_checkpoints(o->ckpt_dir, &steps);
+        int *steps, n = checkpoint_list_steps(o->ckpt_dir, 1, &steps);
         for (int i = 0; i < n; i++)
             if (!ckpt_entry(rd->ckpts, steps[i]))
                 json_array_append_new(rd->foreign, json_integer(steps[i]));
@@ -481,7 +456,7 @@ int run_dir_checkpoints(run_dir *rd, const char *ckpt_dir, char *err, size_t err
 {
     if (already_failed(rd, err, errlen))
         return -1;
-    int *steps, n = complete_checkpoints(ckpt_dir, &steps);
+    int *steps, n = checkpoint_list_steps(ckpt_dir, 1, &steps);
     size_t i;
     json_t *e;
     json_array_foreach(rd->ckpts, i, e) json_object_set_new(e, "on_disk", json_false());

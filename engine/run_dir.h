@@ -20,7 +20,7 @@
 #define DTSIM_ENGINE_RUN_DIR_H
 #include <stddef.h>
 #include "gpt.h"
-#include "train.h"
+#include "train_options.h"
 
 typedef struct run_dir run_dir;
 

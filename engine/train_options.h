@@ -1,0 +1,48 @@
+/* What one dtrain run is asked to do (the command line's values, dtrain_main.c): the options
+ * train_run (train.h) runs with and run tracking (run_dir.h) records. Types only. */
+#ifndef DTSIM_ENGINE_TRAIN_OPTIONS_H
+#define DTSIM_ENGINE_TRAIN_OPTIONS_H
+#include "comm.h"
+#include "kernels.h"
+
+typedef struct {
+    const char *device;          /* "cpu" | "cuda" */
+    const char *model;           /* tiny | small | FILE.json */
+    const char *data;            /* token file */
+    const char *log_json;        /* NULL, "-" or a path */
+    const char *profile;         /* NULL or a path */
+    int micro_batch, global_batch, steps, warmup;
+    unsigned long long seed;
+    double lr, weight_decay, grad_clip;
+    kernels_precision precision;
+    double loss_scale;           /* initial fp16 loss scale */
+    int loss_scale_window;       /* good steps before the scale doubles */
+    int inject_overflow_step;    /* test aid: put an inf into the gradients at this step (0 = never) */
+    int log_crc;                 /* add "params_crc32" to every step line */
+    const char *ckpt_dir;        /* NULL: no checkpoints */
+    int ckpt_every, ckpt_keep;   /* steps between checkpoints; complete checkpoints kept */
+    int ckpt_sync;               /* write on the step loop instead of in the background */
+    int resume;                  /* start from the newest good checkpoint in ckpt_dir */
+    int stop_after;              /* test aid: stop as if killed after this step (0 = never) */
+    int kill_rank, kill_step;    /* test aid: rank kill_rank SIGKILLs itself after kill_step (-1: never) */
+    const char *kill_marker;     /* ... only while this file does not exist (it creates it) */
+    int kill_signal;             /* SIGKILL (a crash) or SIGSTOP (a hang) */
+    double comm_timeout_s;       /* a collective blocked this long stops the rank with a message */
+    comm_ctx *comm;              /* the ranks and groups (DP only in this build) */
+    const char *dump_params;     /* test aid: write the final fp32 parameters (single-rank layout) */
+    const char *rank_params;     /* write {tp, pp, dp, params_total, params_per_rank} here */
+    int zero;                    /* ZeRO stage 0-3 */
+    int grad_reduce_bf16;        /* DP gradient reduction in bf16 (compression by precision) */
+    int grad_compress_rank;      /* PowerSGD rank of the DP reduction (0 = none; ZeRO-0 only) */
+    int offload_optimizer;       /* AdamW and its state on the host (ZeRO-Offload style) */
+    int comm_nccl;               /* TP, DP/ZeRO, tied-embedding collectives by NCCL (--comm nccl) */
+    int overlap_grad_reduce;     /* DP gradient buckets started during the backward (ZeRO-0/1, MPI) */
+    double bucket_mb;            /* their size in MiB of fp32 gradients */
+    int vpp;                     /* model chunks per pipeline stage (interleaved 1F1B) */
+    int schedule;                /* pipeline_kind */
+    const int *stage_layers;     /* NULL: equal split; else one layer count per stage */
+    const char *run_dir;         /* --run-dir: run tracking folder (NULL: none; engine/run_dir.h) */
+    double peak_tflops;          /* --peak-tflops: per-device peak for MFU (0: from the device table) */
+    struct run_dir *run;         /* world rank 0's open run folder (NULL elsewhere and without --run-dir) */
+} train_options;
+#endif
