@@ -1,5 +1,6 @@
-/* Seconds on the monotonic clock, for durations the engine measures on the host (steps, a ZeRO
- * pass's collectives, a checkpoint's write, a run's wall time). */
+/* Seconds on the monotonic clock, for durations measured on the host: the engine's (steps, a
+ * ZeRO pass's collectives, a checkpoint's write, a run's wall time) and the simulator's own
+ * (a replay's wall time, the planner's, the platform's load). The one clock of the project. */
 #ifndef DTSIM_ENGINE_WALL_CLOCK_H
 #define DTSIM_ENGINE_WALL_CLOCK_H
 #include <time.h>

@@ -12,13 +12,7 @@
 #include "step_faults.h"
 #include "workload.h"
 #include "compression_effect.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "wall_clock.h"
 
 /* The layer of the whole model, one sequence, no parallel split: what DESIGN.md's FLOP
  * formulas count. */
@@ -98,7 +92,7 @@ int run_scenario(const scenario_config *s, run_result *r, config_error *err)
 
 int run_scenario_traced(const scenario_config *s, run_result *r, const char *trace_path, config_error *err)
 {
-    double t0 = now_s();
+    double t0 = wall_clock_s();
     memset(r, 0, sizeof *r);
     snprintf(r->scenario, sizeof r->scenario, "%s", s->name);
     r->gpus = scenario_gpus(s);
@@ -196,6 +190,6 @@ int run_scenario_traced(const scenario_config *s, run_result *r, const char *tra
     if (r->step_failed == 1) /* a lost step trains nothing */
         r->tokens_per_s = r->model_tflops_per_gpu = r->hardware_tflops_per_gpu = r->mfu = r->hfu = 0;
     run_memory_estimate(s, &r->memory);
-    r->wall_s = now_s() - t0;
+    r->wall_s = wall_clock_s() - t0;
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <simgrid/engine.h>
 #include "flow_internal.h"
+#include "wall_clock.h"
 
 int flow_platform_path(char *out, size_t n)
 {
@@ -96,11 +97,9 @@ double flow_simgrid_start(const char *name, const char *so)
                      "--log=root.thres:critical", NULL};
     int argc = 4;
     simgrid_init(&argc, argv0);
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
+    double t0 = wall_clock_s();
     simgrid_load_platform(so);
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    return (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9;
+    return wall_clock_s() - t0;
 }
 
 int flow_run_child(const char *who, const char *what, const char *platform, flow_child_fn child,

@@ -21,6 +21,7 @@
 #include "flow.h"
 #include "flow_internal.h"
 #include "host_offload.h"
+#include "wall_clock.h"
 
 #define FLOW_MAX_PARALLEL 64 /* flows one actor starts at once (one per lockstep GPU x channel) */
 
@@ -438,13 +439,6 @@ static void lane_actor(int argc, char **argv)
     }
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* In the child: set up SimGrid, run, write the times and the report to fd. */
 static int child_run(const scenario_config *s, const step_workload *w, const char *so, int fd, const flow_options *o)
 {
@@ -597,9 +591,9 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
                 sg_actor_start(act, lane_actor, 0, NULL);
                 actors++;
             }
-    double t1 = now_s();
+    double t1 = wall_clock_s();
     simgrid_run();
-    double t_run = now_s() - t1;
+    double t_run = wall_clock_s() - t1;
 
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);

@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include "async_ps.h"
 #include "flow/flow_internal.h"
+#include "wall_clock.h"
 
 typedef struct ps_ctx ps_ctx;
 
@@ -66,13 +67,6 @@ struct ps_ctx {
     int *staleness;                /* [(w * servers + j) * steps + t] */
     int max_ahead;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 unsigned long long ps_worker_seed(unsigned long long seed, int worker)
 {
@@ -301,9 +295,9 @@ static int child_run(const ps_model *m, const char *platform, int fd)
         sg_actor_set_data(a, wk);
         sg_actor_start(a, worker_actor, 0, NULL);
     }
-    double t0 = now_s();
+    double t0 = wall_clock_s();
     simgrid_run();
-    ps_header h = {0, 0, now_s() - t0, c.max_ahead};
+    ps_header h = {0, 0, wall_clock_s() - t0, c.max_ahead};
     double *finish = calloc((size_t)W, sizeof(double)), *in = calloc((size_t)S, sizeof(double)),
            *out = calloc((size_t)S, sizeof(double));
     for (int w = 0; w < W; w++) {

@@ -9,13 +9,7 @@
 #include "async_ps.h"
 #include "params.h"
 #include "run.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "wall_clock.h"
 
 /* A NIC's usable rate: the calibrated network bus bandwidth where the calibration has one
  * (the figure the synchronous run's collectives use, and the flow replay's NIC links), else
@@ -92,7 +86,7 @@ static void build_model(const scenario_config *s, async_report *a)
 int async_ps_run_scenario(const scenario_config *s, int steps, async_report *a, config_error *err)
 {
     memset(a, 0, sizeof *a);
-    double t0 = now_s();
+    double t0 = wall_clock_s();
     snprintf(a->scenario, sizeof a->scenario, "%s", s->name);
     if (!s->parameter_server.present) {
         snprintf(err->msg, sizeof err->msg,
@@ -159,7 +153,7 @@ int async_ps_run_scenario(const scenario_config *s, int steps, async_report *a, 
     }
     /* every server applies one update per worker step */
     a->server_cpu_util = a->r.makespan_s > 0 ? (double)a->m.workers * a->m.steps * a->m.update_s / a->r.makespan_s : 0;
-    a->wall_s = now_s() - t0;
+    a->wall_s = wall_clock_s() - t0;
     return 0;
 }
 

@@ -10,16 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 #include "plan.h"
+#include "wall_clock.h"
 
 #define PLAN_MAX_THREADS 64
 #define PLAN_CHUNK 8 /* candidates a thread takes at once: small, the costs vary a lot */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int plan_default_threads(void)
 {
@@ -231,7 +225,7 @@ int plan_search_threads(const scenario_config *base, int gpus, int threads, plan
                         void (*progress)(long done, long total))
 {
     memset(out, 0, sizeof *out);
-    double t0 = now_s();
+    double t0 = wall_clock_s();
     long long platform_gpus = (long long)base->platform.network.nodes * base->platform.node.gpus;
     if (gpus <= 0)
         gpus = scenario_gpus(base);
@@ -311,7 +305,7 @@ int plan_search_threads(const scenario_config *base, int gpus, int threads, plan
     plan_tally_sort(&out->oom_by);
     if (progress)
         progress(total, total);
-    out->wall_s = now_s() - t0;
+    out->wall_s = wall_clock_s() - t0;
     out->threads = started + 1;
     return 0;
 }
