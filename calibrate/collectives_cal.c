@@ -1,4 +1,5 @@
-/* The collective timing driver and its MPI backend; see collectives_cal.h. Bus bandwidth as
+/* The collective timing driver and its MPI backend; see collectives_cal.h. The MPI backend times
+ * the engine's own calls (engine/comm.h) on host buffers, in place where the engine's are. Bus bandwidth as
  * nccl-tests defines it (its PERFORMANCE.md): busbw = algbw x 2(n-1)/n for all-reduce, x (n-1)/n
  * for all-gather, reduce-scatter and all-to-all, x 1 for send/recv; algbw = size / time, where
  * size is the whole buffer of one rank (all-gather: its output, reduce-scatter: its input). */
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "collectives_cal.h"
+#include "comm.h"
 
 static const char *const kind_file[COLL_CAL_KINDS] = {"all_reduce_perf", "all_gather_perf", "reduce_scatter_perf",
                                                       "alltoall_perf", "sendrecv_perf"};
@@ -23,13 +25,15 @@ static double bus_factor(int kind, int n)
     }
 }
 
-/* ---- MPI backend: host buffers, MPI_Wtime ---- */
+/* ---- MPI backend: the engine's communicator on host buffers, MPI_Wtime ---- */
 typedef struct {
     float *a, *b;
     int n, rank;
+    comm_ctx comm;         /* over dtcal's MPI, a flat layout (every rank a replica) */
+    int comm_up;
     /* calls started by start_calls, made by `thread` */
     pthread_t thread;
-    int started, kind, iters, failed;
+    int started, kind, iters;
     size_t bytes;
     atomic_int done;
 } mpi_ctx;
@@ -46,26 +50,36 @@ static int mpi_setup(coll_cal_backend *be, size_t max_bytes, int n, int rank, ch
     }
     int ok = c && c->a && c->b;
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!ok)
+    if (!ok) {
         snprintf(err, errlen, "cannot allocate two buffers of %zu bytes", max_bytes);
-    return ok ? 0 : -1;
+        return -1;
+    }
+    comm_attach(&c->comm);
+    c->comm_up = 1;
+    return comm_layout(&c->comm, 1, 1, n, err, errlen);
 }
 
-static int mpi_call(mpi_ctx *c, int kind, size_t bytes)
+/* One call of `kind` through the engine's communicator. The all-reduce, all-gather and
+ * reduce-scatter run in place on a, as the engine's do (the buffer holds zeros: its sums stay
+ * zero); the all-to-all goes from a to b; send/recv is the pipeline's transfer (a copy of a sent
+ * without blocking, the peer's into b, then the send completed). A failed call stops the rank
+ * with the reason (the engine's check). */
+static void mpi_call(mpi_ctx *c, int kind, size_t bytes)
 {
-    int count = (int)(bytes / sizeof(float)), part = count / c->n;
-    float *a = c->a, *b = c->b;
+    size_t count = bytes / sizeof(float);
+    comm_group *w = c->comm.world;
     switch (kind) {
-    case COLL_CAL_ALL_REDUCE: return MPI_Allreduce(a, b, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    case COLL_CAL_ALL_GATHER: return MPI_Allgather(a, part, MPI_FLOAT, b, part, MPI_FLOAT, MPI_COMM_WORLD);
-    case COLL_CAL_REDUCE_SCATTER: return MPI_Reduce_scatter_block(a, b, part, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    case COLL_CAL_ALLTOALL: return MPI_Alltoall(a, part, MPI_FLOAT, b, part, MPI_FLOAT, MPI_COMM_WORLD);
+    case COLL_CAL_ALL_REDUCE: comm_allreduce_sum(w, c->a, count); break;
+    case COLL_CAL_ALL_GATHER: comm_allgather(w, c->a, count); break;
+    case COLL_CAL_REDUCE_SCATTER: comm_reduce_scatter_sum(w, c->a, count); break;
+    case COLL_CAL_ALLTOALL: comm_alltoall(w, c->a, c->b, count); break;
     default: {
         int peer = c->rank ^ 1;
         if (peer >= c->n)
-            return MPI_SUCCESS; /* an odd rank out sits this one out */
-        return MPI_Sendrecv(a, count, MPI_FLOAT, peer, 7, b, count, MPI_FLOAT, peer, 7, MPI_COMM_WORLD,
-                            MPI_STATUS_IGNORE);
+            break; /* an odd rank out sits this one out */
+        comm_send(&c->comm, peer, 7, c->a, count);
+        comm_recv(&c->comm, peer, 7, c->b, count);
+        comm_wait_sends(&c->comm);
     }
     }
 }
@@ -75,16 +89,15 @@ static double mpi_time_calls(coll_cal_backend *be, int kind, size_t bytes, int i
     mpi_ctx *c = be->ctx;
     double t0 = MPI_Wtime();
     for (int i = 0; i < iters; i++)
-        if (mpi_call(c, kind, bytes) != MPI_SUCCESS)
-            return -1;
+        mpi_call(c, kind, bytes);
     return (MPI_Wtime() - t0) / iters * 1e6;
 }
 
 static void *mpi_calls_thread(void *p)
 {
     mpi_ctx *c = p;
-    for (int i = 0; i < c->iters && !c->failed; i++)
-        c->failed = mpi_call(c, c->kind, c->bytes) != MPI_SUCCESS;
+    for (int i = 0; i < c->iters; i++)
+        mpi_call(c, c->kind, c->bytes);
     atomic_store(&c->done, 1);
     return NULL;
 }
@@ -99,7 +112,6 @@ static int mpi_start_calls(coll_cal_backend *be, int kind, size_t bytes, int ite
     c->kind = kind;
     c->bytes = bytes;
     c->iters = iters;
-    c->failed = 0;
     atomic_store(&c->done, 0);
     c->started = pthread_create(&c->thread, NULL, mpi_calls_thread, c) == 0;
     return c->started ? 0 : -1;
@@ -118,7 +130,7 @@ static int mpi_finish_calls(coll_cal_backend *be)
         return -1;
     pthread_join(c->thread, NULL);
     c->started = 0;
-    return c->failed ? -1 : 0;
+    return 0; /* a failed call has stopped the rank */
 }
 
 static void mpi_describe(coll_cal_backend *be, char *out, size_t n)
@@ -132,6 +144,8 @@ static void mpi_teardown(coll_cal_backend *be)
     mpi_ctx *c = be->ctx;
     if (c && c->started)
         mpi_finish_calls(be);
+    if (c && c->comm_up)
+        comm_finish(&c->comm);
     if (c) {
         free(c->a);
         free(c->b);

@@ -4,7 +4,8 @@
  *
  * Two backends share one driver (sizes, warm-up, the slowest rank's time, the logs): MPI on host
  * buffers, and NCCL on device buffers (one GPU per rank, CUDA events), built where CUDA and
- * NCCL are found. */
+ * NCCL are found. Both time the engine's own calls (engine/comm.h, comm_nccl.h), so the figures
+ * are those of the code path dtrain runs; MPI only coordinates the ranks here. */
 #ifndef DTSIM_CALIBRATE_COLLECTIVES_CAL_H
 #define DTSIM_CALIBRATE_COLLECTIVES_CAL_H
 #include <stddef.h>

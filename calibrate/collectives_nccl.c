@@ -1,25 +1,28 @@
-/* The NCCL backend of dtcal collectives (see collectives_cal.h): device buffers, one GPU per
- * rank (the node-local rank picks the device: gpu_pick.h), the NCCL unique id broadcast over
- * MPI, and the calls timed with CUDA events on the communicator's stream, as nccl-tests does;
- * dtcal overlap starts calls on that stream (non-blocking) to run beside the engine's GEMM.
- * Built only where CUDA and NCCL are found. NCCL refuses two ranks on one GPU; then the error
- * says so and points to --backend mpi. */
+/* The NCCL backend of dtcal collectives (see collectives_cal.h): the engine's NCCL communicator
+ * (engine/comm_nccl.h) on device buffers, one GPU per rank (the node-local rank picks the device:
+ * gpu_pick.h). Timed calls run as the engine runs them, on the default stream, each returning
+ * when its result is there, between two CUDA events; dtcal overlap starts calls on a second,
+ * non-blocking stream of this backend to run beside the engine's GEMM. Built only where CUDA and
+ * NCCL are found. NCCL refuses two ranks on one GPU; then the error says so and points to
+ * --backend mpi. */
 #include <cuda_runtime.h>
 #include <mpi.h>
-#include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "collectives_cal.h"
+#include "comm.h"
+#include "comm_nccl.h"
 #include "gpu_pick.h"
 
 typedef struct {
     float *a, *b;          /* device */
     int n, rank, device;
-    ncclComm_t comm;
-    cudaStream_t stream;
+    comm_ctx comm;         /* over dtcal's MPI, a flat layout (every rank a replica) */
+    int comm_up;
+    comm_nccl *nccl;       /* over the whole world */
+    cudaStream_t stream;   /* where started calls run */
     cudaEvent_t start, stop;
-    int comm_ok;
 } nccl_ctx;
 
 static int cuda_fail(cudaError_t e, const char *what, char *err, size_t errlen)
@@ -63,56 +66,33 @@ static int nccl_setup(coll_cal_backend *be, size_t max_bytes, int n, int rank, c
             snprintf(err, errlen, "another rank could not set up its GPU");
         return -1;
     }
-    ncclUniqueId id;
-    ncclResult_t r = ncclSuccess;
-    if (rank == 0)
-        r = ncclGetUniqueId(&id);
-    int id_ok = r == ncclSuccess;
-    MPI_Bcast(&id_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (!id_ok) {
-        snprintf(err, errlen, "ncclGetUniqueId: %s", ncclGetErrorString(r));
+    comm_attach(&c->comm);
+    c->comm_up = 1;
+    if (comm_layout(&c->comm, 1, 1, n, err, errlen) != 0)
         return -1;
-    }
-    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-    r = ncclCommInitRank(&c->comm, n, id, rank);
-    c->comm_ok = r == ncclSuccess;
-    ok = c->comm_ok;
-    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!ok) {
-        snprintf(err, errlen, "ncclCommInitRank: %s", c->comm_ok ? "failed on another rank" : ncclGetErrorString(r));
-        return -1;
-    }
-    return 0;
+    c->nccl = comm_nccl_create(c->comm.world, err, errlen); /* NULL on every rank on failure */
+    static const char engine_option[] = "--comm nccl: "; /* dtrain's prefix, not an option here */
+    if (!c->nccl && !strncmp(err, engine_option, sizeof engine_option - 1))
+        memmove(err, err + sizeof engine_option - 1, strlen(err) - (sizeof engine_option - 1) + 1);
+    return c->nccl ? 0 : -1;
 }
 
-static ncclResult_t nccl_call(nccl_ctx *c, int kind, size_t bytes)
+/* One call of `kind` through the engine's communicator. The all-reduce, all-gather and
+ * reduce-scatter run in place on a, as the engine's do (a holds zeros: its sums stay zero); the
+ * all-to-all goes from a to b; send/recv exchanges a for the peer's b. A failed call stops the
+ * rank with the reason (the engine's check). */
+static void nccl_call(nccl_ctx *c, int kind, size_t bytes)
 {
-    size_t count = bytes / sizeof(float), part = count / (size_t)c->n;
+    size_t count = bytes / sizeof(float);
     switch (kind) {
-    case COLL_CAL_ALL_REDUCE: return ncclAllReduce(c->a, c->b, count, ncclFloat, ncclSum, c->comm, c->stream);
-    case COLL_CAL_ALL_GATHER: return ncclAllGather(c->a, c->b, part, ncclFloat, c->comm, c->stream);
-    case COLL_CAL_REDUCE_SCATTER: return ncclReduceScatter(c->a, c->b, part, ncclFloat, ncclSum, c->comm, c->stream);
-    case COLL_CAL_ALLTOALL: {
-        ncclResult_t r = ncclGroupStart();
-        for (int p = 0; p < c->n && r == ncclSuccess; p++) {
-            r = ncclSend(c->a + (size_t)p * part, part, ncclFloat, p, c->comm, c->stream);
-            if (r == ncclSuccess)
-                r = ncclRecv(c->b + (size_t)p * part, part, ncclFloat, p, c->comm, c->stream);
-        }
-        ncclResult_t e = ncclGroupEnd();
-        return r != ncclSuccess ? r : e;
-    }
+    case COLL_CAL_ALL_REDUCE: comm_nccl_allreduce_sum(c->nccl, c->a, count); break;
+    case COLL_CAL_ALL_GATHER: comm_nccl_allgather(c->nccl, c->a, count); break;
+    case COLL_CAL_REDUCE_SCATTER: comm_nccl_reduce_scatter_sum(c->nccl, c->a, count); break;
+    case COLL_CAL_ALLTOALL: comm_nccl_alltoall(c->nccl, c->a, c->b, count); break;
     default: {
         int peer = c->rank ^ 1;
-        if (peer >= c->n)
-            return ncclSuccess; /* an odd rank out sits this one out */
-        ncclResult_t r = ncclGroupStart();
-        if (r == ncclSuccess)
-            r = ncclSend(c->a, count, ncclFloat, peer, c->comm, c->stream);
-        if (r == ncclSuccess)
-            r = ncclRecv(c->b, count, ncclFloat, peer, c->comm, c->stream);
-        ncclResult_t e = ncclGroupEnd();
-        return r != ncclSuccess ? r : e;
+        if (peer < c->n) /* an odd rank out sits this one out */
+            comm_nccl_sendrecv(c->nccl, peer, c->a, peer, c->b, count);
     }
     }
 }
@@ -120,17 +100,13 @@ static ncclResult_t nccl_call(nccl_ctx *c, int kind, size_t bytes)
 static double nccl_time_calls(coll_cal_backend *be, int kind, size_t bytes, int iters)
 {
     nccl_ctx *c = be->ctx;
-    if (cudaEventRecord(c->start, c->stream) != cudaSuccess)
+    comm_nccl_set_stream(c->nccl, NULL); /* the engine's: default stream, each call waited for */
+    if (cudaEventRecord(c->start, 0) != cudaSuccess)
         return -1;
-    for (int i = 0; i < iters; i++) {
-        ncclResult_t r = nccl_call(c, kind, bytes);
-        if (r != ncclSuccess) {
-            fprintf(stderr, "dtcal collectives: rank %d: NCCL: %s\n", c->rank, ncclGetErrorString(r));
-            return -1;
-        }
-    }
+    for (int i = 0; i < iters; i++)
+        nccl_call(c, kind, bytes);
     float ms = 0;
-    if (cudaEventRecord(c->stop, c->stream) != cudaSuccess || cudaEventSynchronize(c->stop) != cudaSuccess ||
+    if (cudaEventRecord(c->stop, 0) != cudaSuccess || cudaEventSynchronize(c->stop) != cudaSuccess ||
         cudaEventElapsedTime(&ms, c->start, c->stop) != cudaSuccess)
         return -1;
     return (double)ms * 1e3 / iters;
@@ -139,13 +115,9 @@ static double nccl_time_calls(coll_cal_backend *be, int kind, size_t bytes, int 
 static int nccl_start_calls(coll_cal_backend *be, int kind, size_t bytes, int iters)
 {
     nccl_ctx *c = be->ctx;
-    for (int i = 0; i < iters; i++) {
-        ncclResult_t r = nccl_call(c, kind, bytes);
-        if (r != ncclSuccess) {
-            fprintf(stderr, "dtcal: rank %d: NCCL: %s\n", c->rank, ncclGetErrorString(r));
-            return -1;
-        }
-    }
+    comm_nccl_set_stream(c->nccl, c->stream); /* enqueued, not waited for */
+    for (int i = 0; i < iters; i++)
+        nccl_call(c, kind, bytes);
     return 0;
 }
 
@@ -158,7 +130,9 @@ static int nccl_calls_running(coll_cal_backend *be)
 static int nccl_finish_calls(coll_cal_backend *be)
 {
     nccl_ctx *c = be->ctx;
-    return cudaStreamSynchronize(c->stream) == cudaSuccess ? 0 : -1;
+    comm_nccl_wait(c->nccl); /* a failure stops the rank with the reason */
+    comm_nccl_set_stream(c->nccl, NULL);
+    return 0;
 }
 
 static void nccl_describe(coll_cal_backend *be, char *out, size_t n)
@@ -178,8 +152,9 @@ static void nccl_teardown(coll_cal_backend *be)
         return;
     if (c->stream)
         cudaStreamSynchronize(c->stream); /* calls started and not finished */
-    if (c->comm_ok)
-        ncclCommDestroy(c->comm);
+    comm_nccl_free(c->nccl);
+    if (c->comm_up)
+        comm_finish(&c->comm);
     if (c->start)
         cudaEventDestroy(c->start);
     if (c->stop)

@@ -133,6 +133,23 @@ int comm_start(comm_ctx *c, int *argc, char ***argv)
     return 0;
 }
 
+int comm_attach(comm_ctx *c)
+{
+    int up = 0;
+    memset(c, 0, sizeof *c);
+    c->world_size = 1;
+    c->watchdog = calloc(1, sizeof *c->watchdog);
+    MPI_Initialized(&up);
+    if (up) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &c->world_rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &c->world_size);
+        c->mpi = 1;
+        c->attached = 1;
+    }
+    c->world = group_new_wd(MPI_COMM_WORLD, c->mpi, c->watchdog);
+    return 0;
+}
+
 int comm_layout(comm_ctx *c, int tp, int pp, int dp, char *err, size_t errlen)
 {
     if (tp * pp * dp != c->world_size) {
@@ -236,7 +253,8 @@ void comm_finish(comm_ctx *c)
         group_free(c->tp_group);
         group_free(c->mp_group);
         group_free(c->embed_group);
-        MPI_Finalize();
+        if (!c->attached)
+            MPI_Finalize();
     } else {
         group_free(c->dp_group);
         group_free(c->tp_group);
@@ -421,6 +439,23 @@ void comm_allgather(comm_group *g, float *buf, size_t n)
     size_t part = n / (size_t)g->size;
     wd_enter(g->wd, "all-gather", g->size);
     check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)part, MPI_FLOAT, g->mpi), "all-gather");
+    wd_leave(g->wd);
+    g->bytes_sent += (double)(g->size - 1) / g->size * n * sizeof(float);
+}
+
+void comm_alltoall(comm_group *g, const float *send, float *recv, size_t n)
+{
+    if (g->size == 1) {
+        memmove(recv, send, n * sizeof(float));
+        return;
+    }
+    size_t part = n / (size_t)g->size;
+    if (part > INT_MAX) {
+        fprintf(stderr, "dtrain: all-to-all: blocks of %zu floats are more than MPI's int counts can carry\n", part);
+        abort();
+    }
+    wd_enter(g->wd, "all-to-all", g->size);
+    check(MPI_Alltoall(send, (int)part, MPI_FLOAT, recv, (int)part, MPI_FLOAT, g->mpi), "all-to-all");
     wd_leave(g->wd);
     g->bytes_sent += (double)(g->size - 1) / g->size * n * sizeof(float);
 }

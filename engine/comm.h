@@ -26,10 +26,15 @@ typedef struct {
     comm_sends *sends;
     comm_watchdog *watchdog;
     int mpi;                   /* launched under MPI */
+    int attached;              /* MPI started by the caller (comm_attach): comm_finish leaves it up */
 } comm_ctx;
 
 /* Starts the communicator (MPI_Init when launched by mpirun). Returns 0. */
 int comm_start(comm_ctx *c, int *argc, char ***argv);
+/* The same communicator over an MPI the caller has already started (MPI_Init or MPI_Init_thread,
+ * its error handler left as it is): dtcal times the engine's collectives through it. Without MPI
+ * running, one rank. comm_finish then leaves MPI to the caller. Returns 0. */
+int comm_attach(comm_ctx *c);
 /* Checks world = tp x pp x dp and builds the groups. Every rank sees the same layout, so on a
  * bad one every rank fails here, before any allocation: no rank waits for another. */
 int comm_layout(comm_ctx *c, int tp, int pp, int dp, char *err, size_t errlen);
@@ -58,6 +63,10 @@ void comm_reduce_scatter_sum_counts_bf16(comm_group *g, uint16_t *buf, const siz
 /* All-gather with a count per rank (counts[size]): buf holds the parts one after another in rank
  * order; this rank's part is read, every part is filled (MPI_Allgatherv in place). */
 void comm_allgather_counts(comm_group *g, float *buf, const size_t *counts);
+/* All-to-all: send holds n floats (a multiple of the group size) as size blocks in rank order;
+ * block j goes to rank j, which receives it as block `this rank` of recv (n floats). send and
+ * recv must not overlap. Adds (size-1)/size of the buffer to the wire tally. */
+void comm_alltoall(comm_group *g, const float *send, float *recv, size_t n);
 /* Collectives started now and completed later, so they can run while the rank computes (the
  * DP gradient buckets of --overlap-grad-reduce). The buffers must stay untouched until
  * comm_wait_started. The all-reduce sums n floats of buf in place; the reduce-scatter reads

@@ -10,6 +10,8 @@
 struct comm_nccl {
     ncclComm_t comm;
     comm_group *group;
+    cudaStream_t stream; /* 0: the default stream the kernels use */
+    int enqueue_only;    /* on a stream of the caller's: return once enqueued (comm_nccl_set_stream) */
 };
 
 int comm_nccl_select_device(comm_ctx *c, char *err, size_t errlen)
@@ -61,9 +63,9 @@ comm_nccl *comm_nccl_create(comm_group *g, char *err, size_t errlen)
 static void finish(comm_nccl *n, ncclResult_t r, const char *what, size_t count)
 {
     cudaError_t e = cudaSuccess;
-    if (r == ncclSuccess) {
+    if (r == ncclSuccess && !n->enqueue_only) {
         comm_watch_enter(n->group, what);
-        e = cudaStreamSynchronize(0);
+        e = cudaStreamSynchronize(n->stream);
         comm_watch_leave(n->group);
     }
     if (r != ncclSuccess || e != cudaSuccess) {
@@ -75,7 +77,8 @@ static void finish(comm_nccl *n, ncclResult_t r, const char *what, size_t count)
 
 void comm_nccl_allreduce_sum(comm_nccl *n, float *device_buf, size_t count)
 {
-    finish(n, ncclAllReduce(device_buf, device_buf, count, ncclFloat, ncclSum, n->comm, 0), "an NCCL all-reduce", count);
+    finish(n, ncclAllReduce(device_buf, device_buf, count, ncclFloat, ncclSum, n->comm, n->stream),
+           "an NCCL all-reduce", count);
     int size = comm_group_size(n->group);
     comm_add_bytes_sent(n->group, 2.0 * (size - 1) / size * (double)count * sizeof(float));
 }
@@ -87,7 +90,8 @@ void comm_nccl_reduce_scatter_sum(comm_nccl *n, float *device_buf, size_t count)
     int size = comm_group_size(n->group);
     size_t part = count / (size_t)size;
     float *mine = device_buf + part * (size_t)comm_group_rank(n->group);
-    finish(n, ncclReduceScatter(device_buf, mine, part, ncclFloat, ncclSum, n->comm, 0), "an NCCL reduce-scatter", count);
+    finish(n, ncclReduceScatter(device_buf, mine, part, ncclFloat, ncclSum, n->comm, n->stream),
+           "an NCCL reduce-scatter", count);
     comm_add_bytes_sent(n->group, (double)(size - 1) / size * (double)count * sizeof(float));
 }
 
@@ -96,7 +100,7 @@ void comm_nccl_allgather(comm_nccl *n, float *device_buf, size_t count)
     int size = comm_group_size(n->group);
     size_t part = count / (size_t)size;
     const float *mine = device_buf + part * (size_t)comm_group_rank(n->group);
-    finish(n, ncclAllGather(mine, device_buf, part, ncclFloat, n->comm, 0), "an NCCL all-gather", count);
+    finish(n, ncclAllGather(mine, device_buf, part, ncclFloat, n->comm, n->stream), "an NCCL all-gather", count);
     comm_add_bytes_sent(n->group, (double)(size - 1) / size * (double)count * sizeof(float));
 }
 
@@ -110,8 +114,8 @@ static void per_owner(comm_nccl *n, float *device_buf, const size_t *counts, int
     for (int i = 0; i < size && r == ncclSuccess; i++) {
         float *part = device_buf + off;
         if (counts[i])
-            r = broadcast ? ncclBroadcast(part, part, counts[i], ncclFloat, i, n->comm, 0)
-                          : ncclReduce(part, part, counts[i], ncclFloat, ncclSum, i, n->comm, 0);
+            r = broadcast ? ncclBroadcast(part, part, counts[i], ncclFloat, i, n->comm, n->stream)
+                          : ncclReduce(part, part, counts[i], ncclFloat, ncclSum, i, n->comm, n->stream);
         off += counts[i];
     }
     ncclResult_t end = ncclGroupEnd();
@@ -127,6 +131,51 @@ void comm_nccl_reduce_to_owners(comm_nccl *n, float *device_buf, const size_t *c
 void comm_nccl_gather_from_owners(comm_nccl *n, float *device_buf, const size_t *counts)
 {
     per_owner(n, device_buf, counts, 1, "NCCL broadcasts from the shards' owners");
+}
+
+void comm_nccl_alltoall(comm_nccl *n, const float *send, float *recv, size_t count)
+{
+    int size = comm_group_size(n->group);
+    size_t part = count / (size_t)size;
+    ncclResult_t r = ncclGroupStart();
+    for (int p = 0; p < size && r == ncclSuccess; p++) {
+        r = ncclSend(send + (size_t)p * part, part, ncclFloat, p, n->comm, n->stream);
+        if (r == ncclSuccess)
+            r = ncclRecv(recv + (size_t)p * part, part, ncclFloat, p, n->comm, n->stream);
+    }
+    ncclResult_t end = ncclGroupEnd();
+    finish(n, r != ncclSuccess ? r : end, "an NCCL all-to-all", count);
+    comm_add_bytes_sent(n->group, (double)(size - 1) / size * (double)count * sizeof(float));
+}
+
+void comm_nccl_sendrecv(comm_nccl *n, int dest, const float *send, int src, float *recv, size_t count)
+{
+    ncclResult_t r = ncclGroupStart();
+    if (r == ncclSuccess && dest >= 0)
+        r = ncclSend(send, count, ncclFloat, dest, n->comm, n->stream);
+    if (r == ncclSuccess && src >= 0)
+        r = ncclRecv(recv, count, ncclFloat, src, n->comm, n->stream);
+    ncclResult_t end = ncclGroupEnd();
+    finish(n, r != ncclSuccess ? r : end, "an NCCL send/receive", count);
+    if (dest >= 0 && dest != comm_group_rank(n->group))
+        comm_add_bytes_sent(n->group, (double)count * sizeof(float));
+}
+
+void comm_nccl_set_stream(comm_nccl *n, void *cuda_stream)
+{
+    n->stream = (cudaStream_t)cuda_stream;
+    n->enqueue_only = cuda_stream != NULL;
+}
+
+void comm_nccl_wait(comm_nccl *n)
+{
+    comm_watch_enter(n->group, "NCCL calls on the communicator's stream");
+    cudaError_t e = cudaStreamSynchronize(n->stream);
+    comm_watch_leave(n->group);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "dtrain: NCCL calls on the communicator's stream failed: %s\n", cudaGetErrorString(e));
+        exit(1);
+    }
 }
 
 void comm_nccl_free(comm_nccl *n)
@@ -185,6 +234,33 @@ void comm_nccl_gather_from_owners(comm_nccl *n, float *device_buf, const size_t 
 {
     (void)counts;
     comm_nccl_allreduce_sum(n, device_buf, 0);
+}
+
+void comm_nccl_alltoall(comm_nccl *n, const float *send, float *recv, size_t count)
+{
+    (void)send;
+    (void)recv;
+    comm_nccl_allreduce_sum(n, NULL, count);
+}
+
+void comm_nccl_sendrecv(comm_nccl *n, int dest, const float *send, int src, float *recv, size_t count)
+{
+    (void)dest;
+    (void)send;
+    (void)src;
+    (void)recv;
+    comm_nccl_allreduce_sum(n, NULL, count);
+}
+
+void comm_nccl_set_stream(comm_nccl *n, void *cuda_stream)
+{
+    (void)n;
+    (void)cuda_stream;
+}
+
+void comm_nccl_wait(comm_nccl *n)
+{
+    (void)n;
 }
 
 void comm_nccl_free(comm_nccl *n)

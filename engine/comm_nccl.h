@@ -1,9 +1,11 @@
 /* NCCL on device buffers (dtrain --comm nccl): one NCCL communicator per process group (TP, DP,
  * the tied embedding's two ends), its unique id broadcast over the group's MPI communicator, one
  * GPU per rank (the node-local rank picks it, before any allocation). The collectives run in
- * place on the device, on the default stream the kernels use, and return when the result is
- * there. Pipeline transfers stay on MPI (host-staged): the schedule posts them one at a time,
- * and a blocking NCCL send meeting the peer's own send would deadlock without grouping them.
+ * place on the device (the all-to-all from one buffer to another), on the default stream the
+ * kernels use, and return when the result is there (comm_nccl_set_stream changes both, for dtcal
+ * overlap). dtrain's pipeline transfers stay on MPI (host-staged): the schedule posts them one at
+ * a time, and a blocking NCCL send meeting the peer's own send would deadlock without grouping
+ * them; comm_nccl_sendrecv groups one send with one receive (dtcal times it).
  * Builds without CUDA or NCCL keep the interface: comm_nccl_select_device and comm_nccl_create
  * fail with the reason. NCCL refuses two ranks on one GPU; --comm mpi stages device buffers
  * through the host instead. */
@@ -37,5 +39,21 @@ void comm_nccl_reduce_to_owners(comm_nccl *n, float *device_buf, const size_t *c
  * from rank r and every part is filled on every rank (one NCCL broadcast from each owner,
  * grouped). Adds (n-1)/n of the buffer to the wire tally. */
 void comm_nccl_gather_from_owners(comm_nccl *n, float *device_buf, const size_t *counts);
+/* All-to-all: send holds count floats (a multiple of the group size) as size blocks in rank
+ * order; block j goes to rank j, which receives it as block `this rank` of recv. NCCL has no
+ * all-to-all: one ncclSend and one ncclRecv to and from every rank, grouped. send and recv must
+ * not overlap. Adds (n-1)/n of the buffer to the wire tally. */
+void comm_nccl_alltoall(comm_nccl *n, const float *send, float *recv, size_t count);
+/* Point-to-point: count floats of send to group rank dest and count floats from group rank src
+ * into recv, grouped, so two ranks sending to each other at once cannot deadlock; dest or src
+ * < 0 leaves that half out. Adds the bytes sent to the wire tally. */
+void comm_nccl_sendrecv(comm_nccl *n, int dest, const float *send, int src, float *recv, size_t count);
+/* Where the calls run. NULL (the default, as the engine runs them): on the default stream, each
+ * call returning when its result is there. Otherwise on cuda_stream (a cudaStream_t), each call
+ * returning once it is enqueued, so it can run beside the caller's kernels (dtcal overlap);
+ * comm_nccl_wait waits for them. */
+void comm_nccl_set_stream(comm_nccl *n, void *cuda_stream);
+/* Waits for every call enqueued on the communicator's stream, under the watchdog. */
+void comm_nccl_wait(comm_nccl *n);
 void comm_nccl_free(comm_nccl *n);
 #endif

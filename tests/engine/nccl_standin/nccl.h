@@ -24,6 +24,8 @@ typedef void *cudaStream_t;
 #define ncclBroadcast standin_ncclBroadcast
 #define ncclGroupStart standin_ncclGroupStart
 #define ncclGroupEnd standin_ncclGroupEnd
+#define ncclSend standin_ncclSend
+#define ncclRecv standin_ncclRecv
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank);
@@ -47,4 +49,9 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataT
                            cudaStream_t stream);
 ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
+/* Point-to-point: inside a group they are posted (non-blocking) and completed by the outermost
+ * ncclGroupEnd, as NCCL runs a group's sends and receives together; outside one, each waits. */
+ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t stream);
+ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream);
 #endif

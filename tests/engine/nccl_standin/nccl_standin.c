@@ -190,12 +190,56 @@ ncclResult_t ncclGroupStart(void)
     return ncclSuccess;
 }
 
+/* Sends and receives posted inside a group, completed when the outermost group ends. */
+static MPI_Request *p2p;
+static int n_p2p, cap_p2p;
+
+static void p2p_complete(void)
+{
+    MPI_Waitall(n_p2p, p2p, MPI_STATUSES_IGNORE);
+    n_p2p = 0;
+}
+
 ncclResult_t ncclGroupEnd(void)
 {
     if (group_depth == 0)
         usage_error("ncclGroupEnd without ncclGroupStart");
-    group_depth--;
+    if (--group_depth == 0)
+        p2p_complete();
     return ncclSuccess;
+}
+
+static ncclResult_t p2p_post(int is_send, const void *send, void *recv, size_t count, ncclDataType_t type, int peer,
+                             ncclComm_t comm)
+{
+    check_call(type, comm);
+    if (peer < 0 || peer >= comm->size || comm->mpi == MPI_COMM_NULL)
+        usage_error("send/receive: peer outside the communicator");
+    if (n_p2p == cap_p2p) {
+        cap_p2p = cap_p2p ? 2 * cap_p2p : 16;
+        p2p = realloc(p2p, (size_t)cap_p2p * sizeof *p2p);
+    }
+    const int tag = STANDIN_TAG_BASE - 1; /* on the communicator's own MPI communicator */
+    if (is_send)
+        MPI_Isend(send, (int)count, MPI_FLOAT, peer, tag, comm->mpi, &p2p[n_p2p++]);
+    else
+        MPI_Irecv(recv, (int)count, MPI_FLOAT, peer, tag, comm->mpi, &p2p[n_p2p++]);
+    if (group_depth == 0)
+        p2p_complete();
+    return ncclSuccess;
+}
+
+ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t stream)
+{
+    (void)stream;
+    return p2p_post(1, send, NULL, count, type, peer, comm);
+}
+
+ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream)
+{
+    (void)stream;
+    return p2p_post(0, NULL, recv, count, type, peer, comm);
 }
 
 ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
