@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "atomic_file.h"
 #include "cal_writer.h"
 
 json_t *cal_new(const char *device, const char *source, int argc, char **argv)
@@ -93,15 +94,19 @@ int cal_write(json_t *doc, const char *path)
 {
     if (!strcmp(path, "-"))
         return cal_dump(doc, stdout) || fflush(stdout) ? -1 : 0;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    int bad = !f || cal_dump(doc, f) != 0;
-    if (f && fclose(f) != 0)
-        bad = 1;
-    if (bad || rename(tmp, path) != 0) {
-        unlink(tmp);
+    atomic_file a;
+    char why[4400];
+    if (atomic_file_open(&a, path, why, sizeof why) != 0) {
+        fprintf(stderr, "dtcal: %s\n", why);
+        return -1;
+    }
+    if (cal_dump(doc, a.f) != 0) {
+        atomic_file_abort(&a);
         fprintf(stderr, "dtcal: cannot write %s\n", path);
+        return -1;
+    }
+    if (atomic_file_commit(&a, 0, why, sizeof why) != 0) {
+        fprintf(stderr, "dtcal: %s\n", why);
         return -1;
     }
     return 0;

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#include "atomic_file.h"
 #include "checkpoint.h"
 #include "data_parallel.h"
 #include "schedule.h"
@@ -21,40 +22,32 @@
 #define FORMAT_VERSION 2
 #define SHARD_HEADER_BYTES 64
 
-/* Writes bytes to path through path.tmp, fsync, rename. */
+/* Writes the parts to path whole and on disk before it replaces anything (atomic_file.h), with
+ * their CRC32. */
 static int write_file_atomic(const char *path, const void *const *parts, const size_t *sizes, int n, uint32_t *crc,
                              char *err, size_t errlen)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+    atomic_file a;
+    if (atomic_file_open(&a, path, err, errlen) != 0)
         return -1;
-    }
     uLong c = crc32(0L, Z_NULL, 0);
     for (int i = 0; i < n; i++) {
         const unsigned char *p = parts[i];
         size_t left = sizes[i];
         while (left > 0) {
-            size_t chunk = left > (1u << 30) ? (1u << 30) : left;
-            ssize_t w = write(fd, p, chunk);
-            if (w <= 0) {
-                snprintf(err, errlen, "%s: write failed: %s", tmp, strerror(errno));
-                close(fd);
-                unlink(tmp);
+            size_t chunk = left > (1u << 30) ? (1u << 30) : left; /* crc32 takes a uInt length */
+            if (fwrite(p, 1, chunk, a.f) != chunk) {
+                snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
+                atomic_file_abort(&a);
                 return -1;
             }
-            c = crc32(c, p, (uInt)w);
-            p += w;
-            left -= (size_t)w;
+            c = crc32(c, p, (uInt)chunk);
+            p += chunk;
+            left -= chunk;
         }
     }
-    if (fsync(fd) != 0 || close(fd) != 0 || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "%s: cannot complete the write: %s", path, strerror(errno));
-        unlink(tmp);
+    if (atomic_file_commit(&a, 1, err, errlen) != 0)
         return -1;
-    }
     if (crc)
         *crc = (uint32_t)c;
     return 0;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include "data.h"
 #include "rng.h"
+#include "atomic_file.h"
 
 static uint32_t le32(const unsigned char *p)
 {
@@ -105,13 +106,10 @@ void data_next_batch(data_loader *d, int B, int T, int *tokens, int *targets)
 
 int data_write(const char *path, const uint16_t *tokens, uint64_t count, uint32_t vocab, char *err, size_t errlen)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+    atomic_file a;
+    if (atomic_file_open(&a, path, err, errlen) != 0)
         return -1;
-    }
+    FILE *f = a.f;
     unsigned char h[DTOK_HEADER_BYTES] = {'D', 'T', 'O', 'K', 1, 0, 0, 0, 2, 0, 0, 0};
     for (int i = 0; i < 4; i++)
         h[12 + i] = (unsigned char)(vocab >> (8 * i));
@@ -122,12 +120,10 @@ int data_write(const char *path, const uint16_t *tokens, uint64_t count, uint32_
         unsigned char b[2] = {(unsigned char)(tokens[i] & 0xff), (unsigned char)(tokens[i] >> 8)};
         ok = fwrite(b, 1, 2, f) == 2;
     }
-    ok = (fflush(f) == 0) && ok && fsync(fileno(f)) == 0;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
+    if (!ok) {
         snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
-        unlink(tmp);
+        atomic_file_abort(&a);
         return -1;
     }
-    return 0;
+    return atomic_file_commit(&a, 1, err, errlen);
 }

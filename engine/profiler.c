@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "profiler.h"
+#include "atomic_file.h"
 
 #define PROFILE_MAX_EVENTS 200000 /* trace entries kept; the per-op table counts them all */
 
@@ -131,14 +132,15 @@ static void add_event(profiler *p, const char *op, int layer, const char *shape,
 
 static int write_atomic(json_t *doc, const char *path, char *err, size_t errlen)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (json_dump_file(doc, tmp, JSON_COMPACT) != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
+    atomic_file a;
+    if (atomic_file_open(&a, path, err, errlen) != 0)
+        return -1;
+    if (json_dumpf(doc, a.f, JSON_COMPACT) != 0) {
+        atomic_file_abort(&a);
         snprintf(err, errlen, "cannot write %s", path);
         return -1;
     }
-    return 0;
+    return atomic_file_commit(&a, 0, err, errlen);
 }
 
 int profiler_write(profiler *p, const char *path, const char *dtype, const char *device, char *err, size_t errlen)

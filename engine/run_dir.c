@@ -14,6 +14,7 @@
 #include "run_dir.h"
 #include "schedule.h"
 #include "wall_clock.h"
+#include "atomic_file.h"
 
 #ifndef DTRAIN_GIT_REVISION
 #define DTRAIN_GIT_REVISION "unknown"
@@ -77,30 +78,12 @@ static void join(char *out, size_t len, const char *dir, const char *name)
     snprintf(out, len, "%s/%s", dir, name);
 }
 
-/* text to path through path.tmp, fsync and rename: a reader sees the old or the new file. */
+/* text to path, on disk before it replaces the old file: a reader sees the old or the new one. */
 static int write_text_atomic(const char *path, const char *text, size_t n, char *err, size_t errlen)
 {
-    char tmp[4400];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        snprintf(err, errlen, "--run-dir: cannot write %s: %s", tmp, strerror(errno));
-        return -1;
-    }
-    size_t done = 0;
-    while (done < n) {
-        ssize_t w = write(fd, text + done, n - done);
-        if (w <= 0) {
-            snprintf(err, errlen, "--run-dir: writing %s: %s", tmp, strerror(errno));
-            close(fd);
-            unlink(tmp);
-            return -1;
-        }
-        done += (size_t)w;
-    }
-    if (fsync(fd) != 0 || close(fd) != 0 || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "--run-dir: cannot complete %s: %s", path, strerror(errno));
-        unlink(tmp);
+    char why[4400];
+    if (atomic_file_write(path, text, n, 1, why, sizeof why) != 0) {
+        snprintf(err, errlen, "--run-dir: %s", why);
         return -1;
     }
     return 0;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
+#include "atomic_file.h"
 
 int cli_write_json(void *doc, const char *path)
 {
@@ -15,16 +16,19 @@ int cli_write_json(void *doc, const char *path)
         fflush(stdout);
         return rc;
     }
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (json_dump_file(doc, tmp, JSON_INDENT(2) | JSON_REAL_PRECISION(10)) != 0) {
-        fprintf(stderr, "dtsim: cannot write %s: %s\n", path, strerror(errno));
-        unlink(tmp);
+    atomic_file a;
+    char why[4400];
+    if (atomic_file_open(&a, path, why, sizeof why) != 0) {
+        fprintf(stderr, "dtsim: %s\n", why);
         return -1;
     }
-    if (rename(tmp, path) != 0) {
-        fprintf(stderr, "dtsim: cannot rename %s to %s: %s\n", tmp, path, strerror(errno));
-        unlink(tmp);
+    if (json_dumpf(doc, a.f, JSON_INDENT(2) | JSON_REAL_PRECISION(10)) != 0) {
+        fprintf(stderr, "dtsim: cannot write %s\n", path);
+        atomic_file_abort(&a);
+        return -1;
+    }
+    if (atomic_file_commit(&a, 0, why, sizeof why) != 0) {
+        fprintf(stderr, "dtsim: %s\n", why);
         return -1;
     }
     return 0;

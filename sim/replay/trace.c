@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include "trace.h"
+#include "atomic_file.h"
 
 static const char *lane_name(task_lane l)
 {
@@ -58,12 +59,18 @@ int trace_write_chrome(const char *path, const step_workload *w, const replay_ti
     free(last);
     json_t *doc = json_pack("{s:o,s:s,s:{s:s}}", "traceEvents", ev, "displayTimeUnit", "ms", "metadata", "scenario",
                             scenario_name);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     int rc = 0;
-    if (json_dump_file(doc, tmp, JSON_COMPACT) != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
+    atomic_file a;
+    char why[4400];
+    if (atomic_file_open(&a, path, why, sizeof why) != 0) {
+        snprintf(err->msg, sizeof err->msg, "--trace %s", why);
+        rc = -1;
+    } else if (json_dumpf(doc, a.f, JSON_COMPACT) != 0) {
+        atomic_file_abort(&a);
         snprintf(err->msg, sizeof err->msg, "--trace %s: cannot write", path);
+        rc = -1;
+    } else if (atomic_file_commit(&a, 0, why, sizeof why) != 0) {
+        snprintf(err->msg, sizeof err->msg, "--trace %s", why);
         rc = -1;
     }
     json_decref(doc);

@@ -6,6 +6,7 @@
 #include "params.h"
 #include "markdown.h"
 #include "sweep_plot.h"
+#include "atomic_file.h"
 
 static const char *topology_name(topology_kind t)
 {
@@ -336,13 +337,19 @@ static void assumptions(FILE *f, const scenario_config *s)
 
 int markdown_write(const char *path, const report_input *in, config_error *err)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
+    /* HTML: the Markdown goes to a temporary first, the page is written from it */
+    size_t len = strlen(path);
+    int html = len > 5 && !strcmp(path + len - 5, ".html");
+    char md[4300], why[4400];
+    snprintf(md, sizeof md, "%s.md.tmp.%ld", path, (long)getpid());
+    atomic_file a;
+    FILE *f = NULL;
+    if (html ? (f = fopen(md, "w")) == NULL : atomic_file_open(&a, path, why, sizeof why) != 0) {
         snprintf(err->msg, sizeof err->msg, "--report %s: cannot write", path);
         return -1;
     }
+    if (!html)
+        f = a.f;
     question_and_cluster(f, in);
     if (in->plan->count > 0) {
         layouts_table(f, in);
@@ -360,16 +367,14 @@ int markdown_write(const char *path, const report_input *in, config_error *err)
     }
     dropped(f, in->plan);
     assumptions(f, in->scenario);
-    int ok = fclose(f) == 0;
-    size_t len = strlen(path);
-    if (ok && len > 5 && !strcmp(path + len - 5, ".html")) {
-        char md[4300];
-        snprintf(md, sizeof md, "%s.md.tmp.%ld", path, (long)getpid());
-        ok = rename(tmp, md) == 0 && markdown_to_html(md, tmp) == 0;
+    int ok;
+    if (html) {
+        ok = fclose(f) == 0 && markdown_to_html(md, path) == 0;
         unlink(md);
+    } else {
+        ok = atomic_file_commit(&a, 0, why, sizeof why) == 0;
     }
-    if (!ok || rename(tmp, path) != 0) {
-        unlink(tmp);
+    if (!ok) {
         snprintf(err->msg, sizeof err->msg, "--report %s: cannot write", path);
         return -1;
     }

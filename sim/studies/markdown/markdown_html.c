@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "markdown.h"
+#include "atomic_file.h"
 
 static void escaped(FILE *o, const char *t, size_t n)
 {
@@ -64,11 +65,13 @@ int markdown_to_html(const char *md_path, const char *html_path)
     FILE *in = fopen(md_path, "r");
     if (!in)
         return -1;
-    FILE *o = fopen(html_path, "w");
-    if (!o) {
+    atomic_file out;
+    char why[4400];
+    if (atomic_file_open(&out, html_path, why, sizeof why) != 0) {
         fclose(in);
         return -1;
     }
+    FILE *o = out.f;
     fputs("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>dtsim capacity plan</title>\n"
           "<style>body{font-family:sans-serif;max-width:70em;margin:2em auto}pre{background:#f4f4f4;padding:1em;"
           "overflow-x:auto}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em;"
@@ -137,9 +140,11 @@ int markdown_to_html(const char *md_path, const char *html_path)
     if (pre)
         fputs("</pre>\n", o);
     fputs("</body></html>\n", o);
-    int rc = ferror(in) ? -1 : 0;
+    int bad = ferror(in);
     fclose(in);
-    if (fclose(o) != 0)
-        rc = -1;
-    return rc;
+    if (bad) {
+        atomic_file_abort(&out);
+        return -1;
+    }
+    return atomic_file_commit(&out, 0, why, sizeof why);
 }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include "run.h"
 #include "sweep.h"
+#include "atomic_file.h"
 
 int sweep_add_vary(sweep_spec *spec, const char *arg, config_error *err)
 {
@@ -311,13 +312,13 @@ static void csv_cell(FILE *f, json_t *v)
 
 int sweep_write_csv(json_t *rows, const char *path, config_error *err)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        snprintf(err->msg, sizeof err->msg, "cannot write %s", path);
+    atomic_file a;
+    char why[4400];
+    if (atomic_file_open(&a, path, why, sizeof why) != 0) {
+        snprintf(err->msg, sizeof err->msg, "%s", why);
         return -1;
     }
+    FILE *f = a.f;
     json_t *first = json_array_get(rows, 0);
     const char *key;
     json_t *val;
@@ -335,9 +336,8 @@ int sweep_write_csv(json_t *rows, const char *path, config_error *err)
         }
         fputc('\n', f);
     }
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
-        snprintf(err->msg, sizeof err->msg, "cannot write %s", path);
+    if (atomic_file_commit(&a, 0, why, sizeof why) != 0) {
+        snprintf(err->msg, sizeof err->msg, "%s", why);
         return -1;
     }
     return 0;

@@ -1,0 +1,73 @@
+/* See atomic_file.h. */
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "atomic_file.h"
+
+int atomic_file_open(atomic_file *a, const char *path, char *why, size_t len)
+{
+    memset(a, 0, sizeof *a);
+    if (strlen(path) >= sizeof a->path) {
+        snprintf(why, len, "%.200s...: path too long", path);
+        return -1;
+    }
+    snprintf(a->path, sizeof a->path, "%s", path);
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) { /* a device or a pipe: in place */
+        a->f = fopen(path, "w");
+    } else {
+        snprintf(a->tmp, sizeof a->tmp, "%s.tmp.%ld", path, (long)getpid());
+        a->f = fopen(a->tmp, "w");
+    }
+    if (!a->f) {
+        snprintf(why, len, "cannot write %s: %s", a->tmp[0] ? a->tmp : path, strerror(errno));
+        a->tmp[0] = 0;
+        return -1;
+    }
+    return 0;
+}
+
+int atomic_file_commit(atomic_file *a, int durable, char *why, size_t len)
+{
+    int ok = fflush(a->f) == 0 && !ferror(a->f);
+    if (ok && durable && a->tmp[0])
+        ok = fsync(fileno(a->f)) == 0;
+    int err = ok ? 0 : errno;
+    ok = fclose(a->f) == 0 && ok;
+    a->f = NULL;
+    if (ok && a->tmp[0] && rename(a->tmp, a->path) != 0) {
+        ok = 0;
+        err = errno;
+    }
+    if (!ok) {
+        snprintf(why, len, "cannot write %s: %s", a->path, strerror(err ? err : EIO));
+        if (a->tmp[0])
+            unlink(a->tmp);
+    }
+    a->tmp[0] = 0;
+    return ok ? 0 : -1;
+}
+
+void atomic_file_abort(atomic_file *a)
+{
+    if (a->f)
+        fclose(a->f);
+    a->f = NULL;
+    if (a->tmp[0])
+        unlink(a->tmp);
+    a->tmp[0] = 0;
+}
+
+int atomic_file_write(const char *path, const void *data, size_t n, int durable, char *why, size_t len)
+{
+    atomic_file a;
+    if (atomic_file_open(&a, path, why, len) != 0)
+        return -1;
+    if (n > 0 && fwrite(data, 1, n, a.f) != n) {
+        snprintf(why, len, "cannot write %s: %s", path, strerror(errno));
+        atomic_file_abort(&a);
+        return -1;
+    }
+    return atomic_file_commit(&a, durable, why, len);
+}
