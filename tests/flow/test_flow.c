@@ -11,41 +11,31 @@
 #include <string.h>
 #include <cmocka.h>
 #include "fixture.h"
-#include "flow/flow.h"
 #include "collective.h"
-#include "replay.h"
-#include "run.h"
 
-/* The scenario at analytic fidelity, then at flow fidelity (left set). */
-static void run_both(scenario_config *s, run_result *a, run_result *f)
+/* The fixture's model made wide and short (h 4096, 32 heads, f 16384, 4 layers of 256 tokens)
+ * at TP 8, its DP gradient all-reduce not overlapped: a DP-heavy step. */
+static void dp_heavy_scenario(scenario_config *s, int pp, int dp, int global_batch_size)
 {
-    config_error err;
-    s->run.fidelity_flow = 0;
-    if (run_scenario(s, a, &err) != 0)
-        fail_msg("%s", err.msg);
-    s->run.fidelity_flow = 1;
-    if (run_scenario(s, f, &err) != 0)
-        fail_msg("%s", err.msg);
+    fixture_scenario(s, 4);
+    fixture_model(s, 4, 4096, 32, 16384);
+    s->model.seq_length = 256;
+    fixture_layout(s, 8, pp, dp, global_batch_size);
+    s->parallel.overlap_grad_reduce = 0;
+    s->parallel.zero_stage = 0;
 }
 
 static void flow_agrees_with_analytic_without_contention(void **state)
 {
     scenario_config s;
     fixture_scenario(&s, 8);
-    s.parallel.tp = 4;
-    s.parallel.pp = 2;
-    s.parallel.dp = 4;
-    s.training.global_batch_size = 16;
+    fixture_layout(&s, 4, 2, 4, 16);
     s.parallel.overlap_grad_reduce = 1;
     run_result a, f;
-    config_error err;
-    assert_int_equal(run_scenario(&s, &a, &err), 0);
-    s.run.fidelity_flow = 1;
-    if (run_scenario(&s, &f, &err) != 0)
-        fail_msg("%s", err.msg);
+    fixture_run_both(&s, &a, &f);
     print_message("analytic %.6f s, flow %.6f s (%ld flows)\n", a.step_time_s, f.step_time_s, f.flows);
     assert_true(f.flows > 0);
-    assert_true(fabs(f.step_time_s - a.step_time_s) <= 0.02 * a.step_time_s);
+    assert_within(f.step_time_s, a.step_time_s, 0.02);
     fixture_free(&s);
 }
 
@@ -60,19 +50,17 @@ static void flow_uses_the_collective_the_analytic_replay_picks(void **state)
         scenario_config s;
         fixture_scenario(&s, 2);
         s.platform.network.nodes = 512;
-        s.parallel.tp = 8;
-        s.parallel.dp = 512;
-        s.training.global_batch_size = 512;
+        fixture_layout(&s, 8, 1, 512, 512);
         s.parallel.overlap_grad_reduce = 0;
         if (forced)
             s.platform.nccl_algo[COLL_ALL_REDUCE] = ALGO_RING;
         run_result a, f;
-        run_both(&s, &a, &f);
+        fixture_run_both(&s, &a, &f);
         print_message("DP 512 x TP 8, %s all-reduce: analytic %.6f s (dp %.6f), flow %.6f s (dp %.6f)\n",
                       forced ? "ring" : "NCCL's", a.step_time_s, a.comm_total_s[COMM_DP], f.step_time_s,
                       f.comm_total_s[COMM_DP]);
-        assert_true(fabs(f.step_time_s - a.step_time_s) <= 0.02 * a.step_time_s);
-        assert_true(fabs(f.comm_total_s[COMM_DP] - a.comm_total_s[COMM_DP]) <= 0.02 * a.comm_total_s[COMM_DP]);
+        assert_within(f.step_time_s, a.step_time_s, 0.02);
+        assert_within(f.comm_total_s[COMM_DP], a.comm_total_s[COMM_DP], 0.02);
         fixture_free(&s);
     }
 }
@@ -88,20 +76,19 @@ static void flow_agrees_with_analytic_with_nvls_and_sharp(void **state)
     fixture_scenario(&s, 2);
     s.platform.network.nodes = 4;
     s.platform.node.nvls = s.platform.network.sharp = 1;
-    s.parallel.dp = 32;
-    s.training.global_batch_size = 32;
+    fixture_layout(&s, 1, 1, 32, 32);
     s.parallel.overlap_grad_reduce = 0;
     coll_cost pick = collective_time(&s.platform, &s.calibration, COLL_ALL_REDUCE, 40e6, coll_group_of(32, 1, 8));
     assert_true(pick.algo == ALGO_NVLS || pick.algo == ALGO_NVLS_TREE || pick.algo == ALGO_COLLNET_DIRECT ||
                 pick.algo == ALGO_COLLNET_CHAIN);
     run_result a, f;
-    run_both(&s, &a, &f);
+    fixture_run_both(&s, &a, &f);
     print_message("NVLS + SHARP, DP 32 (%s): analytic %.6f s (dp %.6f), flow %.6f s (dp %.6f)\n",
                   coll_algo_name(pick.algo), a.step_time_s, a.comm_total_s[COMM_DP], f.step_time_s,
                   f.comm_total_s[COMM_DP]);
     assert_true(f.flows > 0);
-    assert_true(fabs(f.step_time_s - a.step_time_s) <= 0.02 * a.step_time_s);
-    assert_true(fabs(f.comm_total_s[COMM_DP] - a.comm_total_s[COMM_DP]) <= 0.02 * a.comm_total_s[COMM_DP]);
+    assert_within(f.step_time_s, a.step_time_s, 0.02);
+    assert_within(f.comm_total_s[COMM_DP], a.comm_total_s[COMM_DP], 0.02);
     fixture_free(&s);
 }
 
@@ -113,17 +100,16 @@ static void flow_agrees_with_analytic_under_zero3(void **state)
     (void)state;
     scenario_config s;
     fixture_scenario(&s, 4);
-    s.parallel.dp = 32;
+    fixture_layout(&s, 1, 1, 32, 64);
     s.parallel.zero_stage = 3;
-    s.training.global_batch_size = 64;
     run_result a, f;
-    run_both(&s, &a, &f);
+    fixture_run_both(&s, &a, &f);
     print_message("ZeRO-3 DP 32: analytic %.6f s (zero %.6f, dp %.6f), flow %.6f s (zero %.6f, dp %.6f)\n",
                   a.step_time_s, a.comm_total_s[COMM_ZERO], a.comm_total_s[COMM_DP], f.step_time_s,
                   f.comm_total_s[COMM_ZERO], f.comm_total_s[COMM_DP]);
     assert_true(a.comm_total_s[COMM_ZERO] > 0);
-    assert_true(fabs(f.step_time_s - a.step_time_s) <= 0.02 * a.step_time_s);
-    assert_true(fabs(f.comm_total_s[COMM_ZERO] - a.comm_total_s[COMM_ZERO]) <= 0.02 * a.comm_total_s[COMM_ZERO]);
+    assert_within(f.step_time_s, a.step_time_s, 0.02);
+    assert_within(f.comm_total_s[COMM_ZERO], a.comm_total_s[COMM_ZERO], 0.02);
     fixture_free(&s);
 }
 
@@ -135,20 +121,12 @@ static void flow_agrees_with_analytic_with_context_parallel(void **state)
     (void)state;
     scenario_config s;
     fixture_scenario(&s, 8);
-    s.parallel.tp = 8;
+    fixture_layout(&s, 8, 2, 2, 8);
     s.parallel.cp = 2;
-    s.parallel.pp = 2;
-    s.parallel.dp = 2;
-    s.training.global_batch_size = 8;
     run_result a, f;
-    config_error err;
-    if (run_scenario(&s, &a, &err) != 0)
-        fail_msg("%s", err.msg);
-    s.run.fidelity_flow = 1;
-    if (run_scenario(&s, &f, &err) != 0)
-        fail_msg("%s", err.msg);
+    fixture_run_both(&s, &a, &f);
     print_message("CP 2: analytic %.6f s, flow %.6f s\n", a.step_time_s, f.step_time_s);
-    assert_true(fabs(f.step_time_s - a.step_time_s) <= 0.02 * a.step_time_s);
+    assert_within(f.step_time_s, a.step_time_s, 0.02);
     fixture_free(&s);
 }
 
@@ -156,73 +134,22 @@ static void flow_agrees_with_analytic_with_context_parallel(void **state)
 static double collectives_only(scenario_config *s, double bytes)
 {
     step_workload w;
-    memset(&w, 0, sizeof w);
-    w.stages = s->parallel.pp;
-    for (int p = 0; p < s->parallel.pp; p++) {
-        sim_task t;
-        memset(&t, 0, sizeof t);
-        t.kind = TASK_COLLECTIVE;
-        t.lane = LANE_COMM;
-        t.stage = p;
-        t.peer_stage = -1;
-        t.name = "dp_grad_allreduce";
-        t.comm = COMM_DP;
-        t.coll = COLL_ALL_REDUCE;
-        t.group = s->parallel.dp * s->parallel.cp; /* gradients are reduced over DP x CP */
-        t.span_nodes = t.group;
-        t.bytes = bytes;
-        workload_add_task(&w, &t);
-    }
-    replay_times t;
-    replay_times_alloc(&t, w.n_tasks);
-    config_error err;
-    if (replay_flow(s, &w, &t, NULL, &err) != 0)
-        fail_msg("%s", err.msg);
-    double end = 0;
-    for (int i = 0; i < w.n_tasks; i++)
-        end = fmax(end, t.finish[i]);
-    replay_times_free(&t);
-    workload_free(&w);
-    return end;
+    fixture_graph(&w, s->parallel.pp);
+    int group = s->parallel.dp * s->parallel.cp; /* gradients are reduced over DP x CP */
+    for (int p = 0; p < s->parallel.pp; p++)
+        fixture_add(&w, fixture_collective(p, "dp_grad_allreduce", COMM_DP, COLL_ALL_REDUCE, group, bytes, 0), -1);
+    return fixture_flow_finish(s, &w, NULL, -1);
 }
 
 /* A step built by hand: forward and backward on two stages joined by pipeline transfers, then
  * one DP ring all-reduce per stage (TP 8 x PP 2 x DP 4: each DP ring runs over 4 nodes on each
  * of the 8 rails, nothing shares a link). The flow replay must match the analytic replay of the
  * same graph and the chain's closed form. */
-static int add(step_workload *w, task_kind kind, int stage, int peer, const char *name, double dur, double bytes,
-               int dep)
-{
-    sim_task t;
-    memset(&t, 0, sizeof t);
-    t.kind = kind;
-    t.lane = kind == TASK_COMPUTE ? LANE_COMPUTE : kind == TASK_P2P ? LANE_P2P : LANE_COMM;
-    t.stage = stage;
-    t.peer_stage = peer;
-    t.micro_batch = kind == TASK_COLLECTIVE ? -1 : 0;
-    t.chunk = -1;
-    t.phase = -1;
-    t.name = name;
-    t.comm = kind == TASK_P2P ? COMM_PP : COMM_DP;
-    t.coll = kind == TASK_P2P ? COLL_SEND_RECV : COLL_ALL_REDUCE;
-    t.group = kind == TASK_P2P ? 2 : 4;
-    t.span_nodes = t.group;
-    t.bytes = bytes;
-    t.duration_s = dur;
-    int i = workload_add_task(w, &t);
-    if (dep >= 0)
-        workload_add_dep(w, i, dep);
-    return i;
-}
-
 static void hand_built_step_agrees_with_analytic_and_closed_form(void **state)
 {
     scenario_config s;
     fixture_scenario(&s, 8);
-    s.parallel.tp = 8;
-    s.parallel.pp = 2;
-    s.parallel.dp = 4;
-    s.training.global_batch_size = 4;
+    fixture_layout(&s, 8, 2, 4, 4);
     const platform_config *p = &s.platform;
     double B = p->node.nic_bandwidth_gbps / 8 * 1e9; /* 25 GB/s per NIC, per direction */
     /* one NIC hop inside a leaf: NIC up, switch, NIC down */
@@ -235,33 +162,28 @@ static void hand_built_step_agrees_with_analytic_and_closed_form(void **state)
     assert_true(fabs(ring - ring_closed) < 1e-9);
 
     step_workload w;
-    memset(&w, 0, sizeof w);
-    w.stages = 2;
-    int f0 = add(&w, TASK_COMPUTE, 0, -1, "fwd", 0.010, 0, -1);
-    int s01 = add(&w, TASK_P2P, 0, 1, "pp_send_activation", p2p, act, f0);
-    int f1 = add(&w, TASK_COMPUTE, 1, -1, "fwd", 0.010, 0, s01);
-    int b1 = add(&w, TASK_COMPUTE, 1, -1, "bwd", 0.020, 0, f1);
-    int s10 = add(&w, TASK_P2P, 1, 0, "pp_send_grad", p2p, act, b1);
-    int b0 = add(&w, TASK_COMPUTE, 0, -1, "bwd", 0.020, 0, s10);
+    fixture_graph(&w, 2);
+    int f0 = fixture_add(&w, fixture_compute(0, "fwd", 0.010), -1);
+    int s01 = fixture_add(&w, fixture_transfer(0, 1, "pp_send_activation", act, p2p), f0);
+    int f1 = fixture_add(&w, fixture_compute(1, "fwd", 0.010), s01);
+    int b1 = fixture_add(&w, fixture_compute(1, "bwd", 0.020), f1);
+    int s10 = fixture_add(&w, fixture_transfer(1, 0, "pp_send_grad", act, p2p), b1);
+    int b0 = fixture_add(&w, fixture_compute(0, "bwd", 0.020), s10);
     /* stage 1's ring waits for its send, so the two never share node 1's NICs */
-    int ar1 = add(&w, TASK_COLLECTIVE, 1, -1, "dp_grad_allreduce", ring, grad, s10);
-    int ar0 = add(&w, TASK_COLLECTIVE, 0, -1, "dp_grad_allreduce", ring, grad, b0);
+    int ar1 = fixture_add(&w, fixture_collective(1, "dp_grad_allreduce", COMM_DP, COLL_ALL_REDUCE, 4, grad, ring), s10);
+    int ar0 = fixture_add(&w, fixture_collective(0, "dp_grad_allreduce", COMM_DP, COLL_ALL_REDUCE, 4, grad, ring), b0);
 
     replay_times a, f;
-    replay_times_alloc(&a, w.n_tasks);
-    replay_times_alloc(&f, w.n_tasks);
-    assert_int_equal(replay_analytic(&w, &a), 0);
-    config_error err;
+    fixture_replay_analytic(&w, &a);
     flow_report rep;
-    if (replay_flow(&s, &w, &f, &rep, &err) != 0)
-        fail_msg("%s", err.msg);
+    fixture_replay_flow(&s, &w, NULL, &f, &rep);
     double closed = 0.010 + p2p + 0.010 + 0.020 + p2p + 0.020 + ring;
     print_message("closed form %.6f s, analytic %.6f s, flow %.6f s (%ld flows, %ld actors)\n", closed, a.finish[ar0],
                   f.finish[ar0], rep.flows, rep.actors);
     assert_true(fabs(a.finish[ar0] - closed) < 1e-9);
     for (int i = 0; i < w.n_tasks; i++)
-        assert_true(fabs(f.finish[i] - a.finish[i]) <= 0.02 * a.finish[i]);
-    assert_true(fabs(f.finish[ar0] - closed) <= 0.001 * closed); /* in fact within latencies */
+        assert_within(f.finish[i], a.finish[i], 0.02);
+    assert_within(f.finish[ar0], closed, 0.001); /* in fact within latencies */
     assert_true(f.finish[ar1] < f.finish[ar0]);
     /* per replica (4): 2 transfers x 8 rails, and 2 rings x 8 rails of one edge each; the
      * rails are independent and identical here, so rail 0 stands for the 8 */
@@ -279,20 +201,16 @@ static void half_bandwidth_nic_halves_its_ring(void **state)
 {
     scenario_config s;
     fixture_scenario(&s, 8);
-    s.parallel.tp = 8; /* one node per replica: each DP ring runs on one rail */
-    s.parallel.dp = 4;
-    s.training.global_batch_size = 4;
+    fixture_layout(&s, 8, 1, 4, 4); /* TP 8, one node per replica: each DP ring runs on one rail */
     double bytes = 4e9;
     double healthy = collectives_only(&s, bytes);
     /* closed form: ring of 4 over 25 GB/s NICs */
     double expect = 2.0 * 3 / 4 * bytes / 25e9;
     assert_true(healthy > expect && healthy < 1.02 * expect);
     degraded_link d = {2, 3, 0.5, 0, 0};
-    s.faults.degraded = &d;
-    s.faults.degraded_count = 1;
+    fixture_degrade(&s, &d);
     double degraded = collectives_only(&s, bytes);
-    s.faults.degraded = NULL;
-    s.faults.degraded_count = 0;
+    fixture_degrade(&s, NULL);
     print_message("ring: healthy %.4f s, NIC n2g3 at 0.5: %.4f s (ratio %.3f)\n", healthy, degraded, degraded / healthy);
     assert_true(fabs(degraded / healthy - 2.0) < 0.05);
     fixture_free(&s);
@@ -306,17 +224,13 @@ static void flapping_nic_slows_its_ring_by_its_mean_bandwidth(void **state)
     (void)state;
     scenario_config s;
     fixture_scenario(&s, 8);
-    s.parallel.tp = 8;
-    s.parallel.dp = 4;
-    s.training.global_batch_size = 4;
+    fixture_layout(&s, 8, 1, 4, 4);
     double bytes = 4e9;
     double healthy = collectives_only(&s, bytes);
     degraded_link d = {2, 3, 0.5, 0.01, 0.005};
-    s.faults.degraded = &d;
-    s.faults.degraded_count = 1;
+    fixture_degrade(&s, &d);
     double flapping = collectives_only(&s, bytes);
-    s.faults.degraded = NULL;
-    s.faults.degraded_count = 0;
+    fixture_degrade(&s, NULL);
     print_message("ring: healthy %.4f s, NIC n2g3 flapping to 0.5 half the time: %.4f s (ratio %.3f, mean-bandwidth "
                   "prediction 1.333)\n", healthy, flapping, flapping / healthy);
     assert_true(fabs(flapping / healthy - 1.0 / 0.75) < 0.02);
@@ -330,29 +244,20 @@ static void failure_inside_a_step_is_lost_after_detection(void **state)
     (void)state;
     scenario_config s;
     fixture_scenario(&s, 8);
-    s.parallel.tp = 4;
-    s.parallel.pp = 2;
-    s.parallel.dp = 4;
-    s.training.global_batch_size = 16;
-    s.run.fidelity_flow = 1;
-    run_result healthy, failed, late;
-    config_error err;
-    if (run_scenario(&s, &healthy, &err) != 0)
-        fail_msg("%s", err.msg);
+    fixture_layout(&s, 4, 2, 4, 16);
+    run_result healthy = fixture_run_at(&s, 1);
     s.faults.step_failure = 1;
     s.faults.step_failure_gpu = 13;
     s.faults.step_failure_at_s = healthy.step_time_s / 2;
     s.faults.detect_s = 7;
-    if (run_scenario(&s, &failed, &err) != 0)
-        fail_msg("%s", err.msg);
+    run_result failed = fixture_run(&s);
     assert_int_equal(failed.step_failed, 1);
     assert_true(fabs(failed.failed_at_s - healthy.step_time_s / 2) < 1e-9);
     assert_true(fabs(failed.detected_at_s - (healthy.step_time_s / 2 + 7)) < 1e-9);
     assert_true(fabs(failed.step_time_s - failed.detected_at_s) < 1e-12);
     assert_true(failed.tokens_per_s == 0);
     s.faults.step_failure_at_s = 2 * healthy.step_time_s;
-    if (run_scenario(&s, &late, &err) != 0)
-        fail_msg("%s", err.msg);
+    run_result late = fixture_run(&s);
     assert_int_equal(late.step_failed, -1);
     assert_true(fabs(late.step_time_s - healthy.step_time_s) < 1e-9);
     print_message("healthy step %.4f s; GPU 13 off at %.4f s: lost, detected at %.4f s\n", healthy.step_time_s,
@@ -366,10 +271,8 @@ static void gradient_ring_runs_through_the_cp_ranks(void **state)
      * node, as a DP 4 ring has: 2(4-1)/4 of the bytes per edge over 25 GB/s NICs. */
     scenario_config s;
     fixture_scenario(&s, 8);
-    s.parallel.tp = 8;
+    fixture_layout(&s, 8, 1, 2, 2);
     s.parallel.cp = 2;
-    s.parallel.dp = 2;
-    s.training.global_batch_size = 2;
     double bytes = 4e9;
     double with_cp = collectives_only(&s, bytes);
     double expect = 2.0 * 3 / 4 * bytes / 25e9;
@@ -382,10 +285,7 @@ static void oversubscribed_spine_slows_rings_that_share_it(void **state)
 {
     scenario_config s;
     fixture_scenario(&s, 8);
-    s.parallel.tp = 8;
-    s.parallel.pp = 2; /* two DP groups: stage 0 on even nodes, stage 1 on odd nodes */
-    s.parallel.dp = 4;
-    s.training.global_batch_size = 4;
+    fixture_layout(&s, 8, 2, 4, 4); /* PP 2: two DP groups, stage 0 on even nodes, stage 1 on odd nodes */
     s.platform.network.leaf_radix = 2; /* nodes {0,1} {2,3} ... share a leaf: both rings leave it */
     double bytes = 4e9;
     s.platform.network.oversubscription = 1;
@@ -403,54 +303,18 @@ static void oversubscribed_spine_slows_rings_that_share_it(void **state)
 static double pp_send_with_bucket(scenario_config *s, double bytes, int with_bucket)
 {
     step_workload w;
-    memset(&w, 0, sizeof w);
-    w.stages = 2;
-    sim_task t;
-    memset(&t, 0, sizeof t);
-    t.kind = TASK_P2P;
-    t.lane = LANE_P2P;
-    t.stage = 0;
-    t.peer_stage = 1;
-    t.name = "pp_send_activation";
-    t.comm = COMM_PP;
-    t.coll = COLL_SEND_RECV;
-    t.group = 2;
-    t.span_nodes = 2;
-    t.bytes = bytes;
-    int send = workload_add_task(&w, &t);
-    if (with_bucket) {
-        memset(&t, 0, sizeof t);
-        t.kind = TASK_COLLECTIVE;
-        t.lane = LANE_COMM;
-        t.stage = 0;
-        t.peer_stage = -1;
-        t.name = "dp_grad_allreduce";
-        t.comm = COMM_DP;
-        t.coll = COLL_ALL_REDUCE;
-        t.group = 2;
-        t.span_nodes = 2;
-        t.bytes = bytes; /* ring of 2: each edge carries 2(2-1)/2 x bytes = bytes */
-        workload_add_task(&w, &t);
-    }
-    replay_times rt;
-    replay_times_alloc(&rt, w.n_tasks);
-    config_error err;
-    if (replay_flow(s, &w, &rt, NULL, &err) != 0)
-        fail_msg("%s", err.msg);
-    double end = rt.finish[send];
-    replay_times_free(&rt);
-    workload_free(&w);
-    return end;
+    fixture_graph(&w, 2);
+    int send = fixture_add(&w, fixture_transfer(0, 1, "pp_send_activation", bytes, 0), -1);
+    if (with_bucket) /* ring of 2: each edge carries 2(2-1)/2 x bytes = bytes */
+        fixture_add(&w, fixture_collective(0, "dp_grad_allreduce", COMM_DP, COLL_ALL_REDUCE, 2, bytes, 0), -1);
+    return fixture_flow_finish(s, &w, NULL, send);
 }
 
 static void pp_transfer_shares_the_nic_with_a_gradient_bucket(void **state)
 {
     scenario_config s;
     fixture_scenario(&s, 8);
-    s.parallel.tp = 8;
-    s.parallel.pp = 2; /* stage 0 of replica 0 on node 0, stage 1 on node 1, replica 1 on nodes 2-3 */
-    s.parallel.dp = 2;
-    s.training.global_batch_size = 2;
+    fixture_layout(&s, 8, 2, 2, 2); /* stage 0 of replica 0 on node 0, stage 1 on node 1, replica 1 on nodes 2-3 */
     double bytes = 2.5e9;
     double alone = pp_send_with_bucket(&s, bytes, 0), shared = pp_send_with_bucket(&s, bytes, 1);
     print_message("PP send alone %.4f s, beside a DP bucket on the same NIC %.4f s (ratio %.3f)\n", alone, shared,
@@ -464,9 +328,7 @@ static void fat_tree_leaf_uplinks_are_shared_by_a_nodes_nics(void **state)
 {
     scenario_config s;
     fixture_scenario(&s, 8);
-    s.parallel.tp = 8;
-    s.parallel.dp = 4;
-    s.training.global_batch_size = 4;
+    fixture_layout(&s, 8, 1, 4, 4);
     s.platform.network.topology = TOPO_FAT_TREE;
     s.platform.network.leaf_radix = 1; /* every node on its own leaf: every ring edge climbs */
     double bytes = 4e9;
@@ -485,19 +347,9 @@ static void fat_tree_leaf_uplinks_are_shared_by_a_nodes_nics(void **state)
 static double step_of(const scenario_config *s, int fine)
 {
     step_workload w;
-    config_error err;
-    assert_int_equal(workload_build(s, &w, &err), 0);
-    replay_times t;
-    replay_times_alloc(&t, w.n_tasks);
-    int rc = fine ? replay_flow_fine(s, &w, &t, NULL, &err) : replay_flow(s, &w, &t, NULL, &err);
-    if (rc)
-        fail_msg("%s", err.msg);
-    double end = 0;
-    for (int i = 0; i < w.n_tasks; i++)
-        end = end > t.finish[i] ? end : t.finish[i];
-    replay_times_free(&t);
-    workload_free(&w);
-    return end;
+    fixture_build(s, &w);
+    flow_options o = {fine, 0}; /* fine: replay_flow_fine */
+    return fixture_flow_finish(s, &w, &o, -1);
 }
 
 static void lockstep_tp_granularity_costs_little(void **state)
@@ -506,13 +358,10 @@ static void lockstep_tp_granularity_costs_little(void **state)
      * lockstep compute): on TP 8 x PP 2 x DP 2 of the fixture, within 2%. */
     scenario_config s;
     fixture_scenario(&s, 8);
-    s.parallel.tp = 8;
-    s.parallel.pp = 2;
-    s.parallel.dp = 2;
-    s.training.global_batch_size = 8;
+    fixture_layout(&s, 8, 2, 2, 8);
     double coarse = step_of(&s, 0), fine = step_of(&s, 1);
     print_message("lockstep %.6f s, fine %.6f s (%+.2f%%)\n", coarse, fine, 100 * (fine - coarse) / coarse);
-    assert_true(fabs(fine - coarse) <= 0.02 * coarse);
+    assert_within(fine, coarse, 0.02);
     fixture_free(&s);
 }
 
@@ -521,16 +370,10 @@ static void replay_both_ways(const scenario_config *s, replay_times *one, replay
                              flow_report *ra, int *n)
 {
     step_workload w;
-    config_error err;
-    assert_int_equal(workload_build(s, &w, &err), 0);
-    replay_times_alloc(one, w.n_tasks);
-    replay_times_alloc(all, w.n_tasks);
-    flow_options o = {0, 0};
-    if (replay_flow_with(s, &w, &o, one, r1, &err) != 0)
-        fail_msg("%s", err.msg);
-    o.all_rails = 1;
-    if (replay_flow_with(s, &w, &o, all, ra, &err) != 0)
-        fail_msg("%s", err.msg);
+    fixture_build(s, &w);
+    flow_options every_rail = {0, 1};
+    fixture_replay_flow(s, &w, NULL, one, r1);
+    fixture_replay_flow(s, &w, &every_rail, all, ra);
     *n = w.n_tasks;
     workload_free(&w);
 }
@@ -542,15 +385,11 @@ static void one_rail_stands_for_identical_rails(void **state)
      * on rail 5, rails 0 and 5 give the same times as the 8. */
     scenario_config s;
     fixture_scenario(&s, 8);
-    s.parallel.tp = 8;
-    s.parallel.pp = 2;
-    s.parallel.dp = 4;
-    s.training.global_batch_size = 16;
+    fixture_layout(&s, 8, 2, 4, 16);
     s.platform.network.leaf_radix = 2; /* rings and transfers cross the spines */
     degraded_link d = {3, 5, 0.3, 0, 0};
     for (int faulty = 0; faulty < 2; faulty++) {
-        s.faults.degraded = faulty ? &d : NULL;
-        s.faults.degraded_count = faulty;
+        fixture_degrade(&s, faulty ? &d : NULL);
         replay_times one, all;
         flow_report r1, ra;
         int n;
@@ -571,8 +410,7 @@ static void one_rail_stands_for_identical_rails(void **state)
         replay_times_free(&one);
         replay_times_free(&all);
     }
-    s.faults.degraded = NULL;
-    s.faults.degraded_count = 0;
+    fixture_degrade(&s, NULL);
     fixture_free(&s);
 }
 
@@ -581,29 +419,12 @@ static void degraded_nic_slows_a_dp_heavy_step_as_the_ring_predicts(void **state
     /* A step whose DP all-reduce is exposed (no overlap): halving one NIC doubles every ring
      * through it, so the step grows by the all-reduce's time. */
     scenario_config s;
-    fixture_scenario(&s, 4);
-    s.model.hidden_size = 4096;
-    s.model.num_attention_heads = 32;
-    s.model.num_query_groups = 32;
-    s.model.ffn_hidden_size = 16384;
-    s.model.seq_length = 256;
-    s.parallel.tp = 8;
-    s.parallel.dp = 4;
-    s.training.global_batch_size = 4;
-    s.parallel.overlap_grad_reduce = 0;
-    s.parallel.zero_stage = 0;
-    s.run.fidelity_flow = 1;
-    run_result healthy, slow;
-    config_error err;
-    if (run_scenario(&s, &healthy, &err) != 0)
-        fail_msg("%s", err.msg);
+    dp_heavy_scenario(&s, 1, 4, 4);
+    run_result healthy = fixture_run_at(&s, 1);
     degraded_link d = {1, 5, 0.5, 0, 0};
-    s.faults.degraded = &d;
-    s.faults.degraded_count = 1;
-    if (run_scenario(&s, &slow, &err) != 0)
-        fail_msg("%s", err.msg);
-    s.faults.degraded = NULL;
-    s.faults.degraded_count = 0;
+    fixture_degrade(&s, &d);
+    run_result slow = fixture_run(&s);
+    fixture_degrade(&s, NULL);
     double dp = healthy.comm_total_s[COMM_DP];
     double predicted = healthy.step_time_s + dp; /* the ring's bandwidth term doubles */
     print_message("DP-heavy step: healthy %.4f s (DP %.4f s exposed %.4f), NIC at 0.5: %.4f s, ring predicts %.4f s\n",
@@ -621,22 +442,17 @@ static void flow_agrees_with_analytic_with_overlaps_on_one_node(void **state)
     (void)state;
     scenario_config s;
     fixture_scenario(&s, 4);
-    s.parallel.tp = 2;
-    s.parallel.dp = 4;
-    s.parallel.sequence_parallel = 1;
-    s.parallel.tp_comm_overlap = 1;
-    s.parallel.tp_comm_overlap_chunks = 4;
-    s.calibration.overlap_slowdown = 1.1;
+    fixture_layout(&s, 2, 1, 4, 16);
+    fixture_tp_comm_overlap(&s, 4, 1.1);
     s.parallel.zero_stage = 1;
     s.parallel.overlap_grad_reduce = 1;
     s.parallel.overlap_param_gather = 1;
-    s.training.global_batch_size = 16;
     run_result a, f;
-    run_both(&s, &a, &f);
+    fixture_run_both(&s, &a, &f);
     print_message("overlaps on, one node: analytic %.6f s, flow %.6f s (%+.2f%%); overlap cost %.6f s\n", a.step_time_s,
                   f.step_time_s, 100 * (f.step_time_s / a.step_time_s - 1), a.overlap_cost_s);
     assert_true(a.overlap_cost_s > 0);
-    assert_true(fabs(f.step_time_s - a.step_time_s) <= 0.02 * a.step_time_s);
+    assert_within(f.step_time_s, a.step_time_s, 0.02);
     fixture_free(&s);
 }
 
@@ -647,35 +463,21 @@ static void analytic_sees_degraded_links_and_stragglers(void **state)
 {
     (void)state;
     scenario_config s;
-    fixture_scenario(&s, 4);
-    s.model.hidden_size = 4096;
-    s.model.num_attention_heads = 32;
-    s.model.num_query_groups = 32;
-    s.model.ffn_hidden_size = 16384;
-    s.model.seq_length = 256;
-    s.parallel.tp = 8;
-    s.parallel.pp = 2;
-    s.parallel.dp = 4;
-    s.training.global_batch_size = 8;
-    s.parallel.overlap_grad_reduce = 0;
-    s.parallel.zero_stage = 0;
+    dp_heavy_scenario(&s, 2, 4, 8);
     degraded_link d[2] = {{1, 5, 0.5, 0, 0}, {4, 2, 0.25, 0.002, 0.0005}}; /* stage 1's ring; stage 0's, flapping */
     straggler g = {8 * 2 * 3 + 3, 1.25};                             /* replica 3, stage 0 */
     const char *what[3] = {"NIC at 0.5", "flapping NIC", "straggler 1.25"};
-    run_result healthy;
-    config_error err;
-    assert_int_equal(run_scenario(&s, &healthy, &err), 0);
+    run_result healthy = fixture_run(&s);
     for (int c = 0; c < 3; c++) {
-        s.faults.degraded = c < 2 ? &d[c] : NULL;
-        s.faults.degraded_count = c < 2;
+        fixture_degrade(&s, c < 2 ? &d[c] : NULL);
         s.faults.stragglers = c == 2 ? &g : NULL;
         s.faults.straggler_count = c == 2;
         run_result a, f;
-        run_both(&s, &a, &f);
+        fixture_run_both(&s, &a, &f);
         print_message("%s: healthy %.5f s; analytic %.5f s, flow %.5f s (%+.2f%%)\n", what[c], healthy.step_time_s,
                       a.step_time_s, f.step_time_s, 100 * (a.step_time_s / f.step_time_s - 1));
         assert_true(a.step_time_s > 1.01 * healthy.step_time_s);
-        assert_true(fabs(a.step_time_s - f.step_time_s) <= 0.02 * f.step_time_s);
+        assert_within(a.step_time_s, f.step_time_s, 0.02);
     }
     /* Whatever the flapping's phase against the step: a flow that starts while the link is down
      * must not keep the degraded rate after it comes back up (SimGrid caps a flow at its route's
@@ -683,19 +485,17 @@ static void analytic_sees_degraded_links_and_stragglers(void **state)
      * prediction for every period. */
     s.faults.stragglers = NULL;
     s.faults.straggler_count = 0;
-    s.faults.degraded = &d[1];
-    s.faults.degraded_count = 1;
+    fixture_degrade(&s, &d[1]);
     const double periods[] = {0.0017, 0.0019, 0.0021, 0.0023, 0.0029, 0.0031};
     for (size_t i = 0; i < sizeof periods / sizeof *periods; i++) {
         d[1].flap_period_s = periods[i];
         run_result a, f;
-        run_both(&s, &a, &f);
+        fixture_run_both(&s, &a, &f);
         print_message("flapping every %.4f s: analytic %.5f s, flow %.5f s (%+.2f%%)\n", periods[i], a.step_time_s,
                       f.step_time_s, 100 * (a.step_time_s / f.step_time_s - 1));
-        assert_true(fabs(a.step_time_s - f.step_time_s) <= 0.03 * f.step_time_s);
+        assert_within(a.step_time_s, f.step_time_s, 0.03);
     }
-    s.faults.degraded = NULL;
-    s.faults.degraded_count = 0;
+    fixture_degrade(&s, NULL);
     fixture_free(&s);
 }
 
@@ -706,10 +506,7 @@ static void third_tier_carries_traffic_between_pods(void **state)
      * and take no bandwidth. */
     scenario_config s;
     fixture_scenario(&s, 8);
-    s.parallel.tp = 8;
-    s.parallel.pp = 2; /* DP group of stage 0: nodes 0, 2, 4, 6 */
-    s.parallel.dp = 4;
-    s.training.global_batch_size = 4;
+    fixture_layout(&s, 8, 2, 4, 4); /* PP 2: the DP group of stage 0 is nodes 0, 2, 4, 6 */
     s.platform.network.leaf_radix = 2;
     s.platform.network.tiers = 2;
     double two = collectives_only(&s, 4e9);

@@ -11,17 +11,11 @@
 #include <string.h>
 #include <cmocka.h>
 #include "fixture.h"
-#include "flow/flow.h"
-#include "replay.h"
-#include "run.h"
-#include "workload.h"
 
+/* The fixture's host links (fixture_host_links), ZeRO-2, the optimizer offloaded to dev. */
 static void offload_platform(scenario_config *s, offload_device dev)
 {
-    s->platform.node.host_memory_bandwidth_gbs = 400;
-    s->platform.node.pcie_bandwidth_gbs = 32;
-    s->platform.node.nvme_read_gbs = 50;
-    s->platform.node.nvme_write_gbs = 25;
+    fixture_host_links(s);
     s->parallel.zero_stage = 2;
     s->parallel.offload_optimizer = dev;
 }
@@ -30,28 +24,11 @@ static void offload_platform(scenario_config *s, offload_device dev)
 static double one_host_task(scenario_config *s, const char *name, double bytes)
 {
     step_workload w;
-    memset(&w, 0, sizeof w);
-    w.stages = 1;
-    sim_task t;
-    memset(&t, 0, sizeof t);
-    t.kind = TASK_COLLECTIVE;
+    fixture_graph(&w, 1);
+    sim_task t = fixture_collective(0, name, COMM_ZERO, COLL_SEND_RECV, 1, bytes, 0);
     t.lane = LANE_HOST;
-    t.peer_stage = t.micro_batch = t.chunk = t.phase = -1;
-    t.name = name;
-    t.comm = COMM_ZERO;
-    t.coll = COLL_SEND_RECV;
-    t.group = t.span_nodes = 1;
-    t.bytes = bytes;
-    workload_add_task(&w, &t);
-    replay_times rt;
-    replay_times_alloc(&rt, w.n_tasks);
-    config_error err;
-    if (replay_flow(s, &w, &rt, NULL, &err) != 0)
-        fail_msg("%s", err.msg);
-    double end = rt.finish[0];
-    replay_times_free(&rt);
-    workload_free(&w);
-    return end;
+    int task = fixture_add(&w, t, -1);
+    return fixture_flow_finish(s, &w, NULL, task);
 }
 
 static void nvme_is_shared_by_a_nodes_gpus_pcie_is_not(void **state)
@@ -60,8 +37,7 @@ static void nvme_is_shared_by_a_nodes_gpus_pcie_is_not(void **state)
     scenario_config s;
     fixture_scenario(&s, 4);
     offload_platform(&s, OFFLOAD_NVME);
-    s.parallel.dp = 8; /* 8 replicas = the 8 GPUs of node 0 */
-    s.training.global_batch_size = 8;
+    fixture_layout(&s, 1, 1, 8, 8); /* 8 replicas = the 8 GPUs of node 0 */
     const double B = 1e9;
     double nvme = one_host_task(&s, "offload_nvme_read_states", B);
     double pcie = one_host_task(&s, "offload_d2h_grads", B);
@@ -70,21 +46,10 @@ static void nvme_is_shared_by_a_nodes_gpus_pcie_is_not(void **state)
     assert_true(fabs(nvme - 8 * B / 50e9) <= 1e-6 * nvme);
     assert_true(fabs(pcie - B / 32e9) <= 1e-6 * pcie);
     /* one GPU alone has the NVMe to itself */
-    s.parallel.dp = 1;
-    s.training.global_batch_size = 1;
+    fixture_layout(&s, 1, 1, 1, 1);
     double alone = one_host_task(&s, "offload_nvme_read_states", B);
     assert_true(fabs(alone - B / 50e9) <= 1e-6 * alone);
     fixture_free(&s);
-}
-
-static double step(scenario_config *s, int flow)
-{
-    run_result r;
-    config_error err;
-    s->run.fidelity_flow = flow;
-    if (run_scenario(s, &r, &err) != 0)
-        fail_msg("%s", err.msg);
-    return r.step_time_s;
 }
 
 /* Whole steps: one GPU (nothing shared) and one node of 8 GPUs sharing NVMe and DRAM. The
@@ -99,11 +64,10 @@ static void offloaded_step_flow_agrees_with_analytic(void **state)
             scenario_config s;
             fixture_scenario(&s, 4);
             offload_platform(&s, devs[d]);
-            s.parallel.dp = dps[g];
-            s.training.global_batch_size = 2 * dps[g];
-            double a = step(&s, 0), f = step(&s, 1);
+            fixture_layout(&s, 1, 1, dps[g], 2 * dps[g]);
+            double a = fixture_run_at(&s, 0).step_time_s, f = fixture_run_at(&s, 1).step_time_s;
             print_message("%s, %d GPUs: analytic %.6f s, flow %.6f s\n", d ? "nvme" : "cpu", dps[g], a, f);
-            assert_true(fabs(f - a) <= 0.01 * a);
+            assert_within(f, a, 0.01);
             fixture_free(&s);
         }
 }

@@ -12,23 +12,14 @@
 #include <string.h>
 #include <cmocka.h>
 #include "fixture.h"
-#include "run.h"
-
-static void run_at(scenario_config *s, int flow, double slowdown, run_result *r)
-{
-    config_error err;
-    s->run.fidelity_flow = flow;
-    s->calibration.overlap_slowdown = slowdown;
-    if (run_scenario(s, r, &err) != 0)
-        fail_msg("%s", err.msg);
-}
 
 static void check_layout(scenario_config *s, const char *what)
 {
-    run_result a1, a, f;
-    run_at(s, 0, 1.0, &a1);
-    run_at(s, 0, 1.3, &a);
-    run_at(s, 1, 1.3, &f);
+    s->calibration.overlap_slowdown = 1.0;
+    run_result a1 = fixture_run_at(s, 0);
+    run_result a, f;
+    s->calibration.overlap_slowdown = 1.3;
+    fixture_run_both(s, &a, &f);
     print_message("%s: step %.6f s alone, beside s = 1.3: analytic %.6f s (overlap cost %.6f s), "
                   "flow %.6f s (%.6f s)\n", what, a1.step_time_s, a.step_time_s, a.overlap_cost_s, f.step_time_s,
                   f.overlap_cost_s);
@@ -47,10 +38,7 @@ static void gradient_reduce_and_pipeline_overlap_cost_the_same_at_both_fidelitie
 {
     scenario_config s;
     fixture_scenario(&s, 8);
-    s.parallel.tp = 2;
-    s.parallel.pp = 2;
-    s.parallel.dp = 2;
-    s.training.global_batch_size = 16;
+    fixture_layout(&s, 2, 2, 2, 16);
     s.parallel.overlap_grad_reduce = 1;
     check_layout(&s, "TP 2 x PP 2 x DP 2, overlap_grad_reduce");
     s.parallel.zero_stage = 1;
@@ -63,10 +51,7 @@ static void zero3_prefetch_overlap_costs_the_same_at_both_fidelities(void **stat
 {
     scenario_config s;
     fixture_scenario(&s, 8);
-    s.parallel.tp = 1;
-    s.parallel.pp = 1;
-    s.parallel.dp = 8;
-    s.training.global_batch_size = 16;
+    fixture_layout(&s, 1, 1, 8, 16);
     s.parallel.zero_stage = 3;
     s.parallel.overlap_grad_reduce = 1;
     check_layout(&s, "ZeRO-3 DP 8");

@@ -22,6 +22,20 @@ static void routes_of(const platform_config *p, int nodes, const int *pairs, int
         fail_msg("%s", err.msg);
 }
 
+/* The routes of n (at most 8) pairs are expect[0..n-1], printed with `print` set. */
+static void check_routes(const platform_config *p, int nodes, const int *pairs, int n, const char *const *expect,
+                         int print, flow_platform_info *info)
+{
+    char routes[8][FLOW_ROUTE_MAX];
+    assert_true(n <= 8);
+    routes_of(p, nodes, pairs, n, routes, info);
+    for (int i = 0; i < n; i++) {
+        if (print)
+            print_message("%s\n", routes[i]);
+        assert_string_equal(routes[i], expect[i]);
+    }
+}
+
 static void rail_optimized_routes_follow_the_rails(void **state)
 {
     scenario_config s;
@@ -40,13 +54,8 @@ static void rail_optimized_routes_follow_the_rails(void **state)
         "nv_n0g3_UP nv_n0g6_DOWN nic_n0g6_UP ls_r6_l0_s8_UP ls_r6_l1_s8_DOWN nic_n40g6_DOWN",
         "nv_n40g6_UP nv_n40g3_DOWN nic_n40g3_UP ls_r3_l1_s0_UP ls_r3_l0_s0_DOWN nic_n0g3_DOWN",
     };
-    char routes[5][FLOW_ROUTE_MAX];
     flow_platform_info info;
-    routes_of(&s.platform, 64, pairs, 5, routes, &info);
-    for (int i = 0; i < 5; i++) {
-        print_message("%s\n", routes[i]);
-        assert_string_equal(routes[i], expect[i]);
-    }
+    check_routes(&s.platform, 64, pairs, 5, expect, 1, &info);
     /* 512 hosts; links: NVLink and NIC per GPU, 8 rails x 2 leaves x 32 spines uplinks, each
      * split-duplex (two links), plus SimGrid's loopback. */
     assert_int_equal(info.hosts, 512);
@@ -60,10 +69,9 @@ static void oversubscription_removes_leaf_uplinks(void **state)
     fixture_scenario(&s, 8);
     s.platform.network.oversubscription = 2; /* 32 node ports, 16 uplinks per leaf */
     int pairs[] = {GPU(0, 3), GPU(40, 3)};  /* spine 40 mod 16 = 8 */
-    char routes[1][FLOW_ROUTE_MAX];
+    const char *expect[] = {"nic_n0g3_UP ls_r3_l0_s8_UP ls_r3_l1_s8_DOWN nic_n40g3_DOWN"};
     flow_platform_info info;
-    routes_of(&s.platform, 64, pairs, 1, routes, &info);
-    assert_string_equal(routes[0], "nic_n0g3_UP ls_r3_l0_s8_UP ls_r3_l1_s8_DOWN nic_n40g3_DOWN");
+    check_routes(&s.platform, 64, pairs, 1, expect, 0, &info);
     assert_int_equal(info.links, 2 * (512 * 2 + 8 * 2 * 16) + 1);
     fixture_free(&s);
 }
@@ -83,11 +91,8 @@ static void fat_tree_puts_a_nodes_nics_on_its_leaf(void **state)
         "nic_n0g3_UP ls_r0_l0_s70_UP ls_r0_l1_s70_DOWN nic_n40g6_DOWN",
         "nv_n0g3_UP nv_n0g6_DOWN",
     };
-    char routes[3][FLOW_ROUTE_MAX];
     flow_platform_info info;
-    routes_of(&s.platform, 64, pairs, 3, routes, &info);
-    for (int i = 0; i < 3; i++)
-        assert_string_equal(routes[i], expect[i]);
+    check_routes(&s.platform, 64, pairs, 3, expect, 0, &info);
     assert_int_equal(info.links, 2 * (512 * 2 + 2 * 256) + 1);
     fixture_free(&s);
 }
@@ -98,10 +103,9 @@ static void single_switch_has_no_spines(void **state)
     fixture_scenario(&s, 8);
     s.platform.network.topology = TOPO_SINGLE_SWITCH;
     int pairs[] = {GPU(0, 3), GPU(40, 6)};
-    char routes[1][FLOW_ROUTE_MAX];
+    const char *expect[] = {"nic_n0g3_UP nic_n40g6_DOWN"};
     flow_platform_info info;
-    routes_of(&s.platform, 64, pairs, 1, routes, &info);
-    assert_string_equal(routes[0], "nic_n0g3_UP nic_n40g6_DOWN");
+    check_routes(&s.platform, 64, pairs, 1, expect, 0, &info);
     assert_int_equal(info.links, 2 * (512 * 2) + 1);
     fixture_free(&s);
 }
@@ -120,11 +124,8 @@ static void three_tiers_climb_to_the_core_between_pods(void **state)
         "nic_n0g0_UP ls_r0_l0_s0_UP ls_r0_l1_s0_DOWN nic_n2g0_DOWN",
         "nic_n0g0_UP ls_r0_l0_s1_UP sc_r0_p0_s1_c0_UP sc_r0_p1_s1_c0_DOWN ls_r0_l2_s1_DOWN nic_n5g0_DOWN",
     };
-    char routes[2][FLOW_ROUTE_MAX];
     flow_platform_info info;
-    routes_of(&s.platform, 8, pairs, 2, routes, &info);
-    for (int i = 0; i < 2; i++)
-        assert_string_equal(routes[i], expect[i]);
+    check_routes(&s.platform, 8, pairs, 2, expect, 0, &info);
     fixture_free(&s);
 }
 

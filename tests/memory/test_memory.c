@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include "fixture.h"
 #include "memory.h"
 #include "params.h"
 
@@ -23,26 +24,12 @@
 static void gpt3(scenario_config *s)
 {
     memset(s, 0, sizeof *s);
-    s->model.num_layers = 96;
-    s->model.hidden_size = 12288;
-    s->model.num_attention_heads = 96;
-    s->model.num_query_groups = 96;
-    s->model.ffn_hidden_size = 4 * 12288;
+    fixture_model(s, 96, 12288, 96, 4 * 12288);
     s->model.seq_length = 2048;
     s->model.vocab_size = 51200;
-    s->training.micro_batch_size = 1;
+    fixture_single_gpu(s); /* b 1, bf16, no recomputation, one GPU, 1F1B, 40 MB buckets */
     s->training.global_batch_size = 1536;
-    s->training.precision = PREC_BF16;
-    s->training.recompute = RECOMPUTE_NONE;
     s->training.optimizer = OPTIMIZER_ADAM;
-    s->parallel.tp = 1;
-    s->parallel.pp = 1;
-    s->parallel.dp = 1;
-    s->parallel.vpp = 1;
-    s->parallel.cp = 1;
-    s->parallel.ep = 1;
-    s->parallel.schedule = PIPELINE_1F1B;
-    s->parallel.bucket_size_mb = 40;
     s->platform.gpu.memory_gib = 80;
 }
 
@@ -82,11 +69,7 @@ static void zero_paper_example_through_a_scenario(void **state)
     scenario_config s;
     gpt3(&s);
     /* 7.5B-like: 32 layers of h 4096 (12 h^2 each = 201M) + embeddings */
-    s.model.num_layers = 36;
-    s.model.hidden_size = 4096;
-    s.model.num_attention_heads = 32;
-    s.model.num_query_groups = 32;
-    s.model.ffn_hidden_size = 16384;
+    fixture_model(&s, 36, 4096, 32, 16384);
     s.parallel.dp = 64;
     s.training.precision = PREC_FP16; /* the paper's mixed precision: fp16 gradients */
     double P = params_total(&s);
@@ -215,9 +198,7 @@ static void activations_scale_with_micro_batches_in_flight(void **state)
 {
     scenario_config s;
     gpt3(&s);
-    s.parallel.tp = 8;
-    s.parallel.pp = 8;
-    s.parallel.dp = 4;
+    fixture_layout(&s, 8, 8, 4, 1536); /* GPT-3's batch */
     s.parallel.sequence_parallel = 1;
     s.training.recompute = RECOMPUTE_SELECTIVE;
     int m = 32;
@@ -295,9 +276,7 @@ static void stage_accounting(void **state)
 {
     scenario_config s;
     gpt3(&s);
-    s.parallel.tp = 8;
-    s.parallel.pp = 16;
-    s.parallel.dp = 8;
+    fixture_layout(&s, 8, 16, 8, 1536); /* GPT-3's batch */
     s.parallel.zero_stage = 1;
     memory_breakdown first, mid, last;
     assert_int_equal(memory_model_stage(&s, 0, 1, &first), 0);
@@ -343,11 +322,7 @@ static void experts_shard_over_the_expert_data_parallel_group(void **state)
 {
     scenario_config s;
     gpt3(&s);
-    s.model.num_layers = 4;
-    s.model.hidden_size = 1024;
-    s.model.num_attention_heads = 16;
-    s.model.num_query_groups = 16;
-    s.model.ffn_hidden_size = 4096;
+    fixture_model(&s, 4, 1024, 16, 4096);
     s.model.num_experts = 8;
     s.model.moe_router_topk = 2;
     s.parallel.dp = 8;

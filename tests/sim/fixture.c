@@ -1,6 +1,12 @@
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cmocka.h>
 #include "fixture.h"
 
 void fixture_scenario(scenario_config *s, int layers)
@@ -39,22 +45,12 @@ void fixture_scenario(scenario_config *s, int layers)
     for (int i = 0; i < OPCLASS_COUNT; i++)
         c->op_gbs[i] = 1000;
 
-    s->model.num_layers = layers;
-    s->model.hidden_size = 1024;
-    s->model.num_attention_heads = 16;
-    s->model.num_query_groups = 16;
-    s->model.ffn_hidden_size = 4096;
+    fixture_model(s, layers, 1024, 16, 4096);
     s->model.seq_length = 1024;
     s->model.vocab_size = 32000;
+    fixture_single_gpu(s);
     s->training.global_batch_size = 8;
-    s->training.micro_batch_size = 1;
-    s->training.precision = PREC_BF16;
-    s->training.recompute = RECOMPUTE_NONE;
-    s->parallel.tp = s->parallel.pp = s->parallel.dp = s->parallel.cp = s->parallel.ep = 1;
-    s->parallel.vpp = 1;
-    s->parallel.schedule = PIPELINE_1F1B;
     s->parallel.overlap_grad_reduce = 1;
-    s->parallel.bucket_size_mb = 40;
     s->parallel.scatter_gather_p2p = 1; /* the loader's defaults */
     s->parallel.stage3_prefetch_bucket_size = 5e7;
     s->parallel.stage3_param_persistence_threshold = 1e5;
@@ -83,6 +79,116 @@ void fixture_free(scenario_config *s)
     free(s->parallel.pipeline_layers);
 }
 
+void fixture_model(scenario_config *s, long long layers, long long hidden, long long heads, long long ffn)
+{
+    s->model.num_layers = layers;
+    s->model.hidden_size = hidden;
+    s->model.num_attention_heads = heads;
+    s->model.num_query_groups = heads;
+    s->model.ffn_hidden_size = ffn;
+}
+
+void fixture_single_gpu(scenario_config *s)
+{
+    s->training.micro_batch_size = 1;
+    s->training.precision = PREC_BF16;
+    s->training.recompute = RECOMPUTE_NONE;
+    s->parallel.tp = s->parallel.pp = s->parallel.dp = s->parallel.cp = s->parallel.ep = 1;
+    s->parallel.vpp = 1;
+    s->parallel.schedule = PIPELINE_1F1B;
+    s->parallel.bucket_size_mb = 40;
+}
+
+void fixture_layout(scenario_config *s, int tp, int pp, int dp, int global_batch_size)
+{
+    s->parallel.tp = tp;
+    s->parallel.pp = pp;
+    s->parallel.dp = dp;
+    s->training.global_batch_size = global_batch_size;
+}
+
+void fixture_tp_comm_overlap(scenario_config *s, int chunks, double slowdown)
+{
+    s->parallel.sequence_parallel = 1;
+    s->parallel.tp_comm_overlap = 1;
+    s->parallel.tp_comm_overlap_chunks = chunks;
+    s->calibration.overlap_slowdown = slowdown;
+}
+
+void fixture_host_links(scenario_config *s)
+{
+    s->platform.node.host_memory_bandwidth_gbs = 400;
+    s->platform.node.pcie_bandwidth_gbs = 32;
+    s->platform.node.nvme_read_gbs = 50;
+    s->platform.node.nvme_write_gbs = 25;
+}
+
+int fixture_setup(void **state)
+{
+    scenario_config *s = malloc(sizeof *s);
+    if (!s)
+        return -1;
+    fixture_scenario(s, 1);
+    *state = s;
+    return 0;
+}
+
+int fixture_teardown(void **state)
+{
+    fixture_free(*state);
+    free(*state);
+    return 0;
+}
+
+void fixture_degrade(scenario_config *s, degraded_link *d)
+{
+    s->faults.degraded = d;
+    s->faults.degraded_count = d != NULL;
+}
+
+run_result fixture_run(const scenario_config *s)
+{
+    run_result r;
+    config_error err;
+    if (run_scenario(s, &r, &err) != 0)
+        fail_msg("%s", err.msg);
+    return r;
+}
+
+run_result fixture_run_at(scenario_config *s, int flow)
+{
+    s->run.fidelity_flow = flow;
+    return fixture_run(s);
+}
+
+run_result fixture_run_free(scenario_config *s)
+{
+    run_result r = fixture_run(s);
+    fixture_free(s);
+    return r;
+}
+
+void fixture_run_both(scenario_config *s, run_result *analytic, run_result *flow)
+{
+    *analytic = fixture_run_at(s, 0);
+    *flow = fixture_run_at(s, 1);
+}
+
+void fixture_build(const scenario_config *s, step_workload *w)
+{
+    config_error err;
+    if (workload_build(s, w, &err) != 0)
+        fail_msg("%s", err.msg);
+}
+
+int fixture_find_task(const step_workload *w, const char *name)
+{
+    for (int i = 0; i < w->n_tasks; i++)
+        if (!strcmp(w->tasks[i].name, name))
+            return i;
+    return -1;
+}
+
 int fixture_first_task(const scenario_config *s, const char *name, sim_task *out)
 {
     step_workload w;
@@ -91,12 +197,88 @@ int fixture_first_task(const scenario_config *s, const char *name, sim_task *out
         fprintf(stderr, "fixture: %s\n", err.msg);
         return -1;
     }
-    int rc = -1;
-    for (int i = 0; i < w.n_tasks && rc != 0; i++)
-        if (!strcmp(w.tasks[i].name, name)) {
-            *out = w.tasks[i];
-            rc = 0;
-        }
+    int i = fixture_find_task(&w, name);
+    if (i >= 0)
+        *out = w.tasks[i];
     workload_free(&w);
-    return rc;
+    return i >= 0 ? 0 : -1;
+}
+
+void fixture_graph(step_workload *w, int stages)
+{
+    memset(w, 0, sizeof *w);
+    w->stages = stages;
+}
+
+sim_task fixture_compute(int stage, const char *name, double duration_s)
+{
+    sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, name);
+    t.duration_s = duration_s;
+    return t;
+}
+
+sim_task fixture_transfer(int stage, int peer, const char *name, double bytes, double duration_s)
+{
+    sim_task t = workload_task(TASK_P2P, LANE_P2P, stage, name);
+    t.peer_stage = peer;
+    t.comm = COMM_PP;
+    t.coll = COLL_SEND_RECV;
+    t.group = t.span_nodes = 2;
+    t.bytes = bytes;
+    t.duration_s = duration_s;
+    return t;
+}
+
+sim_task fixture_collective(int stage, const char *name, comm_class comm, coll_kind coll, int group, double bytes,
+                            double duration_s)
+{
+    sim_task t = workload_task(TASK_COLLECTIVE, LANE_COMM, stage, name);
+    t.comm = comm;
+    t.coll = coll;
+    t.group = t.span_nodes = group;
+    t.bytes = bytes;
+    t.duration_s = duration_s;
+    return t;
+}
+
+int fixture_add(step_workload *w, sim_task t, int dep)
+{
+    int i = workload_add_task(w, &t);
+    if (dep >= 0)
+        workload_add_dep(w, i, dep);
+    return i;
+}
+
+void fixture_replay_analytic(const step_workload *w, replay_times *t)
+{
+    assert_int_equal(replay_times_alloc(t, w->n_tasks), 0);
+    assert_int_equal(replay_analytic(w, t), 0);
+}
+
+void fixture_replay_flow(const scenario_config *s, const step_workload *w, const flow_options *o, replay_times *t,
+                         flow_report *rep)
+{
+    flow_options defaults = {0, 0};
+    config_error err;
+    assert_int_equal(replay_times_alloc(t, w->n_tasks), 0);
+    if (replay_flow_with(s, w, o ? o : &defaults, t, rep, &err) != 0)
+        fail_msg("%s", err.msg);
+}
+
+double fixture_end(const replay_times *t, int n)
+{
+    double end = 0;
+    for (int i = 0; i < n; i++)
+        end = fmax(end, t->finish[i]);
+    return end;
+}
+
+double fixture_flow_finish(const scenario_config *s, step_workload *w, const flow_options *o, int task)
+{
+    replay_times t;
+    fixture_replay_flow(s, w, o, &t, NULL);
+    double finish = task < 0 ? fixture_end(&t, w->n_tasks) : t.finish[task];
+    replay_times_free(&t);
+    workload_free(w);
+    return finish;
 }

@@ -32,6 +32,16 @@ static ps_model fast_system(int workers, int servers, int steps)
     return m;
 }
 
+/* Simulates m; a failure fails the test (ps_result_free after). */
+static ps_result simulate(const ps_model *m)
+{
+    ps_result r;
+    config_error err;
+    if (ps_simulate(m, &r, &err) != 0)
+        fail_msg("%s", err.msg);
+    return r;
+}
+
 static void near(double got, double want, double rel)
 {
     if (!(fabs(got - want) <= rel * fabs(want)))
@@ -50,9 +60,7 @@ static void compute_bound_throughput_and_staleness(void **state)
     (void)state;
     const int W = 4, S = 2, N = 20;
     ps_model m = fast_system(W, S, N);
-    ps_result r;
-    config_error err;
-    assert_int_equal(ps_simulate(&m, &r, &err), 0);
+    ps_result r = simulate(&m);
     assert_true(r.steps_per_s <= W / m.compute_s);
     near(r.steps_per_s, W / m.compute_s, 1e-4);
     ps_staleness st;
@@ -85,9 +93,7 @@ static void server_link_bound_throughput(void **state)
     m.server_Bps = 1e9;
     m.worker_Bps = 1e12;
     m.backbone_Bps = 1e13;
-    ps_result r;
-    config_error err;
-    assert_int_equal(ps_simulate(&m, &r, &err), 0);
+    ps_result r = simulate(&m);
     double period = m.compute_s + W * (m.push_bytes + m.pull_bytes) / (S * m.server_Bps);
     near(r.steps_per_s, W / period, 1e-6);
     near(r.makespan_s, N * period, 1e-6);
@@ -98,7 +104,7 @@ static void server_link_bound_throughput(void **state)
     /* the backbone binds instead when it is the narrowest: W (P + Q) per round through it */
     m.backbone_Bps = 0.5e9;
     ps_result_free(&r);
-    assert_int_equal(ps_simulate(&m, &r, &err), 0);
+    r = simulate(&m);
     near(r.steps_per_s, W / (m.compute_s + W * (m.push_bytes + m.pull_bytes) / m.backbone_Bps), 1e-6);
     ps_result_free(&r);
 }
@@ -115,9 +121,7 @@ static void server_cpu_bound_throughput(void **state)
     ps_model m = fast_system(W, S, N);
     m.compute_s = 0.5;
     m.update_s = 1;
-    ps_result r;
-    config_error err;
-    assert_int_equal(ps_simulate(&m, &r, &err), 0);
+    ps_result r = simulate(&m);
     double want = 0;
     for (int p = 0; p < W; p++)
         want += N / (m.compute_s + (N - 1) * W * m.update_s + (p + 1) * m.update_s);
@@ -140,9 +144,7 @@ static void stale_synchronous_bound_holds(void **state)
     m.compute_cv = 0.5;
     m.worker_slowdown = slow;
     m.max_staleness = s;
-    ps_result r;
-    config_error err;
-    assert_int_equal(ps_simulate(&m, &r, &err), 0);
+    ps_result r = simulate(&m);
     ps_staleness st;
     ps_staleness_stats(&r, &st);
     assert_true(st.max <= 2 * s * (W - 1));
@@ -151,7 +153,7 @@ static void stale_synchronous_bound_holds(void **state)
     ps_result_free(&r);
 
     m.max_staleness = 0; /* fully asynchronous: the bound is exceeded */
-    assert_int_equal(ps_simulate(&m, &r, &err), 0);
+    r = simulate(&m);
     ps_staleness_stats(&r, &st);
     assert_true(st.max > 2 * s * (W - 1));
     assert_true(r.max_steps_ahead > s - 1);
@@ -173,9 +175,7 @@ static void staleness_one_is_synchronous_like(void **state)
     ps_model m = fast_system(W, S, N);
     m.worker_slowdown = slow;
     m.max_staleness = 1;
-    ps_result r;
-    config_error err;
-    assert_int_equal(ps_simulate(&m, &r, &err), 0);
+    ps_result r = simulate(&m);
     near(r.steps_per_s, (W - 1) * N / ((N - 1) * k * c + c) + 1 / (k * c), 1e-4);
     assert_int_equal(r.max_steps_ahead, 0);
     ps_staleness st;
@@ -186,7 +186,7 @@ static void staleness_one_is_synchronous_like(void **state)
     ps_result_free(&r);
 
     m.max_staleness = 0;
-    assert_int_equal(ps_simulate(&m, &r, &err), 0);
+    r = simulate(&m);
     near(r.steps_per_s, (W - 1) / c + 1 / (k * c), 1e-4);
     ps_result_free(&r);
 }

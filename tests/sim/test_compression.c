@@ -26,8 +26,26 @@ static void scenario_dp(scenario_config *s, int layers, int dp)
     /* fp16: the plain reduction is in the gradients' own 2 bytes ("auto" under bf16 reduces in
      * fp32, as Megatron does), which the closed forms below take as the uncompressed wire */
     s->training.precision = PREC_FP16;
-    s->parallel.dp = dp;
-    s->training.global_batch_size = 2 * dp;
+    fixture_layout(s, 1, 1, dp, 2 * dp);
+}
+
+/* The methods: top-k of a ratio of the gradients, PowerSGD of a rank, int8 blocks with a scale. */
+static void use_topk(scenario_config *s, double ratio)
+{
+    s->parallel.grad_compression = GRAD_COMPRESSION_TOPK;
+    s->parallel.topk_ratio = ratio;
+}
+
+static void use_powersgd(scenario_config *s, int rank)
+{
+    s->parallel.grad_compression = GRAD_COMPRESSION_POWERSGD;
+    s->parallel.powersgd_rank = rank;
+}
+
+static void use_int8(scenario_config *s)
+{
+    s->parallel.grad_reduce_int8 = 1;
+    s->parallel.grad_reduce_bytes = 1 + 4.0 / GRAD_INT8_BLOCK;
 }
 
 typedef struct {
@@ -37,18 +55,15 @@ typedef struct {
 static both_totals totals_of(const scenario_config *s)
 {
     both_totals t;
-    config_error err;
     step_workload w;
-    if (workload_build(s, &w, &err) != 0)
-        fail_msg("%s", err.msg);
+    fixture_build(s, &w);
     compression_totals(&w, 0, &t.with);
     workload_free(&w);
     scenario_config off = *s;
     off.parallel.grad_compression = GRAD_COMPRESSION_NONE;
     off.parallel.grad_reduce_bytes = 0;
     off.parallel.grad_reduce_int8 = 0;
-    if (workload_build(&off, &w, &err) != 0)
-        fail_msg("%s", err.msg);
+    fixture_build(&off, &w);
     compression_totals(&w, 0, &t.without);
     workload_free(&w);
     return t;
@@ -74,8 +89,7 @@ static void plain_reduction_is_the_uncompressed_closed_form(void **state)
     (void)state;
     scenario_config s;
     scenario_dp(&s, 4, 8);
-    s.parallel.grad_compression = GRAD_COMPRESSION_TOPK;
-    s.parallel.topk_ratio = 0.01;
+    use_topk(&s, 0.01);
     both_totals t = totals_of(&s);
     double n = 8, E = fixture_stage0_elements(&s);
     /* ring all-reduce of E bf16 values: each rank sends 2 (n-1)/n of them */
@@ -88,8 +102,7 @@ static void topk_sends_dp_times_k_pairs(void **state)
     (void)state;
     scenario_config s;
     scenario_dp(&s, 4, 8);
-    s.parallel.grad_compression = GRAD_COMPRESSION_TOPK;
-    s.parallel.topk_ratio = 0.01;
+    use_topk(&s, 0.01);
     both_totals t = totals_of(&s);
     double n = 8, E = fixture_stage0_elements(&s), rho = 0.01;
     /* all-gather of n k (value, int32 index) pairs: each rank sends (n-1)/n of the gathered
@@ -107,8 +120,7 @@ static void int8_sends_a_byte_and_a_shared_scale(void **state)
         scenario_config s;
         scenario_dp(&s, 4, 16); /* two nodes: the hierarchical form */
         s.parallel.zero_stage = zero;
-        s.parallel.grad_reduce_int8 = 1;
-        s.parallel.grad_reduce_bytes = q;
+        use_int8(&s); /* q bytes per gradient */
         both_totals t = totals_of(&s);
         double n = 16, E = fixture_stage0_elements(&s);
         /* ZeRO 0: reduce-scatter then all-gather of q E; ZeRO 1: the reduce-scatter alone,
@@ -136,8 +148,7 @@ static void powersgd_sends_the_factors(void **state)
     (void)state;
     scenario_config s;
     scenario_dp(&s, 4, 8);
-    s.parallel.grad_compression = GRAD_COMPRESSION_POWERSGD;
-    s.parallel.powersgd_rank = 4;
+    use_powersgd(&s, 4);
     both_totals t = totals_of(&s);
     double n = 8, E = fixture_stage0_elements(&s), sent = powersgd_elements_sent(&s, 4);
     assert_true(REL(t.with.wire_bytes, 2 * (n - 1) / n * sent * 2));
@@ -178,8 +189,7 @@ static void topk_compute_by_hand(void **state)
     scenario_config s;
     scenario_dp(&s, 2, 8);
     s.parallel.bucket_size_mb = 1e6;
-    s.parallel.grad_compression = GRAD_COMPRESSION_TOPK;
-    s.parallel.topk_ratio = 0.05;
+    use_topk(&s, 0.05);
     s.calibration.launch_overhead_us = 3;
     both_totals t = totals_of(&s);
     double E = fixture_stage0_elements(&s), k = 0.05 * E, n = 8, bw = 1000e9;
@@ -206,8 +216,7 @@ static void powersgd_compute_by_hand(void **state)
     (void)state;
     scenario_config s;
     scenario_dp(&s, 3, 8);
-    s.parallel.grad_compression = GRAD_COMPRESSION_POWERSGD;
-    s.parallel.powersgd_rank = 8;
+    use_powersgd(&s, 8);
     s.calibration.launch_overhead_us = 2;
     both_totals t = totals_of(&s);
     cost_model cm;
@@ -216,17 +225,8 @@ static void powersgd_compute_by_hand(void **state)
     double layer = powersgd_matrix_s(&cm, 3 * h, h, r, 1) + powersgd_matrix_s(&cm, h, h, r, 1) +
                    powersgd_matrix_s(&cm, f, h, r, 1) + powersgd_matrix_s(&cm, h, f, r, 1);
     double embedding = powersgd_matrix_s(&cm, 32000, h, r, 1) + powersgd_matrix_s(&cm, 1024, h, r, 1);
-    assert_true(fabs(t.with.compute_s - (L * layer + embedding)) <= 1e-9 * (L * layer + embedding));
+    assert_within(t.with.compute_s, (L * layer + embedding), 1e-9);
     fixture_free(&s);
-}
-
-static run_result run_ok(const scenario_config *s)
-{
-    run_result r;
-    config_error err;
-    if (run_scenario(s, &r, &err) != 0)
-        fail_msg("%s", err.msg);
-    return r;
 }
 
 /* DP over two nodes on a slow network (10 Gb/s per NIC): the gradient all-reduce is most of the
@@ -237,10 +237,9 @@ static void step_time_falls_when_dp_comm_is_exposed(void **state)
     scenario_config s;
     scenario_dp(&s, 8, 16);
     s.platform.node.nic_bandwidth_gbps = 10;
-    run_result plain = run_ok(&s);
-    s.parallel.grad_compression = GRAD_COMPRESSION_POWERSGD;
-    s.parallel.powersgd_rank = 4;
-    run_result comp = run_ok(&s);
+    run_result plain = fixture_run(&s);
+    use_powersgd(&s, 4);
+    run_result comp = fixture_run(&s);
     print_message("exposed: plain %.4f s (dp exposed %.4f s), PowerSGD %.4f s; saved %.4f s, added %.4f s\n",
                   plain.step_time_s, plain.comm_exposed_s[COMM_DP], comp.step_time_s, comp.compression.comm_saved_s,
                   comp.compression.compute_s);
@@ -266,10 +265,9 @@ static void step_time_rises_when_dp_comm_is_hidden(void **state)
     scenario_config s;
     scenario_dp(&s, 8, 8);
     s.training.global_batch_size = 64;
-    run_result plain = run_ok(&s);
-    s.parallel.grad_compression = GRAD_COMPRESSION_TOPK;
-    s.parallel.topk_ratio = 0.01;
-    run_result comp = run_ok(&s);
+    run_result plain = fixture_run(&s);
+    use_topk(&s, 0.01);
+    run_result comp = fixture_run(&s);
     print_message("hidden: plain %.4f s (dp exposed %.5f s), top-k %.4f s; added %.4f s\n", plain.step_time_s,
                   plain.comm_exposed_s[COMM_DP], comp.step_time_s, comp.compression.compute_s);
     assert_true(plain.comm_exposed_s[COMM_DP] < 0.02 * plain.step_time_s);
@@ -351,25 +349,20 @@ static void flow_replay_agrees_for_every_method(void **state)
         s.parallel.tp = 8;
         s.platform.node.nic_bandwidth_gbps = 50;
         if (method == 0) {
-            s.parallel.grad_reduce_int8 = 1;
-            s.parallel.grad_reduce_bytes = 1 + 4.0 / GRAD_INT8_BLOCK;
+            use_int8(&s);
         } else if (method == 1) {
-            s.parallel.grad_compression = GRAD_COMPRESSION_TOPK;
-            s.parallel.topk_ratio = 0.01;
+            use_topk(&s, 0.01);
         } else if (method == 2) {
-            s.parallel.grad_compression = GRAD_COMPRESSION_POWERSGD;
-            s.parallel.powersgd_rank = 4;
+            use_powersgd(&s, 4);
         } else if (method == 3) {
-            s.parallel.grad_reduce_int8 = 1;
-            s.parallel.grad_reduce_bytes = 1 + 4.0 / GRAD_INT8_BLOCK;
+            use_int8(&s);
             s.parallel.zero_stage = 1;
         }
-        run_result a = run_ok(&s);
-        s.run.fidelity_flow = 1;
-        run_result f = run_ok(&s);
+        run_result a, f;
+        fixture_run_both(&s, &a, &f);
         print_message("method %d: analytic %.5f s, flow %.5f s (%+.2f%%)\n", method, a.step_time_s, f.step_time_s,
                       100 * (f.step_time_s / a.step_time_s - 1));
-        assert_true(fabs(f.step_time_s - a.step_time_s) <= 0.01 * a.step_time_s);
+        assert_within(f.step_time_s, a.step_time_s, 0.01);
         assert_int_equal(f.compression.present, method < 4);
         fixture_free(&s);
     }

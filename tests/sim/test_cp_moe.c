@@ -12,8 +12,6 @@
 #include "collective.h"
 #include "cost.h"
 #include "fixture.h"
-#include "run.h"
-#include "workload.h"
 
 /* Ring attention over cp ranks: cp - 1 passes of t each beside cp attention blocks of A / cp:
  * exposed (cp - 1) max(0, t - A / cp), hidden the rest of (cp - 1) t, per layer. A network a
@@ -25,9 +23,8 @@ static void ring_attention_hides_behind_the_blocks(void **state)
         scenario_config s;
         fixture_scenario(&s, 2);
         s.model.seq_length = 8192;
-        s.parallel.tp = 8;
+        fixture_layout(&s, 8, 1, 1, 2);
         s.parallel.cp = 4; /* TP fills a node: the CP ring crosses nodes */
-        s.training.global_batch_size = 2;
         if (slow)
             s.platform.node.nic_bandwidth_gbps = 0.2;
         layer_shape sh;
@@ -54,15 +51,13 @@ static void ring_attention_hides_behind_the_blocks(void **state)
                       slow ? "slow" : "fast", t, A, exposed, want_exposed, hidden);
         assert_true(t > 0 && A > 0);
         assert_true(fabs(exposed - want_exposed) <= 1e-12 + 1e-9 * want_total);
-        assert_true(fabs(exposed + hidden - want_total) <= 1e-9 * want_total);
+        assert_within(exposed + hidden, want_total, 1e-9);
         assert_true(slow ? exposed > 0.5 * want_total : exposed == 0);
-        run_result r;
-        config_error err;
-        assert_int_equal(run_scenario(&s, &r, &err), 0);
+        run_result r = fixture_run(&s);
         assert_true(r.comm_total_s[COMM_CP] > 0 && r.comm_exposed_s[COMM_CP] <= r.comm_total_s[COMM_CP] + 1e-15);
         assert_true(slow || r.comm_exposed_s[COMM_CP] == 0);
         s.parallel.cp_comm = CP_COMM_ALL_GATHER;
-        assert_int_equal(run_scenario(&s, &r, &err), 0);
+        r = fixture_run(&s);
         assert_true(r.comm_total_s[COMM_CP] > 0 && fabs(r.comm_exposed_s[COMM_CP] - r.comm_total_s[COMM_CP]) < 1e-12);
         fixture_free(&s);
     }
@@ -79,9 +74,8 @@ static void the_busiest_expert_rank_sets_the_pace(void **state)
     fixture_scenario(&s, 2);
     s.model.num_experts = 8;
     s.model.moe_router_topk = 2;
-    s.parallel.dp = 4;
+    fixture_layout(&s, 1, 1, 4, 4);
     s.parallel.ep = 4;
-    s.training.global_batch_size = 4;
     double T = 1024, k = 2;
     double balanced = 1 + sqrt(0.75 / (T * k)) * cost_expected_max_normal(4);
     assert_true(fabs(workload_moe_load(&s) - balanced) < 1e-15);
@@ -100,16 +94,14 @@ static void the_busiest_expert_rank_sets_the_pace(void **state)
     assert_true(workload_moe_load(&s) == 1.1);
     s.model.moe_pad_expert_input_to_capacity = 1;
     assert_true(workload_moe_load(&s) == 1.25);
-    run_result r;
-    config_error err;
-    assert_int_equal(run_scenario(&s, &r, &err), 0);
+    run_result r = fixture_run(&s);
     assert_true(r.comm_total_s[COMM_EP] > 0);
     assert_true(r.comm_total_s[COMM_TP] == 0 && r.comm_total_s[COMM_CP] == 0);
     double padded = r.step_time_s;
     s.model.moe_pad_expert_input_to_capacity = 0;
     s.model.moe_expert_capacity_factor = 0;
     s.model.moe_load_imbalance = 1;
-    assert_int_equal(run_scenario(&s, &r, &err), 0);
+    r = fixture_run(&s);
     assert_true(r.step_time_s < padded);
     fixture_free(&s);
 }

@@ -280,14 +280,12 @@ static void hidden_input_leaves_the_step_unchanged(void **state)
     (void)state;
     scenario_config s;
     fixture_scenario(&s, 2);
-    run_result base, with, slow;
-    config_error err;
-    assert_int_equal(run_scenario(&s, &base, &err), 0);
+    run_result base = fixture_run(&s);
     s.training.data_loader.present = 1;
     s.training.data_loader.sample_bytes = 4096;
     s.training.data_loader.workers = 2;
     s.training.data_loader.prefetch_batches = 2;
-    assert_int_equal(run_scenario(&s, &with, &err), 0);
+    run_result with = fixture_run(&s);
     assert_true(with.step_time_s == base.step_time_s);
     assert_true(with.tokens_per_s == base.tokens_per_s);
     assert_true(with.input_present && with.input_exposed_s == 0 && with.input_hidden_fraction == 1);
@@ -300,7 +298,7 @@ static void hidden_input_leaves_the_step_unchanged(void **state)
     s.training.data_loader.decode_ms_per_sample = 1000 * base.step_time_s;
     s.training.data_loader.workers = 1;
     s.training.data_loader.prefetch_batches = 0;
-    assert_int_equal(run_scenario(&s, &slow, &err), 0);
+    run_result slow = fixture_run(&s);
     double m = (double)scenario_micro_batches(&s), L = data_loader_load_s(&s, 1);
     assert_true(fabs(slow.input_exposed_s - m * L) < 1e-9 * m * L);
     assert_true(fabs(slow.step_time_s - (base.step_time_s + m * L)) < 1e-9 * slow.step_time_s);

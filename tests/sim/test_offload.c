@@ -13,9 +13,6 @@
 #include "memory.h"
 #include "host_offload.h"
 #include "params.h"
-#include "replay.h"
-#include "run.h"
-#include "workload.h"
 #include "zero3.h"
 
 static int close_rel(double a, double b, double rel)
@@ -82,10 +79,7 @@ static void thirteen_b_on_one_v100(scenario_config *s)
     s->platform.gpu.memory_gib = 32; /* V100-SXM3-32GB of the DGX-2 the paper used */
     s->platform.node.gpus = 1;
     s->platform.node.host_memory_bandwidth_gbs = 100;
-    s->model.hidden_size = 5120;
-    s->model.num_attention_heads = 40;
-    s->model.num_query_groups = 40;
-    s->model.ffn_hidden_size = 4 * 5120;
+    fixture_model(s, 40, 5120, 40, 4 * 5120);
     s->model.vocab_size = 50257;
     s->model.seq_length = 1024;
     s->training.precision = PREC_FP16;
@@ -119,35 +113,31 @@ static void offload_fits_13b_on_one_32gb_gpu(void **state)
     fixture_free(&s);
 }
 
+/* The fixture on DP 8 (one node), one micro-batch per replica, ZeRO-2. */
+static void dp8_zero2(scenario_config *s)
+{
+    fixture_scenario(s, 4);
+    fixture_layout(s, 1, 1, 8, 8);
+    s->parallel.zero_stage = 2;
+}
+
 /* Per node: the per-GPU host bytes times the node's GPUs in the job (8 here, and 2 when the job
  * has 2 GPUs). */
 static void host_memory_per_node(void **state)
 {
     (void)state;
     scenario_config s;
-    fixture_scenario(&s, 4);
+    dp8_zero2(&s);
     s.platform.node.host_memory_bandwidth_gbs = 100;
-    s.parallel.dp = 8;
-    s.training.global_batch_size = 8;
-    s.parallel.zero_stage = 2;
     s.parallel.offload_optimizer = OFFLOAD_CPU;
     run_memory m;
     run_memory_estimate(&s, &m);
     double P = params_stage_per_gpu(&s, 0);
     assert_true(close_rel(m.host_gib, 8 * 14 * P / 8 / 1073741824.0, 1e-9));
-    s.parallel.dp = 2;
-    s.training.global_batch_size = 2;
+    fixture_layout(&s, 1, 1, 2, 2);
     run_memory_estimate(&s, &m);
     assert_true(close_rel(m.host_gib, 2 * 14 * P / 2 / 1073741824.0, 1e-9));
     fixture_free(&s);
-}
-
-static int find_task(const step_workload *w, const char *name)
-{
-    for (int i = 0; i < w->n_tasks; i++)
-        if (strcmp(w->tasks[i].name, name) == 0)
-            return i;
-    return -1;
 }
 
 /* One node of 8 GPUs, DP 8, ZeRO-2, mixed-precision Adam, the optimizer offloaded. By hand:
@@ -159,15 +149,11 @@ static void optimizer_step_by_hand(void **state)
 {
     (void)state;
     scenario_config s;
-    fixture_scenario(&s, 4);
-    const double B = 400, pcie = 32, R = 50, W = 25;
-    s.platform.node.host_memory_bandwidth_gbs = B;
-    s.platform.node.pcie_bandwidth_gbs = pcie;
-    s.platform.node.nvme_read_gbs = R;
-    s.platform.node.nvme_write_gbs = W;
-    s.parallel.dp = 8;
-    s.training.global_batch_size = 8;
-    s.parallel.zero_stage = 2;
+    dp8_zero2(&s);
+    fixture_host_links(&s);
+    const double B = 400, pcie = 32, R = 50, W = 25; /* the fixture's host links, GB/s */
+    assert_true(s.platform.node.host_memory_bandwidth_gbs == B && s.platform.node.pcie_bandwidth_gbs == pcie);
+    assert_true(s.platform.node.nvme_read_gbs == R && s.platform.node.nvme_write_gbs == W);
     s.parallel.offload_optimizer = OFFLOAD_CPU;
     double n = params_stage_per_gpu(&s, 0) / 8;
 
@@ -175,12 +161,11 @@ static void optimizer_step_by_hand(void **state)
     offload_cpu_step_bytes(&s, &rd, &wr);
     assert_true(rd == 14 && wr == 14);
 
-    config_error err;
     step_workload w;
-    assert_int_equal(workload_build(&s, &w, &err), 0);
-    int cpu = find_task(&w, "optimizer_cpu"), h2d = find_task(&w, "offload_h2d_params");
+    fixture_build(&s, &w);
+    int cpu = fixture_find_task(&w, "optimizer_cpu"), h2d = fixture_find_task(&w, "offload_h2d_params");
     assert_true(cpu >= 0 && h2d >= 0);
-    assert_int_equal(find_task(&w, "optimizer"), -1); /* the GPU optimizer is gone */
+    assert_int_equal(fixture_find_task(&w, "optimizer"), -1); /* the GPU optimizer is gone */
     assert_true(close_rel(w.tasks[cpu].duration_s, 28 * n / (B * 1e9 / 8), 1e-12));
     assert_true(close_rel(w.tasks[h2d].duration_s, 2 * n / (pcie * 1e9), 1e-12));
     /* every reduced gradient element reaches the host once: the rank's shard, 2 bytes each (the
@@ -193,8 +178,9 @@ static void optimizer_step_by_hand(void **state)
     workload_free(&w);
 
     s.parallel.offload_optimizer = OFFLOAD_NVME;
-    assert_int_equal(workload_build(&s, &w, &err), 0);
-    int rd_t = find_task(&w, "offload_nvme_read_states"), wr_t = find_task(&w, "offload_nvme_write_states");
+    fixture_build(&s, &w);
+    int rd_t = fixture_find_task(&w, "offload_nvme_read_states");
+    int wr_t = fixture_find_task(&w, "offload_nvme_write_states");
     assert_true(rd_t >= 0 && wr_t >= 0);
     assert_true(close_rel(w.tasks[rd_t].duration_s, 12 * n / (R * 1e9 / 8), 1e-12));
     assert_true(close_rel(w.tasks[wr_t].duration_s, 12 * n / (W * 1e9 / 8), 1e-12));
@@ -209,25 +195,20 @@ static void cpu_step_on_the_critical_path(void **state)
 {
     (void)state;
     scenario_config s;
-    fixture_scenario(&s, 4);
+    dp8_zero2(&s);
     fixture_free_communication(&s);
     s.platform.node.host_memory_bandwidth_gbs = 10;
     s.platform.node.pcie_bandwidth_gbs = 1e9; /* transfers ~free */
-    s.parallel.dp = 8;
-    s.training.global_batch_size = 8;
-    s.parallel.zero_stage = 2;
     double t[2], gpu_opt = 0;
     for (int off = 0; off < 2; off++) {
         s.parallel.offload_optimizer = off ? OFFLOAD_CPU : OFFLOAD_NONE;
-        config_error err;
         step_workload w;
-        assert_int_equal(workload_build(&s, &w, &err), 0);
+        fixture_build(&s, &w);
         if (!off)
-            gpu_opt = w.tasks[find_task(&w, "optimizer")].duration_s;
+            gpu_opt = w.tasks[fixture_find_task(&w, "optimizer")].duration_s;
         replay_times rt;
         replay_metrics m;
-        assert_int_equal(replay_times_alloc(&rt, w.n_tasks), 0);
-        assert_int_equal(replay_analytic(&w, &rt), 0);
+        fixture_replay_analytic(&w, &rt);
         assert_int_equal(replay_metrics_compute(&w, &rt, &m), 0);
         t[off] = m.step_time_s;
         replay_metrics_free(&m);
@@ -249,18 +230,13 @@ static void parameter_fetch_before_each_gather(void **state)
     (void)state;
     scenario_config s;
     fixture_scenario(&s, 4);
-    s.platform.node.host_memory_bandwidth_gbs = 400;
-    s.platform.node.pcie_bandwidth_gbs = 32;
-    s.platform.node.nvme_read_gbs = 50;
-    s.platform.node.nvme_write_gbs = 25;
-    s.parallel.dp = 8;
-    s.training.global_batch_size = 16; /* 2 micro-batches: 4 passes */
+    fixture_host_links(&s); /* PCIe 32 GB/s, NVMe read 50 GB/s */
+    fixture_layout(&s, 1, 1, 8, 16); /* 2 micro-batches: 4 passes */
     s.parallel.zero_stage = 3;
     s.parallel.offload_optimizer = OFFLOAD_NVME;
     s.parallel.offload_parameters = OFFLOAD_NVME;
-    config_error err;
     step_workload w;
-    assert_int_equal(workload_build(&s, &w, &err), 0);
+    fixture_build(&s, &w);
     zero3_plan z;
     zero3_plan_of(&s, &z);
     double h = (double)s.model.hidden_size, V = (double)s.model.vocab_size;
@@ -287,7 +263,7 @@ static void parameter_fetch_before_each_gather(void **state)
     assert_int_equal(fetches, 16); /* 4 passes x 4 layers */
     assert_int_equal(gathers, 16);
     assert_true(close_rel(fetched, 4 * (4 * layer + ends), 1e-12));
-    assert_int_equal(find_task(&w, "offload_h2d_params"), -1); /* parameters stay off the GPU */
+    assert_int_equal(fixture_find_task(&w, "offload_h2d_params"), -1); /* parameters stay off the GPU */
     workload_free(&w);
     fixture_free(&s);
 }

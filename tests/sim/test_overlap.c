@@ -15,8 +15,6 @@
 #include "collective.h"
 #include "cost.h"
 #include "fixture.h"
-#include "run.h"
-#include "workload.h"
 
 /* Exposed TP time of one layer's forward at TP 8 with SP, by hand from the op list. */
 static double tp_exposed_by_hand(const scenario_config *s, double *total, double *cost)
@@ -51,16 +49,10 @@ static void chunks_hide_behind_the_gemm_when_it_is_longer(void **state)
     for (int slow_net = 0; slow_net < 2; slow_net++) {
         scenario_config s;
         fixture_scenario(&s, 1);
-        s.model.hidden_size = 4096;
-        s.model.num_attention_heads = 32;
-        s.model.num_query_groups = 32;
-        s.model.ffn_hidden_size = 16384;
+        fixture_model(&s, 1, 4096, 32, 16384);
         s.model.seq_length = 4096;
         s.parallel.tp = 8;
-        s.parallel.sequence_parallel = 1;
-        s.parallel.tp_comm_overlap = 1;
-        s.parallel.tp_comm_overlap_chunks = 4;
-        s.calibration.overlap_slowdown = 1.1;
+        fixture_tp_comm_overlap(&s, 4, 1.1);
         if (slow_net)
             s.platform.node.nvlink_bandwidth_gbs = 1; /* the collectives far longer than the GEMMs */
         double total, cost;
@@ -84,9 +76,7 @@ static void chunks_hide_behind_the_gemm_when_it_is_longer(void **state)
             assert_true(fabs(exposed - total / 4) < 1e-9 * total); /* the first and last chunks only */
         else
             assert_true(exposed > 0.9 * total);
-        run_result r;
-        config_error err;
-        assert_int_equal(run_scenario(&s, &r, &err), 0);
+        run_result r = fixture_run(&s);
         assert_true(r.overlap_cost_s > 0 && r.comm_exposed_s[COMM_TP] < r.comm_total_s[COMM_TP]);
         fixture_free(&s);
     }
@@ -98,15 +88,12 @@ static void parameter_gather_hides_behind_the_forward(void **state)
     (void)state;
     scenario_config s;
     fixture_scenario(&s, 8);
-    s.parallel.dp = 8;
+    fixture_layout(&s, 1, 1, 8, 32);
     s.parallel.zero_stage = 1;
     s.parallel.overlap_grad_reduce = 1;
-    s.training.global_batch_size = 32;
-    run_result plain, overlapped;
-    config_error err;
-    assert_int_equal(run_scenario(&s, &plain, &err), 0);
+    run_result plain = fixture_run(&s);
     s.parallel.overlap_param_gather = 1;
-    assert_int_equal(run_scenario(&s, &overlapped, &err), 0);
+    run_result overlapped = fixture_run(&s);
     print_message("ZeRO exposed %.5f s -> %.5f s (total %.5f, %.5f); step %.5f s -> %.5f s\n",
                   plain.comm_exposed_s[COMM_ZERO], overlapped.comm_exposed_s[COMM_ZERO], plain.comm_total_s[COMM_ZERO],
                   overlapped.comm_total_s[COMM_ZERO], plain.step_time_s, overlapped.step_time_s);

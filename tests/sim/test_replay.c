@@ -9,21 +9,10 @@
 #include <cmocka.h>
 #include "collective.h"
 #include "fixture.h"
-#include "replay.h"
-#include "run.h"
-#include "workload.h"
 
 static sim_task compute(int stage, double d)
 {
-    sim_task t;
-    memset(&t, 0, sizeof t);
-    t.kind = TASK_COMPUTE;
-    t.lane = LANE_COMPUTE;
-    t.stage = stage;
-    t.peer_stage = -1;
-    t.name = "c";
-    t.duration_s = d;
-    return t;
+    return fixture_compute(stage, "c", d);
 }
 
 static void critical_path_of_a_hand_built_graph(void **state)
@@ -31,22 +20,14 @@ static void critical_path_of_a_hand_built_graph(void **state)
     /* stage 0: a(1) -> b(2); stage 1: c(4) waits for a; d(1) on stage 1 waits for b and c.
      * Critical path: a, c, d = 1 + 4 + 1 = 6; b runs in parallel with c. */
     step_workload w;
-    memset(&w, 0, sizeof w);
-    w.stages = 2;
-    sim_task t = compute(0, 1);
-    int a = workload_add_task(&w, &t);
-    t = compute(0, 2);
-    int b = workload_add_task(&w, &t);
-    t = compute(1, 4);
-    int c = workload_add_task(&w, &t);
-    workload_add_dep(&w, c, a);
-    t = compute(1, 1);
-    int d = workload_add_task(&w, &t);
-    workload_add_dep(&w, d, b);
+    fixture_graph(&w, 2);
+    int a = fixture_add(&w, compute(0, 1), -1);
+    int b = fixture_add(&w, compute(0, 2), -1);
+    int c = fixture_add(&w, compute(1, 4), a);
+    int d = fixture_add(&w, compute(1, 1), b);
     workload_add_dep(&w, d, c);
     replay_times rt;
-    assert_int_equal(replay_times_alloc(&rt, w.n_tasks), 0);
-    assert_int_equal(replay_analytic(&w, &rt), 0);
+    fixture_replay_analytic(&w, &rt);
     assert_true(fabs(rt.start[b] - 1) < 1e-12);
     assert_true(fabs(rt.finish[d] - 6) < 1e-12);
     replay_metrics m;
@@ -66,20 +47,17 @@ static void critical_path_of_a_hand_built_graph(void **state)
 static double finish_beside(double slowdown, int comms, double *contention)
 {
     step_workload w;
-    memset(&w, 0, sizeof w);
-    w.stages = 1;
+    fixture_graph(&w, 1);
     w.overlap_slowdown = slowdown;
     for (int c = 0; c < comms; c++) {
         sim_task t = compute(0, 0.5);
         t.kind = c == 0 ? TASK_COLLECTIVE : TASK_P2P;
         t.lane = c == 0 ? LANE_COMM : LANE_P2P;
-        workload_add_task(&w, &t);
+        fixture_add(&w, t, -1);
     }
-    sim_task t = compute(0, 1);
-    int a = workload_add_task(&w, &t);
+    int a = fixture_add(&w, compute(0, 1), -1);
     replay_times rt;
-    assert_int_equal(replay_times_alloc(&rt, w.n_tasks), 0);
-    assert_int_equal(replay_analytic(&w, &rt), 0);
+    fixture_replay_analytic(&w, &rt);
     double f = rt.finish[a];
     *contention = rt.contention[a];
     replay_metrics m;
@@ -112,21 +90,16 @@ static void event_replay_matches_list_scheduling_without_cost(void **state)
 {
     scenario_config s;
     fixture_scenario(&s, 16);
-    s.parallel.pp = 4;
-    s.parallel.dp = 4;
+    fixture_layout(&s, 1, 4, 4, 32);
     s.parallel.zero_stage = 1;
     s.parallel.overlap_grad_reduce = 1;
-    s.training.global_batch_size = 32;
     step_workload w;
-    config_error err;
-    assert_int_equal(workload_build(&s, &w, &err), 0);
+    fixture_build(&s, &w);
     replay_times list, ev;
-    assert_int_equal(replay_times_alloc(&list, w.n_tasks), 0);
-    assert_int_equal(replay_times_alloc(&ev, w.n_tasks), 0);
     w.overlap_slowdown = 1;
-    assert_int_equal(replay_analytic(&w, &list), 0);
+    fixture_replay_analytic(&w, &list);
     w.overlap_slowdown = 1 + 1e-12;
-    assert_int_equal(replay_analytic(&w, &ev), 0);
+    fixture_replay_analytic(&w, &ev);
     for (int i = 0; i < w.n_tasks; i++)
         if (fabs(list.start[i] - ev.start[i]) > 1e-9 || fabs(list.finish[i] - ev.finish[i]) > 1e-9)
             fail_msg("task %d (%s): list %.9f-%.9f, events %.9f-%.9f", i, w.tasks[i].name, list.start[i],
@@ -147,11 +120,7 @@ static double step_with_loss(int fusion, int impl)
     fixture_scenario(&s, 2);
     s.model.cross_entropy_loss_fusion = fusion;
     s.model.cross_entropy_fusion_impl = impl;
-    run_result r;
-    config_error err;
-    assert_int_equal(run_scenario(&s, &r, &err), 0);
-    fixture_free(&s);
-    return r.step_time_s;
+    return fixture_run_free(&s).step_time_s;
 }
 
 static void loss_bytes_follow_the_framework_code_path(void **state)
@@ -173,11 +142,7 @@ static double simulated_bubble(pipeline_kind kind, int p, int m, int v)
     s.parallel.vpp = v;
     s.parallel.schedule = kind;
     s.training.global_batch_size = m;
-    run_result r;
-    config_error err;
-    assert_int_equal(run_scenario(&s, &r, &err), 0);
-    fixture_free(&s);
-    return r.bubble_mean;
+    return fixture_run_free(&s).bubble_mean;
 }
 
 static void bubble_matches_closed_forms(void **state)
@@ -189,14 +154,14 @@ static void bubble_matches_closed_forms(void **state)
             double ideal = (double)(p - 1) / (m + p - 1);
             double g = simulated_bubble(PIPELINE_GPIPE, p, m, 1);
             double f = simulated_bubble(PIPELINE_1F1B, p, m, 1);
-            assert_true(fabs(g - ideal) <= 0.02 * ideal);
-            assert_true(fabs(f - ideal) <= 0.02 * ideal);
+            assert_within(g, ideal, 0.02);
+            assert_within(f, ideal, 0.02);
             if (m % p == 0) {
                 double iv = simulated_bubble(PIPELINE_INTERLEAVED, p, m, 2);
                 double ideal_v = (double)(p - 1) / (2 * m + p - 1);
                 print_message("p=%d m=%d gpipe %.4f 1f1b %.4f ideal %.4f interleaved %.4f ideal %.4f\n", p, m,
                               g, f, ideal, iv, ideal_v);
-                assert_true(fabs(iv - ideal_v) <= 0.02 * ideal_v);
+                assert_within(iv, ideal_v, 0.02);
             }
         }
 }
@@ -205,15 +170,10 @@ static run_result run_dp(int overlap)
 {
     scenario_config s;
     fixture_scenario(&s, 8);
-    s.parallel.dp = 16;             /* 16 GPUs: two nodes, DP ring over NVLink + NICs */
-    s.training.global_batch_size = 16 * 2;
+    fixture_layout(&s, 1, 1, 16, 16 * 2); /* DP 16: two nodes, DP ring over NVLink + NICs */
     s.parallel.overlap_grad_reduce = overlap;
     s.parallel.zero_stage = 0;
-    run_result r;
-    config_error err;
-    assert_int_equal(run_scenario(&s, &r, &err), 0);
-    fixture_free(&s);
-    return r;
+    return fixture_run_free(&s);
 }
 
 static void dp_gradient_reduction_is_exposed_unless_overlapped(void **state)
@@ -239,9 +199,7 @@ static void step_time_without_pipeline_equals_the_sum_of_passes(void **state)
     scenario_config s;
     fixture_scenario(&s, 4);
     fixture_free_communication(&s);
-    run_result r;
-    config_error err;
-    assert_int_equal(run_scenario(&s, &r, &err), 0);
+    run_result r = fixture_run(&s);
     assert_true(r.bubble_mean < 1e-6);
     assert_true(r.hfu <= 1.0 + 1e-9);
     /* Dense GEMMs dominate; with free memory traffic the fixture's GEMMs run at 100% of peak,
@@ -261,20 +219,15 @@ static void bf16_gradient_reduction_halves_the_dp_bandwidth_term(void **state)
     (void)state;
     scenario_config s;
     fixture_scenario(&s, 8);
-    s.parallel.tp = 1;
-    s.parallel.dp = 8;
-    s.training.global_batch_size = 8;
+    fixture_layout(&s, 1, 1, 8, 8);
     s.training.precision = PREC_FP32;
     s.parallel.bucket_size_mb = 1e6;
     double t[5] = {0}, slow[5] = {0};
     for (int pass = 0; pass < 2; pass++) {
         s.calibration.op_gbs[OPCLASS_ELEMENTWISE] = pass == 0 ? 1e15 : 50;
         for (int bytes = 1; bytes <= 4; bytes *= 2) {
-            run_result r;
-            config_error err;
             s.parallel.grad_reduce_bytes = bytes;
-            assert_int_equal(run_scenario(&s, &r, &err), 0);
-            (pass == 0 ? t : slow)[bytes] = r.comm_total_s[COMM_DP];
+            (pass == 0 ? t : slow)[bytes] = fixture_run(&s).comm_total_s[COMM_DP];
         }
     }
     print_message("DP communication: 4 bytes %.6f s, 2 (bf16) %.6f s, 1 %.6f s; with packing at 50 GB/s: 2 bytes "
@@ -295,9 +248,7 @@ static void bf16_gradient_reduction_halves_the_dp_bandwidth_term(void **state)
 static void two_stage_fixture(scenario_config *s, int tp)
 {
     fixture_scenario(s, 4);
-    s->parallel.tp = tp;
-    s->parallel.pp = 2;
-    s->training.global_batch_size = 2 * s->training.micro_batch_size;
+    fixture_layout(s, tp, 2, 1, 2 * s->training.micro_batch_size);
 }
 
 static double pipeline_step(int overlap_p2p, double *transfer_s, double *pp_total_s)
@@ -306,8 +257,7 @@ static double pipeline_step(int overlap_p2p, double *transfer_s, double *pp_tota
     two_stage_fixture(&s, 1);
     s.parallel.overlap_p2p_comm = overlap_p2p;
     step_workload w;
-    config_error err;
-    assert_int_equal(workload_build(&s, &w, &err), 0);
+    fixture_build(&s, &w);
     *transfer_s = 0;
     int transfers = 0;
     for (int i = 0; i < w.n_tasks; i++)
@@ -318,8 +268,7 @@ static double pipeline_step(int overlap_p2p, double *transfer_s, double *pp_tota
         }
     assert_int_equal(transfers, 4); /* two activations forward, two gradients back */
     workload_free(&w);
-    run_result r;
-    assert_int_equal(run_scenario(&s, &r, &err), 0);
+    run_result r = fixture_run(&s);
     *pp_total_s = r.comm_total_s[COMM_PP];
     for (int c = 0; c < COMM_CLASS_COUNT; c++)
         assert_true(r.comm_exposed_s[c] <= r.comm_total_s[c] + 1e-12);
@@ -347,8 +296,7 @@ static void blocking_pipeline_sends_add_one_transfer_to_two_micro_batches(void *
 static int step_end_tasks(const scenario_config *s, const char *name, double *bytes_or_s)
 {
     step_workload w;
-    config_error err;
-    assert_int_equal(workload_build(s, &w, &err), 0);
+    fixture_build(s, &w);
     int n = 0;
     for (int i = 0; i < w.n_tasks; i++)
         if (!strcmp(w.tasks[i].name, name)) {
@@ -377,9 +325,7 @@ static void step_end_sums_the_tied_embedding_and_the_gradient_norm(void **state)
     coll_group world = coll_group_of(16, 1, 8);
     assert_true(fabs(t_norm - collective_time(&s.platform, &s.calibration, COLL_ALL_REDUCE, 4, world).time_s) < 1e-15);
     /* every stage's norm waits for every stage's gradients: exposed DP never exceeds DP total */
-    run_result r;
-    config_error err;
-    assert_int_equal(run_scenario(&s, &r, &err), 0);
+    run_result r = fixture_run(&s);
     for (int c = 0; c < COMM_CLASS_COUNT; c++)
         assert_true(r.comm_exposed_s[c] <= r.comm_total_s[c] + 1e-12);
     s.model.untie_embeddings = 1;
@@ -400,8 +346,7 @@ static void stage_forward_and_transfer(int scatter_gather, int sp, double *bytes
     s.parallel.sequence_parallel = sp;
     s.parallel.scatter_gather_p2p = scatter_gather;
     step_workload w;
-    config_error err;
-    assert_int_equal(workload_build(&s, &w, &err), 0);
+    fixture_build(&s, &w);
     *bytes = *fwd_s = -1;
     for (int i = 0; i < w.n_tasks; i++) {
         if (w.tasks[i].kind == TASK_P2P)

@@ -24,17 +24,14 @@
 static void zero3_fixture(scenario_config *s, int layers)
 {
     fixture_scenario(s, layers);
-    s->parallel.dp = 8;
+    fixture_layout(s, 1, 1, 8, 16);
     s->parallel.zero_stage = 3;
-    s->training.global_batch_size = 16;
 }
 
 static void bytes_of(const scenario_config *s, double *gathered, double *reduced, int *gathers)
 {
     step_workload w;
-    config_error err;
-    if (workload_build(s, &w, &err) != 0)
-        fail_msg("%s", err.msg);
+    fixture_build(s, &w);
     *gathered = *reduced = 0;
     *gathers = 0;
     for (int i = 0; i < w.n_tasks; i++) {
@@ -96,10 +93,8 @@ static void prefetch_hides_the_gathers_behind_compute(void **state)
     zero3_fixture(&s, 8);
     s.model.vocab_size = 1024;           /* the ends' gathers no longer than a layer's, */
     s.parallel.reduce_bucket_size = 1e7; /* and gradients reduced about a layer at a time */
-    run_result r;
-    config_error err;
     s.parallel.stage3_prefetch_bucket_size = 0;
-    assert_int_equal(run_scenario(&s, &r, &err), 0);
+    run_result r = fixture_run(&s);
     print_message("no prefetch: ZeRO total %.6f s, exposed %.6f s\n", r.comm_total_s[COMM_ZERO],
                   r.comm_exposed_s[COMM_ZERO]);
     assert_true(r.comm_total_s[COMM_ZERO] > 0);
@@ -108,7 +103,7 @@ static void prefetch_hides_the_gathers_behind_compute(void **state)
 
     s.parallel.stage3_prefetch_bucket_size = 5e7;
     step_workload w;
-    assert_int_equal(workload_build(&s, &w, &err), 0);
+    fixture_build(&s, &w);
     double first = -1, layer_compute = 0, per_layer_comm = 0;
     for (int i = 0; i < w.n_tasks; i++) {
         if (first < 0 && !strcmp(w.tasks[i].name, "zero3_param_allgather"))
@@ -121,7 +116,7 @@ static void prefetch_hides_the_gathers_behind_compute(void **state)
     workload_free(&w);
     print_message("largest gather or reduction %.6f s, layer forward %.6f s\n", per_layer_comm, layer_compute);
     assert_true(2 * per_layer_comm < layer_compute); /* the premise */
-    assert_int_equal(run_scenario(&s, &r, &err), 0);
+    r = fixture_run(&s);
     print_message("prefetch: ZeRO total %.6f s, exposed %.6f s (first gather %.6f s); step %.6f s (was %.6f s)\n",
                   r.comm_total_s[COMM_ZERO], r.comm_exposed_s[COMM_ZERO], first, r.step_time_s, unprefetched);
     /* each micro-batch's forward starts with a gather nothing was computing under: the step's
