@@ -396,7 +396,9 @@ static unsigned char *read_shard(const char *sdir, json_t *entry, size_t *n_floa
 static int add_old_shard(const gpt_model *m, const ckpt_layout *old, int r, const float *data, size_t n, float *g,
                          char *why, size_t len)
 {
-    int L = m->cfg.num_layers, tp_rank = r % old->tp, pp_rank = (r / old->tp) % old->pp, dp_rank = r / (old->tp * old->pp);
+    rank_grid grid = rank_grid_make(old->tp, 1, old->pp, old->dp);
+    int L = m->cfg.num_layers, tp_rank = rank_grid_coord(&grid, r, GRID_TP), pp_rank = rank_grid_coord(&grid, r, GRID_PP),
+        dp_rank = rank_grid_coord(&grid, r, GRID_DP);
     unsigned char *runs = malloc((size_t)L);
     gpt_model view;
     gpt_shard sh = {.tp = old->tp, .tp_rank = tp_rank, .layers = runs, .embedding = pp_rank == 0,

@@ -160,15 +160,17 @@ int comm_layout(comm_ctx *c, int tp, int pp, int dp, char *err, size_t errlen)
     c->tp = tp;
     c->pp = pp;
     c->dp = dp;
-    c->tp_rank = c->world_rank % tp;
-    c->pp_rank = (c->world_rank / tp) % pp;
-    c->dp_rank = c->world_rank / (tp * pp);
+    c->grid = rank_grid_make(tp, 1, pp, dp);
+    c->tp_rank = rank_grid_coord(&c->grid, c->world_rank, GRID_TP);
+    c->pp_rank = rank_grid_coord(&c->grid, c->world_rank, GRID_PP);
+    c->dp_rank = rank_grid_coord(&c->grid, c->world_rank, GRID_DP);
     c->sends = calloc(1, sizeof *c->sends);
     if (c->mpi) {
         MPI_Comm dpc, tpc, mpc, emc;
         int r = c->world_rank, ends = c->pp_rank == 0 || c->pp_rank == pp - 1;
-        MPI_Comm_split(MPI_COMM_WORLD, r % (tp * pp), c->dp_rank, &dpc);
-        MPI_Comm_split(MPI_COMM_WORLD, r / tp, c->tp_rank, &tpc);
+        /* a DP group: the ranks of one (TP, PP) position; a TP group: those of one (PP, DP) */
+        MPI_Comm_split(MPI_COMM_WORLD, (int)rank_grid_rank(&c->grid, c->tp_rank, 0, c->pp_rank, 0), c->dp_rank, &dpc);
+        MPI_Comm_split(MPI_COMM_WORLD, (int)rank_grid_rank(&c->grid, 0, 0, c->pp_rank, c->dp_rank), c->tp_rank, &tpc);
         MPI_Comm_split(MPI_COMM_WORLD, c->dp_rank, r, &mpc);
         MPI_Comm_split(MPI_COMM_WORLD, ends ? c->dp_rank * tp + c->tp_rank : MPI_UNDEFINED, c->pp_rank, &emc);
         c->dp_group = group_new_wd(dpc, 1, c->watchdog);
@@ -186,7 +188,7 @@ int comm_layout(comm_ctx *c, int tp, int pp, int dp, char *err, size_t errlen)
 
 int comm_world_rank(const comm_ctx *c, int tp_rank, int pp_rank, int dp_rank)
 {
-    return (dp_rank * c->pp + pp_rank) * c->tp + tp_rank;
+    return (int)rank_grid_rank(&c->grid, tp_rank, 0, pp_rank, dp_rank);
 }
 
 static void check(int rc, const char *what);

@@ -9,6 +9,7 @@
 #define DTSIM_ENGINE_COMM_H
 #include <stddef.h>
 #include <stdint.h>
+#include "rank_grid.h"
 
 typedef struct comm_group comm_group; /* opaque */
 typedef struct comm_sends comm_sends; /* opaque: point-to-point sends not yet completed */
@@ -18,6 +19,7 @@ typedef struct {
     int world_rank, world_size;
     int tp, pp, dp;
     int tp_rank, pp_rank, dp_rank;
+    rank_grid grid; /* where each rank sits (rank_grid.h: TP innermost, then PP, DP) */
     comm_group *world;
     comm_group *dp_group;      /* same (tp, pp) position, one rank per replica */
     comm_group *tp_group;      /* the tp ranks of one stage of one replica */

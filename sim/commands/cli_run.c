@@ -106,10 +106,11 @@ int cli_run(int argc, char **argv)
             if (worst < 0 || s.faults.stragglers[i].slowdown > s.faults.stragglers[worst].slowdown)
                 worst = i;
         if (worst >= 0) {
-            int g = s.faults.stragglers[worst].gpu, group = s.parallel.tp * s.parallel.cp;
+            int g = s.faults.stragglers[worst].gpu;
+            rank_grid grid = scenario_rank_grid(&s);
             fprintf(human, "               pace set by GPU %d (stage %d, DP replica %d, TP rank %d) at %.2fx slower\n",
-                    g, (g / group) % s.parallel.pp, g / (group * s.parallel.pp), g % s.parallel.tp,
-                    s.faults.stragglers[worst].slowdown);
+                    g, rank_grid_coord(&grid, g, GRID_PP), rank_grid_coord(&grid, g, GRID_DP),
+                    rank_grid_coord(&grid, g, GRID_TP), s.faults.stragglers[worst].slowdown);
         }
     }
     rc = 0;
