@@ -55,18 +55,13 @@ double run_flow_bucket_mb(const scenario_config *s)
     return grad_mb / FLOW_MAX_BUCKETS > mb ? grad_mb / FLOW_MAX_BUCKETS : mb;
 }
 
-void run_memory_estimate(const scenario_config *s, run_memory *out)
+/* The memory of the scenario's worst stage on its schedule. */
+static void memory_on_schedule(const scenario_config *s, const pipeline_schedule *sched, run_memory *out)
 {
-    pipeline_schedule sched;
-    char why[256];
     memset(out, 0, sizeof *out);
-    int V = s->parallel.vpp > 0 ? s->parallel.vpp : 1;
-    if (pipeline_schedule_build(&sched, s->parallel.schedule, s->parallel.pp,
-                                (int)scenario_micro_batches(s), V, why, sizeof why) != 0)
-        return;
     memory_breakdown mb;
     int worst = 0;
-    if (memory_model_worst_stage(s, &sched, &mb, &worst) == 0) {
+    if (memory_model_worst_stage(s, sched, &mb, &worst) == 0) {
         const double gib = 1024.0 * 1024.0 * 1024.0;
         out->weights = mb.weights / gib;
         out->gradients = mb.gradients / gib;
@@ -82,6 +77,16 @@ void run_memory_estimate(const scenario_config *s, run_memory *out)
         out->host_gib = host / gib;
         out->nvme_gib = nvme / gib;
     }
+}
+
+void run_memory_estimate(const scenario_config *s, run_memory *out)
+{
+    pipeline_schedule sched;
+    config_error err;
+    memset(out, 0, sizeof *out);
+    if (scenario_schedule(s, &sched, &err) != 0)
+        return;
+    memory_on_schedule(s, &sched, out);
     pipeline_schedule_free(&sched);
 }
 
@@ -105,8 +110,16 @@ int run_scenario_traced(const scenario_config *s, run_result *r, const char *tra
     scenario_config coarse = *s;
     if (s->run.fidelity_flow)
         coarse.run.flow_bucket_mb = run_flow_bucket_mb(s);
+    /* one schedule for the step's graph and its memory */
+    pipeline_schedule sched;
+    if (scenario_schedule(s, &sched, err) != 0)
+        return -1;
     step_workload w;
-    if (workload_build(&coarse, &w, err) != 0)
+    int built = workload_build_scheduled(&coarse, &sched, &w, err);
+    if (built == 0)
+        memory_on_schedule(s, &sched, &r->memory);
+    pipeline_schedule_free(&sched);
+    if (built != 0)
         return -1;
     if (compression_effect_fill(&coarse, &w, &r->compression, err) != 0) {
         workload_free(&w);
@@ -189,7 +202,6 @@ int run_scenario_traced(const scenario_config *s, run_result *r, const char *tra
     r->hfu = peak > 0 ? r->hardware_tflops_per_gpu * 1e12 / peak : 0;
     if (r->step_failed == 1) /* a lost step trains nothing */
         r->tokens_per_s = r->model_tflops_per_gpu = r->hardware_tflops_per_gpu = r->mfu = r->hfu = 0;
-    run_memory_estimate(s, &r->memory);
     r->wall_s = wall_clock_s() - t0;
     return 0;
 }

@@ -271,5 +271,8 @@ rank_grid scenario_rank_grid(const scenario_config *s);
 int scenario_layer_split(const scenario_config *s, int *counts, char *why, size_t len);
 /* The layers pipeline stage `stage` holds over all its chunks; -1 where the split is invalid. */
 int scenario_stage_layers(const scenario_config *s, int stage);
+/* The pipeline schedule of one step (engine/schedule.h): built once per run and passed to the
+ * workload and the memory model. 0, or -1 with err; free with pipeline_schedule_free. */
+int scenario_schedule(const scenario_config *s, pipeline_schedule *out, config_error *err);
 
 #endif

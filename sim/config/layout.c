@@ -1,5 +1,6 @@
-/* The layout a scenario resolves to: GPU count, micro-batches, rank grid and layer split, each
- * computed here from the scenario and nowhere else. See config.h. */
+/* The layout a scenario resolves to: GPU count, micro-batches, rank grid, layer split and pipeline
+ * schedule, each computed here from the scenario and nowhere else. See config.h. */
+#include <stdio.h>
 #include <stdlib.h>
 #include "config.h"
 
@@ -37,4 +38,15 @@ int scenario_stage_layers(const scenario_config *s, int stage)
     }
     free(counts);
     return n;
+}
+
+int scenario_schedule(const scenario_config *s, pipeline_schedule *out, config_error *err)
+{
+    int P = s->parallel.pp > 0 ? s->parallel.pp : 1, V = s->parallel.vpp > 0 ? s->parallel.vpp : 1;
+    char why[256];
+    if (pipeline_schedule_build(out, s->parallel.schedule, P, (int)scenario_micro_batches(s), V, why, sizeof why) != 0) {
+        snprintf(err->msg, sizeof err->msg, "scenario.parallel.schedule: %s", why);
+        return -1;
+    }
+    return 0;
 }

@@ -227,15 +227,20 @@ static int action_ready(const builder *b, int stage, const pipe_action *a, int *
 int workload_build(const scenario_config *s, step_workload *w, config_error *err)
 {
     memset(w, 0, sizeof *w);
+    pipeline_schedule sched;
+    if (scenario_schedule(s, &sched, err) != 0)
+        return -1;
+    int rc = workload_build_scheduled(s, &sched, w, err);
+    pipeline_schedule_free(&sched);
+    return rc;
+}
+
+int workload_build_scheduled(const scenario_config *s, const pipeline_schedule *schedule, step_workload *w,
+                             config_error *err)
+{
+    memset(w, 0, sizeof *w);
     builder b;
     if (workload_builder_init(&b, s, err) != 0) {
-        free(b.layers);
-        return -1;
-    }
-    pipeline_schedule sched;
-    char why[256];
-    if (pipeline_schedule_build(&sched, s->parallel.schedule, b.P, b.m, b.V, why, sizeof why) != 0) {
-        snprintf(err->msg, sizeof err->msg, "scenario.parallel.schedule: %s", why);
         free(b.layers);
         return -1;
     }
@@ -266,18 +271,18 @@ int workload_build(const scenario_config *s, step_workload *w, config_error *err
     /* Run the schedule: repeatedly advance every stage whose next action has its inputs. */
     int remaining = 0;
     for (int p = 0; p < b.P; p++)
-        remaining += sched.count[p];
+        remaining += schedule->count[p];
     int rc = 0;
     while (remaining > 0) {
         int progressed = 0;
         for (int p = 0; p < b.P; p++) {
-            while (st[p].next < sched.count[p] &&
-                   action_ready(&b, p, &sched.actions[p][st[p].next], fwd_p2p, bwd_p2p)) {
-                emit_pass(w, &b, &st[p], p, &sched.actions[p][st[p].next], fwd_p2p, bwd_p2p);
+            while (st[p].next < schedule->count[p] &&
+                   action_ready(&b, p, &schedule->actions[p][st[p].next], fwd_p2p, bwd_p2p)) {
+                emit_pass(w, &b, &st[p], p, &schedule->actions[p][st[p].next], fwd_p2p, bwd_p2p);
                 st[p].next++;
                 remaining--;
                 progressed = 1;
-                if (st[p].next == sched.count[p])
+                if (st[p].next == schedule->count[p])
                     workload_emit_grad_flush(w, &b, &st[p], p);
             }
         }
@@ -308,7 +313,6 @@ int workload_build(const scenario_config *s, step_workload *w, config_error *err
     free(bwd_p2p);
     free(st);
     free(b.layers);
-    pipeline_schedule_free(&sched);
     if (rc != 0)
         workload_free(w);
     return rc;

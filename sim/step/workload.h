@@ -11,6 +11,10 @@
 
 /* Builds the workload of one step of scenario s. Returns 0 or -1 with err. */
 int workload_build(const scenario_config *s, step_workload *w, config_error *err);
+/* The same on the scenario's schedule built already (scenario_schedule), which a run shares
+ * with the memory model. */
+int workload_build_scheduled(const scenario_config *s, const pipeline_schedule *schedule, step_workload *w,
+                             config_error *err);
 
 /* MoE: the tokens the busiest expert-parallel rank runs over the mean, after the capacity limit
  * (model.moe_load_imbalance, else the sampling floor of a balanced router; 1 for dense models). */
