@@ -220,3 +220,19 @@ int cli_parse_args(const cli_spec *spec, int argc, char **argv)
     free(longopts);
     return rc;
 }
+
+int cli_load_scenario(const cli_spec *spec, const cli_list *sets, scenario_config *s)
+{
+    const char *path = spec->positional ? *spec->positional : NULL;
+    if (!path) {
+        fprintf(stderr, "dtsim %s: no %s given\n", spec->command, spec->positional_what ? spec->positional_what : "scenario file");
+        spec->usage(stderr);
+        return -1;
+    }
+    config_error err;
+    if (scenario_load(path, (const char *const *)sets->items, sets->count, s, &err) != 0) {
+        fprintf(stderr, "dtsim: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}

@@ -12,6 +12,7 @@
 #define DTSIM_SIM_CLI_ARGS_H
 
 #include <stdio.h>
+#include "config.h"
 
 /* A growing list of strings (repeated --set, --fidelity/--steps as overrides); it owns copies. */
 typedef struct {
@@ -75,5 +76,10 @@ int cli_parse_choice(const char *command, const char *flag, const char *value, c
 int cli_list_add(cli_list *l, const char *s);
 int cli_list_addf(cli_list *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cli_list_free(cli_list *l);
+
+/* The scenario the command names (*spec->positional) with its --set overrides, loaded once for
+ * every command alike: 0, or -1 after saying why on stderr (none given: which and the usage; a
+ * bad one: the loader's reason). The caller frees it with scenario_free. */
+int cli_load_scenario(const cli_spec *spec, const cli_list *sets, scenario_config *s);
 
 #endif

@@ -90,17 +90,10 @@ int cli_faults(int argc, char **argv)
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
-    if (!path) {
-        fprintf(stderr, "dtsim faults: no scenario file given\n");
-        usage(stderr);
-        goto out;
-    }
     scenario_config s;
     config_error err;
-    if (scenario_load(path, sets.items, sets.count, &s, &err) != 0) {
-        fprintf(stderr, "dtsim: %s\n", err.msg);
+    if (cli_load_scenario(&spec, &sets, &s) != 0)
         goto out;
-    }
     /* A trace is input: a malformed one is the user's to fix (exit 2), named with its line. */
     faults_trace trace = {0};
     int gpus = scenario_gpus(&s), gpn = s.platform.node.gpus > 0 ? s.platform.node.gpus : 1;

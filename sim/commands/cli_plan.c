@@ -88,16 +88,10 @@ int cli_plan(int argc, char **argv)
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
-    if (!path) {
-        usage(stderr);
-        goto out;
-    }
     scenario_config s;
     config_error err;
-    if (scenario_load(path, sets.items, sets.count, &s, &err) != 0) {
-        fprintf(stderr, "dtsim: %s\n", err.msg);
+    if (cli_load_scenario(&spec, &sets, &s) != 0)
         goto out;
-    }
     plan_result p;
     if (plan_search_threads(&s, gpus, threads, &p, &err, progress) != 0) {
         fprintf(stderr, "dtsim plan: %s\n", err.msg);

@@ -63,17 +63,10 @@ int cli_run(int argc, char **argv)
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
-    if (!scenario_path) {
-        usage(stderr);
-        goto out;
-    }
-
     scenario_config s;
     config_error err;
-    if (scenario_load(scenario_path, sets.items, sets.count, &s, &err) != 0) {
-        fprintf(stderr, "dtsim: %s\n", err.msg);
+    if (cli_load_scenario(&spec, &sets, &s) != 0)
         goto out;
-    }
     run_result r;
     if (run_scenario_traced(&s, &r, trace_path, &err) != 0) {
         fprintf(stderr, "dtsim: %s: %s\n", scenario_path, err.msg);
