@@ -41,53 +41,28 @@ static int contends(const sim_task *k)
 static int replay_shared(const step_workload *w, replay_times *t)
 {
     int n = w->n_tasks, P = w->stages, nl = P * LANE_COUNT;
-    int *pending = calloc((size_t)n + 1, sizeof(int)), *fill = calloc((size_t)n + 1, sizeof(int));
-    int *dep_of = malloc(((size_t)w->n_deps + 1) * sizeof(int)), *begin = calloc((size_t)n + 2, sizeof(int));
-    int *lane_next = malloc((size_t)nl * sizeof(int)), *lane_run = malloc((size_t)nl * sizeof(int));
-    int *lane_order = malloc(((size_t)n + 1) * sizeof(int)), *lane_begin = calloc((size_t)nl + 1, sizeof(int));
-    int *comm_running = calloc((size_t)P, sizeof(int)), *running = malloc(((size_t)nl + 1) * sizeof(int));
+    workload_index x;
+    if (workload_index_build(w, &x) != 0)
+        return -1;
+    int *pending = malloc(((size_t)n + 1) * sizeof(int)), *lane_next = malloc((size_t)nl * sizeof(int));
+    int *lane_run = malloc((size_t)nl * sizeof(int)), *comm_running = calloc((size_t)P, sizeof(int));
+    int *running = malloc(((size_t)nl + 1) * sizeof(int));
     double *work = calloc((size_t)n + 1, sizeof(double)), *tail = calloc((size_t)n + 1, sizeof(double));
-    int ok = pending && fill && dep_of && begin && lane_next && lane_run && lane_order && lane_begin &&
-             comm_running && running && work && tail;
-    if (ok) {
-        /* dependents of each task (reverse edges), and each lane's tasks in graph order */
-        for (int i = 0; i < n; i++) {
-            const sim_task *k = &w->tasks[i];
-            pending[i] = k->dep_count;
-            for (int d = 0; d < k->dep_count; d++)
-                begin[w->deps[k->dep_begin + d] + 1]++;
-            lane_begin[k->stage * LANE_COUNT + k->lane + 1]++;
-        }
-        for (int i = 0; i < n; i++)
-            begin[i + 1] += begin[i];
-        for (int q = 0; q < nl; q++)
-            lane_begin[q + 1] += lane_begin[q];
-        for (int q = 0; q < nl; q++) {
-            lane_next[q] = lane_begin[q];
-            lane_run[q] = -1;
-        }
-        for (int i = 0; i < n; i++) {
-            const sim_task *k = &w->tasks[i];
-            for (int d = 0; d < k->dep_count; d++) {
-                int j = w->deps[k->dep_begin + d];
-                dep_of[begin[j] + fill[j]++] = i;
-            }
-        }
-        int *lfill = running;
-        memset(lfill, 0, (size_t)nl * sizeof(int));
-        for (int i = 0; i < n; i++) {
-            int q = w->tasks[i].stage * LANE_COUNT + w->tasks[i].lane;
-            lane_order[lane_begin[q] + lfill[q]++] = i;
-        }
+    int ok = pending && lane_next && lane_run && comm_running && running && work && tail;
+    for (int i = 0; ok && i < n; i++)
+        pending[i] = w->tasks[i].dep_count;
+    for (int q = 0; ok && q < nl; q++) {
+        lane_next[q] = x.lane_begin[q];
+        lane_run[q] = -1;
     }
     int n_running = 0, done = 0;
     double now = 0;
     while (ok && done < n) {
         /* start what can start: a lane's next task, once the lane is idle and its inputs are done */
         for (int q = 0; q < nl; q++) {
-            if (lane_run[q] >= 0 || lane_next[q] >= lane_begin[q + 1])
+            if (lane_run[q] >= 0 || lane_next[q] >= x.lane_begin[q + 1])
                 continue;
-            int i = lane_order[lane_next[q]];
+            int i = x.lane_task[lane_next[q]];
             if (pending[i] > 0)
                 continue;
             const sim_task *k = &w->tasks[i];
@@ -143,8 +118,8 @@ static int replay_shared(const step_workload *w, replay_times *t)
             if (contends(k))
                 comm_running[k->stage]--;
             lane_run[k->stage * LANE_COUNT + k->lane] = -1;
-            for (int d = begin[i]; d < begin[i + 1]; d++)
-                pending[dep_of[d]]--;
+            for (int d = x.dependent_begin[i]; d < x.dependent_begin[i + 1]; d++)
+                pending[x.dependent[d]]--;
             done++;
         }
         int kept = 0;
@@ -153,8 +128,8 @@ static int replay_shared(const step_workload *w, replay_times *t)
                 running[kept++] = running[r];
         n_running = kept;
     }
-    free(pending); free(fill); free(dep_of); free(begin); free(lane_next); free(lane_run);
-    free(lane_order); free(lane_begin); free(comm_running); free(running); free(work); free(tail);
+    free(pending); free(lane_next); free(lane_run); free(comm_running); free(running); free(work); free(tail);
+    workload_index_free(&x);
     return ok ? 0 : -1;
 }
 

@@ -67,3 +67,50 @@ sim_task workload_task(task_kind kind, task_lane lane, int stage, const char *na
     t.span_nodes = 1;
     return t;
 }
+
+int workload_index_build(const step_workload *w, workload_index *x)
+{
+    int n = w->n_tasks, nl = w->stages * LANE_COUNT;
+    x->lane_begin = calloc((size_t)nl + 1, sizeof(int));
+    x->lane_task = malloc(((size_t)n + 1) * sizeof(int));
+    x->dependent_begin = calloc((size_t)n + 1, sizeof(int));
+    x->dependent = malloc(((size_t)w->n_deps + 1) * sizeof(int));
+    int *fill_lane = calloc((size_t)nl + 1, sizeof(int)), *fill_dep = calloc((size_t)n + 1, sizeof(int));
+    if (!x->lane_begin || !x->lane_task || !x->dependent_begin || !x->dependent || !fill_lane || !fill_dep) {
+        free(fill_lane);
+        free(fill_dep);
+        workload_index_free(x);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        const sim_task *k = &w->tasks[i];
+        x->lane_begin[k->stage * LANE_COUNT + k->lane + 1]++;
+        for (int d = 0; d < k->dep_count; d++)
+            x->dependent_begin[w->deps[k->dep_begin + d] + 1]++;
+    }
+    for (int q = 0; q < nl; q++)
+        x->lane_begin[q + 1] += x->lane_begin[q];
+    for (int i = 0; i < n; i++)
+        x->dependent_begin[i + 1] += x->dependent_begin[i];
+    for (int i = 0; i < n; i++) { /* in index order: each lane's and each list's entries ascend */
+        const sim_task *k = &w->tasks[i];
+        int q = k->stage * LANE_COUNT + k->lane;
+        x->lane_task[x->lane_begin[q] + fill_lane[q]++] = i;
+        for (int d = 0; d < k->dep_count; d++) {
+            int j = w->deps[k->dep_begin + d];
+            x->dependent[x->dependent_begin[j] + fill_dep[j]++] = i;
+        }
+    }
+    free(fill_lane);
+    free(fill_dep);
+    return 0;
+}
+
+void workload_index_free(workload_index *x)
+{
+    free(x->lane_begin);
+    free(x->lane_task);
+    free(x->dependent_begin);
+    free(x->dependent);
+    memset(x, 0, sizeof *x);
+}

@@ -78,4 +78,17 @@ int workload_add_task(step_workload *w, const sim_task *t); /* returns the index
 sim_task workload_task(task_kind kind, task_lane lane, int stage, const char *name);
 void workload_add_dep(step_workload *w, int task, int dep);  /* only while task is the last added */
 
+/* The graph indexed for a replay, built once: each (stage, lane)'s tasks in graph order, and
+ * each task's dependents (the reverse of its dependency lists), as offsets into flat arrays. */
+typedef struct {
+    int *lane_begin;      /* stages x LANE_COUNT + 1 offsets into lane_task (lane q = stage x
+                             LANE_COUNT + lane) */
+    int *lane_task;       /* task indices */
+    int *dependent_begin; /* n_tasks + 1 offsets into dependent */
+    int *dependent;       /* task indices, one per dependency edge */
+} workload_index;
+
+int workload_index_build(const step_workload *w, workload_index *x); /* 0, or -1 out of memory */
+void workload_index_free(workload_index *x);
+
 #endif

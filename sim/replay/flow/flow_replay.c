@@ -31,8 +31,7 @@ typedef struct {
     int P, R, tp, cp, gpn;
     rank_grid grid;            /* the scenario's (config.h): where each (tp, cp, stage, replica) sits */
     sg_host_t *hosts;          /* by global rank */
-    int **lane_tasks;          /* [stage * LANE_COUNT + lane] -> task indices, -1 terminated */
-    int *dependents;           /* per task */
+    workload_index index;      /* each lane's tasks, each task's dependents (workload_graph.h) */
     sg_sem_t *done;            /* [task * R + replica], created on first use */
     sg_bar_t *bar_in, *bar_out;/* per task (collectives), created on first use */
     double *slow;              /* [stage * R + replica]: straggler slowdown of the lockstep group */
@@ -115,6 +114,23 @@ static sg_exec_t transfer(sg_host_t a, sg_host_t b, double bytes)
     return e;
 }
 
+/* The slowest link of the route from a to b as it stands now (the first of equals); NULL for an
+ * empty route. */
+static sg_link_t route_slowest_link(sg_host_t a, sg_host_t b)
+{
+    xbt_dynar_t links = xbt_dynar_new(sizeof(sg_link_t), NULL);
+    sg_host_get_route(a, b, links);
+    sg_link_t slowest = NULL, l;
+    unsigned int it;
+    xbt_dynar_foreach (links, it, l)
+        if (!slowest || sg_link_get_bandwidth(l) < sg_link_get_bandwidth(slowest))
+            slowest = l;
+    xbt_dynar_free(&links);
+    return slowest;
+}
+
+static double flap_next_up(const flow_ctx *c);
+
 /* Moves `bytes` from src[i] to dst[i] for each of the n flows of one communication and waits
  * for all; returns the flows started. SimGrid's CM02 caps a flow at its route's bandwidth as it
  * stands when the flow starts (network_cm02.cpp, comm_action_set_bounds): a flow started while a
@@ -122,20 +138,6 @@ static sg_exec_t transfer(sg_host_t a, sg_host_t b, double bytes)
  * flapping link is down, each flow first moves what its route's slowest link carries until that
  * link is back up, then the rest, starting afresh on the route as it is then (links that go down
  * later slow it through their capacity, as they should). */
-static double flap_next_up(const flow_ctx *c);
-static double route_bandwidth(sg_host_t a, sg_host_t b)
-{
-    xbt_dynar_t links = xbt_dynar_new(sizeof(sg_link_t), NULL);
-    sg_host_get_route(a, b, links);
-    double bw = INFINITY;
-    unsigned int it;
-    sg_link_t l;
-    xbt_dynar_foreach (links, it, l)
-        bw = fmin(bw, sg_link_get_bandwidth(l));
-    xbt_dynar_free(&links);
-    return bw;
-}
-
 static int run_flows(const flow_ctx *c, sg_host_t *src, sg_host_t *dst, int n, double bytes)
 {
     double left[FLOW_MAX_PARALLEL], piece[FLOW_MAX_PARALLEL];
@@ -147,8 +149,9 @@ static int run_flows(const flow_ctx *c, sg_host_t *src, sg_host_t *dst, int n, d
         sg_exec_t e[FLOW_MAX_PARALLEL];
         for (int i = 0; i < n; i++) {
             piece[i] = left[i];
-            if (until < INFINITY && left[i] > 0) /* at least a microsecond's worth, to move on */
-                piece[i] = fmin(left[i], route_bandwidth(src[i], dst[i]) * fmax(until, 1e-6));
+            sg_link_t slowest = until < INFINITY && left[i] > 0 ? route_slowest_link(src[i], dst[i]) : NULL;
+            if (slowest) /* at least a microsecond's worth, to move on */
+                piece[i] = fmin(left[i], sg_link_get_bandwidth(slowest) * fmax(until, 1e-6));
             e[i] = piece[i] > 0 ? transfer(src[i], dst[i], piece[i]) : NULL;
             started += piece[i] > 0;
         }
@@ -161,15 +164,6 @@ static int run_flows(const flow_ctx *c, sg_host_t *src, sg_host_t *dst, int n, d
         }
     }
     return started;
-}
-
-/* Waits for n started flows, then notes them (note_flows). */
-static void note_flows(flow_ctx *c, int flows, int n, int task, int stage, double t0, sg_host_t *src, sg_host_t *dst);
-static void wait_all(flow_ctx *c, sg_exec_t *e, int n, int task, int stage, double t0, sg_host_t *src, sg_host_t *dst)
-{
-    for (int i = 0; i < n; i++)
-        sg_exec_wait(e[i]);
-    note_flows(c, n, n, task, stage, t0, src, dst);
 }
 
 /* Counts the flows of one communication (task) started at t0 between src[i] and dst[i], and
@@ -186,6 +180,14 @@ static void note_flows(flow_ctx *c, int flows, int n, int task, int stage, doubl
         memcpy(c->slowest_src, src, (size_t)n * sizeof *src);
         memcpy(c->slowest_dst, dst, (size_t)n * sizeof *dst);
     }
+}
+
+/* Waits for n started flows, then notes them (note_flows). */
+static void wait_all(flow_ctx *c, sg_exec_t *e, int n, int task, int stage, double t0, sg_host_t *src, sg_host_t *dst)
+{
+    for (int i = 0; i < n; i++)
+        sg_exec_wait(e[i]);
+    note_flows(c, n, n, task, stage, t0, src, dst);
 }
 
 static void p2p(flow_ctx *c, int task, const sim_task *k, int stage, int d)
@@ -271,10 +273,7 @@ static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int 
                 n++;
             }
     }
-    if (n > 0)
-        note_flows(c, run_flows(c, src, dst, n, split.net_bytes), n, task, stage, t0, src, dst);
-    else
-        note_flows(c, 0, 0, task, stage, t0, src, dst);
+    note_flows(c, run_flows(c, src, dst, n, split.net_bytes), n, task, stage, t0, src, dst);
     sg_barrier_wait(c->bar_out[task]);
     /* A gradient bucket here may stand for several of the scenario's (run.c coarsens them to
      * bound the flows): each of those would have paid the fixed cost of a collective call. */
@@ -376,8 +375,9 @@ static void lane_actor(int argc, char **argv)
     actor_arg *a = sg_actor_self_get_data();
     flow_ctx *c = a->c;
     const step_workload *w = c->w;
-    for (const int *it = c->lane_tasks[a->stage * LANE_COUNT + a->lane]; *it >= 0; it++) {
-        int i = *it;
+    int lane = a->stage * LANE_COUNT + a->lane;
+    for (int at = c->index.lane_begin[lane]; at < c->index.lane_begin[lane + 1]; at++) {
+        int i = c->index.lane_task[at];
         const sim_task *k = &w->tasks[i];
         for (int q = 0; q < k->dep_count; q++) {
             sg_sem_acquire(done_sem(c, w->deps[k->dep_begin + q], a->replica));
@@ -434,7 +434,7 @@ static void lane_actor(int argc, char **argv)
             c->start[i] = t0;
             c->contention[i] = contention > 1e-12 ? contention : 0;
         }
-        for (int q = 0; q < c->dependents[i]; q++)
+        for (int q = c->index.dependent_begin[i]; q < c->index.dependent_begin[i + 1]; q++)
             sg_sem_release(done_sem(c, i, a->replica));
     }
 }
@@ -547,24 +547,10 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
     }
 
     int n = w->n_tasks;
-    c.dependents = calloc((size_t)n, sizeof(int));
-    for (int i = 0; i < n; i++)
-        for (int q = 0; q < w->tasks[i].dep_count; q++)
-            c.dependents[w->deps[w->tasks[i].dep_begin + q]]++;
-    c.lane_tasks = calloc((size_t)c.P * LANE_COUNT, sizeof *c.lane_tasks);
-    int *counts = calloc((size_t)c.P * LANE_COUNT, sizeof(int));
-    for (int i = 0; i < n; i++)
-        counts[w->tasks[i].stage * LANE_COUNT + w->tasks[i].lane]++;
-    for (int q = 0; q < c.P * LANE_COUNT; q++) {
-        c.lane_tasks[q] = malloc(((size_t)counts[q] + 1) * sizeof(int));
-        counts[q] = 0;
+    if (workload_index_build(w, &c.index) != 0) {
+        fprintf(stderr, "dtsim flow: out of memory indexing %d tasks\n", n);
+        return 1;
     }
-    for (int i = 0; i < n; i++) {
-        int q = w->tasks[i].stage * LANE_COUNT + w->tasks[i].lane;
-        c.lane_tasks[q][counts[q]++] = i;
-    }
-    for (int q = 0; q < c.P * LANE_COUNT; q++)
-        c.lane_tasks[q][counts[q]] = -1;
     c.done = calloc((size_t)n * c.R, sizeof *c.done);
     c.bar_in = calloc((size_t)n, sizeof *c.bar_in);
     c.bar_out = calloc((size_t)n, sizeof *c.bar_out);
@@ -578,7 +564,7 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
     for (int p = 0; p < c.P; p++)
         for (int d = 0; d < c.R; d++)
             for (int l = 0; l < LANE_COUNT; l++) {
-                if (counts[p * LANE_COUNT + l] == 0)
+                if (c.index.lane_begin[p * LANE_COUNT + l + 1] == c.index.lane_begin[p * LANE_COUNT + l])
                     continue;
                 actor_arg *a = &args[actors];
                 a->c = &c;
@@ -617,21 +603,13 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
         rep.slowest_comm_stage = c.slowest_stage;
         rep.slowest_comm_s = c.slowest_s;
         rep.slowest_link_gbs = INFINITY;
-        xbt_dynar_t links = xbt_dynar_new(sizeof(sg_link_t), NULL);
         for (int i = 0; i < c.slowest_n; i++) {
-            xbt_dynar_reset(links);
-            sg_host_get_route(c.slowest_src[i], c.slowest_dst[i], links);
-            unsigned int it;
-            sg_link_t l;
-            xbt_dynar_foreach (links, it, l) {
-                double gbs = sg_link_get_bandwidth(l) / 1e9;
-                if (gbs < rep.slowest_link_gbs) {
-                    rep.slowest_link_gbs = gbs;
-                    snprintf(rep.slowest_link, sizeof rep.slowest_link, "%s", sg_link_get_name(l));
-                }
+            sg_link_t l = route_slowest_link(c.slowest_src[i], c.slowest_dst[i]);
+            if (l && sg_link_get_bandwidth(l) / 1e9 < rep.slowest_link_gbs) {
+                rep.slowest_link_gbs = sg_link_get_bandwidth(l) / 1e9;
+                snprintf(rep.slowest_link, sizeof rep.slowest_link, "%s", sg_link_get_name(l));
             }
         }
-        xbt_dynar_free(&links);
     }
     size_t bytes = (size_t)n * sizeof(double);
     return flow_write_all(fd, &rep, sizeof rep) || flow_write_all(fd, c.start, bytes) ||
