@@ -282,6 +282,13 @@ static int jint(json_t *o, const char *k)
     return x < 0 || x > INT32_MAX ? -1 : (int)x;
 }
 
+/* jint, with 0 for a missing or bad number. */
+static int jcount(json_t *o, const char *k)
+{
+    int v = jint(o, k);
+    return v < 0 ? 0 : v;
+}
+
 /* The layout a manifest records; -1 on a missing or bad number, which the caller refuses. */
 static void manifest_layout(json_t *man, ckpt_layout *l)
 {
@@ -439,14 +446,14 @@ static int add_old_shard(const gpt_model *m, const ckpt_layout *old, int r, cons
 static void state_from_manifest(json_t *man, const unsigned char *shard, train_state *st)
 {
     memset(st, 0, sizeof *st);
-    /* counters a manifest lacks (or holds badly) read as 0, as they did before jint refused them */
-    st->step = jint(man, "step") < 0 ? 0 : jint(man, "step");
-    st->updates = jint(man, "updates") < 0 ? 0 : jint(man, "updates");
+    /* counters a manifest lacks (or holds badly) read as 0 */
+    st->step = jcount(man, "step");
+    st->updates = jcount(man, "updates");
     st->data_position = (uint64_t)json_integer_value(json_object_get(man, "data_position"));
     st->seed = (uint64_t)json_integer_value(json_object_get(man, "seed"));
     memcpy(&st->loss_scale, shard + 24, 8);
     memcpy(&st->good_steps, shard + 32, 4);
-    st->precision = jint(man, "precision") < 0 ? 0 : jint(man, "precision");
+    st->precision = jcount(man, "precision");
 }
 
 /* Tries one checkpoint on this rank: 0 loaded, 1 skip (why), -1 fatal (why). Collective only
