@@ -236,3 +236,11 @@ int cli_load_scenario(const cli_spec *spec, const cli_list *sets, scenario_confi
     }
     return 0;
 }
+
+int cli_parse_and_load(const cli_spec *spec, int argc, char **argv, const cli_list *sets, scenario_config *s)
+{
+    int rc = cli_parse_args(spec, argc, argv);
+    if (rc != CLI_GO_ON)
+        return rc;
+    return cli_load_scenario(spec, sets, s) == 0 ? CLI_GO_ON : 2;
+}

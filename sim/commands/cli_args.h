@@ -81,5 +81,9 @@ void cli_list_free(cli_list *l);
  * every command alike: 0, or -1 after saying why on stderr (none given: which and the usage; a
  * bad one: the loader's reason). The caller frees it with scenario_free. */
 int cli_load_scenario(const cli_spec *spec, const cli_list *sets, scenario_config *s);
+/* Both in turn, as every command that simulates one scenario begins: CLI_GO_ON with *s loaded
+ * (the caller frees it), or the exit code to return at once (0 after --help, 2 after bad input,
+ * the reason said). */
+int cli_parse_and_load(const cli_spec *spec, int argc, char **argv, const cli_list *sets, scenario_config *s);
 
 #endif

@@ -37,14 +37,12 @@ int cli_async(int argc, char **argv)
         CLI_OPT_END,
     };
     const cli_spec spec = {"async", usage, options, &scenario_path, "scenario file"};
-    int rc = cli_parse_args(&spec, argc, argv);
+    scenario_config s;
+    int rc = cli_parse_and_load(&spec, argc, argv, &sets, &s);
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
-    scenario_config s;
     config_error err;
-    if (cli_load_scenario(&spec, &sets, &s) != 0)
-        goto out;
     async_report a;
     int got = async_ps_run_scenario(&s, steps, &a, &err);
     scenario_free(&s);

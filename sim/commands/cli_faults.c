@@ -86,14 +86,12 @@ int cli_faults(int argc, char **argv)
         CLI_OPT_END,
     };
     const cli_spec spec = {"faults", usage, options, &path, "scenario file"};
-    int rc = cli_parse_args(&spec, argc, argv);
+    scenario_config s;
+    int rc = cli_parse_and_load(&spec, argc, argv, &sets, &s);
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
-    scenario_config s;
     config_error err;
-    if (cli_load_scenario(&spec, &sets, &s) != 0)
-        goto out;
     /* A trace is input: a malformed one is the user's to fix (exit 2), named with its line. */
     faults_trace trace = {0};
     int gpus = scenario_gpus(&s), gpn = s.platform.node.gpus > 0 ? s.platform.node.gpus : 1;

@@ -84,14 +84,12 @@ int cli_plan(int argc, char **argv)
         CLI_OPT_END,
     };
     const cli_spec spec = {"plan", usage, options, &path, "scenario file"};
-    int rc = cli_parse_args(&spec, argc, argv);
+    scenario_config s;
+    int rc = cli_parse_and_load(&spec, argc, argv, &sets, &s);
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
-    scenario_config s;
     config_error err;
-    if (cli_load_scenario(&spec, &sets, &s) != 0)
-        goto out;
     plan_result p;
     if (plan_search_threads(&s, gpus, threads, &p, &err, progress) != 0) {
         fprintf(stderr, "dtsim plan: %s\n", err.msg);

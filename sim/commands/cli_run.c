@@ -59,14 +59,12 @@ int cli_run(int argc, char **argv)
         CLI_OPT_END,
     };
     const cli_spec spec = {"run", usage, options, &scenario_path, "scenario file"};
-    int rc = cli_parse_args(&spec, argc, argv);
+    scenario_config s;
+    int rc = cli_parse_and_load(&spec, argc, argv, &sets, &s);
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
-    scenario_config s;
     config_error err;
-    if (cli_load_scenario(&spec, &sets, &s) != 0)
-        goto out;
     run_result r;
     if (run_scenario_traced(&s, &r, trace_path, &err) != 0) {
         fprintf(stderr, "dtsim: %s: %s\n", scenario_path, err.msg);

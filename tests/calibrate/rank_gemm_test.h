@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 #include "config.h"
 #include "test_files.h"
 
@@ -105,5 +106,57 @@ static void into_kept_every_other_key(const char *before, json_t *after, const c
     for (size_t i = 0; i < json_array_size(old_sources); i++)
         assert_true(json_equal(json_array_get(old_sources, i), json_array_get(new_sources, i)));
     json_decref(old);
+}
+
+/* mpirun -np ranks dtcal COMMAND "-o bad.json ARGS": refused with exit 2, "dtcal COMMAND: "
+ * said once on stderr with `reason` (where not NULL), nothing on stdout, no bad.json. */
+static void dtcal_refuses(const char *command, int ranks, const char *args, const char *reason)
+{
+    unlink("bad.json");
+    char with_out[1024], prefix[64];
+    snprintf(with_out, sizeof with_out, "-o bad.json %s", args); /* a flag without its value last */
+    snprintf(prefix, sizeof prefix, "dtcal %s: ", command);
+    int rc = dtcal_mpirun(command, ranks, with_out);
+    char *out = read_all("stdout.txt"), *err = read_all("stderr.txt");
+    print_message("  %s: exit %d: %s", args, rc, err);
+    assert_int_equal(rc, 2);
+    assert_string_equal(out, "");
+    const char *said = strstr(err, prefix);
+    assert_non_null(said);
+    assert_null(strstr(said + 1, prefix));
+    if (reason && !strstr(err, reason))
+        fail_msg("no '%s'", reason);
+    assert_int_equal(access("bad.json", F_OK), -1);
+    free(out);
+    free(err);
+}
+
+/* Every bad option line (base options, then bad[i][0]) is refused naming bad[i][1]; --into files
+ * that are missing, not JSON or whose sources are not a list are refused too and left as they
+ * were. */
+static void dtcal_refuses_bad_options(const char *command, const char *base, const char *const (*bad)[2],
+                                      size_t n)
+{
+    const char *into = "{ \"device\": \"X\", \"source\": \"datasheet\", \"sources\": 5 }\n";
+    const char *not_json = "{ \"device\": \n";
+    write_file("bad-sources.json", into);
+    write_file("not-json.json", not_json);
+    static const char *const bad_into[][2] = {
+        {"--into missing.json", "missing.json"},
+        {"--into bad-sources.json", "is not a list"},
+        {"--into not-json.json", "not-json.json"},
+        {"--repeats", "needs a value"},
+    };
+    char args[512];
+    for (size_t i = 0; i < n + sizeof bad_into / sizeof bad_into[0]; i++) {
+        const char *const *b = i < n ? bad[i] : bad_into[i - n];
+        snprintf(args, sizeof args, "%s %s", base, b[0]);
+        dtcal_refuses(command, 2, args, b[1]);
+    }
+    char *after = read_all("bad-sources.json"), *after_not_json = read_all("not-json.json");
+    assert_string_equal(after, into);
+    assert_string_equal(after_not_json, not_json);
+    free(after);
+    free(after_not_json);
 }
 #endif

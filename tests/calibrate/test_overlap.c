@@ -179,51 +179,24 @@ static void two_cpu_ranks_write_the_slowdown_of_their_times(void **state)
     free(err);
 }
 
-/* Exit 2, the reason said once, nothing on stdout, no -o file. */
-static void refused(int ranks, const char *args, const char *reason)
-{
-    unlink("bad.json");
-    int rc = run(ranks, args);
-    char *out = read_all("stdout.txt"), *err = read_all("stderr.txt");
-    assert_int_equal(rc, 2);
-    assert_string_equal(out, "");
-    const char *said = strstr(err, "dtcal overlap: ");
-    assert_non_null(said);
-    assert_null(strstr(said + 1, "dtcal overlap: "));
-    if (reason && !strstr(err, reason))
-        fail_msg("no '%s'", reason);
-    assert_int_equal(access("bad.json", F_OK), -1);
-    free(out);
-    free(err);
-}
-
 static void one_rank_exits_2(void **state)
 {
     (void)state;
-    refused(1, "--device cpu --m 64 --n 64 --k 64 --bytes 4096 -o bad.json", "needs at least 2 ranks");
+    dtcal_refuses("overlap", 1, "--device cpu --m 64 --n 64 --k 64 --bytes 4096", "needs at least 2 ranks");
 }
 
+/* Exit 2, the reason said once, nothing on stdout, no -o file, the --into calibration as it was. */
 static void bad_options_exit_2_and_write_nothing(void **state)
 {
     (void)state;
-    const char *into = "{ \"device\": \"X\", \"source\": \"datasheet\", \"sources\": 5 }\n";
-    write_file("bad-sources.json", into);
     static const char *const bad[][2] = {
         {"--bytes 0", "--bytes 0"},          {"--bytes 6", "4-byte"},        {"--bytes x", "--bytes x"},
         {"--bytes 8589934592", "4294967296"}, {"--backend tcp", "not mpi or nccl"},
         {"--backend nccl", "--device cuda"}, {"--device tpu", "not cpu or cuda"},
         {"--m 0", "--m"},                    {"--precision fp64", "fp64"}, {"--bogus 1", "unknown option"},
-        {"--into missing.json", "missing.json"}, {"--into bad-sources.json", "is not a list"},
-        {"--repeats", "needs a value"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char args[512];
-        snprintf(args, sizeof args, "--device cpu --m 64 --n 64 --k 64 --bytes 4096 -o bad.json %s", bad[i][0]);
-        refused(2, args, bad[i][1]);
-    }
-    char *after = read_all("bad-sources.json");
-    assert_string_equal(after, into);
-    free(after);
+    dtcal_refuses_bad_options("overlap", "--device cpu --m 64 --n 64 --k 64 --bytes 4096", bad,
+                              sizeof bad / sizeof bad[0]);
 }
 
 /* --into: every key of the calibration as it was but source (datasheet + a measurement = mixed),

@@ -208,43 +208,19 @@ static void two_cpu_ranks_write_the_cv_of_their_rates(void **state)
 static void one_rank_exits_2(void **state)
 {
     (void)state;
-    unlink("one.json");
-    assert_int_equal(run(1, "--device cpu --m 64 --n 64 --k 64 -o one.json"), 2);
-    char *err = read_all("stderr.txt");
-    assert_non_null(strstr(err, "needs at least 2 ranks"));
-    assert_int_equal(access("one.json", F_OK), -1);
-    free(err);
+    dtcal_refuses("variability", 1, "--device cpu --m 64 --n 64 --k 64", "needs at least 2 ranks");
 }
 
-/* Exit 2, the reason, nothing on stdout, no -o file, the --into calibration as it was. */
+/* Exit 2, the reason said once, nothing on stdout, no -o file, the --into calibration as it was. */
 static void bad_options_exit_2_and_write_nothing(void **state)
 {
     (void)state;
-    const char *into = "{ \"device\": \"X\", \"source\": \"datasheet\", \"sources\": 5 }\n";
-    write_file("bad-sources.json", into);
-    write_file("not-json.json", "{ \"device\": \n");
-    static const char *const bad[] = {
-        "--m 0",          "--n x",          "--k 65537",       "--repeats 0",      "--precision fp64",
-        "--precision fp32,bf16", "--device tpu", "--bogus 1",   "--m 65536 --n 65536", "--into missing.json",
-        "--into bad-sources.json", "--into not-json.json", "--repeats",
+    static const char *const bad[][2] = {
+        {"--m 0", "--m"},          {"--n x", "--n"},          {"--k 65537", "--k"},
+        {"--repeats 0", "--repeats"}, {"--precision fp64", "fp64"}, {"--precision fp32,bf16", "fp32,bf16"},
+        {"--device tpu", "tpu"},   {"--bogus 1", "unknown option"}, {"--m 65536 --n 65536", NULL},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char args[512];
-        unlink("bad.json");
-        snprintf(args, sizeof args, "--device cpu --m 64 --n 64 --k 64 -o bad.json %s", bad[i]);
-        int rc = run(2, args);
-        char *out = read_all("stdout.txt"), *err = read_all("stderr.txt");
-        print_message("  %s: exit %d: %s", bad[i], rc, err);
-        assert_int_equal(rc, 2);
-        assert_string_equal(out, "");
-        assert_non_null(strstr(err, "dtcal variability: "));
-        assert_int_equal(access("bad.json", F_OK), -1);
-        free(out);
-        free(err);
-    }
-    char *after = read_all("bad-sources.json");
-    assert_string_equal(after, into);
-    free(after);
+    dtcal_refuses_bad_options("variability", "--device cpu --m 64 --n 64 --k 64", bad, sizeof bad / sizeof bad[0]);
 }
 
 /* --into: every key of the calibration as it was, but source (datasheet + a measurement = mixed),

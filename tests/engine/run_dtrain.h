@@ -23,6 +23,41 @@ static inline int dtrain_test_device_missing(void)
     return *dtrain_test_device_flag() && system("nvidia-smi -L >/dev/null 2>&1") != 0;
 }
 
+/* How every multi-rank engine suite starts: argv[1] is dtrain, argv[2] mpirun (at least `need`
+ * words in all), mpirun may run as root (CI does), and a gpu_ variant without a GPU is skipped.
+ * Returns -1 to go on, else the exit code to return (2: called wrongly; 77: skipped). */
+static inline int dtrain_suite_begin(int argc, char **argv, int need, const char **dtrain, const char **mpirun)
+{
+    if (argc < need || argc < 3)
+        return 2;
+    *dtrain = argv[1];
+    *mpirun = argv[2];
+    if (dtrain_test_device_missing()) {
+        fprintf(stderr, "DTRAIN_TEST_DEVICE=%s but no GPU answers: skipped\n", getenv("DTRAIN_TEST_DEVICE"));
+        return 77;
+    }
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    return -1;
+}
+
+#ifdef cmocka_unit_test
+/* The suite's tests in a private scratch folder /tmp/NAME_XXXXXX, removed after; cmocka's exit
+ * code (1 where the folder could not be made). */
+#define dtrain_suite_run_private(name, tests) \
+    dtrain_suite_run_private_n((name), (tests), sizeof(tests) / sizeof((tests)[0]))
+static inline int dtrain_suite_run_private_n(const char *name, const struct CMUnitTest *tests, size_t n)
+{
+    char dir[256];
+    snprintf(dir, sizeof dir, "/tmp/%s_XXXXXX", name);
+    if (enter_private_dir(dir) != 0)
+        return 1;
+    int rc = _cmocka_run_group_tests(name, tests, n, NULL, NULL);
+    leave_private_dir(dir);
+    return rc;
+}
+#endif
+
 /* Runs "DTRAIN [--device D] ARGS --log-json LOG 2>ERR"; returns the exit code; lines[] gets the
  * parsed log lines (caller json_decref's them), *n their count. */
 static inline int run_dtrain(const char *dtrain, const char *args, json_t **lines, int max, int *n, char *stderr_text,

@@ -162,13 +162,10 @@ static void truncated_shard_falls_back_to_the_previous_checkpoint(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc < 4)
-        return 2;
-    DTRAIN = argv[1];
-    MPIRUN = argv[2];
+    int begun = dtrain_suite_begin(argc, argv, 4, &DTRAIN, &MPIRUN);
+    if (begun >= 0)
+        return begun;
     DIR = argv[3];
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     snprintf(MODEL, sizeof MODEL, "%s/ckp_model.json", DIR);
     snprintf(CKPT, sizeof CKPT, "%s/ckp_parallel", DIR);
     FILE *f = fopen(MODEL, "w");

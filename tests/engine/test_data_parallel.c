@@ -260,16 +260,9 @@ static void bad_layout_stops_every_rank(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc < 3)
-        return 2;
-    DTRAIN = argv[1];
-    MPIRUN = argv[2];
-    if (dtrain_test_device_missing()) {
-        fprintf(stderr, "DTRAIN_TEST_DEVICE=%s but no GPU answers: skipped\n", getenv("DTRAIN_TEST_DEVICE"));
-        return 77;
-    }
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    int begun = dtrain_suite_begin(argc, argv, 3, &DTRAIN, &MPIRUN);
+    if (begun >= 0)
+        return begun;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(dp2_every_zero_stage),
         cmocka_unit_test(dp4_zero1_and_zero3),
@@ -279,10 +272,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(overlap_refused_where_it_does_not_apply),
         cmocka_unit_test(bad_layout_stops_every_rank),
     };
-    char dir[] = "/tmp/test_data_parallel_XXXXXX";
-    if (enter_private_dir(dir) != 0)
-        return 1;
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    leave_private_dir(dir);
-    return rc;
+    return dtrain_suite_run_private("test_data_parallel", tests);
 }

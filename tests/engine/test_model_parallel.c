@@ -176,17 +176,10 @@ static void bad_layouts_stop_every_rank(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc < 4)
-        return 2;
-    DTRAIN = argv[1];
-    MPIRUN = argv[2];
+    int begun = dtrain_suite_begin(argc, argv, 4, &DTRAIN, &MPIRUN);
+    if (begun >= 0)
+        return begun;
     DIR = argv[3];
-    if (dtrain_test_device_missing()) {
-        fprintf(stderr, "DTRAIN_TEST_DEVICE=%s but no GPU answers: skipped\n", getenv("DTRAIN_TEST_DEVICE"));
-        return 77;
-    }
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tensor_parallel),
         cmocka_unit_test(pipeline_parallel_every_schedule),

@@ -153,12 +153,9 @@ static int gpu_variant(void)
 
 int main(int argc, char **argv)
 {
-    if (argc < 4)
-        return 2;
-    DTRAIN = argv[1];
-    MPIRUN = argv[2];
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1); /* CI runs as root */
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    int begun = dtrain_suite_begin(argc, argv, 4, &DTRAIN, &MPIRUN);
+    if (begun >= 0)
+        return begun;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(offload_is_bit_identical_on_cpu),
         cmocka_unit_test(offload_checkpoint_resumes_exactly),

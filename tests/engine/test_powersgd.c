@@ -287,12 +287,9 @@ static void bad_values_exit_2(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc < 3)
-        return 2;
-    DTRAIN = argv[1];
-    MPIRUN = argv[2];
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1); /* CI runs as root */
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    int begun = dtrain_suite_begin(argc, argv, 3, &DTRAIN, &MPIRUN);
+    if (begun >= 0)
+        return begun;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(round_matches_float64_reference),
         cmocka_unit_test(zero_matrix_stays_finite),
@@ -300,10 +297,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(powersgd_training_converges),
         cmocka_unit_test(bad_values_exit_2),
     };
-    char dir[] = "/tmp/test_powersgd_XXXXXX";
-    if (enter_private_dir(dir) != 0)
-        return 1;
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    leave_private_dir(dir);
-    return rc;
+    return dtrain_suite_run_private("test_powersgd", tests);
 }
