@@ -99,7 +99,8 @@ int closed_loop_run(const closed_loop_options *o)
                               .micro_batch = o->micro_batch, .global_batch = (long long)o->micro_batch * o->dp,
                               .tp = o->tp, .pp = o->pp, .dp = o->dp, .vpp = 1, .zero = 0, .precision = "fp32",
                               .grad_reduce = o->grad_reduce, .powersgd_rank = o->powersgd_rank,
-                              .overlap_grad_reduce = o->overlap_grad_reduce, .bucket_mb = o->bucket_mb};
+                              .overlap_grad_reduce = o->overlap_grad_reduce, .bucket_mb = o->bucket_mb,
+                              .recompute = o->recompute};
     scenario_config s;
     config_error err;
     if (engine_scenario_load(&shape, o->platform, o->calibration, &s, &err) != 0) {
@@ -122,7 +123,9 @@ int closed_loop_run(const closed_loop_options *o)
     close(fd);
     snprintf(prof, sizeof prof, "%s.profile.json", log);
     int ranks = o->tp * o->pp * o->dp;
-    char launcher[1024] = "", compress[32] = "none", overlap[64] = "";
+    char launcher[1024] = "", compress[32] = "none", overlap[64] = "", recompute[64] = "";
+    if (o->recompute && strcmp(o->recompute, "none"))
+        snprintf(recompute, sizeof recompute, " --recompute-granularity %s", o->recompute);
     if (o->powersgd_rank > 0)
         snprintf(compress, sizeof compress, "powersgd:%d", o->powersgd_rank);
     if (o->overlap_grad_reduce)
@@ -138,9 +141,9 @@ int closed_loop_run(const closed_loop_options *o)
     /* one BLAS thread per rank: the ranks share the machine's cores as the calibration assumes */
     snprintf(cmd, sizeof cmd,
              "OPENBLAS_NUM_THREADS=1 %s'%s' --device %s --model %s --micro-batch %d --global-batch %d --tp %d --pp %d "
-             "--dp %d --grad-reduce %s --grad-compress %s%s --steps %d --log-json %s --profile %s",
+             "--dp %d --grad-reduce %s --grad-compress %s%s%s --steps %d --log-json %s --profile %s",
              launcher, o->dtrain, o->device, o->model, o->micro_batch, o->micro_batch * o->dp, o->tp, o->pp, o->dp,
-             o->grad_reduce, compress, overlap, o->steps, log, prof);
+             o->grad_reduce, compress, overlap, recompute, o->steps, log, prof);
     fprintf(stderr, "dtcal validate: measuring: %s\n", cmd);
     int st = system(cmd);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {

@@ -63,6 +63,7 @@ static void usage(FILE *f)
             "  validate [--device cpu|cuda] [--model tiny|small|FILE] [--micro-batch B] [--steps N]\n"
             "           [--tp N --pp N --dp N [--mpirun PATH]] [--grad-reduce fp32|bf16]\n"
             "           [--grad-compress none|powersgd:R] [--overlap-grad-reduce [--bucket-mb X]]\n"
+            "           [--recompute-granularity none|selective|full]\n"
             "           [--platform FILE]\n"
             "           [--calibration FILE] [--json FILE|-]\n"
             "      run dtrain (under mpirun for more than one rank, all on this machine), simulate the same\n"
@@ -630,6 +631,13 @@ static int cmd_validate(int argc, char **argv)
                 return 2;
             }
             o.grad_reduce = v;
+        }
+        else if (!strcmp(a, "--recompute-granularity")) {
+            if (strcmp(v, "none") && strcmp(v, "selective") && strcmp(v, "full")) {
+                fprintf(stderr, "dtcal validate: --recompute-granularity: '%s' is not none, selective or full\n", v);
+                return 2;
+            }
+            o.recompute = v;
         }
         else if (!strcmp(a, "--bucket-mb")) {
             char *end;

@@ -60,6 +60,12 @@ static void usage(FILE *f)
             "  --vpp V                  model chunks per stage for interleaved 1F1B (default 1; interleaved needs 2+)\n"
             "  --dp N                   data-parallel replicas; launch TP x PP x DP ranks with mpirun\n"
             "  --zero 0|1|2|3           ZeRO stage: sharded optimizer (1), + gradients (2), + parameters (3)\n"
+            "  --recompute-granularity full|selective  activation recomputation (Megatron-LM): full keeps\n"
+            "                           each recomputed group's input and reruns its forward in the backward;\n"
+            "                           selective reruns the attention core (default: none)\n"
+            "  --recompute-method uniform|block  full: groups of --recompute-num-layers layers over each\n"
+            "                           pipeline chunk (uniform, default), or only its first that many (block)\n"
+            "  --recompute-num-layers N full: the group size (uniform) or the count (block); default 1\n"
             "  --grad-reduce fp32|bf16  DP gradient reduction precision: bf16 halves the bytes (default fp32)\n"
             "  --grad-compress none|powersgd:R  PowerSGD rank-R compression of the DP reduction of the\n"
             "                           weight matrices, with error feedback (--dp 2+, ZeRO-0, fp32 reduction)\n"
@@ -136,7 +142,7 @@ static int parse_layer_list(const char *v, int *out, int max)
 
 static int run(int argc, char **argv, comm_ctx *comm)
 {
-    int dp = 1, tp = 1, pp = 1, n_stage_layers = 0, bucket_given = 0;
+    int dp = 1, tp = 1, pp = 1, n_stage_layers = 0, bucket_given = 0, recompute_method_given = 0;
     static int stage_layers[1024];
     train_options o = {.device = "cpu", .model = "tiny", .data = DTRAIN_DEFAULT_DATA, .micro_batch = 8,
                        .global_batch = 0, .steps = 200, .warmup = -1, .seed = 1, .lr = 1e-3,
@@ -282,6 +288,22 @@ static int run(int argc, char **argv, comm_ctx *comm)
                 return 2;
             }
             o.grad_reduce_bf16 = !strcmp(v, "bf16");
+        } else if (!strcmp(a, "--recompute-granularity")) {
+            if (strcmp(v, "full") && strcmp(v, "selective")) {
+                fprintf(stderr, "dtrain: --recompute-granularity: '%s' is not full or selective\n", v);
+                return 2;
+            }
+            o.recompute = !strcmp(v, "full") ? GPT_RECOMPUTE_FULL : GPT_RECOMPUTE_SELECTIVE;
+        } else if (!strcmp(a, "--recompute-method")) {
+            if (strcmp(v, "uniform") && strcmp(v, "block")) {
+                fprintf(stderr, "dtrain: --recompute-method: '%s' is not uniform or block\n", v);
+                return 2;
+            }
+            o.recompute_block = !strcmp(v, "block");
+            recompute_method_given = 1;
+        } else if (!strcmp(a, "--recompute-num-layers")) {
+            if (parse_long(a, v, 1, 1024, &n)) return 2;
+            o.recompute_layers = (int)n;
         } else if (!strcmp(a, "--zero")) {
             if (parse_long(a, v, 0, 3, &n)) return 2;
             o.zero = (int)n;
@@ -326,6 +348,13 @@ static int run(int argc, char **argv, comm_ctx *comm)
     }
     if (o.warmup < 0)
         o.warmup = o.steps / 10;
+    if ((recompute_method_given || o.recompute_layers) && o.recompute != GPT_RECOMPUTE_FULL) {
+        fprintf(stderr, "dtrain: --recompute-method and --recompute-num-layers apply to --recompute-granularity "
+                        "full only\n");
+        return 2;
+    }
+    if (!o.recompute_layers)
+        o.recompute_layers = 1;
     if (o.grad_compress_rank && (dp < 2 || o.zero != 0 || o.grad_reduce_bf16)) {
         fprintf(stderr, "dtrain: --grad-compress powersgd:%d compresses the DP all-reduce: it needs --dp 2 or more "
                         "(got %d), --zero 0 (got %d) and --grad-reduce fp32 (got %s)\n",

@@ -91,80 +91,6 @@ static void state_change(gpt_model *m, size_t added, size_t freed)
     m->state_floats -= freed;
 }
 
-static void alloc_acts(gpt_model *m, gpt_acts *a)
-{
-    const gpt_config *cfg = &m->cfg;
-    const gpt_shard *sh = &m->shard;
-    size_t C = (size_t)cfg->hidden, N = (size_t)m->B * cfg->seq_len, V = (size_t)cfg->vocab;
-    size_t Cl = C / sh->tp, NHl = (size_t)cfg->heads / sh->tp;
-    if (sh->embedding)
-        a->encoded = dev(m, N * C);
-    a->layers = calloc((size_t)cfg->num_layers, sizeof *a->layers);
-    for (int l = 0; l < cfg->num_layers; l++) {
-        gpt_layer_acts *x = &a->layers[l];
-        if (!m->runs_layer[l])
-            continue;
-        if (l > 0 && !m->runs_layer[l - 1])
-            x->input = dev(m, N * C);
-        x->ln1 = dev(m, N * C);
-        x->ln1_mean = dev(m, N);
-        x->ln1_rstd = dev(m, N);
-        x->qkv = dev(m, N * 3 * Cl);
-        x->atty = dev(m, N * Cl);
-        x->lse = dev(m, N * NHl);
-        x->proj = dev(m, N * C);
-        x->res2 = dev(m, N * C);
-        x->ln2 = dev(m, N * C);
-        x->ln2_mean = dev(m, N);
-        x->ln2_rstd = dev(m, N);
-        x->fch = dev(m, N * 4 * Cl);
-        x->fch_gelu = dev(m, N * 4 * Cl);
-        x->fcproj = dev(m, N * C);
-        x->res3 = dev(m, N * C);
-    }
-    if (sh->head) {
-        a->lnf = dev(m, N * C);
-        a->lnf_mean = dev(m, N);
-        a->lnf_rstd = dev(m, N);
-        a->logits = dev(m, N * V / sh->tp);
-        a->losses = dev(m, N);
-    }
-    a->tokens = m->k->alloc(N * sizeof(int));
-    a->targets = m->k->alloc(N * sizeof(int));
-    if (sh->tp > 1) {
-        a->in_vocab = calloc(N, 1);
-        a->host_targets = calloc(N, sizeof(int));
-        a->ce_max = calloc(N, sizeof(float));
-        a->ce_sum = calloc(N, sizeof(float));
-    }
-}
-
-static void free_acts(gpt_model *m, gpt_acts *a)
-{
-    const kernels_backend *k = m->k;
-    float *top[] = {a->encoded, a->lnf, a->lnf_mean, a->lnf_rstd, a->logits, a->losses};
-    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
-        if (top[i])
-            k->free(top[i]);
-    for (int l = 0; a->layers && l < m->cfg.num_layers; l++) {
-        gpt_layer_acts *x = &a->layers[l];
-        float *p[] = {x->input, x->ln1, x->ln1_mean, x->ln1_rstd, x->qkv, x->atty, x->lse, x->proj, x->res2,
-                      x->ln2, x->ln2_mean, x->ln2_rstd, x->fch, x->fch_gelu, x->fcproj, x->res3};
-        for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
-            if (p[i])
-                k->free(p[i]);
-    }
-    if (a->tokens)
-        k->free(a->tokens);
-    if (a->targets)
-        k->free(a->targets);
-    free(a->layers);
-    free(a->in_vocab);
-    free(a->host_targets);
-    free(a->ce_max);
-    free(a->ce_sum);
-}
-
 /* The FLOPs the profiler reports, from the op list (one formula with the simulator's): this
  * rank's layer for one micro-batch of dtrain's model (multi-head attention, MLP 4h, Megatron's
  * TP split), and the LM head over this rank's vocabulary rows. */
@@ -230,9 +156,10 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
     free(global);
     free(local);
 
+    gpt_plan_recompute(m);
     m->acts = calloc((size_t)m->shard.slots, sizeof *m->acts);
     for (int i = 0; i < m->shard.slots; i++)
-        alloc_acts(m, &m->acts[i]);
+        gpt_alloc_acts(m, &m->acts[i]);
     m->d_res = dev(m, N * C);
     m->d_a = dev(m, N * C);
     m->d_b = dev(m, N * C);
@@ -331,8 +258,9 @@ void gpt_free(gpt_model *m)
         if (bufs[i])
             k->free(bufs[i]);
     for (int i = 0; m->acts && i < m->shard.slots; i++)
-        free_acts(m, &m->acts[i]);
+        gpt_free_acts(m, &m->acts[i]);
     free(m->acts);
+    gpt_free_recompute(m);
     free(m->tensors);
     free(m->runs_layer);
     memset(m, 0, sizeof *m);
@@ -397,6 +325,7 @@ static void check_layers(const gpt_model *m, int slot, int l0, int l1)
     }
 }
 
+/* Layer l's forward: the first pass, or its rerun in the backward (recompute_group). */
 static void block_forward(gpt_model *m, gpt_acts *act, int l)
 {
     const kernels_backend *k = m->k;
@@ -449,6 +378,18 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
     round_act(m, a->res3, (size_t)N * C);
     PROF_END("residual2", l, 0, 3.0 * N * C * f / 4, "N=%d C=%d", N, C);
     hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 0, 0);
+}
+
+/* Full recomputation: when the backward reaches the last layer of a recomputed group, the
+ * group's forward runs again from the group's kept input, each layer with its own forward hooks
+ * (under ZeRO-3 its parameters gathered for the rerun and let go after, then gathered again by
+ * its backward, as DeepSpeed's stage 3 does under activation checkpointing). */
+static void recompute_group(gpt_model *m, gpt_acts *act, int l)
+{
+    if (gpt_recompute_group_end(m, l) != l)
+        return;
+    for (int j = m->recompute_group[l]; j <= l; j++)
+        block_forward(m, act, j);
 }
 
 /* Vocabulary-parallel cross-entropy (Megatron): each TP rank holds V/tp columns of the logits;
@@ -667,6 +608,7 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l)
     gpt_layer_acts *a = &act->layers[l];
     float *x = layer_input(m, act, l);
     float *w[LAYER_TENSORS], *g[LAYER_TENSORS];
+    recompute_group(m, act, l);
     hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 1, 1); /* before the pointers: ZeRO maps windows here */
     for (int j = 0; j < LAYER_TENSORS; j++) {
         w[j] = gpt_param(m, gpt_layer_tensor(m, l, j));
@@ -702,9 +644,18 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l)
     k->matmul_backward(m->d_a, g[J_PROJ_W], g[J_PROJ_B], m->d_res, a->atty, w[J_PROJ_W], N, Cl, C, m->prec);
     round_act(m, m->d_a, NCl);
     PROF_END("attn_proj_bwd", l, m->flops_bwd.attn_proj, 2 * gemm_bytes(N, C, Cl), "m=%d n=%d k=%d", N, C, Cl);
+    const float *atty = a->atty, *lse = a->lse;
+    if (m->shard.recompute == GPT_RECOMPUTE_SELECTIVE) { /* the attention core again, for its rows */
+        PROF_BEGIN();
+        k->attention_forward(m->scratch->atty, m->scratch->lse, a->qkv, B, T, Cl, NH, m->prec);
+        PROF_END("attention", l, m->flops_fwd.attention, 4.0 * N * (4.0 * Cl + NH),
+                 "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
+        atty = m->scratch->atty;
+        lse = m->scratch->lse;
+    }
     PROF_BEGIN();
     k->memset_zero(m->d_qkv, NCl * 3 * sizeof(float));
-    k->attention_backward(m->d_qkv, m->d_a, a->qkv, a->atty, a->lse, B, T, Cl, NH, m->prec);
+    k->attention_backward(m->d_qkv, m->d_a, a->qkv, atty, lse, B, T, Cl, NH, m->prec);
     round_act(m, m->d_qkv, NCl * 3);
     PROF_END("attention_bwd", l, m->flops_bwd.attention, 4.0 * N * (8.0 * Cl + NH),
              "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);

@@ -70,7 +70,19 @@ typedef struct {
      * >= 1), the gradients (zero >= 2) and the parameters (zero >= 3), so a ZeRO-3 model is never
      * whole on the device. dp 0 or 1: everything. */
     int dp, dp_rank, zero;
+    /* Activation recomputation, as Megatron-LM's --recompute-granularity, --recompute-method and
+     * --recompute-num-layers (gpt_acts.c). */
+    int recompute;                /* GPT_RECOMPUTE_NONE | _SELECTIVE | _FULL */
+    int recompute_block;          /* full: method block (the first recompute_layers layers of each
+                                     chunk, one at a time); 0: uniform (every layer, in groups) */
+    int recompute_layers;         /* full: the group size (uniform) or the count (block); >= 1 */
 } gpt_shard;
+
+/* Recomputation granularities. Selective reruns the attention core (the fused attention kernel)
+ * in the backward and keeps none of its own outputs between the passes; full keeps only the
+ * input of each recomputed group of layers and reruns the group's forward, its TP all-reduces
+ * included, when the backward reaches the group's last layer. */
+enum { GPT_RECOMPUTE_NONE = 0, GPT_RECOMPUTE_SELECTIVE = 1, GPT_RECOMPUTE_FULL = 2 };
 
 typedef struct {
     float *input;                    /* (B,T,C) received from the previous stage, when the
@@ -123,6 +135,15 @@ typedef struct gpt_model_s {
      * since gpt_init_shard (a buffer being replaced counts with its replacement). */
     size_t state_floats, state_floats_peak;
     gpt_acts *acts;                  /* shard.slots of them */
+    /* Recomputation (gpt_acts.c): per layer, the first layer of its recomputed group, or -1 where
+     * the layer keeps its activations; the buffers the recomputed layers share across micro-
+     * batches (recompute_layers layer sets under full, one attention output under selective). */
+    int *recompute_group;
+    gpt_layer_acts *scratch;
+    int scratch_layers;
+    /* Activation floats this rank holds (every slot and the shared recompute buffers; the
+     * backward's scratch d_* buffers are not counted). */
+    size_t act_floats;
     /* backward scratch */
     float *d_res, *d_a, *d_b, *d_big, *d_big2, *d_qkv, *d_logits;
     /* vocabulary-parallel embedding scratch (tp > 1): zeros, a row table, gradient sinks */

@@ -12,4 +12,15 @@ enum { J_LN1_W, J_LN1_B, J_QKV_W, J_QKV_B, J_PROJ_W, J_PROJ_B, J_LN2_W, J_LN2_B,
 /* GPT-2 initialisation of the whole model in the single-rank layout, on the host (malloc'd,
  * global_params floats); the tensor table must be filled. */
 float *gpt_init_global(const gpt_model *m, uint64_t seed);
+
+/* Activations (gpt_acts.c): the recompute plan from shard's settings (m->recompute_group, the
+ * shared buffers), then one slot's buffers, pointing the recomputed layers' intermediates at the
+ * shared ones. gpt_free_acts frees a slot's own buffers; gpt_free_recompute the shared ones. */
+void gpt_plan_recompute(gpt_model *m);
+void gpt_alloc_acts(gpt_model *m, gpt_acts *a);
+void gpt_free_acts(gpt_model *m, gpt_acts *a);
+void gpt_free_recompute(gpt_model *m);
+/* The last layer of layer l's recomputed group (the backward reruns the group when it reaches
+ * it); -1 when l is not recomputed in full. */
+int gpt_recompute_group_end(const gpt_model *m, int l);
 #endif

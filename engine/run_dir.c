@@ -215,6 +215,10 @@ static json_t *options_json(const train_options *o)
     if (j) {
         json_object_set_new(j, "overlap_grad_reduce", json_boolean(o->overlap_grad_reduce));
         json_object_set_new(j, "bucket_mb", json_real(o->bucket_mb));
+        static const char *const recompute[] = {"none", "selective", "full"};
+        json_object_set_new(j, "recompute_granularity", json_string(recompute[o->recompute]));
+        json_object_set_new(j, "recompute_method", json_string(o->recompute_block ? "block" : "uniform"));
+        json_object_set_new(j, "recompute_num_layers", json_integer(o->recompute_layers));
     }
     return j;
 }

@@ -321,7 +321,8 @@ int train_run(const train_options *o)
                        .embedding = o->comm->pp_rank == 0, .head = o->comm->pp_rank == o->comm->pp - 1,
                        .slots = o->comm->pp > 1 ? accum : 1, .tp_allreduce = tp_allreduce_staged,
                        .tp_allreduce_host = tp_allreduce_host, .tp_ctx = &tps, .dp = dp,
-                       .dp_rank = o->comm->dp_rank, .zero = o->zero};
+                       .dp_rank = o->comm->dp_rank, .zero = o->zero, .recompute = o->recompute,
+                       .recompute_block = o->recompute_block, .recompute_layers = o->recompute_layers};
     if (gpt_init_shard(&m, &cfg, k, o->precision, o->micro_batch, o->seed, &shard, err, sizeof err) != 0) {
         if (leader)
             fprintf(stderr, "dtrain: --tp %d: %s\n", o->comm->tp, err);
@@ -379,13 +380,19 @@ int train_run(const train_options *o)
         return 2;
     }
     int *tokens = malloc((size_t)B * T * sizeof(int)), *targets = malloc((size_t)B * T * sizeof(int));
+    char recompute_note[96] = "";
+    if (o->recompute == GPT_RECOMPUTE_SELECTIVE)
+        snprintf(recompute_note, sizeof recompute_note, "; selective recomputation");
+    else if (o->recompute == GPT_RECOMPUTE_FULL)
+        snprintf(recompute_note, sizeof recompute_note, "; full recomputation (%s, %d layer%s)",
+                 o->recompute_block ? "block" : "uniform", o->recompute_layers, o->recompute_layers > 1 ? "s" : "");
     if (leader)
         fprintf(stderr, "dtrain: %s model, %d layers, hidden %d, %d heads, seq %d, vocab %d, %.2fM parameters "
                         "(%.2fM on rank 0); %s on %s; TP %d x PP %d (%s, %d chunks) x DP %d; batch %d sequences = "
-                        "DP %d x %d micro-batches x %d; ZeRO-%d\n",
+                        "DP %d x %d micro-batches x %d; ZeRO-%d%s\n",
                 o->model, cfg.num_layers, cfg.hidden, cfg.heads, cfg.seq_len, cfg.vocab, m.global_params / 1e6,
                 m.num_params / 1e6, precision_label(o->precision), k->name, o->comm->tp, o->comm->pp,
-                pipeline_kind_name(pl.sched.kind), pl.V, dp, o->global_batch, dp, accum, B, o->zero);
+                pipeline_kind_name(pl.sched.kind), pl.V, dp, o->global_batch, dp, accum, B, o->zero, recompute_note);
 
     ckpt_layout layout = {.tp = o->comm->tp, .pp = o->comm->pp, .dp = dp, .vpp = pl.V, .zero = o->zero};
     for (int i = 0; o->stage_layers && i < o->comm->pp && i < CKPT_MAX_STAGES; i++)
@@ -558,7 +565,7 @@ int train_run(const train_options *o)
         /* Parameters each rank holds (its part of the model), in world-rank order: the figure the
          * simulator's memory model predicts per GPU for the same layout. */
         json_t *per_rank = json_array(), *moments = json_array(), *resident = json_array(), *grads = json_array(),
-               *peak = json_array();
+               *peak = json_array(), *acts = json_array();
         for (int r = 0; r < o->comm->world_size; r++) {
             int me = r == o->comm->world_rank;
             json_array_append_new(per_rank, json_integer((json_int_t)comm_allreduce_sum_double(
@@ -575,12 +582,15 @@ int train_run(const train_options *o)
             /* the most parameter, gradient and moment floats it ever held at once */
             json_array_append_new(peak, json_integer((json_int_t)comm_allreduce_sum_double(
                                             o->comm->world, me ? (double)m.state_floats_peak : 0)));
+            /* the activation floats it holds for the micro-batches in flight (gpt_acts.c) */
+            json_array_append_new(acts, json_integer((json_int_t)comm_allreduce_sum_double(
+                                            o->comm->world, me ? (double)m.act_floats : 0)));
         }
-        json_t *doc = json_pack("{s:i,s:i,s:i,s:i,s:I,s:o,s:o,s:o,s:o,s:o,s:f}", "tp", o->comm->tp, "pp", o->comm->pp, "dp",
+        json_t *doc = json_pack("{s:i,s:i,s:i,s:i,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:f}", "tp", o->comm->tp, "pp", o->comm->pp, "dp",
                                 o->comm->dp, "zero", o->zero, "params_total", (json_int_t)m.global_params,
                                 "params_per_rank", per_rank, "optimizer_floats_per_rank", moments,
                                 "param_floats_per_rank", resident, "grad_floats_per_rank", grads,
-                                "state_floats_peak_per_rank", peak,
+                                "state_floats_peak_per_rank", peak, "activation_floats_per_rank", acts,
                                 "dp_bytes_sent_rank0", comm_bytes_sent(o->comm->dp_group));
         if (leader && json_dump_file(doc, o->rank_params, JSON_INDENT(1)) != 0) {
             fprintf(stderr, "dtrain: --rank-params %s: cannot write\n", o->rank_params);

@@ -32,6 +32,9 @@ typedef struct {
     const char *dump_params;     /* test aid: write the final fp32 parameters (single-rank layout) */
     const char *rank_params;     /* write {tp, pp, dp, params_total, params_per_rank} here */
     int zero;                    /* ZeRO stage 0-3 */
+    int recompute;               /* GPT_RECOMPUTE_NONE | _SELECTIVE | _FULL (--recompute-granularity) */
+    int recompute_block;         /* --recompute-method block (0: uniform) */
+    int recompute_layers;        /* --recompute-num-layers (default 1) */
     int grad_reduce_bf16;        /* DP gradient reduction in bf16 (compression by precision) */
     int grad_compress_rank;      /* PowerSGD rank of the DP reduction (0 = none; ZeRO-0 only) */
     int offload_optimizer;       /* AdamW and its state on the host (ZeRO-Offload style) */

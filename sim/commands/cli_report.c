@@ -185,6 +185,9 @@ static int load_run_scenario(const measured_run *m, const char *platform, const 
         .powersgd_rank = (int)json_integer_value(json_object_get(opt, "grad_compress_rank")),
         .overlap_grad_reduce = json_is_true(json_object_get(opt, "overlap_grad_reduce")),
         .bucket_mb = json_number_value(json_object_get(opt, "bucket_mb")),
+        .recompute = json_string_value(json_object_get(opt, "recompute_granularity")),
+        .recompute_method = json_string_value(json_object_get(opt, "recompute_method")),
+        .recompute_num_layers = (int)json_integer_value(json_object_get(opt, "recompute_num_layers")),
     };
     if (r.num_layers < 1 || r.hidden < 1 || r.heads < 1 || r.seq_len < 1 || r.vocab < 1 || r.micro_batch < 1 ||
         r.global_batch < 1 || r.tp < 1 || r.pp < 1 || r.dp < 1 || !r.precision)

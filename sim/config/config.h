@@ -152,6 +152,12 @@ typedef struct {
         long long global_batch_size, micro_batch_size;
         precision_kind precision;
         recompute_kind recompute;
+        /* Megatron-LM's --recompute-method and --recompute-num-layers, for full recomputation:
+         * uniform groups of recompute_num_layers layers over each chunk (each group keeps its
+         * input; the backward reruns the group), or block: the first recompute_num_layers layers
+         * of each chunk recomputed one by one, the others keep their activations. */
+        int recompute_block;                 /* 0 uniform (default), 1 block */
+        long long recompute_num_layers;      /* default 1 */
         optimizer_kind optimizer;
         double tokens;                       /* token budget for days_to_train (0 = unset) */
         struct {                             /* training.data_loader (absent: input is free) */
@@ -274,5 +280,8 @@ int scenario_stage_layers(const scenario_config *s, int stage);
 /* The pipeline schedule of one step (engine/schedule.h): built once per run and passed to the
  * workload and the memory model. 0, or -1 with err; free with pipeline_schedule_free. */
 int scenario_schedule(const scenario_config *s, pipeline_schedule *out, config_error *err);
+/* Of a chunk of chunk_layers layers, how many the backward recomputes: all of them (selective;
+ * full, uniform), the first recompute_num_layers (full, block), or none. */
+int scenario_recomputed_layers(const scenario_config *s, int chunk_layers);
 
 #endif

@@ -100,24 +100,34 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
 static int parse_training(json_t *t, scenario_config *s, config_error *err)
 {
     static const char *const keys[] = {"global_batch_size", "micro_batch_size", "precision",
-                                       "recompute_granularity", "optimizer", "tokens", "data_loader", NULL};
+                                       "recompute_granularity", "recompute_method", "recompute_num_layers",
+                                       "optimizer", "tokens", "data_loader", NULL};
     static const char *const precisions[] = {"fp32", "tf32", "fp16", "bf16", "fp8", NULL};
     static const char *const recompute[] = {"none", "selective", "full", NULL};
     static const char *const optimizers[] = {"adam", "sgd", NULL};
+    static const char *const methods[] = {"uniform", "block", NULL};
     const char *p = S ".training";
-    int prec, rec, opt;
+    int prec, rec, opt, method;
     if (config_check_keys(t, p, keys, err) ||
         config_int(t, p, "global_batch_size", 1, 0, 1, 100000000, &s->training.global_batch_size, err) ||
         config_int(t, p, "micro_batch_size", 0, 1, 1, 100000000, &s->training.micro_batch_size, err) ||
         config_enum(t, p, "precision", precisions, PREC_BF16, &prec, err) ||
         config_enum(t, p, "recompute_granularity", recompute, RECOMPUTE_NONE, &rec, err) ||
+        config_enum(t, p, "recompute_method", methods, 0, &method, err) ||
+        config_int(t, p, "recompute_num_layers", 0, 1, 1, 100000, &s->training.recompute_num_layers, err) ||
         config_enum(t, p, "optimizer", optimizers, OPTIMIZER_ADAM, &opt, err) ||
         config_num(t, p, "tokens", 0, 0, 0, 1e18, 0, &s->training.tokens, err) ||
         config_parse_data_loader(t, s, err))
         return -1;
     s->training.precision = (precision_kind)prec;
     s->training.recompute = (recompute_kind)rec;
+    s->training.recompute_block = method;
     s->training.optimizer = (optimizer_kind)opt;
+    /* as Megatron-LM refuses them without full granularity */
+    if ((json_object_get(t, "recompute_method") || json_object_get(t, "recompute_num_layers")) &&
+        rec != RECOMPUTE_FULL)
+        return config_fail(err, "%s.recompute_method / recompute_num_layers: apply to recompute_granularity full only",
+                           p);
     if (s->platform.gpu.peak_tflops[prec] <= 0)
         return config_fail(err, "%s.precision: %s is not supported by %s (its peak_tflops.%s is 0)", p,
                            precisions[prec], s->platform.gpu.name, precisions[prec]);

@@ -1,5 +1,6 @@
 /* See engine_scenario.h. */
 #include <jansson.h>
+#include <string.h>
 #include "config_json.h"
 #include "engine_scenario.h"
 
@@ -48,6 +49,17 @@ int engine_scenario_load(const engine_run_shape *r, const char *platform_path, c
     json_object_set_new(json_object_get(scen, "parallel"), "overlap_p2p_comm", json_true());
     /* and every TP rank sends its whole activation (no scatter/gather) */
     json_object_set_new(json_object_get(scen, "parallel"), "scatter_gather_p2p", json_false());
+    /* recomputation as dtrain runs it (engine/gpt_acts.c), under Megatron-LM's names */
+    json_t *training = json_object_get(scen, "training");
+    if (r->recompute && strcmp(r->recompute, "none")) {
+        json_object_set_new(training, "recompute_granularity", json_string(r->recompute));
+        if (!strcmp(r->recompute, "full")) {
+            json_object_set_new(training, "recompute_method",
+                                json_string(r->recompute_method ? r->recompute_method : "uniform"));
+            json_object_set_new(training, "recompute_num_layers",
+                                json_integer(r->recompute_num_layers > 0 ? r->recompute_num_layers : 1));
+        }
+    }
     if (r->bucket_mb > 0)
         json_object_set_new(json_object_get(scen, "parallel"), "bucket_size_mb", json_real(r->bucket_mb));
     if (r->powersgd_rank > 0)

@@ -17,6 +17,9 @@ typedef struct {
     int powersgd_rank;         /* 0: none */
     int overlap_grad_reduce;   /* dtrain --overlap-grad-reduce: DP buckets during the backward */
     double bucket_mb;          /* their size (MiB); 0: the scenario's default */
+    const char *recompute;     /* dtrain --recompute-granularity: none | selective | full; NULL: none */
+    const char *recompute_method; /* full: uniform | block; NULL: uniform */
+    int recompute_num_layers;  /* full: 0 = 1 */
 } engine_run_shape;
 
 /* Loads the scenario: the platform file's node grown to hold every rank (the engine runs them on

@@ -50,3 +50,14 @@ int scenario_schedule(const scenario_config *s, pipeline_schedule *out, config_e
     }
     return 0;
 }
+
+int scenario_recomputed_layers(const scenario_config *s, int chunk_layers)
+{
+    if (s->training.recompute == RECOMPUTE_NONE)
+        return 0;
+    if (s->training.recompute == RECOMPUTE_FULL && s->training.recompute_block) {
+        long long n = s->training.recompute_num_layers > 0 ? s->training.recompute_num_layers : 1;
+        return n < chunk_layers ? (int)n : chunk_layers;
+    }
+    return chunk_layers;
+}

@@ -108,11 +108,34 @@ double memory_layer_activations(const scenario_config *s)
     return layer_activations(s, s->training.recompute);
 }
 
-double memory_recompute_working_set(const scenario_config *s)
+/* The recomputation group size of full recomputation (Megatron's --recompute-num-layers). */
+static double recompute_group_layers(const scenario_config *s)
+{
+    return s->training.recompute_num_layers > 0 ? (double)s->training.recompute_num_layers : 1;
+}
+
+double memory_chunk_activations(const scenario_config *s, double chunk_layers)
+{
+    if (s->training.recompute != RECOMPUTE_FULL)
+        return chunk_layers * memory_layer_activations(s);
+    double n = recompute_group_layers(s), input = layer_activations(s, RECOMPUTE_FULL);
+    if (s->training.recompute_block) { /* the first n layers keep their inputs, the rest everything */
+        double r = fmin(n, chunk_layers);
+        return r * input + (chunk_layers - r) * layer_activations(s, RECOMPUTE_NONE);
+    }
+    return ceil(chunk_layers / n - 1e-9) * input; /* uniform: each group of n keeps its input */
+}
+
+double memory_recompute_working_set(const scenario_config *s, double chunk_layers)
 {
     if (s->training.recompute == RECOMPUTE_NONE)
         return 0;
-    return layer_activations(s, RECOMPUTE_NONE) - layer_activations(s, s->training.recompute);
+    double one = layer_activations(s, RECOMPUTE_NONE) - layer_activations(s, s->training.recompute);
+    if (s->training.recompute != RECOMPUTE_FULL || s->training.recompute_block)
+        return one;
+    /* uniform: the whole group rerun at once, all but its kept input */
+    double n = fmin(recompute_group_layers(s), chunk_layers > 1 ? chunk_layers : 1);
+    return n * layer_activations(s, RECOMPUTE_NONE) - layer_activations(s, RECOMPUTE_FULL);
 }
 
 /* Layers of all chunks of `stage`, and the expert parameters they hold on one GPU. */
@@ -162,9 +185,9 @@ int memory_model_stage(const scenario_config *s, int stage, int in_flight, memor
     double h = (double)s->model.hidden_size;
     /* Each in-flight (chunk, micro-batch) holds one chunk's layers; the layer being
      * back-propagated also holds what recomputation rebuilds. */
-    out->activations = in_flight * ((double)L / V) * memory_layer_activations(s);
+    out->activations = in_flight * memory_chunk_activations(s, (double)L / V);
     if (in_flight > 0 && L > 0)
-        out->activations += memory_recompute_working_set(s);
+        out->activations += memory_recompute_working_set(s, (double)L / V);
     if (stage == P - 1) /* fp32 logits of one micro-batch for the loss */
         out->activations += tokens * (double)s->model.vocab_size / t * 4;
     if (stage == 0) /* embedding output of the in-flight micro-batches (split over TP with SP) */

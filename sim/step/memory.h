@@ -60,10 +60,17 @@ void memory_offload_per_node(const scenario_config *s, double *host_bytes, doubl
  * fp32/tf32 activations double these figures. */
 double memory_layer_activations(const scenario_config *s);
 
-/* The extra activation bytes of the one layer whose backward is running under recomputation:
- * its recomputed activations exist transiently on top of what memory_layer_activations keeps
- * (Korthikanti et al. 2022, Sec. 4). 0 without recomputation. */
-double memory_recompute_working_set(const scenario_config *s);
+/* What one in-flight micro-batch keeps of a chunk of chunk_layers layers: each layer's figure
+ * above, except under full recomputation with Megatron-LM's method: uniform keeps the input of
+ * each group of recompute_num_layers layers (ceil(layers / n) inputs), block keeps the inputs of
+ * the first n layers and everything of the others. */
+double memory_chunk_activations(const scenario_config *s, double chunk_layers);
+
+/* The extra activation bytes while the backward reruns a recomputed part: one layer's
+ * recomputed activations (Korthikanti et al. 2022, Sec. 4), or under full, uniform recomputation
+ * a whole group's (n layers, less the input it kept) on top of what memory_chunk_activations
+ * keeps. 0 without recomputation. */
+double memory_recompute_working_set(const scenario_config *s, double chunk_layers);
 
 /* One pipeline stage, holding `in_flight` (chunk, micro-batch) activations at its peak
  * (for interleaving, each pair holds one chunk's layers: the stage's layers / v).

@@ -56,22 +56,26 @@ static void wait_for_send(step_workload *w, const builder *b, stage_state *st, i
 
 /* ZeRO-3: the all-gather(s) of one unit's parameters before a pass piece uses them (sim/step/zero3.h):
  * with prefetch depth d, the gather of the stage's u-th unit may start once unit u-d-1 has run
- * (the live set holds the running unit and d prefetched ones); `count` gathers one after another
- * (the backward's, then again for the recomputed forward). With ZeRO-Infinity the rank's shard
- * first comes in from the host or NVMe (host_offload.h). -1 when ZeRO-3 is off. */
-static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st, int stage, double params, int count)
+ * (the live set holds the running unit and d prefetched ones). Under full recomputation the
+ * backward first gathers the recomputed layers' parameters (rerun_params) for their rerun, which
+ * lets them go after, as DeepSpeed's stage 3 does (its post-forward hook); then the unit's for the
+ * backward itself. The embedding and the head are not recomputed. With ZeRO-Infinity the rank's
+ * shard first comes in from the host or NVMe (host_offload.h). -1 when ZeRO-3 is off. */
+static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st, int stage, double rerun_params,
+                             double params)
 {
     if (!b->z3.active || params <= 0)
         return -1;
     int d = b->z3.prefetch_layers, u = st->z3_units;
     int dep = u - d - 1 >= 0 ? st->z3_history[(u - d - 1) % Z3_HISTORY] : -1;
     int id = -1;
-    for (int c = 0; c < count; c++) {
-        int fetch = offload_param_fetch(w, b->s, stage, params, dep);
+    for (int c = rerun_params > 0 ? 0 : 1; c < 2; c++) {
+        double n = c == 0 ? rerun_params : params;
+        int fetch = offload_param_fetch(w, b->s, stage, n, dep);
         int g = -1;
         if (b->dp.ranks > 1) {
             g = workload_add_comm(w, b, stage, LANE_COMM, "zero3_param_allgather", COMM_ZERO, COLL_ALL_GATHER,
-                                  params * b->cm.act_bytes, b->dp, dep);
+                                  n * b->cm.act_bytes, b->dp, dep);
             if (fetch >= 0)
                 workload_add_dep(w, g, fetch);
         }
@@ -119,7 +123,14 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         /* a forward meets the embedding first and the head last; a backward the other way */
         int with_embed = vs == 0 && (fwd ? first : last), with_head = vs == last_vs && (fwd ? last : first);
         double unit = nl * b->z3.layer_params + (with_embed ? embed_params : 0) + (with_head ? head_params : 0);
-        int gather = zero3_unit_gather(w, b, st, stage, unit, fwd ? b->z3.gathers_forward : b->z3.gathers_backward);
+        /* the layers the backward recomputes: a piece (one layer, the backward's piece-th from the
+         * chunk's end) is recomputed when the chunk's recomputed layers reach it */
+        int nr = fwd ? 0
+                 : !split ? scenario_recomputed_layers(s, nl)
+                 : nl > 0 ? scenario_recomputed_layers(s, L - piece) - scenario_recomputed_layers(s, L - piece - 1)
+                          : 0;
+        double rerun = s->training.recompute == RECOMPUTE_FULL ? nr * b->z3.layer_params : 0;
+        int gather = zero3_unit_gather(w, b, st, stage, rerun, unit);
         /* The previous layer's gradients go out after this layer's gather on the one comm stream
          * both share here: the prefetch is not queued behind a reduction that waits for the
          * compute it should overlap (DeepSpeed runs them on two streams that share the NIC; one
@@ -148,11 +159,11 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
                 t.flops += b->head_fwd.flops;
             }
         } else {
-            t.duration_s = nl * (b->layer_bwd.time_s + b->layer_recompute.time_s);
+            t.duration_s = nl * b->layer_bwd.time_s + nr * b->layer_recompute.time_s;
             fold_comm(&t, &b->layer_bwd, nl);
-            fold_comm(&t, &b->layer_recompute, nl);
-            t.tp_ring_bytes = nl * (b->layer_bwd.tp_ring_bytes + b->layer_recompute.tp_ring_bytes);
-            t.flops = nl * (b->layer_bwd.flops + b->layer_recompute.flops);
+            fold_comm(&t, &b->layer_recompute, nr);
+            t.tp_ring_bytes = nl * b->layer_bwd.tp_ring_bytes + nr * b->layer_recompute.tp_ring_bytes;
+            t.flops = nl * b->layer_bwd.flops + nr * b->layer_recompute.flops;
             if (with_head) {
                 t.duration_s += b->head_bwd.time_s;
                 fold_comm(&t, &b->head_bwd, 1);

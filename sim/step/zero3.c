@@ -30,6 +30,4 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z)
     z->prefetch_layers = ahead;
     z->live_params = (1 + ahead) * z->layer_params;
     z->reduce_bucket_params = s->parallel.reduce_bucket_size > 0 ? s->parallel.reduce_bucket_size : 5e8;
-    z->gathers_forward = 1;
-    z->gathers_backward = s->training.recompute == RECOMPUTE_FULL ? 2 : 1;
 }

@@ -30,8 +30,6 @@ typedef struct {
     double live_params;         /* gathered parameters held at once: the running layer and the
                                    prefetched ones */
     double reduce_bucket_params;/* gradient elements per reduce-scatter call */
-    int gathers_forward;        /* all-gathers of a layer per micro-batch: in forward, */
-    int gathers_backward;       /* in backward (2 with full recomputation) */
 } zero3_plan;
 
 void zero3_plan_of(const scenario_config *s, zero3_plan *z);

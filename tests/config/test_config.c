@@ -129,6 +129,13 @@ static const reject_case REJECTS[] = {
     {{"training.precision=\"fp64\""}, {"scenario.training.precision", "not one of"}},
     {{"training.global_batch_size=60"}, {"scenario.training.global_batch_size", "multiple"}},
     {{"training.recompute_granularity=\"some\""}, {"scenario.training.recompute_granularity", "not one of"}},
+    {{"training.recompute_method=\"uniform\""}, {"scenario.training.recompute_method", "full only"}},
+    {{"training.recompute_granularity=\"selective\"", "training.recompute_num_layers=2"},
+     {"scenario.training.recompute_method", "full only"}},
+    {{"training.recompute_granularity=\"full\"", "training.recompute_method=\"blocks\""},
+     {"scenario.training.recompute_method", "not one of"}},
+    {{"training.recompute_granularity=\"full\"", "training.recompute_num_layers=0"},
+     {"scenario.training.recompute_num_layers", "range"}},
     {{"training.micro_batch_size=\"one\""}, {"scenario.training.micro_batch_size", "integer"}},
     {{"training.micro_batch_size=0"}, {"scenario.training.micro_batch_size", "range"}},
     {{"training.global_batch_size=200000000"}, {"scenario.training.global_batch_size", "range"}}, /* limit */

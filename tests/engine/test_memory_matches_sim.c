@@ -151,9 +151,8 @@ static void layouts(void **state)
  * at each of its two passes (the embedding's and the head's; DeepSpeed and dtsim once, when its
  * gradient is complete), and it gathers the whole model once more after the last step (for the
  * final CRC): 4 N bytes of buffer. Everything else must be equal. */
-static void zero3_bytes_match_the_workload(void **state)
+static void zero3_bytes_match(const char *recompute)
 {
-    (void)state;
     char model[1024], launcher[1024], args[4096], report[1024];
     snprintf(model, sizeof model, "%s/z3_model.json", DIR);
     snprintf(report, sizeof report, "%s/z3_rank_params.json", DIR);
@@ -163,8 +162,12 @@ static void zero3_bytes_match_the_workload(void **state)
     fclose(f);
     const int dp = 2, micro = 2, global = 8; /* two micro-batches per rank */
     snprintf(launcher, sizeof launcher, "%s' --oversubscribe -np %d '%s", MPIRUN, dp, DTRAIN);
-    snprintf(args, sizeof args, "--model %s --steps 1 --micro-batch %d --global-batch %d --dp %d --zero 3 --rank-params %s",
-             model, micro, global, dp, report);
+    char extra[128] = "";
+    if (recompute)
+        snprintf(extra, sizeof extra, " --recompute-granularity %s", recompute);
+    snprintf(args, sizeof args,
+             "--model %s --steps 1 --micro-batch %d --global-batch %d --dp %d --zero 3 --rank-params %s%s", model,
+             micro, global, dp, report, extra);
     json_t *lines[8];
     int n;
     int rc = run_dtrain(launcher, args, lines, 8, &n, ERR, sizeof ERR);
@@ -181,7 +184,7 @@ static void zero3_bytes_match_the_workload(void **state)
     json_decref(rp);
 
     engine_run_shape shape = {LAYERS, HIDDEN, HEADS, SEQ, VOCAB, 0, micro, global, 1, 1, dp, 1, 3, "fp32",
-                              NULL, NULL, 0, 0, 0};
+                              NULL, NULL, 0, 0, 0, recompute};
     scenario_config s;
     config_error err;
     if (engine_scenario_load(&shape, DTSIM_SOURCE_DIR "/platforms/cpu-box.json",
@@ -203,22 +206,34 @@ static void zero3_bytes_match_the_workload(void **state)
     double sent = (double)(dp - 1) / dp;
     double dtsim = sent * (gathered + reduced), engine_own = sent * 4 * (A * W + N);
     scenario_free(&s);
-    print_message("ZeRO-3 DP 2: engine sent %.0f B; dtsim's workload %.0f B (gathers %.0f, reduce-scatters %.0f) "
-                  "+ the engine's own %.0f B\n", engine, dtsim, sent * gathered, sent * reduced, engine_own);
+    print_message("ZeRO-3 DP 2%s%s: engine sent %.0f B; dtsim's workload %.0f B (gathers %.0f, reduce-scatters %.0f) "
+                  "+ the engine's own %.0f B\n", recompute ? ", recompute " : "", recompute ? recompute : "", engine, dtsim, sent * gathered, sent * reduced, engine_own);
     if (engine != dtsim + engine_own)
         fail_msg("the engine sent %.0f B, dtsim's workload plus the engine's own traffic say %.0f B", engine,
                  dtsim + engine_own);
 }
 
+static void zero3_bytes_match_the_workload(void **state)
+{
+    (void)state;
+    zero3_bytes_match(NULL);
+}
+
+/* Full recomputation: the backward's rerun gathers each layer's parameters once more (DeepSpeed's
+ * stage 3 under activation checkpointing), in the engine and in dtsim's workload alike. */
+static void zero3_bytes_match_under_full_recompute(void **state)
+{
+    (void)state;
+    zero3_bytes_match("full");
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 4)
-        return 2;
-    DTRAIN = argv[1];
-    MPIRUN = argv[2];
+    int begun = dtrain_suite_begin(argc, argv, 4, &DTRAIN, &MPIRUN);
+    if (begun >= 0)
+        return begun;
     DIR = argv[3];
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    const struct CMUnitTest tests[] = {cmocka_unit_test(layouts), cmocka_unit_test(zero3_bytes_match_the_workload)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(layouts), cmocka_unit_test(zero3_bytes_match_the_workload),
+                                       cmocka_unit_test(zero3_bytes_match_under_full_recompute)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

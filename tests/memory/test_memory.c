@@ -213,7 +213,7 @@ static void activations_scale_with_micro_batches_in_flight(void **state)
     double emb = 2048.0 * 12288 * 2 / 8;
     /* selective recomputation rebuilds one layer's scores (5 a s^2 b / t) during its backward */
     double work = 5.0 * 96 * 2048 * 2048 / 8;
-    assert_true(CLOSE(memory_recompute_working_set(&s), work));
+    assert_true(CLOSE(memory_recompute_working_set(&s, 12), work));
     memory_breakdown a, b;
     assert_int_equal(memory_model_stage(&s, 0, pipeline_schedule_peak_in_flight(&one_f_one_b, 0), &a), 0);
     assert_int_equal(memory_model_stage(&s, 0, pipeline_schedule_peak_in_flight(&gpipe, 0), &b), 0);
@@ -261,7 +261,7 @@ static void full_recompute_keeps_inputs_and_one_working_layer(void **state)
     s.training.recompute = RECOMPUTE_FULL;
     double sbh = 2048.0 * 12288, as_h = 96.0 * 2048 / 12288;
     double full_layer = sbh / 8 * (34 + 5 * as_h);
-    assert_true(CLOSE(memory_recompute_working_set(&s), full_layer - 2 * sbh / 8));
+    assert_true(CLOSE(memory_recompute_working_set(&s, 12), full_layer - 2 * sbh / 8));
     memory_breakdown m;
     assert_int_equal(memory_model_stage(&s, 0, 3, &m), 0);
     /* 96 inputs x 3 micro-batches, the layer being recomputed, the embedding outputs, the
@@ -269,7 +269,31 @@ static void full_recompute_keeps_inputs_and_one_working_layer(void **state)
     double want = 3 * 96 * 2 * sbh / 8 + (full_layer - 2 * sbh / 8) + 3 * sbh * 2 / 8 + 2048.0 * 51200 / 8 * 4;
     assert_true(CLOSE(m.activations, want));
     s.training.recompute = RECOMPUTE_NONE;
-    assert_true(memory_recompute_working_set(&s) == 0);
+    assert_true(memory_recompute_working_set(&s, 12) == 0);
+}
+
+/* Megatron-LM's --recompute-method over a chunk of 12 layers (TP 8 with SP, GPT-3's layer): uniform
+ * groups of 5 keep ceil(12/5) = 3 inputs and rerun a group of 5 at once; block 5 keeps 5 inputs and
+ * all of the other 7 layers, and reruns one layer at a time. */
+static void recompute_method_sets_what_each_chunk_keeps(void **state)
+{
+    (void)state;
+    scenario_config s;
+    gpt3(&s);
+    s.parallel.tp = 8;
+    s.parallel.sequence_parallel = 1;
+    s.training.recompute = RECOMPUTE_FULL;
+    s.training.recompute_num_layers = 5;
+    double sbh = 2048.0 * 12288, as_h = 96.0 * 2048 / 12288;
+    double full_layer = sbh / 8 * (34 + 5 * as_h), input = 2 * sbh / 8;
+    assert_true(CLOSE(memory_chunk_activations(&s, 12), 3 * input));
+    assert_true(CLOSE(memory_recompute_working_set(&s, 12), 5 * full_layer - input));
+    assert_true(CLOSE(memory_recompute_working_set(&s, 2), 2 * full_layer - input)); /* a chunk shorter than a group */
+    s.training.recompute_block = 1;
+    assert_true(CLOSE(memory_chunk_activations(&s, 12), 5 * input + 7 * full_layer));
+    assert_true(CLOSE(memory_recompute_working_set(&s, 12), full_layer - input));
+    s.training.recompute_num_layers = 20; /* more than the chunk: every layer keeps its input */
+    assert_true(CLOSE(memory_chunk_activations(&s, 12), 12 * input));
 }
 
 static void stage_accounting(void **state)
@@ -348,6 +372,7 @@ int main(void)
         cmocka_unit_test(korthikanti_activation_formulas),
         cmocka_unit_test(activations_scale_with_micro_batches_in_flight),
         cmocka_unit_test(full_recompute_keeps_inputs_and_one_working_layer),
+        cmocka_unit_test(recompute_method_sets_what_each_chunk_keeps),
         cmocka_unit_test(stage_accounting),
         cmocka_unit_test(experts_shard_over_the_expert_data_parallel_group),
     };

@@ -379,6 +379,37 @@ static void pipeline_transfers_follow_the_tp_split(void **state)
     assert_true(b_sp == activation / 2 && b_sp_full == activation / 2 && f_sp == f_sp_full); /* SP: shards */
 }
 
+/* Megatron-LM's --recompute-method: uniform reruns every layer of a chunk (in groups), block only
+ * its first recompute_num_layers. One stage, no communication: the backward grows by one layer's
+ * rerun per recomputed layer, so over 8 layers (block k - none) = k/8 (uniform - none), and uniform
+ * costs the same whatever its group size. The analytic and the flow replay agree. */
+static void recompute_method_sets_the_layers_rerun(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 8);
+    fixture_free_communication(&s);
+    double none = fixture_run(&s).step_time_s;
+    s.training.recompute = RECOMPUTE_FULL;
+    s.training.recompute_num_layers = 1;
+    double uniform = fixture_run(&s).step_time_s;
+    s.training.recompute_num_layers = 4;
+    double uniform4 = fixture_run(&s).step_time_s;
+    s.training.recompute_block = 1;
+    s.training.recompute_num_layers = 3;
+    run_result analytic, flow;
+    fixture_run_both(&s, &analytic, &flow);
+    print_message("step: none %.6f s, full uniform %.6f s (groups of 4: %.6f s), block 3 of 8: %.6f s (flow %.6f s)\n",
+                  none, uniform, uniform4, analytic.step_time_s, flow.step_time_s);
+    assert_true(uniform > none * 1.2);
+    assert_true(fabs(uniform4 - uniform) <= 1e-9 * uniform);
+    assert_true(fabs((analytic.step_time_s - none) - 3.0 / 8 * (uniform - none)) <= 1e-6 * uniform);
+    assert_true(fabs(flow.step_time_s - analytic.step_time_s) <= 0.01 * analytic.step_time_s);
+    s.training.recompute_num_layers = 8; /* block over the whole chunk: every layer */
+    assert_true(fabs(fixture_run(&s).step_time_s - uniform) <= 1e-9 * uniform);
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -389,6 +420,7 @@ int main(void)
         cmocka_unit_test(bubble_matches_closed_forms),
         cmocka_unit_test(dp_gradient_reduction_is_exposed_unless_overlapped),
         cmocka_unit_test(step_time_without_pipeline_equals_the_sum_of_passes),
+        cmocka_unit_test(recompute_method_sets_the_layers_rerun),
         cmocka_unit_test(bf16_gradient_reduction_halves_the_dp_bandwidth_term),
         cmocka_unit_test(blocking_pipeline_sends_add_one_transfer_to_two_micro_batches),
         cmocka_unit_test(pipeline_transfers_follow_the_tp_split),

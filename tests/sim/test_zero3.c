@@ -70,10 +70,10 @@ static void every_micro_batch_gathers_and_reduces_each_layer(void **state)
     assert_true(REL(reduced, m * all * 2));
     assert_true(REL(params_layer_small_per_gpu(&s, 1e5), vectors));
 
-    s.training.recompute = RECOMPUTE_FULL; /* the re-run forward gathers once more */
+    s.training.recompute = RECOMPUTE_FULL; /* the re-run forward gathers each layer once more */
     bytes_of(&s, &gathered, &reduced, &gathers);
     assert_int_equal(gathers, (int)(m * 3 * L));
-    assert_true(REL(gathered, m * 3 * (L * matrices + ends) * 2));
+    assert_true(REL(gathered, m * (3 * L * matrices + 2 * ends) * 2)); /* the embedding and head: not rerun */
 
     s.training.recompute = RECOMPUTE_NONE;
     s.parallel.stage3_param_persistence_threshold = 0; /* every tensor partitioned */
