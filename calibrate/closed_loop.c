@@ -100,7 +100,7 @@ int closed_loop_run(const closed_loop_options *o)
                               .tp = o->tp, .pp = o->pp, .dp = o->dp, .vpp = 1, .zero = 0, .precision = "fp32",
                               .grad_reduce = o->grad_reduce, .powersgd_rank = o->powersgd_rank,
                               .overlap_grad_reduce = o->overlap_grad_reduce, .bucket_mb = o->bucket_mb,
-                              .recompute = o->recompute};
+                              .recompute = o->recompute, .sequence_parallel = o->sequence_parallel};
     scenario_config s;
     config_error err;
     if (engine_scenario_load(&shape, o->platform, o->calibration, &s, &err) != 0) {
@@ -126,6 +126,8 @@ int closed_loop_run(const closed_loop_options *o)
     char launcher[1024] = "", compress[32] = "none", overlap[64] = "", recompute[64] = "";
     if (o->recompute && strcmp(o->recompute, "none"))
         snprintf(recompute, sizeof recompute, " --recompute-granularity %s", o->recompute);
+    if (o->sequence_parallel)
+        snprintf(recompute + strlen(recompute), sizeof recompute - strlen(recompute), " --sequence-parallel");
     if (o->powersgd_rank > 0)
         snprintf(compress, sizeof compress, "powersgd:%d", o->powersgd_rank);
     if (o->overlap_grad_reduce)

@@ -19,6 +19,7 @@ typedef struct {
                                   parallel.grad_compression {"method": "powersgd", "powersgd_rank": R} */
     int overlap_grad_reduce;   /* dtrain --overlap-grad-reduce and the scenario's overlap_grad_reduce */
     double bucket_mb;          /* --bucket-mb and bucket_size_mb */
+    int sequence_parallel;     /* dtrain --sequence-parallel and the scenario's sequence_parallel */
     const char *recompute;     /* none | selective | full: dtrain --recompute-granularity and the
                                   scenario's training.recompute_granularity (full: uniform, 1 layer) */
 } closed_loop_options;

@@ -63,7 +63,7 @@ static void usage(FILE *f)
             "  validate [--device cpu|cuda] [--model tiny|small|FILE] [--micro-batch B] [--steps N]\n"
             "           [--tp N --pp N --dp N [--mpirun PATH]] [--grad-reduce fp32|bf16]\n"
             "           [--grad-compress none|powersgd:R] [--overlap-grad-reduce [--bucket-mb X]]\n"
-            "           [--recompute-granularity none|selective|full]\n"
+            "           [--recompute-granularity none|selective|full] [--sequence-parallel]\n"
             "           [--platform FILE]\n"
             "           [--calibration FILE] [--json FILE|-]\n"
             "      run dtrain (under mpirun for more than one rank, all on this machine), simulate the same\n"
@@ -612,6 +612,10 @@ static int cmd_validate(int argc, char **argv)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--overlap-grad-reduce")) {
             o.overlap_grad_reduce = 1;
+            continue;
+        }
+        if (!strcmp(a, "--sequence-parallel")) {
+            o.sequence_parallel = 1;
             continue;
         }
         if (!v) {

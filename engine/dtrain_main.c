@@ -60,6 +60,9 @@ static void usage(FILE *f)
             "  --vpp V                  model chunks per stage for interleaved 1F1B (default 1; interleaved needs 2+)\n"
             "  --dp N                   data-parallel replicas; launch TP x PP x DP ranks with mpirun\n"
             "  --zero 0|1|2|3           ZeRO stage: sharded optimizer (1), + gradients (2), + parameters (3)\n"
+            "  --sequence-parallel      with --tp: LayerNorms and residuals on each rank's block of the\n"
+            "                           micro-batch's tokens, all-gather / reduce-scatter in place of the\n"
+            "                           TP all-reduces (Megatron-LM)\n"
             "  --recompute-granularity full|selective  activation recomputation (Megatron-LM): full keeps\n"
             "                           each recomputed group's input and reruns its forward in the backward;\n"
             "                           selective reruns the attention core (default: none)\n"
@@ -158,6 +161,9 @@ static int run(int argc, char **argv, comm_ctx *comm)
             return 0;
         } else if (!strcmp(a, "--log-crc")) {
             o.log_crc = 1;
+            continue;
+        } else if (!strcmp(a, "--sequence-parallel")) {
+            o.sequence_parallel = 1;
             continue;
         } else if (!strcmp(a, "--resume")) {
             o.resume = 1;
@@ -348,6 +354,10 @@ static int run(int argc, char **argv, comm_ctx *comm)
     }
     if (o.warmup < 0)
         o.warmup = o.steps / 10;
+    if (o.sequence_parallel && tp < 2) {
+        fprintf(stderr, "dtrain: --sequence-parallel splits the tokens over the TP ranks: it needs --tp 2 or more\n");
+        return 2;
+    }
     if ((recompute_method_given || o.recompute_layers) && o.recompute != GPT_RECOMPUTE_FULL) {
         fprintf(stderr, "dtrain: --recompute-method and --recompute-num-layers apply to --recompute-granularity "
                         "full only\n");

@@ -124,6 +124,12 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
 {
     if (gpt_layout_view(m, cfg, shard, err, errlen) != 0)
         return -1;
+    if (shard->sequence_parallel && shard->tp > 1 && ((long long)B * cfg->seq_len) % shard->tp) {
+        snprintf(err, errlen, "sequence parallelism splits a micro-batch's %lld tokens over the %d TP ranks: they must "
+                              "divide it", (long long)B * cfg->seq_len, shard->tp);
+        gpt_layout_view_free(m);
+        return -1;
+    }
     m->k = k;
     m->prec = prec;
     m->B = B;
@@ -156,6 +162,10 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
     free(global);
     free(local);
 
+    if (gpt_sp(m)) { /* the stream splits into equal blocks of tokens */
+        m->sp_full = dev(m, N * C);
+        m->sp_norm_grad = dev(m, 2 * C);
+    }
     gpt_plan_recompute(m);
     m->acts = calloc((size_t)m->shard.slots, sizeof *m->acts);
     for (int i = 0; i < m->shard.slots; i++)
@@ -250,7 +260,7 @@ void gpt_free(gpt_model *m)
 {
     const kernels_backend *k = m->k;
     float *bufs[] = {m->params, m->grads, m->m, m->v, m->d_res, m->d_a, m->d_b, m->d_big, m->d_big2, m->d_qkv,
-                     m->d_logits, m->vp_zeros, m->vp_tmp, m->vp_sink};
+                     m->d_logits, m->vp_zeros, m->vp_tmp, m->vp_sink, m->sp_full, m->sp_norm_grad};
     if (m->vp_zero_tokens)
         k->free(m->vp_zero_tokens);
     free(m->vp_host_logits);
@@ -300,12 +310,6 @@ static void round_act(const gpt_model *m, float *x, size_t n)
 
 /* The sum over the TP group that follows a row-parallel GEMM (forward) or a column-parallel
  * GEMM's input gradient (backward). */
-static void tp_sum(gpt_model *m, float *x, size_t n)
-{
-    if (m->shard.tp > 1)
-        m->shard.tp_allreduce(x, n, m->shard.tp_ctx);
-}
-
 static float *layer_input(const gpt_model *m, const gpt_acts *a, int l)
 {
     if (l == 0)
@@ -330,20 +334,24 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
 {
     const kernels_backend *k = m->k;
     int B = m->B, T = m->T, C = m->cfg.hidden, tp = m->shard.tp, NH = m->cfg.heads / tp, Cl = C / tp;
-    int N = B * T, lead = m->shard.tp_rank == 0;
+    int N = B * T, lead = m->shard.tp_rank == 0, Ns = gpt_stream_tokens(m); /* Ns: the stream's tokens here */
+    size_t NsC = (size_t)Ns * C;
     double f = 4.0 * (double)sizeof(float);
     gpt_layer_acts *a = &act->layers[l];
     float *x = layer_input(m, act, l);
+    /* a row-parallel GEMM's partial output: whole-sequence scratch under SP, else its own buffer */
+    float *proj = gpt_sp(m) ? m->sp_full : a->proj, *fcproj = gpt_sp(m) ? m->sp_full : a->fcproj;
     float *w[LAYER_TENSORS];
     hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 1, 0); /* before the pointers: ZeRO maps windows here */
     for (int j = 0; j < LAYER_TENSORS; j++)
         w[j] = gpt_param(m, gpt_layer_tensor(m, l, j));
     PROF_BEGIN();
-    k->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w[J_LN1_W], w[J_LN1_B], N, C);
-    round_act(m, a->ln1, (size_t)N * C);
-    PROF_END("ln1", l, 0, 2.0 * N * C * f / 4, "N=%d C=%d", N, C);
+    k->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w[J_LN1_W], w[J_LN1_B], Ns, C);
+    round_act(m, a->ln1, NsC);
+    PROF_END("ln1", l, 0, 2.0 * Ns * C * f / 4, "N=%d C=%d", Ns, C);
+    const float *ln1 = gpt_sp_gather(m, a->ln1);
     PROF_BEGIN();
-    k->matmul_forward(a->qkv, a->ln1, w[J_QKV_W], w[J_QKV_B], N, C, 3 * Cl, m->prec);
+    k->matmul_forward(a->qkv, ln1, w[J_QKV_W], w[J_QKV_B], N, C, 3 * Cl, m->prec);
     PROF_END("qkv", l, m->flops_fwd.qkv, gemm_bytes(N, 3 * Cl, C), "m=%d n=%d k=%d", N, 3 * Cl, C);
     PROF_BEGIN();
     k->attention_forward(a->atty, a->lse, a->qkv, B, T, Cl, NH, m->prec);
@@ -351,32 +359,33 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
              "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
     PROF_BEGIN();
     /* Row-parallel: each rank's partial product; the bias is added once (by TP rank 0). */
-    k->matmul_forward(a->proj, a->atty, w[J_PROJ_W], lead ? w[J_PROJ_B] : NULL, N, Cl, C, m->prec);
+    k->matmul_forward(proj, a->atty, w[J_PROJ_W], lead ? w[J_PROJ_B] : NULL, N, Cl, C, m->prec);
     PROF_END("attn_proj", l, m->flops_fwd.attn_proj, gemm_bytes(N, C, Cl), "m=%d n=%d k=%d", N, C, Cl);
-    tp_sum(m, a->proj, (size_t)N * C);
+    gpt_sp_reduce(m, proj, a->proj);
     PROF_BEGIN();
-    k->residual_forward(a->res2, x, a->proj, (size_t)N * C);
-    round_act(m, a->res2, (size_t)N * C);
-    PROF_END("residual1", l, 0, 3.0 * N * C * f / 4, "N=%d C=%d", N, C);
+    k->residual_forward(a->res2, x, a->proj, NsC);
+    round_act(m, a->res2, NsC);
+    PROF_END("residual1", l, 0, 3.0 * Ns * C * f / 4, "N=%d C=%d", Ns, C);
     PROF_BEGIN();
-    k->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w[J_LN2_W], w[J_LN2_B], N, C);
-    round_act(m, a->ln2, (size_t)N * C);
-    PROF_END("ln2", l, 0, 2.0 * N * C * f / 4, "N=%d C=%d", N, C);
+    k->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w[J_LN2_W], w[J_LN2_B], Ns, C);
+    round_act(m, a->ln2, NsC);
+    PROF_END("ln2", l, 0, 2.0 * Ns * C * f / 4, "N=%d C=%d", Ns, C);
+    const float *ln2 = gpt_sp_gather(m, a->ln2);
     PROF_BEGIN();
-    k->matmul_forward(a->fch, a->ln2, w[J_FC_W], w[J_FC_B], N, C, 4 * Cl, m->prec);
+    k->matmul_forward(a->fch, ln2, w[J_FC_W], w[J_FC_B], N, C, 4 * Cl, m->prec);
     PROF_END("fc1", l, m->flops_fwd.fc1, gemm_bytes(N, 4 * Cl, C), "m=%d n=%d k=%d", N, 4 * Cl, C);
     PROF_BEGIN();
     k->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * Cl);
     round_act(m, a->fch_gelu, (size_t)N * 4 * Cl);
     PROF_END("gelu", l, 0, 8.0 * N * Cl * f / 4, "n=%d", 4 * N * Cl);
     PROF_BEGIN();
-    k->matmul_forward(a->fcproj, a->fch_gelu, w[J_FCPROJ_W], lead ? w[J_FCPROJ_B] : NULL, N, 4 * Cl, C, m->prec);
+    k->matmul_forward(fcproj, a->fch_gelu, w[J_FCPROJ_W], lead ? w[J_FCPROJ_B] : NULL, N, 4 * Cl, C, m->prec);
     PROF_END("fc2", l, m->flops_fwd.fc2, gemm_bytes(N, C, 4 * Cl), "m=%d n=%d k=%d", N, C, 4 * Cl);
-    tp_sum(m, a->fcproj, (size_t)N * C);
+    gpt_sp_reduce(m, fcproj, a->fcproj);
     PROF_BEGIN();
-    k->residual_forward(a->res3, a->res2, a->fcproj, (size_t)N * C);
-    round_act(m, a->res3, (size_t)N * C);
-    PROF_END("residual2", l, 0, 3.0 * N * C * f / 4, "N=%d C=%d", N, C);
+    k->residual_forward(a->res3, a->res2, a->fcproj, NsC);
+    round_act(m, a->res3, NsC);
+    PROF_END("residual2", l, 0, 3.0 * Ns * C * f / 4, "N=%d C=%d", Ns, C);
     hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 0, 0);
 }
 
@@ -462,28 +471,30 @@ static void vocab_parallel_embedding(gpt_model *m, gpt_acts *a, const int *token
     }
     k->copy_to_device(a->tokens, local, (size_t)N * sizeof(int));
     free(local);
-    k->encoder_forward(a->encoded, a->tokens, gpt_param(m, GPT_WTE), m->vp_zeros, B, T, C);
+    float *e = gpt_sp(m) ? m->sp_full : a->encoded; /* under SP, the TP sum is reduce-scattered */
+    k->encoder_forward(e, a->tokens, gpt_param(m, GPT_WTE), m->vp_zeros, B, T, C);
     for (int i = 0; i < N; i++)
         if (!a->in_vocab[i])
-            k->memset_zero(a->encoded + (size_t)i * C, (size_t)C * sizeof(float));
-    tp_sum(m, a->encoded, (size_t)N * C);
+            k->memset_zero(e + (size_t)i * C, (size_t)C * sizeof(float));
+    gpt_sp_reduce(m, e, a->encoded);
     /* positions: a lookup of token 0 in an all-zero one-row table, plus wpe */
     k->encoder_forward(m->vp_tmp, m->vp_zero_tokens, m->vp_zeros, gpt_param(m, GPT_WPE), B, T, C);
-    k->residual_forward(a->encoded, a->encoded, m->vp_tmp, (size_t)N * C);
+    k->residual_forward(a->encoded, a->encoded, gpt_sp_own(m, m->vp_tmp), gpt_stream_floats(m));
 }
 
 static void vocab_parallel_embedding_backward(gpt_model *m, gpt_acts *a)
 {
     const kernels_backend *k = m->k;
     int B = m->B, T = m->T, C = m->cfg.hidden, N = B * T;
+    const float *d = gpt_sp_gather(m, m->d_res); /* the whole sequence's gradient */
     /* this rank's rows get the gradient of the tokens it looked up; the others are masked */
-    k->residual_forward(m->vp_tmp, m->d_res, m->vp_zeros, (size_t)N * C);
+    k->residual_forward(m->vp_tmp, d, m->vp_zeros, (size_t)N * C);
     for (int i = 0; i < N; i++)
         if (!a->in_vocab[i])
             k->memset_zero(m->vp_tmp + (size_t)i * C, (size_t)C * sizeof(float));
     k->encoder_backward(gpt_grad(m, GPT_WTE), m->vp_sink, m->vp_tmp, a->tokens, B, T, C);
     /* wpe gets every position's gradient, replicated on each TP rank like wpe itself */
-    k->encoder_backward(m->vp_sink, gpt_grad(m, GPT_WPE), m->d_res, m->vp_zero_tokens, B, T, C);
+    k->encoder_backward(m->vp_sink, gpt_grad(m, GPT_WPE), d, m->vp_zero_tokens, B, T, C);
 }
 
 /* The final norm, LM head and loss on the last layer's output; returns the mean loss. */
@@ -496,13 +507,15 @@ static float head_forward(gpt_model *m, gpt_acts *a)
     int lnf = gpt_lnf_w(m);
     hook(m, GPT_WTE, 1, 1, 0);
     hook(m, lnf, 2, 1, 0);
+    int Ns = gpt_stream_tokens(m);
     PROF_BEGIN();
-    k->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, gpt_param(m, lnf), gpt_param(m, lnf + 1), N, C);
-    round_act(m, a->lnf, (size_t)N * C);
-    PROF_END("lnf", -1, 0, 2.0 * N * C * f / 4, "N=%d C=%d", N, C);
+    k->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, gpt_param(m, lnf), gpt_param(m, lnf + 1), Ns, C);
+    round_act(m, a->lnf, (size_t)Ns * C);
+    PROF_END("lnf", -1, 0, 2.0 * Ns * C * f / 4, "N=%d C=%d", Ns, C);
     int Vl = V / m->shard.tp;
+    const float *lnf_all = gpt_sp_gather(m, a->lnf);
     PROF_BEGIN();
-    k->matmul_forward(a->logits, a->lnf, gpt_param(m, GPT_WTE), NULL, N, C, Vl, m->prec);
+    k->matmul_forward(a->logits, lnf_all, gpt_param(m, GPT_WTE), NULL, N, C, Vl, m->prec);
     PROF_END("lm_head", -1, m->flops_fwd.lm_head, gemm_bytes(N, Vl, C), "m=%d n=%d k=%d", N, Vl, C);
     hook(m, lnf, 2, 0, 0);
     hook(m, GPT_WTE, 1, 0, 0);
@@ -538,11 +551,11 @@ const float *gpt_forward_layers(gpt_model *m, int slot, int l0, int l1, const in
             k->copy_to_device(a->tokens, tokens, (size_t)N * sizeof(int));
             k->encoder_forward(a->encoded, a->tokens, gpt_param(m, GPT_WTE), gpt_param(m, GPT_WPE), B, T, C);
         }
-        round_act(m, a->encoded, (size_t)N * C);
+        round_act(m, a->encoded, gpt_stream_floats(m));
         PROF_END("embedding", -1, 0, 3.0 * N * C * f / 4, "B=%d T=%d C=%d", B, T, C);
         hook(m, GPT_WTE, 2, 0, 0);
     } else {
-        k->copy_to_device(layer_input(m, a, l0), in, (size_t)N * C * sizeof(float));
+        k->copy_to_device(layer_input(m, a, l0), in, gpt_stream_floats(m) * sizeof(float));
     }
     for (int l = l0; l < l1; l++)
         block_forward(m, a, l);
@@ -581,19 +594,24 @@ static void head_backward(gpt_model *m, gpt_acts *a, float dloss)
     }
     round_act(m, m->d_logits, (size_t)N * Vl);
     PROF_END("cross_entropy_bwd", -1, 0, (double)N * Vl * 8, "N=%d V=%d", N, Vl);
+    const float *lnf_all = gpt_sp_gather(m, a->lnf);
     PROF_BEGIN();
     k->memset_zero(m->d_a, NC * sizeof(float));
-    k->matmul_backward(m->d_a, gpt_grad(m, GPT_WTE), NULL, m->d_logits, a->lnf, gpt_param(m, GPT_WTE), N, C, Vl,
+    k->matmul_backward(m->d_a, gpt_grad(m, GPT_WTE), NULL, m->d_logits, lnf_all, gpt_param(m, GPT_WTE), N, C, Vl,
                        m->prec);
     PROF_END("lm_head_bwd", -1, m->flops_bwd.lm_head, 2 * gemm_bytes(N, Vl, C), "m=%d n=%d k=%d", N, Vl, C);
-    tp_sum(m, m->d_a, NC); /* each rank's vocabulary columns contribute to every row */
-    round_act(m, m->d_a, NC);
+    /* each rank's vocabulary columns contribute to every row: summed (under SP into this rank's rows) */
+    int Ns = gpt_stream_tokens(m);
+    size_t NsC = (size_t)Ns * C;
+    float *dnorm = gpt_sp(m) ? m->d_b : m->d_a;
+    gpt_sp_reduce(m, m->d_a, dnorm);
+    round_act(m, dnorm, NsC);
     PROF_BEGIN();
-    k->memset_zero(m->d_res, NC * sizeof(float));
-    k->layernorm_backward(m->d_res, gpt_grad(m, lnf), gpt_grad(m, lnf + 1), m->d_a, a->layers[L - 1].res3,
-                          gpt_param(m, lnf), a->lnf_mean, a->lnf_rstd, N, C);
-    round_act(m, m->d_res, NC);
-    PROF_END("lnf_bwd", -1, 0, 4.0 * NC * 4, "N=%d C=%d", N, C);
+    k->memset_zero(m->d_res, NsC * sizeof(float));
+    gpt_sp_norm_backward(m, m->d_res, gpt_grad(m, lnf), gpt_grad(m, lnf + 1), dnorm, a->layers[L - 1].res3,
+                         gpt_param(m, lnf), a->lnf_mean, a->lnf_rstd);
+    round_act(m, m->d_res, NsC);
+    PROF_END("lnf_bwd", -1, 0, 4.0 * NsC * 4, "N=%d C=%d", Ns, C);
     hook(m, lnf, 2, 0, 1);
     hook(m, GPT_WTE, 1, 0, 1);
 }
@@ -615,10 +633,15 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l)
         g[j] = gpt_grad(m, gpt_layer_tensor(m, l, j));
     }
     /* MLP: res3 = res2 + fc2(gelu(fc1(ln2(res2)))). The replicated biases' gradients come out
-     * equal on every TP rank, since d_res is. */
+     * equal on every TP rank, since d_res is (under SP once all-gathered). d_res and the norms'
+     * gradients hold the stream's Ns tokens; a row-parallel GEMM's input gradient is reduced
+     * into dnorm (d_a's or, under SP, d_b's first Ns rows: the other is free by then). */
+    int Ns = gpt_stream_tokens(m);
+    size_t NsC = (size_t)Ns * C;
+    const float *dout = gpt_sp_gather(m, m->d_res);
     PROF_BEGIN();
     k->memset_zero(m->d_big, NCl * 4 * sizeof(float));
-    k->matmul_backward(m->d_big, g[J_FCPROJ_W], g[J_FCPROJ_B], m->d_res, a->fch_gelu, w[J_FCPROJ_W], N, 4 * Cl, C,
+    k->matmul_backward(m->d_big, g[J_FCPROJ_W], g[J_FCPROJ_B], dout, a->fch_gelu, w[J_FCPROJ_W], N, 4 * Cl, C,
                        m->prec);
     round_act(m, m->d_big, NCl * 4);
     PROF_END("fc2_bwd", l, m->flops_bwd.fc2, 2 * gemm_bytes(N, C, 4 * Cl), "m=%d n=%d k=%d", N, C, 4 * Cl);
@@ -627,21 +650,23 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l)
     k->gelu_backward(m->d_big2, a->fch, m->d_big, NCl * 4);
     round_act(m, m->d_big2, NCl * 4);
     PROF_END("gelu_bwd", l, 0, 12.0 * NCl * 4, "n=%d", 4 * N * Cl);
+    const float *ln2 = gpt_sp_gather(m, a->ln2); /* again: the forward kept this rank's tokens */
     PROF_BEGIN();
     k->memset_zero(m->d_a, NC * sizeof(float));
-    k->matmul_backward(m->d_a, g[J_FC_W], g[J_FC_B], m->d_big2, a->ln2, w[J_FC_W], N, C, 4 * Cl, m->prec);
+    k->matmul_backward(m->d_a, g[J_FC_W], g[J_FC_B], m->d_big2, ln2, w[J_FC_W], N, C, 4 * Cl, m->prec);
     PROF_END("fc1_bwd", l, m->flops_bwd.fc1, 2 * gemm_bytes(N, 4 * Cl, C), "m=%d n=%d k=%d", N, 4 * Cl, C);
-    tp_sum(m, m->d_a, NC);
-    round_act(m, m->d_a, NC);
+    float *dnorm = gpt_sp(m) ? m->d_b : m->d_a;
+    gpt_sp_reduce(m, m->d_a, dnorm);
+    round_act(m, dnorm, NsC);
     PROF_BEGIN();
-    k->layernorm_backward(m->d_res, g[J_LN2_W], g[J_LN2_B], m->d_a, a->res2, w[J_LN2_W], a->ln2_mean, a->ln2_rstd,
-                          N, C);
-    round_act(m, m->d_res, NC); /* now dL/d(res2) */
-    PROF_END("ln2_bwd", l, 0, 4.0 * NC * 4, "N=%d C=%d", N, C);
+    gpt_sp_norm_backward(m, m->d_res, g[J_LN2_W], g[J_LN2_B], dnorm, a->res2, w[J_LN2_W], a->ln2_mean, a->ln2_rstd);
+    round_act(m, m->d_res, NsC); /* now dL/d(res2) */
+    PROF_END("ln2_bwd", l, 0, 4.0 * NsC * 4, "N=%d C=%d", Ns, C);
     /* Attention: res2 = x + proj(attn(qkv(ln1(x)))). */
+    dout = gpt_sp_gather(m, m->d_res);
     PROF_BEGIN();
     k->memset_zero(m->d_a, NCl * sizeof(float));
-    k->matmul_backward(m->d_a, g[J_PROJ_W], g[J_PROJ_B], m->d_res, a->atty, w[J_PROJ_W], N, Cl, C, m->prec);
+    k->matmul_backward(m->d_a, g[J_PROJ_W], g[J_PROJ_B], dout, a->atty, w[J_PROJ_W], N, Cl, C, m->prec);
     round_act(m, m->d_a, NCl);
     PROF_END("attn_proj_bwd", l, m->flops_bwd.attn_proj, 2 * gemm_bytes(N, C, Cl), "m=%d n=%d k=%d", N, C, Cl);
     const float *atty = a->atty, *lse = a->lse;
@@ -659,16 +684,18 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l)
     round_act(m, m->d_qkv, NCl * 3);
     PROF_END("attention_bwd", l, m->flops_bwd.attention, 4.0 * N * (8.0 * Cl + NH),
              "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
+    const float *ln1 = gpt_sp_gather(m, a->ln1);
     PROF_BEGIN();
     k->memset_zero(m->d_b, NC * sizeof(float));
-    k->matmul_backward(m->d_b, g[J_QKV_W], g[J_QKV_B], m->d_qkv, a->ln1, w[J_QKV_W], N, C, 3 * Cl, m->prec);
+    k->matmul_backward(m->d_b, g[J_QKV_W], g[J_QKV_B], m->d_qkv, ln1, w[J_QKV_W], N, C, 3 * Cl, m->prec);
     PROF_END("qkv_bwd", l, m->flops_bwd.qkv, 2 * gemm_bytes(N, 3 * Cl, C), "m=%d n=%d k=%d", N, 3 * Cl, C);
-    tp_sum(m, m->d_b, NC);
-    round_act(m, m->d_b, NC);
+    dnorm = gpt_sp(m) ? m->d_a : m->d_b; /* d_a's attention gradient is spent */
+    gpt_sp_reduce(m, m->d_b, dnorm);
+    round_act(m, dnorm, NsC);
     PROF_BEGIN();
-    k->layernorm_backward(m->d_res, g[J_LN1_W], g[J_LN1_B], m->d_b, x, w[J_LN1_W], a->ln1_mean, a->ln1_rstd, N, C);
-    round_act(m, m->d_res, NC); /* now dL/dx */
-    PROF_END("ln1_bwd", l, 0, 4.0 * NC * 4, "N=%d C=%d", N, C);
+    gpt_sp_norm_backward(m, m->d_res, g[J_LN1_W], g[J_LN1_B], dnorm, x, w[J_LN1_W], a->ln1_mean, a->ln1_rstd);
+    round_act(m, m->d_res, NsC); /* now dL/dx */
+    PROF_END("ln1_bwd", l, 0, 4.0 * NsC * 4, "N=%d C=%d", Ns, C);
     hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 0, 1);
 }
 
@@ -682,7 +709,7 @@ const float *gpt_backward_layers(gpt_model *m, int slot, int l0, int l1, float d
     if (l1 == m->cfg.num_layers)
         head_backward(m, a, dloss);
     else
-        k->copy_to_device(m->d_res, dout, NC * sizeof(float));
+        k->copy_to_device(m->d_res, dout, gpt_stream_floats(m) * sizeof(float));
     for (int l = l1 - 1; l >= l0; l--)
         block_backward(m, a, l);
     if (l0 > 0)

@@ -61,6 +61,15 @@ typedef struct {
     int slots;                    /* micro-batches whose activations are held at once (>= 1) */
     /* Sums a backend buffer of n floats over the TP group (called only when tp > 1). */
     void (*tp_allreduce)(float *buf, size_t n, void *ctx);
+    /* Sequence parallelism (Megatron-LM's --sequence-parallel, tp > 1): the residual stream holds
+     * this rank's B*T/tp tokens (rank r the r-th contiguous block of the micro-batch's B*T); a
+     * column-parallel GEMM's input is all-gathered over the TP group first, a row-parallel GEMM's
+     * output reduce-scattered after, and their backwards mirror them. The two collectives work in
+     * place on a backend buffer of n floats, the whole sequence: all-gather from each rank's part,
+     * reduce-scatter into it. */
+    int sequence_parallel;
+    void (*tp_allgather)(float *buf, size_t n, void *ctx);
+    void (*tp_reduce_scatter)(float *buf, size_t n, void *ctx);
     /* Sum (max = 0) or maximum (max = 1) of a host buffer over the TP group: the vocabulary-
      * parallel cross-entropy's row statistics. */
     void (*tp_allreduce_host)(float *buf, size_t n, int max, void *ctx);
@@ -141,6 +150,9 @@ typedef struct gpt_model_s {
     int *recompute_group;
     gpt_layer_acts *scratch;
     int scratch_layers;
+    /* Sequence parallelism's scratch: one whole-sequence (B*T x C) buffer for the gathered or
+     * partial tensor of the moment, and a LayerNorm's two gradients (2 C) of one micro-batch. */
+    float *sp_full, *sp_norm_grad;
     /* Activation floats this rank holds (every slot and the shared recompute buffers; the
      * backward's scratch d_* buffers are not counted). */
     size_t act_floats;
@@ -176,15 +188,19 @@ float gpt_forward(gpt_model *m, const int *tokens, const int *targets);
  * caller folds loss scaling and micro-batch averaging into it). */
 void gpt_backward(gpt_model *m, float dloss);
 
+/* The floats of one micro-batch's residual stream on this rank: B*T*C, or B*T/tp*C under
+ * sequence parallelism (what a pipeline stage sends and receives). */
+size_t gpt_stream_floats(const gpt_model *m);
+
 /* Pipeline pieces. Forward of layers [l0, l1) on activation slot `slot`: from the tokens when
  * l0 == 0 (the embedding; tokens/targets are host arrays, targets used by the head), else from
- * `in` (a backend buffer of B*T*C floats, the previous stage's output). Runs the head when
+ * `in` (a backend buffer of gpt_stream_floats floats, the previous stage's output). Runs the head when
  * l1 == L, storing the mean loss in *loss. Returns the output (layer l1-1's, a backend buffer
  * valid until the slot is reused). */
 const float *gpt_forward_layers(gpt_model *m, int slot, int l0, int l1, const int *tokens, const int *targets,
                                 const float *in, float *loss);
 /* Backward of layers [l0, l1) on slot: from the loss (scaled by dloss) when l1 == L, else from
- * `dout` (dL/d output of layer l1-1, B*T*C floats). Returns dL/d input of layer l0 (a backend
+ * `dout` (dL/d output of layer l1-1, gpt_stream_floats floats). Returns dL/d input of layer l0 (a backend
  * buffer valid until the next backward), or NULL when l0 == 0 (the embedding took it). */
 const float *gpt_backward_layers(gpt_model *m, int slot, int l0, int l1, float dloss, const float *dout);
 

@@ -46,26 +46,27 @@ int gpt_recompute_group_end(const gpt_model *m, int l)
 }
 
 /* One layer's intermediates (all but the input and the output); its attention rows (lse) too
- * unless they are shared. */
+ * unless they are shared. The residual stream's tensors (norms, projections, res2) hold Ns
+ * tokens (fewer under sequence parallelism), the TP-split ones (qkv, attention, MLP) all N. */
 static void alloc_intermediates(gpt_model *m, gpt_layer_acts *x, int own_lse)
 {
     const gpt_config *cfg = &m->cfg;
-    size_t C = (size_t)cfg->hidden, N = (size_t)m->B * cfg->seq_len;
+    size_t C = (size_t)cfg->hidden, N = (size_t)m->B * cfg->seq_len, Ns = (size_t)gpt_stream_tokens(m);
     size_t Cl = C / m->shard.tp, NHl = (size_t)cfg->heads / m->shard.tp;
-    x->ln1 = act(m, N * C);
-    x->ln1_mean = act(m, N);
-    x->ln1_rstd = act(m, N);
+    x->ln1 = act(m, Ns * C);
+    x->ln1_mean = act(m, Ns);
+    x->ln1_rstd = act(m, Ns);
     x->qkv = act(m, N * 3 * Cl);
     x->atty = act(m, N * Cl);
     x->lse = own_lse ? act(m, N * NHl) : m->scratch->lse;
-    x->proj = act(m, N * C);
-    x->res2 = act(m, N * C);
-    x->ln2 = act(m, N * C);
-    x->ln2_mean = act(m, N);
-    x->ln2_rstd = act(m, N);
+    x->proj = act(m, Ns * C);
+    x->res2 = act(m, Ns * C);
+    x->ln2 = act(m, Ns * C);
+    x->ln2_mean = act(m, Ns);
+    x->ln2_rstd = act(m, Ns);
     x->fch = act(m, N * 4 * Cl);
     x->fch_gelu = act(m, N * 4 * Cl);
-    x->fcproj = act(m, N * C);
+    x->fcproj = act(m, Ns * C);
 }
 
 void gpt_plan_recompute(gpt_model *m)
@@ -108,16 +109,17 @@ void gpt_alloc_acts(gpt_model *m, gpt_acts *a)
     const gpt_config *cfg = &m->cfg;
     const gpt_shard *sh = &m->shard;
     size_t C = (size_t)cfg->hidden, N = (size_t)m->B * cfg->seq_len, V = (size_t)cfg->vocab;
+    size_t Ns = (size_t)gpt_stream_tokens(m);
     if (sh->embedding)
-        a->encoded = act(m, N * C);
+        a->encoded = act(m, Ns * C);
     a->layers = calloc((size_t)cfg->num_layers, sizeof *a->layers);
     for (int l = 0; l < cfg->num_layers; l++) {
         gpt_layer_acts *x = &a->layers[l];
         if (!m->runs_layer[l])
             continue;
         if (l > 0 && !m->runs_layer[l - 1])
-            x->input = act(m, N * C);
-        x->res3 = act(m, N * C);
+            x->input = act(m, Ns * C);
+        x->res3 = act(m, Ns * C);
         int group = m->recompute_group ? m->recompute_group[l] : -1;
         if (group >= 0) { /* the shared intermediates of its place in the group */
             float *res3 = x->res3, *input = x->input;
@@ -132,9 +134,9 @@ void gpt_alloc_acts(gpt_model *m, gpt_acts *a)
         x->input = input;
     }
     if (sh->head) {
-        a->lnf = act(m, N * C);
-        a->lnf_mean = act(m, N);
-        a->lnf_rstd = act(m, N);
+        a->lnf = act(m, Ns * C);
+        a->lnf_mean = act(m, Ns);
+        a->lnf_rstd = act(m, Ns);
         a->logits = act(m, N * V / sh->tp);
         a->losses = act(m, N);
     }

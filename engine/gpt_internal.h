@@ -23,4 +23,20 @@ void gpt_free_recompute(gpt_model *m);
 /* The last layer of layer l's recomputed group (the backward reruns the group when it reaches
  * it); -1 when l is not recomputed in full. */
 int gpt_recompute_group_end(const gpt_model *m, int l);
+
+/* Sequence parallelism (gpt_sp.c). gpt_sp: it is on (and tp > 1). gpt_stream_tokens: the tokens
+ * of the residual stream this rank holds (B*T, or B*T/tp). gpt_sp_gather: the whole sequence of
+ * stream tensor x (this rank's part) in m->sp_full, or x itself without SP. gpt_sp_reduce: the
+ * TP sum of a row-parallel GEMM's whole-sequence partial output into out (this rank's tokens
+ * under SP, reduce-scattered; all of them otherwise, all-reduced); partial is overwritten.
+ * gpt_sp_own: this rank's tokens within a whole-sequence buffer. gpt_sp_norm_backward: a
+ * LayerNorm's backward over this rank's tokens, its weight and bias gradients summed over the TP
+ * group under SP (each rank saw only its tokens). */
+int gpt_sp(const gpt_model *m);
+int gpt_stream_tokens(const gpt_model *m);
+const float *gpt_sp_gather(gpt_model *m, const float *x);
+void gpt_sp_reduce(gpt_model *m, float *partial, float *out);
+float *gpt_sp_own(const gpt_model *m, float *whole);
+void gpt_sp_norm_backward(gpt_model *m, float *dinp, float *dweight, float *dbias, const float *dout,
+                          const float *inp, const float *weight, const float *mean, const float *rstd);
 #endif

@@ -125,7 +125,7 @@ static double run_pipeline(const train_options *o, pipeline_plan *pl, gpt_model 
 {
     comm_ctx *c = o->comm;
     int T = m->T, last = pl->P * pl->V - 1;
-    size_t act = (size_t)m->B * T * m->cfg.hidden;
+    size_t act = gpt_stream_floats(m); /* under SP, each TP rank sends its block of tokens */
     double loss_sum = 0;
     for (int i = 0; i < pl->sched.count[pl->s]; i++) {
         pipe_action a = pl->sched.actions[pl->s][i];
@@ -186,6 +186,41 @@ static void tp_allreduce_staged(float *buf, size_t n, void *ctx)
     }
     t->k->copy_to_host(t->host, buf, n * sizeof(float));
     comm_allreduce_sum(t->group, t->host, n);
+    t->k->copy_to_device(buf, t->host, n * sizeof(float));
+}
+
+/* Sequence parallelism's two collectives over the TP group, in place on a whole-sequence backend
+ * buffer: all-gather from each rank's block, reduce-scatter into it (gpt_shard). */
+static float *tp_stage_in(tp_staging *t, const float *buf, size_t n)
+{
+    if (n > t->cap) {
+        free(t->host);
+        t->host = malloc(n * sizeof(float));
+        t->cap = n;
+    }
+    t->k->copy_to_host(t->host, buf, n * sizeof(float));
+    return t->host;
+}
+
+static void tp_allgather_staged(float *buf, size_t n, void *ctx)
+{
+    tp_staging *t = ctx;
+    if (t->nccl) {
+        comm_nccl_allgather(t->nccl, buf, n);
+        return;
+    }
+    comm_allgather(t->group, tp_stage_in(t, buf, n), n);
+    t->k->copy_to_device(buf, t->host, n * sizeof(float));
+}
+
+static void tp_reduce_scatter_staged(float *buf, size_t n, void *ctx)
+{
+    tp_staging *t = ctx;
+    if (t->nccl) {
+        comm_nccl_reduce_scatter_sum(t->nccl, buf, n);
+        return;
+    }
+    comm_reduce_scatter_sum(t->group, tp_stage_in(t, buf, n), n);
     t->k->copy_to_device(buf, t->host, n * sizeof(float));
 }
 
@@ -320,6 +355,8 @@ int train_run(const train_options *o)
     gpt_shard shard = {.tp = o->comm->tp, .tp_rank = o->comm->tp_rank, .layers = runs_layer,
                        .embedding = o->comm->pp_rank == 0, .head = o->comm->pp_rank == o->comm->pp - 1,
                        .slots = o->comm->pp > 1 ? accum : 1, .tp_allreduce = tp_allreduce_staged,
+                       .sequence_parallel = o->sequence_parallel, .tp_allgather = tp_allgather_staged,
+                       .tp_reduce_scatter = tp_reduce_scatter_staged,
                        .tp_allreduce_host = tp_allreduce_host, .tp_ctx = &tps, .dp = dp,
                        .dp_rank = o->comm->dp_rank, .zero = o->zero, .recompute = o->recompute,
                        .recompute_block = o->recompute_block, .recompute_layers = o->recompute_layers};
@@ -334,7 +371,7 @@ int train_run(const train_options *o)
         return 2;
     }
     free(runs_layer);
-    size_t act_floats = (size_t)B * T * cfg.hidden;
+    size_t act_floats = gpt_stream_floats(&m);
     pl.in = malloc(act_floats * sizeof(float));
     pl.out = malloc(act_floats * sizeof(float));
     /* The run folder keeps a profile too, except on CUDA without --profile: timing ops with CUDA
@@ -380,12 +417,15 @@ int train_run(const train_options *o)
         return 2;
     }
     int *tokens = malloc((size_t)B * T * sizeof(int)), *targets = malloc((size_t)B * T * sizeof(int));
-    char recompute_note[96] = "";
+    char recompute_note[128] = "";
     if (o->recompute == GPT_RECOMPUTE_SELECTIVE)
         snprintf(recompute_note, sizeof recompute_note, "; selective recomputation");
     else if (o->recompute == GPT_RECOMPUTE_FULL)
         snprintf(recompute_note, sizeof recompute_note, "; full recomputation (%s, %d layer%s)",
                  o->recompute_block ? "block" : "uniform", o->recompute_layers, o->recompute_layers > 1 ? "s" : "");
+    if (o->sequence_parallel)
+        snprintf(recompute_note + strlen(recompute_note), sizeof recompute_note - strlen(recompute_note),
+                 "; sequence parallel");
     if (leader)
         fprintf(stderr, "dtrain: %s model, %d layers, hidden %d, %d heads, seq %d, vocab %d, %.2fM parameters "
                         "(%.2fM on rank 0); %s on %s; TP %d x PP %d (%s, %d chunks) x DP %d; batch %d sequences = "

@@ -47,8 +47,10 @@ int engine_scenario_load(const engine_run_shape *r, const char *platform_path, c
     json_object_set_new(json_object_get(scen, "model"), "cross_entropy_fusion_impl", json_string("te"));
     /* dtrain posts its pipeline sends (MPI_Isend of a copy, engine/comm.c) and goes on computing */
     json_object_set_new(json_object_get(scen, "parallel"), "overlap_p2p_comm", json_true());
-    /* and every TP rank sends its whole activation (no scatter/gather) */
+    /* and every TP rank sends its whole activation (no scatter/gather); under sequence parallelism
+     * its block of tokens */
     json_object_set_new(json_object_get(scen, "parallel"), "scatter_gather_p2p", json_false());
+    json_object_set_new(json_object_get(scen, "parallel"), "sequence_parallel", json_boolean(r->sequence_parallel));
     /* recomputation as dtrain runs it (engine/gpt_acts.c), under Megatron-LM's names */
     json_t *training = json_object_get(scen, "training");
     if (r->recompute && strcmp(r->recompute, "none")) {

@@ -17,6 +17,7 @@ typedef struct {
     int powersgd_rank;         /* 0: none */
     int overlap_grad_reduce;   /* dtrain --overlap-grad-reduce: DP buckets during the backward */
     double bucket_mb;          /* their size (MiB); 0: the scenario's default */
+    int sequence_parallel;     /* dtrain --sequence-parallel */
     const char *recompute;     /* dtrain --recompute-granularity: none | selective | full; NULL: none */
     const char *recompute_method; /* full: uniform | block; NULL: uniform */
     int recompute_num_layers;  /* full: 0 = 1 */

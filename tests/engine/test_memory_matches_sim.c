@@ -184,7 +184,7 @@ static void zero3_bytes_match(const char *recompute)
     json_decref(rp);
 
     engine_run_shape shape = {LAYERS, HIDDEN, HEADS, SEQ, VOCAB, 0, micro, global, 1, 1, dp, 1, 3, "fp32",
-                              NULL, NULL, 0, 0, 0, recompute};
+                              NULL, NULL, 0, 0, 0, .recompute = recompute};
     scenario_config s;
     config_error err;
     if (engine_scenario_load(&shape, DTSIM_SOURCE_DIR "/platforms/cpu-box.json",

@@ -114,6 +114,20 @@ static void tensor_parallel(void **state)
     equivalent(4, "--tp 4");
 }
 
+/* Sequence parallelism: the same model as TP alone (the norms' and residuals' tokens split over
+ * the TP ranks, all-gather and reduce-scatter in place of the all-reduces, the norms' gradients
+ * summed over TP), so the same single-rank reference, within summation order; with a pipeline
+ * (each TP rank sends its block of tokens), ZeRO-3 and recomputation. */
+static void sequence_parallel(void **state)
+{
+    (void)state;
+    equivalent(2, "--tp 2 --sequence-parallel");
+    equivalent(4, "--tp 4 --sequence-parallel");
+    equivalent(4, "--tp 2 --pp 2 --sequence-parallel");
+    equivalent(4, "--tp 2 --pp 2 --schedule interleaved --vpp 2 --sequence-parallel --recompute-granularity full");
+    equivalent(4, "--tp 2 --dp 2 --zero 3 --sequence-parallel");
+}
+
 static void pipeline_parallel_every_schedule(void **state)
 {
     (void)state;
@@ -172,6 +186,7 @@ static void bad_layouts_stop_every_rank(void **state)
     refused(2, "--pp 2 --pipeline-layers 3,4", "sum");
     refused(4, "--pp 4 --schedule interleaved --vpp 4", "fewer than its 4 model chunks");
     refused(2, "--pp 2 --schedule interleaved", "interleaved");
+    refused(2, "--dp 2 --sequence-parallel", "--tp 2 or more");
 }
 
 int main(int argc, char **argv)
@@ -182,6 +197,7 @@ int main(int argc, char **argv)
     DIR = argv[3];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tensor_parallel),
+        cmocka_unit_test(sequence_parallel),
         cmocka_unit_test(pipeline_parallel_every_schedule),
         cmocka_unit_test(uneven_pipeline_layers),
         cmocka_unit_test(three_dimensional),
