@@ -93,14 +93,15 @@ int closed_loop_run(const closed_loop_options *o)
         fprintf(stderr, "dtcal validate: --model %s: cannot read its sizes\n", o->model);
         return 2;
     }
-    /* dtrain runs ZeRO-0 (its default; the command below passes no --zero): say so, as the
-     * scenario's default stage may differ. */
+    /* dtrain's ZeRO stage (its default 0 unless --zero): said, as the scenario's default stage
+     * may differ. */
     engine_run_shape shape = {.num_layers = d[0], .hidden = d[1], .heads = d[2], .seq_len = d[3], .vocab = d[4],
                               .micro_batch = o->micro_batch, .global_batch = (long long)o->micro_batch * o->dp,
-                              .tp = o->tp, .pp = o->pp, .dp = o->dp, .vpp = 1, .zero = 0, .precision = "fp32",
+                              .tp = o->tp, .pp = o->pp, .dp = o->dp, .vpp = 1, .zero = o->zero, .precision = "fp32",
                               .grad_reduce = o->grad_reduce, .powersgd_rank = o->powersgd_rank,
                               .overlap_grad_reduce = o->overlap_grad_reduce, .bucket_mb = o->bucket_mb,
-                              .recompute = o->recompute, .sequence_parallel = o->sequence_parallel};
+                              .recompute = o->recompute, .sequence_parallel = o->sequence_parallel,
+                              .overlap_param_gather = o->overlap_param_gather};
     scenario_config s;
     config_error err;
     if (engine_scenario_load(&shape, o->platform, o->calibration, &s, &err) != 0) {
@@ -128,6 +129,10 @@ int closed_loop_run(const closed_loop_options *o)
         snprintf(recompute, sizeof recompute, " --recompute-granularity %s", o->recompute);
     if (o->sequence_parallel)
         snprintf(recompute + strlen(recompute), sizeof recompute - strlen(recompute), " --sequence-parallel");
+    if (o->zero)
+        snprintf(recompute + strlen(recompute), sizeof recompute - strlen(recompute), " --zero %d", o->zero);
+    if (o->overlap_param_gather)
+        snprintf(recompute + strlen(recompute), sizeof recompute - strlen(recompute), " --overlap-param-gather");
     if (o->powersgd_rank > 0)
         snprintf(compress, sizeof compress, "powersgd:%d", o->powersgd_rank);
     if (o->overlap_grad_reduce)

@@ -20,6 +20,8 @@ typedef struct {
     int overlap_grad_reduce;   /* dtrain --overlap-grad-reduce and the scenario's overlap_grad_reduce */
     double bucket_mb;          /* --bucket-mb and bucket_size_mb */
     int sequence_parallel;     /* dtrain --sequence-parallel and the scenario's sequence_parallel */
+    int zero;                  /* dtrain --zero and the scenario's zero_stage (default 0) */
+    int overlap_param_gather;  /* dtrain --overlap-param-gather and the scenario's overlap_param_gather */
     const char *recompute;     /* none | selective | full: dtrain --recompute-granularity and the
                                   scenario's training.recompute_granularity (full: uniform, 1 layer) */
 } closed_loop_options;

@@ -64,6 +64,7 @@ static void usage(FILE *f)
             "           [--tp N --pp N --dp N [--mpirun PATH]] [--grad-reduce fp32|bf16]\n"
             "           [--grad-compress none|powersgd:R] [--overlap-grad-reduce [--bucket-mb X]]\n"
             "           [--recompute-granularity none|selective|full] [--sequence-parallel]\n"
+            "           [--zero 0|1|2|3] [--overlap-param-gather]\n"
             "           [--platform FILE]\n"
             "           [--calibration FILE] [--json FILE|-]\n"
             "      run dtrain (under mpirun for more than one rank, all on this machine), simulate the same\n"
@@ -618,6 +619,10 @@ static int cmd_validate(int argc, char **argv)
             o.sequence_parallel = 1;
             continue;
         }
+        if (!strcmp(a, "--overlap-param-gather")) {
+            o.overlap_param_gather = 1;
+            continue;
+        }
         if (!v) {
             fprintf(stderr, "dtcal validate: %s needs a value\n", a);
             return 2;
@@ -635,6 +640,13 @@ static int cmd_validate(int argc, char **argv)
                 return 2;
             }
             o.grad_reduce = v;
+        }
+        else if (!strcmp(a, "--zero")) {
+            if (strcmp(v, "0") && strcmp(v, "1") && strcmp(v, "2") && strcmp(v, "3")) {
+                fprintf(stderr, "dtcal validate: --zero: '%s' is not 0, 1, 2 or 3\n", v);
+                return 2;
+            }
+            o.zero = v[0] - '0';
         }
         else if (!strcmp(a, "--recompute-granularity")) {
             if (strcmp(v, "none") && strcmp(v, "selective") && strcmp(v, "full")) {

@@ -502,6 +502,48 @@ void comm_ireduce_scatter_sum_counts(comm_group *g, const float *send, float *re
     g->bytes_sent += (double)(g->size - 1) / g->size * total * sizeof(float);
 }
 
+struct comm_request {
+    comm_group *g;
+    MPI_Request req;
+    int *cnt, *displ; /* read by MPI until the all-gather ends */
+};
+
+comm_request *comm_iallgather_counts(comm_group *g, float *buf, const size_t *counts)
+{
+    if (g->size == 1)
+        return NULL;
+    comm_request *r = calloc(1, sizeof *r);
+    r->g = g;
+    r->cnt = malloc((size_t)g->size * sizeof(int));
+    r->displ = malloc((size_t)g->size * sizeof(int));
+    size_t total, before;
+    int_counts(g, counts, r->cnt, r->displ, &total, &before, "all-gather (started)");
+    check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, r->cnt, r->displ, MPI_FLOAT, g->mpi, &r->req),
+          "all-gather (started)");
+    g->bytes_sent += (double)(g->size - 1) / g->size * total * sizeof(float);
+    return r;
+}
+
+int comm_request_test(comm_request *r)
+{
+    int done = 1;
+    if (r)
+        check(MPI_Test(&r->req, &done, MPI_STATUS_IGNORE), "started all-gather");
+    return done;
+}
+
+void comm_request_wait(comm_request *r)
+{
+    if (!r)
+        return;
+    wd_enter(r->g->wd, "started all-gather", r->g->size);
+    check(MPI_Wait(&r->req, MPI_STATUS_IGNORE), "started all-gather");
+    wd_leave(r->g->wd);
+    free(r->cnt);
+    free(r->displ);
+    free(r);
+}
+
 static void pending_done(comm_group *g)
 {
     for (int i = 0; i < g->n_pending; i++)

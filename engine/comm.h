@@ -79,6 +79,15 @@ void comm_iallreduce_sum(comm_group *g, float *buf, size_t n);
 void comm_ireduce_scatter_sum_counts(comm_group *g, const float *send, float *recv, const size_t *counts);
 int comm_progress(comm_group *g);
 void comm_wait_started(comm_group *g);
+/* One started collective waited for on its own (the parameter buckets of --overlap-param-gather,
+ * each waited for by the first forward pass that reads it). comm_iallgather_counts starts
+ * comm_allgather_counts' all-gather of buf (untouched until it is waited for); NULL when there
+ * is nothing to wait for (one rank). comm_request_test lets MPI advance it (1: ended);
+ * comm_request_wait waits under the watchdog and frees it (NULL: nothing). */
+typedef struct comm_request comm_request;
+comm_request *comm_iallgather_counts(comm_group *g, float *buf, const size_t *counts);
+int comm_request_test(comm_request *r);
+void comm_request_wait(comm_request *r);
 /* Every rank's n bytes, in group-rank order, into all (size x n bytes). */
 void comm_allgather_bytes(comm_group *g, const void *mine, size_t n, void *all);
 double comm_allreduce_sum_double(comm_group *g, double x);

@@ -260,11 +260,39 @@ static void start_bucket(dp_state *d, gpt_model *m, size_t lo, size_t hi)
  * tied embedding (the embedding's and the head's passes start at wte) waits for the step's end:
  * its two uses, and under PP its two stages, are summed first. Every call lets MPI advance the
  * buckets in flight. */
+/* Parameter bucket b's all-gather waited for and its parameters on the device. */
+static void land_param_bucket(dp_state *d, const gpt_model *m, int b)
+{
+    if (!d->param_requests || !d->param_requests[b])
+        return;
+    double t0 = wall_clock_s();
+    comm_request_wait(d->param_requests[b]);
+    d->param_requests[b] = NULL;
+    size_t lo = d->param_bucket_lo[b], hi = d->param_bucket_hi[b];
+    m->k->copy_to_device(m->params + lo, d->host_params + lo, (hi - lo) * sizeof(float));
+    if (m->prof)
+        profiler_record(m->prof, "dp_param_gather_wait", -1, "bucket", wall_clock_s() - t0, (double)(hi - lo) * 4);
+}
+
+void dp_finish_param_gather(dp_state *d, const gpt_model *m)
+{
+    for (int b = 0; b < d->n_param_buckets; b++)
+        land_param_bucket(d, m, b);
+}
+
 static void bucket_pass_hook(gpt_model *m, int first, int count, int before, int backward, void *ctx)
 {
     dp_state *d = ctx;
     size_t lo, hi;
     tensor_range(m, first, count, &lo, &hi);
+    if (before && !backward && d->overlap_params) { /* the pass reads these: their buckets land */
+        for (int b = 0; b < d->n_param_buckets; b++) {
+            if (d->param_bucket_lo[b] < hi && lo < d->param_bucket_hi[b])
+                land_param_bucket(d, m, b);
+            else
+                comm_request_test(d->param_requests[b]); /* the others advance */
+        }
+    }
     if (!before && backward && first != GPT_WTE && hi > lo && ++d->passes_done[first] == d->accum) {
         if (d->open_hi > d->open_lo && hi != d->open_lo && lo != d->open_hi) {
             start_bucket(d, m, d->open_lo, d->open_hi);
@@ -314,6 +342,45 @@ int dp_enable_overlap(dp_state *d, gpt_model *m, int accum, double bucket_mb, ch
         d->host_recv = calloc(d->padded, sizeof(float));
     m->pass_hook = bucket_pass_hook;
     m->pass_hook_ctx = d;
+    return 0;
+}
+
+int dp_enable_overlap_param_gather(dp_state *d, gpt_model *m, double bucket_mb, char *err, size_t errlen)
+{
+    if (d->zero != 1 || d->nccl || d->offload || !d->overlap) {
+        snprintf(err, errlen, "--overlap-param-gather overlaps the ZeRO-1 parameter all-gather over MPI with the next "
+                              "forward: it needs --zero 1 and --overlap-grad-reduce, not %s",
+                 d->zero != 1 ? "this --zero" : d->nccl ? "--comm nccl"
+                 : d->offload ? "--offload-optimizer" : "a run without --overlap-grad-reduce");
+        return -1;
+    }
+    size_t want = (size_t)(bucket_mb * 1048576.0 / sizeof(float));
+    d->overlap_params = 1;
+    d->param_bucket_lo = malloc((size_t)(m->num_tensors + 1) * sizeof(size_t));
+    d->param_bucket_hi = malloc((size_t)(m->num_tensors + 1) * sizeof(size_t));
+    for (int t = 0; t < m->num_tensors;) { /* whole tensors, in flat order, up to a bucket each */
+        size_t lo, hi;
+        int u = t;
+        tensor_range(m, t, 1, &lo, &hi);
+        while (u + 1 < m->num_tensors) {
+            size_t a, b;
+            tensor_range(m, t, u + 2 - t, &a, &b);
+            if (b - a > want)
+                break;
+            u++;
+            hi = b;
+        }
+        if (hi > lo) {
+            d->param_bucket_lo[d->n_param_buckets] = lo;
+            d->param_bucket_hi[d->n_param_buckets++] = hi;
+        }
+        t = u + 1;
+    }
+    d->param_bucket_counts = calloc((size_t)d->n_param_buckets * d->dp, sizeof(size_t));
+    for (int b = 0; b < d->n_param_buckets; b++)
+        shard_parts(d, d->param_bucket_lo[b], d->param_bucket_hi[b], d->param_bucket_counts + (size_t)b * d->dp);
+    d->param_requests = calloc((size_t)d->n_param_buckets, sizeof *d->param_requests);
+    d->host_params = calloc(d->padded, sizeof(float));
     return 0;
 }
 
@@ -416,6 +483,7 @@ static void reduce_scatter_on_device(dp_state *d, gpt_model *m)
 
 void dp_sync_optimizer_state(dp_state *d, gpt_model *m)
 {
+    dp_finish_param_gather(d, m);
     if (d->offload)
         offload_sync_moments(d->offload, m);
 }
@@ -462,6 +530,13 @@ void dp_free(dp_state *d)
     free(d->passes_done);
     free(d->started);
     free(d->host_recv);
+    for (int b = 0; b < d->n_param_buckets && d->param_requests; b++)
+        comm_request_wait(d->param_requests[b]);
+    free(d->param_bucket_lo);
+    free(d->param_bucket_hi);
+    free(d->param_bucket_counts);
+    free(d->param_requests);
+    free(d->host_params);
     memset(d, 0, sizeof *d);
 }
 
@@ -546,6 +621,7 @@ void dp_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, 
 {
     size_t lo, hi;
     owned(d, &lo, &hi);
+    dp_finish_param_gather(d, m); /* a step whose forward did not read every bucket */
     if (d->offload)
         offload_step(d->offload, m, lr, weight_decay, t, grad_scale);
     /* AdamW per tensor (weight decay on matrices only), restricted to what this rank owns. */
@@ -571,6 +647,13 @@ void dp_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, 
             m->k->copy(d->dev + lo, m->params + lo, (hi - lo) * sizeof(float));
         comm_nccl_allgather(d->nccl, d->dev, d->padded);
         m->k->copy(m->params, d->dev, d->n * sizeof(float));
+    } else if (d->overlap_params) {
+        /* each bucket's all-gather starts now; the next forward waits for it (bucket_pass_hook) */
+        if (hi > lo)
+            m->k->copy_to_host(d->host_params + lo, m->params + lo, (hi - lo) * sizeof(float));
+        for (int b = 0; b < d->n_param_buckets; b++)
+            d->param_requests[b] = comm_iallgather_counts(d->comm->dp_group, d->host_params + d->param_bucket_lo[b],
+                                                          d->param_bucket_counts + (size_t)b * d->dp);
     } else if (d->dp > 1) {
         /* all-gather the updated shards: each rank's part of the padded buffer */
         memset(d->host, 0, d->padded * sizeof(float));
@@ -583,6 +666,7 @@ void dp_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, 
 
 void dp_params_to_host(dp_state *d, const gpt_model *m, float *host)
 {
+    dp_finish_param_gather(d, m);
     if (d->zero < 3 || d->dp == 1) { /* every rank decides alike: the gather below is collective */
         m->k->copy_to_host(host, m->params, m->num_params * sizeof(float));
         return;

@@ -52,6 +52,15 @@ typedef struct {
     int *passes_done;               /* per tensor: backward passes that began at it this step */
     unsigned char *started;         /* per tensor: its gradient is in a started bucket */
     float *host_recv;               /* ZeRO-1: where the buckets' reduce-scatters put the shard */
+    /* --overlap-param-gather (ZeRO-1, MPI): the updated parameters' all-gather in buckets of
+     * whole tensors, started after the optimizer step and each waited for by the next forward
+     * pass that reads it */
+    int overlap_params;
+    int n_param_buckets;
+    size_t *param_bucket_lo, *param_bucket_hi;
+    size_t *param_bucket_counts;    /* dp per bucket: each shard's part of it */
+    comm_request **param_requests;  /* per bucket: its all-gather, NULL once landed */
+    float *host_params;             /* the gathered parameters, padded floats */
 } dp_state;
 
 /* The shards are gpt_dp_shard_range's (gpt.h); a model built with gpt_shard's dp, dp_rank and
@@ -70,6 +79,14 @@ void dp_enable_offload(dp_state *d);
  * stream, bf16 and PowerSGD reductions run whole on the host); ZeRO-2/3 reduce each pass's
  * window as it ends anyway. accum: micro-batches per step. 0, or -1 with err. */
 int dp_enable_overlap(dp_state *d, gpt_model *m, int accum, double bucket_mb, char *err, size_t errlen);
+/* --overlap-param-gather (with --overlap-grad-reduce, ZeRO-1 over MPI, as Megatron-LM's
+ * overlap_param_gather with the distributed optimizer): after the optimizer step each bucket of
+ * whole tensors (bucket_mb MiB) starts its all-gather of the updated shards, and the next step's
+ * forward waits for a bucket only when a pass first reads a tensor in it. 0, or -1 with err. */
+int dp_enable_overlap_param_gather(dp_state *d, gpt_model *m, double bucket_mb, char *err, size_t errlen);
+/* Lands every parameter bucket still in flight (before anything reads the parameters whole:
+ * the optimizer step, checkpoints, the CRC). */
+void dp_finish_param_gather(dp_state *d, const gpt_model *m);
 /* Whether --overlap-grad-reduce applies to these options (compress: a PowerSGD rank, 0 none):
  * 0, or -1 with err naming the option that rules it out. dtrain checks it before training. */
 int dp_overlap_applies(int zero, int bf16, int compress, int nccl, char *err, size_t errlen);

@@ -76,6 +76,9 @@ static void usage(FILE *f)
             "                           backward produces them, overlapped with the rest of the backward\n"
             "                           (ZeRO-0/1, --comm mpi, fp32 reduction; default: one reduction after it)\n"
             "  --bucket-mb X            bucket size for --overlap-grad-reduce, MiB of fp32 gradients (default 40)\n"
+            "  --overlap-param-gather   with --zero 1 and --overlap-grad-reduce: the updated parameters'\n"
+            "                           all-gather starts in buckets after the optimizer step and the next\n"
+            "                           forward waits for each bucket when it first reads it (Megatron-LM)\n"
             "  --offload-optimizer      AdamW and its state (fp32 master, moments) on the host CPU\n"
             "  --comm mpi|nccl          TP, DP/ZeRO and tied-embedding collectives: mpi (default; device\n"
             "                           buffers staged through the host, ranks may share a GPU) or nccl (on\n"
@@ -167,6 +170,9 @@ static int run(int argc, char **argv, comm_ctx *comm)
             continue;
         } else if (!strcmp(a, "--resume")) {
             o.resume = 1;
+            continue;
+        } else if (!strcmp(a, "--overlap-param-gather")) {
+            o.overlap_param_gather = 1;
             continue;
         } else if (!strcmp(a, "--overlap-grad-reduce")) {
             o.overlap_grad_reduce = 1;
@@ -354,6 +360,12 @@ static int run(int argc, char **argv, comm_ctx *comm)
     }
     if (o.warmup < 0)
         o.warmup = o.steps / 10;
+    if (o.overlap_param_gather && (!o.overlap_grad_reduce || o.zero != 1 || o.comm_nccl || o.offload_optimizer)) {
+        fprintf(stderr, "dtrain: --overlap-param-gather overlaps the ZeRO-1 parameter all-gather over MPI with the next "
+                        "forward: it needs --zero 1 and --overlap-grad-reduce, without --comm nccl or "
+                        "--offload-optimizer\n");
+        return 2;
+    }
     if (o.sequence_parallel && tp < 2) {
         fprintf(stderr, "dtrain: --sequence-parallel splits the tokens over the TP ranks: it needs --tp 2 or more\n");
         return 2;

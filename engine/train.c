@@ -403,7 +403,9 @@ int train_run(const train_options *o)
             exit(1);
         }
     }
-    if (o->overlap_grad_reduce && dp_enable_overlap(&dps, &m, accum, o->bucket_mb, err, sizeof err) != 0) {
+    if ((o->overlap_grad_reduce && dp_enable_overlap(&dps, &m, accum, o->bucket_mb, err, sizeof err) != 0) ||
+        (o->overlap_param_gather && dps.dp > 1 &&
+         dp_enable_overlap_param_gather(&dps, &m, o->bucket_mb, err, sizeof err) != 0)) {
         if (leader) /* every rank has the same options: all stop here */
             fprintf(stderr, "dtrain: %s\n", err);
         dp_free(&dps);

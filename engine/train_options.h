@@ -41,6 +41,7 @@ typedef struct {
     int offload_optimizer;       /* AdamW and its state on the host (ZeRO-Offload style) */
     int comm_nccl;               /* TP, DP/ZeRO, tied-embedding collectives by NCCL (--comm nccl) */
     int overlap_grad_reduce;     /* DP gradient buckets started during the backward (ZeRO-0/1, MPI) */
+    int overlap_param_gather;    /* ZeRO-1 parameter all-gather in buckets, waited for by the next forward */
     double bucket_mb;            /* their size in MiB of fp32 gradients */
     int vpp;                     /* model chunks per pipeline stage (interleaved 1F1B) */
     int schedule;                /* pipeline_kind */

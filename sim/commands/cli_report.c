@@ -187,6 +187,7 @@ static int load_run_scenario(const measured_run *m, const char *platform, const 
         .bucket_mb = json_number_value(json_object_get(opt, "bucket_mb")),
         .recompute = json_string_value(json_object_get(opt, "recompute_granularity")),
         .sequence_parallel = json_is_true(json_object_get(opt, "sequence_parallel")),
+        .overlap_param_gather = json_is_true(json_object_get(opt, "overlap_param_gather")),
         .recompute_method = json_string_value(json_object_get(opt, "recompute_method")),
         .recompute_num_layers = (int)json_integer_value(json_object_get(opt, "recompute_num_layers")),
     };

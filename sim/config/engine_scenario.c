@@ -51,6 +51,8 @@ int engine_scenario_load(const engine_run_shape *r, const char *platform_path, c
      * its block of tokens */
     json_object_set_new(json_object_get(scen, "parallel"), "scatter_gather_p2p", json_false());
     json_object_set_new(json_object_get(scen, "parallel"), "sequence_parallel", json_boolean(r->sequence_parallel));
+    if (r->overlap_param_gather)
+        json_object_set_new(json_object_get(scen, "parallel"), "overlap_param_gather", json_true());
     /* recomputation as dtrain runs it (engine/gpt_acts.c), under Megatron-LM's names */
     json_t *training = json_object_get(scen, "training");
     if (r->recompute && strcmp(r->recompute, "none")) {

@@ -209,6 +209,49 @@ static void overlapped_buckets_start_during_the_backward(void **state)
     remove("dtrain_dp_prof.json.trace.json");
 }
 
+/* --overlap-param-gather: the updated parameters' all-gather starts in buckets after the
+ * optimizer step; the next step's forward waits for each bucket when a pass first reads it. The
+ * weights are those of the single-rank run, as without it; in steps 2 to 4 (those after an
+ * optimizer step and before the last, whose own gathers land for the final dump), the forward
+ * begins (the embedding) before the last bucket lands, and every bucket lands before the backward
+ * begins. */
+static void overlapped_param_gather_lands_during_the_forward(void **state)
+{
+    (void)state;
+    equivalent_with(2, 1, "--overlap-grad-reduce --overlap-param-gather --bucket-mb 0.05 --profile dtrain_dp_prof.json");
+    json_error_t je;
+    json_t *doc = json_load_file("dtrain_dp_prof.json.trace.json", 0, &je);
+    assert_non_null(doc);
+    json_t *ev = json_is_array(doc) ? doc : json_object_get(doc, "traceEvents");
+    for (int step = 2; step <= 4; step++) {
+        double embedding = -1, first_bwd = INFINITY, last_wait = -1;
+        int waits = 0;
+        size_t i;
+        json_t *e;
+        json_array_foreach(ev, i, e) {
+            if (json_integer_value(json_object_get(json_object_get(e, "args"), "step")) != step)
+                continue;
+            const char *name = json_string_value(json_object_get(e, "name"));
+            double ts = json_number_value(json_object_get(e, "ts"));
+            if (!strcmp(name, "embedding") && embedding < 0)
+                embedding = ts;
+            else if (strstr(name, "_bwd"))
+                first_bwd = fmin(first_bwd, ts);
+            else if (!strcmp(name, "dp_param_gather_wait")) {
+                waits++;
+                last_wait = fmax(last_wait, ts);
+            }
+        }
+        print_message("step %d: %d buckets landed; forward began at %.0f us, last landed at %.0f us, backward at %.0f us\n",
+                      step, waits, embedding, last_wait, first_bwd);
+        if (waits < 2 || embedding < 0 || !(embedding < last_wait) || !(last_wait < first_bwd))
+            fail_msg("step %d: the parameter buckets did not land during the forward", step);
+    }
+    json_decref(doc);
+    remove("dtrain_dp_prof.json");
+    remove("dtrain_dp_prof.json.trace.json");
+}
+
 /* Where the overlap does not apply, dtrain says so and stops (exit 2) before training. */
 static void overlap_refused_where_it_does_not_apply(void **state)
 {
@@ -239,6 +282,19 @@ static void overlap_refused_where_it_does_not_apply(void **state)
     fclose(f);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 2 || !strstr(ERR, "--bucket-mb"))
         fail_msg("--bucket-mb without --overlap-grad-reduce: status %d, %s", st, ERR);
+    /* --overlap-param-gather needs the distributed optimizer (ZeRO-1) and the gradient overlap */
+    const char *param_bad[] = {"--zero 1", "--zero 0 --overlap-grad-reduce", "--zero 2 --overlap-grad-reduce"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, "timeout 60 '%s' --dp 1 %s --overlap-param-gather --steps 1 2>dtrain_dp_err >/dev/null",
+                 DTRAIN, param_bad[i]);
+        st = system(cmd);
+        f = fopen("dtrain_dp_err", "r");
+        got = fread(ERR, 1, sizeof ERR - 1, f);
+        ERR[got] = 0;
+        fclose(f);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 2 || !strstr(ERR, "--overlap-param-gather"))
+            fail_msg("%s --overlap-param-gather: status %d, %s", param_bad[i], st, ERR);
+    }
     remove("dtrain_dp_err");
 }
 
@@ -269,6 +325,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(bf16_gradient_reduction_halves_the_bytes),
         cmocka_unit_test(zero_wire_bytes_follow_the_closed_form),
         cmocka_unit_test(overlapped_buckets_start_during_the_backward),
+        cmocka_unit_test(overlapped_param_gather_lands_during_the_forward),
         cmocka_unit_test(overlap_refused_where_it_does_not_apply),
         cmocka_unit_test(bad_layout_stops_every_rank),
     };
