@@ -101,7 +101,8 @@ int closed_loop_run(const closed_loop_options *o)
                               .grad_reduce = o->grad_reduce, .powersgd_rank = o->powersgd_rank,
                               .overlap_grad_reduce = o->overlap_grad_reduce, .bucket_mb = o->bucket_mb,
                               .recompute = o->recompute, .sequence_parallel = o->sequence_parallel,
-                              .overlap_param_gather = o->overlap_param_gather};
+                              .overlap_param_gather = o->overlap_param_gather,
+                              .tp_comm_overlap = o->tp_comm_overlap};
     scenario_config s;
     config_error err;
     if (engine_scenario_load(&shape, o->platform, o->calibration, &s, &err) != 0) {
@@ -133,6 +134,8 @@ int closed_loop_run(const closed_loop_options *o)
         snprintf(recompute + strlen(recompute), sizeof recompute - strlen(recompute), " --zero %d", o->zero);
     if (o->overlap_param_gather)
         snprintf(recompute + strlen(recompute), sizeof recompute - strlen(recompute), " --overlap-param-gather");
+    if (o->tp_comm_overlap)
+        snprintf(recompute + strlen(recompute), sizeof recompute - strlen(recompute), " --tp-comm-overlap");
     if (o->powersgd_rank > 0)
         snprintf(compress, sizeof compress, "powersgd:%d", o->powersgd_rank);
     if (o->overlap_grad_reduce)

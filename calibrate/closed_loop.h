@@ -22,6 +22,7 @@ typedef struct {
     int sequence_parallel;     /* dtrain --sequence-parallel and the scenario's sequence_parallel */
     int zero;                  /* dtrain --zero and the scenario's zero_stage (default 0) */
     int overlap_param_gather;  /* dtrain --overlap-param-gather and the scenario's overlap_param_gather */
+    int tp_comm_overlap;       /* dtrain --tp-comm-overlap and the scenario's tp_comm_overlap */
     const char *recompute;     /* none | selective | full: dtrain --recompute-granularity and the
                                   scenario's training.recompute_granularity (full: uniform, 1 layer) */
 } closed_loop_options;

@@ -64,7 +64,7 @@ static void usage(FILE *f)
             "           [--tp N --pp N --dp N [--mpirun PATH]] [--grad-reduce fp32|bf16]\n"
             "           [--grad-compress none|powersgd:R] [--overlap-grad-reduce [--bucket-mb X]]\n"
             "           [--recompute-granularity none|selective|full] [--sequence-parallel]\n"
-            "           [--zero 0|1|2|3] [--overlap-param-gather]\n"
+            "           [--zero 0|1|2|3] [--overlap-param-gather] [--tp-comm-overlap]\n"
             "           [--platform FILE]\n"
             "           [--calibration FILE] [--json FILE|-]\n"
             "      run dtrain (under mpirun for more than one rank, all on this machine), simulate the same\n"
@@ -621,6 +621,10 @@ static int cmd_validate(int argc, char **argv)
         }
         if (!strcmp(a, "--overlap-param-gather")) {
             o.overlap_param_gather = 1;
+            continue;
+        }
+        if (!strcmp(a, "--tp-comm-overlap")) {
+            o.tp_comm_overlap = 1;
             continue;
         }
         if (!v) {

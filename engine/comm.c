@@ -504,9 +504,26 @@ void comm_ireduce_scatter_sum_counts(comm_group *g, const float *send, float *re
 
 struct comm_request {
     comm_group *g;
-    MPI_Request req;
-    int *cnt, *displ; /* read by MPI until the all-gather ends */
+    MPI_Request req, req2; /* req2: a ring step's receive (MPI_REQUEST_NULL otherwise) */
+    int *cnt, *displ;      /* read by MPI until an all-gather ends */
 };
+
+comm_request *comm_iring_step(comm_group *g, const float *send, float *recv, size_t n)
+{
+    if (g->size == 1)
+        return NULL;
+    if (n > INT_MAX) {
+        fprintf(stderr, "dtrain: ring step: %zu floats are more than MPI's int counts can carry\n", n);
+        abort();
+    }
+    comm_request *r = calloc(1, sizeof *r);
+    r->g = g;
+    int next = (g->rank + 1) % g->size, prev = (g->rank + g->size - 1) % g->size;
+    check(MPI_Irecv(recv, (int)n, MPI_FLOAT, prev, 77, g->mpi, &r->req2), "ring receive");
+    check(MPI_Isend(send, (int)n, MPI_FLOAT, next, 77, g->mpi, &r->req), "ring send");
+    g->bytes_sent += (double)n * sizeof(float);
+    return r;
+}
 
 comm_request *comm_iallgather_counts(comm_group *g, float *buf, const size_t *counts)
 {
@@ -514,6 +531,7 @@ comm_request *comm_iallgather_counts(comm_group *g, float *buf, const size_t *co
         return NULL;
     comm_request *r = calloc(1, sizeof *r);
     r->g = g;
+    r->req2 = MPI_REQUEST_NULL;
     r->cnt = malloc((size_t)g->size * sizeof(int));
     r->displ = malloc((size_t)g->size * sizeof(int));
     size_t total, before;
@@ -527,8 +545,12 @@ comm_request *comm_iallgather_counts(comm_group *g, float *buf, const size_t *co
 int comm_request_test(comm_request *r)
 {
     int done = 1;
-    if (r)
-        check(MPI_Test(&r->req, &done, MPI_STATUS_IGNORE), "started all-gather");
+    if (r) {
+        MPI_Request both[2] = {r->req, r->req2};
+        check(MPI_Testall(2, both, &done, MPI_STATUSES_IGNORE), "started collective");
+        r->req = both[0];
+        r->req2 = both[1];
+    }
     return done;
 }
 
@@ -536,8 +558,9 @@ void comm_request_wait(comm_request *r)
 {
     if (!r)
         return;
-    wd_enter(r->g->wd, "started all-gather", r->g->size);
-    check(MPI_Wait(&r->req, MPI_STATUS_IGNORE), "started all-gather");
+    MPI_Request both[2] = {r->req, r->req2};
+    wd_enter(r->g->wd, "started collective", r->g->size);
+    check(MPI_Waitall(2, both, MPI_STATUSES_IGNORE), "started collective");
     wd_leave(r->g->wd);
     free(r->cnt);
     free(r->displ);

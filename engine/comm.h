@@ -86,6 +86,9 @@ void comm_wait_started(comm_group *g);
  * comm_request_wait waits under the watchdog and frees it (NULL: nothing). */
 typedef struct comm_request comm_request;
 comm_request *comm_iallgather_counts(comm_group *g, float *buf, const size_t *counts);
+/* One step of a ring over g, started now: n floats of send to the next group rank, n floats
+ * into recv from the previous one (both untouched until waited for); NULL with one rank. */
+comm_request *comm_iring_step(comm_group *g, const float *send, float *recv, size_t n);
 int comm_request_test(comm_request *r);
 void comm_request_wait(comm_request *r);
 /* Every rank's n bytes, in group-rank order, into all (size x n bytes). */

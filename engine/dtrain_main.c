@@ -63,6 +63,9 @@ static void usage(FILE *f)
             "  --sequence-parallel      with --tp: LayerNorms and residuals on each rank's block of the\n"
             "                           micro-batch's tokens, all-gather / reduce-scatter in place of the\n"
             "                           TP all-reduces (Megatron-LM)\n"
+            "  --tp-comm-overlap        with --sequence-parallel over MPI: each TP all-gather and reduce-scatter\n"
+            "                           runs as a ring, a step at a time beside the GEMM of the block of\n"
+            "                           tokens at hand (Megatron-LM's --tp-comm-overlap)\n"
             "  --recompute-granularity full|selective  activation recomputation (Megatron-LM): full keeps\n"
             "                           each recomputed group's input and reruns its forward in the backward;\n"
             "                           selective reruns the attention core (default: none)\n"
@@ -167,6 +170,9 @@ static int run(int argc, char **argv, comm_ctx *comm)
             continue;
         } else if (!strcmp(a, "--sequence-parallel")) {
             o.sequence_parallel = 1;
+            continue;
+        } else if (!strcmp(a, "--tp-comm-overlap")) {
+            o.tp_comm_overlap = 1;
             continue;
         } else if (!strcmp(a, "--resume")) {
             o.resume = 1;
@@ -364,6 +370,11 @@ static int run(int argc, char **argv, comm_ctx *comm)
         fprintf(stderr, "dtrain: --overlap-param-gather overlaps the ZeRO-1 parameter all-gather over MPI with the next "
                         "forward: it needs --zero 1 and --overlap-grad-reduce, without --comm nccl or "
                         "--offload-optimizer\n");
+        return 2;
+    }
+    if (o.tp_comm_overlap && (!o.sequence_parallel || o.comm_nccl)) {
+        fprintf(stderr, "dtrain: --tp-comm-overlap overlaps the sequence-parallel all-gathers and reduce-scatters "
+                        "over MPI: it needs --sequence-parallel%s\n", o.comm_nccl ? ", not --comm nccl" : "");
         return 2;
     }
     if (o.sequence_parallel && tp < 2) {

@@ -165,6 +165,11 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
     if (gpt_sp(m)) { /* the stream splits into equal blocks of tokens */
         m->sp_full = dev(m, N * C);
         m->sp_norm_grad = dev(m, 2 * C);
+        if (shard->tp_comm_overlap) {
+            m->sp_ring[0] = dev(m, N / shard->tp * C);
+            m->sp_ring[1] = dev(m, N / shard->tp * C);
+            m->sp_recv = dev(m, N / shard->tp * C);
+        }
     }
     gpt_plan_recompute(m);
     m->acts = calloc((size_t)m->shard.slots, sizeof *m->acts);
@@ -260,7 +265,8 @@ void gpt_free(gpt_model *m)
 {
     const kernels_backend *k = m->k;
     float *bufs[] = {m->params, m->grads, m->m, m->v, m->d_res, m->d_a, m->d_b, m->d_big, m->d_big2, m->d_qkv,
-                     m->d_logits, m->vp_zeros, m->vp_tmp, m->vp_sink, m->sp_full, m->sp_norm_grad};
+                     m->d_logits, m->vp_zeros, m->vp_tmp, m->vp_sink, m->sp_full, m->sp_norm_grad,
+                     m->sp_ring[0], m->sp_ring[1], m->sp_recv};
     if (m->vp_zero_tokens)
         k->free(m->vp_zero_tokens);
     free(m->vp_host_logits);
@@ -339,8 +345,6 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
     double f = 4.0 * (double)sizeof(float);
     gpt_layer_acts *a = &act->layers[l];
     float *x = layer_input(m, act, l);
-    /* a row-parallel GEMM's partial output: whole-sequence scratch under SP, else its own buffer */
-    float *proj = gpt_sp(m) ? m->sp_full : a->proj, *fcproj = gpt_sp(m) ? m->sp_full : a->fcproj;
     float *w[LAYER_TENSORS];
     hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 1, 0); /* before the pointers: ZeRO maps windows here */
     for (int j = 0; j < LAYER_TENSORS; j++)
@@ -349,9 +353,8 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
     k->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w[J_LN1_W], w[J_LN1_B], Ns, C);
     round_act(m, a->ln1, NsC);
     PROF_END("ln1", l, 0, 2.0 * Ns * C * f / 4, "N=%d C=%d", Ns, C);
-    const float *ln1 = gpt_sp_gather(m, a->ln1);
     PROF_BEGIN();
-    k->matmul_forward(a->qkv, ln1, w[J_QKV_W], w[J_QKV_B], N, C, 3 * Cl, m->prec);
+    gpt_sp_column_forward(m, a->ln1, w[J_QKV_W], w[J_QKV_B], a->qkv, C, 3 * Cl);
     PROF_END("qkv", l, m->flops_fwd.qkv, gemm_bytes(N, 3 * Cl, C), "m=%d n=%d k=%d", N, 3 * Cl, C);
     PROF_BEGIN();
     k->attention_forward(a->atty, a->lse, a->qkv, B, T, Cl, NH, m->prec);
@@ -359,9 +362,8 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
              "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
     PROF_BEGIN();
     /* Row-parallel: each rank's partial product; the bias is added once (by TP rank 0). */
-    k->matmul_forward(proj, a->atty, w[J_PROJ_W], lead ? w[J_PROJ_B] : NULL, N, Cl, C, m->prec);
+    gpt_sp_row_forward(m, a->atty, w[J_PROJ_W], lead ? w[J_PROJ_B] : NULL, a->proj, Cl, C);
     PROF_END("attn_proj", l, m->flops_fwd.attn_proj, gemm_bytes(N, C, Cl), "m=%d n=%d k=%d", N, C, Cl);
-    gpt_sp_reduce(m, proj, a->proj);
     PROF_BEGIN();
     k->residual_forward(a->res2, x, a->proj, NsC);
     round_act(m, a->res2, NsC);
@@ -370,18 +372,16 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
     k->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w[J_LN2_W], w[J_LN2_B], Ns, C);
     round_act(m, a->ln2, NsC);
     PROF_END("ln2", l, 0, 2.0 * Ns * C * f / 4, "N=%d C=%d", Ns, C);
-    const float *ln2 = gpt_sp_gather(m, a->ln2);
     PROF_BEGIN();
-    k->matmul_forward(a->fch, ln2, w[J_FC_W], w[J_FC_B], N, C, 4 * Cl, m->prec);
+    gpt_sp_column_forward(m, a->ln2, w[J_FC_W], w[J_FC_B], a->fch, C, 4 * Cl);
     PROF_END("fc1", l, m->flops_fwd.fc1, gemm_bytes(N, 4 * Cl, C), "m=%d n=%d k=%d", N, 4 * Cl, C);
     PROF_BEGIN();
     k->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * Cl);
     round_act(m, a->fch_gelu, (size_t)N * 4 * Cl);
     PROF_END("gelu", l, 0, 8.0 * N * Cl * f / 4, "n=%d", 4 * N * Cl);
     PROF_BEGIN();
-    k->matmul_forward(fcproj, a->fch_gelu, w[J_FCPROJ_W], lead ? w[J_FCPROJ_B] : NULL, N, 4 * Cl, C, m->prec);
+    gpt_sp_row_forward(m, a->fch_gelu, w[J_FCPROJ_W], lead ? w[J_FCPROJ_B] : NULL, a->fcproj, 4 * Cl, C);
     PROF_END("fc2", l, m->flops_fwd.fc2, gemm_bytes(N, C, 4 * Cl), "m=%d n=%d k=%d", N, C, 4 * Cl);
-    gpt_sp_reduce(m, fcproj, a->fcproj);
     PROF_BEGIN();
     k->residual_forward(a->res3, a->res2, a->fcproj, NsC);
     round_act(m, a->res3, NsC);
@@ -622,7 +622,7 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l)
     const kernels_backend *k = m->k;
     int B = m->B, T = m->T, C = m->cfg.hidden, tp = m->shard.tp, NH = m->cfg.heads / tp, Cl = C / tp;
     int N = B * T;
-    size_t NC = (size_t)N * C, NCl = (size_t)N * Cl;
+    size_t NCl = (size_t)N * Cl;
     gpt_layer_acts *a = &act->layers[l];
     float *x = layer_input(m, act, l);
     float *w[LAYER_TENSORS], *g[LAYER_TENSORS];
@@ -638,11 +638,8 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l)
      * into dnorm (d_a's or, under SP, d_b's first Ns rows: the other is free by then). */
     int Ns = gpt_stream_tokens(m);
     size_t NsC = (size_t)Ns * C;
-    const float *dout = gpt_sp_gather(m, m->d_res);
     PROF_BEGIN();
-    k->memset_zero(m->d_big, NCl * 4 * sizeof(float));
-    k->matmul_backward(m->d_big, g[J_FCPROJ_W], g[J_FCPROJ_B], dout, a->fch_gelu, w[J_FCPROJ_W], N, 4 * Cl, C,
-                       m->prec);
+    gpt_sp_row_backward(m, m->d_big, g[J_FCPROJ_W], g[J_FCPROJ_B], m->d_res, a->fch_gelu, w[J_FCPROJ_W], 4 * Cl, C);
     round_act(m, m->d_big, NCl * 4);
     PROF_END("fc2_bwd", l, m->flops_bwd.fc2, 2 * gemm_bytes(N, C, 4 * Cl), "m=%d n=%d k=%d", N, C, 4 * Cl);
     PROF_BEGIN();
@@ -650,23 +647,18 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l)
     k->gelu_backward(m->d_big2, a->fch, m->d_big, NCl * 4);
     round_act(m, m->d_big2, NCl * 4);
     PROF_END("gelu_bwd", l, 0, 12.0 * NCl * 4, "n=%d", 4 * N * Cl);
-    const float *ln2 = gpt_sp_gather(m, a->ln2); /* again: the forward kept this rank's tokens */
-    PROF_BEGIN();
-    k->memset_zero(m->d_a, NC * sizeof(float));
-    k->matmul_backward(m->d_a, g[J_FC_W], g[J_FC_B], m->d_big2, ln2, w[J_FC_W], N, C, 4 * Cl, m->prec);
-    PROF_END("fc1_bwd", l, m->flops_bwd.fc1, 2 * gemm_bytes(N, 4 * Cl, C), "m=%d n=%d k=%d", N, 4 * Cl, C);
     float *dnorm = gpt_sp(m) ? m->d_b : m->d_a;
-    gpt_sp_reduce(m, m->d_a, dnorm);
+    PROF_BEGIN();
+    gpt_sp_column_backward(m, dnorm, g[J_FC_W], g[J_FC_B], m->d_big2, a->ln2, w[J_FC_W], C, 4 * Cl, m->d_a);
+    PROF_END("fc1_bwd", l, m->flops_bwd.fc1, 2 * gemm_bytes(N, 4 * Cl, C), "m=%d n=%d k=%d", N, 4 * Cl, C);
     round_act(m, dnorm, NsC);
     PROF_BEGIN();
     gpt_sp_norm_backward(m, m->d_res, g[J_LN2_W], g[J_LN2_B], dnorm, a->res2, w[J_LN2_W], a->ln2_mean, a->ln2_rstd);
     round_act(m, m->d_res, NsC); /* now dL/d(res2) */
     PROF_END("ln2_bwd", l, 0, 4.0 * NsC * 4, "N=%d C=%d", Ns, C);
     /* Attention: res2 = x + proj(attn(qkv(ln1(x)))). */
-    dout = gpt_sp_gather(m, m->d_res);
     PROF_BEGIN();
-    k->memset_zero(m->d_a, NCl * sizeof(float));
-    k->matmul_backward(m->d_a, g[J_PROJ_W], g[J_PROJ_B], dout, a->atty, w[J_PROJ_W], N, Cl, C, m->prec);
+    gpt_sp_row_backward(m, m->d_a, g[J_PROJ_W], g[J_PROJ_B], m->d_res, a->atty, w[J_PROJ_W], Cl, C);
     round_act(m, m->d_a, NCl);
     PROF_END("attn_proj_bwd", l, m->flops_bwd.attn_proj, 2 * gemm_bytes(N, C, Cl), "m=%d n=%d k=%d", N, C, Cl);
     const float *atty = a->atty, *lse = a->lse;
@@ -684,13 +676,10 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l)
     round_act(m, m->d_qkv, NCl * 3);
     PROF_END("attention_bwd", l, m->flops_bwd.attention, 4.0 * N * (8.0 * Cl + NH),
              "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
-    const float *ln1 = gpt_sp_gather(m, a->ln1);
-    PROF_BEGIN();
-    k->memset_zero(m->d_b, NC * sizeof(float));
-    k->matmul_backward(m->d_b, g[J_QKV_W], g[J_QKV_B], m->d_qkv, ln1, w[J_QKV_W], N, C, 3 * Cl, m->prec);
-    PROF_END("qkv_bwd", l, m->flops_bwd.qkv, 2 * gemm_bytes(N, 3 * Cl, C), "m=%d n=%d k=%d", N, 3 * Cl, C);
     dnorm = gpt_sp(m) ? m->d_a : m->d_b; /* d_a's attention gradient is spent */
-    gpt_sp_reduce(m, m->d_b, dnorm);
+    PROF_BEGIN();
+    gpt_sp_column_backward(m, dnorm, g[J_QKV_W], g[J_QKV_B], m->d_qkv, a->ln1, w[J_QKV_W], C, 3 * Cl, m->d_b);
+    PROF_END("qkv_bwd", l, m->flops_bwd.qkv, 2 * gemm_bytes(N, 3 * Cl, C), "m=%d n=%d k=%d", N, 3 * Cl, C);
     round_act(m, dnorm, NsC);
     PROF_BEGIN();
     gpt_sp_norm_backward(m, m->d_res, g[J_LN1_W], g[J_LN1_B], dnorm, x, w[J_LN1_W], a->ln1_mean, a->ln1_rstd);

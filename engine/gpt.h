@@ -70,6 +70,13 @@ typedef struct {
     int sequence_parallel;
     void (*tp_allgather)(float *buf, size_t n, void *ctx);
     void (*tp_reduce_scatter)(float *buf, size_t n, void *ctx);
+    /* Megatron-LM's --tp-comm-overlap (with sequence parallelism): each of those collectives runs
+     * as a ring in TP steps, beside the GEMM of the block of tokens already at hand. tp_ring_start
+     * starts one step: n floats of send (backend) to the next TP rank, n into recv (backend) from
+     * the previous; tp_ring_wait ends it. */
+    int tp_comm_overlap;
+    void *(*tp_ring_start)(const float *send, float *recv, size_t n, void *ctx);
+    void (*tp_ring_wait)(void *step, void *ctx);
     /* Sum (max = 0) or maximum (max = 1) of a host buffer over the TP group: the vocabulary-
      * parallel cross-entropy's row statistics. */
     void (*tp_allreduce_host)(float *buf, size_t n, int max, void *ctx);
@@ -153,6 +160,7 @@ typedef struct gpt_model_s {
     /* Sequence parallelism's scratch: one whole-sequence (B*T x C) buffer for the gathered or
      * partial tensor of the moment, and a LayerNorm's two gradients (2 C) of one micro-batch. */
     float *sp_full, *sp_norm_grad;
+    float *sp_ring[2], *sp_recv;     /* --tp-comm-overlap: a ring's two send blocks and its receive */
     /* Activation floats this rank holds (every slot and the shared recompute buffers; the
      * backward's scratch d_* buffers are not counted). */
     size_t act_floats;

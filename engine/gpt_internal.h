@@ -39,4 +39,20 @@ void gpt_sp_reduce(gpt_model *m, float *partial, float *out);
 float *gpt_sp_own(const gpt_model *m, float *whole);
 void gpt_sp_norm_backward(gpt_model *m, float *dinp, float *dweight, float *dbias, const float *dout,
                           const float *inp, const float *weight, const float *mean, const float *rstd);
+/* The TP GEMMs with their collectives (gpt_sp.c), one call each on every path: without TP the
+ * GEMM alone, with TP an all-reduce, under SP an all-gather or reduce-scatter, and under
+ * --tp-comm-overlap those as rings beside the GEMMs of the blocks of tokens at hand.
+ *   column_forward: out (N x n) = all tokens of stream x (k wide) times w^T, + b.
+ *   row_forward: out (the stream's tokens, n wide) = the TP sum of in (N x k) times w^T (+ b,
+ *     which only TP rank 0 passes).
+ *   row_backward: its backward from the stream's dout: dinp (N x k, zeroed first), dw, db.
+ *   column_backward: column_forward's backward from dout (N x n) and the stream's input in:
+ *     dw, db, and the TP sum of the input gradient into dnorm (the stream's tokens), through
+ *     scratch (N x k) where not overlapped. */
+void gpt_sp_column_forward(gpt_model *m, const float *x, const float *w, const float *b, float *out, int k, int n);
+void gpt_sp_row_forward(gpt_model *m, const float *in, const float *w, const float *b, float *out, int k, int n);
+void gpt_sp_row_backward(gpt_model *m, float *dinp, float *dw, float *db, const float *dout, const float *in,
+                         const float *w, int k, int n);
+void gpt_sp_column_backward(gpt_model *m, float *dnorm, float *dw, float *db, const float *dout, const float *in,
+                            const float *w, int k, int n, float *scratch);
 #endif

@@ -219,6 +219,7 @@ static json_t *options_json(const train_options *o)
         json_object_set_new(j, "recompute_granularity", json_string(recompute[o->recompute]));
         json_object_set_new(j, "sequence_parallel", json_boolean(o->sequence_parallel));
         json_object_set_new(j, "overlap_param_gather", json_boolean(o->overlap_param_gather));
+        json_object_set_new(j, "tp_comm_overlap", json_boolean(o->tp_comm_overlap));
         json_object_set_new(j, "recompute_method", json_string(o->recompute_block ? "block" : "uniform"));
         json_object_set_new(j, "recompute_num_layers", json_integer(o->recompute_layers));
     }

@@ -224,6 +224,38 @@ static void tp_reduce_scatter_staged(float *buf, size_t n, void *ctx)
     t->k->copy_to_device(buf, t->host, n * sizeof(float));
 }
 
+/* --tp-comm-overlap: one ring step over the TP group (gpt_shard.tp_ring_start), its send staged
+ * through the host and its receive copied back to the device when waited for. */
+typedef struct {
+    comm_request *req;
+    float *send, *recv, *device_recv;
+    size_t n;
+} tp_ring_step;
+
+static void *tp_ring_start(const float *send, float *recv, size_t n, void *ctx)
+{
+    tp_staging *t = ctx;
+    tp_ring_step *s = malloc(sizeof *s);
+    s->send = malloc(n * sizeof(float));
+    s->recv = malloc(n * sizeof(float));
+    s->device_recv = recv;
+    s->n = n;
+    t->k->copy_to_host(s->send, send, n * sizeof(float));
+    s->req = comm_iring_step(t->group, s->send, s->recv, n);
+    return s;
+}
+
+static void tp_ring_wait(void *step, void *ctx)
+{
+    tp_staging *t = ctx;
+    tp_ring_step *s = step;
+    comm_request_wait(s->req);
+    t->k->copy_to_device(s->device_recv, s->recv, s->n * sizeof(float));
+    free(s->send);
+    free(s->recv);
+    free(s);
+}
+
 static void tp_allreduce_host(float *buf, size_t n, int max, void *ctx)
 {
     tp_staging *t = ctx;
@@ -356,7 +388,8 @@ int train_run(const train_options *o)
                        .embedding = o->comm->pp_rank == 0, .head = o->comm->pp_rank == o->comm->pp - 1,
                        .slots = o->comm->pp > 1 ? accum : 1, .tp_allreduce = tp_allreduce_staged,
                        .sequence_parallel = o->sequence_parallel, .tp_allgather = tp_allgather_staged,
-                       .tp_reduce_scatter = tp_reduce_scatter_staged,
+                       .tp_reduce_scatter = tp_reduce_scatter_staged, .tp_comm_overlap = o->tp_comm_overlap,
+                       .tp_ring_start = tp_ring_start, .tp_ring_wait = tp_ring_wait,
                        .tp_allreduce_host = tp_allreduce_host, .tp_ctx = &tps, .dp = dp,
                        .dp_rank = o->comm->dp_rank, .zero = o->zero, .recompute = o->recompute,
                        .recompute_block = o->recompute_block, .recompute_layers = o->recompute_layers};
@@ -427,7 +460,7 @@ int train_run(const train_options *o)
                  o->recompute_block ? "block" : "uniform", o->recompute_layers, o->recompute_layers > 1 ? "s" : "");
     if (o->sequence_parallel)
         snprintf(recompute_note + strlen(recompute_note), sizeof recompute_note - strlen(recompute_note),
-                 "; sequence parallel");
+                 "; sequence parallel%s", o->tp_comm_overlap ? ", TP communication overlapped" : "");
     if (leader)
         fprintf(stderr, "dtrain: %s model, %d layers, hidden %d, %d heads, seq %d, vocab %d, %.2fM parameters "
                         "(%.2fM on rank 0); %s on %s; TP %d x PP %d (%s, %d chunks) x DP %d; batch %d sequences = "

@@ -33,6 +33,7 @@ typedef struct {
     const char *rank_params;     /* write {tp, pp, dp, params_total, params_per_rank} here */
     int zero;                    /* ZeRO stage 0-3 */
     int sequence_parallel;       /* --sequence-parallel (with --tp 2+) */
+    int tp_comm_overlap;         /* --tp-comm-overlap (with --sequence-parallel, MPI) */
     int recompute;               /* GPT_RECOMPUTE_NONE | _SELECTIVE | _FULL (--recompute-granularity) */
     int recompute_block;         /* --recompute-method block (0: uniform) */
     int recompute_layers;        /* --recompute-num-layers (default 1) */

@@ -188,6 +188,7 @@ static int load_run_scenario(const measured_run *m, const char *platform, const 
         .recompute = json_string_value(json_object_get(opt, "recompute_granularity")),
         .sequence_parallel = json_is_true(json_object_get(opt, "sequence_parallel")),
         .overlap_param_gather = json_is_true(json_object_get(opt, "overlap_param_gather")),
+        .tp_comm_overlap = json_is_true(json_object_get(opt, "tp_comm_overlap")),
         .recompute_method = json_string_value(json_object_get(opt, "recompute_method")),
         .recompute_num_layers = (int)json_integer_value(json_object_get(opt, "recompute_num_layers")),
     };

@@ -51,6 +51,11 @@ int engine_scenario_load(const engine_run_shape *r, const char *platform_path, c
      * its block of tokens */
     json_object_set_new(json_object_get(scen, "parallel"), "scatter_gather_p2p", json_false());
     json_object_set_new(json_object_get(scen, "parallel"), "sequence_parallel", json_boolean(r->sequence_parallel));
+    /* dtrain's TP overlap is a ring of TP steps, each beside one block's GEMM (engine/gpt_sp.c) */
+    if (r->tp_comm_overlap) {
+        json_object_set_new(json_object_get(scen, "parallel"), "tp_comm_overlap", json_true());
+        json_object_set_new(json_object_get(scen, "parallel"), "tp_comm_overlap_chunks", json_integer(r->tp));
+    }
     if (r->overlap_param_gather)
         json_object_set_new(json_object_get(scen, "parallel"), "overlap_param_gather", json_true());
     /* recomputation as dtrain runs it (engine/gpt_acts.c), under Megatron-LM's names */

@@ -19,6 +19,7 @@ typedef struct {
     double bucket_mb;          /* their size (MiB); 0: the scenario's default */
     int sequence_parallel;     /* dtrain --sequence-parallel */
     int overlap_param_gather;  /* dtrain --overlap-param-gather (ZeRO-1) */
+    int tp_comm_overlap;       /* dtrain --tp-comm-overlap (with sequence_parallel) */
     const char *recompute;     /* dtrain --recompute-granularity: none | selective | full; NULL: none */
     const char *recompute_method; /* full: uniform | block; NULL: uniform */
     int recompute_num_layers;  /* full: 0 = 1 */

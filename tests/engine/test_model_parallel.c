@@ -128,6 +128,17 @@ static void sequence_parallel(void **state)
     equivalent(4, "--tp 2 --dp 2 --zero 3 --sequence-parallel");
 }
 
+/* --tp-comm-overlap: the same collectives as rings of TP steps, each beside the GEMM of the block
+ * of tokens already at hand (a GEMM in row blocks, its weight gradient summed block by block): the
+ * same model within summation order. */
+static void tp_comm_overlap(void **state)
+{
+    (void)state;
+    equivalent(2, "--tp 2 --sequence-parallel --tp-comm-overlap");
+    equivalent(4, "--tp 4 --sequence-parallel --tp-comm-overlap");
+    equivalent(4, "--tp 2 --pp 2 --sequence-parallel --tp-comm-overlap --recompute-granularity full");
+}
+
 static void pipeline_parallel_every_schedule(void **state)
 {
     (void)state;
@@ -187,6 +198,7 @@ static void bad_layouts_stop_every_rank(void **state)
     refused(4, "--pp 4 --schedule interleaved --vpp 4", "fewer than its 4 model chunks");
     refused(2, "--pp 2 --schedule interleaved", "interleaved");
     refused(2, "--dp 2 --sequence-parallel", "--tp 2 or more");
+    refused(2, "--tp 2 --tp-comm-overlap", "needs --sequence-parallel");
 }
 
 int main(int argc, char **argv)
@@ -198,6 +210,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tensor_parallel),
         cmocka_unit_test(sequence_parallel),
+        cmocka_unit_test(tp_comm_overlap),
         cmocka_unit_test(pipeline_parallel_every_schedule),
         cmocka_unit_test(uneven_pipeline_layers),
         cmocka_unit_test(three_dimensional),
