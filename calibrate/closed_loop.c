@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "cal_writer.h"
 #include "closed_loop.h"
+#include "gpt.h"
 #include "machine_check.h"
 #include "engine_scenario.h"
 #include "config.h"
@@ -21,28 +22,15 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* dtrain's model sizes, from its own name table (tiny) or a JSON file. */
-static int model_dims(const char *model, long long d[5])
+/* The model's sizes as dtrain reads them (engine/gpt_config.c), the byte tokenizer's 256 tokens
+ * where the file gives no vocabulary. */
+static int model_dims(const char *model, long long d[5], char *err, size_t errlen)
 {
-    if (!strcmp(model, "tiny")) {
-        long long t[5] = {4, 128, 4, 64, 256};
-        memcpy(d, t, sizeof t);
-        return 0;
-    }
-    if (!strcmp(model, "small")) {
-        long long t[5] = {12, 768, 12, 1024, 50304};
-        memcpy(d, t, sizeof t);
-        return 0;
-    }
-    json_error_t je;
-    json_t *j = json_load_file(model, 0, &je);
-    if (!j)
+    gpt_config c;
+    if (gpt_config_from_name(model, 256, &c, err, errlen) != 0)
         return -1;
-    const char *keys[5] = {"num_layers", "hidden", "heads", "seq_len", "vocab"};
-    for (int i = 0; i < 5; i++)
-        d[i] = json_integer_value(json_object_get(j, keys[i]));
-    if (!d[4])
-        d[4] = 256;
-    json_decref(j);
+    long long t[5] = {c.num_layers, c.hidden, c.heads, c.seq_len, c.vocab};
+    memcpy(d, t, sizeof t);
     return 0;
 }
 
@@ -89,8 +77,9 @@ int closed_loop_run(const closed_loop_options *o)
     /* The prediction's scenario first: the same model, batch and precision on the platform with
      * the calibration, so bad input is refused before anything is measured. */
     long long d[5];
-    if (model_dims(o->model, d) != 0) {
-        fprintf(stderr, "dtcal validate: --model %s: cannot read its sizes\n", o->model);
+    char why[512];
+    if (model_dims(o->model, d, why, sizeof why) != 0) {
+        fprintf(stderr, "dtcal validate: --model %s: %s\n", o->model, why);
         return 2;
     }
     /* dtrain's ZeRO stage (its default 0 unless --zero): said, as the scenario's default stage

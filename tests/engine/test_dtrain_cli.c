@@ -167,6 +167,63 @@ static void bad_data_files_exit_2_naming_the_file(void **state)
     remove(path);
 }
 
+/* One model file for both programs: dtsim's `model` keys (Megatron-LM's names), or a whole dtsim
+ * scenario, train the same model as dtrain's short form (same CRC); what GPT-2 blocks cannot be
+ * is refused naming the key; a size given twice or missing is refused. */
+static void dtsim_model_keys_describe_the_same_model(void **state)
+{
+    (void)state;
+    write_file("m_short.json", "{\"num_layers\": 2, \"hidden\": 64, \"heads\": 4, \"seq_len\": 32}", 58);
+    const char *lng = "{\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, \"seq_length\": 32, "
+                      "\"vocab_size\": 256, \"ffn_hidden_size\": 256, \"num_query_groups\": 4, \"swiglu\": false, "
+                      "\"attention\": \"flash\", \"cross_entropy_loss_fusion\": true}";
+    write_file("m_long.json", lng, strlen(lng));
+    char scen[1024];
+    snprintf(scen, sizeof scen, "{\"name\": \"x\", \"platform\": \"p.json\", \"model\": %s, \"training\": {}}", lng);
+    write_file("m_scenario.json", scen, strlen(scen));
+    char crc[3][16];
+    const char *files[] = {"m_short.json", "m_long.json", "m_scenario.json"};
+    for (int i = 0; i < 3; i++) {
+        char args[256];
+        int n;
+        snprintf(args, sizeof args, "--model %s --steps 2 --micro-batch 2 --seed 5", files[i]);
+        if (run_dtrain(DTRAIN, args, L, 64, &n, ERR, sizeof ERR) != 0)
+            fail_msg("%s: %s", files[i], ERR);
+        snprintf(crc[i], sizeof crc[i], "%s", crc_of(L[n - 1]));
+        free_lines(L, n);
+    }
+    assert_string_equal(crc[0], crc[1]);
+    assert_string_equal(crc[0], crc[2]);
+    static const char *const bad[][2] = {
+        {"{\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, \"seq_length\": 32, \"swiglu\": true}",
+         "swiglu"},
+        {"{\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, \"seq_length\": 32, \"num_query_groups\": 2}",
+         "num_query_groups"},
+        {"{\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, \"seq_length\": 32, \"ffn_hidden_size\": 100}",
+         "ffn_hidden_size"},
+        {"{\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, \"seq_length\": 32, \"attention\": \"unfused\"}",
+         "attention"},
+        {"{\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, \"seq_length\": 32, \"num_experts\": 8}",
+         "num_experts"},
+        {"{\"num_layers\": 2, \"hidden\": 64, \"hidden_size\": 64, \"num_attention_heads\": 4, \"seq_length\": 32}",
+         "both give"},
+        {"{\"num_layers\": 2, \"hidden_size\": 64, \"seq_length\": 32}", "num_attention_heads"},
+        {"{\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, \"seq_length\": 32, \"rope\": 1}", "rope"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_file("m_bad.json", bad[i][0], strlen(bad[i][0]));
+        int n;
+        int rc = run_dtrain(DTRAIN, "--model m_bad.json --steps 1", L, 64, &n, ERR, sizeof ERR);
+        free_lines(L, n);
+        if (rc != 2 || !strstr(ERR, bad[i][1]) || !strstr(ERR, "m_bad.json"))
+            fail_msg("%s: exit %d, stderr: %s", bad[i][0], rc, ERR);
+    }
+    remove("m_short.json");
+    remove("m_long.json");
+    remove("m_scenario.json");
+    remove("m_bad.json");
+}
+
 static void bad_flags_exit_2(void **state)
 {
     int n;
@@ -245,6 +302,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(lr_warms_up_linearly_then_decays_by_cosine_to_a_tenth),
         cmocka_unit_test(bad_data_files_exit_2_naming_the_file),
         cmocka_unit_test(bad_flags_exit_2),
+        cmocka_unit_test(dtsim_model_keys_describe_the_same_model),
         cmocka_unit_test(profile_lists_every_op_per_layer_and_a_chrome_trace),
     };
     char dir[] = "/tmp/test_dtrain_cli_XXXXXX";
