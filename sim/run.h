@@ -66,8 +66,9 @@ double run_flow_bucket_mb(const scenario_config *s);
 /* Memory per GPU at the worst stage (GiB), without simulating the step. */
 void run_memory_estimate(const scenario_config *s, run_memory *out);
 
-/* Simulates scenario s. Returns 0, or -1 with err (runtime failure). With trace_path, also
- * writes a Chrome/Perfetto trace of the step. */
+/* Simulates scenario s. Returns 0, or -1 with err (runtime failure), or FLOW_REFUSED
+ * (flow.h) with err when this machine cannot hold the flow replay (refused before it ran). With
+ * trace_path, also writes a Chrome/Perfetto trace of the step. */
 int run_scenario(const scenario_config *s, run_result *r, config_error *err);
 int run_scenario_traced(const scenario_config *s, run_result *r, const char *trace_path, config_error *err);
 

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "cli.h"
 #include "cli_args.h"
+#include "flow.h"
 #include "run.h"
 
 static void usage(FILE *f)
@@ -66,10 +67,11 @@ int cli_run(int argc, char **argv)
     rc = 2;
     config_error err;
     run_result r;
-    if (run_scenario_traced(&s, &r, trace_path, &err) != 0) {
+    int ran = run_scenario_traced(&s, &r, trace_path, &err);
+    if (ran != 0) {
         fprintf(stderr, "dtsim: %s: %s\n", scenario_path, err.msg);
         scenario_free(&s);
-        rc = 1;
+        rc = ran == FLOW_REFUSED ? 2 : 1; /* more than this machine holds: refused, nothing ran */
         goto out;
     }
     int to_stdout = json_path && !strcmp(json_path, "-");

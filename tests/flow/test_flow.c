@@ -7,11 +7,13 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 #include "fixture.h"
 #include "collective.h"
+#include "wall_clock.h"
 
 /* The fixture's model made wide and short (h 4096, 32 heads, f 16384, 4 layers of 256 tokens)
  * at TP 8, its DP gradient all-reduce not overlapped: a DP-heavy step. */
@@ -518,6 +520,59 @@ static void third_tier_carries_traffic_between_pods(void **state)
     fixture_free(&s);
 }
 
+/* What the machine cannot hold is refused before the replay starts (flow_fits): each lane actor
+ * (a pipeline stage's lane with work, per DP replica) costs two memory maps, against the
+ * kernel's vm.max_map_count. A fixture of 1 stage and DP 32 uses its compute and comm lanes:
+ * 2 x 32 actors, one flapper-free failure slot; a limit of 200 maps refuses it naming the count
+ * and the limit, one of a million passes. The replay itself refuses (FLOW_REFUSED) without
+ * running SimGrid at this machine's own limit when the replicas outnumber it. */
+static void flow_refuses_what_the_machine_cannot_hold(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 2);
+    fixture_layout(&s, 1, 1, 32, 32);
+    s.parallel.overlap_grad_reduce = 1;
+    step_workload w;
+    fixture_build(&s, &w);
+    config_error err;
+    assert_int_equal(flow_fits(&s, &w, 1000000, &err), 0);
+    assert_int_equal(flow_fits(&s, &w, 200, &err), FLOW_REFUSED);
+    print_message("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, "65 SimGrid actors (2 stage lanes with work x 32"));
+    assert_non_null(strstr(err.msg, "vm.max_map_count of 200"));
+    assert_non_null(strstr(err.msg, "--fidelity analytic"));
+    workload_free(&w);
+    fixture_free(&s);
+
+    long limit = 0;
+    FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+    if (!f || fscanf(f, "%ld", &limit) != 1 || limit > 1000000) {
+        if (f)
+            fclose(f);
+        print_message("no vm.max_map_count below a million here: the replay-level check is not exercised\n");
+        return;
+    }
+    fclose(f);
+    fixture_scenario(&s, 2);
+    int dp = (int)(limit / 2 + 1); /* two lanes x dp actors x 2 maps: twice the limit */
+    s.platform.network.nodes = dp / s.platform.node.gpus + 1;
+    fixture_layout(&s, 1, 1, dp, dp);
+    s.parallel.overlap_grad_reduce = 1;
+    fixture_build(&s, &w);
+    replay_times t;
+    assert_int_equal(replay_times_alloc(&t, w.n_tasks), 0);
+    double t0 = wall_clock_s();
+    int rc = replay_flow(&s, &w, &t, NULL, &err);
+    double took = wall_clock_s() - t0;
+    print_message("DP %d at vm.max_map_count %ld: refused in %.3f s: %s\n", dp, limit, took, err.msg);
+    assert_int_equal(rc, FLOW_REFUSED);
+    assert_true(took < 2.0);
+    replay_times_free(&t);
+    workload_free(&w);
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -540,6 +595,7 @@ int main(void)
         cmocka_unit_test(flow_agrees_with_analytic_under_zero3),
         cmocka_unit_test(analytic_sees_degraded_links_and_stragglers),
         cmocka_unit_test(flow_agrees_with_analytic_with_overlaps_on_one_node),
+        cmocka_unit_test(flow_refuses_what_the_machine_cannot_hold),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -40,8 +40,20 @@ typedef struct {
     double failed_at_s, detected_at_s;
 } flow_report;
 
+/* What flow_fits and the replays return when this machine cannot hold the replay: the caller
+ * refuses (exit 2) with err, before anything ran. */
+#define FLOW_REFUSED (-2)
+
+/* Whether this machine can hold the flow replay of w, before it starts: its actors (one per
+ * pipeline stage, data-parallel replica and lane with work) each take a SimGrid context whose
+ * stack is two memory maps (the stack and its guard page), and the kernel allows a process
+ * vm.max_map_count of them, some already in use. 0, or FLOW_REFUSED with err naming the count,
+ * the limit and what to do. max_map_count <= 0 reads /proc/sys/vm/max_map_count (none: no
+ * check). */
+int flow_fits(const scenario_config *s, const step_workload *w, long max_map_count, config_error *err);
+
 /* Replays w on the scenario's cluster. t must be allocated for w->n_tasks. Returns 0, or -1
- * with err (SimGrid missing, platform module not found, child failure). */
+ * with err (SimGrid missing, platform module not found, child failure), or FLOW_REFUSED (above). */
 int replay_flow(const scenario_config *s, const step_workload *w, replay_times *t, flow_report *r,
                 config_error *err);
 

@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -112,7 +114,7 @@ int flow_run_child(const char *who, const char *what, const char *platform, flow
     }
     fflush(stdout);
     fflush(stderr);
-    pid_t pid = fork();
+    pid_t parent = getpid(), pid = fork();
     if (pid < 0) {
         close(fds[0]);
         close(fds[1]);
@@ -121,6 +123,10 @@ int flow_run_child(const char *who, const char *what, const char *platform, flow
     }
     if (pid == 0) {
         close(fds[0]);
+        /* the child dies with its parent (an interrupted dtsim leaves no SimGrid running) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) /* it died before the request was in place */
+            _exit(1);
         _exit(child(ctx, platform, fds[1]));
     }
     close(fds[1]);

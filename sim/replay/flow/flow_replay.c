@@ -638,6 +638,57 @@ static int read_replay(void *arg, int fd)
            flow_read_all(fd, x->t->finish, bytes) || flow_read_all(fd, x->t->contention, bytes);
 }
 
+/* Lines of a text file (the memory maps of this process), or -1. */
+static long count_lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    long n = 0;
+    int ch;
+    while ((ch = getc(f)) != EOF)
+        n += ch == '\n';
+    fclose(f);
+    return n;
+}
+
+int flow_fits(const scenario_config *s, const step_workload *w, long max_map_count, config_error *err)
+{
+    if (max_map_count <= 0) {
+        FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+        if (!f || fscanf(f, "%ld", &max_map_count) != 1)
+            max_map_count = 0;
+        if (f)
+            fclose(f);
+        if (max_map_count <= 0)
+            return 0; /* no such limit here */
+    }
+    /* the lane actors of child_run: a (stage, lane) with tasks, once per replica; the flappers
+     * and the failure actor beside them */
+    long lanes = 0;
+    unsigned char *used = calloc((size_t)(w->stages > 0 ? w->stages : 1) * LANE_COUNT, 1);
+    for (int i = 0; used && i < w->n_tasks; i++) {
+        unsigned char *u = &used[(size_t)w->tasks[i].stage * LANE_COUNT + w->tasks[i].lane];
+        lanes += !*u;
+        *u = 1;
+    }
+    free(used);
+    long actors = lanes * (long)(s->parallel.dp > 0 ? s->parallel.dp : 1) + s->faults.degraded_count + 1;
+    long in_use = count_lines("/proc/self/maps");
+    /* what SimGrid, its platform module and the child's own allocations map besides the stacks
+     * (measured: a small replay's child holds under 1,000 maps) */
+    long margin = 2048, need = 2 * actors + (in_use > 0 ? in_use : 0) + margin;
+    if (need <= max_map_count)
+        return 0;
+    snprintf(err->msg, sizeof err->msg,
+             "flow fidelity needs about %ld SimGrid actors (%ld stage lanes with work x %lld data-parallel replicas), "
+             "each a context stack in 2 memory maps: %ld maps with those in use, over this machine's "
+             "vm.max_map_count of %ld. Run it at analytic fidelity (--fidelity analytic), simulate fewer ranks, or "
+             "raise the limit (sysctl -w vm.max_map_count=%ld)",
+             actors, lanes, (long long)s->parallel.dp, need, max_map_count, need + need / 4);
+    return FLOW_REFUSED;
+}
+
 int replay_flow_with(const scenario_config *s, const step_workload *w, const flow_options *o, replay_times *t,
                      flow_report *r, config_error *err)
 {
@@ -645,6 +696,8 @@ int replay_flow_with(const scenario_config *s, const step_workload *w, const flo
         snprintf(err->msg, sizeof err->msg, "flow fidelity: empty layout");
         return -1;
     }
+    if (flow_fits(s, w, 0, err) != 0)
+        return FLOW_REFUSED;
     replay_ctx x = {.s = s, .w = w, .o = o, .t = t};
     if (flow_in_child("flow fidelity", "the SimGrid replay", child_replay, read_replay, &x, err) != 0)
         return -1;
