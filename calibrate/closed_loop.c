@@ -91,7 +91,7 @@ int closed_loop_run(const closed_loop_options *o)
                               .overlap_grad_reduce = o->overlap_grad_reduce, .bucket_mb = o->bucket_mb,
                               .recompute = o->recompute, .sequence_parallel = o->sequence_parallel,
                               .overlap_param_gather = o->overlap_param_gather,
-                              .tp_comm_overlap = o->tp_comm_overlap};
+                              .tp_comm_overlap = o->tp_comm_overlap, .cp = o->cp};
     scenario_config s;
     config_error err;
     if (engine_scenario_load(&shape, o->platform, o->calibration, &s, &err) != 0) {
@@ -113,7 +113,7 @@ int closed_loop_run(const closed_loop_options *o)
     }
     close(fd);
     snprintf(prof, sizeof prof, "%s.profile.json", log);
-    int ranks = o->tp * o->pp * o->dp;
+    int ranks = o->tp * o->pp * o->dp * (o->cp > 1 ? o->cp : 1);
     char launcher[1024] = "", compress[32] = "none", overlap[64] = "", recompute[64] = "";
     if (o->recompute && strcmp(o->recompute, "none"))
         snprintf(recompute, sizeof recompute, " --recompute-granularity %s", o->recompute);
@@ -125,6 +125,8 @@ int closed_loop_run(const closed_loop_options *o)
         snprintf(recompute + strlen(recompute), sizeof recompute - strlen(recompute), " --overlap-param-gather");
     if (o->tp_comm_overlap)
         snprintf(recompute + strlen(recompute), sizeof recompute - strlen(recompute), " --tp-comm-overlap");
+    if (o->cp > 1)
+        snprintf(recompute + strlen(recompute), sizeof recompute - strlen(recompute), " --cp %d", o->cp);
     if (o->powersgd_rank > 0)
         snprintf(compress, sizeof compress, "powersgd:%d", o->powersgd_rank);
     if (o->overlap_grad_reduce)

@@ -150,35 +150,44 @@ int comm_attach(comm_ctx *c)
     return 0;
 }
 
-int comm_layout(comm_ctx *c, int tp, int pp, int dp, char *err, size_t errlen)
+int comm_layout_cp(comm_ctx *c, int tp, int cp, int pp, int dp, char *err, size_t errlen)
 {
-    if (tp * pp * dp != c->world_size) {
-        snprintf(err, errlen, "the layout TP %d x PP %d x DP %d = %d ranks, but %d were launched", tp, pp, dp,
-                 tp * pp * dp, c->world_size);
+    if (tp * cp * pp * dp != c->world_size) {
+        snprintf(err, errlen, "the layout TP %d x CP %d x PP %d x DP %d = %d ranks, but %d were launched", tp, cp, pp,
+                 dp, tp * cp * pp * dp, c->world_size);
         return -1;
     }
     c->tp = tp;
+    c->cp = cp;
     c->pp = pp;
     c->dp = dp;
-    c->grid = rank_grid_make(tp, 1, pp, dp);
+    c->grid = rank_grid_make(tp, cp, pp, dp);
     c->tp_rank = rank_grid_coord(&c->grid, c->world_rank, GRID_TP);
+    c->cp_rank = rank_grid_coord(&c->grid, c->world_rank, GRID_CP);
     c->pp_rank = rank_grid_coord(&c->grid, c->world_rank, GRID_PP);
     c->dp_rank = rank_grid_coord(&c->grid, c->world_rank, GRID_DP);
     c->sends = calloc(1, sizeof *c->sends);
     if (c->mpi) {
-        MPI_Comm dpc, tpc, mpc, emc;
+        MPI_Comm dpc, cpc, tpc, mpc, emc;
         int r = c->world_rank, ends = c->pp_rank == 0 || c->pp_rank == pp - 1;
-        /* a DP group: the ranks of one (TP, PP) position; a TP group: those of one (PP, DP) */
-        MPI_Comm_split(MPI_COMM_WORLD, (int)rank_grid_rank(&c->grid, c->tp_rank, 0, c->pp_rank, 0), c->dp_rank, &dpc);
-        MPI_Comm_split(MPI_COMM_WORLD, (int)rank_grid_rank(&c->grid, 0, 0, c->pp_rank, c->dp_rank), c->tp_rank, &tpc);
-        MPI_Comm_split(MPI_COMM_WORLD, c->dp_rank, r, &mpc);
-        MPI_Comm_split(MPI_COMM_WORLD, ends ? c->dp_rank * tp + c->tp_rank : MPI_UNDEFINED, c->pp_rank, &emc);
+        int replica = c->dp_rank * cp + c->cp_rank; /* a replica of the weights */
+        /* the gradients' group: one (TP, PP) position, every replica and CP rank; a CP group: one
+         * (TP, PP, DP); a TP group: one (CP, PP, DP) */
+        MPI_Comm_split(MPI_COMM_WORLD, (int)rank_grid_rank(&c->grid, c->tp_rank, 0, c->pp_rank, 0), replica, &dpc);
+        MPI_Comm_split(MPI_COMM_WORLD, (int)rank_grid_rank(&c->grid, c->tp_rank, 0, c->pp_rank, c->dp_rank),
+                       c->cp_rank, &cpc);
+        MPI_Comm_split(MPI_COMM_WORLD, (int)rank_grid_rank(&c->grid, 0, c->cp_rank, c->pp_rank, c->dp_rank), c->tp_rank,
+                       &tpc);
+        MPI_Comm_split(MPI_COMM_WORLD, replica, r, &mpc);
+        MPI_Comm_split(MPI_COMM_WORLD, ends ? replica * tp + c->tp_rank : MPI_UNDEFINED, c->pp_rank, &emc);
         c->dp_group = group_new_wd(dpc, 1, c->watchdog);
+        c->cp_group = group_new_wd(cpc, 1, c->watchdog);
         c->tp_group = group_new_wd(tpc, 1, c->watchdog);
         c->mp_group = group_new_wd(mpc, 1, c->watchdog);
         c->embed_group = ends ? group_new_wd(emc, 1, c->watchdog) : group_new_wd(MPI_COMM_NULL, 0, c->watchdog);
     } else {
         c->dp_group = group_new_wd(MPI_COMM_NULL, 0, c->watchdog);
+        c->cp_group = group_new_wd(MPI_COMM_NULL, 0, c->watchdog);
         c->tp_group = group_new_wd(MPI_COMM_NULL, 0, c->watchdog);
         c->mp_group = group_new_wd(MPI_COMM_NULL, 0, c->watchdog);
         c->embed_group = group_new_wd(MPI_COMM_NULL, 0, c->watchdog);
@@ -186,9 +195,14 @@ int comm_layout(comm_ctx *c, int tp, int pp, int dp, char *err, size_t errlen)
     return 0;
 }
 
+int comm_layout(comm_ctx *c, int tp, int pp, int dp, char *err, size_t errlen)
+{
+    return comm_layout_cp(c, tp, 1, pp, dp, err, errlen);
+}
+
 int comm_world_rank(const comm_ctx *c, int tp_rank, int pp_rank, int dp_rank)
 {
-    return (int)rank_grid_rank(&c->grid, tp_rank, 0, pp_rank, dp_rank);
+    return (int)rank_grid_rank(&c->grid, tp_rank, c->cp_rank, pp_rank, dp_rank);
 }
 
 static void check(int rc, const char *what);
@@ -252,6 +266,7 @@ void comm_finish(comm_ctx *c)
     }
     if (c->mpi) {
         group_free(c->dp_group);
+        group_free(c->cp_group);
         group_free(c->tp_group);
         group_free(c->mp_group);
         group_free(c->embed_group);
@@ -259,6 +274,7 @@ void comm_finish(comm_ctx *c)
             MPI_Finalize();
     } else {
         group_free(c->dp_group);
+        group_free(c->cp_group);
         group_free(c->tp_group);
         group_free(c->mp_group);
         group_free(c->embed_group);

@@ -17,14 +17,17 @@ typedef struct comm_watchdog comm_watchdog; /* opaque: the blocked-call timer */
 
 typedef struct {
     int world_rank, world_size;
-    int tp, pp, dp;
-    int tp_rank, pp_rank, dp_rank;
-    rank_grid grid; /* where each rank sits (rank_grid.h: TP innermost, then PP, DP) */
+    int tp, pp, dp, cp;
+    int tp_rank, pp_rank, dp_rank, cp_rank;
+    rank_grid grid; /* where each rank sits (rank_grid.h: TP innermost, then CP, PP, DP) */
     comm_group *world;
-    comm_group *dp_group;      /* same (tp, pp) position, one rank per replica */
-    comm_group *tp_group;      /* the tp ranks of one stage of one replica */
-    comm_group *mp_group;      /* the tp x pp ranks of one replica (norms over the whole model) */
-    comm_group *embed_group;   /* first and last stage, same tp rank and replica (tied wte) */
+    comm_group *dp_group;      /* same (tp, pp) position, one rank per replica and CP rank: the
+                                  gradients' group (Megatron's data-parallel group with context
+                                  parallelism), ordered dp_rank x cp + cp_rank */
+    comm_group *cp_group;      /* the cp ranks of one (tp, pp) position of one replica */
+    comm_group *tp_group;      /* the tp ranks of one stage of one replica and CP rank */
+    comm_group *mp_group;      /* the tp x pp ranks of one replica and CP rank (norms over the model) */
+    comm_group *embed_group;   /* first and last stage, same tp rank, replica and CP rank (tied wte) */
     comm_sends *sends;
     comm_watchdog *watchdog;
     int mpi;                   /* launched under MPI */
@@ -40,6 +43,8 @@ int comm_attach(comm_ctx *c);
 /* Checks world = tp x pp x dp and builds the groups. Every rank sees the same layout, so on a
  * bad one every rank fails here, before any allocation: no rank waits for another. */
 int comm_layout(comm_ctx *c, int tp, int pp, int dp, char *err, size_t errlen);
+/* The same with context parallelism: tp x cp x pp x dp ranks. */
+int comm_layout_cp(comm_ctx *c, int tp, int cp, int pp, int dp, char *err, size_t errlen);
 void comm_finish(comm_ctx *c);
 /* Starts the watchdog: a rank blocked in one collective or pipeline transfer for `seconds`
  * prints what it waited for and exits 1 (a peer died or hangs), so no rank waits for ever. */
@@ -97,6 +102,7 @@ double comm_allreduce_sum_double(comm_group *g, double x);
 int comm_allreduce_max_int(comm_group *g, int x);
 int comm_group_size(const comm_group *g);
 /* World rank of grid position (tp_rank, pp_rank, dp_rank). */
+/* The world rank at (tp_rank, pp_rank, dp_rank) with this rank's CP rank (pipeline peers share it). */
 int comm_world_rank(const comm_ctx *c, int tp_rank, int pp_rank, int dp_rank);
 /* Point-to-point on the world (pipeline transfers). The send copies buf and returns at once,
  * so two stages sending to each other cannot deadlock; comm_wait_sends completes them all. */

@@ -19,7 +19,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: dtrain [options]\n"
-            "Trains a GPT-2 style model on one rank, or on TP x PP x DP ranks under mpirun.\n\n"
+            "Trains a GPT-2 style model on one rank, or on TP x CP x PP x DP ranks under mpirun.\n\n"
             "  --device cpu|cuda        kernels to run on (default cpu)\n"
             "  --model tiny|small|FILE  tiny: 4 layers, hidden 128, 4 heads, seq 64; small: GPT-2 124M;\n"
             "                           FILE.json: {num_layers, hidden, heads, seq_len[, vocab]} (default tiny)\n"
@@ -58,7 +58,10 @@ static void usage(FILE *f)
             "  --pipeline-layers a,b,.. layers of each stage (uneven split; sums to the model's layers)\n"
             "  --schedule gpipe|1f1b|interleaved  pipeline schedule (default 1f1b)\n"
             "  --vpp V                  model chunks per stage for interleaved 1F1B (default 1; interleaved needs 2+)\n"
-            "  --dp N                   data-parallel replicas; launch TP x PP x DP ranks with mpirun\n"
+            "  --dp N                   data-parallel replicas; launch TP x CP x PP x DP ranks with mpirun\n"
+            "  --cp N, --context-parallel-size N  context parallelism: each sequence's positions split over N\n"
+            "                           ranks in 2N chunks (causal load balancing), K/V gathered for the\n"
+            "                           attention; N x 2 divides --model's seq_len (Megatron-Core)\n"
             "  --zero 0|1|2|3           ZeRO stage: sharded optimizer (1), + gradients (2), + parameters (3)\n"
             "  --sequence-parallel      with --tp: LayerNorms and residuals on each rank's block of the\n"
             "                           micro-batch's tokens, all-gather / reduce-scatter in place of the\n"
@@ -151,7 +154,7 @@ static int parse_layer_list(const char *v, int *out, int max)
 
 static int run(int argc, char **argv, comm_ctx *comm)
 {
-    int dp = 1, tp = 1, pp = 1, n_stage_layers = 0, bucket_given = 0, recompute_method_given = 0;
+    int dp = 1, tp = 1, pp = 1, cp = 1, n_stage_layers = 0, bucket_given = 0, recompute_method_given = 0;
     static int stage_layers[1024];
     train_options o = {.device = "cpu", .model = "tiny", .data = DTRAIN_DEFAULT_DATA, .micro_batch = 8,
                        .global_batch = 0, .steps = 200, .warmup = -1, .seed = 1, .lr = 1e-3,
@@ -270,6 +273,9 @@ static int run(int argc, char **argv, comm_ctx *comm)
             o.comm_timeout_s = x;
         } else if (!strcmp(a, "--rank-params")) {
             o.rank_params = v;
+        } else if (!strcmp(a, "--cp") || !strcmp(a, "--context-parallel-size")) {
+            if (parse_long(a, v, 1, 1024, &n)) return 2;
+            cp = (int)n;
         } else if (!strcmp(a, "--tp")) {
             if (parse_long(a, v, 1, 1024, &n)) return 2;
             tp = (int)n;
@@ -377,6 +383,11 @@ static int run(int argc, char **argv, comm_ctx *comm)
                         "over MPI: it needs --sequence-parallel%s\n", o.comm_nccl ? ", not --comm nccl" : "");
         return 2;
     }
+    if (cp > 1 && (o.ckpt_dir || o.comm_nccl)) {
+        fprintf(stderr, "dtrain: --cp %d: context parallelism runs over MPI without checkpoints for now (%s)\n", cp,
+                o.ckpt_dir ? "--ckpt-dir" : "--comm nccl");
+        return 2;
+    }
     if (o.sequence_parallel && tp < 2) {
         fprintf(stderr, "dtrain: --sequence-parallel splits the tokens over the TP ranks: it needs --tp 2 or more\n");
         return 2;
@@ -426,7 +437,7 @@ static int run(int argc, char **argv, comm_ctx *comm)
         return 2;
     }
     o.stage_layers = n_stage_layers ? stage_layers : NULL;
-    if (comm_layout(comm, tp, pp, dp, err, sizeof err) != 0) {
+    if (comm_layout_cp(comm, tp, cp, pp, dp, err, sizeof err) != 0) {
         if (comm->world_rank == 0)
             fprintf(stderr, "dtrain: %s\n", err);
         return 2;

@@ -56,18 +56,26 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
 {
     if (gpt_layout_view(m, cfg, shard, err, errlen) != 0)
         return -1;
-    if (shard->sequence_parallel && shard->tp > 1 && ((long long)B * cfg->seq_len) % shard->tp) {
+    int cp = shard->cp > 1 ? shard->cp : 1;
+    if (cfg->seq_len % (2 * cp) && cp > 1) {
+        snprintf(err, errlen, "context parallelism splits each sequence of %d positions into 2 x %d chunks: they must "
+                              "divide it", cfg->seq_len, cp);
+        gpt_layout_view_free(m);
+        return -1;
+    }
+    long long tokens = (long long)B * (cfg->seq_len / cp); /* this rank's tokens of a micro-batch */
+    if (shard->sequence_parallel && shard->tp > 1 && tokens % shard->tp) {
         snprintf(err, errlen, "sequence parallelism splits a micro-batch's %lld tokens over the %d TP ranks: they must "
-                              "divide it", (long long)B * cfg->seq_len, shard->tp);
+                              "divide it", tokens, shard->tp);
         gpt_layout_view_free(m);
         return -1;
     }
     m->k = k;
     m->prec = prec;
     m->B = B;
-    m->T = cfg->seq_len;
+    m->T = cfg->seq_len / cp; /* the positions of each sequence this rank holds */
     op_flops_from_oplist(m);
-    size_t P = m->num_params, C = (size_t)cfg->hidden, N = (size_t)B * cfg->seq_len, V = (size_t)cfg->vocab;
+    size_t P = m->num_params, C = (size_t)cfg->hidden, N = (size_t)tokens, V = (size_t)cfg->vocab;
     size_t Cl = C / shard->tp;
     /* ZeRO: the moments, gradients and parameters the rank keeps are its DP shard alone */
     size_t slo = 0, shi = P;
@@ -103,6 +111,7 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
             m->sp_recv = dev(m, N / shard->tp * C);
         }
     }
+    gpt_cp_alloc(m);
     gpt_plan_recompute(m);
     m->acts = calloc((size_t)m->shard.slots, sizeof *m->acts);
     for (int i = 0; i < m->shard.slots; i++)
@@ -209,6 +218,7 @@ void gpt_free(gpt_model *m)
         gpt_free_acts(m, &m->acts[i]);
     free(m->acts);
     gpt_free_recompute(m);
+    gpt_cp_free(m);
     free(m->tensors);
     free(m->runs_layer);
     memset(m, 0, sizeof *m);
@@ -289,7 +299,7 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
     gpt_sp_column_forward(m, a->ln1, w[J_QKV_W], w[J_QKV_B], a->qkv, C, 3 * Cl);
     PROF_END("qkv", l, m->flops_fwd.qkv, gemm_bytes(N, 3 * Cl, C), "m=%d n=%d k=%d", N, 3 * Cl, C);
     PROF_BEGIN();
-    k->attention_forward(a->atty, a->lse, a->qkv, B, T, Cl, NH, m->prec);
+    gpt_cp_attention_forward(m, a->atty, a->lse, a->qkv);
     PROF_END("attention", l, m->flops_fwd.attention, 4.0 * N * (4.0 * Cl + NH),
              "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
     PROF_BEGIN();
@@ -410,7 +420,10 @@ static void vocab_parallel_embedding(gpt_model *m, gpt_acts *a, const int *token
             k->memset_zero(e + (size_t)i * C, (size_t)C * sizeof(float));
     gpt_sp_reduce(m, e, a->encoded);
     /* positions: a lookup of token 0 in an all-zero one-row table, plus wpe */
-    k->encoder_forward(m->vp_tmp, m->vp_zero_tokens, m->vp_zeros, gpt_param(m, GPT_WPE), B, T, C);
+    if (gpt_cp(m)) /* the rank's global positions, wpe read as a token table */
+        k->encoder_forward(m->vp_tmp, m->cp_positions, gpt_param(m, GPT_WPE), m->cp_zeros, B, T, C);
+    else
+        k->encoder_forward(m->vp_tmp, m->vp_zero_tokens, m->vp_zeros, gpt_param(m, GPT_WPE), B, T, C);
     k->residual_forward(a->encoded, a->encoded, gpt_sp_own(m, m->vp_tmp), gpt_stream_floats(m));
 }
 
@@ -426,7 +439,10 @@ static void vocab_parallel_embedding_backward(gpt_model *m, gpt_acts *a)
             k->memset_zero(m->vp_tmp + (size_t)i * C, (size_t)C * sizeof(float));
     k->encoder_backward(gpt_grad(m, GPT_WTE), m->vp_sink, m->vp_tmp, a->tokens, B, T, C);
     /* wpe gets every position's gradient, replicated on each TP rank like wpe itself */
-    k->encoder_backward(m->vp_sink, gpt_grad(m, GPT_WPE), d, m->vp_zero_tokens, B, T, C);
+    if (gpt_cp(m))
+        gpt_cp_positions_backward(m, d);
+    else
+        k->encoder_backward(m->vp_sink, gpt_grad(m, GPT_WPE), d, m->vp_zero_tokens, B, T, C);
 }
 
 /* The final norm, LM head and loss on the last layer's output; returns the mean loss. */
@@ -474,6 +490,14 @@ const float *gpt_forward_layers(gpt_model *m, int slot, int l0, int l1, const in
     int B = m->B, T = m->T, C = m->cfg.hidden, L = m->cfg.num_layers, N = B * T;
     double f = 4.0 * (double)sizeof(float);
     gpt_acts *a = &m->acts[slot];
+    if (gpt_cp(m) && tokens) { /* whole sequences in, this rank's positions of them used */
+        gpt_cp_local_tokens(m, tokens, m->cp_tokens);
+        tokens = m->cp_tokens;
+    }
+    if (gpt_cp(m) && targets) {
+        gpt_cp_local_tokens(m, targets, m->cp_targets);
+        targets = m->cp_targets;
+    }
     if (l0 == 0) {
         hook(m, GPT_WTE, 2, 1, 0);
         PROF_BEGIN();
@@ -481,7 +505,12 @@ const float *gpt_forward_layers(gpt_model *m, int slot, int l0, int l1, const in
             vocab_parallel_embedding(m, a, tokens);
         } else {
             k->copy_to_device(a->tokens, tokens, (size_t)N * sizeof(int));
-            k->encoder_forward(a->encoded, a->tokens, gpt_param(m, GPT_WTE), gpt_param(m, GPT_WPE), B, T, C);
+            if (gpt_cp(m)) { /* tokens, then the global positions */
+                k->encoder_forward(a->encoded, a->tokens, gpt_param(m, GPT_WTE), m->cp_zeros, B, T, C);
+                gpt_cp_add_positions(m, a->encoded);
+            } else {
+                k->encoder_forward(a->encoded, a->tokens, gpt_param(m, GPT_WTE), gpt_param(m, GPT_WPE), B, T, C);
+            }
         }
         round_act(m, a->encoded, gpt_stream_floats(m));
         PROF_END("embedding", -1, 0, 3.0 * N * C * f / 4, "B=%d T=%d C=%d", B, T, C);
@@ -596,7 +625,7 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l)
     const float *atty = a->atty, *lse = a->lse;
     if (m->shard.recompute == GPT_RECOMPUTE_SELECTIVE) { /* the attention core again, for its rows */
         PROF_BEGIN();
-        k->attention_forward(m->scratch->atty, m->scratch->lse, a->qkv, B, T, Cl, NH, m->prec);
+        gpt_cp_attention_forward(m, m->scratch->atty, m->scratch->lse, a->qkv);
         PROF_END("attention", l, m->flops_fwd.attention, 4.0 * N * (4.0 * Cl + NH),
                  "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
         atty = m->scratch->atty;
@@ -604,7 +633,7 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l)
     }
     PROF_BEGIN();
     k->memset_zero(m->d_qkv, NCl * 3 * sizeof(float));
-    k->attention_backward(m->d_qkv, m->d_a, a->qkv, atty, lse, B, T, Cl, NH, m->prec);
+    gpt_cp_attention_backward(m, m->d_qkv, m->d_a, a->qkv, atty, lse);
     round_act(m, m->d_qkv, NCl * 3);
     PROF_END("attention_bwd", l, m->flops_bwd.attention, 4.0 * N * (8.0 * Cl + NH),
              "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
@@ -640,7 +669,12 @@ const float *gpt_backward_layers(gpt_model *m, int slot, int l0, int l1, float d
     if (m->shard.tp > 1)
         vocab_parallel_embedding_backward(m, a);
     else
-        k->encoder_backward(gpt_grad(m, GPT_WTE), gpt_grad(m, GPT_WPE), m->d_res, a->tokens, B, T, C);
+        if (gpt_cp(m)) {
+            k->encoder_backward(gpt_grad(m, GPT_WTE), m->cp_sink, m->d_res, a->tokens, B, T, C);
+            gpt_cp_positions_backward(m, m->d_res);
+        } else {
+            k->encoder_backward(gpt_grad(m, GPT_WTE), gpt_grad(m, GPT_WPE), m->d_res, a->tokens, B, T, C);
+        }
     PROF_END("embedding_bwd", -1, 0, 3.0 * NC * 4, "B=%d T=%d C=%d", B, T, C);
     hook(m, GPT_WTE, 2, 0, 1);
     return NULL;

@@ -77,6 +77,13 @@ typedef struct {
     int tp_comm_overlap;
     void *(*tp_ring_start)(const float *send, float *recv, size_t n, void *ctx);
     void (*tp_ring_wait)(void *step, void *ctx);
+    /* Context parallelism (gpt_cp.c): cp ranks share each sequence, this one cp_rank; its
+     * all-gather and reduce-scatter over the CP group, in place on a backend buffer of n floats
+     * (the ranks' equal blocks in order). */
+    int cp, cp_rank;
+    void (*cp_allgather)(float *buf, size_t n, void *ctx);
+    void (*cp_reduce_scatter)(float *buf, size_t n, void *ctx);
+    void *cp_ctx;
     /* Sum (max = 0) or maximum (max = 1) of a host buffer over the TP group: the vocabulary-
      * parallel cross-entropy's row statistics. */
     void (*tp_allreduce_host)(float *buf, size_t n, int max, void *ctx);
@@ -161,6 +168,11 @@ typedef struct gpt_model_s {
      * partial tensor of the moment, and a LayerNorm's two gradients (2 C) of one micro-batch. */
     float *sp_full, *sp_norm_grad;
     float *sp_ring[2], *sp_recv;     /* --tp-comm-overlap: a ring's two send blocks and its receive */
+    /* Context parallelism's scratch (gpt_cp.c): the ranks' qkv blocks, the whole sequences' qkv,
+     * attention output, log-sum-exp rows and their gradients; the position table's lookup; the
+     * rank's tokens and targets (host) */
+    float *cp_blocks, *cp_qkv, *cp_dqkv, *cp_atty, *cp_dout, *cp_lse, *cp_zeros, *cp_sink, *cp_pos_rows;
+    int *cp_positions, *cp_tokens, *cp_targets;
     /* Activation floats this rank holds (every slot and the shared recompute buffers; the
      * backward's scratch d_* buffers are not counted). */
     size_t act_floats;

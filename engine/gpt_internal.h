@@ -39,6 +39,23 @@ void gpt_sp_reduce(gpt_model *m, float *partial, float *out);
 float *gpt_sp_own(const gpt_model *m, float *whole);
 void gpt_sp_norm_backward(gpt_model *m, float *dinp, float *dweight, float *dbias, const float *dout,
                           const float *inp, const float *weight, const float *mean, const float *rstd);
+/* Context parallelism (gpt_cp.c). gpt_cp: it is on. gpt_cp_position: the global position of the
+ * rank's t-th. gpt_cp_attention_forward/backward: the attention kernel on the rank's rows (the
+ * plain kernel without CP); the backward adds to dqkv. gpt_cp_add_positions / _backward: the
+ * position embedding at the global positions (the token lookup then uses a zero position
+ * table). gpt_cp_local_tokens: the rank's positions of whole sequences (host, B x T each).
+ * gpt_cp_alloc / gpt_cp_free: the scratch above. */
+int gpt_cp(const gpt_model *m);
+int gpt_cp_position(const gpt_model *m, int t);
+void gpt_cp_attention_forward(gpt_model *m, float *atty, float *lse, const float *qkv);
+void gpt_cp_attention_backward(gpt_model *m, float *dqkv, const float *dout, const float *qkv, const float *atty,
+                               const float *lse);
+void gpt_cp_add_positions(gpt_model *m, float *x);
+void gpt_cp_positions_backward(gpt_model *m, const float *dx);
+void gpt_cp_local_tokens(const gpt_model *m, const int *whole, int *local);
+void gpt_cp_alloc(gpt_model *m);
+void gpt_cp_free(gpt_model *m);
+
 /* The TP GEMMs with their collectives (gpt_sp.c), one call each on every path: without TP the
  * GEMM alone, with TP an all-reduce, under SP an all-gather or reduce-scatter, and under
  * --tp-comm-overlap those as rings beside the GEMMs of the blocks of tokens at hand.

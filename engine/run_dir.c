@@ -351,12 +351,12 @@ int run_dir_start(run_dir *rd, const train_options *o, const gpt_config *cfg, si
     int dirty = run_dir_git_dirty();
     json_t *doc = json_pack(
         "{s:i,s:O,s:o,s:{s:i,s:i,s:i,s:i,s:i,s:i,s:I},"
-        "s:{s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:o},s:{s:s,s:s,s:o,s:o},s:s,s:s,s:I,s:f,s:f,"
+        "s:{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:o},s:{s:s,s:s,s:o,s:o},s:s,s:s,s:I,s:f,s:f,"
         "s:{s:s,s:o},s:s,s:s,s:i,s:[]}",
         "format", RUN_DIR_FORMAT, "argv", rd->argv, "options", options_json(o), "model", "num_layers",
         cfg->num_layers, "hidden", cfg->hidden, "heads", cfg->heads, "seq_len", cfg->seq_len, "vocab", cfg->vocab,
         "ffn_hidden", 4 * cfg->hidden, "params", (json_int_t)params, "layout", "world_size", o->comm->world_size, "tp",
-        o->comm->tp, "pp", o->comm->pp, "dp", o->comm->dp, "vpp", o->vpp, "zero", o->zero, "schedule",
+        o->comm->tp, "pp", o->comm->pp, "dp", o->comm->dp, "cp", o->comm->cp > 1 ? o->comm->cp : 1, "vpp", o->vpp, "zero", o->zero, "schedule",
         pipeline_kind_name(o->comm->pp == 1 ? PIPELINE_1F1B : (pipeline_kind)o->schedule), "stage_layers", stages,
         "device", "backend", k->name, "name", dev, "peak_tflops",
         rd->peak_tflops > 0 ? json_real(rd->peak_tflops) : json_null(), "peak_source",

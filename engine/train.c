@@ -124,7 +124,7 @@ static double run_pipeline(const train_options *o, pipeline_plan *pl, gpt_model 
                            float dloss, int *tokens, int *targets)
 {
     comm_ctx *c = o->comm;
-    int T = m->T, last = pl->P * pl->V - 1;
+    int T = m->cfg.seq_len, last = pl->P * pl->V - 1; /* whole sequences: CP ranks keep their positions */
     size_t act = gpt_stream_floats(m); /* under SP, each TP rank sends its block of tokens */
     double loss_sum = 0;
     for (int i = 0; i < pl->sched.count[pl->s]; i++) {
@@ -294,7 +294,7 @@ static float *gather_global(const train_options *o, dp_state *d, const gpt_model
     if (o->comm->tp * o->comm->pp == 1)
         return local;
     float *global = calloc(m->global_params, sizeof(float));
-    if (o->comm->dp_rank == 0)
+    if (o->comm->dp_rank == 0 && o->comm->cp_rank == 0)
         gpt_write_global(m, local, global);
     comm_allreduce_sum(o->comm->world, global, m->global_params);
     free(local);
@@ -329,7 +329,7 @@ static int complete_checkpoint(const train_options *o, checkpoint_job **pending,
 int train_run(const train_options *o)
 {
     char err[1024];
-    int dp = o->comm->dp, leader = o->comm->world_rank == 0;
+    int dp = o->comm->dp, cp = o->comm->cp > 1 ? o->comm->cp : 1, leader = o->comm->world_rank == 0;
     if (o->global_batch % (o->micro_batch * dp)) {
         if (leader)
             fprintf(stderr, "dtrain: --global-batch %d is not a multiple of --micro-batch %d x --dp %d\n",
@@ -383,15 +383,18 @@ int train_run(const train_options *o)
             fclose(log);
         return 2;
     }
-    tp_staging tps = {o->comm->tp_group, k, NULL, 0, NULL};
+    tp_staging tps = {o->comm->tp_group, k, NULL, 0, NULL}, cps = {o->comm->cp_group, k, NULL, 0, NULL};
     gpt_shard shard = {.tp = o->comm->tp, .tp_rank = o->comm->tp_rank, .layers = runs_layer,
                        .embedding = o->comm->pp_rank == 0, .head = o->comm->pp_rank == o->comm->pp - 1,
                        .slots = o->comm->pp > 1 ? accum : 1, .tp_allreduce = tp_allreduce_staged,
                        .sequence_parallel = o->sequence_parallel, .tp_allgather = tp_allgather_staged,
                        .tp_reduce_scatter = tp_reduce_scatter_staged, .tp_comm_overlap = o->tp_comm_overlap,
-                       .tp_ring_start = tp_ring_start, .tp_ring_wait = tp_ring_wait,
-                       .tp_allreduce_host = tp_allreduce_host, .tp_ctx = &tps, .dp = dp,
-                       .dp_rank = o->comm->dp_rank, .zero = o->zero, .recompute = o->recompute,
+                       .tp_ring_start = tp_ring_start, .tp_ring_wait = tp_ring_wait, .cp = cp,
+                       .cp_rank = o->comm->cp_rank, .cp_allgather = tp_allgather_staged,
+                       .cp_reduce_scatter = tp_reduce_scatter_staged, .cp_ctx = &cps,
+                       .tp_allreduce_host = tp_allreduce_host, .tp_ctx = &tps,
+                       .dp = comm_group_size(o->comm->dp_group), /* ZeRO shards over DP x CP */
+                       .dp_rank = comm_group_rank(o->comm->dp_group), .zero = o->zero, .recompute = o->recompute,
                        .recompute_block = o->recompute_block, .recompute_layers = o->recompute_layers};
     if (gpt_init_shard(&m, &cfg, k, o->precision, o->micro_batch, o->seed, &shard, err, sizeof err) != 0) {
         if (leader)
@@ -517,7 +520,8 @@ int train_run(const train_options *o)
         data.position = (uint64_t)step * o->global_batch;
         /* The loss lives on the last stage: its TP rank 0 of each replica contributes. */
         int reports = o->comm->pp_rank == o->comm->pp - 1 && o->comm->tp_rank == 0;
-        loss = (float)(comm_allreduce_sum_double(o->comm->world, reports ? loss_sum / accum : 0) / dp);
+        /* (with CP, each rank's loss is the mean over its positions, equally many on every rank) */
+        loss = (float)(comm_allreduce_sum_double(o->comm->world, reports ? loss_sum / accum : 0) / (dp * cp));
         reduce_tied_embedding(o, &m, &dps, embed_nccl);
         if (!dp_grads_sharded(&dps)) { /* ZeRO-2/3 reduced pass by pass, each pass profiled on its own */
             profiler_begin(m.prof);
@@ -688,6 +692,7 @@ int train_run(const train_options *o)
     dp_free(&dps);
     pipeline_plan_free(&pl);
     free(tps.host);
+    free(cps.host);
     comm_nccl_free(tps.nccl);
     comm_nccl_free(embed_nccl);
 

@@ -81,6 +81,15 @@ typedef struct kernels_backend {
     void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *out,
                                const float *lse, int B, int T, int C, int NH,
                                kernels_precision prec);
+    /* Optional (NULL where a backend lacks them): queries at sequence positions pos[0..Tq) (rows of
+     * qkv_q, B x Tq) against the keys and values of qkv_kv (B x Tk), keys j <= pos[t]; out and lse
+     * as above for the Tq rows. The backward puts dq in dqkv_q's rows and adds dk, dv to
+     * dqkv_kv's. Context parallelism's rank attends its positions to the gathered sequence. */
+    void (*attention_forward_at)(float *out, float *lse, const float *qkv_q, const float *qkv_kv, const int *pos,
+                                 int B, int Tq, int Tk, int C, int NH, kernels_precision prec);
+    void (*attention_backward_at)(float *dqkv_q, float *dqkv_kv, const float *dout, const float *qkv_q,
+                                  const float *qkv_kv, const float *out, const float *lse, const int *pos, int B,
+                                  int Tq, int Tk, int C, int NH, kernels_precision prec);
 
     /* GELU, tanh approximation (as GPT-2) */
     void (*gelu_forward)(float *out, const float *inp, size_t N);

@@ -30,70 +30,90 @@ static float dot(const float *a, const float *b, int n)
     return s;
 }
 
-void cpu_attention_forward(float *out, float *lse, const float *qkv_in, int B, int T, int C, int NH,
-                           kernels_precision prec)
+/* Queries (rows of qkv_q, B x Tq, at sequence positions pos[0..Tq)) against the keys and values of
+ * qkv_kv (B x Tk): the causal mask keeps keys j <= pos[t]. The plain kernel is the case
+ * qkv_q == qkv_kv, pos[t] = t; context parallelism's rank asks for its positions of the whole
+ * sequence it gathered. */
+void cpu_attention_forward_at(float *out, float *lse, const float *qkv_q, const float *qkv_kv, const int *pos, int B,
+                              int Tq, int Tk, int C, int NH, kernels_precision prec)
 {
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-    float *rounded = cpu_rounded_copy(qkv_in, (size_t)B * T * 3 * C, prec);
-    qkv_view qv = {rounded ? rounded : qkv_in, T, C, hs};
-    float *row = cpu_alloc((size_t)T * sizeof(float)); /* one query row's scores, then weights */
+    float *rkv = cpu_rounded_copy(qkv_kv, (size_t)B * Tk * 3 * C, prec);
+    float *rq = qkv_q == qkv_kv ? NULL : cpu_rounded_copy(qkv_q, (size_t)B * Tq * 3 * C, prec);
+    qkv_view kv = {rkv ? rkv : qkv_kv, Tk, C, hs};
+    qkv_view qv = {qkv_q == qkv_kv ? kv.qkv : rq ? rq : qkv_q, Tq, C, hs};
+    float *row = cpu_alloc((size_t)Tk * sizeof(float)); /* one query row's scores, then weights */
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
-            for (int t = 0; t < T; t++) {
+            for (int t = 0; t < Tq; t++) {
                 const float *q = q_of(&qv, b, t, h);
+                int last = pos ? pos[t] : t;
                 float m = -INFINITY;
-                for (int j = 0; j <= t; j++) { /* causal: keys up to and including t */
-                    row[j] = dot(q, k_of(&qv, b, j, h), hs) * scale;
+                for (int j = 0; j <= last; j++) { /* causal: keys up to and including the query's */
+                    row[j] = dot(q, k_of(&kv, b, j, h), hs) * scale;
                     m = fmaxf(m, row[j]);
                 }
                 double l = 0;
-                for (int j = 0; j <= t; j++) {
+                for (int j = 0; j <= last; j++) {
                     row[j] = expf(row[j] - m);
                     l += row[j];
                 }
                 float inv = (float)(1.0 / l);
-                float *o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
+                float *o = out + ((size_t)b * Tq + t) * C + (size_t)h * hs;
                 for (int c = 0; c < hs; c++)
                     o[c] = 0;
-                for (int j = 0; j <= t; j++) {
-                    const float *v = v_of(&qv, b, j, h);
+                for (int j = 0; j <= last; j++) {
+                    const float *v = v_of(&kv, b, j, h);
                     float p = row[j] * inv;
                     for (int c = 0; c < hs; c++)
                         o[c] += p * v[c];
                 }
-                lse[((size_t)b * NH + h) * T + t] = m + (float)log(l);
+                lse[((size_t)b * NH + h) * Tq + t] = m + (float)log(l);
             }
-    cpu_round_to_precision(out, (size_t)B * T * C, prec);
+    cpu_round_to_precision(out, (size_t)B * Tq * C, prec);
     free(row);
-    free(rounded);
+    free(rkv);
+    free(rq);
+}
+
+void cpu_attention_forward(float *out, float *lse, const float *qkv_in, int B, int T, int C, int NH,
+                           kernels_precision prec)
+{
+    cpu_attention_forward_at(out, lse, qkv_in, qkv_in, NULL, B, T, T, C, NH, prec);
 }
 
 /* With p_j = exp(s_j - lse), o = sum_j p_j v_j and dO = dL/do:
  *   dv_j += p_j dO,   dp_j = dO . v_j,   ds_j = p_j (dp_j - D) with D = sum_j p_j dp_j = dO . o,
  *   dq += scale sum_j ds_j k_j,   dk_j += scale ds_j q.
  * D from the saved output saves a pass over the row. */
-void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv_in, const float *out, const float *lse,
-                            int B, int T, int C, int NH, kernels_precision prec)
+/* The backward of cpu_attention_forward_at: dq into dqkv_q's rows (its q part), dk and dv into
+ * dqkv_kv's (their k and v parts); one buffer for the plain kernel. */
+void cpu_attention_backward_at(float *dqkv_q, float *dqkv_kv, const float *dout, const float *qkv_q,
+                               const float *qkv_kv, const float *out, const float *lse, const int *pos, int B, int Tq,
+                               int Tk, int C, int NH, kernels_precision prec)
 {
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-    float *rounded = cpu_rounded_copy(qkv_in, (size_t)B * T * 3 * C, prec);
-    qkv_view qv = {rounded ? rounded : qkv_in, T, C, hs};
+    float *rkv = cpu_rounded_copy(qkv_kv, (size_t)B * Tk * 3 * C, prec);
+    float *rq = qkv_q == qkv_kv ? NULL : cpu_rounded_copy(qkv_q, (size_t)B * Tq * 3 * C, prec);
+    qkv_view kv = {rkv ? rkv : qkv_kv, Tk, C, hs};
+    qkv_view qv = {qkv_q == qkv_kv ? kv.qkv : rq ? rq : qkv_q, Tq, C, hs};
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
-            for (int t = 0; t < T; t++) {
+            for (int t = 0; t < Tq; t++) {
                 const float *q = q_of(&qv, b, t, h);
-                const float *dO = dout + ((size_t)b * T + t) * C + (size_t)h * hs;
-                const float *o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
-                float L = lse[((size_t)b * NH + h) * T + t];
+                const float *dO = dout + ((size_t)b * Tq + t) * C + (size_t)h * hs;
+                const float *o = out + ((size_t)b * Tq + t) * C + (size_t)h * hs;
+                float L = lse[((size_t)b * NH + h) * Tq + t];
                 float D = dot(dO, o, hs);
-                float *dq = dqkv + ((size_t)b * T + t) * 3 * C + (size_t)h * hs;
-                for (int j = 0; j <= t; j++) {
-                    const float *k = k_of(&qv, b, j, h), *v = v_of(&qv, b, j, h);
+                float *dq = dqkv_q + ((size_t)b * Tq + t) * 3 * C + (size_t)h * hs;
+                int last = pos ? pos[t] : t;
+                for (int j = 0; j <= last; j++) {
+                    const float *k = k_of(&kv, b, j, h), *v = v_of(&kv, b, j, h);
                     float p = expf(dot(q, k, hs) * scale - L);
                     float ds = p * (dot(dO, v, hs) - D) * scale;
-                    float *dk = dqkv + ((size_t)b * T + j) * 3 * C + C + (size_t)h * hs;
+                    float *dk = dqkv_kv + ((size_t)b * Tk + j) * 3 * C + C + (size_t)h * hs;
                     float *dv = dk + C;
                     for (int c = 0; c < hs; c++) {
                         dq[c] += ds * k[c];
@@ -102,5 +122,12 @@ void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv_in,
                     }
                 }
             }
-    free(rounded);
+    free(rkv);
+    free(rq);
+}
+
+void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv_in, const float *out, const float *lse,
+                            int B, int T, int C, int NH, kernels_precision prec)
+{
+    cpu_attention_backward_at(dqkv, dqkv, dout, qkv_in, qkv_in, out, lse, NULL, B, T, T, C, NH, prec);
 }

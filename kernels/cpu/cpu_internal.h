@@ -28,6 +28,11 @@ void cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int 
                            kernels_precision prec);
 void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
                             int B, int T, int C, int NH, kernels_precision prec);
+void cpu_attention_forward_at(float *out, float *lse, const float *qkv_q, const float *qkv_kv, const int *pos, int B,
+                              int Tq, int Tk, int C, int NH, kernels_precision prec);
+void cpu_attention_backward_at(float *dqkv_q, float *dqkv_kv, const float *dout, const float *qkv_q,
+                               const float *qkv_kv, const float *out, const float *lse, const int *pos, int B, int Tq,
+                               int Tk, int C, int NH, kernels_precision prec);
 void cpu_gelu_forward(float *out, const float *inp, size_t N);
 void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N);
 void cpu_residual_forward(float *out, const float *a, const float *b, size_t N);

@@ -177,6 +177,7 @@ static int load_run_scenario(const measured_run *m, const char *platform, const 
         .tp = (int)json_integer_value(json_object_get(lay, "tp")),
         .pp = (int)json_integer_value(json_object_get(lay, "pp")),
         .dp = (int)json_integer_value(json_object_get(lay, "dp")),
+        .cp = (int)json_integer_value(json_object_get(lay, "cp")),
         .vpp = (int)json_integer_value(json_object_get(lay, "vpp")),
         .zero = (int)json_integer_value(json_object_get(lay, "zero")),
         .precision = json_string_value(json_object_get(m->config, "precision")),

@@ -11,7 +11,7 @@ int engine_scenario_load(const engine_run_shape *r, const char *platform_path, c
     json_t *plat = json_load_file(platform_path, 0, &je);
     if (!plat)
         return config_fail(err, "platform %s:%d: %s", platform_path, je.line, je.text);
-    int ranks = r->tp * r->pp * r->dp;
+    int cp = r->cp > 1 ? r->cp : 1, ranks = r->tp * r->pp * r->dp * cp;
     /* Every rank of the run is on this one machine: a node of `ranks` slots. Where the machine
      * has fewer devices (GPUs, or cores for the CPU engine) than ranks, the ranks share them,
      * and the cost model time-shares the devices (cost.h). */
@@ -55,6 +55,11 @@ int engine_scenario_load(const engine_run_shape *r, const char *platform_path, c
     if (r->tp_comm_overlap) {
         json_object_set_new(json_object_get(scen, "parallel"), "tp_comm_overlap", json_true());
         json_object_set_new(json_object_get(scen, "parallel"), "tp_comm_overlap_chunks", json_integer(r->tp));
+    }
+    /* dtrain's context parallelism gathers K and V over the CP group (engine/gpt_cp.c) */
+    if (cp > 1) {
+        json_object_set_new(json_object_get(scen, "parallel"), "context_parallel_size", json_integer(cp));
+        json_object_set_new(json_object_get(scen, "parallel"), "cp_comm_type", json_string("all_gather"));
     }
     if (r->overlap_param_gather)
         json_object_set_new(json_object_get(scen, "parallel"), "overlap_param_gather", json_true());

@@ -11,6 +11,7 @@ typedef struct {
     long long num_layers, hidden, heads, seq_len, vocab, ffn_hidden; /* ffn_hidden 0: 4 x hidden */
     long long micro_batch, global_batch;
     int tp, pp, dp, vpp, zero;
+    int cp;                    /* dtrain --cp (0 or 1: none) */
     const char *precision;     /* fp32 | bf16 | fp16 */
     const char *schedule;      /* gpipe | 1f1b | interleaved; NULL: 1f1b */
     const char *grad_reduce;   /* fp32 | bf16; NULL: fp32 */

@@ -183,8 +183,9 @@ static void zero3_bytes_match(const char *recompute)
     double engine = json_number_value(json_object_get(rp, "dp_bytes_sent_rank0"));
     json_decref(rp);
 
-    engine_run_shape shape = {LAYERS, HIDDEN, HEADS, SEQ, VOCAB, 0, micro, global, 1, 1, dp, 1, 3, "fp32",
-                              NULL, NULL, 0, 0, 0, .recompute = recompute};
+    engine_run_shape shape = {.num_layers = LAYERS, .hidden = HIDDEN, .heads = HEADS, .seq_len = SEQ, .vocab = VOCAB,
+                              .micro_batch = micro, .global_batch = global, .tp = 1, .pp = 1, .dp = dp, .vpp = 1,
+                              .zero = 3, .precision = "fp32", .recompute = recompute};
     scenario_config s;
     config_error err;
     if (engine_scenario_load(&shape, DTSIM_SOURCE_DIR "/platforms/cpu-box.json",

@@ -128,6 +128,21 @@ static void sequence_parallel(void **state)
     equivalent(4, "--tp 2 --dp 2 --zero 3 --sequence-parallel");
 }
 
+/* Context parallelism: each sequence's 32 positions split over the CP ranks in 2 x CP chunks
+ * (causal load balancing), K/V gathered for the attention and their gradients reduce-scattered back,
+ * gradients summed over DP x CP: the single-rank model, with TP, SP, PP, ZeRO and recomputation. */
+static void context_parallel(void **state)
+{
+    (void)state;
+    equivalent(2, "--cp 2");
+    equivalent(4, "--cp 4");
+    equivalent(4, "--cp 2 --tp 2 --sequence-parallel");
+    equivalent(4, "--cp 2 --pp 2 --recompute-granularity full");
+    equivalent(2, "--cp 2 --recompute-granularity selective");
+    equivalent(4, "--cp 2 --dp 2 --zero 1");
+    equivalent(8, "--cp 2 --dp 2 --pp 2 --zero 3 --schedule interleaved --vpp 2");
+}
+
 /* --tp-comm-overlap: the same collectives as rings of TP steps, each beside the GEMM of the block
  * of tokens already at hand (a GEMM in row blocks, its weight gradient summed block by block): the
  * same model within summation order. */
@@ -199,6 +214,7 @@ static void bad_layouts_stop_every_rank(void **state)
     refused(2, "--pp 2 --schedule interleaved", "interleaved");
     refused(2, "--dp 2 --sequence-parallel", "--tp 2 or more");
     refused(2, "--tp 2 --tp-comm-overlap", "needs --sequence-parallel");
+    refused(2, "--cp 3", "ranks");
 }
 
 int main(int argc, char **argv)
@@ -211,6 +227,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(tensor_parallel),
         cmocka_unit_test(sequence_parallel),
         cmocka_unit_test(tp_comm_overlap),
+        cmocka_unit_test(context_parallel),
         cmocka_unit_test(pipeline_parallel_every_schedule),
         cmocka_unit_test(uneven_pipeline_layers),
         cmocka_unit_test(three_dimensional),
