@@ -91,7 +91,7 @@ static void one_rank_keeps_the_closed_form_and_the_same_weights(void **state)
     run_out none = run(1, "", "", &p);
     assert_true(act_floats(p) == L * (inner + output) + common);
     json_decref(p);
-    static const struct {
+    const struct {
         const char *flags;
         double floats; /* the closed form */
     } cases[] = {
