@@ -14,6 +14,7 @@
 #include "config.h"
 #include "cost.h"
 #include "run.h"
+#include "workload.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -186,7 +187,8 @@ int closed_loop_run(const closed_loop_options *o)
     json_t *ops = json_array();
     json_error_t je;
     json_t *p = json_load_file(prof, 0, &je);
-    layer_shape sh = {o->micro_batch, d[3], d[1], d[2], d[2], 4 * d[1], 0, 0, 0, o->tp, 1, 1, 0, ATTENTION_FLASH, 4};
+    layer_shape sh; /* the layer as the simulator costs it for this scenario (CP, SP and all) */
+    workload_layer_shape(&s, &sh);
     layer_op lops[LAYER_OPS_MAX];
     int nl = layer_ops_forward(&sh, lops);
     cost_model cm;
