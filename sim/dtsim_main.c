@@ -1,4 +1,5 @@
 /* dtsim: simulates large-model training steps and long runs on GPU clusters. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include "cli.h"
@@ -22,7 +23,22 @@ static void usage(FILE *f)
             "exit: 0 ok, 2 bad input, 1 runtime failure\n");
 }
 
+static int dispatch(int argc, char **argv);
+
+/* What a command printed reached its reader, or the run failed: a full disk or a closed pipe on
+ * the standard output is an error (exit 1), never a silent success. */
 int main(int argc, char **argv)
+{
+    int rc = dispatch(argc, argv);
+    errno = 0;
+    if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout))) { /* a failed command said why already */
+        fprintf(stderr, "dtsim: writing the standard output: %s\n", errno ? strerror(errno) : "failed");
+        return rc ? rc : 1;
+    }
+    return rc;
+}
+
+static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);

@@ -13,8 +13,12 @@ int cli_write_json(void *doc, const char *path)
     if (strcmp(path, "-") == 0) {
         int rc = json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
         fputc('\n', stdout);
-        fflush(stdout);
-        return rc;
+        if (fflush(stdout) != 0 || ferror(stdout) || rc != 0) { /* a full disk, a closed pipe */
+            fprintf(stderr, "dtsim: writing the JSON to the standard output: %s\n",
+                    errno ? strerror(errno) : "failed");
+            return -1;
+        }
+        return 0;
     }
     atomic_file a;
     char why[4400];
