@@ -18,7 +18,9 @@ static void usage(FILE *f)
             "usage: dtsim validate CASES.json [--json FILE|-] [--fidelity analytic|flow] [--max-mean-error X]\n"
             "                      [--max-error X] [--set PATH=VALUE]...\n"
             "Simulates each case's scenario and compares the figures under \"expect\" with the\n"
-            "prediction; a case passes when |predicted - expected| / expected <= its tolerance.\n"
+            "prediction; a case passes when |predicted - expected| / expected <= its tolerance (0 or\n"
+            "more; default 0.15). An expected 0 is scored by |predicted| (absolute, so labelled, and\n"
+            "left out of the mean relative error).\n"
             "  --max-mean-error X  instead of the per-case tolerances, pass when the mean absolute\n"
             "                      relative error is <= X (and --max-error, if given, holds)\n"
             "  --max-error X       pass when every figure's absolute relative error is <= X\n"
@@ -60,7 +62,7 @@ static int validate_cases(const char *cases_path, const char *json_path, int fid
 
     FILE *human = (json_path && !strcmp(json_path, "-")) ? stderr : stdout;
     json_t *out_cases = json_array();
-    int n_figures = 0, n_outside = 0, rc = 0;
+    int n_figures = 0, n_relative = 0, n_outside = 0, rc = 0;
     double sum_abs = 0, max_abs = 0;
     fprintf(human, "%-32s %-26s %12s %12s %8s %6s\n", "case", "figure", "expected", "predicted", "error", "ok");
 
@@ -71,9 +73,9 @@ static int validate_cases(const char *cases_path, const char *json_path, int fid
         json_t *scen = json_object_get(c, "scenario"), *expect = json_object_get(c, "expect");
         json_t *tol_j = json_object_get(c, "tolerance");
         if (!json_is_object(scen) || !json_is_object(expect) || json_object_size(expect) == 0 ||
-            (tol_j && !json_is_number(tol_j))) {
+            (tol_j && (!json_is_number(tol_j) || !(json_number_value(tol_j) >= 0)))) {
             fprintf(stderr, "dtsim validate: %s: cases[%zu] (%s) needs a \"scenario\" object, a non-empty "
-                            "\"expect\" object and a numeric \"tolerance\"\n", cases_path, i, id);
+                            "\"expect\" object and a \"tolerance\" of 0 or more\n", cases_path, i, id);
             rc = 2;
             break;
         }
@@ -105,25 +107,37 @@ static int validate_cases(const char *cases_path, const char *json_path, int fid
                 break;
             }
             double expected = json_number_value(val);
-            double error = expected != 0 ? (predicted - expected) / fabs(expected) : predicted - expected;
+            /* relative to the expected figure; of an expected 0 the error can only be absolute (in
+             * the figure's unit, and so labelled), and it stays out of the mean and largest relative
+             * errors */
+            int absolute = expected == 0;
+            double error = absolute ? predicted - expected : (predicted - expected) / fabs(expected);
             int ok = fabs(error) <= tol;
             n_figures++;
             n_outside += !ok;
-            sum_abs += fabs(error);
-            max_abs = fmax(max_abs, fabs(error));
-            fprintf(human, "%-32s %-26s %12.4g %12.4g %+7.1f%% %6s\n", id, key, expected, predicted,
-                    100 * error, ok ? "yes" : "NO");
+            if (!absolute) {
+                n_relative++;
+                sum_abs += fabs(error);
+                max_abs = fmax(max_abs, fabs(error));
+            }
+            if (absolute)
+                fprintf(human, "%-32s %-26s %12.4g %12.4g %+8.3g %6s (absolute: expected 0)\n", id, key, expected,
+                        predicted, error, ok ? "yes" : "NO");
+            else
+                fprintf(human, "%-32s %-26s %12.4g %12.4g %+7.1f%% %6s\n", id, key, expected, predicted,
+                        100 * error, ok ? "yes" : "NO");
             json_array_append_new(out_cases,
-                                  json_pack("{s:s,s:s,s:f,s:f,s:f,s:f,s:b}", "id", id, "figure", key,
+                                  json_pack("{s:s,s:s,s:f,s:f,s:f,s:s,s:f,s:b}", "id", id, "figure", key,
                                             "measured", expected, "predicted", predicted, "error", error,
-                                            "tolerance", tol, "within_tolerance", ok));
+                                            "error_kind", absolute ? "absolute" : "relative", "tolerance", tol,
+                                            "within_tolerance", ok));
         }
         scenario_free(&s);
         if (rc)
             break;
     }
     if (rc == 0) {
-        double mape = n_figures ? sum_abs / n_figures : 0;
+        double mape = n_relative ? sum_abs / n_relative : 0;
         fprintf(human, "%d figures, mean absolute error %.1f%%, largest %.1f%%, %d outside tolerance\n",
                 n_figures, 100 * mape, 100 * max_abs, n_outside);
         if (json_path) {
