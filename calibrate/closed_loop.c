@@ -115,19 +115,24 @@ int closed_loop_run(const closed_loop_options *o)
     close(fd);
     snprintf(prof, sizeof prof, "%s.profile.json", log);
     int ranks = o->tp * o->pp * o->dp * (o->cp > 1 ? o->cp : 1);
-    char launcher[1024] = "", compress[32] = "none", overlap[64] = "", recompute[64] = "";
+    char launcher[1024] = "", compress[32] = "none", overlap[64] = "";
+    /* the layout and technique flags dtrain runs with (the scenario above was built from the same) */
+    char extra[256] = "";
+    size_t used = 0;
+#define ADD_FLAG(...) (used += (size_t)snprintf(extra + used, sizeof extra - used, __VA_ARGS__))
     if (o->recompute && strcmp(o->recompute, "none"))
-        snprintf(recompute, sizeof recompute, " --recompute-granularity %s", o->recompute);
+        ADD_FLAG(" --recompute-granularity %s", o->recompute);
     if (o->sequence_parallel)
-        snprintf(recompute + strlen(recompute), sizeof recompute - strlen(recompute), " --sequence-parallel");
+        ADD_FLAG(" --sequence-parallel");
     if (o->zero)
-        snprintf(recompute + strlen(recompute), sizeof recompute - strlen(recompute), " --zero %d", o->zero);
+        ADD_FLAG(" --zero %d", o->zero);
     if (o->overlap_param_gather)
-        snprintf(recompute + strlen(recompute), sizeof recompute - strlen(recompute), " --overlap-param-gather");
+        ADD_FLAG(" --overlap-param-gather");
     if (o->tp_comm_overlap)
-        snprintf(recompute + strlen(recompute), sizeof recompute - strlen(recompute), " --tp-comm-overlap");
+        ADD_FLAG(" --tp-comm-overlap");
     if (o->cp > 1)
-        snprintf(recompute + strlen(recompute), sizeof recompute - strlen(recompute), " --cp %d", o->cp);
+        ADD_FLAG(" --cp %d", o->cp);
+#undef ADD_FLAG
     if (o->powersgd_rank > 0)
         snprintf(compress, sizeof compress, "powersgd:%d", o->powersgd_rank);
     if (o->overlap_grad_reduce)
@@ -145,7 +150,7 @@ int closed_loop_run(const closed_loop_options *o)
              "OPENBLAS_NUM_THREADS=1 %s'%s' --device %s --model %s --micro-batch %d --global-batch %d --tp %d --pp %d "
              "--dp %d --grad-reduce %s --grad-compress %s%s%s --steps %d --log-json %s --profile %s",
              launcher, o->dtrain, o->device, o->model, o->micro_batch, o->micro_batch * o->dp, o->tp, o->pp, o->dp,
-             o->grad_reduce, compress, overlap, recompute, o->steps, log, prof);
+             o->grad_reduce, compress, overlap, extra, o->steps, log, prof);
     fprintf(stderr, "dtcal validate: measuring: %s\n", cmd);
     int st = system(cmd);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {

@@ -254,12 +254,6 @@ static void start_bucket(dp_state *d, gpt_model *m, size_t lo, size_t hi)
     comm_ireduce_scatter_sum_counts(d->comm->dp_group, d->host + lo, d->host_recv + a, d->part_counts);
 }
 
-/* --overlap-grad-reduce: a backward pass over [first, first + count) has ended. Once it was the
- * tensors' last pass of the step (the accum-th) their gradients are final and join the open
- * bucket; a bucket is started when full, or when the next final range does not adjoin it. The
- * tied embedding (the embedding's and the head's passes start at wte) waits for the step's end:
- * its two uses, and under PP its two stages, are summed first. Every call lets MPI advance the
- * buckets in flight. */
 /* Parameter bucket b's all-gather waited for and its parameters on the device. */
 static void land_param_bucket(dp_state *d, const gpt_model *m, int b)
 {
@@ -280,6 +274,13 @@ void dp_finish_param_gather(dp_state *d, const gpt_model *m)
         land_param_bucket(d, m, b);
 }
 
+/* --overlap-grad-reduce: a backward pass over [first, first + count) has ended. Once it was the
+ * tensors' last pass of the step (the accum-th) their gradients are final and join the open
+ * bucket; a bucket is started when full, or when the next final range does not adjoin it. The
+ * tied embedding (the embedding's and the head's passes start at wte) waits for the step's end:
+ * its two uses, and under PP its two stages, are summed first. Every call lets MPI advance the
+ * buckets in flight. Under --overlap-param-gather a forward pass first lands the parameter buckets
+ * it reads, and lets the others advance. */
 static void bucket_pass_hook(gpt_model *m, int first, int count, int before, int backward, void *ctx)
 {
     dp_state *d = ctx;
@@ -345,15 +346,22 @@ int dp_enable_overlap(dp_state *d, gpt_model *m, int accum, double bucket_mb, ch
     return 0;
 }
 
+int dp_param_gather_overlap_applies(int zero, int overlap_grad_reduce, int nccl, int offload, char *err,
+                                    size_t errlen)
+{
+    if (zero == 1 && overlap_grad_reduce && !nccl && !offload)
+        return 0;
+    snprintf(err, errlen, "--overlap-param-gather overlaps the ZeRO-1 parameter all-gather over MPI with the next "
+                          "forward: it needs --zero 1 and --overlap-grad-reduce, not %s",
+             zero != 1 ? "this --zero" : nccl ? "--comm nccl" : offload ? "--offload-optimizer"
+                                                             : "a run without --overlap-grad-reduce");
+    return -1;
+}
+
 int dp_enable_overlap_param_gather(dp_state *d, gpt_model *m, double bucket_mb, char *err, size_t errlen)
 {
-    if (d->zero != 1 || d->nccl || d->offload || !d->overlap) {
-        snprintf(err, errlen, "--overlap-param-gather overlaps the ZeRO-1 parameter all-gather over MPI with the next "
-                              "forward: it needs --zero 1 and --overlap-grad-reduce, not %s",
-                 d->zero != 1 ? "this --zero" : d->nccl ? "--comm nccl"
-                 : d->offload ? "--offload-optimizer" : "a run without --overlap-grad-reduce");
+    if (dp_param_gather_overlap_applies(d->zero, d->overlap, d->nccl != NULL, d->offload != NULL, err, errlen) != 0)
         return -1;
-    }
     size_t want = (size_t)(bucket_mb * 1048576.0 / sizeof(float));
     d->overlap_params = 1;
     d->param_bucket_lo = malloc((size_t)(m->num_tensors + 1) * sizeof(size_t));

@@ -84,6 +84,10 @@ int dp_enable_overlap(dp_state *d, gpt_model *m, int accum, double bucket_mb, ch
  * whole tensors (bucket_mb MiB) starts its all-gather of the updated shards, and the next step's
  * forward waits for a bucket only when a pass first reads a tensor in it. 0, or -1 with err. */
 int dp_enable_overlap_param_gather(dp_state *d, gpt_model *m, double bucket_mb, char *err, size_t errlen);
+/* Whether --overlap-param-gather applies to these options: 0, or -1 with err naming the one that
+ * rules it out. dtrain checks it before training; dp_enable_overlap_param_gather again. */
+int dp_param_gather_overlap_applies(int zero, int overlap_grad_reduce, int nccl, int offload, char *err,
+                                    size_t errlen);
 /* Lands every parameter bucket still in flight (before anything reads the parameters whole:
  * the optimizer step, checkpoints, the CRC). */
 void dp_finish_param_gather(dp_state *d, const gpt_model *m);

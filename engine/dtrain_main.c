@@ -372,10 +372,11 @@ static int run(int argc, char **argv, comm_ctx *comm)
     }
     if (o.warmup < 0)
         o.warmup = o.steps / 10;
-    if (o.overlap_param_gather && (!o.overlap_grad_reduce || o.zero != 1 || o.comm_nccl || o.offload_optimizer)) {
-        fprintf(stderr, "dtrain: --overlap-param-gather overlaps the ZeRO-1 parameter all-gather over MPI with the next "
-                        "forward: it needs --zero 1 and --overlap-grad-reduce, without --comm nccl or "
-                        "--offload-optimizer\n");
+    char overlap_why[256];
+    if (o.overlap_param_gather && dp_param_gather_overlap_applies(o.zero, o.overlap_grad_reduce, o.comm_nccl,
+                                                                  o.offload_optimizer, overlap_why,
+                                                                  sizeof overlap_why) != 0) {
+        fprintf(stderr, "dtrain: %s\n", overlap_why);
         return 2;
     }
     if (o.tp_comm_overlap && (!o.sequence_parallel || o.comm_nccl)) {

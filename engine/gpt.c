@@ -433,7 +433,7 @@ static void vocab_parallel_embedding_backward(gpt_model *m, gpt_acts *a)
     int B = m->B, T = m->T, C = m->cfg.hidden, N = B * T;
     const float *d = gpt_sp_gather(m, m->d_res); /* the whole sequence's gradient */
     /* this rank's rows get the gradient of the tokens it looked up; the others are masked */
-    k->residual_forward(m->vp_tmp, d, m->vp_zeros, (size_t)N * C);
+    k->copy(m->vp_tmp, d, (size_t)N * C * sizeof(float));
     for (int i = 0; i < N; i++)
         if (!a->in_vocab[i])
             k->memset_zero(m->vp_tmp + (size_t)i * C, (size_t)C * sizeof(float));

@@ -117,21 +117,15 @@ void gpt_alloc_acts(gpt_model *m, gpt_acts *a)
         gpt_layer_acts *x = &a->layers[l];
         if (!m->runs_layer[l])
             continue;
+        int group = m->recompute_group ? m->recompute_group[l] : -1;
+        if (group >= 0) /* the shared intermediates of its place in the group */
+            *x = m->scratch[sh->recompute_block ? 0 : l - group];
+        else /* its own (under selective recomputation, the attention rows shared) */
+            alloc_intermediates(m, x, sh->recompute != GPT_RECOMPUTE_SELECTIVE);
+        /* the input (where the previous layer runs elsewhere) and output are the slot's own */
         if (l > 0 && !m->runs_layer[l - 1])
             x->input = act(m, Ns * C);
         x->res3 = act(m, Ns * C);
-        int group = m->recompute_group ? m->recompute_group[l] : -1;
-        if (group >= 0) { /* the shared intermediates of its place in the group */
-            float *res3 = x->res3, *input = x->input;
-            *x = m->scratch[sh->recompute_block ? 0 : l - group];
-            x->res3 = res3;
-            x->input = input;
-            continue;
-        }
-        float *res3 = x->res3, *input = x->input;
-        alloc_intermediates(m, x, sh->recompute != GPT_RECOMPUTE_SELECTIVE); /* selective: rows shared */
-        x->res3 = res3;
-        x->input = input;
     }
     if (sh->head) {
         a->lnf = act(m, Ns * C);

@@ -30,10 +30,10 @@ static size_t own_offset(const gpt_model *m)
     return gpt_sp(m) ? (size_t)m->shard.tp_rank * gpt_stream_floats(m) : 0;
 }
 
-/* dst = src over n floats (the backend has no copy: src plus zeros). */
+/* dst = src over n floats of backend memory. */
 static void copy(const gpt_model *m, float *dst, const float *src, size_t n)
 {
-    m->k->residual_forward(dst, src, m->vp_zeros, n);
+    m->k->copy(dst, src, n * sizeof(float));
 }
 
 const float *gpt_sp_gather(gpt_model *m, const float *x)

@@ -162,35 +162,28 @@ static double run_pipeline(const train_options *o, pipeline_plan *pl, gpt_model 
     return loss_sum;
 }
 
-/* Sums a backend buffer over the TP group (gpt_shard.tp_allreduce): staged through the host, or
- * with NCCL in device memory. */
+/* The TP (or CP) group's collectives on backend buffers (gpt_shard's callbacks): staged through
+ * the host, or with NCCL in device memory. */
+typedef struct {
+    comm_request *req;
+    float *device_recv;
+    size_t n;
+} tp_ring_step;
+
 typedef struct {
     comm_group *group;
     const kernels_backend *k;
     float *host;
     size_t cap;
     comm_nccl *nccl; /* NULL: MPI */
+    /* --tp-comm-overlap's ring step in flight (gpt_sp.c's rings wait for each before starting the
+     * next, so one set of host buffers serves them all) */
+    float *ring_send, *ring_recv;
+    size_t ring_cap;
+    tp_ring_step ring;
 } tp_staging;
 
-static void tp_allreduce_staged(float *buf, size_t n, void *ctx)
-{
-    tp_staging *t = ctx;
-    if (t->nccl) {
-        comm_nccl_allreduce_sum(t->nccl, buf, n);
-        return;
-    }
-    if (n > t->cap) {
-        free(t->host);
-        t->host = malloc(n * sizeof(float));
-        t->cap = n;
-    }
-    t->k->copy_to_host(t->host, buf, n * sizeof(float));
-    comm_allreduce_sum(t->group, t->host, n);
-    t->k->copy_to_device(buf, t->host, n * sizeof(float));
-}
-
-/* Sequence parallelism's two collectives over the TP group, in place on a whole-sequence backend
- * buffer: all-gather from each rank's block, reduce-scatter into it (gpt_shard). */
+/* buf's n floats in the host staging buffer (grown as needed); returns it. */
 static float *tp_stage_in(tp_staging *t, const float *buf, size_t n)
 {
     if (n > t->cap) {
@@ -202,6 +195,19 @@ static float *tp_stage_in(tp_staging *t, const float *buf, size_t n)
     return t->host;
 }
 
+static void tp_allreduce_staged(float *buf, size_t n, void *ctx)
+{
+    tp_staging *t = ctx;
+    if (t->nccl) {
+        comm_nccl_allreduce_sum(t->nccl, buf, n);
+        return;
+    }
+    comm_allreduce_sum(t->group, tp_stage_in(t, buf, n), n);
+    t->k->copy_to_device(buf, t->host, n * sizeof(float));
+}
+
+/* Sequence parallelism's two collectives, in place on a whole-sequence backend buffer: all-gather
+ * from each rank's block, reduce-scatter into it. */
 static void tp_allgather_staged(float *buf, size_t n, void *ctx)
 {
     tp_staging *t = ctx;
@@ -226,23 +232,19 @@ static void tp_reduce_scatter_staged(float *buf, size_t n, void *ctx)
 
 /* --tp-comm-overlap: one ring step over the TP group (gpt_shard.tp_ring_start), its send staged
  * through the host and its receive copied back to the device when waited for. */
-typedef struct {
-    comm_request *req;
-    float *send, *recv, *device_recv;
-    size_t n;
-} tp_ring_step;
-
 static void *tp_ring_start(const float *send, float *recv, size_t n, void *ctx)
 {
     tp_staging *t = ctx;
-    tp_ring_step *s = malloc(sizeof *s);
-    s->send = malloc(n * sizeof(float));
-    s->recv = malloc(n * sizeof(float));
-    s->device_recv = recv;
-    s->n = n;
-    t->k->copy_to_host(s->send, send, n * sizeof(float));
-    s->req = comm_iring_step(t->group, s->send, s->recv, n);
-    return s;
+    if (n > t->ring_cap) {
+        free(t->ring_send);
+        free(t->ring_recv);
+        t->ring_send = malloc(n * sizeof(float));
+        t->ring_recv = malloc(n * sizeof(float));
+        t->ring_cap = n;
+    }
+    t->k->copy_to_host(t->ring_send, send, n * sizeof(float));
+    t->ring = (tp_ring_step){comm_iring_step(t->group, t->ring_send, t->ring_recv, n), recv, n};
+    return &t->ring;
 }
 
 static void tp_ring_wait(void *step, void *ctx)
@@ -250,10 +252,7 @@ static void tp_ring_wait(void *step, void *ctx)
     tp_staging *t = ctx;
     tp_ring_step *s = step;
     comm_request_wait(s->req);
-    t->k->copy_to_device(s->device_recv, s->recv, s->n * sizeof(float));
-    free(s->send);
-    free(s->recv);
-    free(s);
+    t->k->copy_to_device(s->device_recv, t->ring_recv, s->n * sizeof(float));
 }
 
 static void tp_allreduce_host(float *buf, size_t n, int max, void *ctx)
@@ -383,7 +382,7 @@ int train_run(const train_options *o)
             fclose(log);
         return 2;
     }
-    tp_staging tps = {o->comm->tp_group, k, NULL, 0, NULL}, cps = {o->comm->cp_group, k, NULL, 0, NULL};
+    tp_staging tps = {.group = o->comm->tp_group, .k = k}, cps = {.group = o->comm->cp_group, .k = k};
     gpt_shard shard = {.tp = o->comm->tp, .tp_rank = o->comm->tp_rank, .layers = runs_layer,
                        .embedding = o->comm->pp_rank == 0, .head = o->comm->pp_rank == o->comm->pp - 1,
                        .slots = o->comm->pp > 1 ? accum : 1, .tp_allreduce = tp_allreduce_staged,
@@ -692,6 +691,8 @@ int train_run(const train_options *o)
     dp_free(&dps);
     pipeline_plan_free(&pl);
     free(tps.host);
+    free(tps.ring_send);
+    free(tps.ring_recv);
     free(cps.host);
     comm_nccl_free(tps.nccl);
     comm_nccl_free(embed_nccl);
