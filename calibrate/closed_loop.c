@@ -22,16 +22,24 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* dtrain's model sizes, from its own name table (tiny) or a JSON file. */
-/* The model's sizes as dtrain reads them (engine/gpt_config.c), the byte tokenizer's 256 tokens
- * where the file gives no vocabulary. */
-static int model_dims(const char *model, long long d[5], char *err, size_t errlen)
+/* The model as dtrain reads it (engine/gpt_config.c), the byte tokenizer's 256 tokens where the
+ * file gives no vocabulary, into the run's shape. */
+static int model_shape(const char *model, engine_run_shape *r, char *err, size_t errlen)
 {
     gpt_config c;
     if (gpt_config_from_name(model, 256, &c, err, errlen) != 0)
         return -1;
-    long long t[5] = {c.num_layers, c.hidden, c.heads, c.seq_len, c.vocab};
-    memcpy(d, t, sizeof t);
+    r->num_layers = c.num_layers;
+    r->hidden = c.hidden;
+    r->heads = c.heads;
+    r->seq_len = c.seq_len;
+    r->vocab = c.vocab;
+    r->ffn_hidden = c.ffn_hidden;
+    r->kv_groups = c.kv_groups;
+    r->swiglu = c.swiglu;
+    r->rmsnorm = c.rmsnorm;
+    r->rope = c.rope;
+    r->untied = c.untied;
     return 0;
 }
 
@@ -77,22 +85,20 @@ int closed_loop_run(const closed_loop_options *o)
 {
     /* The prediction's scenario first: the same model, batch and precision on the platform with
      * the calibration, so bad input is refused before anything is measured. */
-    long long d[5];
     char why[512];
-    if (model_dims(o->model, d, why, sizeof why) != 0) {
-        fprintf(stderr, "dtcal validate: --model %s: %s\n", o->model, why);
-        return 2;
-    }
     /* dtrain's ZeRO stage (its default 0 unless --zero): said, as the scenario's default stage
      * may differ. */
-    engine_run_shape shape = {.num_layers = d[0], .hidden = d[1], .heads = d[2], .seq_len = d[3], .vocab = d[4],
-                              .micro_batch = o->micro_batch, .global_batch = (long long)o->micro_batch * o->dp,
+    engine_run_shape shape = {.micro_batch = o->micro_batch, .global_batch = (long long)o->micro_batch * o->dp,
                               .tp = o->tp, .pp = o->pp, .dp = o->dp, .vpp = 1, .zero = o->zero, .precision = "fp32",
                               .grad_reduce = o->grad_reduce, .powersgd_rank = o->powersgd_rank,
                               .overlap_grad_reduce = o->overlap_grad_reduce, .bucket_mb = o->bucket_mb,
                               .recompute = o->recompute, .sequence_parallel = o->sequence_parallel,
                               .overlap_param_gather = o->overlap_param_gather,
                               .tp_comm_overlap = o->tp_comm_overlap, .cp = o->cp};
+    if (model_shape(o->model, &shape, why, sizeof why) != 0) {
+        fprintf(stderr, "dtcal validate: --model %s: %s\n", o->model, why);
+        return 2;
+    }
     scenario_config s;
     config_error err;
     if (engine_scenario_load(&shape, o->platform, o->calibration, &s, &err) != 0) {

@@ -60,7 +60,7 @@ static void usage(FILE *f)
             "      mpi: from a second thread); rank 0 writes overlap_slowdown, the mean over ranks of beside /\n"
             "      alone (at least 1), with a sources line giving every time. Defaults as variability's; cuda:\n"
             "      nccl, 256 MiB; cpu: mpi, 16 MiB. --into adds it to CAL\n"
-            "  validate [--device cpu|cuda] [--model tiny|small|FILE] [--micro-batch B] [--steps N]\n"
+            "  validate [--device cpu|cuda] [--model tiny|tiny-llama|small|FILE] [--micro-batch B] [--steps N]\n"
             "           [--tp N --pp N --dp N --cp N [--mpirun PATH]] [--grad-reduce fp32|bf16]\n"
             "           [--grad-compress none|powersgd:R] [--overlap-grad-reduce [--bucket-mb X]]\n"
             "           [--recompute-granularity none|selective|full] [--sequence-parallel]\n"

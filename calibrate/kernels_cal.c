@@ -73,6 +73,7 @@ typedef struct {
     float *in[ROTATE], *w, *out;
     float *in_big; /* GEMM inputs of more than ROTATE_MAX_GEMM_ELEMS (NULL when none) */
     int m, n, kk, B, T, C, NH;
+    int hd; /* rope's head size */
     kernels_precision prec;
     int *tok;
 } bufs;
@@ -109,6 +110,46 @@ static void gelu_op(void *p, int i)
 {
     bufs *b = p;
     b->k->gelu_forward(b->out, b->in[i], (size_t)b->m * b->C);
+}
+
+/* RMSNorm as the LayerNorm above: rstd into w, the weight from w. */
+static void rmsnorm_op(void *p, int i)
+{
+    bufs *b = p;
+    b->k->rmsnorm_forward(b->out, b->w, b->in[i], b->w, b->m, b->C);
+}
+
+static void rmsnorm_bwd_op(void *p, int i)
+{
+    bufs *b = p;
+    b->k->rmsnorm_backward(b->out, b->w, b->in[i], b->in[(i + 1) % ROTATE], b->w + 2 * b->C, b->w + 3 * b->C, b->m,
+                           b->C);
+}
+
+/* SwiGLU over rows of C = gate and up halves of C/2 each. */
+static void swiglu_op(void *p, int i)
+{
+    bufs *b = p;
+    b->k->swiglu_forward(b->out, b->in[i], b->m, b->C / 2);
+}
+
+static void swiglu_bwd_op(void *p, int i)
+{
+    bufs *b = p;
+    b->k->swiglu_backward(b->out, b->in[i], b->in[(i + 1) % ROTATE], b->m, b->C / 2);
+}
+
+/* Rotary embeddings over every head of rows of C (in place: the rotation keeps values bounded). */
+static void rope_op(void *p, int i)
+{
+    bufs *b = p;
+    b->k->rope_forward(b->in[i], NULL, 1, b->m, b->C, b->C / b->hd, b->hd, 10000.0f);
+}
+
+static void rope_bwd_op(void *p, int i)
+{
+    bufs *b = p;
+    b->k->rope_backward(b->in[i], NULL, 1, b->m, b->C, b->C / b->hd, b->hd, 10000.0f);
 }
 
 static void residual_op(void *p, int i)
@@ -313,6 +354,7 @@ int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quic
     b.C = C;
     b.B = 1;
     b.T = rows;
+    b.hd = gpu ? 128 : 64; /* Llama's head size; GPT-2 124M's on the CPU */
     double el = (double)rows * C;
     /* bwd: the class's backward kernel where the engine has one, written as a rate in the op
      * list's byte count for a backward op (twice the forward's bytes), so the simulator charges
@@ -321,6 +363,11 @@ int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quic
         {"layernorm", layernorm_op, layernorm_bwd_op, 2 * el * 4}, {"gelu", gelu_op, gelu_bwd_op, 2 * el * 4},
         {"elementwise", residual_op, NULL, 3 * el * 4},            {"softmax", softmax_op, NULL, 2 * el * 4},
         {"adamw", adamw_op, NULL, 7 * el}, /* 28 bytes per parameter, n = el/4 */
+        /* Llama's ops, each in the op list's byte count: RMSNorm as LayerNorm (read and write
+         * the rows), SwiGLU reads 2F and writes F per row (F = C/2 here), rope reads and writes
+         * the heads it turns */
+        {"rmsnorm", rmsnorm_op, rmsnorm_bwd_op, 2 * el * 4}, {"swiglu", swiglu_op, swiglu_bwd_op, 1.5 * el * 4},
+        {"rope", rope_op, rope_bwd_op, 2 * el * 4},
     };
     for (size_t i = 0; i < sizeof mem / sizeof mem[0]; i++) {
         double s = median_time(&t, mem[i].fn, &b);

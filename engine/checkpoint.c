@@ -173,12 +173,13 @@ static int write_manifest(const checkpoint_job *j, const shard_report *reps, cha
     json_t *stages = json_array();
     for (int i = 0; i < j->layout.pp && j->layout.stage_layers[0] > 0; i++)
         json_array_append_new(stages, json_integer(j->layout.stage_layers[i]));
+    json_t *model = json_object();
+    gpt_config_to_json(&j->cfg, model);
     json_t *man = json_pack(
-        "{s:i,s:i,s:i,s:I,s:I,s:{s:i,s:i,s:i,s:i,s:i},s:{s:i,s:i,s:i,s:i,s:i,s:i,s:o},s:{s:f,s:f,s:f},s:i,s:f,s:i,"
+        "{s:i,s:i,s:i,s:I,s:I,s:o,s:{s:i,s:i,s:i,s:i,s:i,s:i,s:o},s:{s:f,s:f,s:f},s:i,s:f,s:i,"
         "s:o}",
         "format", FORMAT_VERSION, "step", j->st.step, "updates", j->st.updates, "data_position",
-        (json_int_t)j->st.data_position, "seed", (json_int_t)j->st.seed, "model", "num_layers", j->cfg.num_layers,
-        "hidden", j->cfg.hidden, "heads", j->cfg.heads, "seq_len", j->cfg.seq_len, "vocab", j->cfg.vocab, "layout",
+        (json_int_t)j->st.data_position, "seed", (json_int_t)j->st.seed, "model", model, "layout",
         "tp", j->layout.tp, "pp", j->layout.pp, "dp", j->layout.dp, "vpp", j->layout.vpp, "zero", j->layout.zero,
         "world", j->world, "stage_layers", stages, "lr_schedule", "lr", j->st.lr, "warmup", j->st.warmup, "steps",
         j->st.total_steps, "precision", j->st.precision, "loss_scale", j->st.loss_scale, "good_steps",
@@ -477,11 +478,15 @@ static int try_load(const char *sdir, gpt_model *m, train_state *st, const comm_
         snprintf(why, len, "manifest has an unknown format or an inconsistent layout");
         goto out;
     }
-    gpt_config cfg = {jint(model, "num_layers"), jint(model, "hidden"), jint(model, "heads"), jint(model, "seq_len"),
-                      jint(model, "vocab")};
-    if (memcmp(&cfg, &m->cfg, sizeof cfg) != 0) {
-        snprintf(why, len, "it is a checkpoint of a different model (layers %d, hidden %d, heads %d, seq %d, vocab %d)",
-                 cfg.num_layers, cfg.hidden, cfg.heads, cfg.seq_len, cfg.vocab);
+    gpt_config cfg;
+    if (gpt_config_from_json(model, &cfg) != 0) {
+        snprintf(why, len, "manifest's model description is unreadable");
+        goto out;
+    }
+    if (!gpt_config_same(&cfg, &m->cfg)) {
+        char d[256];
+        gpt_config_describe(&cfg, d, sizeof d);
+        snprintf(why, len, "it is a checkpoint of a different model (%s)", d);
         rc = -1;
         goto out;
     }

@@ -173,7 +173,7 @@ static void zero_pass_hook(gpt_model *m, int first, int count, int before, int b
         gpt_unmap_range(&m->param_range, give_window(&d->param_windows, lo));
 }
 
-/* The largest range a pass uses at once: a layer, wte with wpe, or the final norm. */
+/* The largest range a pass uses at once: a layer, wte with wpe, or the final norm with an untied head. */
 static size_t largest_pass_range(const gpt_model *m)
 {
     size_t lo, hi, most = 0;
@@ -182,9 +182,9 @@ static size_t largest_pass_range(const gpt_model *m)
         if (hi > lo && hi - lo > most)
             most = hi - lo;
     }
-    int ends[2] = {GPT_WTE, gpt_lnf_w(m)};
+    int ends[2] = {GPT_WTE, gpt_lnf_w(m)}, counts[2] = {2, GPT_HEAD_TENSORS};
     for (int e = 0; e < 2; e++) {
-        tensor_range(m, ends[e], 2, &lo, &hi);
+        tensor_range(m, ends[e], counts[e], &lo, &hi);
         if (hi > lo && hi - lo > most)
             most = hi - lo;
     }

@@ -1,4 +1,5 @@
-/* GPT-2 forward and backward through the kernel table; see gpt.h. */
+/* The decoder's forward and backward through the kernel table; see gpt.h. The block's choices
+ * (norm, positions, grouped-query attention, MLP activation) live in gpt_block.c. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,14 +25,15 @@ static void state_change(gpt_model *m, size_t added, size_t freed)
 }
 
 /* The FLOPs the profiler reports, from the op list (one formula with the simulator's): this
- * rank's layer for one micro-batch of dtrain's model (multi-head attention, MLP 4h, Megatron's
- * TP split), and the LM head over this rank's vocabulary rows. */
+ * rank's layer for one micro-batch of dtrain's model (its query groups, MLP width and
+ * activation, Megatron's TP split), and the LM head over this rank's vocabulary rows. */
 static void op_flops_from_oplist(gpt_model *m)
 {
     const gpt_config *c = &m->cfg;
     int tp = m->shard.tp;
     layer_shape sh = {.micro_batch = m->B, .seq_length = c->seq_len, .hidden = c->hidden, .heads = c->heads,
-                      .kv_groups = c->heads, .ffn_hidden = 4LL * c->hidden, .tp = tp, .cp = 1, .ep = 1,
+                      .kv_groups = c->kv_groups, .ffn_hidden = c->ffn_hidden, .swiglu = c->swiglu, .tp = tp,
+                      .cp = 1, .ep = 1,
                       .attention = ATTENTION_UNFUSED, .act_bytes = 4};
     static const char *const names[] = {"qkv", "attn_score", "attn_value", "attn_proj", "fc1", "fc2"};
     layer_op ops[LAYER_OPS_MAX];
@@ -76,7 +78,6 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
     m->T = cfg->seq_len / cp; /* the positions of each sequence this rank holds */
     op_flops_from_oplist(m);
     size_t P = m->num_params, C = (size_t)cfg->hidden, N = (size_t)tokens, V = (size_t)cfg->vocab;
-    size_t Cl = C / shard->tp;
     /* ZeRO: the moments, gradients and parameters the rank keeps are its DP shard alone */
     size_t slo = 0, shi = P;
     int dp = shard->dp > 1 ? shard->dp : 1;
@@ -112,6 +113,7 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
         }
     }
     gpt_cp_alloc(m);
+    gpt_block_alloc(m);
     gpt_plan_recompute(m);
     m->acts = calloc((size_t)m->shard.slots, sizeof *m->acts);
     for (int i = 0; i < m->shard.slots; i++)
@@ -119,9 +121,10 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
     m->d_res = dev(m, N * C);
     m->d_a = dev(m, N * C);
     m->d_b = dev(m, N * C);
-    m->d_big = dev(m, N * 4 * Cl);
-    m->d_big2 = dev(m, N * 4 * Cl);
-    m->d_qkv = dev(m, N * 3 * Cl);
+    size_t F = (size_t)gpt_mlp_width(m), F1 = cfg->swiglu ? 2 * F : F;
+    m->d_big = dev(m, N * F);
+    m->d_big2 = dev(m, N * F1);
+    m->d_qkv = dev(m, N * (size_t)gpt_qkv_width(m));
     m->d_logits = shard->head ? dev(m, N * V / shard->tp) : NULL;
     if (shard->tp > 1) {
         m->vp_zeros = dev(m, N * C);
@@ -219,6 +222,7 @@ void gpt_free(gpt_model *m)
     free(m->acts);
     gpt_free_recompute(m);
     gpt_cp_free(m);
+    gpt_block_free(m);
     free(m->tensors);
     free(m->runs_layer);
     memset(m, 0, sizeof *m);
@@ -283,6 +287,7 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
     const kernels_backend *k = m->k;
     int B = m->B, T = m->T, C = m->cfg.hidden, tp = m->shard.tp, NH = m->cfg.heads / tp, Cl = C / tp;
     int N = B * T, lead = m->shard.tp_rank == 0, Ns = gpt_stream_tokens(m); /* Ns: the stream's tokens here */
+    int W = gpt_qkv_width(m), F = gpt_mlp_width(m), F1 = m->cfg.swiglu ? 2 * F : F;
     size_t NsC = (size_t)Ns * C;
     double f = 4.0 * (double)sizeof(float);
     gpt_layer_acts *a = &act->layers[l];
@@ -292,14 +297,20 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
     for (int j = 0; j < LAYER_TENSORS; j++)
         w[j] = gpt_param(m, gpt_layer_tensor(m, l, j));
     PROF_BEGIN();
-    k->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w[J_LN1_W], w[J_LN1_B], Ns, C);
+    gpt_norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, x, w[J_LN1_W], w[J_LN1_B]);
     round_act(m, a->ln1, NsC);
     PROF_END("ln1", l, 0, 2.0 * Ns * C * f / 4, "N=%d C=%d", Ns, C);
     PROF_BEGIN();
-    gpt_sp_column_forward(m, a->ln1, w[J_QKV_W], w[J_QKV_B], a->qkv, C, 3 * Cl);
-    PROF_END("qkv", l, m->flops_fwd.qkv, gemm_bytes(N, 3 * Cl, C), "m=%d n=%d k=%d", N, 3 * Cl, C);
+    gpt_sp_column_forward(m, a->ln1, w[J_QKV_W], w[J_QKV_B], a->qkv, C, W);
+    PROF_END("qkv", l, m->flops_fwd.qkv, gemm_bytes(N, W, C), "m=%d n=%d k=%d", N, W, C);
+    if (m->cfg.rope) { /* q and k turned in place: the attention, and its backward, read them so */
+        PROF_BEGIN();
+        gpt_rope_forward(m, a->qkv);
+        round_act(m, a->qkv, (size_t)N * W);
+        PROF_END("rope", l, 0, 2.0 * N * (NH + m->cfg.kv_groups / tp) * (C / m->cfg.heads) * 4, "N=%d n=%d", N, W);
+    }
     PROF_BEGIN();
-    gpt_cp_attention_forward(m, a->atty, a->lse, a->qkv);
+    gpt_attention_core_forward(m, a->atty, a->lse, a->qkv);
     PROF_END("attention", l, m->flops_fwd.attention, 4.0 * N * (4.0 * Cl + NH),
              "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
     PROF_BEGIN();
@@ -311,19 +322,19 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
     round_act(m, a->res2, NsC);
     PROF_END("residual1", l, 0, 3.0 * Ns * C * f / 4, "N=%d C=%d", Ns, C);
     PROF_BEGIN();
-    k->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w[J_LN2_W], w[J_LN2_B], Ns, C);
+    gpt_norm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w[J_LN2_W], w[J_LN2_B]);
     round_act(m, a->ln2, NsC);
     PROF_END("ln2", l, 0, 2.0 * Ns * C * f / 4, "N=%d C=%d", Ns, C);
     PROF_BEGIN();
-    gpt_sp_column_forward(m, a->ln2, w[J_FC_W], w[J_FC_B], a->fch, C, 4 * Cl);
-    PROF_END("fc1", l, m->flops_fwd.fc1, gemm_bytes(N, 4 * Cl, C), "m=%d n=%d k=%d", N, 4 * Cl, C);
+    gpt_sp_column_forward(m, a->ln2, w[J_FC_W], w[J_FC_B], a->fch, C, F1);
+    PROF_END("fc1", l, m->flops_fwd.fc1, gemm_bytes(N, F1, C), "m=%d n=%d k=%d", N, F1, C);
     PROF_BEGIN();
-    k->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * Cl);
-    round_act(m, a->fch_gelu, (size_t)N * 4 * Cl);
-    PROF_END("gelu", l, 0, 8.0 * N * Cl * f / 4, "n=%d", 4 * N * Cl);
+    gpt_mlp_act_forward(m, a->fch_gelu, a->fch);
+    round_act(m, a->fch_gelu, (size_t)N * F);
+    PROF_END(m->cfg.swiglu ? "swiglu" : "gelu", l, 0, (double)N * (F1 + F) * f / 4, "n=%d", N * F);
     PROF_BEGIN();
-    gpt_sp_row_forward(m, a->fch_gelu, w[J_FCPROJ_W], lead ? w[J_FCPROJ_B] : NULL, a->fcproj, 4 * Cl, C);
-    PROF_END("fc2", l, m->flops_fwd.fc2, gemm_bytes(N, C, 4 * Cl), "m=%d n=%d k=%d", N, C, 4 * Cl);
+    gpt_sp_row_forward(m, a->fch_gelu, w[J_FCPROJ_W], lead ? w[J_FCPROJ_B] : NULL, a->fcproj, F, C);
+    PROF_END("fc2", l, m->flops_fwd.fc2, gemm_bytes(N, C, F), "m=%d n=%d k=%d", N, C, F);
     PROF_BEGIN();
     k->residual_forward(a->res3, a->res2, a->fcproj, NsC);
     round_act(m, a->res3, NsC);
@@ -419,7 +430,9 @@ static void vocab_parallel_embedding(gpt_model *m, gpt_acts *a, const int *token
         if (!a->in_vocab[i])
             k->memset_zero(e + (size_t)i * C, (size_t)C * sizeof(float));
     gpt_sp_reduce(m, e, a->encoded);
-    /* positions: a lookup of token 0 in an all-zero one-row table, plus wpe */
+    /* positions: a lookup of token 0 in an all-zero one-row table, plus wpe (none under rope) */
+    if (m->cfg.rope)
+        return;
     if (gpt_cp(m)) /* the rank's global positions, wpe read as a token table */
         k->encoder_forward(m->vp_tmp, m->cp_positions, gpt_param(m, GPT_WPE), m->cp_zeros, B, T, C);
     else
@@ -439,6 +452,8 @@ static void vocab_parallel_embedding_backward(gpt_model *m, gpt_acts *a)
             k->memset_zero(m->vp_tmp + (size_t)i * C, (size_t)C * sizeof(float));
     k->encoder_backward(gpt_grad(m, GPT_WTE), m->vp_sink, m->vp_tmp, a->tokens, B, T, C);
     /* wpe gets every position's gradient, replicated on each TP rank like wpe itself */
+    if (m->cfg.rope)
+        return;
     if (gpt_cp(m))
         gpt_cp_positions_backward(m, d);
     else
@@ -452,21 +467,23 @@ static float head_forward(gpt_model *m, gpt_acts *a)
     int C = m->cfg.hidden, V = m->cfg.vocab, L = m->cfg.num_layers, N = m->B * m->T;
     double f = 4.0 * (double)sizeof(float);
     float *x = a->layers[L - 1].res3;
-    int lnf = gpt_lnf_w(m);
-    hook(m, GPT_WTE, 1, 1, 0);
-    hook(m, lnf, 2, 1, 0);
+    int lnf = gpt_lnf_w(m), tied = !m->cfg.untied;
+    if (tied)
+        hook(m, GPT_WTE, 1, 1, 0);
+    hook(m, lnf, GPT_HEAD_TENSORS, 1, 0);
     int Ns = gpt_stream_tokens(m);
     PROF_BEGIN();
-    k->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, gpt_param(m, lnf), gpt_param(m, lnf + 1), Ns, C);
+    gpt_norm_forward(m, a->lnf, a->lnf_mean, a->lnf_rstd, x, gpt_param(m, lnf), gpt_param(m, lnf + 1));
     round_act(m, a->lnf, (size_t)Ns * C);
     PROF_END("lnf", -1, 0, 2.0 * Ns * C * f / 4, "N=%d C=%d", Ns, C);
     int Vl = V / m->shard.tp;
     const float *lnf_all = gpt_sp_gather(m, a->lnf);
     PROF_BEGIN();
-    k->matmul_forward(a->logits, lnf_all, gpt_param(m, GPT_WTE), NULL, N, C, Vl, m->prec);
+    k->matmul_forward(a->logits, lnf_all, gpt_param(m, gpt_head_weight(m)), NULL, N, C, Vl, m->prec);
     PROF_END("lm_head", -1, m->flops_fwd.lm_head, gemm_bytes(N, Vl, C), "m=%d n=%d k=%d", N, Vl, C);
-    hook(m, lnf, 2, 0, 0);
-    hook(m, GPT_WTE, 1, 0, 0);
+    hook(m, lnf, GPT_HEAD_TENSORS, 0, 0);
+    if (tied)
+        hook(m, GPT_WTE, 1, 0, 0);
     if (m->shard.tp > 1)
         return vocab_parallel_loss(m, a);
     PROF_BEGIN();
@@ -505,7 +522,9 @@ const float *gpt_forward_layers(gpt_model *m, int slot, int l0, int l1, const in
             vocab_parallel_embedding(m, a, tokens);
         } else {
             k->copy_to_device(a->tokens, tokens, (size_t)N * sizeof(int));
-            if (gpt_cp(m)) { /* tokens, then the global positions */
+            if (m->cfg.rope) { /* no position table: the attention turns q and k instead */
+                k->encoder_forward(a->encoded, a->tokens, gpt_param(m, GPT_WTE), NULL, B, T, C);
+            } else if (gpt_cp(m)) { /* tokens, then the global positions */
                 k->encoder_forward(a->encoded, a->tokens, gpt_param(m, GPT_WTE), m->cp_zeros, B, T, C);
                 gpt_cp_add_positions(m, a->encoded);
             } else {
@@ -542,9 +561,10 @@ static void head_backward(gpt_model *m, gpt_acts *a, float dloss)
     const kernels_backend *k = m->k;
     int C = m->cfg.hidden, V = m->cfg.vocab, L = m->cfg.num_layers, N = m->B * m->T;
     size_t NC = (size_t)N * C;
-    int lnf = gpt_lnf_w(m);
-    hook(m, GPT_WTE, 1, 1, 1);
-    hook(m, lnf, 2, 1, 1);
+    int lnf = gpt_lnf_w(m), tied = !m->cfg.untied, head_w = gpt_head_weight(m);
+    if (tied)
+        hook(m, GPT_WTE, 1, 1, 1);
+    hook(m, lnf, GPT_HEAD_TENSORS, 1, 1);
     int Vl = V / m->shard.tp;
     PROF_BEGIN();
     if (m->shard.tp > 1) {
@@ -558,7 +578,7 @@ static void head_backward(gpt_model *m, gpt_acts *a, float dloss)
     const float *lnf_all = gpt_sp_gather(m, a->lnf);
     PROF_BEGIN();
     k->memset_zero(m->d_a, NC * sizeof(float));
-    k->matmul_backward(m->d_a, gpt_grad(m, GPT_WTE), NULL, m->d_logits, lnf_all, gpt_param(m, GPT_WTE), N, C, Vl,
+    k->matmul_backward(m->d_a, gpt_grad(m, head_w), NULL, m->d_logits, lnf_all, gpt_param(m, head_w), N, C, Vl,
                        m->prec);
     PROF_END("lm_head_bwd", -1, m->flops_bwd.lm_head, 2 * gemm_bytes(N, Vl, C), "m=%d n=%d k=%d", N, Vl, C);
     /* each rank's vocabulary columns contribute to every row: summed (under SP into this rank's rows) */
@@ -573,8 +593,9 @@ static void head_backward(gpt_model *m, gpt_acts *a, float dloss)
                          gpt_param(m, lnf), a->lnf_mean, a->lnf_rstd);
     round_act(m, m->d_res, NsC);
     PROF_END("lnf_bwd", -1, 0, 4.0 * NsC * 4, "N=%d C=%d", Ns, C);
-    hook(m, lnf, 2, 0, 1);
-    hook(m, GPT_WTE, 1, 0, 1);
+    hook(m, lnf, GPT_HEAD_TENSORS, 0, 1);
+    if (tied)
+        hook(m, GPT_WTE, 1, 0, 1);
 }
 
 /* m->d_res holds dL/d(res3) of layer l on entry and dL/d(input of l) on return. */
@@ -582,7 +603,7 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l)
 {
     const kernels_backend *k = m->k;
     int B = m->B, T = m->T, C = m->cfg.hidden, tp = m->shard.tp, NH = m->cfg.heads / tp, Cl = C / tp;
-    int N = B * T;
+    int N = B * T, W = gpt_qkv_width(m), F = gpt_mlp_width(m), F1 = m->cfg.swiglu ? 2 * F : F;
     size_t NCl = (size_t)N * Cl;
     gpt_layer_acts *a = &act->layers[l];
     float *x = layer_input(m, act, l);
@@ -600,18 +621,18 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l)
     int Ns = gpt_stream_tokens(m);
     size_t NsC = (size_t)Ns * C;
     PROF_BEGIN();
-    gpt_sp_row_backward(m, m->d_big, g[J_FCPROJ_W], g[J_FCPROJ_B], m->d_res, a->fch_gelu, w[J_FCPROJ_W], 4 * Cl, C);
-    round_act(m, m->d_big, NCl * 4);
-    PROF_END("fc2_bwd", l, m->flops_bwd.fc2, 2 * gemm_bytes(N, C, 4 * Cl), "m=%d n=%d k=%d", N, C, 4 * Cl);
+    gpt_sp_row_backward(m, m->d_big, g[J_FCPROJ_W], g[J_FCPROJ_B], m->d_res, a->fch_gelu, w[J_FCPROJ_W], F, C);
+    round_act(m, m->d_big, (size_t)N * F);
+    PROF_END("fc2_bwd", l, m->flops_bwd.fc2, 2 * gemm_bytes(N, C, F), "m=%d n=%d k=%d", N, C, F);
     PROF_BEGIN();
-    k->memset_zero(m->d_big2, NCl * 4 * sizeof(float));
-    k->gelu_backward(m->d_big2, a->fch, m->d_big, NCl * 4);
-    round_act(m, m->d_big2, NCl * 4);
-    PROF_END("gelu_bwd", l, 0, 12.0 * NCl * 4, "n=%d", 4 * N * Cl);
+    k->memset_zero(m->d_big2, (size_t)N * F1 * sizeof(float));
+    gpt_mlp_act_backward(m, m->d_big2, a->fch, m->d_big);
+    round_act(m, m->d_big2, (size_t)N * F1);
+    PROF_END(m->cfg.swiglu ? "swiglu_bwd" : "gelu_bwd", l, 0, 4.0 * N * (2.0 * F1 + F), "n=%d", N * F);
     float *dnorm = gpt_sp(m) ? m->d_b : m->d_a;
     PROF_BEGIN();
-    gpt_sp_column_backward(m, dnorm, g[J_FC_W], g[J_FC_B], m->d_big2, a->ln2, w[J_FC_W], C, 4 * Cl, m->d_a);
-    PROF_END("fc1_bwd", l, m->flops_bwd.fc1, 2 * gemm_bytes(N, 4 * Cl, C), "m=%d n=%d k=%d", N, 4 * Cl, C);
+    gpt_sp_column_backward(m, dnorm, g[J_FC_W], g[J_FC_B], m->d_big2, a->ln2, w[J_FC_W], C, F1, m->d_a);
+    PROF_END("fc1_bwd", l, m->flops_bwd.fc1, 2 * gemm_bytes(N, F1, C), "m=%d n=%d k=%d", N, F1, C);
     round_act(m, dnorm, NsC);
     PROF_BEGIN();
     gpt_sp_norm_backward(m, m->d_res, g[J_LN2_W], g[J_LN2_B], dnorm, a->res2, w[J_LN2_W], a->ln2_mean, a->ln2_rstd);
@@ -625,22 +646,28 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l)
     const float *atty = a->atty, *lse = a->lse;
     if (m->shard.recompute == GPT_RECOMPUTE_SELECTIVE) { /* the attention core again, for its rows */
         PROF_BEGIN();
-        gpt_cp_attention_forward(m, m->scratch->atty, m->scratch->lse, a->qkv);
+        gpt_attention_core_forward(m, m->scratch->atty, m->scratch->lse, a->qkv);
         PROF_END("attention", l, m->flops_fwd.attention, 4.0 * N * (4.0 * Cl + NH),
                  "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
         atty = m->scratch->atty;
         lse = m->scratch->lse;
     }
     PROF_BEGIN();
-    k->memset_zero(m->d_qkv, NCl * 3 * sizeof(float));
-    gpt_cp_attention_backward(m, m->d_qkv, m->d_a, a->qkv, atty, lse);
-    round_act(m, m->d_qkv, NCl * 3);
+    k->memset_zero(m->d_qkv, (size_t)N * W * sizeof(float));
+    gpt_attention_core_backward(m, m->d_qkv, m->d_a, a->qkv, atty, lse);
+    round_act(m, m->d_qkv, (size_t)N * W);
     PROF_END("attention_bwd", l, m->flops_bwd.attention, 4.0 * N * (8.0 * Cl + NH),
              "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
+    if (m->cfg.rope) {
+        PROF_BEGIN();
+        gpt_rope_backward(m, m->d_qkv);
+        round_act(m, m->d_qkv, (size_t)N * W);
+        PROF_END("rope_bwd", l, 0, 2.0 * N * (NH + m->cfg.kv_groups / tp) * (C / m->cfg.heads) * 4, "N=%d n=%d", N, W);
+    }
     dnorm = gpt_sp(m) ? m->d_a : m->d_b; /* d_a's attention gradient is spent */
     PROF_BEGIN();
-    gpt_sp_column_backward(m, dnorm, g[J_QKV_W], g[J_QKV_B], m->d_qkv, a->ln1, w[J_QKV_W], C, 3 * Cl, m->d_b);
-    PROF_END("qkv_bwd", l, m->flops_bwd.qkv, 2 * gemm_bytes(N, 3 * Cl, C), "m=%d n=%d k=%d", N, 3 * Cl, C);
+    gpt_sp_column_backward(m, dnorm, g[J_QKV_W], g[J_QKV_B], m->d_qkv, a->ln1, w[J_QKV_W], C, W, m->d_b);
+    PROF_END("qkv_bwd", l, m->flops_bwd.qkv, 2 * gemm_bytes(N, W, C), "m=%d n=%d k=%d", N, W, C);
     round_act(m, dnorm, NsC);
     PROF_BEGIN();
     gpt_sp_norm_backward(m, m->d_res, g[J_LN1_W], g[J_LN1_B], dnorm, x, w[J_LN1_W], a->ln1_mean, a->ln1_rstd);
@@ -669,7 +696,9 @@ const float *gpt_backward_layers(gpt_model *m, int slot, int l0, int l1, float d
     if (m->shard.tp > 1)
         vocab_parallel_embedding_backward(m, a);
     else
-        if (gpt_cp(m)) {
+        if (m->cfg.rope) {
+            k->encoder_backward(gpt_grad(m, GPT_WTE), NULL, m->d_res, a->tokens, B, T, C);
+        } else if (gpt_cp(m)) {
             k->encoder_backward(gpt_grad(m, GPT_WTE), m->cp_sink, m->d_res, a->tokens, B, T, C);
             gpt_cp_positions_backward(m, m->d_res);
         } else {

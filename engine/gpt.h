@@ -1,13 +1,20 @@
-/* A GPT-2 style decoder (DESIGN.md, Engine): token and position embeddings, pre-LayerNorm
- * blocks with causal multi-head attention and a GELU MLP, final LayerNorm, LM head tied to
- * the token embedding. All work goes through a kernels_backend, so the same code runs on the
- * CPU and CUDA backends.
+/* A pre-norm decoder (DESIGN.md, Engine): GPT-2's blocks (token and position embeddings,
+ * LayerNorm, causal multi-head attention, a GELU MLP, an LM head tied to the token embedding) or
+ * Llama's (RMSNorm, rotary position embeddings, grouped-query attention, a SwiGLU MLP, an untied
+ * LM head), each choice on its own as Megatron-LM's flags make it. All work goes through a
+ * kernels_backend, so the same code runs on the CPU and CUDA backends.
  *
- * Parameter layout (the "single-rank layout" that params_crc32 covers, in this order):
- *   wte (V, C), wpe (T, C),
- *   for each layer: ln1_w (C), ln1_b (C), qkv_w (3C, C), qkv_b (3C), proj_w (C, C), proj_b (C),
- *                   ln2_w (C), ln2_b (C), fc_w (4C, C), fc_b (4C), fcproj_w (C, 4C), fcproj_b (C),
- *   lnf_w (C), lnf_b (C). */
+ * Parameter layout (the "single-rank layout" that params_crc32 covers, in this order), with
+ * hd = C / heads, G the query groups (heads without GQA), F the MLP width (4C for GPT-2), F1 = 2F
+ * with SwiGLU (gate rows, then up rows) else F:
+ *   wte (V, C), wpe (T, C) (absent with rope),
+ *   for each layer: ln1_w (C), ln1_b (C) (absent with RMSNorm), qkv_w ((C + 2 G hd), C) (q rows,
+ *                   then k, then v), qkv_b (C + 2 G hd), proj_w (C, C), proj_b (C), ln2_w (C),
+ *                   ln2_b (C) (absent with RMSNorm), fc_w (F1, C), fc_b (F1), fcproj_w (C, F),
+ *                   fcproj_b (C),
+ *   lnf_w (C), lnf_b (C) (absent with RMSNorm), lm_head (V, C) (absent when tied to wte).
+ * An absent tensor keeps its place in the table with no floats, so GPT-2's layout, and its
+ * CRC, are what they were before the Llama choices existed. */
 #ifndef DTSIM_ENGINE_GPT_H
 #define DTSIM_ENGINE_GPT_H
 
@@ -18,13 +25,35 @@
 
 typedef struct {
     int num_layers, hidden, heads, seq_len, vocab;
+    /* The Llama choices, with Megatron-LM's names in model files. 0 in kv_groups and ffn_hidden
+     * means the GPT-2 value (heads, 4 x hidden): gpt_config_validate fills them in. */
+    int kv_groups;   /* num_query_groups (grouped-query attention below heads) */
+    int ffn_hidden;  /* ffn_hidden_size */
+    int swiglu;      /* swiglu: gated SiLU MLP, fc_w holds 2F rows */
+    int rmsnorm;     /* normalization "RMSNorm" (else "LayerNorm") */
+    int rope;        /* position_embedding_type "rope" (else "learned_absolute") */
+    int untied;      /* untie_embeddings_and_output_weights */
 } gpt_config;
 
-/* "tiny", "small", or a JSON file {"num_layers", "hidden", "heads", "seq_len", "vocab"}.
- * Returns 0, or -1 with a reason. */
+/* Rotary embeddings' base (Megatron-LM's --rotary-base default, 10000). */
+#define GPT_ROPE_BASE 10000.0f
+
+/* "tiny", "tiny-llama", "small", or a JSON file {"num_layers", "hidden", "heads", "seq_len", "vocab"} or with
+ * dtsim's (Megatron-LM's) model keys. Returns 0, or -1 with a reason. */
 int gpt_config_from_name(const char *name, int tokenizer_vocab, gpt_config *cfg, char *err, size_t errlen);
-/* Checks the shape rules (hidden divisible by heads, positive sizes, limits). */
-int gpt_config_validate(const gpt_config *cfg, char *err, size_t errlen);
+/* Checks the shape rules (hidden divisible by heads, groups dividing heads, positive sizes,
+ * limits) and fills in the GPT-2 defaults of kv_groups and ffn_hidden. */
+int gpt_config_validate(gpt_config *cfg, char *err, size_t errlen);
+/* The model's description as checkpoints and run folders record it (Megatron-LM's names for the
+ * Llama choices), and its reading back: keys a file lacks take GPT-2's values (older files).
+ * Returns 0, or -1 when a recorded value is not an integer or boolean of its kind. */
+int gpt_config_to_json(const gpt_config *cfg, void *json_object);
+int gpt_config_from_json(const void *json_object, gpt_config *cfg);
+/* The two describe the same parameters (after defaults). */
+int gpt_config_same(const gpt_config *a, const gpt_config *b);
+/* "(layers 4, hidden 128, heads 4, seq 64, vocab 256[, groups 2, ffn 344, swiglu, RMSNorm, rope,
+ * untied])", for messages. */
+void gpt_config_describe(const gpt_config *cfg, char *out, size_t len);
 
 enum { LAYER_TENSORS = 12 };
 /* At most this many windows of parameters (and as many of gradients) are mapped at once (the
@@ -143,7 +172,7 @@ typedef struct gpt_model_s {
     unsigned char *runs_layer;       /* L flags: this rank runs layer l */
     size_t num_params;               /* this rank's */
     size_t global_params;            /* the whole model's (single-rank layout) */
-    gpt_tensor *tensors;             /* 2 + 12 L + 2 of them */
+    gpt_tensor *tensors;             /* 2 + 12 L + GPT_HEAD_TENSORS of them */
     int num_tensors;
     /* Parameters and gradients (backend memory). Each holds a range of this rank's flat layout:
      * all num_params floats, or a ZeRO rank's shard (params under ZeRO-3, grads under ZeRO-2 and
@@ -173,6 +202,10 @@ typedef struct gpt_model_s {
      * rank's tokens and targets (host) */
     float *cp_blocks, *cp_qkv, *cp_dqkv, *cp_atty, *cp_dout, *cp_lse, *cp_zeros, *cp_sink, *cp_pos_rows;
     int *cp_positions, *cp_tokens, *cp_targets;
+    /* Grouped-query attention's repeated qkv and its gradient (gpt_block.c); rotary embeddings'
+     * positions of the rank's rows under CP (host; NULL: 0..T-1). */
+    float *gqa_qkv, *gqa_dqkv;
+    int *rope_pos;
     /* Activation floats this rank holds (every slot and the shared recompute buffers; the
      * backward's scratch d_* buffers are not counted). */
     size_t act_floats;
@@ -242,6 +275,10 @@ float *gpt_grad(const gpt_model *m, int tensor);
 int gpt_layer_tensor(const gpt_model *m, int layer, int j);
 enum { GPT_WTE = 0, GPT_WPE = 1 };
 int gpt_lnf_w(const gpt_model *m);
+/* The head's tensors run from gpt_lnf_w: lnf_w, lnf_b, lm_head (the last two may hold nothing). */
+enum { GPT_HEAD_TENSORS = 3 };
+/* The LM head's weight: the lm_head tensor when untied, else wte. */
+int gpt_head_weight(const gpt_model *m);
 
 /* CRC32 (zlib) over every parameter in fp32, in the layout above (a single-rank model). */
 uint32_t gpt_params_crc32(const gpt_model *m);

@@ -56,7 +56,7 @@ static void alloc_intermediates(gpt_model *m, gpt_layer_acts *x, int own_lse)
     x->ln1 = act(m, Ns * C);
     x->ln1_mean = act(m, Ns);
     x->ln1_rstd = act(m, Ns);
-    x->qkv = act(m, N * 3 * Cl);
+    x->qkv = act(m, N * (size_t)gpt_qkv_width(m));
     x->atty = act(m, N * Cl);
     x->lse = own_lse ? act(m, N * NHl) : m->scratch->lse;
     x->proj = act(m, Ns * C);
@@ -64,8 +64,9 @@ static void alloc_intermediates(gpt_model *m, gpt_layer_acts *x, int own_lse)
     x->ln2 = act(m, Ns * C);
     x->ln2_mean = act(m, Ns);
     x->ln2_rstd = act(m, Ns);
-    x->fch = act(m, N * 4 * Cl);
-    x->fch_gelu = act(m, N * 4 * Cl);
+    size_t F = (size_t)gpt_mlp_width(m);
+    x->fch = act(m, N * (m->cfg.swiglu ? 2 * F : F));
+    x->fch_gelu = act(m, N * F);
     x->fcproj = act(m, Ns * C);
 }
 

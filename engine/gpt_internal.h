@@ -9,6 +9,32 @@
 enum { J_LN1_W, J_LN1_B, J_QKV_W, J_QKV_B, J_PROJ_W, J_PROJ_B, J_LN2_W, J_LN2_B, J_FC_W, J_FC_B, J_FCPROJ_W,
        J_FCPROJ_B };
 
+/* The block's choices (gpt_block.c). gpt_qkv_width: floats of a token's qkv row on this rank
+ * ((heads + 2 groups) x head size / tp); gpt_mlp_width: the MLP's width here (F / tp; fc1's
+ * output is twice that under SwiGLU). gpt_block_alloc / _free: grouped-query attention's repeated
+ * qkv and its gradient (one layer's, shared), rotary embeddings' positions under CP.
+ * gpt_norm_forward: the stream's norm (LayerNorm or RMSNorm; mean and b unused by the latter);
+ * gpt_norm_backward_tokens: its backward over this rank's stream tokens (dbias unused by RMSNorm).
+ * gpt_rope_forward / _backward: in place on a qkv (or its gradient) buffer. The attention core
+ * from the (rotated) qkv: the multi-head kernel on the layer's qkv, or on its groups repeated;
+ * the backward adds to dqkv. gpt_mlp_act_*: GELU over fc1's output, or SwiGLU over its halves;
+ * the backward adds to dfch. */
+int gpt_qkv_width(const gpt_model *m);
+int gpt_mlp_width(const gpt_model *m);
+void gpt_block_alloc(gpt_model *m);
+void gpt_block_free(gpt_model *m);
+void gpt_norm_forward(gpt_model *m, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                      const float *b);
+void gpt_norm_backward_tokens(gpt_model *m, float *dinp, float *dweight, float *dbias, const float *dout,
+                              const float *inp, const float *weight, const float *mean, const float *rstd);
+void gpt_rope_forward(gpt_model *m, float *qkv);
+void gpt_rope_backward(gpt_model *m, float *dqkv);
+void gpt_attention_core_forward(gpt_model *m, float *atty, float *lse, const float *qkv);
+void gpt_attention_core_backward(gpt_model *m, float *dqkv, const float *dout, const float *qkv, const float *atty,
+                                 const float *lse);
+void gpt_mlp_act_forward(gpt_model *m, float *out, const float *fch);
+void gpt_mlp_act_backward(gpt_model *m, float *dfch, const float *fch, const float *dout);
+
 /* GPT-2 initialisation of the whole model in the single-rank layout, on the host (malloc'd,
  * global_params floats); the tensor table must be filled. */
 float *gpt_init_global(const gpt_model *m, uint64_t seed);

@@ -11,18 +11,33 @@
 #include "rng.h"
 
 
+/* The widths of one layer on a rank holding 1/tp of the split tensors: query rows (heads x hd),
+ * key (and value) rows (groups x hd), the MLP's width and fc_w's rows (2F under SwiGLU). */
+typedef struct {
+    size_t C, q, kv, f, f1;
+} layer_widths;
+
+static layer_widths widths(const gpt_config *c, int tp)
+{
+    size_t C = (size_t)c->hidden, hd = C / (size_t)c->heads, f = (size_t)c->ffn_hidden / tp;
+    return (layer_widths){C, C / tp, (size_t)c->kv_groups * hd / tp, f, c->swiglu ? 2 * f : f};
+}
+
 /* Floats of layer tensor j on a rank holding 1/tp of the split ones. */
 static size_t layer_tensor_count(const gpt_config *c, int j, int tp)
 {
-    size_t C = (size_t)c->hidden, Cl = C / tp, Fl = 4 * C / tp;
+    layer_widths w = widths(c, tp);
+    size_t C = w.C, qkv = w.q + 2 * w.kv;
     switch (j) {
-    case J_QKV_W: return 3 * Cl * C;
-    case J_QKV_B: return 3 * Cl;
-    case J_PROJ_W: return C * Cl;   /* (C, C) split by input columns */
-    case J_FC_W: return Fl * C;
-    case J_FC_B: return Fl;
-    case J_FCPROJ_W: return C * Fl; /* (C, 4C) split by input columns */
-    default: return C;              /* norms and the row-parallel GEMMs' biases: replicated */
+    case J_QKV_W: return qkv * C;
+    case J_QKV_B: return qkv;
+    case J_PROJ_W: return C * w.q;   /* (C, C) split by input columns */
+    case J_FC_W: return w.f1 * C;
+    case J_FC_B: return w.f1;
+    case J_FCPROJ_W: return C * w.f; /* (C, F) split by input columns */
+    case J_LN1_B:
+    case J_LN2_B: return c->rmsnorm ? 0 : C;
+    default: return C;               /* norms and the row-parallel GEMMs' biases: replicated */
     }
 }
 
@@ -40,6 +55,11 @@ int gpt_layer_tensor(const gpt_model *m, int layer, int j)
 int gpt_lnf_w(const gpt_model *m)
 {
     return 2 + m->cfg.num_layers * LAYER_TENSORS;
+}
+
+int gpt_head_weight(const gpt_model *m)
+{
+    return m->cfg.untied ? gpt_lnf_w(m) + 2 : GPT_WTE;
 }
 
 /* Tensor t's memory in the resident range r (base) or in one of its windows. */
@@ -96,15 +116,16 @@ static void layout(gpt_model *m)
     const gpt_config *c = &m->cfg;
     const gpt_shard *sh = &m->shard;
     int tp = sh->tp, lead = sh->tp_rank == 0;
-    m->num_tensors = 2 + LAYER_TENSORS * c->num_layers + 2;
+    m->num_tensors = 2 + LAYER_TENSORS * c->num_layers + GPT_HEAD_TENSORS;
     m->tensors = calloc((size_t)m->num_tensors, sizeof *m->tensors);
     size_t off = 0, goff = 0;
     int t = 0;
-    size_t C = (size_t)c->hidden;
-    /* wte: used by the embedding (first stage) and the tied LM head (last stage); wpe by the
+    size_t C = (size_t)c->hidden, V = (size_t)c->vocab;
+    /* wte: used by the embedding (first stage) and, tied, the LM head (last stage); wpe by the
      * embedding. The first stage's copy of wte is the counted one. */
-    size_t wte = (size_t)c->vocab * C, wpe = (size_t)c->seq_len * C;
-    m->tensors[t++] = (gpt_tensor){off, sh->embedding || sh->head ? wte / tp : 0, 1, goff, sh->embedding};
+    size_t wte = V * C, wpe = c->rope ? 0 : (size_t)c->seq_len * C;
+    int wte_here = sh->embedding || (sh->head && !c->untied);
+    m->tensors[t++] = (gpt_tensor){off, wte_here ? wte / tp : 0, 1, goff, sh->embedding};
     off += m->tensors[0].count;
     goff += wte;
     m->tensors[t++] = (gpt_tensor){off, sh->embedding ? wpe : 0, 1, goff, lead && sh->embedding};
@@ -119,10 +140,14 @@ static void layout(gpt_model *m)
             off += n;
             goff += layer_tensor_count(c, j, 1);
         }
-    for (int i = 0; i < 2; i++, t++) {
-        m->tensors[t] = (gpt_tensor){off, sh->head ? C : 0, 0, goff, lead && sh->head};
+    /* the final norm's weight and bias (none under RMSNorm), then the untied LM head (vocabulary
+     * rows, split as wte) */
+    size_t head[GPT_HEAD_TENSORS] = {C, c->rmsnorm ? 0 : C, c->untied ? V * C : 0};
+    for (int i = 0; i < GPT_HEAD_TENSORS; i++, t++) {
+        size_t n = i == 2 ? head[i] / tp : head[i];
+        m->tensors[t] = (gpt_tensor){off, sh->head ? n : 0, i == 2, goff, sh->head && (lead || i == 2)};
         off += m->tensors[t].count;
-        goff += C;
+        goff += head[i];
     }
     m->num_params = off;
     m->global_params = goff;
@@ -139,34 +164,38 @@ static void tensor_runs(const gpt_model *m, int t, run_fn fn, void *ctx)
         return;
     int L = m->cfg.num_layers;
     int j = t >= 2 && t < 2 + LAYER_TENSORS * L ? (t - 2) % LAYER_TENSORS : -1;
-    size_t C = (size_t)m->cfg.hidden, r = (size_t)m->shard.tp_rank, Cl = C / m->shard.tp, Fl = 4 * C / m->shard.tp;
+    layer_widths w = widths(&m->cfg, m->shard.tp), whole = widths(&m->cfg, 1);
+    size_t C = w.C, r = (size_t)m->shard.tp_rank;
     size_t lo = g->offset, go = g->global_offset;
-    if (t == GPT_WTE) { /* vocabulary rows [r V/tp, (r+1) V/tp) */
+    if (t == GPT_WTE || t == gpt_lnf_w(m) + 2) { /* vocabulary rows [r V/tp, (r+1) V/tp) */
         fn(lo, go + r * g->count, g->count, ctx);
         return;
     }
+    /* q, k, v rows: this rank's heads of the query rows, then its groups of the key and value rows */
+    size_t part[3] = {w.q, w.kv, w.kv}, start[3] = {0, whole.q, whole.q + whole.kv}, at = 0;
     switch (j) {
-    case J_QKV_W: /* rows [q C + r Cl, q C + (r+1) Cl) of each of q, k, v */
-        for (size_t q = 0; q < 3; q++)
-            fn(lo + q * Cl * C, go + (q * C + r * Cl) * C, Cl * C, ctx);
+    case J_QKV_W:
+        for (int q = 0; q < 3; at += part[q], q++)
+            fn(lo + at * C, go + (start[q] + r * part[q]) * C, part[q] * C, ctx);
         break;
     case J_QKV_B:
-        for (size_t q = 0; q < 3; q++)
-            fn(lo + q * Cl, go + q * C + r * Cl, Cl, ctx);
+        for (int q = 0; q < 3; at += part[q], q++)
+            fn(lo + at, go + start[q] + r * part[q], part[q], ctx);
         break;
     case J_PROJ_W: /* columns [r Cl, (r+1) Cl) of every row */
         for (size_t o = 0; o < C; o++)
-            fn(lo + o * Cl, go + o * C + r * Cl, Cl, ctx);
+            fn(lo + o * w.q, go + o * C + r * w.q, w.q, ctx);
         break;
-    case J_FC_W:
-        fn(lo, go + r * Fl * C, Fl * C, ctx);
+    case J_FC_W: /* the rank's MLP columns: of the gate rows, then (SwiGLU) of the up rows */
+    case J_FC_B: {
+        size_t row = j == J_FC_W ? C : 1;
+        for (size_t h = 0; h < (m->cfg.swiglu ? 2u : 1u); h++)
+            fn(lo + h * w.f * row, go + (h * whole.f + r * w.f) * row, w.f * row, ctx);
         break;
-    case J_FC_B:
-        fn(lo, go + r * Fl, Fl, ctx);
-        break;
+    }
     case J_FCPROJ_W:
         for (size_t o = 0; o < C; o++)
-            fn(lo + o * Fl, go + o * 4 * C + r * Fl, Fl, ctx);
+            fn(lo + o * w.f, go + o * whole.f + r * w.f, w.f, ctx);
         break;
     default:
         fn(lo, go, g->count, ctx);
@@ -214,16 +243,21 @@ void gpt_add_global(const gpt_model *m, const float *local_host, float *global)
 int gpt_layout_view(gpt_model *m, const gpt_config *cfg, const gpt_shard *shard, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
-    if (shard->tp < 1 || cfg->heads % shard->tp || cfg->hidden % shard->tp || cfg->vocab % shard->tp) {
-        snprintf(err, errlen, "tensor parallel %d must divide the heads (%d), the hidden size (%d) and the vocabulary "
-                 "(%d)", shard->tp, cfg->heads, cfg->hidden, cfg->vocab);
+    gpt_config c = *cfg;
+    if (gpt_config_validate(&c, err, errlen) != 0)
+        return -1;
+    if (shard->tp < 1 || c.heads % shard->tp || c.hidden % shard->tp || c.vocab % shard->tp ||
+        c.kv_groups % shard->tp || c.ffn_hidden % shard->tp) {
+        snprintf(err, errlen, "tensor parallel %d must divide the heads (%d), the hidden size (%d), the vocabulary "
+                 "(%d), the query groups (%d) and the MLP width (%d)", shard->tp, c.heads, c.hidden, c.vocab,
+                 c.kv_groups, c.ffn_hidden);
         return -1;
     }
     if (shard->layers && shard->head && !shard->layers[cfg->num_layers - 1]) {
         snprintf(err, errlen, "the rank with the LM head must also run the last layer");
         return -1;
     }
-    m->cfg = *cfg;
+    m->cfg = c;
     m->shard = *shard;
     if (m->shard.slots < 1)
         m->shard.slots = 1;
@@ -259,9 +293,9 @@ float *gpt_init_global(const gpt_model *m, uint64_t seed)
     double resid_std = 0.02 / sqrt(2.0 * cfg->num_layers);
     int L = cfg->num_layers, lnf = gpt_lnf_w(m);
     for (int t = 0; t < m->num_tensors; t++) {
-        size_t n = t < 2 ? (t == 0 ? (size_t)cfg->vocab : (size_t)cfg->seq_len) * cfg->hidden
-                   : t >= lnf ? (size_t)cfg->hidden
-                              : layer_tensor_count(cfg, (t - 2) % LAYER_TENSORS, 1);
+        /* the whole tensor's floats: its count on a rank that holds all of it */
+        size_t n = t + 1 < m->num_tensors ? m->tensors[t + 1].global_offset - m->tensors[t].global_offset
+                                          : m->global_params - m->tensors[t].global_offset;
         int j = t >= 2 && t < 2 + LAYER_TENSORS * L ? (t - 2) % LAYER_TENSORS : -1;
         int is_norm_w = j == J_LN1_W || j == J_LN2_W || t == lnf;
         int is_bias = j == J_LN1_B || j == J_QKV_B || j == J_PROJ_B || j == J_LN2_B || j == J_FC_B ||

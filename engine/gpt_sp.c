@@ -68,9 +68,9 @@ float *gpt_sp_own(const gpt_model *m, float *whole)
 void gpt_sp_norm_backward(gpt_model *m, float *dinp, float *dweight, float *dbias, const float *dout,
                           const float *inp, const float *weight, const float *mean, const float *rstd)
 {
-    int Nl = gpt_stream_tokens(m), C = m->cfg.hidden;
+    int C = m->cfg.hidden;
     if (!gpt_sp(m)) {
-        m->k->layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, Nl, C);
+        gpt_norm_backward_tokens(m, dinp, dweight, dbias, dout, inp, weight, mean, rstd);
         return;
     }
     /* this micro-batch's own tokens' share of the norm's gradients, summed over the TP group before
@@ -78,10 +78,12 @@ void gpt_sp_norm_backward(gpt_model *m, float *dinp, float *dweight, float *dbia
      * again) */
     float *g = m->sp_norm_grad;
     m->k->memset_zero(g, 2 * (size_t)C * sizeof(float));
-    m->k->layernorm_backward(dinp, g, g + C, dout, inp, weight, mean, rstd, Nl, C);
-    m->shard.tp_allreduce(g, 2 * (size_t)C, m->shard.tp_ctx);
+    int with_bias = !m->cfg.rmsnorm;
+    gpt_norm_backward_tokens(m, dinp, g, g + C, dout, inp, weight, mean, rstd);
+    m->shard.tp_allreduce(g, (1 + with_bias) * (size_t)C, m->shard.tp_ctx);
     m->k->residual_forward(dweight, dweight, g, (size_t)C);
-    m->k->residual_forward(dbias, dbias, g + C, (size_t)C);
+    if (with_bias)
+        m->k->residual_forward(dbias, dbias, g + C, (size_t)C);
 }
 
 /* ---- the TP GEMMs with their collectives, overlapped in rings under --tp-comm-overlap ---- */

@@ -11,9 +11,19 @@
 
 const char *op_class_name(op_class c)
 {
-    static const char *names[OPCLASS_COUNT] = {"layernorm", "softmax", "gelu", "elementwise",
-                                               "cross_entropy", "adamw", "embedding"};
+    static const char *names[OPCLASS_COUNT] = {"layernorm", "softmax", "gelu", "elementwise", "cross_entropy", "adamw",
+                                               "embedding", "rmsnorm", "swiglu", "rope"};
     return (c >= 0 && c < OPCLASS_COUNT) ? names[c] : "?";
+}
+
+op_class op_class_fallback(op_class c)
+{
+    switch (c) {
+    case OPCLASS_RMSNORM: return OPCLASS_LAYERNORM;
+    case OPCLASS_SWIGLU: return OPCLASS_GELU;
+    case OPCLASS_ROPE: return OPCLASS_ELEMENTWISE;
+    default: return c;
+    }
 }
 
 const char *coll_kind_name(coll_kind c)
@@ -100,7 +110,7 @@ static void mlp(op_list *l, const layer_shape *sh, double tokens)
     double h = (double)sh->hidden, f = (double)sh->ffn_hidden, t = sh->tp, act = sh->act_bytes;
     gemm(l, "fc1", tokens, (sh->swiglu ? 2 : 1) * f / t, h);
     if (sh->swiglu)
-        memory_op(l, "swiglu", OPCLASS_GELU, 3.0 * tokens * f / t * act);
+        memory_op(l, "swiglu", OPCLASS_SWIGLU, 3.0 * tokens * f / t * act);
     else
         memory_op(l, "gelu", OPCLASS_GELU, 2.0 * tokens * f / t * act);
     gemm(l, "fc2", tokens, h, f / t);
@@ -117,9 +127,12 @@ int layer_ops_forward(const layer_shape *sh, layer_op *out)
     double Tn = sh->sequence_parallel ? T / t : T;  /* tokens of the norm / dropout ops */
     double full = T * h * act;                      /* one activation tensor of the layer */
 
-    memory_op(&l, "ln1", OPCLASS_LAYERNORM, 2.0 * Tn * h * act);
+    op_class norm = sh->rmsnorm ? OPCLASS_RMSNORM : OPCLASS_LAYERNORM;
+    memory_op(&l, "ln1", norm, 2.0 * Tn * h * act);
     tp_before_column(&l, sh, "tp_allgather_attn", full);
     gemm(&l, "qkv", T, (h + 2 * kv) / t, h);
+    if (sh->rope) /* q and k turned in place (Megatron-Core's fused rope reads and writes them once) */
+        memory_op(&l, "rope", OPCLASS_ROPE, 2.0 * T * (h + kv) / t * act);
     int ulysses = cp > 1 && sh->cp_comm == CP_COMM_A2A;
     if (cp > 1 && sh->cp_comm == CP_COMM_ALL_GATHER) /* each CP rank gathers the whole sequence's K and V */
         comm(&l, "cp_allgather_kv", COMM_CP, COLL_ALL_GATHER, sh->cp, 2.0 * T * cp * kv / t * act);
@@ -153,7 +166,7 @@ int layer_ops_forward(const layer_shape *sh, layer_op *out)
     gemm(&l, "attn_proj", T, h, h / t);
     tp_after_row(&l, sh, "tp_allreduce_attn", full);
     memory_op(&l, "residual1", OPCLASS_ELEMENTWISE, 3.0 * Tn * h * act + Tn * h);
-    memory_op(&l, "ln2", OPCLASS_LAYERNORM, 2.0 * Tn * h * act);
+    memory_op(&l, "ln2", norm, 2.0 * Tn * h * act);
     tp_before_column(&l, sh, "tp_allgather_mlp", full);
     if (sh->num_experts > 0) {
         double topk = sh->moe_topk > 0 ? sh->moe_topk : 1, load = sh->moe_load > 1 ? sh->moe_load : 1;
@@ -181,7 +194,7 @@ static const char *bwd_name(const char *fwd, const char *suffix)
         {"attn_score", "attn_score_dgrad", "attn_score_wgrad", NULL},
         {"attn_value", "attn_value_dgrad", "attn_value_wgrad", NULL},
         {"ln1", "ln1_bwd", NULL, NULL}, {"ln2", "ln2_bwd", NULL, NULL}, {"gelu", "gelu_bwd", NULL, NULL},
-        {"swiglu", "swiglu_bwd", NULL, NULL}, {"attn_softmax", "attn_softmax_bwd", NULL, NULL},
+        {"swiglu", "swiglu_bwd", NULL, NULL}, {"rope", "rope_bwd", NULL, NULL}, {"attn_softmax", "attn_softmax_bwd", NULL, NULL},
         {"attn_dropout", "attn_dropout_bwd", NULL, NULL}, {"residual1", "residual1_bwd", NULL, NULL},
         {"residual2", "residual2_bwd", NULL, NULL}, {"attn_fused", "attn_fused_bwd", NULL, NULL},
     };

@@ -19,10 +19,17 @@ typedef enum {
 /* Memory-bound op classes; names equal the calibration's "ops" keys. */
 typedef enum {
     OPCLASS_LAYERNORM = 0, OPCLASS_SOFTMAX, OPCLASS_GELU, OPCLASS_ELEMENTWISE,
-    OPCLASS_CROSS_ENTROPY, OPCLASS_ADAMW, OPCLASS_EMBEDDING, OPCLASS_COUNT
+    OPCLASS_CROSS_ENTROPY, OPCLASS_ADAMW, OPCLASS_EMBEDDING,
+    OPCLASS_RMSNORM, OPCLASS_SWIGLU, OPCLASS_ROPE, OPCLASS_COUNT
 } op_class;
 const char *op_class_name(op_class c); /* "layernorm", "softmax", "gelu", "elementwise",
-                                          "cross_entropy", "adamw", "embedding" */
+                                          "cross_entropy", "adamw", "embedding", "rmsnorm",
+                                          "swiglu", "rope" */
+/* The class whose rate stands in for c where a calibration has not measured c: LayerNorm's for
+ * RMSNorm, GELU's for SwiGLU, the elementwise rate for rope (each the same memory traffic per
+ * element; on a GPU all are bandwidth-bound alike, on a CPU the transcendental functions differ,
+ * which is why dtcal kernels measures them apart). c itself for the others. */
+op_class op_class_fallback(op_class c);
 
 /* Collectives; names equal the calibration's "collectives" keys. */
 typedef enum {
@@ -55,6 +62,8 @@ typedef struct {
     long long kv_groups;     /* g (= a for multi-head attention) */
     long long ffn_hidden;    /* f */
     int swiglu;              /* 1: gated MLP with 3 weight matrices */
+    int rope;                /* 1: rotary position embeddings turn q and k after the QKV GEMM */
+    int rmsnorm;             /* 1: the norms are RMSNorm (their own calibration class) */
     long long num_experts;   /* 0 = dense MLP */
     int moe_topk;
     int tp, cp, ep;          /* tensor, context, expert parallel sizes */
@@ -68,7 +77,7 @@ typedef struct {
 
 typedef struct {
     const char *name;     /* "ln1", "qkv", "attn_score", "attn_softmax", "attn_value", "attn_proj",
-                             "residual1", "ln2", "fc1", "gelu" or "swiglu", "fc2", "residual2",
+                             "residual1", "ln2", "fc1", "gelu" or "swiglu", "rope", "fc2", "residual2",
                              "router", "tp_allreduce_attn", ... ; backward ops end in "_bwd",
                              GEMM backward splits into "<name>_dgrad" and "<name>_wgrad" */
     layer_op_kind kind;

@@ -29,11 +29,11 @@ int powersgd_parse(const char *spec, int *rank, char *err, size_t errlen)
 }
 
 /* Columns of the local n x m view of tensor t, or 0 for a 1-D tensor. Tensors are stored
- * (out, in) row-major; under TP the column-split ones (proj, fcproj) hold C/tp or 4C/tp columns. */
+ * (out, in) row-major; under TP the column-split ones (proj, fcproj) hold C/tp or F/tp columns. */
 static size_t matrix_cols(const gpt_model *m, int t)
 {
     size_t C = (size_t)m->cfg.hidden, tp = (size_t)m->shard.tp;
-    if (t == GPT_WTE || t == GPT_WPE)
+    if (t == GPT_WTE || t == GPT_WPE || t == gpt_lnf_w(m) + 2) /* the embeddings and an untied LM head */
         return C;
     int L = m->cfg.num_layers;
     if (t < 2 || t >= 2 + LAYER_TENSORS * L)
@@ -42,7 +42,7 @@ static size_t matrix_cols(const gpt_model *m, int t)
     case J_QKV_W:
     case J_FC_W: return C;
     case J_PROJ_W: return C / tp;
-    case J_FCPROJ_W: return 4 * C / tp;
+    case J_FCPROJ_W: return (size_t)m->cfg.ffn_hidden / tp;
     default: return 0;
     }
 }

@@ -227,11 +227,13 @@ static json_t *options_json(const train_options *o)
 }
 
 /* Model FLOPs of one step, DESIGN.md Metrics: 3 x (layers x layer forward + LM head) per
- * sequence, times the sequences of the step. dtrain's model: multi-head attention, MLP 4h. */
+ * sequence, times the sequences of the step, for dtrain's model (its query groups, MLP width and
+ * activation). */
 static double model_flops_per_step(const gpt_config *cfg, int global_batch)
 {
     layer_shape sh = {.micro_batch = 1, .seq_length = cfg->seq_len, .hidden = cfg->hidden, .heads = cfg->heads,
-                      .kv_groups = cfg->heads, .ffn_hidden = 4LL * cfg->hidden, .tp = 1, .cp = 1, .ep = 1};
+                      .kv_groups = cfg->kv_groups, .ffn_hidden = cfg->ffn_hidden, .swiglu = cfg->swiglu, .tp = 1,
+                      .cp = 1, .ep = 1};
     double fwd = cfg->num_layers * layer_forward_flops_per_sequence(&sh) +
                  lm_head_forward_flops_per_sequence(cfg->seq_len, cfg->hidden, cfg->vocab);
     return 3.0 * fwd * global_batch;
@@ -349,13 +351,16 @@ int run_dir_start(run_dir *rd, const train_options *o, const gpt_config *cfg, si
     for (int i = 0; o->stage_layers && i < o->comm->pp; i++)
         json_array_append_new(stages, json_integer(o->stage_layers[i]));
     int dirty = run_dir_git_dirty();
+    /* the model as checkpoints record it, with dtsim report's ffn_hidden and the parameter count */
+    json_t *model = json_object();
+    gpt_config_to_json(cfg, model);
+    json_object_set_new(model, "ffn_hidden", json_integer(cfg->ffn_hidden));
+    json_object_set_new(model, "params", json_integer((json_int_t)params));
     json_t *doc = json_pack(
-        "{s:i,s:O,s:o,s:{s:i,s:i,s:i,s:i,s:i,s:i,s:I},"
+        "{s:i,s:O,s:o,s:o,"
         "s:{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:o},s:{s:s,s:s,s:o,s:o},s:s,s:s,s:I,s:f,s:f,"
         "s:{s:s,s:o},s:s,s:s,s:i,s:[]}",
-        "format", RUN_DIR_FORMAT, "argv", rd->argv, "options", options_json(o), "model", "num_layers",
-        cfg->num_layers, "hidden", cfg->hidden, "heads", cfg->heads, "seq_len", cfg->seq_len, "vocab", cfg->vocab,
-        "ffn_hidden", 4 * cfg->hidden, "params", (json_int_t)params, "layout", "world_size", o->comm->world_size, "tp",
+        "format", RUN_DIR_FORMAT, "argv", rd->argv, "options", options_json(o), "model", model, "layout", "world_size", o->comm->world_size, "tp",
         o->comm->tp, "pp", o->comm->pp, "dp", o->comm->dp, "cp", o->comm->cp > 1 ? o->comm->cp : 1, "vpp", o->vpp, "zero", o->zero, "schedule",
         pipeline_kind_name(o->comm->pp == 1 ? PIPELINE_1F1B : (pipeline_kind)o->schedule), "stage_layers", stages,
         "device", "backend", k->name, "name", dev, "peak_tflops",

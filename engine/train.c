@@ -269,7 +269,7 @@ static void tp_allreduce_host(float *buf, size_t n, int max, void *ctx)
  * whole for the sum, and each rank keeps its part. */
 static void reduce_tied_embedding(const train_options *o, gpt_model *m, dp_state *dps, comm_nccl *nccl)
 {
-    if (o->comm->pp == 1 || m->tensors[GPT_WTE].count == 0)
+    if (o->comm->pp == 1 || m->cfg.untied || m->tensors[GPT_WTE].count == 0)
         return;
     size_t n = m->tensors[GPT_WTE].count;
     float *g = dp_grad_gather(dps, m, GPT_WTE);
@@ -463,11 +463,13 @@ int train_run(const train_options *o)
     if (o->sequence_parallel)
         snprintf(recompute_note + strlen(recompute_note), sizeof recompute_note - strlen(recompute_note),
                  "; sequence parallel%s", o->tp_comm_overlap ? ", TP communication overlapped" : "");
+    char shape[256];
+    gpt_config_describe(&m.cfg, shape, sizeof shape);
     if (leader)
-        fprintf(stderr, "dtrain: %s model, %d layers, hidden %d, %d heads, seq %d, vocab %d, %.2fM parameters "
+        fprintf(stderr, "dtrain: %s model, %s, %.2fM parameters "
                         "(%.2fM on rank 0); %s on %s; TP %d x PP %d (%s, %d chunks) x DP %d; batch %d sequences = "
                         "DP %d x %d micro-batches x %d; ZeRO-%d%s\n",
-                o->model, cfg.num_layers, cfg.hidden, cfg.heads, cfg.seq_len, cfg.vocab, m.global_params / 1e6,
+                o->model, shape, m.global_params / 1e6,
                 m.num_params / 1e6, precision_label(o->precision), k->name, o->comm->tp, o->comm->pp,
                 pipeline_kind_name(pl.sched.kind), pl.V, dp, o->global_batch, dp, accum, B, o->zero, recompute_note);
 

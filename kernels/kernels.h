@@ -13,7 +13,10 @@
  *    matmul_forward computes out = inp @ weight^T + bias.
  *  - Every *_backward ADDS into its gradient outputs (dinp, dweight, dbias, ...): the caller
  *    zeroes gradient buffers when it wants a fresh sum. This is what gradient accumulation
- *    over micro-batches and the residual stream both need.
+ *    over micro-batches and the residual stream both need. The one exception is rope_backward,
+ *    which turns a gradient in place (as its forward turns q and k in place).
+ *  - Position arrays (pos of the *_at attention and of rope) are host memory: a handful of ints
+ *    per call, which a device backend copies over when they change.
  *  - Op names (kernels_op_name) are the names the simulator's cost model and dtcal use.
  */
 #ifndef DTSIM_KERNELS_H
@@ -52,7 +55,8 @@ typedef struct kernels_backend {
     void (*event_record)(kernels_event *e);
     double (*event_elapsed_s)(kernels_event *start, kernels_event *end); /* waits for end */
 
-    /* embeddings: out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:] */
+    /* embeddings: out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]; wpe (and dwpe) may be NULL: no
+     * position table (rotary embeddings), out[b,t,:] = wte[tokens[b,t],:] */
     void (*encoder_forward)(float *out, const int *tokens, const float *wte, const float *wpe,
                             int B, int T, int C);
     void (*encoder_backward)(float *dwte, float *dwpe, const float *dout, const int *tokens,
@@ -64,6 +68,13 @@ typedef struct kernels_backend {
     void (*layernorm_backward)(float *dinp, float *dweight, float *dbias, const float *dout,
                                const float *inp, const float *weight, const float *mean,
                                const float *rstd, int N, int C);
+
+    /* RMSNorm (Llama; Megatron-LM's --normalization RMSNorm) over the last dim C of N rows, eps
+     * 1e-5 as the LayerNorm: out = inp * rstd * weight, rstd = 1 / sqrt(mean(inp^2) + eps), saved
+     * (N) for backward. No bias. */
+    void (*rmsnorm_forward)(float *out, float *rstd, const float *inp, const float *weight, int N, int C);
+    void (*rmsnorm_backward)(float *dinp, float *dweight, const float *dout, const float *inp,
+                             const float *weight, const float *rstd, int N, int C);
 
     /* out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC] (bias may be NULL) */
     void (*matmul_forward)(float *out, const float *inp, const float *weight, const float *bias,
@@ -90,6 +101,32 @@ typedef struct kernels_backend {
     void (*attention_backward_at)(float *dqkv_q, float *dqkv_kv, const float *dout, const float *qkv_q,
                                   const float *qkv_kv, const float *out, const float *lse, const int *pos, int B,
                                   int Tq, int Tk, int C, int NH, kernels_precision prec);
+
+    /* Rotary position embeddings (Megatron-LM's --position-embedding-type rope; the rotate-half
+     * form of Megatron-Core and Hugging Face Llama). x holds B*T rows of `row` floats; the first
+     * `nheads` heads of hd floats (hd even) of each row are rotated, the rest left alone (the
+     * q and k heads of a qkv row, then its v). Row (b, t) sits at position p = pos[t] (pos a host
+     * array of T, NULL: p = t). Within a head, element i < hd/2 pairs with i + hd/2 and both turn
+     * by the angle p * theta_i, theta_i = base^(-2i/hd) (fp32, as Megatron computes inv_freq):
+     *   x_i' = x_i cos - x_{i+hd/2} sin,   x_{i+hd/2}' = x_{i+hd/2} cos + x_i sin.
+     * Both work in place; the backward turns the gradient back by the same angle (the rotation's
+     * transpose) -- it transforms, unlike the other backwards, which add. */
+    void (*rope_forward)(float *x, const int *pos, int B, int T, int row, int nheads, int hd, float base);
+    void (*rope_backward)(float *dx, const int *pos, int B, int T, int row, int nheads, int hd, float base);
+
+    /* Grouped-query attention's keys and values for the multi-head attention kernel: inp (B*T
+     * rows of (NH + 2 G) * hd: NH query heads, G key heads, G value heads) -> out (B*T rows of
+     * 3 NH hd: q as it is, then key and value head h taken from group h / (NH / G), as Megatron
+     * and Hugging Face repeat them). The backward adds the NH / G gradients of each repeated head
+     * into its group's row of dinp (and dq into dinp's q). G divides NH. */
+    void (*kv_repeat_forward)(float *out, const float *inp, int B, int T, int NH, int G, int hd);
+    void (*kv_repeat_backward)(float *dinp, const float *dout, int B, int T, int NH, int G, int hd);
+
+    /* SwiGLU (Megatron-LM's --swiglu): each of N rows of inp holds 2F floats, the gate half then
+     * the up half (as Megatron chunks fc1's output); out (N,F) = silu(gate) * up, silu(x) = x /
+     * (1 + exp(-x)). The backward adds into dinp (N, 2F). */
+    void (*swiglu_forward)(float *out, const float *inp, int N, int F);
+    void (*swiglu_backward)(float *dinp, const float *inp, const float *dout, int N, int F);
 
     /* GELU, tanh approximation (as GPT-2) */
     void (*gelu_forward)(float *out, const float *inp, size_t N);

@@ -20,6 +20,15 @@ void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *in
                            const float *bias, int N, int C);
 void cpu_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                             const float *weight, const float *mean, const float *rstd, int N, int C);
+void cpu_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C);
+void cpu_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                          const float *rstd, int N, int C);
+void cpu_rope_forward(float *x, const int *pos, int B, int T, int row, int nheads, int hd, float base);
+void cpu_rope_backward(float *dx, const int *pos, int B, int T, int row, int nheads, int hd, float base);
+void cpu_kv_repeat_forward(float *out, const float *inp, int B, int T, int NH, int G, int hd);
+void cpu_kv_repeat_backward(float *dinp, const float *dout, int B, int T, int NH, int G, int hd);
+void cpu_swiglu_forward(float *out, const float *inp, int N, int F);
+void cpu_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F);
 void cpu_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC,
                         kernels_precision prec);
 void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,

@@ -125,6 +125,7 @@ typedef enum {
     SCRATCH_PARTIAL,   /* per-warp or per-block partial sums of a two-pass reduction */
     SCRATCH_ATTN_D,    /* attention backward: D = dO . O per query row */
     SCRATCH_INDEX,     /* encoder backward: token buckets */
+    SCRATCH_ROPE,      /* rope: theta_i and the positions, kept between calls (rope.cu) */
     SCRATCH_SLOTS
 } cuda_scratch_slot;
 
@@ -160,6 +161,9 @@ void cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *i
                             const float *bias, int N, int C);
 void cuda_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                              const float *weight, const float *mean, const float *rstd, int N, int C);
+void cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C);
+void cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                           const float *rstd, int N, int C);
 void cuda_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC,
                          kernels_precision prec);
 void cuda_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
@@ -168,6 +172,12 @@ void cuda_attention_forward(float *out, float *lse, const float *qkv, int B, int
                             kernels_precision prec);
 void cuda_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
                              int B, int T, int C, int NH, kernels_precision prec);
+void cuda_rope_forward(float *x, const int *pos, int B, int T, int row, int nheads, int hd, float base);
+void cuda_rope_backward(float *dx, const int *pos, int B, int T, int row, int nheads, int hd, float base);
+void cuda_kv_repeat_forward(float *out, const float *inp, int B, int T, int NH, int G, int hd);
+void cuda_kv_repeat_backward(float *dinp, const float *dout, int B, int T, int NH, int G, int hd);
+void cuda_swiglu_forward(float *out, const float *inp, int N, int F);
+void cuda_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F);
 void cuda_gelu_forward(float *out, const float *inp, size_t N);
 void cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N);
 void cuda_residual_forward(float *out, const float *a, const float *b, size_t N);

@@ -1,5 +1,5 @@
-/* GELU (tanh approximation, as GPT-2) forward and backward, and the residual add. The
- * formulas are the CPU backend's, term for term. */
+/* GELU (tanh approximation, as GPT-2) and SwiGLU, forward and backward, and the residual add.
+ * The formulas are the CPU backend's, term for term. */
 #include "cuda_common.cuh"
 
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
@@ -25,6 +25,31 @@ __global__ static void gelu_backward_kernel(float *dinp, const float *inp, const
     }
 }
 
+/* SwiGLU over rows of [gate | up] (F each): out = silu(gate) * up, silu(x) = x sig(x) with
+ * sig(x) = 1 / (1 + exp(-x)); expf overflows to inf for x < -88 and sig goes to 0, as it should. */
+__global__ static void swiglu_forward_kernel(float *out, const float *inp, int F, size_t n)
+{
+    GRID_STRIDE(i, n) {
+        size_t r = i / F, c = i % F;
+        float g = inp[r * 2 * F + c], u = inp[r * 2 * F + F + c];
+        float sig = 1.0f / (1.0f + expf(-g));
+        out[i] = g * sig * u;
+    }
+}
+
+/* d silu(x)/dx = sig (1 + x (1 - sig)); dgate += dout up silu', dup += dout silu(gate). */
+__global__ static void swiglu_backward_kernel(float *dinp, const float *inp, const float *dout, int F, size_t n)
+{
+    GRID_STRIDE(i, n) {
+        size_t r = i / F, c = i % F;
+        size_t gi = r * 2 * F + c, ui = gi + F;
+        float g = inp[gi], u = inp[ui], d = dout[i];
+        float sig = 1.0f / (1.0f + expf(-g));
+        dinp[gi] += d * u * sig * (1.0f + g * (1.0f - sig));
+        dinp[ui] += d * g * sig;
+    }
+}
+
 __global__ static void residual_kernel(float *out, const float *a, const float *b, size_t n)
 {
     GRID_STRIDE(i, n) out[i] = a[i] + b[i];
@@ -43,6 +68,24 @@ void cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t
     if (!N)
         return;
     gelu_backward_kernel<<<blocks_for(N, THREADS), THREADS>>>(dinp, inp, dout, N);
+    LAUNCH_CHECK();
+}
+
+void cuda_swiglu_forward(float *out, const float *inp, int N, int F)
+{
+    size_t n = (size_t)N * F;
+    if (N <= 0 || F <= 0)
+        return;
+    swiglu_forward_kernel<<<blocks_for(n, THREADS), THREADS>>>(out, inp, F, n);
+    LAUNCH_CHECK();
+}
+
+void cuda_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F)
+{
+    size_t n = (size_t)N * F;
+    if (N <= 0 || F <= 0)
+        return;
+    swiglu_backward_kernel<<<blocks_for(n, THREADS), THREADS>>>(dinp, inp, dout, F, n);
     LAUNCH_CHECK();
 }
 

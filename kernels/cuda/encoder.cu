@@ -1,5 +1,6 @@
 /* Token + position embeddings: out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:], and the backward
- * that adds dout into the rows of dwte and dwpe.
+ * that adds dout into the rows of dwte and dwpe. Under rotary embeddings there is no position
+ * table: wpe (dwpe) is NULL, out is the token row alone and dwpe is not touched.
  *
  * The backward is deterministic, and adds in the CPU's order, so it matches the CPU bit for
  * bit: every (row, c) element of dwte and dwpe has one thread that adds its contributions
@@ -16,7 +17,10 @@ __global__ static void encoder_forward_kernel(float *out, const int *tokens, con
     GRID_STRIDE(i, n) {
         size_t bt = i / C;
         size_t c = i % C, t = bt % T;
-        out[i] = wte[(size_t)tokens[bt] * C + c] + wpe[t * C + c];
+        float v = wte[(size_t)tokens[bt] * C + c];
+        if (wpe) /* no `+ 0` without a table: it would turn a -0 into +0, unlike the CPU */
+            v += wpe[t * C + c];
+        out[i] = v;
     }
 }
 
@@ -69,8 +73,10 @@ void cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const in
 {
     if (B <= 0 || T <= 0 || C <= 0)
         return;
-    encoder_dwpe_kernel<<<blocks_for((size_t)T * C, THREADS), THREADS>>>(dwpe, dout, B, T, C);
-    LAUNCH_CHECK();
+    if (dwpe) {
+        encoder_dwpe_kernel<<<blocks_for((size_t)T * C, THREADS), THREADS>>>(dwpe, dout, B, T, C);
+        LAUNCH_CHECK();
+    }
 
     /* Bucket the positions by token on the host (stable counting sort: positions stay in
      * increasing order within a bucket). */

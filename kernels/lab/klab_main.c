@@ -3,7 +3,7 @@
  * has one and a GPU is present.
  *
  *   klab OP [--device cpu|cuda] [--check-only|--bench-only] [--prec LIST] [--repeats R]
- *           [--seed S] [--B n] [--T n] [--C n] [--NH n] [--N n] [--OC n] [--V n]
+ *           [--seed S] [--B n] [--T n] [--C n] [--NH n] [--N n] [--OC n] [--V n] [--G n] [--HD n]
  *   klab all [...]      every op in turn
  *   klab --list | --help
  *
@@ -14,9 +14,10 @@
 #include <string.h>
 #include "lab.h"
 
-static const lab_op *const OPS[] = {&lab_matmul,  &lab_attention,     &lab_layernorm, &lab_gelu,
-                                    &lab_residual, &lab_softmax,      &lab_cross_entropy, &lab_encoder,
-                                    &lab_adamw,   &lab_precision,     &lab_reductions};
+static const lab_op *const OPS[] = {&lab_matmul,    &lab_attention, &lab_layernorm, &lab_rmsnorm,
+                                    &lab_rope,      &lab_kv_repeat, &lab_swiglu,    &lab_gelu,
+                                    &lab_residual,  &lab_softmax,   &lab_cross_entropy, &lab_encoder,
+                                    &lab_adamw,     &lab_precision, &lab_reductions};
 enum { NOPS = sizeof OPS / sizeof OPS[0] };
 
 enum { EXIT_PASS = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_SKIP = 77 };
@@ -34,7 +35,7 @@ static int usage(FILE *f, int rc)
             "  --prec LIST            comma-separated subset of fp32,bf16,fp16 (default: all the op has)\n"
             "  --repeats R            timed calls per benchmark case, median reported (default 5 cpu, 50 cuda)\n"
             "  --seed S               input seed (default 1234)\n"
-            "  --B --T --C --NH --N --OC --V n\n"
+            "  --B --T --C --NH --N --OC --V --G --HD n\n"
             "                         shape, for the check and the benchmark (the op's own only)\n"
             "exit: 0 pass, 1 a check failed, 2 bad usage, 77 no CUDA backend or GPU for --device cuda\n");
     return rc;
@@ -42,14 +43,14 @@ static int usage(FILE *f, int rc)
 
 static void list_ops(void)
 {
-    printf("%-14s %-10s %-15s %s\n", "op", "shape", "precisions", "what");
+    printf("%-14s %-12s %-15s %s\n", "op", "shape", "precisions", "what");
     for (int i = 0; i < NOPS; i++) {
         char precs[32] = "";
         for (int p = KPREC_FP32; p <= KPREC_FP16; p++)
             if (OPS[i]->precs & LAB_PREC_BIT(p))
                 snprintf(precs + strlen(precs), sizeof precs - strlen(precs), "%s%s", precs[0] ? "," : "",
                          lab_prec_name((kernels_precision)p));
-        printf("%-14s %-10s %-15s %s\n", OPS[i]->name, OPS[i]->dims, precs, OPS[i]->what);
+        printf("%-14s %-12s %-15s %s\n", OPS[i]->name, OPS[i]->dims, precs, OPS[i]->what);
     }
 }
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const lab_dim_names[LAB_NDIMS] = {"B", "T", "C", "NH", "N", "OC", "V"};
+const char *const lab_dim_names[LAB_NDIMS] = {"B", "T", "C", "NH", "N", "OC", "V", "G", "HD"};
 
 /* ---- inputs: splitmix64, one stream per tensor so shapes do not shift each other -------- */
 lab_rng lab_rng_make(uint64_t seed, uint64_t stream)

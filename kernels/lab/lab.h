@@ -18,8 +18,9 @@
 #include "kernels.h"
 
 /* The shape options klab accepts (--B 4 --T 64 ...). kernels.h's names: N is rows for the
- * row-wise ops and GEMM, the element count for the elementwise ones. */
-enum { LAB_B, LAB_T, LAB_C, LAB_NH, LAB_N, LAB_OC, LAB_V, LAB_NDIMS };
+ * row-wise ops and GEMM, the element count for the elementwise ones; G is grouped-query
+ * attention's key/value heads and HD the head size (the rotary and GQA ops). */
+enum { LAB_B, LAB_T, LAB_C, LAB_NH, LAB_N, LAB_OC, LAB_V, LAB_G, LAB_HD, LAB_NDIMS };
 extern const char *const lab_dim_names[LAB_NDIMS];
 
 #define LAB_PREC_BIT(p) (1u << (p))
@@ -51,8 +52,8 @@ typedef struct lab_op {
 } lab_op;
 
 /* The ops, one per lab_<family>.c, listed in klab_main.c. */
-extern const lab_op lab_matmul, lab_attention, lab_layernorm, lab_gelu, lab_residual, lab_softmax,
-    lab_cross_entropy, lab_encoder, lab_adamw, lab_precision, lab_reductions;
+extern const lab_op lab_matmul, lab_attention, lab_layernorm, lab_rmsnorm, lab_rope, lab_kv_repeat, lab_swiglu,
+    lab_gelu, lab_residual, lab_softmax, lab_cross_entropy, lab_encoder, lab_adamw, lab_precision, lab_reductions;
 
 /* ---- inputs ------------------------------------------------------------------------- */
 typedef struct {

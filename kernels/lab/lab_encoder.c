@@ -1,13 +1,42 @@
 /* encoder: token + position embeddings, out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:] with wte
  * (V, C) and wpe (T, C); backward (adds): dwte[tokens[b,t],:] += dout[b,t,:] and
  * dwpe[t,:] += dout[b,t,:]. The check's vocabulary is small so that tokens repeat and the
- * backward must sum several rows into one. fp32 only.
+ * backward must sum several rows into one. Under rotary embeddings there is no position table:
+ * with wpe = dwpe = NULL, out is the token row and only dwte is added to (checked as a second
+ * case, "nopos"). fp32 only.
  *
  * Tolerances (rtol, atol):
  *   forward out        2^-24, 0     one fp32 addition: the correctly rounded sum
+ *   forward out nopos  exact        a copy of the token row
  *   backward dwte/dwpe 1e-6, 1e-7   fp32 sums of a few rows, in any order */
 #include <stdlib.h>
+#include <string.h>
 #include "lab.h"
+
+/* No position table: out is wte's rows bit for bit, and the backward adds into dwte alone. */
+static void check_nopos(lab_run *r, const float *wte, const int *d_tok, const int *tok, const float *d_wte,
+                        const float *dout, const float *d_dout, const float *dte0, int B, int T, int C, int V)
+{
+    size_t bt = (size_t)B * T, nout = bt * C, nte = (size_t)V * C;
+    float *d_out = lab_zeros(r, nout * 4), *d_dte = lab_upload(r, dte0, nte * 4);
+    double *rdte = lab_widen(dte0, nte);
+    r->k->encoder_forward(d_out, d_tok, d_wte, NULL, B, T, C);
+    float *got = lab_download(r, d_out, nout);
+    size_t bad = 0;
+    for (size_t i = 0; i < bt; i++)
+        for (int c = 0; c < C; c++)
+            bad += memcmp(&got[i * C + c], &wte[(size_t)tok[i] * C + c], sizeof(float)) != 0;
+    lab_exact(r, "encoder_forward nopos", KPREC_FP32, "out", bad, nout);
+    r->k->encoder_backward(d_dte, NULL, d_dout, d_tok, B, T, C);
+    for (size_t i = 0; i < bt; i++)
+        for (int c = 0; c < C; c++)
+            rdte[(size_t)tok[i] * C + c] += dout[i * C + c];
+    lab_compare_dev(r, "encoder_backward nopos", KPREC_FP32, "dwte", d_dte, rdte, nte, (lab_tol){1e-6, 1e-7});
+    free(got);
+    free(rdte);
+    lab_release(r, d_out);
+    lab_release(r, d_dte);
+}
 
 static void check(lab_run *r)
 {
@@ -36,6 +65,7 @@ static void check(lab_run *r)
     r->k->encoder_backward(d_dte, d_dpe, d_dout, d_tok, B, T, C);
     lab_compare_dev(r, "encoder_backward", KPREC_FP32, "dwte", d_dte, rdte, nte, (lab_tol){1e-6, 1e-7});
     lab_compare_dev(r, "encoder_backward", KPREC_FP32, "dwpe", d_dpe, rdpe, npe, (lab_tol){1e-6, 1e-7});
+    check_nopos(r, wte, d_tok, tok, d_wte, dout, d_dout, dte0, B, T, C, V);
     void *hosts[] = {wte, wpe, dout, dte0, dpe0, tok, ref, rdte, rdpe};
     for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++)
         free(hosts[i]);
@@ -94,7 +124,7 @@ static void bench(lab_run *r)
 
 const lab_op lab_encoder = {
     .name = "encoder",
-    .what = "token + position embeddings forward and backward (dwte, dwpe; repeated tokens); fp32",
+    .what = "token + position embeddings forward and backward (dwte, dwpe; repeated tokens; no wpe); fp32",
     .dims = "B T C V",
     .precs = LAB_FP32_ONLY,
     .check_dim = {[LAB_B] = 3, [LAB_T] = 17, [LAB_C] = 40, [LAB_V] = 23},

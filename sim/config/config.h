@@ -138,6 +138,11 @@ typedef struct {
         int moe_pad_expert_input_to_capacity;/* and pads every expert to that capacity */
         double moe_load_imbalance;           /* tokens of the busiest EP rank over the mean (>= 1);
                                                 0: the sampling floor of a balanced router (workload_costs.c) */
+        int rmsnorm;                         /* normalization: "LayerNorm" (0) | "RMSNorm" (1, no bias);
+                                                default RMSNorm with swiglu, else LayerNorm */
+        int rope;                            /* position_embedding_type: "learned_absolute" (0: a
+                                                seq_length x hidden table) | "rope" (1: q and k turned
+                                                in every layer); default rope with swiglu */
         int untie_embeddings;                /* untie_embeddings_and_output_weights (Megatron's name;
                                                 Llama): the LM head is its own matrix, so there is
                                                 no embedding-gradient all-reduce between the ends */

@@ -247,7 +247,7 @@ int calibration_parse(json_t *root, const char *path, calibration_config *c, con
                                       "overlap_slowdown", NULL};
     static const char *const sources[] = {"measured", "datasheet", "nccl-tests", "mixed", NULL};
     static const char *const op_keys[] = {"layernorm", "softmax", "gelu", "elementwise", "cross_entropy",
-                                          "adamw", "embedding", "attention", NULL};
+                                          "adamw", "embedding", "rmsnorm", "swiglu", "rope", "attention", NULL};
     memset(c, 0, sizeof *c);
     int src;
     if (config_check_keys(root, path, top, err) ||

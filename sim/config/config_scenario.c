@@ -47,7 +47,9 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
                                        "seq_length", "vocab_size", "num_query_groups", "swiglu", "num_experts",
                                        "moe_router_topk", "attention", "untie_embeddings_and_output_weights",
                                        "cross_entropy_loss_fusion", "cross_entropy_fusion_impl", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
-                                       "moe_load_imbalance", NULL};
+                                       "moe_load_imbalance", "normalization", "position_embedding_type", NULL};
+    static const char *const normalization[] = {"LayerNorm", "RMSNorm", NULL};
+    static const char *const positions[] = {"learned_absolute", "rope", NULL};
     static const char *const attention[] = {"unfused", "flash", NULL};
     static const char *const fusion_impl[] = {"native", "te", NULL};
     const char *p = S ".model";
@@ -70,7 +72,11 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
         config_enum(m, p, "cross_entropy_fusion_impl", fusion_impl, 0, &s->model.cross_entropy_fusion_impl, err) ||
         config_num(m, p, "moe_expert_capacity_factor", 0, 0, 0, 1e3, 0, &s->model.moe_expert_capacity_factor, err) ||
         config_bool(m, p, "moe_pad_expert_input_to_capacity", 0, &s->model.moe_pad_expert_input_to_capacity, err) ||
-        config_num(m, p, "moe_load_imbalance", 0, 0, 1, 1e3, 0, &s->model.moe_load_imbalance, err))
+        config_num(m, p, "moe_load_imbalance", 0, 0, 1, 1e3, 0, &s->model.moe_load_imbalance, err) ||
+        /* Megatron-LM's defaults are LayerNorm and learned positions; a SwiGLU model that names
+         * neither is taken as the Llama family's (RMSNorm, rope), as engine/gpt_config.c does */
+        config_enum(m, p, "normalization", normalization, s->model.swiglu, &s->model.rmsnorm, err) ||
+        config_enum(m, p, "position_embedding_type", positions, s->model.swiglu, &s->model.rope, err))
         return -1;
     if (s->model.num_experts == 0 && (s->model.moe_expert_capacity_factor > 0 || s->model.moe_load_imbalance > 0 ||
                                       s->model.moe_pad_expert_input_to_capacity))

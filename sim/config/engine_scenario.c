@@ -42,6 +42,13 @@ int engine_scenario_load(const engine_run_shape *r, const char *platform_path, c
      * overlaps fp32 reductions only, and counts its buckets in fp32 too */
     json_object_set_new(json_object_get(scen, "parallel"), "overlap_grad_reduce",
                         json_boolean(r->overlap_grad_reduce));
+    /* the block's choices, named as dtsim and dtrain read them */
+    json_t *model = json_object_get(scen, "model");
+    json_object_set_new(model, "num_query_groups", json_integer(r->kv_groups > 0 ? r->kv_groups : r->heads));
+    json_object_set_new(model, "swiglu", json_boolean(r->swiglu));
+    json_object_set_new(model, "normalization", json_string(r->rmsnorm ? "RMSNorm" : "LayerNorm"));
+    json_object_set_new(model, "position_embedding_type", json_string(r->rope ? "rope" : "learned_absolute"));
+    json_object_set_new(model, "untie_embeddings_and_output_weights", json_boolean(r->untied));
     /* dtrain's loss is one pass over the logits each way, with two TP all-reduces (engine/gpt.c) */
     json_object_set_new(json_object_get(scen, "model"), "cross_entropy_loss_fusion", json_true());
     json_object_set_new(json_object_get(scen, "model"), "cross_entropy_fusion_impl", json_string("te"));

@@ -23,16 +23,17 @@ int compression_matrices(const scenario_config *s, int embedding, grad_matrix *o
     int n = 0;
     *vector_elements = 0;
     if (embedding) {
-        /* the vocab-parallel token table, and learned positions without SwiGLU (params.c) */
+        /* the vocab-parallel token table, and learned positions unless rotary (params.c) */
         out[n++] = (grad_matrix){(double)s->model.vocab_size / tp, h, 1};
-        if (!s->model.swiglu)
+        if (!s->model.rope)
             out[n++] = (grad_matrix){(double)s->model.seq_length, h, 1};
         return n;
     }
     /* attention: QKV column-parallel (rows split), projection row-parallel (columns split) */
     out[n++] = (grad_matrix){(h + 2 * kv) / tp, h, 1};
     out[n++] = (grad_matrix){h, h / tp, 1};
-    *vector_elements += (h + 2 * kv) / tp + h + 4 * h; /* QKV bias, projection bias, two norms */
+    /* QKV bias, projection bias, two norms (weight, and bias under LayerNorm) */
+    *vector_elements += (h + 2 * kv) / tp + h + (s->model.rmsnorm ? 2 : 4) * h;
     /* MLP: fc1 (two of them with SwiGLU: gate and up), fc2; per expert with MoE */
     double copies = s->model.num_experts > 0 ? (double)s->model.num_experts / ep : 1;
     out[n++] = (grad_matrix){f / tp, h, (s->model.swiglu ? 2 : 1) * copies};

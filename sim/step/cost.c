@@ -176,9 +176,17 @@ static double memory_s(const cost_model *cm, double gbs, double bytes)
     return (bytes / (gbs * 1e9) + cm->calibration->launch_overhead_us * 1e-6) * cm->pace;
 }
 
+/* The class's calibrated rate, forward or backward, or its stand-in's where the calibration did
+ * not measure the class at all (op_class_fallback); 0 when not measured. */
+static double class_gbs(const calibration_config *c, op_class cls, int backward)
+{
+    op_class measured = c->op_gbs[cls] > 0 ? cls : op_class_fallback(cls);
+    return backward ? c->op_gbs_backward[measured] : c->op_gbs[measured];
+}
+
 double cost_memory_s(const cost_model *cm, op_class cls, double bytes)
 {
-    return memory_s(cm, cm->calibration->op_gbs[cls], bytes);
+    return memory_s(cm, class_gbs(cm->calibration, cls, 0), bytes);
 }
 
 double cost_compute_op_s(const cost_model *cm, const layer_op *op)
@@ -189,8 +197,8 @@ double cost_compute_op_s(const cost_model *cm, const layer_op *op)
     case OPK_BATCHED_GEMM:
         return cost_gemm_s(cm, (double)op->m, (double)op->n, (double)op->k, (double)op->batch);
     case OPK_MEMORY:
-        if (op->backward && cm->calibration->op_gbs_backward[op->cls] > 0) /* its backward kernel, measured */
-            return memory_s(cm, cm->calibration->op_gbs_backward[op->cls], op->bytes);
+        if (op->backward && class_gbs(cm->calibration, op->cls, 1) > 0) /* its backward kernel, measured */
+            return memory_s(cm, class_gbs(cm->calibration, op->cls, 1), op->bytes);
         return cost_memory_s(cm, op->cls, op->bytes);
     case OPK_FUSED_ATTENTION: {
         const calibration_config *c = cm->calibration;

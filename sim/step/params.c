@@ -11,7 +11,7 @@ static layer_params layer_params_split(const scenario_config *s, int tp, int ep)
     double attn = (h * (h + 2 * kv) + (h + 2 * kv)) / tp + h * h / tp + h;
     double mlp_mats = s->model.swiglu ? 3 : 2;
     double mlp = (mlp_mats * h * f + (s->model.swiglu ? 2 : 1) * f) / tp + h;
-    double norms = 4 * h;
+    double norms = (s->model.rmsnorm ? 2 : 4) * h; /* two norms: weight (and bias, LayerNorm) */
     layer_params p = {attn + norms, 0};
     if (s->model.num_experts > 0) {
         p.expert = (double)s->model.num_experts * mlp / ep;
@@ -33,7 +33,7 @@ double params_layer_small_per_gpu(const scenario_config *s, double threshold)
         {1, h * (h + 2 * kv) / tp}, {1, (h + 2 * kv) / tp}, /* QKV weight and bias */
         {1, h * h / tp}, {1, h},                             /* projection weight, replicated bias */
         {mlps * mats, h * f / tp}, {mlps * fc1_biases, f / tp}, {mlps, h}, /* MLP(s): weights, biases */
-        {4, h},                                              /* two norms, weight and bias each */
+        {s->model.rmsnorm ? 2 : 4, h},                       /* two norms, weight (and bias, LayerNorm) */
         {E > 0 ? 1 : 0, h * E},                              /* MoE router */
     };
     double n = 0;
@@ -51,7 +51,7 @@ layer_params params_layer_per_gpu(const scenario_config *s)
 static double embedding_split(const scenario_config *s, int tp)
 {
     double h = (double)s->model.hidden_size;
-    double positions = s->model.swiglu ? 0 : (double)s->model.seq_length * h;
+    double positions = s->model.rope ? 0 : (double)s->model.seq_length * h;
     return (double)s->model.vocab_size * h / tp + positions;
 }
 
@@ -74,7 +74,7 @@ double params_stage_outside_layers_per_gpu(const scenario_config *s, int stage)
     if (stage == 0)
         n += params_embedding_per_gpu(s);
     if (stage == P - 1) {
-        n += 2 * h; /* final norm */
+        n += (s->model.rmsnorm ? 1 : 2) * h; /* final norm */
         if (P > 1 || s->model.untie_embeddings)
             n += (double)s->model.vocab_size * h / s->parallel.tp; /* LM head (tied: a copy) */
     }
@@ -114,6 +114,6 @@ double params_total(const scenario_config *s)
 {
     layer_params lp = layer_params_split(s, 1, 1);
     return (double)s->model.num_layers * (lp.dense + lp.expert) + embedding_split(s, 1)
-           + 2.0 * (double)s->model.hidden_size
+           + (s->model.rmsnorm ? 1.0 : 2.0) * (double)s->model.hidden_size
            + (s->model.untie_embeddings ? (double)s->model.vocab_size * (double)s->model.hidden_size : 0);
 }

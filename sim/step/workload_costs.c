@@ -152,6 +152,8 @@ void workload_layer_shape(const scenario_config *s, layer_shape *sh)
     sh->kv_groups = s->model.num_query_groups;
     sh->ffn_hidden = s->model.ffn_hidden_size;
     sh->swiglu = s->model.swiglu;
+    sh->rope = s->model.rope;
+    sh->rmsnorm = s->model.rmsnorm;
     sh->num_experts = s->model.num_experts;
     sh->moe_topk = s->model.moe_router_topk;
     sh->tp = s->parallel.tp;

@@ -195,12 +195,16 @@ static void dtsim_model_keys_describe_the_same_model(void **state)
     assert_string_equal(crc[0], crc[1]);
     assert_string_equal(crc[0], crc[2]);
     static const char *const bad[][2] = {
-        {"{\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, \"seq_length\": 32, \"swiglu\": true}",
+        {"{\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, \"seq_length\": 32, \"swiglu\": 1}",
          "swiglu"},
-        {"{\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, \"seq_length\": 32, \"num_query_groups\": 2}",
+        {"{\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, \"seq_length\": 32, \"num_query_groups\": 3}",
          "num_query_groups"},
-        {"{\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, \"seq_length\": 32, \"ffn_hidden_size\": 100}",
+        {"{\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, \"seq_length\": 32, \"ffn_hidden_size\": 0}",
          "ffn_hidden_size"},
+        {"{\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, \"seq_length\": 32, \"normalization\": "
+         "\"BatchNorm\"}", "normalization"},
+        {"{\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, \"seq_length\": 32, "
+         "\"position_embedding_type\": \"alibi\"}", "position_embedding_type"},
         {"{\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, \"seq_length\": 32, \"attention\": \"unfused\"}",
          "attention"},
         {"{\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, \"seq_length\": 32, \"num_experts\": 8}",

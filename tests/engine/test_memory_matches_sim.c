@@ -27,6 +27,25 @@ static const char *DTRAIN, *MPIRUN, *DIR;
 static char ERR[65536];
 
 enum { LAYERS = 8, HIDDEN = 64, HEADS = 4, SEQ = 32, VOCAB = 256 };
+/* Llama's blocks (llama_layouts): 4 heads in 2 query groups, a SwiGLU MLP of 176, RMSNorm, rotary
+ * embeddings, an untied LM head. */
+enum { GROUPS = 2, LLAMA_FFN = 176 };
+static int LLAMA;
+
+static void write_model(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    if (LLAMA) /* dtsim's model keys, which dtrain reads too */
+        fprintf(f, "{\"num_layers\": %d, \"hidden_size\": %d, \"num_attention_heads\": %d, \"seq_length\": %d, "
+                   "\"num_query_groups\": %d, \"ffn_hidden_size\": %d, \"swiglu\": true, \"normalization\": "
+                   "\"RMSNorm\", \"position_embedding_type\": \"rope\", "
+                   "\"untie_embeddings_and_output_weights\": true}\n", LAYERS, HIDDEN, HEADS, SEQ, GROUPS, LLAMA_FFN);
+    else
+        fprintf(f, "{\"num_layers\": %d, \"hidden\": %d, \"heads\": %d, \"seq_len\": %d}\n", LAYERS, HIDDEN, HEADS,
+                SEQ);
+    fclose(f);
+}
 
 static double floats_of(json_t *per_rank, int r)
 {
@@ -45,10 +64,7 @@ static void engine_matches_model(int tp, int pp, int dp, int vpp, int zero, cons
     char model[1024], launcher[1024], args[4096], report[1024];
     snprintf(model, sizeof model, "%s/mem_model.json", DIR);
     snprintf(report, sizeof report, "%s/mem_rank_params.json", DIR);
-    FILE *f = fopen(model, "w");
-    assert_non_null(f);
-    fprintf(f, "{\"num_layers\": %d, \"hidden\": %d, \"heads\": %d, \"seq_len\": %d}\n", LAYERS, HIDDEN, HEADS, SEQ);
-    fclose(f);
+    write_model(model);
     int ranks = tp * pp * dp;
     snprintf(launcher, sizeof launcher, "%s' --oversubscribe -np %d '%s", MPIRUN, ranks, DTRAIN);
     snprintf(args, sizeof args,
@@ -81,8 +97,9 @@ static void engine_matches_model(int tp, int pp, int dp, int vpp, int zero, cons
     s.model.num_layers = LAYERS;
     s.model.hidden_size = HIDDEN;
     s.model.num_attention_heads = HEADS;
-    s.model.num_query_groups = HEADS;
-    s.model.ffn_hidden_size = 4 * HIDDEN;
+    s.model.num_query_groups = LLAMA ? GROUPS : HEADS;
+    s.model.ffn_hidden_size = LLAMA ? LLAMA_FFN : 4 * HIDDEN;
+    s.model.swiglu = s.model.rmsnorm = s.model.rope = s.model.untie_embeddings = LLAMA;
     s.model.seq_length = SEQ;
     s.model.vocab_size = VOCAB;
     s.parallel.tp = tp;
@@ -141,6 +158,20 @@ static void layouts(void **state)
     engine_matches_model(1, 2, 2, 1, 2, "", NULL);
     engine_matches_model(1, 2, 2, 1, 3, "", NULL);
     engine_matches_model(2, 1, 3, 1, 3, "", NULL);
+}
+
+/* The same for Llama's blocks: the grouped K/V rows, SwiGLU's two fc halves, the norms without
+ * biases, no position table, and the untied head on the last stage (no copy of wte there). */
+static void llama_layouts(void **state)
+{
+    (void)state;
+    LLAMA = 1;
+    engine_matches_model(1, 1, 1, 1, 0, "", NULL);
+    engine_matches_model(2, 1, 1, 1, 0, "", NULL);
+    engine_matches_model(1, 2, 1, 2, 0, "--schedule interleaved --vpp 2", NULL);
+    engine_matches_model(2, 2, 2, 1, 1, "", NULL);
+    engine_matches_model(1, 2, 2, 1, 3, "", NULL);
+    LLAMA = 0;
 }
 
 /* ZeRO-3's traffic, counted by the engine (dp_bytes_sent_rank0 of --rank-params: what rank 0 sent
@@ -234,7 +265,8 @@ int main(int argc, char **argv)
     if (begun >= 0)
         return begun;
     DIR = argv[3];
-    const struct CMUnitTest tests[] = {cmocka_unit_test(layouts), cmocka_unit_test(zero3_bytes_match_the_workload),
+    const struct CMUnitTest tests[] = {cmocka_unit_test(layouts), cmocka_unit_test(llama_layouts),
+                                       cmocka_unit_test(zero3_bytes_match_the_workload),
                                        cmocka_unit_test(zero3_bytes_match_under_full_recompute)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,17 +5,20 @@
  * with GPipe, 1F1B and interleaved 1F1B (2 chunks per stage); an uneven layer split; TP 2 x
  * PP 2 x DP 2 with ZeRO-1. Bad layouts (TP not dividing the heads, more stages than layers, a
  * split that does not add up) stop every rank with a clear error and no hang.
- * argv[1]: dtrain, argv[2]: mpirun, argv[3]: a scratch folder. */
+ * argv[1]: dtrain, argv[2]: mpirun, argv[3]: a scratch folder, argv[4] (optional) "llama": the
+ * same check for Llama's blocks over a set of layouts (llama_blocks). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include "run_dtrain.h"
 
 static const char *DTRAIN, *MPIRUN, *DIR;
+static int LLAMA; /* argv[4] "llama": Llama's blocks (llama_blocks below) */
 static char MODEL[4096], SINGLE[4096];
 static json_t *S[64];
 static int NS;
@@ -31,7 +34,12 @@ static int setup(void **state)
     FILE *f = fopen(MODEL, "w");
     if (!f)
         return -1;
-    fprintf(f, "{\"num_layers\": 8, \"hidden\": 64, \"heads\": 4, \"seq_len\": 32}\n");
+    if (LLAMA) /* dtsim's model keys: 8 heads in 4 query groups, SwiGLU (so RMSNorm and rope), untied head */
+        fprintf(f, "{\"num_layers\": 8, \"hidden_size\": 64, \"num_attention_heads\": 8, \"num_query_groups\": 4, "
+                   "\"ffn_hidden_size\": 160, \"swiglu\": true, \"seq_length\": 32, "
+                   "\"untie_embeddings_and_output_weights\": true}\n");
+    else
+        fprintf(f, "{\"num_layers\": 8, \"hidden\": 64, \"heads\": 4, \"seq_len\": 32}\n");
     fclose(f);
     snprintf(SINGLE, sizeof SINGLE, "%s/mp_single.bin", DIR);
     char args[1024];
@@ -217,12 +225,32 @@ static void bad_layouts_stop_every_rank(void **state)
     refused(2, "--cp 3", "ranks");
 }
 
+/* Llama's blocks (RMSNorm, rotary embeddings at each rank's positions, grouped-query attention
+ * with the groups split over TP, SwiGLU with its gate and up halves split over TP, an untied LM
+ * head that needs no sum between the pipeline's ends) under every kind of split. */
+static void llama_blocks(void **state)
+{
+    (void)state;
+    equivalent(2, "--tp 2");
+    equivalent(4, "--tp 4 --sequence-parallel");
+    equivalent(4, "--tp 2 --pp 2 --sequence-parallel --tp-comm-overlap --recompute-granularity full");
+    equivalent(2, "--pp 2 --schedule interleaved --vpp 2");
+    equivalent(4, "--cp 2 --tp 2 --sequence-parallel");
+    equivalent(2, "--cp 2 --recompute-granularity selective");
+    equivalent(8, "--tp 2 --pp 2 --dp 2 --zero 1");
+    equivalent(4, "--pp 2 --dp 2 --zero 3 --schedule interleaved --vpp 2");
+}
+
 int main(int argc, char **argv)
 {
+    LLAMA = argc > 4 && !strcmp(argv[4], "llama");
     int begun = dtrain_suite_begin(argc, argv, 4, &DTRAIN, &MPIRUN);
     if (begun >= 0)
         return begun;
     DIR = argv[3];
+    const struct CMUnitTest llama[] = {cmocka_unit_test(llama_blocks)};
+    if (LLAMA)
+        return cmocka_run_group_tests(llama, setup, teardown);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tensor_parallel),
         cmocka_unit_test(sequence_parallel),

@@ -381,6 +381,33 @@ static void backward_mirrors_the_forward(void **state)
     assert_string_equal(b[nb - 1].name, "ln1_bwd");
 }
 
+/* Llama's layer: RMSNorm's class for both norms, SwiGLU's for the activation (fc1 twice as wide),
+ * and rope after the QKV GEMM reading and writing q and k once: 2 b s (h + kv) / t elements, by
+ * hand for b 2, s 128, h 256, 8 heads in 2 groups (kv 64), t 2, bf16. Nothing of it without. */
+static void llama_layer_has_its_own_ops(void **state)
+{
+    (void)state;
+    layer_shape sh = {.micro_batch = 2, .seq_length = 128, .hidden = 256, .heads = 8, .kv_groups = 2,
+                      .ffn_hidden = 688, .swiglu = 1, .rope = 1, .rmsnorm = 1, .tp = 2, .cp = 1, .ep = 1,
+                      .attention = ATTENTION_FLASH, .act_bytes = 2};
+    layer_op f[LAYER_OPS_MAX], b[LAYER_OPS_MAX];
+    int nf = layer_ops_forward(&sh, f), nb = layer_ops_backward(&sh, b);
+    const layer_op *rope = find(f, nf, "rope"), *qkv = find(f, nf, "qkv");
+    assert_non_null(rope);
+    assert_ptr_equal(rope, qkv + 1);
+    assert_int_equal(rope->cls, OPCLASS_ROPE);
+    assert_true(CLOSE(rope->bytes, 2.0 * 2 * 128 * (256 + 64) / 2 * 2));
+    assert_int_equal(find(f, nf, "ln1")->cls, OPCLASS_RMSNORM);
+    assert_int_equal(find(f, nf, "ln2")->cls, OPCLASS_RMSNORM);
+    assert_int_equal(find(f, nf, "swiglu")->cls, OPCLASS_SWIGLU);
+    assert_non_null(find(b, nb, "rope_bwd"));
+    assert_int_equal(find(b, nb, "rope_bwd")->cls, OPCLASS_ROPE);
+    sh.rope = sh.rmsnorm = 0;
+    nf = layer_ops_forward(&sh, f);
+    assert_null(find(f, nf, "rope"));
+    assert_int_equal(find(f, nf, "ln1")->cls, OPCLASS_LAYERNORM);
+}
+
 static void names(void **state)
 {
     assert_string_equal(op_class_name(OPCLASS_LAYERNORM), "layernorm");
@@ -390,7 +417,14 @@ static void names(void **state)
     assert_string_equal(op_class_name(OPCLASS_CROSS_ENTROPY), "cross_entropy");
     assert_string_equal(op_class_name(OPCLASS_ADAMW), "adamw");
     assert_string_equal(op_class_name(OPCLASS_EMBEDDING), "embedding");
+    assert_string_equal(op_class_name(OPCLASS_RMSNORM), "rmsnorm");
+    assert_string_equal(op_class_name(OPCLASS_SWIGLU), "swiglu");
+    assert_string_equal(op_class_name(OPCLASS_ROPE), "rope");
     assert_string_equal(op_class_name(OPCLASS_COUNT), "?");
+    assert_int_equal(op_class_fallback(OPCLASS_RMSNORM), OPCLASS_LAYERNORM);
+    assert_int_equal(op_class_fallback(OPCLASS_SWIGLU), OPCLASS_GELU);
+    assert_int_equal(op_class_fallback(OPCLASS_ROPE), OPCLASS_ELEMENTWISE);
+    assert_int_equal(op_class_fallback(OPCLASS_SOFTMAX), OPCLASS_SOFTMAX);
     assert_string_equal(coll_kind_name(COLL_ALL_REDUCE), "all_reduce");
     assert_string_equal(coll_kind_name(COLL_ALL_GATHER), "all_gather");
     assert_string_equal(coll_kind_name(COLL_REDUCE_SCATTER), "reduce_scatter");
@@ -412,6 +446,7 @@ int main(void)
         cmocka_unit_test(context_parallel_rings_and_all_to_alls),
         cmocka_unit_test(moe_routes_tokens_through_its_experts),
         cmocka_unit_test(backward_mirrors_the_forward),
+        cmocka_unit_test(llama_layer_has_its_own_ops),
         cmocka_unit_test(names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

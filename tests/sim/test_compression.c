@@ -162,7 +162,9 @@ static void matrices_cover_the_parameters(void **state)
     (void)state;
     scenario_config s;
     fixture_scenario(&s, 2);
-    s.model.swiglu = 1;
+    s.model.swiglu = 1; /* a Llama-shaped layer: RMSNorm, rotary positions */
+    s.model.rmsnorm = 1;
+    s.model.rope = 1;
     s.model.num_query_groups = 4;
     s.model.num_experts = 8;
     s.model.moe_router_topk = 2;
@@ -176,7 +178,7 @@ static void matrices_cover_the_parameters(void **state)
     layer_params lp = params_layer_per_gpu(&s);
     assert_true(REL(sum + vec, lp.dense + lp.expert));
     k = compression_matrices(&s, 1, m, &vec);
-    assert_int_equal(k, 1); /* SwiGLU models have rotary positions: the token table alone */
+    assert_int_equal(k, 1); /* rotary positions: the token table alone */
     assert_true(REL(m[0].rows * m[0].cols + vec, params_embedding_per_gpu(&s)));
     fixture_free(&s);
 }

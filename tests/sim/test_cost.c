@@ -93,6 +93,42 @@ static void backward_memory_ops_use_their_own_rate(void **state)
     fixture_free(&s);
 }
 
+/* Llama's classes (RMSNorm, SwiGLU, rope) at their own measured rates, or, where a calibration
+ * has not measured them, at LayerNorm's, GELU's and the elementwise rate, forward and backward. */
+static void llama_classes_fall_back_to_their_stand_ins(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    s.calibration.launch_overhead_us = 0;
+    for (int i = 0; i < OPCLASS_COUNT; i++)
+        s.calibration.op_gbs[i] = 0;
+    s.calibration.op_gbs[OPCLASS_LAYERNORM] = 100;
+    s.calibration.op_gbs_backward[OPCLASS_LAYERNORM] = 50;
+    s.calibration.op_gbs[OPCLASS_GELU] = 10;
+    s.calibration.op_gbs[OPCLASS_ELEMENTWISE] = 400;
+    cost_model cm;
+    cost_model_init(&cm, &s);
+    layer_op op = {.name = "ln1", .kind = OPK_MEMORY, .cls = OPCLASS_RMSNORM, .bytes = 1e9};
+    assert_true(fabs(cost_compute_op_s(&cm, &op) - 1e9 / 100e9) < 1e-12);
+    op.backward = 1;
+    assert_true(fabs(cost_compute_op_s(&cm, &op) - 1e9 / 50e9) < 1e-12);
+    op.cls = OPCLASS_SWIGLU;
+    op.backward = 0;
+    assert_true(fabs(cost_compute_op_s(&cm, &op) - 1e9 / 10e9) < 1e-12);
+    op.cls = OPCLASS_ROPE;
+    assert_true(fabs(cost_memory_s(&cm, OPCLASS_ROPE, 1e9) - 1e9 / 400e9) < 1e-12);
+    /* measured: its own rate; a forward measured without a backward keeps the forward rate for
+     * its backward (the stand-in's backward is not mixed in) */
+    s.calibration.op_gbs[OPCLASS_RMSNORM] = 200;
+    cost_model_init(&cm, &s);
+    op.cls = OPCLASS_RMSNORM;
+    assert_true(fabs(cost_compute_op_s(&cm, &op) - 1e9 / 200e9) < 1e-12);
+    op.backward = 1;
+    assert_true(fabs(cost_compute_op_s(&cm, &op) - 1e9 / 200e9) < 1e-12);
+    fixture_free(&s);
+}
+
 /* Ranks outnumbering a node's compute devices time-share them: every op's time is multiplied by
  * max(1, ranks on the node x the fraction of the step their stage computes / devices). */
 static void ranks_sharing_devices_time_share_them(void **state)
@@ -195,6 +231,7 @@ int main(void)
         cmocka_unit_test(exact_at_points_and_bounded),
         cmocka_unit_test(time_is_at_least_the_roofline),
         cmocka_unit_test(backward_memory_ops_use_their_own_rate),
+        cmocka_unit_test(llama_classes_fall_back_to_their_stand_ins),
         cmocka_unit_test(ranks_sharing_devices_time_share_them),
         cmocka_unit_test(the_step_waits_for_the_slowest_device),
     };
