@@ -40,6 +40,9 @@ static int model_shape(const char *model, engine_run_shape *r, char *err, size_t
     r->rmsnorm = c.rmsnorm;
     r->rope = c.rope;
     r->untied = c.untied;
+    r->num_experts = c.num_experts;
+    r->moe_topk = c.moe_topk;
+    r->moe_capacity_factor = c.moe_capacity_factor;
     return 0;
 }
 

@@ -24,7 +24,8 @@ static void usage(FILE *f)
             "  --model tiny|tiny-llama|small|FILE  tiny: 4 layers, hidden 128, 4 heads, seq 64; tiny-llama:\n"
             "                           the same with Llama's blocks (2 query groups, SwiGLU 352, RMSNorm,\n"
             "                           rope, untied head); small: GPT-2 124M; FILE.json: {num_layers, hidden,\n"
-            "                           heads, seq_len[, vocab]} or dtsim's model keys (default tiny)\n"
+            "                           heads, seq_len[, vocab]} or dtsim's model keys, experts included\n"
+            "                           (num_experts, moe_router_topk, moe_expert_capacity_factor; default tiny)\n"
             "  --data FILE              token file (default: the bundled corpus, %s)\n"
             "  --micro-batch B          sequences per micro-batch (default 8)\n"
             "  --global-batch G         sequences per step, a multiple of B (default B)\n"
@@ -77,6 +78,8 @@ static void usage(FILE *f)
             "  --recompute-method uniform|block  full: groups of --recompute-num-layers layers over each\n"
             "                           pipeline chunk (uniform, default), or only its first that many (block)\n"
             "  --recompute-num-layers N full: the group size (uniform) or the count (block); default 1\n"
+            "  --moe-aux-loss-coeff X   mixture of experts (the model's num_experts): the weight of the\n"
+            "                           load-balancing loss, Megatron-LM's switch loss (default 0)\n"
             "  --grad-reduce fp32|bf16  DP gradient reduction precision: bf16 halves the bytes (default fp32)\n"
             "  --grad-compress none|powersgd:R  PowerSGD rank-R compression of the DP reduction of the\n"
             "                           weight matrices, with error feedback (--dp 2+, ZeRO-0, fp32 reduction)\n"
@@ -330,6 +333,9 @@ static int run(int argc, char **argv, comm_ctx *comm)
         } else if (!strcmp(a, "--recompute-num-layers")) {
             if (parse_long(a, v, 1, 1024, &n)) return 2;
             o.recompute_layers = (int)n;
+        } else if (!strcmp(a, "--moe-aux-loss-coeff")) {
+            if (parse_double(a, v, 0, 1e3, &x)) return 2;
+            o.moe_aux_loss_coeff = x;
         } else if (!strcmp(a, "--zero")) {
             if (parse_long(a, v, 0, 3, &n)) return 2;
             o.zero = (int)n;

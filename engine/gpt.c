@@ -33,7 +33,7 @@ static void op_flops_from_oplist(gpt_model *m)
     int tp = m->shard.tp;
     layer_shape sh = {.micro_batch = m->B, .seq_length = c->seq_len, .hidden = c->hidden, .heads = c->heads,
                       .kv_groups = c->kv_groups, .ffn_hidden = c->ffn_hidden, .swiglu = c->swiglu, .tp = tp,
-                      .cp = 1, .ep = 1,
+                      .cp = 1, .ep = 1, .num_experts = c->num_experts, .moe_topk = c->moe_topk,
                       .attention = ATTENTION_UNFUSED, .act_bytes = 4};
     static const char *const names[] = {"qkv", "attn_score", "attn_value", "attn_proj", "fc1", "fc2"};
     layer_op ops[LAYER_OPS_MAX];
@@ -62,6 +62,12 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
     if (cfg->seq_len % (2 * cp) && cp > 1) {
         snprintf(err, errlen, "context parallelism splits each sequence of %d positions into 2 x %d chunks: they must "
                               "divide it", cfg->seq_len, cp);
+        gpt_layout_view_free(m);
+        return -1;
+    }
+    if (cfg->num_experts > 0 && cp > 1) {
+        snprintf(err, errlen, "mixture of experts with context parallelism is not in the engine yet (its "
+                              "load-balancing loss would see each rank's part of the sequence alone)");
         gpt_layout_view_free(m);
         return -1;
     }
@@ -114,6 +120,7 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
     }
     gpt_cp_alloc(m);
     gpt_block_alloc(m);
+    gpt_moe_alloc(m);
     gpt_plan_recompute(m);
     m->acts = calloc((size_t)m->shard.slots, sizeof *m->acts);
     for (int i = 0; i < m->shard.slots; i++)
@@ -223,25 +230,13 @@ void gpt_free(gpt_model *m)
     gpt_free_recompute(m);
     gpt_cp_free(m);
     gpt_block_free(m);
+    gpt_moe_free(m);
     free(m->tensors);
     free(m->runs_layer);
     memset(m, 0, sizeof *m);
 }
 
 /* ---- forward / backward ---------------------------------------------------------------- */
-#define PROF_BEGIN() profiler_begin(m->prof)
-/* PROF_END(name, layer, flops, bytes, shape format, ...): the shape is written only when
- * profiling, so an unprofiled run pays one branch per op. GEMM shapes use the simulator's
- * (m, n, k) of engine/oplist.h: out (m x n) = inp (m x k) @ weight^T. */
-#define PROF_END(name, layer, flops, bytes, ...)                                                         \
-    do {                                                                                                \
-        if (m->prof) {                                                                                  \
-            char shape_[48];                                                                            \
-            snprintf(shape_, sizeof shape_, __VA_ARGS__);                                               \
-            profiler_end(m->prof, name, layer, shape_, flops, bytes);                                   \
-        }                                                                                               \
-    } while (0)
-
 /* Bytes a GEMM of (m x k) by (k x n) reads and writes in fp32 (its backward moves about twice). */
 static double gemm_bytes(double mm, double n, double k)
 {
@@ -252,12 +247,6 @@ static void hook(gpt_model *m, int first, int count, int before, int backward)
 {
     if (m->pass_hook)
         m->pass_hook(m, first, count, before, backward, m->pass_hook_ctx);
-}
-
-static void round_act(const gpt_model *m, float *x, size_t n)
-{
-    if (m->prec != KPREC_FP32)
-        m->k->round_to_precision(x, n, m->prec);
 }
 
 /* The sum over the TP group that follows a row-parallel GEMM (forward) or a column-parallel
@@ -298,7 +287,7 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
         w[j] = gpt_param(m, gpt_layer_tensor(m, l, j));
     PROF_BEGIN();
     gpt_norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, x, w[J_LN1_W], w[J_LN1_B]);
-    round_act(m, a->ln1, NsC);
+    gpt_round_act(m, a->ln1, NsC);
     PROF_END("ln1", l, 0, 2.0 * Ns * C * f / 4, "N=%d C=%d", Ns, C);
     PROF_BEGIN();
     gpt_sp_column_forward(m, a->ln1, w[J_QKV_W], w[J_QKV_B], a->qkv, C, W);
@@ -306,7 +295,7 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
     if (m->cfg.rope) { /* q and k turned in place: the attention, and its backward, read them so */
         PROF_BEGIN();
         gpt_rope_forward(m, a->qkv);
-        round_act(m, a->qkv, (size_t)N * W);
+        gpt_round_act(m, a->qkv, (size_t)N * W);
         PROF_END("rope", l, 0, 2.0 * N * (NH + m->cfg.kv_groups / tp) * (C / m->cfg.heads) * 4, "N=%d n=%d", N, W);
     }
     PROF_BEGIN();
@@ -319,25 +308,30 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
     PROF_END("attn_proj", l, m->flops_fwd.attn_proj, gemm_bytes(N, C, Cl), "m=%d n=%d k=%d", N, C, Cl);
     PROF_BEGIN();
     k->residual_forward(a->res2, x, a->proj, NsC);
-    round_act(m, a->res2, NsC);
+    gpt_round_act(m, a->res2, NsC);
     PROF_END("residual1", l, 0, 3.0 * Ns * C * f / 4, "N=%d C=%d", Ns, C);
     PROF_BEGIN();
     gpt_norm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w[J_LN2_W], w[J_LN2_B]);
-    round_act(m, a->ln2, NsC);
+    gpt_round_act(m, a->ln2, NsC);
     PROF_END("ln2", l, 0, 2.0 * Ns * C * f / 4, "N=%d C=%d", Ns, C);
+    if (m->cfg.num_experts) { /* the experts in place of the MLP */
+        gpt_moe_forward(m, a, w, l); /* profiled op by op inside */
+        goto residual2;
+    }
     PROF_BEGIN();
     gpt_sp_column_forward(m, a->ln2, w[J_FC_W], w[J_FC_B], a->fch, C, F1);
     PROF_END("fc1", l, m->flops_fwd.fc1, gemm_bytes(N, F1, C), "m=%d n=%d k=%d", N, F1, C);
     PROF_BEGIN();
     gpt_mlp_act_forward(m, a->fch_gelu, a->fch);
-    round_act(m, a->fch_gelu, (size_t)N * F);
+    gpt_round_act(m, a->fch_gelu, (size_t)N * F);
     PROF_END(m->cfg.swiglu ? "swiglu" : "gelu", l, 0, (double)N * (F1 + F) * f / 4, "n=%d", N * F);
     PROF_BEGIN();
     gpt_sp_row_forward(m, a->fch_gelu, w[J_FCPROJ_W], lead ? w[J_FCPROJ_B] : NULL, a->fcproj, F, C);
     PROF_END("fc2", l, m->flops_fwd.fc2, gemm_bytes(N, C, F), "m=%d n=%d k=%d", N, C, F);
+residual2:
     PROF_BEGIN();
     k->residual_forward(a->res3, a->res2, a->fcproj, NsC);
-    round_act(m, a->res3, NsC);
+    gpt_round_act(m, a->res3, NsC);
     PROF_END("residual2", l, 0, 3.0 * Ns * C * f / 4, "N=%d C=%d", Ns, C);
     hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 0, 0);
 }
@@ -474,7 +468,7 @@ static float head_forward(gpt_model *m, gpt_acts *a)
     int Ns = gpt_stream_tokens(m);
     PROF_BEGIN();
     gpt_norm_forward(m, a->lnf, a->lnf_mean, a->lnf_rstd, x, gpt_param(m, lnf), gpt_param(m, lnf + 1));
-    round_act(m, a->lnf, (size_t)Ns * C);
+    gpt_round_act(m, a->lnf, (size_t)Ns * C);
     PROF_END("lnf", -1, 0, 2.0 * Ns * C * f / 4, "N=%d C=%d", Ns, C);
     int Vl = V / m->shard.tp;
     const float *lnf_all = gpt_sp_gather(m, a->lnf);
@@ -507,6 +501,7 @@ const float *gpt_forward_layers(gpt_model *m, int slot, int l0, int l1, const in
     int B = m->B, T = m->T, C = m->cfg.hidden, L = m->cfg.num_layers, N = B * T;
     double f = 4.0 * (double)sizeof(float);
     gpt_acts *a = &m->acts[slot];
+    m->moe_aux_loss = 0;
     if (gpt_cp(m) && tokens) { /* whole sequences in, this rank's positions of them used */
         gpt_cp_local_tokens(m, tokens, m->cp_tokens);
         tokens = m->cp_tokens;
@@ -531,7 +526,7 @@ const float *gpt_forward_layers(gpt_model *m, int slot, int l0, int l1, const in
                 k->encoder_forward(a->encoded, a->tokens, gpt_param(m, GPT_WTE), gpt_param(m, GPT_WPE), B, T, C);
             }
         }
-        round_act(m, a->encoded, gpt_stream_floats(m));
+        gpt_round_act(m, a->encoded, gpt_stream_floats(m));
         PROF_END("embedding", -1, 0, 3.0 * N * C * f / 4, "B=%d T=%d C=%d", B, T, C);
         hook(m, GPT_WTE, 2, 0, 0);
     } else {
@@ -573,7 +568,7 @@ static void head_backward(gpt_model *m, gpt_acts *a, float dloss)
         k->memset_zero(m->d_logits, (size_t)N * V * sizeof(float));
         k->cross_entropy_backward(m->d_logits, a->logits, a->targets, dloss, N, V);
     }
-    round_act(m, m->d_logits, (size_t)N * Vl);
+    gpt_round_act(m, m->d_logits, (size_t)N * Vl);
     PROF_END("cross_entropy_bwd", -1, 0, (double)N * Vl * 8, "N=%d V=%d", N, Vl);
     const float *lnf_all = gpt_sp_gather(m, a->lnf);
     PROF_BEGIN();
@@ -586,20 +581,21 @@ static void head_backward(gpt_model *m, gpt_acts *a, float dloss)
     size_t NsC = (size_t)Ns * C;
     float *dnorm = gpt_sp(m) ? m->d_b : m->d_a;
     gpt_sp_reduce(m, m->d_a, dnorm);
-    round_act(m, dnorm, NsC);
+    gpt_round_act(m, dnorm, NsC);
     PROF_BEGIN();
     k->memset_zero(m->d_res, NsC * sizeof(float));
     gpt_sp_norm_backward(m, m->d_res, gpt_grad(m, lnf), gpt_grad(m, lnf + 1), dnorm, a->layers[L - 1].res3,
                          gpt_param(m, lnf), a->lnf_mean, a->lnf_rstd);
-    round_act(m, m->d_res, NsC);
+    gpt_round_act(m, m->d_res, NsC);
     PROF_END("lnf_bwd", -1, 0, 4.0 * NsC * 4, "N=%d C=%d", Ns, C);
     hook(m, lnf, GPT_HEAD_TENSORS, 0, 1);
     if (tied)
         hook(m, GPT_WTE, 1, 0, 1);
 }
 
-/* m->d_res holds dL/d(res3) of layer l on entry and dL/d(input of l) on return. */
-static void block_backward(gpt_model *m, gpt_acts *act, int l)
+/* m->d_res holds dL/d(res3) of layer l on entry and dL/d(input of l) on return; dloss is the
+ * backward's per-token loss scale (the experts' load-balancing loss takes its share of it). */
+static void block_backward(gpt_model *m, gpt_acts *act, int l, float dloss)
 {
     const kernels_backend *k = m->k;
     int B = m->B, T = m->T, C = m->cfg.hidden, tp = m->shard.tp, NH = m->cfg.heads / tp, Cl = C / tp;
@@ -620,28 +616,32 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l)
      * into dnorm (d_a's or, under SP, d_b's first Ns rows: the other is free by then). */
     int Ns = gpt_stream_tokens(m);
     size_t NsC = (size_t)Ns * C;
-    PROF_BEGIN();
-    gpt_sp_row_backward(m, m->d_big, g[J_FCPROJ_W], g[J_FCPROJ_B], m->d_res, a->fch_gelu, w[J_FCPROJ_W], F, C);
-    round_act(m, m->d_big, (size_t)N * F);
-    PROF_END("fc2_bwd", l, m->flops_bwd.fc2, 2 * gemm_bytes(N, C, F), "m=%d n=%d k=%d", N, C, F);
-    PROF_BEGIN();
-    k->memset_zero(m->d_big2, (size_t)N * F1 * sizeof(float));
-    gpt_mlp_act_backward(m, m->d_big2, a->fch, m->d_big);
-    round_act(m, m->d_big2, (size_t)N * F1);
-    PROF_END(m->cfg.swiglu ? "swiglu_bwd" : "gelu_bwd", l, 0, 4.0 * N * (2.0 * F1 + F), "n=%d", N * F);
     float *dnorm = gpt_sp(m) ? m->d_b : m->d_a;
-    PROF_BEGIN();
-    gpt_sp_column_backward(m, dnorm, g[J_FC_W], g[J_FC_B], m->d_big2, a->ln2, w[J_FC_W], C, F1, m->d_a);
-    PROF_END("fc1_bwd", l, m->flops_bwd.fc1, 2 * gemm_bytes(N, F1, C), "m=%d n=%d k=%d", N, F1, C);
-    round_act(m, dnorm, NsC);
+    if (m->cfg.num_experts) { /* the experts in place of the MLP */
+        gpt_moe_backward(m, a, w, g, dnorm, dloss, l); /* profiled op by op inside */
+    } else {
+        PROF_BEGIN();
+        gpt_sp_row_backward(m, m->d_big, g[J_FCPROJ_W], g[J_FCPROJ_B], m->d_res, a->fch_gelu, w[J_FCPROJ_W], F, C);
+        gpt_round_act(m, m->d_big, (size_t)N * F);
+        PROF_END("fc2_bwd", l, m->flops_bwd.fc2, 2 * gemm_bytes(N, C, F), "m=%d n=%d k=%d", N, C, F);
+        PROF_BEGIN();
+        k->memset_zero(m->d_big2, (size_t)N * F1 * sizeof(float));
+        gpt_mlp_act_backward(m, m->d_big2, a->fch, m->d_big);
+        gpt_round_act(m, m->d_big2, (size_t)N * F1);
+        PROF_END(m->cfg.swiglu ? "swiglu_bwd" : "gelu_bwd", l, 0, 4.0 * N * (2.0 * F1 + F), "n=%d", N * F);
+        PROF_BEGIN();
+        gpt_sp_column_backward(m, dnorm, g[J_FC_W], g[J_FC_B], m->d_big2, a->ln2, w[J_FC_W], C, F1, m->d_a);
+        PROF_END("fc1_bwd", l, m->flops_bwd.fc1, 2 * gemm_bytes(N, F1, C), "m=%d n=%d k=%d", N, F1, C);
+    }
+    gpt_round_act(m, dnorm, NsC);
     PROF_BEGIN();
     gpt_sp_norm_backward(m, m->d_res, g[J_LN2_W], g[J_LN2_B], dnorm, a->res2, w[J_LN2_W], a->ln2_mean, a->ln2_rstd);
-    round_act(m, m->d_res, NsC); /* now dL/d(res2) */
+    gpt_round_act(m, m->d_res, NsC); /* now dL/d(res2) */
     PROF_END("ln2_bwd", l, 0, 4.0 * NsC * 4, "N=%d C=%d", Ns, C);
     /* Attention: res2 = x + proj(attn(qkv(ln1(x)))). */
     PROF_BEGIN();
     gpt_sp_row_backward(m, m->d_a, g[J_PROJ_W], g[J_PROJ_B], m->d_res, a->atty, w[J_PROJ_W], Cl, C);
-    round_act(m, m->d_a, NCl);
+    gpt_round_act(m, m->d_a, NCl);
     PROF_END("attn_proj_bwd", l, m->flops_bwd.attn_proj, 2 * gemm_bytes(N, C, Cl), "m=%d n=%d k=%d", N, C, Cl);
     const float *atty = a->atty, *lse = a->lse;
     if (m->shard.recompute == GPT_RECOMPUTE_SELECTIVE) { /* the attention core again, for its rows */
@@ -655,23 +655,23 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l)
     PROF_BEGIN();
     k->memset_zero(m->d_qkv, (size_t)N * W * sizeof(float));
     gpt_attention_core_backward(m, m->d_qkv, m->d_a, a->qkv, atty, lse);
-    round_act(m, m->d_qkv, (size_t)N * W);
+    gpt_round_act(m, m->d_qkv, (size_t)N * W);
     PROF_END("attention_bwd", l, m->flops_bwd.attention, 4.0 * N * (8.0 * Cl + NH),
              "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
     if (m->cfg.rope) {
         PROF_BEGIN();
         gpt_rope_backward(m, m->d_qkv);
-        round_act(m, m->d_qkv, (size_t)N * W);
+        gpt_round_act(m, m->d_qkv, (size_t)N * W);
         PROF_END("rope_bwd", l, 0, 2.0 * N * (NH + m->cfg.kv_groups / tp) * (C / m->cfg.heads) * 4, "N=%d n=%d", N, W);
     }
     dnorm = gpt_sp(m) ? m->d_a : m->d_b; /* d_a's attention gradient is spent */
     PROF_BEGIN();
     gpt_sp_column_backward(m, dnorm, g[J_QKV_W], g[J_QKV_B], m->d_qkv, a->ln1, w[J_QKV_W], C, W, m->d_b);
     PROF_END("qkv_bwd", l, m->flops_bwd.qkv, 2 * gemm_bytes(N, W, C), "m=%d n=%d k=%d", N, W, C);
-    round_act(m, dnorm, NsC);
+    gpt_round_act(m, dnorm, NsC);
     PROF_BEGIN();
     gpt_sp_norm_backward(m, m->d_res, g[J_LN1_W], g[J_LN1_B], dnorm, x, w[J_LN1_W], a->ln1_mean, a->ln1_rstd);
-    round_act(m, m->d_res, NsC); /* now dL/dx */
+    gpt_round_act(m, m->d_res, NsC); /* now dL/dx */
     PROF_END("ln1_bwd", l, 0, 4.0 * NsC * 4, "N=%d C=%d", Ns, C);
     hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 0, 1);
 }
@@ -688,7 +688,7 @@ const float *gpt_backward_layers(gpt_model *m, int slot, int l0, int l1, float d
     else
         k->copy_to_device(m->d_res, dout, gpt_stream_floats(m) * sizeof(float));
     for (int l = l1 - 1; l >= l0; l--)
-        block_backward(m, a, l);
+        block_backward(m, a, l, dloss);
     if (l0 > 0)
         return m->d_res;
     hook(m, GPT_WTE, 2, 1, 1);

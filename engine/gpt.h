@@ -11,8 +11,9 @@
  *   for each layer: ln1_w (C), ln1_b (C) (absent with RMSNorm), qkv_w ((C + 2 G hd), C) (q rows,
  *                   then k, then v), qkv_b (C + 2 G hd), proj_w (C, C), proj_b (C), ln2_w (C),
  *                   ln2_b (C) (absent with RMSNorm), fc_w (F1, C), fc_b (F1), fcproj_w (C, F),
- *                   fcproj_b (C),
+ *                   fcproj_b (C), router_w (E, C) (absent without experts),
  *   lnf_w (C), lnf_b (C) (absent with RMSNorm), lm_head (V, C) (absent when tied to wte).
+ * With E experts, fc_w, fc_b, fcproj_w and fcproj_b hold E of each, expert after expert.
  * An absent tensor keeps its place in the table with no floats, so GPT-2's layout, and its
  * CRC, are what they were before the Llama choices existed. */
 #ifndef DTSIM_ENGINE_GPT_H
@@ -33,6 +34,10 @@ typedef struct {
     int rmsnorm;     /* normalization "RMSNorm" (else "LayerNorm") */
     int rope;        /* position_embedding_type "rope" (else "learned_absolute") */
     int untied;      /* untie_embeddings_and_output_weights */
+    /* Mixture of experts (gpt_moe.c), Megatron-LM's names: num_experts (0: a dense MLP),
+     * moe_router_topk, moe_expert_capacity_factor (0: dropless). */
+    int num_experts, moe_topk;
+    double moe_capacity_factor;
 } gpt_config;
 
 /* Rotary embeddings' base (Megatron-LM's --rotary-base default, 10000). */
@@ -55,7 +60,7 @@ int gpt_config_same(const gpt_config *a, const gpt_config *b);
  * untied])", for messages. */
 void gpt_config_describe(const gpt_config *cfg, char *out, size_t len);
 
-enum { LAYER_TENSORS = 12 };
+enum { LAYER_TENSORS = 13 };
 /* At most this many windows of parameters (and as many of gradients) are mapped at once (the
  * head uses wte and the final norm together). */
 enum { GPT_WINDOWS = 4 };
@@ -128,6 +133,7 @@ typedef struct {
     int recompute_block;          /* full: method block (the first recompute_layers layers of each
                                      chunk, one at a time); 0: uniform (every layer, in groups) */
     int recompute_layers;         /* full: the group size (uniform) or the count (block); >= 1 */
+    double moe_aux_loss_coeff;    /* Megatron-LM's --moe-aux-loss-coeff (gpt_moe.c); 0: none */
 } gpt_shard;
 
 /* Recomputation granularities. Selective reruns the attention core (the fused attention kernel)
@@ -136,11 +142,17 @@ typedef struct {
  * included, when the backward reaches the group's last layer. */
 enum { GPT_RECOMPUTE_NONE = 0, GPT_RECOMPUTE_SELECTIVE = 1, GPT_RECOMPUTE_FULL = 2 };
 
+typedef struct gpt_moe_route gpt_moe_route;
+
 typedef struct {
     float *input;                    /* (B,T,C) received from the previous stage, when the
                                         layer before this one runs elsewhere */
     float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *lse, *proj, *res2;
     float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *fcproj, *res3;
+    /* mixture of experts: the experts' input and output rows (up to N K of each, C wide; fch and
+     * fch_gelu then hold as many rows), and the routing (gpt_moe.c) */
+    float *moe_in, *moe_out;
+    gpt_moe_route *route;
 } gpt_layer_acts;
 
 /* One micro-batch's activations (buffers of layers not run here stay NULL). */
@@ -206,6 +218,9 @@ typedef struct gpt_model_s {
      * positions of the rank's rows under CP (host; NULL: 0..T-1). */
     float *gqa_qkv, *gqa_dqkv;
     int *rope_pos;
+    struct gpt_moe_scratch *moe;     /* mixture of experts' shared scratch (gpt_moe.c) */
+    double moe_aux_loss;             /* the load-balancing loss of the layers of the last forward
+                                        (gpt_forward_layers), weighted by its coefficient */
     /* Activation floats this rank holds (every slot and the shared recompute buffers; the
      * backward's scratch d_* buffers are not counted). */
     size_t act_floats;

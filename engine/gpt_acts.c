@@ -64,9 +64,14 @@ static void alloc_intermediates(gpt_model *m, gpt_layer_acts *x, int own_lse)
     x->ln2 = act(m, Ns * C);
     x->ln2_mean = act(m, Ns);
     x->ln2_rstd = act(m, Ns);
-    size_t F = (size_t)gpt_mlp_width(m);
-    x->fch = act(m, N * (m->cfg.swiglu ? 2 * F : F));
-    x->fch_gelu = act(m, N * F);
+    size_t F = (size_t)gpt_mlp_width(m), rows = N * (m->cfg.num_experts ? (size_t)m->cfg.moe_topk : 1);
+    x->fch = act(m, rows * (m->cfg.swiglu ? 2 * F : F)); /* with experts: every token's K choices */
+    x->fch_gelu = act(m, rows * F);
+    if (m->cfg.num_experts) {
+        x->moe_in = act(m, rows * C);
+        x->moe_out = act(m, rows * C);
+        x->route = gpt_moe_route_alloc(m);
+    }
     x->fcproj = act(m, Ns * C);
 }
 
@@ -148,7 +153,9 @@ void gpt_alloc_acts(gpt_model *m, gpt_acts *a)
 static void free_intermediates(const kernels_backend *k, gpt_layer_acts *x, int shared_lse)
 {
     float *p[] = {x->ln1,  x->ln1_mean, x->ln1_rstd, x->qkv, x->atty,     x->proj,   x->res2,
-                  x->ln2,  x->ln2_mean, x->ln2_rstd, x->fch, x->fch_gelu, x->fcproj, shared_lse ? NULL : x->lse};
+                  x->ln2,  x->ln2_mean, x->ln2_rstd, x->fch, x->fch_gelu, x->fcproj, shared_lse ? NULL : x->lse,
+                  x->moe_in, x->moe_out};
+    gpt_moe_route_free(x->route);
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         if (p[i])
             k->free(p[i]);

@@ -112,20 +112,36 @@ void gpt_attention_core_backward(gpt_model *m, float *dqkv, const float *dout, c
                              m->cfg.hidden / m->cfg.heads);
 }
 
+void gpt_mlp_act_forward_rows(gpt_model *m, float *out, const float *fch, int rows)
+{
+    int F = gpt_mlp_width(m);
+    if (m->cfg.swiglu)
+        m->k->swiglu_forward(out, fch, rows, F);
+    else
+        m->k->gelu_forward(out, fch, (size_t)rows * F);
+}
+
+void gpt_mlp_act_backward_rows(gpt_model *m, float *dfch, const float *fch, const float *dout, int rows)
+{
+    int F = gpt_mlp_width(m);
+    if (m->cfg.swiglu)
+        m->k->swiglu_backward(dfch, fch, dout, rows, F);
+    else
+        m->k->gelu_backward(dfch, fch, dout, (size_t)rows * F);
+}
+
 void gpt_mlp_act_forward(gpt_model *m, float *out, const float *fch)
 {
-    int N = m->B * m->T, F = gpt_mlp_width(m);
-    if (m->cfg.swiglu)
-        m->k->swiglu_forward(out, fch, N, F);
-    else
-        m->k->gelu_forward(out, fch, (size_t)N * F);
+    gpt_mlp_act_forward_rows(m, out, fch, m->B * m->T);
 }
 
 void gpt_mlp_act_backward(gpt_model *m, float *dfch, const float *fch, const float *dout)
 {
-    int N = m->B * m->T, F = gpt_mlp_width(m);
-    if (m->cfg.swiglu)
-        m->k->swiglu_backward(dfch, fch, dout, N, F);
-    else
-        m->k->gelu_backward(dfch, fch, dout, (size_t)N * F);
+    gpt_mlp_act_backward_rows(m, dfch, fch, dout, m->B * m->T);
+}
+
+void gpt_round_act(const gpt_model *m, float *x, size_t n)
+{
+    if (m->prec != KPREC_FP32)
+        m->k->round_to_precision(x, n, m->prec);
 }

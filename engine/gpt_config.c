@@ -5,8 +5,9 @@
  * num_attention_heads, seq_length, vocab_size, ...), or a whole dtsim scenario (its "model" is
  * read), so one file describes the model to both programs. dtrain runs GPT-2 blocks and Llama's
  * choices (num_query_groups, ffn_hidden_size, swiglu, normalization, position_embedding_type,
- * untie_embeddings_and_output_weights); a key that asks for something else (experts, unfused
- * attention) is refused by name rather than trained as something it is not. Keys that only
+ * untie_embeddings_and_output_weights) and experts (num_experts, moe_router_topk,
+ * moe_expert_capacity_factor); a key that asks for something else (unfused attention) is refused
+ * by name rather than trained as something it is not. Keys that only
  * change how dtsim costs the same model (the loss fusion) are accepted. */
 #include <jansson.h>
 #include <stdio.h>
@@ -36,6 +37,14 @@ int gpt_config_validate(gpt_config *c, char *err, size_t errlen)
         c->ffn_hidden = 4 * c->hidden;
     if (c->heads % c->kv_groups) {
         snprintf(err, errlen, "num_query_groups %d does not divide the %d heads", c->kv_groups, c->heads);
+        return -1;
+    }
+    if (c->num_experts < 0 || c->num_experts > 4096 || c->moe_capacity_factor < 0 ||
+        (c->num_experts > 0 && (c->moe_topk < 1 || c->moe_topk > c->num_experts)) ||
+        (c->num_experts == 0 && (c->moe_topk != 0 || c->moe_capacity_factor != 0))) {
+        snprintf(err, errlen, "mixture of experts: num_experts %d (0..4096), moe_router_topk %d (1..num_experts with "
+                              "experts, else 0), moe_expert_capacity_factor %g (>= 0, only with experts)",
+                 c->num_experts, c->moe_topk, c->moe_capacity_factor);
         return -1;
     }
     if (c->rope && (c->hidden / c->heads) % 2) {
@@ -98,10 +107,23 @@ static int read_choices(const char *name, json_t *model, gpt_config *cfg, char *
         (cfg->rope = two_way(name, model, "position_embedding_type", "learned_absolute", "rope", cfg->swiglu, err,
                              errlen)) < 0)
         return -1;
-    if ((v = json_object_get(model, "num_experts")) && json_integer_value(v) > 0) {
-        snprintf(err, errlen, "%s: model.num_experts %lld: mixture-of-experts is not in the engine yet", name,
-                 (long long)json_integer_value(v));
-        return -1;
+    /* mixture of experts: the keys dtsim reads, in its ranges (sim/config/config_scenario.c) */
+    static const char *const moe_ints[] = {"num_experts", "moe_router_topk"};
+    int *moe_dst[] = {&cfg->num_experts, &cfg->moe_topk};
+    for (int i = 0; i < 2; i++)
+        if ((v = json_object_get(model, moe_ints[i]))) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 4096) {
+                snprintf(err, errlen, "%s: model.%s: an integer in 0..4096", name, moe_ints[i]);
+                return -1;
+            }
+            *moe_dst[i] = (int)json_integer_value(v);
+        }
+    if ((v = json_object_get(model, "moe_expert_capacity_factor"))) {
+        if (!json_is_number(v) || json_number_value(v) < 0 || json_number_value(v) > 1e3) {
+            snprintf(err, errlen, "%s: model.moe_expert_capacity_factor: a number in 0..1000 (0: dropless)", name);
+            return -1;
+        }
+        cfg->moe_capacity_factor = json_number_value(v);
     }
     if ((v = json_object_get(model, "attention")) && (!json_is_string(v) || strcmp(json_string_value(v), "flash"))) {
         snprintf(err, errlen, "%s: model.attention: dtrain's attention is one fused kernel that keeps no T x T "
@@ -219,7 +241,10 @@ int gpt_config_to_json(const gpt_config *c, void *json_object)
            json_object_set_new(o, "swiglu", json_boolean(c->swiglu)) ||
            json_object_set_new(o, "normalization", json_string(c->rmsnorm ? "RMSNorm" : "LayerNorm")) ||
            json_object_set_new(o, "position_embedding_type", json_string(c->rope ? "rope" : "learned_absolute")) ||
-           json_object_set_new(o, "untie_embeddings_and_output_weights", json_boolean(c->untied))
+           json_object_set_new(o, "untie_embeddings_and_output_weights", json_boolean(c->untied)) ||
+           json_object_set_new(o, "num_experts", json_integer(c->num_experts)) ||
+           json_object_set_new(o, "moe_router_topk", json_integer(c->moe_topk)) ||
+           json_object_set_new(o, "moe_expert_capacity_factor", json_real(c->moe_capacity_factor))
                ? -1
                : 0;
 }
@@ -228,9 +253,11 @@ int gpt_config_from_json(const void *json_object, gpt_config *c)
 {
     json_t *o = (json_t *)json_object, *v;
     memset(c, 0, sizeof *c);
-    const char *ints[] = {"num_layers", "hidden", "heads", "seq_len", "vocab", "num_query_groups", "ffn_hidden_size"};
-    int *dst[] = {&c->num_layers, &c->hidden, &c->heads, &c->seq_len, &c->vocab, &c->kv_groups, &c->ffn_hidden};
-    for (int i = 0; i < 7; i++) {
+    const char *ints[] = {"num_layers", "hidden", "heads", "seq_len", "vocab", "num_query_groups", "ffn_hidden_size",
+                          "num_experts", "moe_router_topk"};
+    int *dst[] = {&c->num_layers, &c->hidden, &c->heads, &c->seq_len, &c->vocab, &c->kv_groups, &c->ffn_hidden,
+                  &c->num_experts, &c->moe_topk};
+    for (int i = 0; i < 9; i++) {
         v = json_object_get(o, ints[i]);
         if (!v && i >= 5)
             continue; /* written before the Llama choices: GPT-2's */
@@ -246,6 +273,10 @@ int gpt_config_from_json(const void *json_object, gpt_config *c)
             return -1;
         *bdst[i] = json_is_true(v);
     }
+    v = json_object_get(o, "moe_expert_capacity_factor");
+    if (v && !json_is_number(v))
+        return -1;
+    c->moe_capacity_factor = v ? json_number_value(v) : 0;
     char err[256];
     if ((c->rmsnorm = two_way("", o, "normalization", "LayerNorm", "RMSNorm", 0, err, sizeof err)) < 0 ||
         (c->rope = two_way("", o, "position_embedding_type", "learned_absolute", "rope", 0, err, sizeof err)) < 0)
@@ -262,7 +293,8 @@ int gpt_config_same(const gpt_config *a, const gpt_config *b)
     y.ffn_hidden = y.ffn_hidden ? y.ffn_hidden : 4 * y.hidden;
     return x.num_layers == y.num_layers && x.hidden == y.hidden && x.heads == y.heads && x.seq_len == y.seq_len &&
            x.vocab == y.vocab && x.kv_groups == y.kv_groups && x.ffn_hidden == y.ffn_hidden && x.swiglu == y.swiglu &&
-           x.rmsnorm == y.rmsnorm && x.rope == y.rope && x.untied == y.untied;
+           x.rmsnorm == y.rmsnorm && x.rope == y.rope && x.untied == y.untied && x.num_experts == y.num_experts &&
+           x.moe_topk == y.moe_topk && x.moe_capacity_factor == y.moe_capacity_factor;
 }
 
 void gpt_config_describe(const gpt_config *c, char *out, size_t len)
@@ -271,7 +303,10 @@ void gpt_config_describe(const gpt_config *c, char *out, size_t len)
                      c->seq_len, c->vocab);
     if (n >= 0 && (size_t)n < len && (c->kv_groups != c->heads || c->ffn_hidden != 4 * c->hidden || c->swiglu ||
                                      c->rmsnorm || c->rope || c->untied))
-        snprintf(out + n, len - (size_t)n, ", query groups %d, ffn %d%s%s%s%s", c->kv_groups, c->ffn_hidden,
-                 c->swiglu ? ", swiglu" : "", c->rmsnorm ? ", RMSNorm" : "", c->rope ? ", rope" : "",
-                 c->untied ? ", untied head" : "");
+        n += snprintf(out + n, len - (size_t)n, ", query groups %d, ffn %d%s%s%s%s", c->kv_groups, c->ffn_hidden,
+                      c->swiglu ? ", swiglu" : "", c->rmsnorm ? ", RMSNorm" : "", c->rope ? ", rope" : "",
+                      c->untied ? ", untied head" : "");
+    if (n >= 0 && (size_t)n < len && c->num_experts > 0)
+        snprintf(out + n, len - (size_t)n, ", %d experts, top-%d, capacity factor %g%s", c->num_experts, c->moe_topk,
+                 c->moe_capacity_factor, c->moe_capacity_factor > 0 ? "" : " (dropless)");
 }

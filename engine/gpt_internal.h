@@ -3,11 +3,26 @@
 #ifndef DTSIM_ENGINE_GPT_INTERNAL_H
 #define DTSIM_ENGINE_GPT_INTERNAL_H
 #include <stdint.h>
+#include <stdio.h>
 #include "gpt.h"
+
+/* Timing one op of the model m for the profiler (m->prof may be NULL). */
+#define PROF_BEGIN() profiler_begin(m->prof)
+/* PROF_END(name, layer, flops, bytes, shape format, ...): the shape is written only when
+ * profiling, so an unprofiled run pays one branch per op. GEMM shapes use the simulator's
+ * (m, n, k) of engine/oplist.h: out (m x n) = inp (m x k) @ weight^T. */
+#define PROF_END(name, layer, flops, bytes, ...)                                                         \
+    do {                                                                                                \
+        if (m->prof) {                                                                                  \
+            char shape_[48];                                                                            \
+            snprintf(shape_, sizeof shape_, __VA_ARGS__);                                               \
+            profiler_end(m->prof, name, layer, shape_, flops, bytes);                                   \
+        }                                                                                               \
+    } while (0)
 
 /* A layer's tensors, in the order of gpt.h. */
 enum { J_LN1_W, J_LN1_B, J_QKV_W, J_QKV_B, J_PROJ_W, J_PROJ_B, J_LN2_W, J_LN2_B, J_FC_W, J_FC_B, J_FCPROJ_W,
-       J_FCPROJ_B };
+       J_FCPROJ_B, J_ROUTER_W };
 
 /* The block's choices (gpt_block.c). gpt_qkv_width: floats of a token's qkv row on this rank
  * ((heads + 2 groups) x head size / tp); gpt_mlp_width: the MLP's width here (F / tp; fc1's
@@ -34,6 +49,35 @@ void gpt_attention_core_backward(gpt_model *m, float *dqkv, const float *dout, c
                                  const float *lse);
 void gpt_mlp_act_forward(gpt_model *m, float *out, const float *fch);
 void gpt_mlp_act_backward(gpt_model *m, float *dfch, const float *fch, const float *dout);
+void gpt_mlp_act_forward_rows(gpt_model *m, float *out, const float *fch, int rows);
+void gpt_mlp_act_backward_rows(gpt_model *m, float *dfch, const float *fch, const float *dout, int rows);
+/* An activation as a half-precision buffer would hold it (nothing in fp32). */
+void gpt_round_act(const gpt_model *m, float *x, size_t n);
+
+/* Mixture of experts (gpt_moe.c): one layer's routing of a micro-batch (host), its allocation;
+ * the model's shared scratch; the layer's MoE in place of the MLP, from a->ln2 to a->fcproj
+ * (the TP sum applied), with the layer's parameters w; its backward from m->d_res into dnorm (the
+ * stream's tokens, TP-summed), adding to the gradients g, the load-balancing loss's gradient
+ * scaled by dloss (the backward's per-token loss scale). */
+struct gpt_moe_route {
+    int *expert;   /* N K: the k-th choice of token t */
+    float *prob;   /* N K: its weight */
+    int *row;      /* N K: its row among the experts' inputs, -1 when dropped */
+    int *token;    /* rows: the token of each row, grouped by expert, in token order */
+    int *offset;   /* E + 1: expert e's rows [offset[e], offset[e + 1]) */
+    float *scores; /* N E: the softmax of all logits (the load-balancing loss) */
+    int *counts;   /* E: choices routed to each expert before any drop */
+};
+/* The routing of the micro-batch's N = B T tokens from their router logits (host, N x E): top K,
+ * weights, capacity drops, rows by expert. Returns the number of rows. */
+int gpt_moe_route_tokens(const gpt_model *m, const float *logits, gpt_moe_route *r);
+gpt_moe_route *gpt_moe_route_alloc(const gpt_model *m);
+void gpt_moe_route_free(gpt_moe_route *r);
+void gpt_moe_alloc(gpt_model *m);
+void gpt_moe_free(gpt_model *m);
+void gpt_moe_forward(gpt_model *m, gpt_layer_acts *a, float *const *w, int layer);
+void gpt_moe_backward(gpt_model *m, gpt_layer_acts *a, float *const *w, float *const *g, float *dnorm, float dloss,
+                      int layer);
 
 /* GPT-2 initialisation of the whole model in the single-rank layout, on the host (malloc'd,
  * global_params floats); the tensor table must be filled. */

@@ -27,14 +27,16 @@ static layer_widths widths(const gpt_config *c, int tp)
 static size_t layer_tensor_count(const gpt_config *c, int j, int tp)
 {
     layer_widths w = widths(c, tp);
-    size_t C = w.C, qkv = w.q + 2 * w.kv;
+    size_t C = w.C, qkv = w.q + 2 * w.kv, E = (size_t)c->num_experts, mlps = E ? E : 1;
     switch (j) {
     case J_QKV_W: return qkv * C;
     case J_QKV_B: return qkv;
     case J_PROJ_W: return C * w.q;   /* (C, C) split by input columns */
-    case J_FC_W: return w.f1 * C;
-    case J_FC_B: return w.f1;
-    case J_FCPROJ_W: return C * w.f; /* (C, F) split by input columns */
+    case J_FC_W: return mlps * w.f1 * C;
+    case J_FC_B: return mlps * w.f1;
+    case J_FCPROJ_W: return mlps * C * w.f; /* (C, F) split by input columns */
+    case J_FCPROJ_B: return mlps * C;
+    case J_ROUTER_W: return E * C;   /* replicated */
     case J_LN1_B:
     case J_LN2_B: return c->rmsnorm ? 0 : C;
     default: return C;               /* norms and the row-parallel GEMMs' biases: replicated */
@@ -134,7 +136,7 @@ static void layout(gpt_model *m)
     for (int l = 0; l < c->num_layers; l++)
         for (int j = 0; j < LAYER_TENSORS; j++, t++) {
             size_t n = m->runs_layer[l] ? layer_tensor_count(c, j, tp) : 0;
-            int decay = j == J_QKV_W || j == J_PROJ_W || j == J_FC_W || j == J_FCPROJ_W; /* the four matrices */
+            int decay = j == J_QKV_W || j == J_PROJ_W || j == J_FC_W || j == J_FCPROJ_W || j == J_ROUTER_W; /* matrices */
             int counted = m->runs_layer[l] && (layer_tensor_is_split(j) || lead);
             m->tensors[t] = (gpt_tensor){off, n, decay, goff, counted};
             off += n;
@@ -165,7 +167,7 @@ static void tensor_runs(const gpt_model *m, int t, run_fn fn, void *ctx)
     int L = m->cfg.num_layers;
     int j = t >= 2 && t < 2 + LAYER_TENSORS * L ? (t - 2) % LAYER_TENSORS : -1;
     layer_widths w = widths(&m->cfg, m->shard.tp), whole = widths(&m->cfg, 1);
-    size_t C = w.C, r = (size_t)m->shard.tp_rank;
+    size_t C = w.C, r = (size_t)m->shard.tp_rank, mlps = m->cfg.num_experts ? (size_t)m->cfg.num_experts : 1;
     size_t lo = g->offset, go = g->global_offset;
     if (t == GPT_WTE || t == gpt_lnf_w(m) + 2) { /* vocabulary rows [r V/tp, (r+1) V/tp) */
         fn(lo, go + r * g->count, g->count, ctx);
@@ -186,15 +188,16 @@ static void tensor_runs(const gpt_model *m, int t, run_fn fn, void *ctx)
         for (size_t o = 0; o < C; o++)
             fn(lo + o * w.q, go + o * C + r * w.q, w.q, ctx);
         break;
-    case J_FC_W: /* the rank's MLP columns: of the gate rows, then (SwiGLU) of the up rows */
+    case J_FC_W: /* each expert's (or the one MLP's) columns of the gate rows, then of the up rows */
     case J_FC_B: {
         size_t row = j == J_FC_W ? C : 1;
-        for (size_t h = 0; h < (m->cfg.swiglu ? 2u : 1u); h++)
-            fn(lo + h * w.f * row, go + (h * whole.f + r * w.f) * row, w.f * row, ctx);
+        for (size_t e = 0; e < mlps; e++)
+            for (size_t h = 0; h < (m->cfg.swiglu ? 2u : 1u); h++)
+                fn(lo + (e * w.f1 + h * w.f) * row, go + (e * whole.f1 + h * whole.f + r * w.f) * row, w.f * row, ctx);
         break;
     }
     case J_FCPROJ_W:
-        for (size_t o = 0; o < C; o++)
+        for (size_t o = 0; o < mlps * C; o++) /* every row of every expert */
             fn(lo + o * w.f, go + o * whole.f + r * w.f, w.f, ctx);
         break;
     default:

@@ -222,6 +222,7 @@ static json_t *options_json(const train_options *o)
         json_object_set_new(j, "tp_comm_overlap", json_boolean(o->tp_comm_overlap));
         json_object_set_new(j, "recompute_method", json_string(o->recompute_block ? "block" : "uniform"));
         json_object_set_new(j, "recompute_num_layers", json_integer(o->recompute_layers));
+        json_object_set_new(j, "moe_aux_loss_coeff", json_real(o->moe_aux_loss_coeff));
     }
     return j;
 }

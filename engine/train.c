@@ -394,7 +394,8 @@ int train_run(const train_options *o)
                        .tp_allreduce_host = tp_allreduce_host, .tp_ctx = &tps,
                        .dp = comm_group_size(o->comm->dp_group), /* ZeRO shards over DP x CP */
                        .dp_rank = comm_group_rank(o->comm->dp_group), .zero = o->zero, .recompute = o->recompute,
-                       .recompute_block = o->recompute_block, .recompute_layers = o->recompute_layers};
+                       .recompute_block = o->recompute_block, .recompute_layers = o->recompute_layers,
+                       .moe_aux_loss_coeff = o->moe_aux_loss_coeff};
     if (gpt_init_shard(&m, &cfg, k, o->precision, o->micro_batch, o->seed, &shard, err, sizeof err) != 0) {
         if (leader)
             fprintf(stderr, "dtrain: --tp %d: %s\n", o->comm->tp, err);

@@ -37,6 +37,7 @@ typedef struct {
     int recompute;               /* GPT_RECOMPUTE_NONE | _SELECTIVE | _FULL (--recompute-granularity) */
     int recompute_block;         /* --recompute-method block (0: uniform) */
     int recompute_layers;        /* --recompute-num-layers (default 1) */
+    double moe_aux_loss_coeff;   /* --moe-aux-loss-coeff (Megatron-LM's; default 0) */
     int grad_reduce_bf16;        /* DP gradient reduction in bf16 (compression by precision) */
     int grad_compress_rank;      /* PowerSGD rank of the DP reduction (0 = none; ZeRO-0 only) */
     int offload_optimizer;       /* AdamW and its state on the host (ZeRO-Offload style) */

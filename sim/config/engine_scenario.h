@@ -11,6 +11,8 @@ typedef struct {
     long long num_layers, hidden, heads, seq_len, vocab, ffn_hidden; /* ffn_hidden 0: 4 x hidden */
     long long kv_groups;       /* num_query_groups; 0: heads */
     int swiglu, rmsnorm, rope, untied; /* the Llama choices (engine/gpt.h), each 0 for GPT-2's */
+    int num_experts, moe_topk;         /* mixture of experts (0: a dense MLP) */
+    double moe_capacity_factor;        /* 0: dropless */
     long long micro_batch, global_batch;
     int tp, pp, dp, vpp, zero;
     int cp;                    /* dtrain --cp (0 or 1: none) */

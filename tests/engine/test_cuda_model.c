@@ -54,7 +54,12 @@ int main(void)
     /* Llama's blocks: every new kernel (RMSNorm, rope, kv_repeat, SwiGLU) and the untied head */
     gpt_config llama = {.num_layers = 2, .hidden = 64, .heads = 4, .seq_len = 32, .vocab = 256, .kv_groups = 2,
                         .ffn_hidden = 176, .swiglu = 1, .rmsnorm = 1, .rope = 1, .untied = 1};
+    /* four SwiGLU experts, two per token, dropless */
+    gpt_config moe = llama;
+    moe.num_experts = 4;
+    moe.moe_topk = 2;
     int failed = same_step(gpu, &gpt2, "GPT-2 blocks");
     failed |= same_step(gpu, &llama, "Llama blocks");
+    failed |= same_step(gpu, &moe, "Llama blocks with experts");
     return failed;
 }

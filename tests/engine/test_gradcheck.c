@@ -24,6 +24,7 @@
  * of v's. QK_SCALE 8 puts the scores near 1; with it a rotary backward turned the wrong way fails
  * the element-wise check (measured: tensor 4, analytic 2.0e-6 against -1.6e-5). */
 #define QK_SCALE 8.0f
+#define ROUTER_SCALE 50.0f
 static void exercise_every_path(gpt_model *m, rng_t *r)
 {
     for (int t = 0; t < m->num_tensors; t++)
@@ -35,6 +36,11 @@ static void exercise_every_path(gpt_model *m, rng_t *r)
         float *w = gpt_param(m, gpt_layer_tensor(m, l, J_QKV_W));
         for (size_t i = 0; i < qk_rows * C; i++)
             w[i] *= QK_SCALE;
+        /* the router's logits far apart, so no step of the differences changes a token's experts
+         * (the loss jumps where the top K changes) */
+        int t = gpt_layer_tensor(m, l, J_ROUTER_W);
+        for (size_t i = 0; i < m->tensors[t].count; i++)
+            gpt_param(m, t)[i] *= ROUTER_SCALE;
     }
 }
 
@@ -46,6 +52,22 @@ static void exercise_every_path(gpt_model *m, rng_t *r)
 static gpt_config gpt2_cfg = {.num_layers = 2, .hidden = 16, .heads = 2, .seq_len = 8, .vocab = 32};
 static gpt_config llama_cfg = {.num_layers = 2, .hidden = 16, .heads = 4, .seq_len = 8, .vocab = 32, .kv_groups = 2,
                                .ffn_hidden = 24, .swiglu = 1, .rmsnorm = 1, .rope = 1, .untied = 1};
+/* Mixture of experts, dropless (a capacity's drops are steps of the loss, not its slope): 4 GELU
+ * experts of GPT-2's blocks, and 4 SwiGLU experts of Llama's, each token to 2 of them; the
+ * load-balancing loss weighted 0.1 (MOE_AUX), so the router's gradient has both of its paths. */
+static gpt_config moe_cfg = {.num_layers = 2, .hidden = 16, .heads = 2, .seq_len = 8, .vocab = 32, .num_experts = 4,
+                             .moe_topk = 2};
+static gpt_config moe_llama_cfg = {.num_layers = 2, .hidden = 16, .heads = 4, .seq_len = 8, .vocab = 32,
+                                   .kv_groups = 2, .ffn_hidden = 24, .swiglu = 1, .rmsnorm = 1, .rope = 1,
+                                   .untied = 1, .num_experts = 4, .moe_topk = 2};
+#define MOE_AUX 0.1
+
+/* The objective the backward differentiates: the mean language-model loss of the last forward
+ * plus the weighted load-balancing loss (none without experts). */
+static double objective(gpt_model *m, float lm_loss)
+{
+    return (double)lm_loss + m->moe_aux_loss;
+}
 
 static void every_tensor_matches_finite_differences(void **state)
 {
@@ -54,6 +76,7 @@ static void every_tensor_matches_finite_differences(void **state)
     gpt_model m;
     int B = 2, N = B * cfg.seq_len;
     gpt_init(&m, &cfg, k, KPREC_FP32, B, 7);
+    m.shard.moe_aux_loss_coeff = MOE_AUX;
     int tokens[16], targets[16];
     rng_t r;
     rng_seed(&r, 99);
@@ -87,10 +110,10 @@ static void every_tensor_matches_finite_differences(void **state)
         }
         for (size_t i = 0; i < tt->count; i++)
             p[i] = (float)(saved[i] + EPS * u[i]);
-        double lp = gpt_forward(&m, tokens, targets);
+        double lp = objective(&m, gpt_forward(&m, tokens, targets));
         for (size_t i = 0; i < tt->count; i++)
             p[i] = (float)(saved[i] - EPS * u[i]);
-        double lm = gpt_forward(&m, tokens, targets);
+        double lm = objective(&m, gpt_forward(&m, tokens, targets));
         memcpy(p, saved, tt->count * sizeof(float));
         free(saved);
         double fd = (lp - lm) / (2 * EPS);
@@ -119,7 +142,7 @@ static double mean_loss(const gpt_model *m, const int *tokens, const int *target
     double s = 0;
     for (int i = 0; i < N; i++)
         s += m->acts[0].losses[i];
-    return s / N;
+    return s / N + m->moe_aux_loss;
 }
 
 static void sampled_entries_of_every_tensor_match(void **state)
@@ -129,6 +152,7 @@ static void sampled_entries_of_every_tensor_match(void **state)
     gpt_model m;
     int B = 2, N = B * cfg.seq_len;
     gpt_init(&m, &cfg, k, KPREC_FP32, B, 21);
+    m.shard.moe_aux_loss_coeff = MOE_AUX;
     int tokens[16], targets[16];
     rng_t r;
     rng_seed(&r, 1234);
@@ -213,6 +237,10 @@ int main(void)
         cmocka_unit_test_prestate(sampled_entries_of_every_tensor_match, &gpt2_cfg),
         cmocka_unit_test_prestate(every_tensor_matches_finite_differences, &llama_cfg),
         cmocka_unit_test_prestate(sampled_entries_of_every_tensor_match, &llama_cfg),
+        cmocka_unit_test_prestate(every_tensor_matches_finite_differences, &moe_cfg),
+        cmocka_unit_test_prestate(sampled_entries_of_every_tensor_match, &moe_cfg),
+        cmocka_unit_test_prestate(every_tensor_matches_finite_differences, &moe_llama_cfg),
+        cmocka_unit_test_prestate(sampled_entries_of_every_tensor_match, &moe_llama_cfg),
         cmocka_unit_test(params_crc_covers_every_parameter),
         cmocka_unit_test(llama_layout_counts_by_hand),
     };

@@ -31,12 +31,18 @@ enum { LAYERS = 8, HIDDEN = 64, HEADS = 4, SEQ = 32, VOCAB = 256 };
  * embeddings, an untied LM head. */
 enum { GROUPS = 2, LLAMA_FFN = 176 };
 static int LLAMA;
+/* Mixture of experts (expert_layouts): 4 experts of GPT-2's MLP, 2 per token, a router each layer. */
+enum { EXPERTS = 4, TOPK = 2 };
+static int MOE;
 
 static void write_model(const char *path)
 {
     FILE *f = fopen(path, "w");
     assert_non_null(f);
-    if (LLAMA) /* dtsim's model keys, which dtrain reads too */
+    if (MOE)
+        fprintf(f, "{\"num_layers\": %d, \"hidden_size\": %d, \"num_attention_heads\": %d, \"seq_length\": %d, "
+                   "\"num_experts\": %d, \"moe_router_topk\": %d}\n", LAYERS, HIDDEN, HEADS, SEQ, EXPERTS, TOPK);
+    else if (LLAMA) /* dtsim's model keys, which dtrain reads too */
         fprintf(f, "{\"num_layers\": %d, \"hidden_size\": %d, \"num_attention_heads\": %d, \"seq_length\": %d, "
                    "\"num_query_groups\": %d, \"ffn_hidden_size\": %d, \"swiglu\": true, \"normalization\": "
                    "\"RMSNorm\", \"position_embedding_type\": \"rope\", "
@@ -100,6 +106,8 @@ static void engine_matches_model(int tp, int pp, int dp, int vpp, int zero, cons
     s.model.num_query_groups = LLAMA ? GROUPS : HEADS;
     s.model.ffn_hidden_size = LLAMA ? LLAMA_FFN : 4 * HIDDEN;
     s.model.swiglu = s.model.rmsnorm = s.model.rope = s.model.untie_embeddings = LLAMA;
+    s.model.num_experts = MOE ? EXPERTS : 0;
+    s.model.moe_router_topk = MOE ? TOPK : 0;
     s.model.seq_length = SEQ;
     s.model.vocab_size = VOCAB;
     s.parallel.tp = tp;
@@ -172,6 +180,19 @@ static void llama_layouts(void **state)
     engine_matches_model(2, 2, 2, 1, 1, "", NULL);
     engine_matches_model(1, 2, 2, 1, 3, "", NULL);
     LLAMA = 0;
+}
+
+/* The same with experts: each layer's router (E x C, replicated over TP) and E copies of the MLP,
+ * each split over TP as the dense one (the fc2 bias replicated). */
+static void expert_layouts(void **state)
+{
+    (void)state;
+    MOE = 1;
+    engine_matches_model(1, 1, 1, 1, 0, "", NULL);
+    engine_matches_model(2, 1, 1, 1, 0, "", NULL);
+    engine_matches_model(2, 2, 2, 1, 1, "", NULL);
+    engine_matches_model(1, 2, 2, 1, 3, "", NULL);
+    MOE = 0;
 }
 
 /* ZeRO-3's traffic, counted by the engine (dp_bytes_sent_rank0 of --rank-params: what rank 0 sent
@@ -266,6 +287,7 @@ int main(int argc, char **argv)
         return begun;
     DIR = argv[3];
     const struct CMUnitTest tests[] = {cmocka_unit_test(layouts), cmocka_unit_test(llama_layouts),
+                                       cmocka_unit_test(expert_layouts),
                                        cmocka_unit_test(zero3_bytes_match_the_workload),
                                        cmocka_unit_test(zero3_bytes_match_under_full_recompute)};
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -19,6 +19,7 @@
 
 static const char *DTRAIN, *MPIRUN, *DIR;
 static int LLAMA; /* argv[4] "llama": Llama's blocks (llama_blocks below) */
+static int MOE;   /* argv[4] "moe": mixture of experts (experts below) */
 static char MODEL[4096], SINGLE[4096];
 static json_t *S[64];
 static int NS;
@@ -26,6 +27,9 @@ static char ERR[65536];
 
 /* 8 layers (so 4 stages x 2 chunks each get one), 4 heads, small enough to run in a second. */
 static const char *COMMON = "--steps 5 --micro-batch 2 --global-batch 8 --seed 5 --lr 3e-3 --warmup 1";
+/* with experts: their load-balancing loss on */
+static const char *COMMON_MOE = "--steps 5 --micro-batch 2 --global-batch 8 --seed 5 --lr 3e-3 --warmup 1 "
+                                "--moe-aux-loss-coeff 0.01";
 
 static int setup(void **state)
 {
@@ -34,7 +38,12 @@ static int setup(void **state)
     FILE *f = fopen(MODEL, "w");
     if (!f)
         return -1;
-    if (LLAMA) /* dtsim's model keys: 8 heads in 4 query groups, SwiGLU (so RMSNorm and rope), untied head */
+    if (MOE) /* 4 experts, 2 per token, dropless: a capacity's drop of a token whose weight ties
+              * another's within rounding is a step of the loss, which summation order may take or not
+              * (measured: TP 2 at step 4, 4e-6 of the loss); test_moe_routing checks the drops */
+        fprintf(f, "{\"num_layers\": 8, \"hidden_size\": 64, \"num_attention_heads\": 4, \"seq_length\": 32, "
+                   "\"num_experts\": 4, \"moe_router_topk\": 2}\n");
+    else if (LLAMA) /* dtsim's model keys: 8 heads in 4 query groups, SwiGLU (so RMSNorm and rope), untied head */
         fprintf(f, "{\"num_layers\": 8, \"hidden_size\": 64, \"num_attention_heads\": 8, \"num_query_groups\": 4, "
                    "\"ffn_hidden_size\": 160, \"swiglu\": true, \"seq_length\": 32, "
                    "\"untie_embeddings_and_output_weights\": true}\n");
@@ -43,7 +52,7 @@ static int setup(void **state)
     fclose(f);
     snprintf(SINGLE, sizeof SINGLE, "%s/mp_single.bin", DIR);
     char args[1024];
-    snprintf(args, sizeof args, "--model %s %s --dump-params %s", MODEL, COMMON, SINGLE);
+    snprintf(args, sizeof args, "--model %s %s --dump-params %s", MODEL, MOE ? COMMON_MOE : COMMON, SINGLE);
     int rc = run_dtrain(DTRAIN, args, S, 64, &NS, ERR, sizeof ERR);
     if (rc != 0 || NS != 6) {
         fprintf(stderr, "single-rank run failed (%d): %s\n", rc, ERR);
@@ -69,7 +78,7 @@ static void equivalent(int ranks, const char *layout)
     snprintf(dump, sizeof dump, "%s/mp_multi.bin", DIR);
     /* run_dtrain quotes its first argument: launch mpirun through it */
     snprintf(launcher, sizeof launcher, "%s' --oversubscribe -np %d '%s", MPIRUN, ranks, DTRAIN);
-    snprintf(args, sizeof args, "%s --model %s %s --dump-params %s", layout, MODEL, COMMON, dump);
+    snprintf(args, sizeof args, "%s --model %s %s --dump-params %s", layout, MODEL, MOE ? COMMON_MOE : COMMON, dump);
     int rc = run_dtrain(launcher, args, D, 64, &nd, ERR, sizeof ERR);
     if (rc != 0)
         fail_msg("%s exited %d: %s", layout, rc, ERR);
@@ -241,16 +250,34 @@ static void llama_blocks(void **state)
     equivalent(4, "--pp 2 --dp 2 --zero 3 --schedule interleaved --vpp 2");
 }
 
+/* Mixture of experts with the load-balancing loss on: the router sees
+ * every token of a micro-batch on every TP rank (gathered under SP), so each split routes as one
+ * rank does; the experts' MLPs split over TP as the dense one. */
+static void experts(void **state)
+{
+    (void)state;
+    equivalent(2, "--tp 2");
+    equivalent(2, "--tp 2 --sequence-parallel");
+    equivalent(4, "--tp 2 --recompute-granularity full --pp 2");
+    equivalent(2, "--pp 2 --schedule interleaved --vpp 2");
+    equivalent(8, "--tp 2 --pp 2 --dp 2 --zero 1");
+    equivalent(4, "--pp 2 --dp 2 --zero 3");
+}
+
 int main(int argc, char **argv)
 {
     LLAMA = argc > 4 && !strcmp(argv[4], "llama");
+    MOE = argc > 4 && !strcmp(argv[4], "moe");
     int begun = dtrain_suite_begin(argc, argv, 4, &DTRAIN, &MPIRUN);
     if (begun >= 0)
         return begun;
     DIR = argv[3];
     const struct CMUnitTest llama[] = {cmocka_unit_test(llama_blocks)};
+    const struct CMUnitTest moe[] = {cmocka_unit_test(experts)};
     if (LLAMA)
         return cmocka_run_group_tests(llama, setup, teardown);
+    if (MOE)
+        return cmocka_run_group_tests(moe, setup, teardown);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tensor_parallel),
         cmocka_unit_test(sequence_parallel),
