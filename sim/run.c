@@ -202,6 +202,24 @@ int run_scenario_traced(const scenario_config *s, run_result *r, const char *tra
     r->hfu = peak > 0 ? r->hardware_tflops_per_gpu * 1e12 / peak : 0;
     if (r->step_failed == 1) /* a lost step trains nothing */
         r->tokens_per_s = r->model_tflops_per_gpu = r->hardware_tflops_per_gpu = r->mfu = r->hfu = 0;
+    if (r->step_failed != 1)
+        run_time_to_train(s, r->step_time_s, r->gpus, &r->to_train);
+    r->price_per_gpu_hour = s->platform.price_per_gpu_hour;
     r->wall_s = wall_clock_s() - t0;
     return 0;
+}
+
+void run_time_to_train(const scenario_config *s, double step_time_s, int gpus, time_to_train *out)
+{
+    memset(out, 0, sizeof *out);
+    double per_step = (double)s->training.global_batch_size * (double)s->model.seq_length;
+    if (s->training.tokens <= 0 || per_step <= 0 || step_time_s <= 0)
+        return;
+    out->known = 1;
+    out->tokens = s->training.tokens;
+    out->steps = s->training.train_iters > 0 ? (double)s->training.train_iters : ceil(s->training.tokens / per_step);
+    out->days = out->steps * step_time_s / 86400.0;
+    out->gpu_hours = out->days * 24.0 * gpus;
+    out->has_cost = s->platform.price_per_gpu_hour > 0;
+    out->cost = out->has_cost ? out->gpu_hours * s->platform.price_per_gpu_hour : 0;
 }

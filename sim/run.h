@@ -16,6 +16,23 @@ typedef struct {
     double host_gib, nvme_gib;
 } run_memory;
 
+/* What a step time means for the whole run, when the scenario says what is trained
+ * (training.tokens, or Megatron-LM's train_iters / train_samples): steps of global batch x
+ * seq_length tokens (train_iters as given, else the budget's tokens rounded up to whole steps),
+ * days = steps x step time / 86,400, GPU-hours = days x 24 x GPUs, cost = GPU-hours x
+ * platform.price_per_gpu_hour. No failures: `dtsim faults` adds what they cost. */
+typedef struct {
+    int known;      /* 0: the scenario states no budget (nothing below is set) */
+    double tokens, steps, days, gpu_hours;
+    int has_cost;   /* platform.price_per_gpu_hour given */
+    double cost;
+} time_to_train;
+
+void run_time_to_train(const scenario_config *s, double step_time_s, int gpus, time_to_train *out);
+/* {"tokens", "steps", "days", "gpu_hours"[, "cost", "price_per_gpu_hour"]} (jansson json_t*), or
+ * JSON null when not known; price_per_gpu_hour: the platform's (0: none). */
+void *time_to_train_to_json(const time_to_train *t, double price_per_gpu_hour);
+
 typedef struct {
     char scenario[CFG_NAME_MAX];
     int gpus;
@@ -52,6 +69,8 @@ typedef struct {
     double input_exposed_s, input_load_s, input_total_s, input_hidden_fraction;
     long long input_readers;
     compression_effect compression; /* gradient compression's effect (sim/step/compression_effect.h) */
+    time_to_train to_train;   /* the whole run at this step time (training.tokens and the like) */
+    double price_per_gpu_hour; /* the platform's, for the document (0: none) */
 } run_result;
 
 /* FLOPs of one step per DESIGN.md: model FLOPs, and hardware FLOPs (with recomputation). */

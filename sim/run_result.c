@@ -35,7 +35,34 @@ void *run_result_to_json(const run_result *r)
                                       "load_s", r->input_load_s, "hidden_fraction", r->input_hidden_fraction,
                                       "readers", (json_int_t)r->input_readers));
     compression_effect_json(&r->compression, doc);
+    if (r->to_train.known) /* only then, so that other documents stay as they were */
+        json_object_set_new(doc, "time_to_train", time_to_train_to_json(&r->to_train, r->price_per_gpu_hour));
     return doc;
+}
+
+void *time_to_train_to_json(const time_to_train *t, double price_per_gpu_hour)
+{
+    if (!t->known)
+        return json_null();
+    json_t *o = json_pack("{s:f,s:f,s:f,s:f}", "tokens", t->tokens, "steps", t->steps, "days", t->days, "gpu_hours",
+                          t->gpu_hours);
+    if (t->has_cost) {
+        json_object_set_new(o, "cost", json_real(t->cost));
+        json_object_set_new(o, "price_per_gpu_hour", json_real(price_per_gpu_hour));
+    }
+    return o;
+}
+
+/* A count as people read it: 300B, 1.2T, 85.9K (three significant figures). */
+static void words(double x, char *out, size_t n)
+{
+    static const char *const suffix[] = {"", "K", "M", "B", "T", "Q"};
+    int i = 0;
+    while (fabs(x) >= 1000 && i < 5) {
+        x /= 1000;
+        i++;
+    }
+    snprintf(out, n, "%.3g%s", x, suffix[i]);
 }
 
 int run_result_lookup(const run_result *r, const char *key, double *value)
@@ -113,6 +140,19 @@ void run_result_print(const run_result *r, const scenario_config *s, void *file)
         fprintf(f, "  offloaded    per node: host memory %.1f GiB, NVMe %.1f GiB\n", r->memory.host_gib,
                 r->memory.nvme_gib);
     compression_effect_print(&r->compression, f);
+    if (r->to_train.known) {
+        char tok[32], steps[32], hours[32], cost[48] = "";
+        words(r->to_train.tokens, tok, sizeof tok);
+        words(r->to_train.steps, steps, sizeof steps);
+        words(r->to_train.gpu_hours, hours, sizeof hours);
+        if (r->to_train.has_cost) {
+            char c[32];
+            words(r->to_train.cost, c, sizeof c);
+            snprintf(cost, sizeof cost, ", cost %s at %.3g per GPU-hour", c, r->price_per_gpu_hour);
+        }
+        fprintf(f, "  to train     %s tokens: %s steps, %.1f days, %s GPU-hours%s (no failures: dtsim faults adds "
+                   "them)\n", tok, steps, r->to_train.days, hours, cost);
+    }
     fprintf(f, "  simulated    %ld tasks in %.3f s wall", r->tasks, r->wall_s);
     if (r->fidelity_flow)
         fprintf(f, " (SimGrid: %ld flows, %.2f s, peak %.0f MiB)", r->flows, r->flow_wall_s, r->flow_peak_rss_mib);

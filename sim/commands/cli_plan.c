@@ -44,17 +44,17 @@ static void progress(long done, long total)
 
 static void print_table(FILE *f, const plan_result *p, int top)
 {
-    fprintf(f, "%4s %3s %3s %4s %3s %3s %3s %2s %4s %3s %-9s %9s %6s %7s %9s %8s %8s\n", "rank", "TP", "PP", "DP", "CP",
-            "EP", "VPP", "SP", "ZeRO", "mb", "recompute", "step s", "MFU", "bubble", "exposed s", "mem GiB", "days");
+    fprintf(f, "%4s %3s %3s %4s %3s %3s %3s %2s %4s %3s %-9s %9s %6s %7s %9s %8s %8s %9s\n", "rank", "TP", "PP", "DP",
+            "CP", "EP", "VPP", "SP", "ZeRO", "mb", "recompute", "step s", "MFU", "bubble", "exposed s", "mem GiB", "days",
+            "GPU-hours");
     for (int i = 0; i < p->count && i < top; i++) {
         const plan_layout *l = &p->layouts[i];
         const run_result *r = &l->result;
         double exposed = plan_exposed_comm_s(l);
-        fprintf(f, "%4d %3d %3d %4d %3d %3d %3d %2s %4d %3lld %-9s %9.3f %5.1f%% %6.1f%% %9.3f %8.1f %8.2f%s\n", i + 1,
-                l->tp, l->pp, l->dp, l->cp, l->ep, l->vpp, l->sp ? "y" : "n", l->zero, l->micro_batch,
-                recompute_name(l->recompute),
-                r->step_time_s, 100 * r->mfu, 100 * r->bubble_mean, exposed, r->memory.total, l->days_to_train,
-                l->is_scenario_own ? "  (scenario's own)" : "");
+        fprintf(f, "%4d %3d %3d %4d %3d %3d %3d %2s %4d %3lld %-9s %9.3f %5.1f%% %6.1f%% %9.3f %8.1f %8.2f %9.3g%s\n",
+                i + 1, l->tp, l->pp, l->dp, l->cp, l->ep, l->vpp, l->sp ? "y" : "n", l->zero, l->micro_batch,
+                recompute_name(l->recompute), r->step_time_s, 100 * r->mfu, 100 * r->bubble_mean, exposed,
+                r->memory.total, l->to_train.days, l->to_train.gpu_hours, l->is_scenario_own ? "  (scenario's own)" : "");
     }
 }
 
@@ -117,9 +117,8 @@ int cli_plan(int argc, char **argv)
             }
             fprintf(human, "  #%d: analytic %.3f s, flow %.3f s (%+.1f%%)\n", i + 1, p.layouts[i].result.step_time_s,
                     fr.step_time_s, 100 * (fr.step_time_s / p.layouts[i].result.step_time_s - 1));
-            double tokens = s.training.tokens;
             p.layouts[i].result = fr;
-            p.layouts[i].days_to_train = tokens > 0 ? tokens / fr.tokens_per_s / 86400.0 : 0;
+            run_time_to_train(&s, fr.step_time_s, fr.gpus, &p.layouts[i].to_train);
         }
         qsort(p.layouts, (size_t)k, sizeof *p.layouts, plan_compare);
         confirmed = k;

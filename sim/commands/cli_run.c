@@ -26,7 +26,8 @@ static void usage(FILE *f)
             "                            then goes to stderr)\n"
             "  --trace FILE              write a Chrome/Perfetto trace of the step\n"
             "  -h, --help                this help\n"
-            "exit: 0 ok, 2 bad input, 1 runtime failure\n");
+            "exit: 0 ok; 3 the layout does not fit in the GPUs' memory (the summary and --json are\n"
+            "written all the same, memory_gib.oom true); 2 bad input; 1 runtime failure\n");
 }
 
 /* --fidelity and --steps are overrides too, kept in command-line order with the --set ones
@@ -115,6 +116,12 @@ int cli_run(int argc, char **argv)
     }
     if (trace_path)
         fprintf(to_stdout ? stderr : stdout, "  trace        %s (open in ui.perfetto.dev)\n", trace_path);
+    if (rc == 0 && r.memory.oom) { /* a finding the user must not miss, also in scripts */
+        fprintf(stderr, "dtsim: %s: the layout needs %.1f GiB per GPU at stage %d, more than the %.1f GiB it has: "
+                        "exit 3 (ZeRO, recomputation or more pipeline or tensor parallelism may fit it; "
+                        "`dtsim plan` searches)\n", scenario_path, r.memory.total, r.memory.worst_stage, r.memory.capacity);
+        rc = 3;
+    }
     scenario_free(&s);
 out:
     cli_list_free(&sets);

@@ -72,6 +72,8 @@ typedef struct {
                                                 checkpoint_read_gbs) */
     } storage;
     char calibration[CFG_PATH_MAX];          /* default calibration path ("" if none) */
+    double price_per_gpu_hour;               /* what one GPU costs an hour, in the user's currency
+                                                (0: unknown; time_to_train then has no cost) */
 } platform_config;
 
 /* ---- calibration --------------------------------------------------------------------- */
@@ -164,7 +166,10 @@ typedef struct {
         int recompute_block;                 /* 0 uniform (default), 1 block */
         long long recompute_num_layers;      /* default 1 */
         optimizer_kind optimizer;
-        double tokens;                       /* token budget for days_to_train (0 = unset) */
+        double tokens;                       /* token budget for time_to_train (0 = unset); also set
+                                                from Megatron-LM's train_iters (x global batch x
+                                                seq_length) or train_samples (x seq_length) */
+        long long train_iters, train_samples; /* as given (0 = not given) */
         struct {                             /* training.data_loader (absent: input is free) */
             int present;
             double sample_bytes;             /* bytes read from storage per sample */

@@ -22,7 +22,8 @@ int precision_from_name(const char *name)
 int platform_parse(json_t *root, const char *path, const char *base_dir, int need_calibration, platform_config *p,
                    config_error *err)
 {
-    static const char *const top[] = {"name", "gpu", "node", "network", "storage", "calibration", NULL};
+    static const char *const top[] = {"name", "gpu", "node", "network", "storage", "calibration",
+                                      "price_per_gpu_hour", NULL};
     static const char *const gpu_keys[] = {"name", "memory_gib", "hbm_bandwidth_gbs", "peak_tflops", NULL};
     static const char *const node_keys[] = {"gpus", "compute_devices", "nvlink_bandwidth_gbs", "nvlink_latency_us", "nics",
                                             "nic_bandwidth_gbps", "pcie_bandwidth_gbs", "host_memory_bandwidth_gbs",
@@ -35,7 +36,8 @@ int platform_parse(json_t *root, const char *path, const char *base_dir, int nee
     char sub[2 * CFG_PATH_MAX];
     json_t *gpu, *node, *net, *storage, *peaks;
     long long v;
-    if (config_check_keys(root, path, top, err) || config_str(root, path, "name", 1, NULL, p->name, sizeof p->name, err))
+    if (config_check_keys(root, path, top, err) || config_str(root, path, "name", 1, NULL, p->name, sizeof p->name, err) ||
+        config_num(root, path, "price_per_gpu_hour", 0, 0, 0, 1e6, 0, &p->price_per_gpu_hour, err))
         return -1;
 
     if (config_object(root, path, "gpu", &gpu, err))

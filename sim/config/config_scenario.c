@@ -107,7 +107,7 @@ static int parse_training(json_t *t, scenario_config *s, config_error *err)
 {
     static const char *const keys[] = {"global_batch_size", "micro_batch_size", "precision",
                                        "recompute_granularity", "recompute_method", "recompute_num_layers",
-                                       "optimizer", "tokens", "data_loader", NULL};
+                                       "optimizer", "tokens", "train_iters", "train_samples", "data_loader", NULL};
     static const char *const precisions[] = {"fp32", "tf32", "fp16", "bf16", "fp8", NULL};
     static const char *const recompute[] = {"none", "selective", "full", NULL};
     static const char *const optimizers[] = {"adam", "sgd", NULL};
@@ -123,8 +123,19 @@ static int parse_training(json_t *t, scenario_config *s, config_error *err)
         config_int(t, p, "recompute_num_layers", 0, 1, 1, 100000, &s->training.recompute_num_layers, err) ||
         config_enum(t, p, "optimizer", optimizers, OPTIMIZER_ADAM, &opt, err) ||
         config_num(t, p, "tokens", 0, 0, 0, 1e18, 0, &s->training.tokens, err) ||
+        config_int(t, p, "train_iters", 0, 0, 1, 1000000000000LL, &s->training.train_iters, err) ||
+        config_int(t, p, "train_samples", 0, 0, 1, 1000000000000000LL, &s->training.train_samples, err) ||
         config_parse_data_loader(t, s, err))
         return -1;
+    /* What is trained, one way: Megatron-LM's --train-iters or --train-samples, or tokens */
+    int budgets = (s->training.tokens > 0) + (s->training.train_iters > 0) + (s->training.train_samples > 0);
+    if (budgets > 1)
+        return config_fail(err, "%s: give one of tokens, train_iters and train_samples (they say the same thing)", p);
+    if (s->training.train_iters > 0)
+        s->training.tokens = (double)s->training.train_iters * (double)s->training.global_batch_size *
+                             (double)s->model.seq_length;
+    if (s->training.train_samples > 0)
+        s->training.tokens = (double)s->training.train_samples * (double)s->model.seq_length;
     s->training.precision = (precision_kind)prec;
     s->training.recompute = (recompute_kind)rec;
     s->training.recompute_block = method;

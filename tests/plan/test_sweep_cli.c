@@ -7,6 +7,7 @@
  * its sections and pictures.
  * argv[1]: dtsim, argv[2]: the scenario, argv[3]: cli | plots. */
 #include <jansson.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -170,7 +171,20 @@ static void plan_json_is_ranked_and_never_worse_than_the_scenario(void **state)
         prev = t;
         assert_false(json_is_true(json_object_get(json_object_get(l, "memory_gib"), "oom")));
         assert_non_null(json_object_get(json_object_get(l, "training"), "recompute_granularity"));
-        assert_true(json_is_number(json_object_get(l, "days_to_train")));
+        /* the run at this layout's step time (the scenario states its tokens): the same steps for
+         * every layout, days = steps x step / 86,400, GPU-hours = days x 24 x GPUs */
+        json_t *tt = json_object_get(l, "time_to_train"), *par = json_object_get(l, "parallel");
+        assert_true(json_is_object(tt));
+        double steps = json_number_value(json_object_get(tt, "steps"));
+        double days = json_number_value(json_object_get(tt, "days"));
+        assert_true(steps > 0 && fabs(days - steps * t / 86400) <= 1e-9 * days);
+        double gpus = 1;
+        const char *dims[] = {"tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
+                              "context_parallel_size"};
+        for (int d = 0; d < 4; d++)
+            if (json_is_integer(json_object_get(par, dims[d])))
+                gpus *= (double)json_integer_value(json_object_get(par, dims[d]));
+        assert_true(fabs(json_number_value(json_object_get(tt, "gpu_hours")) - days * 24 * gpus) <= 1e-9 * days * 24 * gpus);
         if (json_is_true(json_object_get(l, "scenario_own_layout")))
             own = t;
     }

@@ -53,16 +53,21 @@ static void layouts_table(FILE *f, const report_input *in)
     else
         fprintf(f, "Analytic fidelity (no link contention); `dtsim plan --confirm K` re-simulates the best K at flow "
                    "fidelity.\n\n");
-    fprintf(f, "| rank | layout | step (s) | MFU | bubble | exposed comm (s) | memory (GiB) | days to train |\n");
-    fprintf(f, "|---:|:---|---:|---:|---:|---:|---:|---:|\n");
+    fprintf(f, "| rank | layout | step (s) | MFU | bubble | exposed comm (s) | memory (GiB) | days to train | "
+               "GPU-hours |\n");
+    fprintf(f, "|---:|:---|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int i = 0; i < p->count && i < in->top; i++) {
         const plan_layout *l = &p->layouts[i];
         char label[128];
         plan_layout_label(l, label, sizeof label);
-        fprintf(f, "| %d | %s%s | %.3f | %.1f%% | %.1f%% | %.3f | %.1f | %s%.2f |\n", i + 1, label,
+        char days[32] = "n/a", hours[32] = "n/a";
+        if (l->to_train.known) {
+            snprintf(days, sizeof days, "%.2f", l->to_train.days);
+            snprintf(hours, sizeof hours, "%.3g", l->to_train.gpu_hours);
+        }
+        fprintf(f, "| %d | %s%s | %.3f | %.1f%% | %.1f%% | %.3f | %.1f | %s | %s |\n", i + 1, label,
                 l->is_scenario_own ? " (scenario's own)" : "", l->result.step_time_s, 100 * l->result.mfu,
-                100 * l->result.bubble_mean, plan_exposed_comm_s(l), l->result.memory.total,
-                l->days_to_train > 0 ? "" : "n/a ", l->days_to_train);
+                100 * l->result.bubble_mean, plan_exposed_comm_s(l), l->result.memory.total, days, hours);
     }
     /* The scenario's own layout, when it is not among the rows shown. */
     for (int i = in->top; i < p->count; i++)
@@ -160,9 +165,13 @@ static void why_best(FILE *f, const report_input *in)
         fprintf(f, "- **The scenario's own layout is the best one found.**\n");
     else
         fprintf(f, "- The scenario's own layout is not a candidate here (another GPU count, or it does not fit).\n");
-    if (b->days_to_train > 0)
-        fprintf(f, "- **Time to train** %.3g tokens: %.1f days of pure training (failures not included).\n",
-                s->training.tokens, b->days_to_train);
+    if (b->to_train.known) {
+        fprintf(f, "- **Time to train** %.3g tokens: %.1f days of pure training (failures not included), %.3g "
+                   "GPU-hours", s->training.tokens, b->to_train.days, b->to_train.gpu_hours);
+        if (b->to_train.has_cost)
+            fprintf(f, ", cost %.3g at %.3g per GPU-hour", b->to_train.cost, s->platform.price_per_gpu_hour);
+        fprintf(f, ".\n");
+    }
 
     /* Each choice of the best layout against the best layout that chose otherwise. */
     static const knob knobs[] = {{"tensor parallel (TP)", k_tp},  {"pipeline parallel (PP)", k_pp},

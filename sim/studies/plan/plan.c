@@ -181,11 +181,12 @@ void *plan_layout_to_json(const scenario_config *base, const plan_layout *l)
                             r->memory.gradients, "optimizer", r->memory.optimizer, "activations", r->memory.activations,
                             "buffers", r->memory.buffers, "total", r->memory.total, "capacity", r->memory.capacity,
                             "oom", r->memory.oom);
-    return json_pack("{s:o,s:{s:I,s:s},s:f,s:f,s:f,s:f,s:f,s:o,s:f,s:b}", "parallel", par, "training",
+    return json_pack("{s:o,s:{s:I,s:s},s:f,s:f,s:f,s:f,s:f,s:o,s:o,s:b}", "parallel", par, "training",
                      "micro_batch_size", (json_int_t)l->micro_batch, "recompute_granularity",
                      recompute_name(l->recompute), "step_time_s", r->step_time_s, "mfu", r->mfu, "bubble_fraction",
                      r->bubble_mean, "exposed_comm_s", plan_exposed_comm_s(l), "tokens_per_s", r->tokens_per_s,
-                     "memory_gib", mem, "days_to_train", l->days_to_train, "scenario_own_layout", l->is_scenario_own);
+                     "memory_gib", mem, "time_to_train", time_to_train_to_json(&l->to_train, s.platform.price_per_gpu_hour),
+                     "scenario_own_layout", l->is_scenario_own);
 }
 
 int plan_compare(const void *a, const void *b)

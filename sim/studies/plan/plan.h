@@ -17,7 +17,8 @@ typedef struct {
     int is_scenario_own;       /* the scenario's own layout (always a candidate) */
     long order;                /* enumeration order: the last tie-breaker of the ranking */
     run_result result;
-    double days_to_train;      /* training.tokens / tokens per second; 0 when no budget */
+    time_to_train to_train;    /* the whole run at this layout's step time (run.h); known 0 when the
+                                  scenario states no budget */
 } plan_layout;
 
 /* Why candidates were dropped: one rule (numbers replaced by N, so "TP 3 does not divide 96

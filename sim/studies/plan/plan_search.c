@@ -88,8 +88,7 @@ static int evaluate(const scenario_config *base, const plan_layout *cand, worker
         plan_tally_add(&r->invalid_by, err.msg);
         return 0;
     }
-    double tokens = s.training.tokens;
-    l.days_to_train = tokens > 0 && l.result.tokens_per_s > 0 ? tokens / l.result.tokens_per_s / 86400.0 : 0;
+    run_time_to_train(&s, l.result.step_time_s, l.result.gpus, &l.to_train);
     return push(r, &l);
 }
 
