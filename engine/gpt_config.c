@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "gpt.h"
+#include "model_file.h"
 
 #define MAX_LAYERS 1024
 #define MAX_HIDDEN 65536
@@ -142,8 +143,24 @@ static int read_model_file(const char *name, int tokenizer_vocab, gpt_config *cf
                  je.line);
         return -1;
     }
-    json_t *model = json_is_object(json_object_get(root, "model")) ? json_object_get(root, "model") : root;
-    int is_scenario = model != root;
+    /* a scenario (its "model": an object, a model file, or {"from": FILE, ...}), a models/ file
+     * ({"model": {...}, "source"}), or a bare model object, resolved as dtsim resolves them */
+    json_t *given = json_object_get(root, "model");
+    int is_scenario = given != NULL;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", name);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = 0;
+    else
+        snprintf(dir, sizeof dir, ".");
+    char why[512];
+    json_t *model = model_resolve(given ? given : root, dir, why, sizeof why);
+    if (!model) {
+        snprintf(err, errlen, "%s: %s", name, why);
+        json_decref(root);
+        return -1;
+    }
     /* the keys a model object may hold: the sizes (either name) and dtsim's other model keys */
     static const char *const others[] = {"swiglu", "num_experts", "normalization", "position_embedding_type",
                                          "moe_router_topk", "attention", "untie_embeddings_and_output_weights",
@@ -194,6 +211,7 @@ static int read_model_file(const char *name, int tokenizer_vocab, gpt_config *cf
         }
     if (rc == 0)
         rc = read_choices(name, model, cfg, err, errlen);
+    json_decref(model);
     json_decref(root);
     return rc;
 }

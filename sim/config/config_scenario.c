@@ -5,6 +5,7 @@
 #include <string.h>
 #include "collective.h"
 #include "config_internal.h"
+#include "model_file.h"
 
 #define S "scenario"
 
@@ -38,6 +39,21 @@ static int inline_referenced(json_t *root, const char *key, const char *base_dir
         return -1;
     config_dirname(path, dir_out, n);
     json_object_set_new(root, key, obj);
+    return 0;
+}
+
+/* "model": a model file's path or {"from": PATH, ...} replaced by the object it stands for
+ * (engine/model_file.c, which dtrain reads the same files with). */
+static int resolve_model(json_t *root, const char *base_dir, config_error *err)
+{
+    json_t *model = json_object_get(root, "model");
+    if (!model || !(json_is_string(model) || json_object_get(model, "from")))
+        return 0;
+    char why[sizeof err->msg - 32];
+    json_t *resolved = model_resolve(model, base_dir, why, sizeof why);
+    if (!resolved)
+        return config_fail(err, S ".%s", why);
+    json_object_set_new(root, "model", resolved);
     return 0;
 }
 
@@ -558,6 +574,10 @@ int scenario_load_json(void *json_root, const char *base_dir, const char *const 
     snprintf(platform_dir, sizeof platform_dir, "%s", base_dir);
     snprintf(cal_dir, sizeof cal_dir, "%s", base_dir);
     int rc = -1;
+    /* a model file or {"from": FILE, ...}: the object it stands for, before any override of it
+     * (and again after them, for an override that names a model file) */
+    if (resolve_model(root, base_dir, err))
+        goto done;
     for (int i = 0; i < n_overrides; i++) {
         if (!strncmp(overrides[i], "platform.", 9) &&
             inline_referenced(root, "platform", base_dir, platform_dir, sizeof platform_dir, err))
@@ -567,10 +587,11 @@ int scenario_load_json(void *json_root, const char *base_dir, const char *const 
         if (!strncmp(overrides[i], "calibration.", 12) &&
             inline_referenced(root, "calibration", base_dir, cal_dir, sizeof cal_dir, err))
             goto done;
-        if (config_apply_override(root, overrides[i], err))
+        if (config_apply_override(root, overrides[i], err) || resolve_model(root, base_dir, err))
             goto done;
     }
-    if (config_check_keys(root, S, top, err) || config_str(root, S, "name", 0, "unnamed", out->name, sizeof out->name, err))
+    if (resolve_model(root, base_dir, err) || config_check_keys(root, S, top, err) ||
+        config_str(root, S, "name", 0, "unnamed", out->name, sizeof out->name, err))
         goto done;
 
     json_t *plat = json_object_get(root, "platform");

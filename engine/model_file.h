@@ -1,0 +1,21 @@
+/* A scenario's "model" resolved to one object, the one way dtsim and dtrain both read it:
+ *  - an object is the model as it is;
+ *  - a string names a model file (models/ holds the common open models): relative to base_dir,
+ *    then to the repository root; the file is {"model": {...}, "source": "..."} or a bare model
+ *    object;
+ *  - an object with "from": PATH is that file's model, the object's other keys overriding its
+ *    keys one by one ("from" may chain, up to MODEL_FROM_DEPTH files).
+ * Shared with sim/ (dtengine_core). */
+#ifndef DTSIM_ENGINE_MODEL_FILE_H
+#define DTSIM_ENGINE_MODEL_FILE_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#define MODEL_FROM_DEPTH 8
+
+/* Returns a new reference to the resolved model object, or NULL with err naming the file or key
+ * and what is wrong. */
+json_t *model_resolve(json_t *value, const char *base_dir, char *err, size_t errlen);
+
+#endif
