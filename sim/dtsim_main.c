@@ -15,6 +15,8 @@ static void usage(FILE *f)
             "  faults SCENARIO.json    failures, checkpoints and goodput over a long run (Monte Carlo)\n"
             "  sweep SCENARIO.json     vary values and simulate every combination\n"
             "  plan SCENARIO.json      search the parallel layouts for the fastest that fits\n"
+            "  compare A.json B.json.. scenarios (and --variant's of the first) side by side: step\n"
+            "                          time, MFU, memory, communication, bubble, days and cost\n"
             "  report SCENARIO.json --measured RUN_DIR  a measured dtrain run (--run-dir) beside its\n"
             "                          simulation: step time, tokens/s, TFLOP/s, MFU, with the error\n"
             "  async SCENARIO.json     asynchronous data parallelism with parameter servers beside\n"
@@ -63,6 +65,8 @@ static int dispatch(int argc, char **argv)
         return cli_report(argc - 1, argv + 1);
     if (!strcmp(cmd, "async"))
         return cli_async(argc - 1, argv + 1);
+    if (!strcmp(cmd, "compare"))
+        return cli_compare(argc - 1, argv + 1);
     fprintf(stderr, "dtsim: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

@@ -10,6 +10,7 @@ int cli_sweep(int argc, char **argv);
 int cli_plan(int argc, char **argv);
 int cli_report(int argc, char **argv); /* a measured dtrain run beside its simulation */
 int cli_async(int argc, char **argv);
+int cli_compare(int argc, char **argv); /* scenarios and variants side by side */
 
 /* Writes a JSON document (json_t*) to path, or stdout for "-"; files are written to a
  * temporary name and renamed, so a failed run leaves nothing half-written. 0 or -1. */

@@ -97,8 +97,10 @@ static int refuse_unknown(const cli_spec *spec, const char *word)
     return 2;
 }
 
-static int take_positional(const cli_spec *spec, const char *word)
+static int take_positional(const cli_spec *spec, cli_list *words, const char *word)
 {
+    if (words)
+        return cli_list_add(words, word) == 0 ? CLI_GO_ON : 1;
     if (!spec->positional) {
         fprintf(stderr, "dtsim %s: unexpected argument '%s' (see dtsim %s --help)\n", spec->command, word,
                 spec->command);
@@ -159,6 +161,11 @@ static int take_option(const cli_spec *spec, const cli_option *o, const char *va
 
 int cli_parse_args(const cli_spec *spec, int argc, char **argv)
 {
+    return cli_parse_args_list(spec, argc, argv, NULL);
+}
+
+int cli_parse_args_list(const cli_spec *spec, int argc, char **argv, cli_list *words)
+{
     int n = 0;
     while (spec->options[n].name)
         n++;
@@ -191,7 +198,7 @@ int cli_parse_args(const cli_spec *spec, int argc, char **argv)
         else if ((c == ':' || c == '?') && optopt >= OPTION_CODE && optopt < OPTION_CODE + n)
             o = &spec->options[optopt - OPTION_CODE];
         if (c == 1) {
-            rc = take_positional(spec, optarg);
+            rc = take_positional(spec, words, optarg);
         } else if (c == 'h') {
             if (word[1] == '-' && !spells(word, "help")) {
                 rc = refuse_unknown(spec, word);
@@ -216,7 +223,7 @@ int cli_parse_args(const cli_spec *spec, int argc, char **argv)
     }
     /* After "--" every word is positional. */
     for (int i = optind; rc == CLI_GO_ON && i < argc; i++)
-        rc = take_positional(spec, argv[i]);
+        rc = take_positional(spec, words, argv[i]);
     free(longopts);
     return rc;
 }

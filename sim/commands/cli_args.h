@@ -64,6 +64,9 @@ typedef struct {
  * order, so that the first problem is the one reported. Returns CLI_GO_ON, or the exit code the
  * command returns at once: 0 after --help, 2 after bad input (the reason on stderr). */
 int cli_parse_args(const cli_spec *spec, int argc, char **argv);
+/* The same for a command that takes any number of positional words (dtsim compare): each is
+ * appended to words, in order. */
+int cli_parse_args_list(const cli_spec *spec, int argc, char **argv, cli_list *words);
 
 /* A flag's whole-number value in lo..hi; -1 with "dtsim COMMAND: FLAG: 'VALUE' is not a whole
  * number in lo..hi" on stderr. */

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# dtsim compare: each column is what dtsim run says of the same scenario and values (step time,
+# MFU, memory, time to train), the variants apply their values to the first scenario on top of
+# the common --set; bad input is refused before anything runs.
+#   compare.sh DTSIM REPO_ROOT
+set -u
+dtsim=$1 root=$2
+a=$root/scenarios/gpt3-175b-1024-a100.json b=$root/scenarios/gpt2-xl-dp32-powersgd.json
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+"$dtsim" compare "$a" "$b" --variant 'parallel.zero_stage=0;training.micro_batch_size=2' \
+  --set platform.price_per_gpu_hour=3 --json "$work/c.json" >"$work/table" 2>"$work/err" || { cat "$work/err"; fail=1; }
+"$dtsim" run "$a" --set platform.price_per_gpu_hour=3 --json "$work/a.json" >/dev/null 2>&1 || fail=1
+"$dtsim" run "$b" --set platform.price_per_gpu_hour=3 --json "$work/b.json" >/dev/null 2>&1 || fail=1
+"$dtsim" run "$a" --set platform.price_per_gpu_hour=3 --set parallel.zero_stage=0 --set training.micro_batch_size=2 \
+  --json "$work/v.json" >/dev/null 2>&1 || fail=1
+python3 - "$work" <<'PY' || fail=1
+import json, sys
+w = sys.argv[1]
+cols = json.load(open(f"{w}/c.json"))["scenarios"]
+runs = [json.load(open(f"{w}/{n}.json")) for n in ("a", "b", "v")]
+ok = len(cols) == 3
+for c, r in zip(cols, runs):
+    for k in ("step_time_s", "mfu", "gpus"):
+        ok = ok and c[k] == r[k]
+    ok = ok and c["memory_gib"]["total"] == r["memory_gib"]["total"]
+    ok = ok and c.get("time_to_train") == r.get("time_to_train")
+ok = ok and cols[2]["sets"] == ["platform.price_per_gpu_hour=3", "parallel.zero_stage=0", "training.micro_batch_size=2"]
+print("compare columns against dtsim run:", "ok" if ok else "WRONG")
+sys.exit(0 if ok else 1)
+PY
+grep -q 'against the first' "$work/table" && grep -q 'cost' "$work/table" || { echo "table:"; cat "$work/table"; fail=1; }
+"$dtsim" compare >/dev/null 2>"$work/err"; [ $? -eq 2 ] && grep -q 'no scenario file' "$work/err" || fail=1
+"$dtsim" compare "$a" --variant 'parallel.bogus=1' >/dev/null 2>"$work/err"; rc=$?
+[ "$rc" -eq 2 ] && grep -q 'bogus' "$work/err" || { echo "bad variant: exit $rc"; cat "$work/err"; fail=1; }
+args=(); for i in $(seq 17); do args+=("$a"); done
+"$dtsim" compare "${args[@]}" >/dev/null 2>"$work/err"; [ $? -eq 2 ] && grep -q 'at most 16' "$work/err" || fail=1
+[ "$fail" -eq 0 ] && echo "compare: columns equal dtsim run's; variants; refusals"
+exit "$fail"
