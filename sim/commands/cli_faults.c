@@ -73,6 +73,26 @@ static int plot_curve(const faults_report *r, const char *dir, const char *title
     return 0;
 }
 
+/* Spares that keep node failures from waiting on repairs: every failure sends a node to repair
+ * for repair_hours, so the nodes away at once are Poisson with mean (failures per hour) x
+ * repair_hours; the smallest k whose Poisson CDF reaches 99.9% (the job waits on a repair in
+ * about one failure in a thousand). */
+static int spares_needed(const scenario_config *s, double *away)
+{
+    int gpus = scenario_gpus(s), gpn = s->platform.node.gpus > 0 ? s->platform.node.gpus : 1;
+    double per_hour = (s->faults.gpu_mtbf_hours > 0 ? gpus / s->faults.gpu_mtbf_hours : 0) +
+                      (s->faults.node_mtbf_hours > 0 ? ((gpus + gpn - 1) / gpn) / s->faults.node_mtbf_hours : 0);
+    double mu = per_hour * s->faults.repair_hours, term = exp(-mu), cdf = term;
+    int k = 0;
+    while (cdf < 0.999 && k < 1000000) {
+        k++;
+        term *= mu / k;
+        cdf += term;
+    }
+    *away = mu;
+    return k;
+}
+
 int cli_faults(int argc, char **argv)
 {
     const char *path = NULL, *json_path = NULL, *plot_dir = NULL;
@@ -106,6 +126,17 @@ int cli_faults(int argc, char **argv)
         fprintf(stderr, "dtsim faults: replaying %d failures from %s (every run sees the same failures)\n",
                 trace.count, tpath);
     }
+    /* What the model cannot say unless asked, said before the figures that would hide it. */
+    int modelled = s.faults.gpu_mtbf_hours > 0 || s.faults.node_mtbf_hours > 0 || s.faults.failure_trace[0];
+    if (!modelled)
+        fprintf(stderr, "dtsim faults: %s: failures are not modelled (no faults.gpu_mtbf_hours, node_mtbf_hours or "
+                        "failure_trace): goodput is 100%% by construction and the checkpoint interval has nothing to "
+                        "weigh\n", path);
+    int gpn_ = s.platform.node.gpus > 0 ? s.platform.node.gpus : 1, used = (gpus + gpn_ - 1) / gpn_;
+    int free_nodes = s.platform.network.nodes - used + s.faults.spare_nodes;
+    if (free_nodes < 0)
+        free_nodes = s.faults.spare_nodes;
+    int starved = modelled && free_nodes == 0 && !s.faults.elastic && s.faults.repair_hours > 0;
     faults_report r;
     memset(&r, 0, sizeof r);
     fprintf(stderr, "dtsim faults: %s: %d runs and the checkpoint-interval search...\n", s.name, runs);
@@ -119,17 +150,27 @@ int cli_faults(int argc, char **argv)
     faults_trace_free(&trace);
     FILE *h = json_path && !strcmp(json_path, "-") ? stderr : stdout;
     fprintf(h, "dtsim faults: %s, %d GPUs, %d runs\n", s.name, scenario_gpus(&s), runs);
-    fprintf(h, "  step %.3f s (%.0f tokens/s); checkpoint %.2f TB: blocks %.2f s (%s), written in %.1f s, restored in "
-               "%.1f s\n",
+    fprintf(h, "  step %.3f s (%.0f tokens/s); checkpoint %.2f TB: blocks %.2f s (%s), written in %.1f s at %.0f GB/s "
+               "and restored in %.1f s at %.0f GB/s (platform.storage)\n",
             r.step_time_s, r.tokens_per_s, r.checkpoint_bytes / 1e12, r.checkpoint_block_s,
-            s.faults.checkpoint_async ? "async" : "sync", r.checkpoint_write_s, r.restore_s);
+            s.faults.checkpoint_async ? "async: each GPU's shard copied to host memory over PCIe, written behind"
+                                      : "sync: the whole write",
+            r.checkpoint_write_s, s.platform.storage.checkpoint_write_gbs, r.restore_s,
+            s.platform.storage.checkpoint_read_gbs);
+    if (!modelled)
+        fprintf(h, "  NOTE         failures are not modelled (no MTBF, no trace): 100%% goodput by construction\n");
     if (r.replayed)
         fprintf(h, "  failures replayed from %s (every run the same); MTBF and Young/Daly below from the "
                    "scenario's MTBFs\n", s.faults.failure_trace);
-    if (r.target_train_s > 0)
+    if (r.target_train_s > 0) {
         fprintf(h, "  system MTBF %.2f h; expected failures while training %.3g tokens (%.1f days of training) N x T / "
                    "MTBF = %.1f\n",
                 r.system_mtbf_hours, s.training.tokens, r.target_train_s / 86400, r.expected_failures);
+        if (s.faults.horizon_days > 0) /* the run's own length decides, not the horizon */
+            fprintf(h, "  horizon      faults.horizon_days %g not used: each run goes on until %.3g tokens are trained "
+                       "(%.1f days without failures)\n", s.faults.horizon_days, s.training.tokens,
+                    r.target_train_s / 86400);
+    }
     else
         fprintf(h, "  system MTBF %.2f h; expected failures over %g days N x T / MTBF = %.1f\n", r.system_mtbf_hours,
                 s.faults.horizon_days, r.expected_failures);
@@ -148,6 +189,31 @@ int cli_faults(int argc, char **argv)
     fprintf(h, "  checkpoint interval: scenario %.0f s (goodput %.2f%%), optimum %.0f s (%.2f%%), Young/Daly %.0f s\n",
             s.faults.checkpoint_interval_s, 100 * r.goodput_at_scenario_interval, r.optimal_checkpoint_interval_s,
             100 * r.optimal_goodput, r.young_daly_interval_s);
+    if (s.faults.checkpoint_async && modelled && r.optimal_checkpoint_interval_s < 2 * r.checkpoint_write_s)
+        fprintf(h, "               (asynchronous checkpoints block the step %.2f s each, so the optimum is about as "
+                   "often as the storage finishes writing one, %.1f s: a checkpoint counts once written; Young/Daly "
+                   "weighs only the %.2f s)\n", r.checkpoint_block_s, r.checkpoint_write_s, r.checkpoint_block_s);
+    if (starved) { /* every failure waits a repair: say so, and what spares would restore */
+        double away;
+        int k = spares_needed(&s, &away);
+        scenario_config spared = s;
+        spared.faults.spare_nodes = s.faults.spare_nodes + k;
+        faults_report with;
+        memset(&with, 0, sizeof with);
+        with.step_time_s = r.step_time_s;
+        with.tokens_per_s = r.tokens_per_s;
+        int ok = !s.faults.failure_trace[0] && faults_run(&spared, runs, &with, &err) == 0;
+        char restored[160] = "";
+        if (ok)
+            snprintf(restored, sizeof restored, ": goodput %.2f%% with them", 100 * with.goodput.mean);
+        fprintf(h, "  WARNING      every node of the platform is in use and there are no spares: each failure waits "
+                   "faults.repair_hours (%g h) for its node; %.1f nodes are away at a time on average, %d spare nodes "
+                   "(faults.spare_nodes) cover 99.9%% of the time%s\n",
+                s.faults.repair_hours, away, k, restored);
+        fprintf(stderr, "dtsim faults: %s: no spare nodes: every failure waits %g h for a repair (goodput %.2f%%); "
+                        "%d spares (faults.spare_nodes) would restore it%s\n",
+                path, s.faults.repair_hours, 100 * r.goodput.mean, k, restored);
+    }
     rc = 0;
     if (json_path) {
         json_t *lost = json_object();
