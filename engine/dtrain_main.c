@@ -100,6 +100,11 @@ static void usage(FILE *f)
             "                           that holds a run is refused unless --resume (which appends to it)\n"
             "  --peak-tflops X          per-device peak (TFLOP/s) for MFU; default: the datasheet figure of a\n"
             "                           known GPU (H100, H200, A100) in the precision; none on a CPU (null)\n"
+            "Megatron-LM's names are read too: --tensor-model-parallel-size (--tp),\n"
+            "--pipeline-model-parallel-size (--pp), --virtual-pipeline-model-parallel-size (--vpp),\n"
+            "--context-parallel-size (--cp), --micro-batch-size, --global-batch-size, --train-iters (--steps),\n"
+            "--lr-warmup-iters (--warmup), --clip-grad (--grad-clip), --bf16 and --fp16 (--precision),\n"
+            "--use-distributed-optimizer (--zero 1)\n"
             "exit: 0 ok, 2 bad input, 1 runtime failure\n",
             DTRAIN_DEFAULT_DATA);
 }
@@ -157,7 +162,58 @@ static int parse_layer_list(const char *v, int *out, int max)
     return n;
 }
 
+/* Megatron-LM's names for dtrain's flags, so a launch script's arguments read as they are: each
+ * is rewritten to dtrain's own (a value-less one to a flag and its value) before parsing. */
+static const struct {
+    const char *megatron, *dtrain, *value; /* value: what a value-less Megatron flag stands for */
+} ALIASES[] = {
+    {"--tensor-model-parallel-size", "--tp", NULL},
+    {"--pipeline-model-parallel-size", "--pp", NULL},
+    {"--virtual-pipeline-model-parallel-size", "--vpp", NULL},
+    {"--micro-batch-size", "--micro-batch", NULL},
+    {"--global-batch-size", "--global-batch", NULL},
+    {"--train-iters", "--steps", NULL},
+    {"--lr-warmup-iters", "--warmup", NULL},
+    {"--clip-grad", "--grad-clip", NULL},
+    {"--bf16", "--precision", "bf16"},
+    {"--fp16", "--precision", "fp16"},
+    {"--use-distributed-optimizer", "--zero", "1"},
+};
+
+/* argv with the aliases rewritten (the array is malloc'd; its strings are argv's or static). */
+static char **megatron_names(int argc, char **argv, int *out_argc)
+{
+    char **out = malloc(((size_t)argc * 2 + 1) * sizeof *out);
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        size_t k = 0, count = sizeof ALIASES / sizeof ALIASES[0];
+        while (k < count && strcmp(argv[i], ALIASES[k].megatron))
+            k++;
+        if (i == 0 || k == count) {
+            out[n++] = argv[i];
+            continue;
+        }
+        out[n++] = (char *)ALIASES[k].dtrain;
+        if (ALIASES[k].value)
+            out[n++] = (char *)ALIASES[k].value;
+    }
+    out[n] = NULL;
+    *out_argc = n;
+    return out;
+}
+
+static int run_flags(int argc, char **argv, comm_ctx *comm);
+
 static int run(int argc, char **argv, comm_ctx *comm)
+{
+    int n;
+    char **args = megatron_names(argc, argv, &n);
+    int rc = run_flags(n, args, comm);
+    free(args);
+    return rc;
+}
+
+static int run_flags(int argc, char **argv, comm_ctx *comm)
 {
     int dp = 1, tp = 1, pp = 1, cp = 1, n_stage_layers = 0, bucket_given = 0, recompute_method_given = 0;
     static int stage_layers[1024];

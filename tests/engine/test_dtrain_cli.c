@@ -57,6 +57,27 @@ static void same_seed_same_crc_other_seed_differs(void **state)
     assert_string_not_equal(a, c);
 }
 
+/* Megatron-LM's flag names train the same run as dtrain's own. */
+static void megatron_names_are_aliases(void **state)
+{
+    (void)state;
+    int n;
+    char a[16], b[16];
+    assert_int_equal(run_dtrain(DTRAIN, "--steps 3 --micro-batch 2 --global-batch 4 --warmup 1 --grad-clip 0.5 "
+                                        "--precision bf16 --seed 5", L, 64, &n, ERR, sizeof ERR), 0);
+    snprintf(a, sizeof a, "%s", crc_of(L[n - 1]));
+    free_lines(L, n);
+    assert_int_equal(run_dtrain(DTRAIN, "--train-iters 3 --micro-batch-size 2 --global-batch-size 4 "
+                                        "--lr-warmup-iters 1 --clip-grad 0.5 --bf16 --seed 5", L, 64, &n, ERR,
+                                sizeof ERR), 0);
+    snprintf(b, sizeof b, "%s", crc_of(L[n - 1]));
+    free_lines(L, n);
+    assert_string_equal(a, b);
+    /* and a value-less alias does not swallow the next flag */
+    assert_int_equal(run_dtrain(DTRAIN, "--bf16 --train-iters 2 --micro-batch-size 2", L, 64, &n, ERR, sizeof ERR), 0);
+    free_lines(L, n);
+}
+
 static void fp16_overflow_skips_the_step_and_halves_the_scale(void **state)
 {
     int n;
@@ -300,6 +321,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(log_lines_have_exactly_the_design_keys),
         cmocka_unit_test(same_seed_same_crc_other_seed_differs),
+        cmocka_unit_test(megatron_names_are_aliases),
         cmocka_unit_test(fp16_overflow_skips_the_step_and_halves_the_scale),
         cmocka_unit_test(gradient_accumulation_equals_the_full_batch),
         cmocka_unit_test(fp16_scale_doubles_after_a_window_of_good_steps),
