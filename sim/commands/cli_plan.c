@@ -28,7 +28,15 @@ static void usage(FILE *f)
             "                    its pictures (gnuplot) are written next to it as FILE.*.png and .svg\n"
             "  --set PATH=VALUE  override a scenario value first (repeatable)\n"
             "  --threads N       worker threads for the search (default: $DTSIM_THREADS, else the CPUs)\n"
-            "exit: 0 ok, 2 bad input, 1 runtime failure (or no layout fits)\n");
+            "  --deadline-days D the smallest bill that trains the scenario's tokens (training.tokens,\n"
+            "                    train_iters or train_samples) within D days: cluster sizes from one node\n"
+            "                    up (1, 2, 4, ... nodes, then halving the gap to the smallest that meets D,\n"
+            "                    and two sizes above it), each size's layouts searched with the scenario's\n"
+            "                    global batch, those within D ranked by GPU-hours (cost: the platform's\n"
+            "                    price_per_gpu_hour); layouts in --json carry their gpus\n"
+            "  --max-gpus N      with --deadline-days: the largest cluster (default: the platform's nodes;\n"
+            "                    more grows its fabric to them)\n"
+            "exit: 0 ok, 2 bad input, 1 runtime failure (or no layout fits, or meets the deadline)\n");
 }
 
 static void progress(long done, long total)
@@ -68,12 +76,87 @@ static void print_dropped(FILE *f, const plan_result *p)
         fprintf(f, "  %7ld %s\n", p->oom_by.reason[i].count, p->oom_by.reason[i].rule);
 }
 
+static void size_done(const plan_size *z)
+{
+    if (z->fitting)
+        fprintf(stderr, "  %6d GPUs: %ld layouts fit, the fastest trains in %.1f days%s\n", z->gpus, z->fitting,
+                z->fastest_days, z->feasible ? ": meets the deadline" : "");
+    else
+        fprintf(stderr, "  %6d GPUs: no layout fits (memory, or the global batch does not split)\n", z->gpus);
+}
+
+/* --deadline-days: the sizes searched, the cheapest layouts within the deadline. */
+static int plan_to_deadline(const scenario_config *s, double days, int max_gpus, int threads, int top,
+                            const char *json_path)
+{
+    plan_deadline_input in = {.deadline_days = days, .max_gpus = max_gpus, .threads = threads, .keep_per_size = top,
+                              .progress = size_done};
+    plan_deadline_result d;
+    config_error err;
+    fprintf(stderr, "dtsim plan: %s: the cheapest cluster and layout that train %.3g tokens within %g days\n",
+            s->name, s->training.tokens, days);
+    if (plan_deadline(s, &in, &d, &err) != 0) {
+        fprintf(stderr, "dtsim plan: %s\n", err.msg);
+        return 2;
+    }
+    FILE *h = json_path && !strcmp(json_path, "-") ? stderr : stdout;
+    fprintf(h, "%8s %8s %12s %14s %12s\n", "GPUs", "fitting", "fastest days", "best GPU-hours", "its days");
+    for (int i = 0; i < d.size_count; i++) {
+        const plan_size *z = &d.sizes[i];
+        char fastest[32] = "-", best[32] = "-", its[32] = "-";
+        if (z->fitting)
+            snprintf(fastest, sizeof fastest, "%.2f", z->fastest_days);
+        if (z->feasible) {
+            snprintf(best, sizeof best, "%.4g", z->best_gpu_hours);
+            snprintf(its, sizeof its, "%.2f", z->best_days);
+        }
+        fprintf(h, "%8d %8ld %12s %14s %12s\n", z->gpus, z->fitting, fastest, best, its);
+    }
+    int rc = d.count > 0 ? 0 : 1;
+    if (d.count == 0)
+        fprintf(stderr, "dtsim plan: no cluster of up to %d nodes trains it within %g days\n", d.max_nodes, days);
+    for (int i = 0; i < d.count && i < top; i++) {
+        const plan_layout *l = &d.layouts[i];
+        char label[128];
+        plan_layout_label(l, label, sizeof label);
+        fprintf(h, "%3d. %6d GPUs  %-40s %7.2f days %11.4g GPU-hours", i + 1, l->result.gpus, label, l->to_train.days,
+                l->to_train.gpu_hours);
+        if (l->to_train.has_cost)
+            fprintf(h, "  cost %.4g", l->to_train.cost);
+        fputc('\n', h);
+    }
+    if (json_path) {
+        json_t *sizes = json_array(), *arr = json_array();
+        for (int i = 0; i < d.size_count; i++)
+            json_array_append_new(sizes, json_pack("{s:i,s:I,s:f,s:b,s:o}", "gpus", d.sizes[i].gpus, "fitting",
+                                                   (json_int_t)d.sizes[i].fitting, "fastest_days",
+                                                   d.sizes[i].fastest_days, "meets_deadline", d.sizes[i].feasible,
+                                                   "best_gpu_hours", d.sizes[i].feasible
+                                                       ? json_real(d.sizes[i].best_gpu_hours) : json_null()));
+        for (int i = 0; i < d.count && i < top; i++) {
+            json_t *l = plan_layout_to_json(s, &d.layouts[i]);
+            json_object_set_new(l, "gpus", json_integer(d.layouts[i].result.gpus));
+            json_array_append_new(arr, l);
+        }
+        json_t *doc = json_pack("{s:s,s:f,s:i,s:o,s:o}", "scenario", s->name, "deadline_days", days, "max_nodes",
+                                d.max_nodes, "sizes", sizes, "layouts", arr);
+        if (cli_write_json(doc, json_path) != 0)
+            rc = 1;
+        json_decref(doc);
+    }
+    plan_deadline_free(&d);
+    return rc;
+}
+
 int cli_plan(int argc, char **argv)
 {
     const char *path = NULL, *json_path = NULL, *report = NULL;
     cli_list sets = {0};
-    int gpus = 0, top = 10, confirm = 0, confirmed = 0, threads = 0;
+    int gpus = 0, top = 10, confirm = 0, confirmed = 0, threads = 0, max_gpus = 0;
+    double deadline = 0;
     const cli_option options[] = {
+        CLI_OPT_REAL("deadline-days", &deadline),
+        CLI_OPT_INT("max-gpus", &max_gpus, 1, 1048576),
         CLI_OPT_INT("gpus", &gpus, 1, 1048576),
         CLI_OPT_INT("top", &top, 1, 100000),
         CLI_OPT_INT("confirm", &confirm, 0, 1000),
@@ -89,6 +172,17 @@ int cli_plan(int argc, char **argv)
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
+    if ((max_gpus || deadline > 0) && (gpus || confirm || report || deadline <= 0)) {
+        fprintf(stderr, "dtsim plan: --deadline-days D (with a D above 0) searches cluster sizes itself: "
+                        "--max-gpus needs it, and --gpus, --confirm and --report do not go with it\n");
+        scenario_free(&s);
+        goto out;
+    }
+    if (deadline > 0) {
+        rc = plan_to_deadline(&s, deadline, max_gpus, threads, top, json_path);
+        scenario_free(&s);
+        goto out;
+    }
     config_error err;
     plan_result p;
     if (plan_search_threads(&s, gpus, threads, &p, &err, progress) != 0) {

@@ -54,6 +54,43 @@ int plan_search(const scenario_config *base, int gpus, plan_result *out, config_
  * depend on the thread count: the ranking's last tie-breaker is the enumeration order. */
 int plan_search_threads(const scenario_config *base, int gpus, int threads, plan_result *out, config_error *err,
                         void (*progress)(long done, long total));
+/* ---- the cluster that meets a deadline (dtsim plan --deadline-days) ----------------------
+ * Cluster sizes from one node up (1, 2, 4, ... nodes, then halving the gap to the smallest that
+ * meets the deadline, and the two sizes above it), the layouts of each searched as plan_search
+ * does with the scenario's global batch, and those that finish training.tokens within the
+ * deadline ranked by GPU-hours (so by cost at one price per GPU-hour). */
+#define PLAN_MAX_SIZES 32
+typedef struct {
+    int gpus;
+    long fitting;              /* layouts that fit in memory at this size */
+    double fastest_days;       /* the fastest layout's days (0: none fits) */
+    int feasible;              /* one finishes within the deadline */
+    double best_gpu_hours, best_days; /* the cheapest of those */
+} plan_size;
+
+typedef struct {
+    double deadline_days;
+    int max_gpus;              /* 0: the platform's nodes; more grows the fabric to them */
+    int threads;               /* 0: plan_default_threads() */
+    int keep_per_size;         /* cheapest layouts within the deadline kept from each size */
+    void (*progress)(const plan_size *done); /* after each size (may be NULL) */
+} plan_deadline_input;
+
+typedef struct {
+    double deadline_days;
+    int max_nodes;
+    plan_size sizes[PLAN_MAX_SIZES]; /* in the order searched */
+    int size_count;
+    plan_layout *layouts;      /* within the deadline, every size, cheapest first */
+    int count, cap;
+} plan_deadline_result;
+
+/* Returns 0 (out->count 0 when no size meets the deadline), or -1 with err (no token budget,
+ * a bad size). Free with plan_deadline_free. */
+int plan_deadline(const scenario_config *base, const plan_deadline_input *in, plan_deadline_result *out,
+                  config_error *err);
+void plan_deadline_free(plan_deadline_result *r);
+
 /* $DTSIM_THREADS when set, else the online CPUs (at most 64). */
 int plan_default_threads(void);
 void plan_result_free(plan_result *r);

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# dtsim plan --deadline-days: every layout it lists trains the tokens within the deadline, cheapest
+# first (GPU-hours = days x 24 x its GPUs); a size meets the deadline exactly when its fastest
+# layout does, and the cheapest comes from the smallest such size; the cheapest layout,
+# given back to dtsim run at its size, simulates to the same step time; what cannot be answered is
+# refused (no token budget, --max-gpus alone) or reported (no size meets it, exit 1).
+#   deadline.sh DTSIM REPO_ROOT
+set -u
+dtsim=$1 root=$2
+s=$root/scenarios/gpt2-xl-dp32-powersgd.json
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+"$dtsim" plan "$s" --deadline-days 2 --set training.tokens=2e11 --top 5 --json "$work/d.json" >/dev/null 2>&1 || fail=1
+sets=$(python3 - "$work/d.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+L, sizes = d["layouts"], d["sizes"]
+ok = len(L) > 0
+for a, b in zip(L, L[1:]):
+    ok = ok and a["time_to_train"]["gpu_hours"] <= b["time_to_train"]["gpu_hours"]
+for l in L:
+    t = l["time_to_train"]
+    ok = ok and t["days"] <= 2 and abs(t["gpu_hours"] - t["days"] * 24 * l["gpus"]) <= 1e-9 * t["gpu_hours"]
+met = [z["gpus"] for z in sizes if z["meets_deadline"]]
+ok = ok and min(met) == L[0]["gpus"]   # the cheapest comes from the smallest size that meets it
+ok = ok and all((z["fastest_days"] <= 2) == z["meets_deadline"] for z in sizes if z["fitting"])
+if not ok:
+    print("WRONG", file=sys.stderr); sys.exit(1)
+p, t = L[0]["parallel"], L[0]["training"]
+print(" ".join(f"--set parallel.{k}={json.dumps(v)}" for k, v in p.items()) +
+      f" --set training.micro_batch_size={t['micro_batch_size']}" +
+      f" --set training.recompute_granularity=\"{t['recompute_granularity']}\"" +
+      f" STEP={L[0]['step_time_s']}")
+PY
+) || fail=1
+step=${sets##*STEP=}; sets=${sets% STEP=*}
+# shellcheck disable=SC2086
+"$dtsim" run "$s" --set training.tokens=2e11 $sets --json "$work/r.json" >/dev/null 2>"$work/err" || { cat "$work/err"; fail=1; }
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["step_time_s"]; s=float(sys.argv[2]);
+print(f"cheapest layout: plan {s:.6f} s, run {r:.6f} s"); sys.exit(0 if abs(r-s) <= 1e-9*s else 1)' "$work/r.json" "$step" || fail=1
+"$dtsim" plan "$s" --deadline-days 2 --set training.tokens=0 >/dev/null 2>"$work/err"; rc=$?
+[ "$rc" -eq 2 ] && grep -q 'needs what is trained' "$work/err" || { echo "no budget: exit $rc"; fail=1; }
+"$dtsim" plan "$s" --max-gpus 64 >/dev/null 2>"$work/err"; [ $? -eq 2 ] || { echo "--max-gpus alone accepted"; fail=1; }
+"$dtsim" plan "$s" --deadline-days 0.001 --set training.tokens=2e11 --max-gpus 64 >/dev/null 2>"$work/err"; rc=$?
+[ "$rc" -eq 1 ] && grep -q 'no cluster of up to 8 nodes' "$work/err" || { echo "impossible: exit $rc"; cat "$work/err"; fail=1; }
+[ "$fail" -eq 0 ] && echo "deadline: layouts within it, cheapest first, smallest size; run agrees; refusals"
+exit "$fail"
