@@ -17,6 +17,9 @@ static void usage(FILE *f)
             "  plan SCENARIO.json      search the parallel layouts for the fastest that fits\n"
             "  compare A.json B.json.. scenarios (and --variant's of the first) side by side: step\n"
             "                          time, MFU, memory, communication, bubble, days and cost\n"
+            "  import megatron|hf|deepspeed ...  Megatron-LM arguments, a Hugging Face config.json or a\n"
+            "                          DeepSpeed ds_config.json to a scenario or model file\n"
+            "  export megatron SCENARIO.json  the scenario as Megatron-LM arguments\n"
             "  report SCENARIO.json --measured RUN_DIR  a measured dtrain run (--run-dir) beside its\n"
             "                          simulation: step time, tokens/s, TFLOP/s, MFU, with the error\n"
             "  async SCENARIO.json     asynchronous data parallelism with parameter servers beside\n"
@@ -67,6 +70,10 @@ static int dispatch(int argc, char **argv)
         return cli_async(argc - 1, argv + 1);
     if (!strcmp(cmd, "compare"))
         return cli_compare(argc - 1, argv + 1);
+    if (!strcmp(cmd, "import"))
+        return cli_import(argc - 1, argv + 1);
+    if (!strcmp(cmd, "export"))
+        return cli_export(argc - 1, argv + 1);
     fprintf(stderr, "dtsim: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

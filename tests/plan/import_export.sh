@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# dtsim import / export against configurations written as the frameworks document them
+# (tests/plan/data: Megatron-LM's GPT-3 175B example arguments, Hugging Face config.json files of
+# Llama 3 8B and 70B, Mixtral 8x7B and GPT-2, a DeepSpeed ZeRO-3 config with CPU offload): the
+# scenarios and model files they give, the arguments listed as ignored, the round trip export ->
+# import over every shipped scenario with a Megatron form (the others named with the reason), and
+# malformed input refused naming the argument or key.
+#   import_export.sh DTSIM REPO_ROOT
+set -u
+dtsim=$1 root=$2
+data=$root/tests/plan/data
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+cd "$root" || exit 1
+# Megatron-LM: the GPT-3 175B example
+# shellcheck disable=SC2046
+"$dtsim" import megatron --platform platforms/dgx-a100-superpod.json -o "$work/g3.json" -- \
+  $(cat "$data/gpt3-175b-megatron.args") 2>"$work/err" || { cat "$work/err"; fail=1; }
+python3 - "$work/g3.json" <<'PY' || fail=1
+import json, sys
+d = json.load(open(sys.argv[1]))
+m, t, p = d["model"], d["training"], d["parallel"]
+ok = (m["num_layers"], m["hidden_size"], m["num_attention_heads"], m["seq_length"]) == (96, 12288, 96, 2048)
+ok &= m["vocab_size"] == 51200                     # 50,257 padded to 128 x TP 8 = 1024
+ok &= (p["tensor_model_parallel_size"], p["pipeline_model_parallel_size"], p["data_parallel_size"]) == (8, 16, 8)
+ok &= p["zero_stage"] == 0 and t["precision"] == "fp16" and t["train_iters"] == 500000
+ok &= (t["micro_batch_size"], t["global_batch_size"]) == (1, 1536)
+print("megatron GPT-3 175B:", "ok" if ok else f"WRONG {d}")
+sys.exit(0 if ok else 1)
+PY
+for a in pretrain_gpt.py --lr --data-path --rampup-batch-size --save; do
+  grep -q -- "$a" "$work/err" || { echo "not listed as ignored: $a"; fail=1; }
+done
+"$dtsim" run "$work/g3.json" >/dev/null 2>&1 || { echo "imported GPT-3 does not run"; fail=1; }
+# round trip over the shipped scenarios (and the 405B layout with the distributed optimizer)
+declare -A refused=(
+  [gpt2-xl-dp32-powersgd]="parallel.grad_compression" [gpt3-13b-1gpu-zero-offload]="parallel.zero_stage"
+  [gpt3-2.7b-32-a100-ps]="parameter_server" [llama3-405b-16k-h100]="parallel.zero_stage"
+  [llama3-405b-54d-faults]="parallel.zero_stage")
+roundtrip() { # scenario, extra --set
+  local f=$1 set=$2 name plat
+  name=$(basename "$f" .json)
+  plat=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["platform"])' "$f")
+  # shellcheck disable=SC2086
+  if ! "$dtsim" export megatron "$f" $set >"$work/args" 2>"$work/err"; then
+    if [ -z "$set" ] && [ -n "${refused[$name]:-}" ] && grep -q "${refused[$name]}" "$work/err"; then
+      echo "$name: no Megatron form ($(cut -c1-90 "$work/err"))"; return 0
+    fi
+    echo "$name $set: export refused: $(cat "$work/err")"; return 1
+  fi
+  # shellcheck disable=SC2046
+  "$dtsim" import megatron --platform "$plat" -o "$work/rt.json" -- $(cat "$work/args") 2>/dev/null || return 1
+  # shellcheck disable=SC2086
+  "$dtsim" run "$f" $set --json "$work/a.json" >/dev/null 2>&1
+  "$dtsim" run "$work/rt.json" --json "$work/b.json" >/dev/null 2>&1
+  python3 - "$work/a.json" "$work/b.json" "$name $set" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+keys = ("step_time_s", "mfu", "gpus", "bubble_fraction", "comm_s")
+ok = all(a[k] == b[k] for k in keys) and a["memory_gib"]["total"] == b["memory_gib"]["total"]
+ok &= a.get("time_to_train") == b.get("time_to_train")
+print(f"{sys.argv[3]}: round trip {'the same step' if ok else 'DIFFERS'} ({a['step_time_s']} s)")
+sys.exit(0 if ok else 1)
+PY
+}
+for f in scenarios/*.json; do roundtrip "$f" "" || fail=1; done
+roundtrip scenarios/llama3-405b-16k-h100.json "--set parallel.zero_stage=1" || fail=1
+# Hugging Face: the model files of models/ come back from the released configs
+for m in llama3-8b llama3-70b mixtral-8x7b; do
+  "$dtsim" import hf "$data/$m-config.json" -o "$work/$m.json" 2>/dev/null || fail=1
+  python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["model"]; b=json.load(open(sys.argv[2]))["model"];
+sys.exit(0 if a == b else print("hf", sys.argv[2], a, b) or 1)' "$work/$m.json" "models/$m.json" || fail=1
+done
+"$dtsim" import hf "$data/gpt2-config.json" --seq-length 512 -o "$work/gpt2.json" 2>/dev/null || fail=1
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["model"];
+sys.exit(0 if (m["num_layers"], m["hidden_size"], m["seq_length"], m["untie_embeddings_and_output_weights"],
+  m["position_embedding_type"]) == (12, 768, 512, False, "learned_absolute") else 1)' "$work/gpt2.json" || fail=1
+# DeepSpeed: ZeRO-3 with CPU offload, DeepSpeed's batch rule
+"$dtsim" import deepspeed "$data/ds-zero3-offload.json" --model models/llama2-7b.json --gpus 16 -o "$work/ds.json" \
+  2>"$work/err" || { cat "$work/err"; fail=1; }
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p,t=d["parallel"],d["training"];
+ok = (p["zero_stage"], p["offload_optimizer"], p["offload_parameters"], p["data_parallel_size"], p["overlap_grad_reduce"]) == (3, "cpu", "cpu", 16, True)
+ok &= (t["global_batch_size"], t["micro_batch_size"], t["precision"]) == (128, 4, "bf16") and p["stage3_max_live_parameters"] == 1e9
+sys.exit(0 if ok else print("deepspeed", d) or 1)' "$work/ds.json" || fail=1
+grep -q 'stage3_max_reuse_distance' "$work/err" || { echo "deepspeed: ignored keys not listed"; fail=1; }
+"$dtsim" run "$work/ds.json" >/dev/null 2>&1 || { echo "imported DeepSpeed scenario does not run"; fail=1; }
+# malformed input: exit 2, the argument or key named
+refuse() { # expected-text, command...
+  local want=$1; shift
+  "$@" >/dev/null 2>"$work/err"; local rc=$?
+  [ "$rc" -eq 2 ] && grep -q -- "$want" "$work/err" || { echo "not refused ($rc): $* -> $(cat "$work/err")"; fail=1; }
+}
+refuse "--num-layers" "$dtsim" import megatron --gpus 8 -- --num-layers abc --hidden-size 64 --num-attention-heads 4
+refuse "--vocab-size is required" "$dtsim" import megatron --gpus 8 -- --num-layers 2 --hidden-size 64 \
+  --num-attention-heads 4 --seq-length 32 --tokenizer-type HuggingFaceTokenizer
+refuse "not a multiple" "$dtsim" import megatron --gpus 12 -- --num-layers 2 --hidden-size 64 --num-attention-heads 4 \
+  --seq-length 32 --vocab-size 256 --tensor-model-parallel-size 8
+printf '{"architectures": ["BertModel"], "hidden_size": 768}\n' >"$work/bert.json"
+refuse "BertModel" "$dtsim" import hf "$work/bert.json"
+python3 -c 'import json; c=json.load(open("'"$data"'/llama3-8b-config.json")); del c["hidden_size"]; json.dump(c, open("'"$work"'/nohidden.json","w"))'
+refuse '"hidden_size" is required' "$dtsim" import hf "$work/nohidden.json"
+python3 -c 'import json; c=json.load(open("'"$data"'/ds-zero3-offload.json")); c["train_batch_size"]=100; json.dump(c, open("'"$work"'/ds_bad.json","w"))'
+refuse "DeepSpeed's rule" "$dtsim" import deepspeed "$work/ds_bad.json" --model models/llama2-7b.json --gpus 16
+python3 -c 'import json; c=json.load(open("'"$data"'/ds-zero3-offload.json")); c["zero_optimization"]["reduce_bucket_size"]="auto"; json.dump(c, open("'"$work"'/ds_auto.json","w"))'
+refuse "zero_optimization.reduce_bucket_size is \"auto\"" "$dtsim" import deepspeed "$work/ds_auto.json" \
+  --model models/llama2-7b.json --gpus 16
+[ "$fail" -eq 0 ] && echo "import/export: Megatron, Hugging Face and DeepSpeed files; round trips; refusals"
+exit "$fail"
