@@ -1,4 +1,6 @@
 /* Strict typed JSON access shared by the scenario, platform and calibration loaders. */
+#include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -131,6 +133,10 @@ int config_int(json_t *obj, const char *path, const char *key, int required, lon
     } else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) &&
                fabs(json_real_value(v)) < 9e15) {
         x = (long long)json_real_value(v); /* 1e3 and 1536.0 are whole numbers too */
+    } else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v))) {
+        /* a whole number beyond what a double holds exactly: out of every range here */
+        return config_fail(err, "%s.%s: %g is outside the allowed range %lld..%lld", path, key, json_real_value(v), lo,
+                           hi);
     } else {
         return config_fail(err, "%s.%s: expected an integer, got %s", path, key, type_name(v));
     }
@@ -239,6 +245,11 @@ int config_apply_override(json_t *root, const char *assignment, config_error *er
     const char *value = eq + 1;
     json_error_t je;
     json_t *val = json_loads(value, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+    char *end;
+    errno = 0;
+    double x = val ? 0 : strtod(value, &end);
+    if (!val && *value && !*end && errno == ERANGE) /* 1e400: a number past a double, so past any key's range */
+        val = json_real(fabs(x) < 1 ? 0.0 : copysign(DBL_MAX, x));
     if (!val)
         val = json_string(value); /* not JSON: take it as a string */
     if (!val)

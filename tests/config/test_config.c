@@ -122,6 +122,11 @@ static const reject_case REJECTS[] = {
     {{"model.vocab_size=-5"}, {"scenario.model.vocab_size", "range"}},
     {{"model.num_attention_heads=0"}, {"scenario.model.num_attention_heads", "range"}},
     {{"model.num_layers=8.5"}, {"scenario.model.num_layers", "expected an integer"}},
+    /* past a double, or past what one holds exactly: out of range, with the key's range */
+    {{"training.global_batch_size=1e400"}, {"scenario.training.global_batch_size", "outside the allowed range 1..100000000"}},
+    {{"training.global_batch_size=1e16"}, {"scenario.training.global_batch_size", "1e+16 is outside the allowed range"}},
+    {{"platform.price_per_gpu_hour=-1e400"}, {"scenario.platform.price_per_gpu_hour", "outside the allowed range"}},
+    {{"training.train_iters=10", "training.tokens=1e9"}, {"scenario.training", "one of tokens, train_iters"}},
     {{"model.num_layers=\"8\""}, {"scenario.model.num_layers", "expected an integer, got a string"}},
     {{"model.num_experts=8", "model.moe_router_topk=0"}, {"scenario.model.moe_router_topk", "1..num_experts=8"}},
     /* training */
