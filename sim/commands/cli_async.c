@@ -1,4 +1,4 @@
-/* dtsim async SCENARIO.json [--set PATH=VALUE]... [--json FILE|-] [--steps N] */
+/* dtsim async SCENARIO.json [--set PATH=VALUE]... [--json FILE|-] [--steps N] [--progress|--quiet] */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,6 +6,7 @@
 #include "async_ps.h"
 #include "cli.h"
 #include "cli_args.h"
+#include "progress.h"
 
 static void usage(FILE *f)
 {
@@ -21,6 +22,9 @@ static void usage(FILE *f)
             "                            the file said so; repeatable\n"
             "  --json FILE|-             write the result as JSON (\"-\": stdout only; the summary\n"
             "                            then goes to stderr)\n"
+            "  --progress                the steps done on stderr every 2 s, with the time left\n"
+            "                            (default: only when stderr is a terminal); stdout is the same\n"
+            "  --quiet                   no progress, even on a terminal\n"
             "  -h, --help                this help\n"
             "exit: 0 ok, 2 bad input, 1 runtime failure\n");
 }
@@ -29,11 +33,13 @@ int cli_async(int argc, char **argv)
 {
     const char *scenario_path = NULL, *json_path = NULL;
     cli_list sets = {0};
-    int steps = 0;
+    int steps = 0, progress = 0, quiet = 0;
     const cli_option options[] = {
         CLI_OPT_APPEND("set", &sets),
         CLI_OPT_INT("steps", &steps, 1, 1000000),
         CLI_OPT_STRING("json", &json_path),
+        CLI_OPT_FLAG("progress", &progress),
+        CLI_OPT_FLAG("quiet", &quiet),
         CLI_OPT_END,
     };
     const cli_spec spec = {"async", usage, options, &scenario_path, "scenario file"};
@@ -44,7 +50,9 @@ int cli_async(int argc, char **argv)
     rc = 2;
     config_error err;
     async_report a;
-    int got = async_ps_run_scenario(&s, steps, &a, &err);
+    progress_meter meter;
+    progress_start(&meter, "dtsim async", "step", progress_mode_of(progress, quiet));
+    int got = async_ps_run_scenario(&s, steps, &meter, &a, &err);
     scenario_free(&s);
     if (got != 0) {
         fprintf(stderr, "dtsim: %s: %s\n", scenario_path, err.msg);

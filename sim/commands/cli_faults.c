@@ -1,4 +1,4 @@
-/* dtsim faults SCENARIO.json [--runs N] [--json FILE|-] [--plot DIR] [--set PATH=VALUE]... */
+/* dtsim faults SCENARIO.json [--runs N] [--json FILE|-] [--plot DIR] [--set PATH=VALUE]... [--progress|--quiet] */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "cli_args.h"
 #include "faults.h"
+#include "progress.h"
 
 #ifndef DTSIM_SOURCE_DIR
 #define DTSIM_SOURCE_DIR "."
@@ -28,6 +29,10 @@ static void usage(FILE *f)
             "  --json FILE|-     the figures as JSON\n"
             "  --plot DIR        goodput against checkpoint interval (PNG and SVG, gnuplot)\n"
             "  --set PATH=VALUE  override a scenario value first (repeatable)\n"
+            "  --progress        the timelines simulated (the runs, then the interval search's) on\n"
+            "                    stderr every 2 s, with the time left (default: only when stderr is\n"
+            "                    a terminal); stdout is the same\n"
+            "  --quiet           no progress, even on a terminal\n"
             "exit: 0 ok, 2 bad input, 1 runtime failure\n");
 }
 
@@ -97,12 +102,14 @@ int cli_faults(int argc, char **argv)
 {
     const char *path = NULL, *json_path = NULL, *plot_dir = NULL;
     cli_list sets = {0};
-    int runs = 100;
+    int runs = 100, progress = 0, quiet = 0;
     const cli_option options[] = {
         CLI_OPT_INT("runs", &runs, 1, 100000),
         CLI_OPT_STRING("json", &json_path),
         CLI_OPT_STRING("plot", &plot_dir),
         CLI_OPT_APPEND("set", &sets),
+        CLI_OPT_FLAG("progress", &progress),
+        CLI_OPT_FLAG("quiet", &quiet),
         CLI_OPT_END,
     };
     const cli_spec spec = {"faults", usage, options, &path, "scenario file"};
@@ -140,7 +147,9 @@ int cli_faults(int argc, char **argv)
     faults_report r;
     memset(&r, 0, sizeof r);
     fprintf(stderr, "dtsim faults: %s: %d runs and the checkpoint-interval search...\n", s.name, runs);
-    if (faults_run_trace(&s, s.faults.failure_trace[0] ? &trace : NULL, runs, &r, &err) != 0) {
+    progress_meter meter;
+    progress_start(&meter, "dtsim faults", "timeline", progress_mode_of(progress, quiet));
+    if (faults_run_trace(&s, s.faults.failure_trace[0] ? &trace : NULL, runs, &meter, &r, &err) != 0) {
         fprintf(stderr, "dtsim faults: %s\n", err.msg);
         faults_trace_free(&trace);
         scenario_free(&s);

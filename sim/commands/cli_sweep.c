@@ -1,13 +1,14 @@
-/* dtsim sweep SCENARIO.json --vary PATH=V1,V2,... [--vary ...] [--out DIR] [--plot] [--set P=V]... */
+/* dtsim sweep SCENARIO.json --vary PATH=V1,V2,... [--vary ...] [--out DIR] [--plot] [--set P=V]...
+ *             [--progress|--quiet] */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include "cli.h"
 #include "cli_args.h"
 #include "sweep.h"
+#include "progress.h"
 #include "sweep_plot.h"
 
 static void usage(FILE *f)
@@ -25,18 +26,10 @@ static void usage(FILE *f)
             "  --shard K/N         compute only the points i with i %% N == K, into DIR/part-K-of-N.json\n"
             "                      (a distributed sweep: scripts/sweep_mpirun.sh deals them to MPI ranks)\n"
             "  --merge             gather DIR/part-*.json into DIR/sweep.json and .csv (same as a local run)\n"
+            "  --progress          the points done on stderr every 2 s, with the time left (default:\n"
+            "                      only when stderr is a terminal)\n"
+            "  --quiet             no progress, even on a terminal\n"
             "exit: 0 ok, 2 bad input (before any run), 1 runtime failure\n");
-}
-
-static void progress(long done, long total)
-{
-    if (!isatty(2))
-        return;
-    int width = 40, fill = (int)(width * done / (total ? total : 1));
-    fprintf(stderr, "\r  [%.*s%*s] %ld/%ld points", fill, "########################################", width - fill, "",
-            done, total);
-    if (done == total)
-        fputc('\n', stderr);
 }
 
 static int add_vary(const char *command, const char *flag, const char *value, void *spec)
@@ -67,7 +60,7 @@ int cli_sweep(int argc, char **argv)
 {
     const char *path = NULL, *out = "sweep-out";
     cli_list sets = {0};
-    int want_plot = 0, merge = 0;
+    int want_plot = 0, merge = 0, progress = 0, quiet = 0;
     shard_arg shard = {0, 1};
     sweep_spec spec;
     memset(&spec, 0, sizeof spec);
@@ -78,6 +71,8 @@ int cli_sweep(int argc, char **argv)
         CLI_OPT_FLAG("plot", &want_plot),
         CLI_OPT_FLAG("merge", &merge),
         CLI_OPT_CALL("shard", take_shard, &shard),
+        CLI_OPT_FLAG("progress", &progress),
+        CLI_OPT_FLAG("quiet", &quiet),
         CLI_OPT_END,
     };
     const cli_spec cli = {"sweep", usage, options, &path, "scenario file"};
@@ -110,12 +105,15 @@ int cli_sweep(int argc, char **argv)
         goto out;
     }
     json_t *rows, *points = NULL;
+    progress_meter meter;
+    progress_start(&meter, "dtsim sweep", "point", progress_mode_of(progress, quiet));
     if (merge) {
         if (sweep_merge_parts(out, &rows, &err) != 0) {
             fprintf(stderr, "dtsim sweep: --merge: %s\n", err.msg);
             goto out;
         }
-    } else if (sweep_run(path, sets.items, sets.count, &spec, shard.k, shard.n, &rows, &points, &err, progress) != 0) {
+    } else if (sweep_run(path, sets.items, sets.count, &spec, shard.k, shard.n, &rows, &points, &err,
+                         &meter) != 0) {
         fprintf(stderr, "dtsim sweep: %s\n", err.msg);
         goto out;
     }

@@ -191,21 +191,22 @@ static int add_task(step_workload *w, int stage, task_kind kind, task_lane lane,
     return id;
 }
 
+/* bytes: one bucket's; repeat: buckets the task stands for (compression_emit_bucket) */
 static int add_coll(step_workload *w, const grad_compressor *gc, int stage, const char *name, coll_kind kind,
-                    double bytes, coll_group g, int calls, int dep)
+                    double bytes, coll_group g, double calls, double repeat, int dep)
 {
     int id = add_task(w, stage, TASK_COLLECTIVE, LANE_COMM, name,
-                      collective_time(&gc->s->platform, &gc->s->calibration, kind, bytes, g).time_s, dep);
+                      repeat * collective_time(&gc->s->platform, &gc->s->calibration, kind, bytes, g).time_s, dep);
     w->tasks[id].coll = kind;
     w->tasks[id].group = g.ranks;
     w->tasks[id].span_nodes = g.nodes;
-    w->tasks[id].bytes = bytes;
-    w->tasks[id].calls = calls;
+    w->tasks[id].bytes = repeat * bytes;
+    w->tasks[id].calls = repeat * calls;
     return id;
 }
 
 int compression_emit_bucket(step_workload *w, const grad_compressor *gc, int stage, int dep, double elements,
-                            int embedding, coll_group dp, int calls)
+                            int embedding, coll_group dp, double calls, double repeat)
 {
     static const char *const pre[] = {"gradcomp_quantize_int8", "gradcomp_topk_select", "gradcomp_powersgd_p"};
     static const char *const mid[] = {"gradcomp_requantize_int8", "", "gradcomp_powersgd_q"};
@@ -217,14 +218,14 @@ int compression_emit_bucket(step_workload *w, const grad_compressor *gc, int sta
     /* Compression runs on the compute stream as the backward hook launches it; what follows a
      * collective is chained to it on the communication stream (PyTorch runs a comm hook's
      * future callbacks on a side stream), so it delays the optimizer, not the backward. */
-    int id = add_task(w, stage, TASK_COMPUTE, LANE_COMPUTE, pre[which], cb.pre_s, dep);
-    w->tasks[id].flops = cb.flops;
-    id = add_coll(w, gc, stage, cb.name1, cb.coll1, cb.bytes1, dp, calls, id);
+    int id = add_task(w, stage, TASK_COMPUTE, LANE_COMPUTE, pre[which], repeat * cb.pre_s, dep);
+    w->tasks[id].flops = repeat * cb.flops;
+    id = add_coll(w, gc, stage, cb.name1, cb.coll1, cb.bytes1, dp, calls, repeat, id);
     if (cb.bytes2 > 0) {
-        id = add_task(w, stage, TASK_COMPUTE, LANE_COMM, mid[which], cb.mid_s, id);
-        id = add_coll(w, gc, stage, cb.name2, cb.coll2, cb.bytes2, dp, calls, id);
+        id = add_task(w, stage, TASK_COMPUTE, LANE_COMM, mid[which], repeat * cb.mid_s, id);
+        id = add_coll(w, gc, stage, cb.name2, cb.coll2, cb.bytes2, dp, calls, repeat, id);
     }
-    return add_task(w, stage, TASK_COMPUTE, LANE_COMM, post[which], cb.post_s, id);
+    return add_task(w, stage, TASK_COMPUTE, LANE_COMM, post[which], repeat * cb.post_s, id);
 }
 
 double compression_wire_bytes(coll_kind kind, double bytes, int n)

@@ -83,9 +83,11 @@ void compression_plan_bucket(const grad_compressor *gc, double elements, int emb
 
 /* Emits the bucket's tasks on `stage` after task dep: returns the last task on the comm lane
  * (the bucket's completion). calls: collective calls each collective stands for (flow
- * fidelity's coarse buckets). */
+ * fidelity's coarse buckets). repeat: the tasks stand for that many such buckets in a row (a
+ * group of tiny buckets, workload_emit.c): each takes repeat times as long and moves repeat
+ * times the bytes; 1 for one bucket. */
 int compression_emit_bucket(step_workload *w, const grad_compressor *gc, int stage, int dep, double elements,
-                            int embedding, coll_group dp, int calls);
+                            int embedding, coll_group dp, double calls, double repeat);
 
 /* Bytes one rank sends for a collective of `bytes` over n ranks (ring / direct: all-reduce
  * 2 (n-1)/n, all-gather, reduce-scatter and all-to-all (n-1)/n of the buffer). */

@@ -202,9 +202,15 @@ int memory_model_stage(const scenario_config *s, int stage, int in_flight, memor
     int offload = off_opt != OFFLOAD_NONE;
     zero3_plan z3;
     zero3_plan_of(s, &z3);
-    if (z3.active) /* DeepSpeed stage 3's gradient buckets are reduce_bucket_size elements */
-        bucket = z3.reduce_bucket_params * params_grad_buffer_bytes(s);
-    out->buffers = (shards > 1 || offload ? 2 * bucket : 0) + (P > 1 ? 4 * tokens * h * act_bytes : 0);
+    double elem = params_grad_reduce_bytes(s); /* bucket_size_mb counts bytes as they travel */
+    if (z3.active) { /* DeepSpeed stage 3's gradient buckets are reduce_bucket_size elements */
+        elem = params_grad_buffer_bytes(s);
+        bucket = z3.reduce_bucket_params * elem;
+    }
+    /* In flight: two buckets, but never more than the gradients they hold: with a bucket larger
+     * than the stage's (bucket_size_mb up to 1e6, Megatron-LM's bucket_size=None) there is one. */
+    double in_flight_grads = fmin(2 * bucket, params_stage_per_gpu(s, stage) * elem);
+    out->buffers = (shards > 1 || offload ? in_flight_grads : 0) + (P > 1 ? 4 * tokens * h * act_bytes : 0);
     if (z3.active) {
         /* the gathered working set: the running layer and the prefetched ones, as the workload
          * gathers them (zero3.h); and the parameters below the persistence threshold, which every

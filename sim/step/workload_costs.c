@@ -296,6 +296,11 @@ int workload_builder_init(builder *b, const scenario_config *s, config_error *er
     zero3_plan_of(s, &b->z3);
     if (b->z3.active) /* DeepSpeed stage 3 reduces in reduce_bucket_size elements */
         b->call_bytes = b->z3.reduce_bucket_params * grad_elem;
+    /* A call reduces whole elements (Megatron-LM's --ddp-bucket-size counts them; no framework
+     * splits one): a bucket_size_mb below one element's bytes is one element. This keeps every
+     * count of calls finite for the smallest valid sizes, and no real size is that small. */
+    if (b->call_bytes < grad_elem)
+        b->call_bytes = grad_elem;
     b->bucket_bytes = s->run.flow_bucket_mb > b->call_bytes / 1048576.0 ? s->run.flow_bucket_mb * 1048576.0
                                                                         : b->call_bytes;
     /* ZeRO-3: no coarser buckets for the flow replay; its reductions keep their places between

@@ -34,6 +34,42 @@ int workload_add_comm(step_workload *w, const builder *b, int stage, task_lane l
 }
 
 
+/* Tiny buckets in closed form. What a bucket's boundary can change in this timing model:
+ *  - when a reduction may start: a bucket waits for the backward pass that filled it;
+ *  - how many collective calls pay a call's fixed cost (launch, the alpha of collective.c);
+ *  - the size each call's algorithm choice and bandwidth term see.
+ * What it cannot change: the order on the stage's one communication stream, or the bytes in all.
+ * The full buckets one flush emits all wait for the same pass and then run back to back on that
+ * stream, each the same call of the same size. So k of them end when one task of k times a
+ * call's time ends, whichever k, and the work (tasks, memory) need not grow with k: past
+ * WORKLOAD_BUCKET_TASKS full buckets, a flush emits them as one task standing for all their calls
+ * (its time k x one call's, in the analytic replay exactly what k tasks give). Compressed buckets
+ * are the exception: each one's compression on the compute stream runs beside the previous one's
+ * collective, so they are grouped into WORKLOAD_BUCKET_TASKS tasks instead, and a group of n runs
+ * its compression before its collectives: later by at most (n - 1) x one bucket's compression,
+ * under 1/WORKLOAD_BUCKET_TASKS of the flush's time.
+ * bucket_size_mb = 1e-9 gives GPT-3 175B ~2e8 buckets per layer (a bucket is at least one
+ * element, workload_costs.c): each still pays a call's fixed cost, computed, not materialised.
+ * Up to the bound a task is one bucket, as it always was, so normal sizes are untouched. */
+double workload_bucket_group(double full, int pipelined)
+{
+    if (full <= WORKLOAD_BUCKET_TASKS)
+        return 1;
+    return pipelined ? ceil(full / WORKLOAD_BUCKET_TASKS) : full;
+}
+
+int workload_add_buckets(step_workload *w, const builder *b, int stage, const char *name, comm_class cls,
+                         coll_kind coll, double one, double repeat, double call, int dep)
+{
+    int id = workload_add_comm(w, b, stage, LANE_COMM, name, cls, coll, repeat * one, b->dp, dep);
+    if (repeat > 1)
+        w->tasks[id].duration_s =
+            repeat * collective_time(&b->s->platform, &b->s->calibration, coll, one, b->dp).time_s;
+    /* the flow replay's coarse buckets hold several of the scenario's calls each (run.c) */
+    w->tasks[id].calls = repeat * ceil(one / call);
+    return id;
+}
+
 static void flush_bucket(step_workload *w, const builder *b, stage_state *st, int stage, int dep,
                          int force)
 {
@@ -43,20 +79,22 @@ static void flush_bucket(step_workload *w, const builder *b, stage_state *st, in
         return;
     }
     coll_kind coll = s->parallel.zero_stage >= 1 ? COLL_REDUCE_SCATTER : COLL_ALL_REDUCE;
-    while (st->pending_grad >= b->bucket_bytes || (force && st->pending_grad > 0)) {
-        double bytes = fmin(st->pending_grad, b->bucket_bytes);
+    double unit = b->bucket_bytes, full = floor(st->pending_grad / unit);
+    double group = workload_bucket_group(full, b->comp.active);
+    while (st->pending_grad >= unit || (force && st->pending_grad > 0)) {
+        double n = fmin(group, floor(st->pending_grad / unit)); /* full buckets; 0: the last, partial */
+        double one = n >= 1 ? unit : st->pending_grad, repeat = n >= 1 ? n : 1;
         if (b->comp.active) { /* compressed: the bucket becomes compress, collective(s), decompress */
-            st->last_comm = compression_emit_bucket(w, &b->comp, stage, dep, bytes / b->grad_elem,
-                                                    st->pending_embedding, b->dp, (int)ceil(bytes / b->call_bytes));
-            st->pending_grad -= bytes;
+            st->last_comm = compression_emit_bucket(w, &b->comp, stage, dep, one / b->grad_elem,
+                                                    st->pending_embedding, b->dp, ceil(one / b->call_bytes), repeat);
+            st->pending_grad -= repeat * one;
             continue;
         }
         const char *name = coll == COLL_ALL_REDUCE ? "dp_grad_allreduce" : "dp_grad_reduce_scatter";
-        st->last_comm = workload_add_comm(w, b, stage, LANE_COMM, name, COMM_DP, coll, bytes, b->dp, dep);
-        w->tasks[st->last_comm].calls = (int)ceil(bytes / b->call_bytes);
+        st->last_comm = workload_add_buckets(w, b, stage, name, COMM_DP, coll, one, repeat, b->call_bytes, dep);
         if (b->compress_s_per_byte > 0) /* packing to the narrower type and back, on the comm lane */
-            w->tasks[st->last_comm].duration_s += bytes * b->compress_s_per_byte;
-        st->pending_grad -= bytes;
+            w->tasks[st->last_comm].duration_s += repeat * one * b->compress_s_per_byte;
+        st->pending_grad -= repeat * one;
     }
 }
 

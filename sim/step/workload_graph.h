@@ -54,8 +54,9 @@ typedef struct {
                                                  total, never exposed */
     double overlap_cost_s;  /* part of duration_s: the compute's slowdown beside overlapped communication */
     double tp_ring_bytes;
-    int calls;            /* collective calls it stands for (a flow-fidelity gradient bucket made of
-                             several of the scenario's); 0 or 1: one */
+    double calls;         /* collective calls it stands for (a flow-fidelity gradient bucket made of
+                             several of the scenario's, or a group of tiny buckets: workload_emit.c);
+                             0 or 1: one. A double: one-element buckets are billions */
     int dep_begin, dep_count; /* into step_workload.deps */
 } sim_task;
 

@@ -66,6 +66,18 @@ int workload_builder_init(builder *b, const scenario_config *s, config_error *er
 /* A collective task of `stage` on `lane` over group g, after dep (-1: none); returns its index. */
 int workload_add_comm(step_workload *w, const builder *b, int stage, task_lane lane, const char *name,
                       comm_class cls, coll_kind coll, double bytes, coll_group g, int dep);
+/* Gradient buckets one flush emits as separate tasks at most; past it they are one task (a
+ * group of WORKLOAD_BUCKET_TASKS tasks for compressed, pipelined ones) standing for their calls
+ * in closed form (workload_emit.c says why that is exact). Normal sizes never reach it: a layer
+ * of GPT-3 175B at TP 8 fills about 22 buckets of 40 MiB. */
+#define WORKLOAD_BUCKET_TASKS 64
+/* Buckets each task of a flush of `full` whole buckets stands for: 1, or more past the bound. */
+double workload_bucket_group(double full, int pipelined);
+/* A DP-group collective task on the comm lane standing for `repeat` back-to-back buckets of
+ * `one` bytes each (repeat x one bytes, repeat x one call's time), each bucket ceil(one / call)
+ * of the scenario's calls; returns its index. */
+int workload_add_buckets(step_workload *w, const builder *b, int stage, const char *name, comm_class cls,
+                         coll_kind coll, double one, double repeat, double call, int dep);
 /* Reduces the stage's pending gradients in full buckets (all with force), then (ZeRO-Offload)
  * copies them to the host. */
 void workload_flush_and_offload(step_workload *w, const builder *b, stage_state *st, int stage, int dep, int force);

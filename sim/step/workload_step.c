@@ -15,18 +15,21 @@
 static void param_gather_buckets(step_workload *w, const builder *b, int stage, double bytes, int dep, int *first,
                                  int *last)
 {
-    /* the flow replay's coarser buckets stand for several calls each, as the gradients' do */
+    /* the flow replay's coarser buckets stand for several calls each, as the gradients' do;
+     * past WORKLOAD_BUCKET_TASKS buckets the rest are one task, as the gradients' are
+     * (workload_emit.c), but the first stays one bucket: a chunk's first forward waits for it */
     double call = b->call_bytes / b->grad_elem * b->cm.act_bytes;
     double bucket = b->bucket_bytes / b->grad_elem * b->cm.act_bytes;
+    double group = workload_bucket_group(floor(bytes / bucket), 0);
     while (bytes > 0) {
-        double part = fmin(bytes, bucket);
-        int id = workload_add_comm(w, b, stage, LANE_COMM, "zero_param_allgather", COMM_ZERO, COLL_ALL_GATHER, part,
-                                   b->dp, dep);
-        w->tasks[id].calls = (int)ceil(part / call);
+        double n = fmin(*first < 0 ? 1 : group, floor(bytes / bucket)); /* full buckets; 0: the last, partial */
+        double one = n >= 1 ? bucket : bytes, repeat = n >= 1 ? n : 1;
+        int id = workload_add_buckets(w, b, stage, "zero_param_allgather", COMM_ZERO, COLL_ALL_GATHER, one, repeat,
+                                      call, dep);
         if (*first < 0)
             *first = id;
         *last = id;
-        bytes -= part;
+        bytes -= repeat * one;
     }
 }
 

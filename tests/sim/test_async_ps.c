@@ -214,7 +214,7 @@ static void bad_input_names_the_path(void **state)
     assert_int_equal(scenario_load(shipped(), NULL, 0, &s, &err), 0);
     s.parameter_server.present = 0;
     async_report a;
-    assert_int_equal(async_ps_run_scenario(&s, 1, &a, &err), -2);
+    assert_int_equal(async_ps_run_scenario(&s, 1, NULL, &a, &err), -2);
     assert_non_null(strstr(err.msg, "parameter_server"));
     async_report_free(&a);
     scenario_free(&s);
@@ -229,7 +229,7 @@ static void scenario_model_bytes(void **state)
     config_error err;
     assert_int_equal(scenario_load(shipped(), NULL, 0, &s, &err), 0);
     async_report a;
-    assert_int_equal(async_ps_run_scenario(&s, 2, &a, &err), 0);
+    assert_int_equal(async_ps_run_scenario(&s, 2, NULL, &a, &err), 0);
     double L = 32, d = 2560, V = 51200, seq = 2048;
     double params = 12 * L * d * d + 13 * L * d + (V + seq) * d + 2 * d;
     near(a.replica_params, params, 2e-3);

@@ -66,6 +66,7 @@ struct ps_ctx {
     ps_channel *channels;          /* [w * servers + j] */
     int *staleness;                /* [(w * servers + j) * steps + t] */
     int max_ahead;
+    long steps_done;               /* worker steps completed, all workers together */
 };
 
 unsigned long long ps_worker_seed(unsigned long long seed, int worker)
@@ -185,6 +186,9 @@ static void worker_actor(int argc, char **argv)
         for (int j = 0; j < m->servers; j++)
             sg_sem_acquire(wk->done);
         wk->completed = t;
+        /* progress in steps per worker: once per W completions, a clock read per mean step */
+        if (++c->steps_done % m->workers == 0)
+            progress_note(m->progress, (double)c->steps_done / m->workers, m->steps);
         int low = slowest_completed(c);
         for (int v = 0; v < m->workers; v++) {
             ps_worker *o = &c->workers[v];
@@ -297,6 +301,7 @@ static int child_run(const ps_model *m, const char *platform, int fd)
     }
     double t0 = wall_clock_s();
     simgrid_run();
+    progress_end(m->progress); /* the child's copy of the meter printed its lines */
     ps_header h = {0, 0, wall_clock_s() - t0, c.max_ahead};
     double *finish = calloc((size_t)W, sizeof(double)), *in = calloc((size_t)S, sizeof(double)),
            *out = calloc((size_t)S, sizeof(double));

@@ -7,6 +7,7 @@
 #define DTSIM_SIM_ASYNC_PS_H
 
 #include "config.h"
+#include "progress.h"
 
 /* Default CPU memory bandwidth of a server host when the platform gives no
  * node.host_memory_bandwidth_gbs: one socket with 8 channels of DDR4-3200 (3200 MT/s x 8 B =
@@ -31,6 +32,7 @@ typedef struct {
     double backbone_Bps;          /* the fabric between them, per direction */
     double link_latency_s;        /* per host link */
     double backbone_latency_s;
+    progress_meter *progress;     /* steps done, on stderr (progress.h); NULL: none */
 } ps_model;
 
 typedef struct {
@@ -87,9 +89,11 @@ typedef struct {
 } async_report;
 
 /* Builds the model from s (s->parameter_server must be present; steps > 0 overrides its
- * steps) and simulates it and the synchronous run. Returns 0; -2 with err for input the model
- * cannot take (exit 2); -1 with err on a runtime failure. Free with async_report_free. */
-int async_ps_run_scenario(const scenario_config *s, int steps, async_report *a, config_error *err);
+ * steps) and simulates it and the synchronous run, counting the steps on progress (NULL: none).
+ * Returns 0; -2 with err for input the model cannot take (exit 2); -1 with err on a runtime
+ * failure. Free with async_report_free. */
+int async_ps_run_scenario(const scenario_config *s, int steps, progress_meter *progress, async_report *a,
+                          config_error *err);
 void async_report_free(async_report *a);
 void *async_report_to_json(const async_report *a);   /* json_t*, caller decrefs */
 void async_report_print(const async_report *a, void *file);

@@ -83,7 +83,8 @@ static void build_model(const scenario_config *s, async_report *a)
     a->tokens_per_sample = (double)s->model.seq_length;
 }
 
-int async_ps_run_scenario(const scenario_config *s, int steps, async_report *a, config_error *err)
+int async_ps_run_scenario(const scenario_config *s, int steps, progress_meter *progress, async_report *a,
+                          config_error *err)
 {
     memset(a, 0, sizeof *a);
     double t0 = wall_clock_s();
@@ -101,6 +102,7 @@ int async_ps_run_scenario(const scenario_config *s, int steps, async_report *a, 
     }
     build_model(s, a);
     a->m.steps = steps > 0 ? steps : s->parameter_server.steps;
+    a->m.progress = progress;
 
     /* A worker's step: the scenario's replica alone (DP 1, the same micro-batches per
      * pipeline), without the DP gradient reduction; stragglers are applied per worker above,

@@ -17,6 +17,7 @@
 #define DTSIM_SIM_FAULTS_H
 
 #include "config.h"
+#include "progress.h"
 
 typedef struct {
     double mean, p5, p50, p95;
@@ -73,9 +74,10 @@ typedef struct {
  * step already simulated (0: simulate it here). A faults.failure_trace is loaded and replayed.
  * Returns 0, or -1 with err. */
 int faults_run(const scenario_config *s, int runs, faults_report *out, config_error *err);
-/* Same with an already loaded trace (NULL: draw the failures). */
-int faults_run_trace(const scenario_config *s, const faults_trace *trace, int runs, faults_report *out,
-                     config_error *err);
+/* Same with an already loaded trace (NULL: draw the failures), counting the timelines it
+ * simulates on progress (NULL: none): the runs, then the checkpoint-interval search's. */
+int faults_run_trace(const scenario_config *s, const faults_trace *trace, int runs, progress_meter *progress,
+                     faults_report *out, config_error *err);
 
 /* One timeline with a given checkpoint interval (exposed for tests). params: a report whose
  * step, checkpoint and horizon figures are filled (faults_run fills them). trace: NULL to draw. */

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "faults.h"
 #include "params.h"
+#include "progress.h"
 #include "run.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -29,17 +30,29 @@ static faults_stat stat_of(double *v, int n)
     return st;
 }
 
+/* Timelines simulated so far, for the progress line: the runs, then the interval search. */
+typedef struct {
+    progress_meter *meter;
+    double done, total;
+} timeline_count;
+
+static void count_timeline(timeline_count *c)
+{
+    progress_note(c->meter, ++c->done, c->total);
+}
+
 /* Mean goodput over `runs` runs at one interval. Every candidate interval sees the same seeds,
  * hence the same failure draws (common random numbers): the comparison between intervals is
  * not blurred by the Monte Carlo noise of the failures themselves. */
 static double mean_goodput(const scenario_config *s, const faults_report *P, const faults_trace *trace,
-                           double interval, int runs)
+                           double interval, int runs, timeline_count *count)
 {
     double g = 0;
     for (int r = 0; r < runs; r++) {
         faults_timeline tl;
         faults_simulate_trace(s, P, trace, interval, faults_run_seed(s->faults.seed, r), &tl);
         g += (tl.wall_s > 0 ? tl.train_s / tl.wall_s : 0) / runs;
+        count_timeline(count);
     }
     return g;
 }
@@ -95,8 +108,8 @@ static void elastic_rates(const scenario_config *s, faults_report *out)
     }
 }
 
-int faults_run_trace(const scenario_config *s, const faults_trace *trace, int runs, faults_report *out,
-                     config_error *err)
+int faults_run_trace(const scenario_config *s, const faults_trace *trace, int runs, progress_meter *progress,
+                     faults_report *out, config_error *err)
 {
     double step = out->step_time_s, tps = out->tokens_per_s; /* a step the caller simulated */
     memset(out, 0, sizeof *out);
@@ -132,6 +145,9 @@ int faults_run_trace(const scenario_config *s, const faults_trace *trace, int ru
     if (!buf)
         return snprintf(err->msg, sizeof err->msg, "out of memory for %d runs", runs), -1;
     double *v = buf, *w = buf + runs, *d = buf + 2 * runs, *loss = buf + 3 * runs;
+    /* the runs, then at most 40 + 16 candidate intervals of search_runs each (below) */
+    int search_runs = trace ? 1 : (runs < 50 ? runs : 50);
+    timeline_count count = {progress, 0, runs + 56.0 * search_runs};
     for (int r = 0; r < runs; r++) {
         faults_timeline tl;
         faults_simulate_trace(s, out, trace, s->faults.checkpoint_interval_s, faults_run_seed(s->faults.seed, r), &tl);
@@ -140,6 +156,7 @@ int faults_run_trace(const scenario_config *s, const faults_trace *trace, int ru
         d[r] = tl.wall_s / 86400;
         for (int c = 0; c < LOSS_COUNT; c++)
             loss[c * runs + r] = tl.lost_s[c] / 3600;
+        count_timeline(&count);
     }
     out->interruptions = stat_of(v, runs);
     out->goodput = stat_of(w, runs);
@@ -157,11 +174,10 @@ int faults_run_trace(const scenario_config *s, const faults_trace *trace, int ru
     /* The goodput-optimal interval: 40 points on a log grid from one step (or 10 s) to a week,
      * then 17 points across the best cell. At most 50 runs per candidate (a trace: one). */
     double lo = fmax(10.0, out->step_time_s), hi = 7 * 86400.0;
-    int search_runs = trace ? 1 : (runs < 50 ? runs : 50);
     double ratio = pow(hi / lo, 1.0 / 39), best = s->faults.checkpoint_interval_s, best_g = -1;
     for (int n = 0; n < 40; n++) {
         double iv = lo * pow(ratio, n);
-        double g = mean_goodput(s, out, trace, iv, search_runs);
+        double g = mean_goodput(s, out, trace, iv, search_runs, &count);
         out->curve_interval_s[n] = iv;
         out->curve_goodput[n] = g;
         out->curve_points = n + 1;
@@ -175,7 +191,7 @@ int faults_run_trace(const scenario_config *s, const faults_trace *trace, int ru
         double iv = centre * pow(ratio, k / 8.0);
         if (k == 0 || iv < lo || iv > hi)
             continue;
-        double g = mean_goodput(s, out, trace, iv, search_runs);
+        double g = mean_goodput(s, out, trace, iv, search_runs, &count);
         if (g > best_g) {
             best_g = g;
             best = iv;
@@ -183,20 +199,21 @@ int faults_run_trace(const scenario_config *s, const faults_trace *trace, int ru
     }
     out->optimal_checkpoint_interval_s = best;
     out->optimal_goodput = best_g;
+    progress_end(progress);
     return 0;
 }
 
 int faults_run(const scenario_config *s, int runs, faults_report *out, config_error *err)
 {
     if (!s->faults.failure_trace[0])
-        return faults_run_trace(s, NULL, runs, out, err);
+        return faults_run_trace(s, NULL, runs, NULL, out, err);
     char path[CFG_PATH_MAX];
     faults_trace_path(s, path, sizeof path);
     int gpus = scenario_gpus(s), gpn = s->platform.node.gpus > 0 ? s->platform.node.gpus : 1;
     faults_trace trace;
     if (faults_trace_load(path, gpus, (gpus + gpn - 1) / gpn, &trace, err) != 0)
         return -1;
-    int rc = faults_run_trace(s, &trace, runs, out, err);
+    int rc = faults_run_trace(s, &trace, runs, NULL, out, err);
     faults_trace_free(&trace);
     return rc;
 }

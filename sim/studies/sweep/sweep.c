@@ -105,7 +105,7 @@ static json_t *value_json(const char *text)
 
 int sweep_run(const char *scenario_path, const char *const *base_sets, int n_base, const sweep_spec *spec,
               int shard_k, int shard_n, json_t **rows_out, json_t **points_out, config_error *err,
-              void (*progress)(long done, long total))
+              progress_meter *progress)
 {
     if (shard_n < 1)
         shard_n = 1;
@@ -188,9 +188,9 @@ int sweep_run(const char *scenario_path, const char *const *base_sets, int n_bas
                 break;
             else
                 idx[d] = 0;
-        if (progress)
-            progress(point + 1, total);
+        progress_note(progress, point + 1, total);
     }
+    progress_end(progress);
     free(sets);
     *rows_out = sweep_align_rows(rows);
     json_decref(rows);

@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 #include "config.h"
+#include "progress.h"
 
 #define SWEEP_MAX_DIMS 8
 #define SWEEP_MAX_VALUES 256
@@ -28,10 +29,11 @@ long sweep_points(const sweep_spec *spec);
 
 /* Runs the points of the scenario file with base overrides whose index i has i % shard_n ==
  * shard_k (0 and 1: all); rows is a JSON array of flat objects (varied paths first, then the
- * metrics, "error" last: "" when the point ran), and points (when not NULL) their indices. */
+ * metrics, "error" last: "" when the point ran), and points (when not NULL) their indices;
+ * the points passed are counted on progress (NULL: none). */
 int sweep_run(const char *scenario_path, const char *const *base_sets, int n_base, const sweep_spec *spec,
               int shard_k, int shard_n, json_t **rows, json_t **points, config_error *err,
-              void (*progress)(long done, long total));
+              progress_meter *progress);
 
 /* Gives every row every key of the fullest row, in its order (failed points lack metrics). */
 json_t *sweep_align_rows(json_t *rows);

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Progress of long commands on stderr (sim/progress.h), end to end, on runs long enough to print
+# some (a line every 2 s; these take 4 to 6 s on the 2-core CI machine): `dtsim async` and
+# `dtsim faults` with --progress print progress lines on stderr, without it nothing (stderr is a
+# file here, not a terminal); and what they print on stdout (the summary, --json -) is byte for
+# byte the same with --progress as without.
+#   progress_cli.sh DTSIM REPO_ROOT
+set -u
+dtsim=$1 root=$2
+ps=$root/scenarios/gpt3-2.7b-32-a100-ps.json faults=$root/scenarios/llama3-405b-54d-faults.json
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+
+# check NAME PATTERN: the run with --progress printed a line matching PATTERN, the one without
+# printed none, and their stdout is the same
+check() {
+  local name=$1 pattern=$2
+  if ! grep -Eq "$pattern" "$work/$name.1.err"; then
+    echo "$name --progress: no progress line on stderr:"; cat "$work/$name.1.err"; fail=1
+  fi
+  if grep -q ' elapsed' "$work/$name.0.err"; then
+    echo "$name without --progress, stderr a file: progress lines:"; cat "$work/$name.0.err"; fail=1
+  fi
+  cmp "$work/$name.0" "$work/$name.1" || { echo "$name: stdout differs with --progress"; fail=1; }
+}
+
+"$dtsim" async "$ps" --steps 3000 --progress >"$work/async.1" 2>"$work/async.1.err" &&
+  "$dtsim" async "$ps" --steps 3000 >"$work/async.0" 2>"$work/async.0.err" || { echo "async failed"; fail=1; }
+check async '^dtsim async: step [0-9]+ of 3000 \([0-9]+%\), [0-9]+ s elapsed, about [0-9.]+ (s|min|h) left$'
+
+"$dtsim" faults "$faults" --runs 5000 --json - --progress >"$work/faults.1" 2>"$work/faults.1.err" &&
+  "$dtsim" faults "$faults" --runs 5000 --json - >"$work/faults.0" 2>"$work/faults.0.err" || { echo "faults failed"; fail=1; }
+check faults '^dtsim faults: timeline [0-9]+ of 7800 \([0-9]+%\), [0-9]+ s elapsed'
+
+for cmd in async faults; do
+  "$dtsim" $cmd --help | grep -q -- '--progress' || { echo "$cmd --help: no --progress"; fail=1; }
+  "$dtsim" $cmd --help | grep -q -- '--quiet' || { echo "$cmd --help: no --quiet"; fail=1; }
+done
+exit $fail

@@ -1,0 +1,170 @@
+/* Gradient buckets at the edges of parallel.bucket_size_mb: tiny buckets cost their calls in
+ * closed form, in bounded work (sim/step/workload_emit.c), and huge ones hold no more than the
+ * gradients (sim/step/memory.c). Before that, bucket_size_mb = 1e-9 built a task per bucket:
+ * billions, until the memory ran out. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+#include "collective.h"
+#include "fixture.h"
+#include "params.h"
+
+#define GIB 1073741824.0
+
+/* The fixture's 4-layer model on DP 8 (one node), fp16 so a gradient element travels in 2
+ * bytes, with the gradient reduction overlapped (a flush per layer). */
+static void scenario_dp8(scenario_config *s)
+{
+    fixture_scenario(s, 4);
+    s->training.precision = PREC_FP16;
+    fixture_layout(s, 1, 1, 8, 16);
+}
+
+/* One all-reduce of `bytes` over the DP group of scenario_dp8 (stride 1: TP = CP = PP = 1). */
+static double dp_call_s(const scenario_config *s, double bytes)
+{
+    coll_group g = coll_group_of(s->parallel.dp, 1, s->platform.node.gpus);
+    return collective_time(&s->platform, &s->calibration, COLL_ALL_REDUCE, bytes, g).time_s;
+}
+
+/* The DP gradient all-reduces of s's step graph: their time and calls in all, and the graph's
+ * tasks. */
+typedef struct {
+    double seconds, calls;
+    int tasks;
+} bucket_sums;
+
+static bucket_sums sums_of(const scenario_config *s)
+{
+    step_workload w;
+    fixture_build(s, &w);
+    bucket_sums b = {0, 0, w.n_tasks};
+    for (int i = 0; i < w.n_tasks; i++)
+        if (w.tasks[i].name && strcmp(w.tasks[i].name, "dp_grad_allreduce") == 0) {
+            b.seconds += w.tasks[i].duration_s;
+            b.calls += w.tasks[i].calls > 1 ? w.tasks[i].calls : 1;
+        }
+    workload_free(&w);
+    return b;
+}
+
+static int tasks_at_40mb(void)
+{
+    scenario_config s;
+    scenario_dp8(&s);
+    bucket_sums b = sums_of(&s);
+    fixture_free(&s);
+    return b.tasks;
+}
+
+/* Buckets of 64 elements: the gradients are filled into buckets one after the other, and only
+ * the stage's last flush sends a partial one, so the DP reduction is floor(E / 64) calls of 64
+ * elements and one of the rest, E the GPU's gradient elements. The graph stays the size it has
+ * at 40 MB, not a task per bucket (200,000 of them per layer here). */
+static void test_small_buckets_cost_their_calls(void **state)
+{
+    (void)state;
+    int normal = tasks_at_40mb();
+    scenario_config s;
+    scenario_dp8(&s);
+    double elem = params_grad_reduce_bytes(&s), E = params_stage_per_gpu(&s, 0);
+    assert_true(elem == 2);
+    s.parallel.bucket_size_mb = 64 * elem / 1048576.0;
+    double full = floor(E / 64), rest = E - 64 * full;
+    bucket_sums b = sums_of(&s);
+    assert_true(b.tasks <= normal + 64);
+    assert_true(b.calls == full + (rest > 0));
+    assert_within(b.seconds, full * dp_call_s(&s, 64 * elem) + (rest > 0 ? dp_call_s(&s, rest * elem) : 0), 1e-9);
+    fixture_free(&s);
+}
+
+/* 1e-9 MiB is below one element: every call reduces one element (no framework splits one), E
+ * calls in all, in a graph of the usual size; both fidelities run it, and agree. */
+static void test_tiny_buckets_bounded(void **state)
+{
+    (void)state;
+    int normal = tasks_at_40mb();
+    scenario_config s;
+    scenario_dp8(&s);
+    s.parallel.bucket_size_mb = 1e-9;
+    double E = params_stage_per_gpu(&s, 0), want = E * dp_call_s(&s, params_grad_reduce_bytes(&s));
+    bucket_sums b = sums_of(&s);
+    assert_true(b.tasks <= normal + 64);
+    assert_true(b.calls == E);
+    assert_within(b.seconds, want, 1e-9);
+    run_result a, f;
+    fixture_run_both(&s, &a, &f);
+    assert_true(isfinite(a.step_time_s) && a.step_time_s >= want);
+    assert_within(f.step_time_s, a.step_time_s, 0.01);
+    fixture_free(&s);
+}
+
+/* The same bound for the distributed optimizer's parameter all-gather beside the forward
+ * (overlap_param_gather); its first bucket stays one call, since a chunk's first forward waits
+ * for it alone. */
+static void test_tiny_param_gather_buckets(void **state)
+{
+    (void)state;
+    scenario_config s;
+    scenario_dp8(&s);
+    s.parallel.zero_stage = 1;
+    s.parallel.overlap_param_gather = 1;
+    int normal = sums_of(&s).tasks;
+    s.parallel.bucket_size_mb = 1e-9;
+    step_workload w;
+    fixture_build(&s, &w);
+    int first = fixture_find_task(&w, "zero_param_allgather");
+    assert_true(first >= 0);
+    assert_true(w.tasks[first].calls <= 1);
+    assert_true(w.n_tasks <= normal + 64);
+    workload_free(&w);
+    fixture_free(&s);
+}
+
+/* DeepSpeed's reduce_bucket_size of one element under ZeRO-3: a reduction per element of every
+ * micro-batch's gradients, still in a graph of the usual size. */
+static void test_tiny_zero3_reduce_buckets(void **state)
+{
+    (void)state;
+    scenario_config s;
+    scenario_dp8(&s);
+    s.parallel.zero_stage = 3;
+    run_result normal = fixture_run(&s);
+    int normal_tasks = sums_of(&s).tasks;
+    s.parallel.reduce_bucket_size = 1;
+    assert_true(sums_of(&s).tasks <= normal_tasks + 64);
+    run_result r = fixture_run(&s);
+    assert_true(isfinite(r.step_time_s) && r.comm_total_s[COMM_DP] > normal.comm_total_s[COMM_DP]);
+    fixture_free(&s);
+}
+
+/* bucket_size_mb at its largest (1e6 MiB): one bucket holds all of a GPU's gradients, and the
+ * buckets in flight are those gradients, not two terabyte-sized buffers (no false OOM). */
+static void test_huge_buckets_hold_the_gradients(void **state)
+{
+    (void)state;
+    scenario_config s;
+    scenario_dp8(&s);
+    s.parallel.bucket_size_mb = 1e6;
+    double grads = params_stage_per_gpu(&s, 0) * params_grad_reduce_bytes(&s);
+    run_result r = fixture_run(&s);
+    assert_false(r.memory.oom);
+    assert_within(r.memory.buffers, grads / GIB, 1e-9);
+    fixture_free(&s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_small_buckets_cost_their_calls),
+        cmocka_unit_test(test_tiny_buckets_bounded),
+        cmocka_unit_test(test_tiny_param_gather_buckets),
+        cmocka_unit_test(test_tiny_zero3_reduce_buckets),
+        cmocka_unit_test(test_huge_buckets_hold_the_gradients),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
