@@ -30,23 +30,27 @@ int atomic_file_open(atomic_file *a, const char *path, char *why, size_t len)
 
 int atomic_file_commit(atomic_file *a, int durable, char *why, size_t len)
 {
-    int ok = fflush(a->f) == 0 && !ferror(a->f);
-    if (ok && durable && a->tmp[0])
-        ok = fsync(fileno(a->f)) == 0;
-    int err = ok ? 0 : errno;
-    ok = fclose(a->f) == 0 && ok;
-    a->f = NULL;
-    if (ok && a->tmp[0] && rename(a->tmp, a->path) != 0) {
-        ok = 0;
+    /* The first failing call's errno, taken at once: a later call (or an earlier, unrelated one)
+     * would leave another errno behind, and the reason would name the wrong failure. */
+    int err = 0;
+    if (fflush(a->f) != 0)
         err = errno;
-    }
-    if (!ok) {
-        snprintf(why, len, "cannot write %s: %s", a->path, strerror(err ? err : EIO));
+    else if (ferror(a->f))
+        err = EIO; /* an earlier write failed unchecked: its errno is gone */
+    if (!err && durable && a->tmp[0] && fsync(fileno(a->f)) != 0)
+        err = errno;
+    if (fclose(a->f) != 0 && !err) /* some file systems report a full disk only here */
+        err = errno;
+    a->f = NULL;
+    if (!err && a->tmp[0] && rename(a->tmp, a->path) != 0)
+        err = errno;
+    if (err) {
+        snprintf(why, len, "cannot write %s: %s", a->path, strerror(err));
         if (a->tmp[0])
             unlink(a->tmp);
     }
     a->tmp[0] = 0;
-    return ok ? 0 : -1;
+    return err ? -1 : 0;
 }
 
 void atomic_file_abort(atomic_file *a)

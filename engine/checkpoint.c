@@ -14,13 +14,14 @@
 #include <zlib.h>
 #include "atomic_file.h"
 #include "checkpoint.h"
+#include "checkpoint_manifest.h"
 #include "data_parallel.h"
 #include "schedule.h"
 #include "wall_clock.h"
 
 #define SHARD_MAGIC "DTCK"
-#define FORMAT_VERSION 2
-#define SHARD_HEADER_BYTES 64
+#define SHARD_VERSION 2 /* the shard's layout; the manifest's format is MANIFEST_FORMAT */
+#define SHARD_HEADER_BYTES MANIFEST_SHARD_HEADER
 
 /* Writes the parts to path whole and on disk before it replaces anything (atomic_file.h), with
  * their CRC32. */
@@ -62,6 +63,32 @@ static void fsync_dir(const char *dir)
     }
 }
 
+/* Removes a step folder, its manifest first: a folder left half-removed (a crash inside) then
+ * reads as incomplete, not as a checkpoint with missing shards. */
+static void remove_tree(const char *path)
+{
+    char man[4400];
+    snprintf(man, sizeof man, "%s/manifest.json", path);
+    unlink(man);
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            char p[4400];
+            int len = snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+            if (len < 0 || (size_t)len >= sizeof p) { /* a cut name could be another file */
+                fprintf(stderr, "dtrain: %s/%s: path too long to remove\n", path, e->d_name);
+                continue;
+            }
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(path);
+}
+
 struct checkpoint_job {
     char dir[4096];
     gpt_config cfg;
@@ -96,7 +123,7 @@ static int write_shard(checkpoint_job *j)
     }
     unsigned char header[SHARD_HEADER_BYTES] = {0};
     memcpy(header, SHARD_MAGIC, 4);
-    uint32_t version = FORMAT_VERSION, rank = (uint32_t)j->rank, world = (uint32_t)j->world;
+    uint32_t version = SHARD_VERSION, rank = (uint32_t)j->rank, world = (uint32_t)j->world;
     uint64_t n = j->n;
     memcpy(header + 4, &version, 4);
     memcpy(header + 8, &rank, 4);
@@ -178,13 +205,14 @@ static int write_manifest(const checkpoint_job *j, const shard_report *reps, cha
     json_t *man = json_pack(
         "{s:i,s:i,s:i,s:I,s:I,s:o,s:{s:i,s:i,s:i,s:i,s:i,s:i,s:o},s:{s:f,s:f,s:f},s:i,s:f,s:i,"
         "s:o}",
-        "format", FORMAT_VERSION, "step", j->st.step, "updates", j->st.updates, "data_position",
+        "format", MANIFEST_FORMAT, "step", j->st.step, "updates", j->st.updates, "data_position",
         (json_int_t)j->st.data_position, "seed", (json_int_t)j->st.seed, "model", model, "layout",
         "tp", j->layout.tp, "pp", j->layout.pp, "dp", j->layout.dp, "vpp", j->layout.vpp, "zero", j->layout.zero,
         "world", j->world, "stage_layers", stages, "lr_schedule", "lr", j->st.lr, "warmup", j->st.warmup, "steps",
         j->st.total_steps, "precision", j->st.precision, "loss_scale", j->st.loss_scale, "good_steps",
         j->st.good_steps, "shards", shards);
-    char *text = json_dumps(man, JSON_INDENT(2));
+    manifest_seal(man); /* a reader checks every value against it */
+    char *text = json_dumps(man, JSON_INDENT(2)); /* reals at full precision: they read back equal */
     json_decref(man);
     const void *mparts[1] = {text};
     size_t msizes[1] = {strlen(text)};
@@ -226,6 +254,14 @@ int checkpoint_finish(checkpoint_job *j, comm_ctx *c, double *write_s, char *err
     if (comm_allreduce_max_int(c->world, rc != 0) && rc == 0) {
         snprintf(err, errlen, "rank 0 could not write the manifest of step %d", j->st.step);
         rc = -1;
+    }
+    if (rc != 0 && c->world_rank == 0) {
+        /* Every rank's write has ended (joined above): what the failed checkpoint left, shards of
+         * the ranks that could write theirs or an empty folder, goes. */
+        char sdir[4200];
+        step_dir(sdir, sizeof sdir, j->dir, j->st.step);
+        remove_tree(sdir);
+        fsync_dir(j->dir);
     }
     if (write_s)
         *write_s = j->write_s;
@@ -272,67 +308,6 @@ int checkpoint_list_steps(const char *dir, int complete_only, int **out)
     return n;
 }
 
-/* An integer key of o, or -1 when it is missing, not an integer or outside int's range: every
- * count a manifest holds is >= 0, so -1 is refused wherever it is checked. */
-static int jint(json_t *o, const char *k)
-{
-    json_t *v = json_object_get(o, k);
-    if (!json_is_integer(v))
-        return -1;
-    json_int_t x = json_integer_value(v);
-    return x < 0 || x > INT32_MAX ? -1 : (int)x;
-}
-
-/* jint, with 0 for a missing or bad number. */
-static int jcount(json_t *o, const char *k)
-{
-    int v = jint(o, k);
-    return v < 0 ? 0 : v;
-}
-
-/* The layout a manifest records; -1 on a missing or bad number, which the caller refuses. */
-static void manifest_layout(json_t *man, ckpt_layout *l)
-{
-    memset(l, 0, sizeof *l);
-    json_t *lay = json_object_get(man, "layout");
-    l->tp = jint(lay, "tp");
-    l->pp = jint(lay, "pp");
-    l->dp = jint(lay, "dp");
-    l->vpp = jint(lay, "vpp");
-    l->zero = jint(lay, "zero");
-    json_t *st = json_object_get(lay, "stage_layers");
-    for (size_t i = 0; i < json_array_size(st) && i < CKPT_MAX_STAGES; i++) {
-        json_t *v = json_array_get(st, i);
-        json_int_t x = json_is_integer(v) ? json_integer_value(v) : -1;
-        l->stage_layers[i] = x < 0 || x > INT32_MAX ? -1 : (int)x;
-    }
-}
-
-/* Whether a recorded layout can be read at all: every degree >= 1, a rank count that fits an int
- * and equals the shard list's length (products in 64 bits: a manifest's numbers are untrusted),
- * no more virtual stages than the model has layers (each holds at least one), ZeRO 0-3, and
- * stage layer counts that are not negative. */
-static int layout_readable(const ckpt_layout *l, size_t shards, int num_layers)
-{
-    if (l->tp < 1 || l->pp < 1 || l->dp < 1 || l->vpp < 0 || l->zero < 0 || l->zero > 3 ||
-        (int64_t)l->pp * (l->vpp > 0 ? l->vpp : 1) > num_layers)
-        return 0;
-    int64_t ranks = (int64_t)l->tp * l->pp;
-    if (ranks > INT32_MAX || (ranks *= l->dp) > INT32_MAX || (uint64_t)ranks != shards)
-        return 0;
-    for (int i = 0; i < l->pp && i < CKPT_MAX_STAGES; i++)
-        if (l->stage_layers[i] < 0)
-            return 0;
-    return 1;
-}
-
-/* A shard's file name as the manifest gives it: a plain name in the step folder, never a path
- * that could reach another file. */
-static int shard_name_ok(const char *name)
-{
-    return name && name[0] && name[0] != '.' && !strchr(name, '/') && strlen(name) < 256;
-}
-
 static int same_layout(const ckpt_layout *a, const ckpt_layout *b)
 {
     if (a->tp != b->tp || a->pp != b->pp || a->dp != b->dp || a->vpp != b->vpp || a->zero != b->zero)
@@ -343,27 +318,36 @@ static int same_layout(const ckpt_layout *a, const ckpt_layout *b)
     return 1;
 }
 
-/* Reads shard `file` of sdir and checks it against the manifest's size and CRC; returns the
- * malloc'd bytes, or NULL with the reason. */
-static unsigned char *read_shard(const char *sdir, json_t *entry, size_t *n_floats, char *why, size_t len)
+/* zlib's CRC32 of n bytes, in pieces: crc32 takes a uInt length, and a shard can exceed 4 GiB. */
+static uint32_t crc32_bytes(const unsigned char *p, size_t n)
+{
+    uLong c = crc32(0L, Z_NULL, 0);
+    while (n > 0) {
+        size_t chunk = n > (1u << 30) ? (1u << 30) : n;
+        c = crc32(c, p, (uInt)chunk);
+        p += chunk;
+        n -= chunk;
+    }
+    return (uint32_t)c;
+}
+
+/* Reads shard entry r of a checked manifest from sdir and checks it against the entry's size
+ * and CRC and the manifest's loss scaler; returns the malloc'd bytes, or NULL with the reason. */
+static unsigned char *read_shard(const char *sdir, const ckpt_manifest *man, int r, size_t *n_floats, char *why,
+                                 size_t len)
 {
     char path[4300];
-    const char *name = json_string_value(json_object_get(entry, "file"));
-    json_t *bytes = json_object_get(entry, "bytes");
-    if (!shard_name_ok(name) || !json_is_integer(bytes) || json_integer_value(bytes) < SHARD_HEADER_BYTES) {
-        snprintf(why, len, "manifest's shard entry has no plain file name or no byte count");
-        return NULL;
-    }
-    snprintf(path, sizeof path, "%s/%s", sdir, name);
-    size_t expect = (size_t)json_integer_value(bytes);
+    json_t *entry = json_array_get(man->shards, (size_t)r);
+    snprintf(path, sizeof path, "%s/%s", sdir, json_string_value(json_object_get(entry, "file")));
+    size_t expect = (size_t)json_integer_value(json_object_get(entry, "bytes"));
     const char *want_crc = json_string_value(json_object_get(entry, "crc32"));
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(why, len, "shard %s is missing", path);
         return NULL;
     }
-    /* The size on disk must match before anything is allocated: a manifest's byte count is
-     * untrusted and must not make this rank allocate what the file does not hold. */
+    /* The size on disk must match before anything is allocated: a manifest's byte count must
+     * not make this rank allocate what the file does not hold. */
     struct stat sb = {0};
     if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != (uint64_t)expect) {
         snprintf(why, len, "shard %s has %lld bytes, the manifest says %zu (truncated or overwritten)", path,
@@ -380,18 +364,26 @@ static unsigned char *read_shard(const char *sdir, json_t *entry, size_t *n_floa
     size_t got = fread(buf, 1, expect + 1, f);
     fclose(f);
     char crc_text[16];
-    snprintf(crc_text, sizeof crc_text, "%08lx", crc32(crc32(0L, Z_NULL, 0), buf, (uInt)(got < expect ? got : expect)));
+    snprintf(crc_text, sizeof crc_text, "%08x", crc32_bytes(buf, got < expect ? got : expect));
     uint64_t n = 0;
-    if (got >= SHARD_HEADER_BYTES)
+    double scale = 0;
+    int good = -1;
+    if (got >= SHARD_HEADER_BYTES) {
         memcpy(&n, buf + 16, 8);
+        memcpy(&scale, buf + 24, 8);
+        memcpy(&good, buf + 32, 4);
+    }
     if (got != expect) {
         snprintf(why, len, "shard %s has %zu bytes, the manifest says %zu (truncated or overwritten)", path, got, expect);
-    } else if (!want_crc || strcmp(crc_text, want_crc)) {
-        snprintf(why, len, "shard %s has CRC32 %s, the manifest says %s (corrupt)", path, crc_text,
-                 want_crc ? want_crc : "nothing");
+    } else if (strcmp(crc_text, want_crc)) {
+        snprintf(why, len, "shard %s has CRC32 %s, the manifest says %s (corrupt)", path, crc_text, want_crc);
     } else if (memcmp(buf, SHARD_MAGIC, 4) || n > expect / (3 * sizeof(float)) ||
                expect != SHARD_HEADER_BYTES + 3 * n * sizeof(float)) {
         snprintf(why, len, "shard %s is not a dtrain shard of its stated size", path);
+    } else if (scale != man->st.loss_scale || good != man->st.good_steps) {
+        /* both were written from one state: a difference means one was edited */
+        snprintf(why, len, "shard %s holds loss scale %g after %d good steps, the manifest says %g after %d", path,
+                 scale, good, man->st.loss_scale, man->st.good_steps);
     } else {
         *n_floats = (size_t)n;
         return buf;
@@ -444,55 +436,35 @@ static int add_old_shard(const gpt_model *m, const ckpt_layout *old, int r, cons
     return 0;
 }
 
-static void state_from_manifest(json_t *man, const unsigned char *shard, train_state *st)
-{
-    memset(st, 0, sizeof *st);
-    /* counters a manifest lacks (or holds badly) read as 0 */
-    st->step = jcount(man, "step");
-    st->updates = jcount(man, "updates");
-    st->data_position = (uint64_t)json_integer_value(json_object_get(man, "data_position"));
-    st->seed = (uint64_t)json_integer_value(json_object_get(man, "seed"));
-    memcpy(&st->loss_scale, shard + 24, 8);
-    memcpy(&st->good_steps, shard + 32, 4);
-    st->precision = jcount(man, "precision");
-}
+/* What one checkpoint is to this rank; ordered, so that the ranks agree on the largest. */
+enum { LOAD_OK, LOAD_INCOMPLETE, LOAD_BAD, LOAD_FATAL };
 
-/* Tries one checkpoint on this rank: 0 loaded, 1 skip (why), -1 fatal (why). Collective only
- * through the caller's agreement step. */
-static int try_load(const char *sdir, gpt_model *m, train_state *st, const comm_ctx *c, const ckpt_layout *now,
-                    char *why, size_t len)
+/* Tries checkpoint sdir (of step folder_step) on this rank: LOAD_OK (loaded into m and st),
+ * LOAD_INCOMPLETE (no manifest), LOAD_BAD (a manifest or shard that fails its checks) or
+ * LOAD_FATAL (a checkpoint of another model), with why. Collective only through the caller's
+ * agreement step. */
+static int try_load(const char *sdir, int folder_step, gpt_model *m, train_state *st, const comm_ctx *c,
+                    const ckpt_layout *now, char *why, size_t len)
 {
     char path[4300];
     snprintf(path, sizeof path, "%s/manifest.json", sdir);
-    json_error_t je;
-    json_t *man = json_load_file(path, 0, &je);
-    if (!man) {
-        snprintf(why, len, "no readable manifest (incomplete checkpoint)");
-        return 1;
-    }
-    int rc = 1;
-    json_t *model = json_object_get(man, "model"), *shards = json_object_get(man, "shards");
-    ckpt_layout old;
-    manifest_layout(man, &old);
-    if (jint(man, "format") != FORMAT_VERSION || !model || !layout_readable(&old, json_array_size(shards), m->cfg.num_layers)) {
-        snprintf(why, len, "manifest has an unknown format or an inconsistent layout");
-        goto out;
-    }
-    gpt_config cfg;
-    if (gpt_config_from_json(model, &cfg) != 0) {
-        snprintf(why, len, "manifest's model description is unreadable");
-        goto out;
-    }
-    if (!gpt_config_same(&cfg, &m->cfg)) {
+    ckpt_manifest man;
+    json_t *doc;
+    int got = manifest_read(path, folder_step, &man, &doc, why, len);
+    if (got != 0)
+        return got > 0 ? LOAD_INCOMPLETE : LOAD_BAD;
+    int rc = LOAD_BAD;
+    const ckpt_layout *old = &man.layout;
+    if (!gpt_config_same(&man.model, &m->cfg)) {
         char d[256];
-        gpt_config_describe(&cfg, d, sizeof d);
+        gpt_config_describe(&man.model, d, sizeof d);
         snprintf(why, len, "it is a checkpoint of a different model (%s)", d);
-        rc = -1;
+        rc = LOAD_FATAL;
         goto out;
     }
     size_t n = 0;
-    if (same_layout(&old, now)) {
-        unsigned char *buf = read_shard(sdir, json_array_get(shards, (size_t)c->world_rank), &n, why, len);
+    if (same_layout(old, now)) {
+        unsigned char *buf = read_shard(sdir, &man, c->world_rank, &n, why, len);
         if (buf && n != m->num_params) {
             snprintf(why, len, "shard of rank %d holds %zu parameters, this rank has %zu", c->world_rank, n,
                      m->num_params);
@@ -504,23 +476,19 @@ static int try_load(const char *sdir, gpt_model *m, train_state *st, const comm_
             m->k->copy_to_device(m->params, p + m->param_range.lo, m->param_range.n * sizeof(float));
             m->k->copy_to_device(m->m, p + n + m->moments_lo, m->moments_n * sizeof(float));
             m->k->copy_to_device(m->v, p + 2 * n + m->moments_lo, m->moments_n * sizeof(float));
-            state_from_manifest(man, buf, st);
+            *st = man.st;
             free(buf);
-            rc = 0;
+            rc = LOAD_OK;
         }
         goto out;
     }
     /* Another layout: assemble the single-rank model from every old shard, take this rank's part. */
     float *g = calloc(3 * m->global_params, sizeof(float));
-    unsigned char *first = NULL;
     int ok = 1;
-    for (int r = 0; ok && r < old.tp * old.pp * old.dp; r++) {
-        unsigned char *buf = read_shard(sdir, json_array_get(shards, (size_t)r), &n, why, len);
-        ok = buf && add_old_shard(m, &old, r, (const float *)(buf + SHARD_HEADER_BYTES), n, g, why, len) == 0;
-        if (buf && r == 0 && ok)
-            first = buf;
-        else
-            free(buf);
+    for (int r = 0; ok && r < man.world; r++) {
+        unsigned char *buf = read_shard(sdir, &man, r, &n, why, len);
+        ok = buf && add_old_shard(m, old, r, (const float *)(buf + SHARD_HEADER_BYTES), n, g, why, len) == 0;
+        free(buf);
     }
     if (ok) {
         size_t P = m->num_params;
@@ -534,16 +502,15 @@ static int try_load(const char *sdir, gpt_model *m, train_state *st, const comm_
             m->k->copy_to_device(dst[a], local + lo, count * sizeof(float));
         }
         free(local);
-        state_from_manifest(man, first, st);
+        *st = man.st;
         if (c->world_rank == 0)
             fprintf(stderr, "dtrain: resharding %s from TP %d x PP %d x DP %d (ZeRO-%d) to TP %d x PP %d x DP %d "
-                            "(ZeRO-%d)\n", sdir, old.tp, old.pp, old.dp, old.zero, now->tp, now->pp, now->dp, now->zero);
-        rc = 0;
+                            "(ZeRO-%d)\n", sdir, old->tp, old->pp, old->dp, old->zero, now->tp, now->pp, now->dp, now->zero);
+        rc = LOAD_OK;
     }
-    free(first);
     free(g);
 out:
-    json_decref(man);
+    json_decref(doc);
     return rc;
 }
 
@@ -555,52 +522,44 @@ int checkpoint_load_latest(const char *dir, gpt_model *m, train_state *st, comm_
     /* The folder is shared: every rank lists the same steps. Agree on a count anyway, so a rank
      * that sees fewer skips in step with the others instead of leaving them waiting. */
     int n = comm_allreduce_max_int(c->world, mine);
+    char first_bad[9500] = ""; /* the newest complete checkpoint that failed its checks, and why */
     for (int i = 0; i < n; i++) {
         char sdir[4200] = "", why[9000] = "";
-        int rc = 1;
+        int rc = LOAD_INCOMPLETE;
         if (i < mine) {
             step_dir(sdir, sizeof sdir, dir, steps[i]);
-            rc = try_load(sdir, m, st, c, layout, why, sizeof why);
+            rc = try_load(sdir, steps[i], m, st, c, layout, why, sizeof why);
         } else {
             snprintf(why, sizeof why, "fewer checkpoints visible on this rank");
         }
         /* agree: fatal anywhere stops all; a skip anywhere skips for all */
-        int worst = comm_allreduce_max_int(c->world, rc < 0 ? 2 : rc);
-        if (worst == 0) {
+        int worst = comm_allreduce_max_int(c->world, rc);
+        if (worst == LOAD_OK) {
             free(steps);
             return 1;
         }
-        if (worst == 2) {
-            snprintf(err, errlen, "%s: %s", sdir, rc < 0 ? why : "another rank found it unusable");
+        if (worst == LOAD_FATAL) {
+            snprintf(err, errlen, "%s: %s", sdir, rc == LOAD_FATAL ? why : "another rank found it unusable");
             free(steps);
             return -1;
         }
-        if (rc == 1)
+        if (rc != LOAD_OK)
             fprintf(stderr, "dtrain: rank %d: skipping checkpoint %s: %s\n", c->world_rank, sdir, why);
+        /* a checkpoint some rank loaded is complete, whatever another rank saw of it */
+        int bad = worst == LOAD_BAD || comm_allreduce_max_int(c->world, rc == LOAD_OK);
+        if (bad && !first_bad[0])
+            snprintf(first_bad, sizeof first_bad, "%s: %s", sdir,
+                     rc == LOAD_BAD ? why : "another rank found it unusable");
     }
     free(steps);
-    return 0;
-}
-
-static void remove_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                continue;
-            char p[4400];
-            int len = snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-            if (len < 0 || (size_t)len >= sizeof p) { /* a cut name could be another file */
-                fprintf(stderr, "dtrain: %s/%s: path too long to remove\n", path, e->d_name);
-                continue;
-            }
-            unlink(p);
-        }
-        closedir(d);
+    /* Checkpoints that were written but fail their checks, and none intact behind them: starting
+     * fresh would train from scratch over them unasked. Only folders without a manifest (a run
+     * stopped before its first checkpoint completed) mean there is nothing to resume. */
+    if (first_bad[0]) {
+        snprintf(err, errlen, "no intact checkpoint left in %s (the newest, %s)", dir, first_bad);
+        return -1;
     }
-    rmdir(path);
+    return 0;
 }
 
 void checkpoint_prune(const char *dir, int keep)

@@ -5,12 +5,14 @@
  * every shard is on disk: a checkpoint is complete only when its manifest exists. Every file is
  * written to a temporary name, fsynced and renamed, then the directory fsynced. The manifest
  * records the format version, model, parallel layout, step, data position, optimizer step
- * count, learning-rate schedule, loss scaler, and each shard's byte size and CRC32.
+ * count, learning-rate schedule, loss scaler, each shard's byte size and CRC32, and its own
+ * seal, manifest_crc32 (checkpoint_manifest.h).
  *
- * Resuming takes the newest checkpoint whose shards all match; a partial or corrupt one is
- * reported by name and skipped. In the layout it was saved in, each rank loads its own shard
- * (bit-exact). In another layout, every rank assembles the single-rank model (parameters and
- * moments) from all shards of the old layout and takes its part: resharding.
+ * Resuming takes the newest checkpoint whose manifest passes its range checks and seal and whose
+ * shards all match; a partial or corrupt one is reported by name (file and field) and skipped.
+ * In the layout it was saved in, each rank loads its own shard (bit-exact). In another layout,
+ * every rank assembles the single-rank model (parameters and moments) from all shards of the
+ * old layout and takes its part: resharding.
  *
  * Saving and loading are collective: every rank calls them at the same step. */
 #ifndef DTSIM_ENGINE_CHECKPOINT_H
@@ -50,14 +52,16 @@ checkpoint_job *checkpoint_save_async(const char *dir, const gpt_model *m, const
  * shards, not at the next checkpoint. */
 int checkpoint_shard_written(checkpoint_job *job);
 /* Collective: waits for this rank's shard, then rank 0 writes the manifest when every shard
- * was written. Returns 0, or -1 with err (the same on every rank); *write_s gets this rank's
- * shard write time. A NULL job is a no-op returning 0 (on every rank alike). */
+ * was written. Returns 0, or -1 with err (the same on every rank) after rank 0 removed the step
+ * folder (nothing half-made is left); *write_s gets this rank's shard write time. A NULL job is
+ * a no-op returning 0 (on every rank alike). */
 int checkpoint_finish(checkpoint_job *job, comm_ctx *c, double *write_s, char *err, size_t errlen);
 
 /* Collective: loads the newest complete, intact checkpoint of dir into m and st, resharding
- * when it was saved in another layout. Returns 1 when one was loaded, 0 when none was found
- * (fresh start), -1 on an error that must stop the run (a checkpoint of a different model).
- * Skipped checkpoints are reported on stderr. */
+ * when it was saved in another layout. Returns 1 when one was loaded, 0 when none was written
+ * (no step folder has a manifest: a fresh start), -1 on an error that must stop the run (a
+ * checkpoint of a different model, or complete checkpoints none of which is intact). Skipped
+ * checkpoints are reported on stderr. */
 int checkpoint_load_latest(const char *dir, gpt_model *m, train_state *st, comm_ctx *c, const ckpt_layout *layout,
                            char *err, size_t errlen);
 

@@ -1,4 +1,5 @@
 /* Per-op profiler; see profiler.h. */
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,9 +136,11 @@ static int write_atomic(json_t *doc, const char *path, char *err, size_t errlen)
     atomic_file a;
     if (atomic_file_open(&a, path, err, errlen) != 0)
         return -1;
+    errno = 0;
     if (json_dumpf(doc, a.f, JSON_COMPACT) != 0) {
+        int e = errno ? errno : EIO; /* the failed fwrite's, before abort's calls change it */
         atomic_file_abort(&a);
-        snprintf(err, errlen, "cannot write %s", path);
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
         return -1;
     }
     return atomic_file_commit(&a, 0, err, errlen);

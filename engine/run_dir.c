@@ -398,7 +398,16 @@ int run_dir_step(run_dir *rd, int step, double loss, double grad_norm, double lo
     join(path, sizeof path, rd->path, "metrics.jsonl");
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644), rc = 0;
     /* one write: a reader never sees half a line unless the process dies inside it */
-    if (fd < 0 || write(fd, text, n) != (ssize_t)n) {
+    ssize_t put = fd < 0 ? -1 : write(fd, text, n);
+    /* A short write (a disk filling up) sets no errno: writing the rest gets the real reason
+     * rather than whatever errno an earlier call left. */
+    while (put >= 0 && (size_t)put < n) {
+        ssize_t more = write(fd, text + put, n - (size_t)put);
+        put = more <= 0 ? -1 : put + more;
+        if (more == 0)
+            errno = ENOSPC; /* nothing written and no error: the only reason left */
+    }
+    if (put < 0) {
         snprintf(err, errlen, "--run-dir: cannot append to %s: %s", path, strerror(errno));
         rc = -1;
     }

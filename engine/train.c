@@ -6,6 +6,7 @@
 #include <string.h>
 #include <signal.h>
 #include <unistd.h>
+#include "atomic_file.h"
 #include "checkpoint.h"
 #include "data.h"
 #include "data_parallel.h"
@@ -14,6 +15,7 @@
 #include "run_dir.h"
 #include "schedule.h"
 #include "train.h"
+#include "train_log.h"
 #include "wall_clock.h"
 
 double train_lr(const train_options *o, int step)
@@ -44,25 +46,6 @@ static train_state state_of(const train_options *o, int step, int updates, const
     train_state st = {step, updates, d->position, o->seed, scale, good_steps, o->lr, o->warmup, o->steps,
                       (int)o->precision};
     return st;
-}
-
-static FILE *open_log(const char *path)
-{
-    if (!path)
-        return NULL;
-    if (!strcmp(path, "-"))
-        return stdout;
-    return fopen(path, "w");
-}
-
-static void log_line(FILE *f, json_t *obj)
-{
-    if (f) {
-        json_dumpf(obj, f, JSON_COMPACT | JSON_REAL_PRECISION(9));
-        fputc('\n', f);
-        fflush(f);
-    }
-    json_decref(obj);
 }
 
 static const char *precision_label(kernels_precision p)
@@ -325,6 +308,60 @@ static int complete_checkpoint(const train_options *o, checkpoint_job **pending,
     return 0;
 }
 
+/* --resume: loads the newest intact checkpoint into m and *st (*loaded = 1), or none (a fresh
+ * start). Returns -1 to train on, else the exit code to stop with: 2 when no intact checkpoint
+ * is left or this run's flags contradict the checkpoint's, 0 when it already holds --steps.
+ * Every rank returns the same (the checkpoint is agreed on). */
+static int resume(const train_options *o, gpt_model *m, const ckpt_layout *layout, train_state *st, int *loaded)
+{
+    char err[1024], where[1200];
+    int leader = o->comm->world_rank == 0;
+    int got = checkpoint_load_latest(o->ckpt_dir, m, st, o->comm, layout, err, sizeof err);
+    *loaded = got == 1;
+    if (got < 0) {
+        fprintf(stderr, "dtrain: --resume: %s\n", err);
+        return 2;
+    }
+    if (got == 0) {
+        if (leader)
+            fprintf(stderr, "dtrain: no checkpoint in %s: starting fresh\n", o->ckpt_dir);
+        return -1;
+    }
+    snprintf(where, sizeof where, "%s/step-%08d", o->ckpt_dir, st->step);
+    if (st->precision != (int)o->precision) {
+        if (leader)
+            fprintf(stderr, "dtrain: --resume: %s was made in %s, this run asks for --precision %s\n", where,
+                    precision_label((kernels_precision)st->precision), precision_label(o->precision));
+        return 2;
+    }
+    /* The seed orders the data: another one would continue on another sequence of batches. */
+    if (st->seed != o->seed) {
+        if (leader)
+            fprintf(stderr, "dtrain: --resume: %s was made with --seed %llu, this run has --seed %llu: the data order "
+                            "would change mid-run (give --seed %llu, or another --ckpt-dir to start anew)\n",
+                    where, (unsigned long long)st->seed, o->seed, (unsigned long long)st->seed);
+        return 2;
+    }
+    if (st->step >= o->steps) {
+        if (leader)
+            fprintf(stderr, "dtrain: --resume: %s is at step %d and --steps %d asks for no more: nothing to do\n",
+                    where, st->step, o->steps);
+        return 0;
+    }
+    if (leader)
+        fprintf(stderr, "dtrain: resumed from %s (step %d done)\n", where, st->step);
+    return -1;
+}
+
+/* Opens --log-json on world rank 0 (the others log nothing); every rank stops alike when it
+ * cannot. 0, or -1 (said why). */
+static int open_log(const train_options *o, train_log *log)
+{
+    int leader = o->comm->world_rank == 0;
+    int bad = train_log_open(log, leader ? o->log_json : NULL) != 0;
+    return comm_allreduce_max_int(o->comm->world, bad) ? -1 : 0;
+}
+
 int train_run(const train_options *o)
 {
     char err[1024];
@@ -360,13 +397,6 @@ int train_run(const train_options *o)
         data_close(&data);
         return 2;
     }
-    FILE *log = leader ? open_log(o->log_json) : NULL;
-    if (leader && o->log_json && !log) {
-        fprintf(stderr, "dtrain: --log-json %s: cannot open for writing\n", o->log_json);
-        data_close(&data);
-        return 2;
-    }
-
     gpt_model m;
     int B = o->micro_batch, T = cfg.seq_len, accum = o->global_batch / (o->micro_batch * dp);
     pipeline_plan pl;
@@ -378,8 +408,6 @@ int train_run(const train_options *o)
         pipeline_plan_free(&pl);
         free(runs_layer);
         data_close(&data);
-        if (log && log != stdout)
-            fclose(log);
         return 2;
     }
     tp_staging tps = {.group = o->comm->tp_group, .k = k}, cps = {.group = o->comm->cp_group, .k = k};
@@ -402,8 +430,6 @@ int train_run(const train_options *o)
         pipeline_plan_free(&pl);
         free(runs_layer);
         data_close(&data);
-        if (log && log != stdout)
-            fclose(log);
         return 2;
     }
     free(runs_layer);
@@ -450,8 +476,6 @@ int train_run(const train_options *o)
         gpt_free(&m);
         pipeline_plan_free(&pl);
         data_close(&data);
-        if (log && log != stdout)
-            fclose(log);
         return 2;
     }
     int *tokens = malloc((size_t)B * T * sizeof(int)), *targets = malloc((size_t)B * T * sizeof(int));
@@ -480,29 +504,28 @@ int train_run(const train_options *o)
     double scale = o->precision == KPREC_FP16 ? o->loss_scale : 1.0;
     int good_steps = 0, updates = 0, first_step = 1;
     float loss = 0;
-    if (o->resume) {
-        train_state st;
-        int got = checkpoint_load_latest(o->ckpt_dir, &m, &st, o->comm, &layout, err, sizeof err);
-        if (got < 0 || (got == 1 && st.precision != (int)o->precision)) {
-            fprintf(stderr, "dtrain: --resume: %s\n", got < 0 ? err : "the checkpoint was made in another precision");
-            dp_free(&dps);
-            comm_nccl_free(tps.nccl);
-            comm_nccl_free(embed_nccl);
-            gpt_free(&m);
-            data_close(&data);
-            return 2;
-        }
-        if (got == 1) {
-            first_step = st.step + 1;
-            updates = st.updates;
-            data.position = st.data_position;
-            scale = st.loss_scale;
-            good_steps = st.good_steps;
-            if (leader)
-                fprintf(stderr, "dtrain: resumed from %s/step-%08d (step %d done)\n", o->ckpt_dir, st.step, st.step);
-        } else if (leader) {
-            fprintf(stderr, "dtrain: no checkpoint in %s: starting fresh\n", o->ckpt_dir);
-        }
+    train_state st;
+    int got = 0, stop = o->resume ? resume(o, &m, &layout, &st, &got) : -1;
+    train_log log;
+    if (stop < 0 && open_log(o, &log) != 0)
+        stop = 2;
+    if (stop >= 0) {
+        dp_free(&dps);
+        comm_nccl_free(tps.nccl);
+        comm_nccl_free(embed_nccl);
+        gpt_free(&m);
+        pipeline_plan_free(&pl);
+        free(tokens);
+        free(targets);
+        data_close(&data);
+        return stop;
+    }
+    if (got) {
+        first_step = st.step + 1;
+        updates = st.updates;
+        data.position = st.data_position;
+        scale = st.loss_scale;
+        good_steps = st.good_steps;
     }
     if (o->run && run_dir_start(o->run, o, &cfg, m.global_params, k, first_step, err, sizeof err) != 0 && err[0])
         fprintf(stderr, "dtrain: %s (run tracking stops; training goes on)\n", err);
@@ -570,7 +593,7 @@ int train_run(const train_options *o)
             free(global);
             json_object_set_new(line, "params_crc32", json_string(crc));
         }
-        log_line(log, line);
+        train_log_line(&log, line);
         if (o->run && run_dir_step(o->run, step, loss, isfinite(grad_norm) ? grad_norm : -1.0, scale, lr, dt, err,
                                    sizeof err) != 0 && err[0])
             fprintf(stderr, "dtrain: %s (run tracking stops; training goes on)\n", err);
@@ -632,16 +655,17 @@ int train_run(const train_options *o)
     }
     if (complete_checkpoint(o, &pending, &m, last_step) != 0)
         rc = 1;
-    if (stopped) {
-        /* no final line, no final checkpoint: as a crash would leave things */
-        if (log && log != stdout)
-            fclose(log);
-        log = NULL;
+    int ckpt_failed = rc != 0; /* only a checkpoint sets rc so far */
+    if (stopped || ckpt_failed) {
+        /* no final line: a run stopped as if killed leaves things as a crash would, and one whose
+         * checkpoint failed did not finish (checkpoint_finish removed what it left) */
+        train_log_close(&log);
     }
     char crc[16];
     float *global = gather_global(o, &dps, &m);
     snprintf(crc, sizeof crc, "%08x", gpt_crc32_floats(global, m.global_params));
-    log_line(log, json_pack("{s:b,s:i,s:f,s:s}", "final", 1, "step", last_step, "loss", (double)loss, "params_crc32", crc));
+    train_log_line(&log, json_pack("{s:b,s:i,s:f,s:s}", "final", 1, "step", last_step, "loss", (double)loss,
+                                   "params_crc32", crc));
     if (o->rank_params) {
         /* Parameters each rank holds (its part of the model), in world-rank order: the figure the
          * simulator's memory model predicts per GPU for the same layout. */
@@ -673,22 +697,22 @@ int train_run(const train_options *o)
                                 "param_floats_per_rank", resident, "grad_floats_per_rank", grads,
                                 "state_floats_peak_per_rank", peak, "activation_floats_per_rank", acts,
                                 "dp_bytes_sent_rank0", comm_bytes_sent(o->comm->dp_group));
-        if (leader && json_dump_file(doc, o->rank_params, JSON_INDENT(1)) != 0) {
-            fprintf(stderr, "dtrain: --rank-params %s: cannot write\n", o->rank_params);
+        char *text = leader ? json_dumps(doc, JSON_INDENT(1)) : NULL;
+        if (text && atomic_file_write(o->rank_params, text, strlen(text), 0, err, sizeof err) != 0) {
+            fprintf(stderr, "dtrain: --rank-params: %s\n", err);
             rc = 1;
         }
+        free(text);
         json_decref(doc);
     }
-    if (leader)
+    if (leader && ckpt_failed)
+        fprintf(stderr, "dtrain: stopped after step %d: its checkpoint could not be written (see above)\n", last_step);
+    else if (leader)
         fprintf(stderr, "dtrain: done, final loss %.4f, params_crc32 %s\n", loss, crc);
-    if (leader && o->dump_params) {
-        FILE *f = fopen(o->dump_params, "wb");
-        if (!f || fwrite(global, sizeof(float), m.global_params, f) != m.global_params) {
-            fprintf(stderr, "dtrain: --dump-params %s: cannot write\n", o->dump_params);
-            rc = 1;
-        }
-        if (f)
-            fclose(f);
+    if (leader && o->dump_params &&
+        atomic_file_write(o->dump_params, global, m.global_params * sizeof(float), 0, err, sizeof err) != 0) {
+        fprintf(stderr, "dtrain: --dump-params: %s\n", err);
+        rc = 1;
     }
     free(global);
     dp_free(&dps);
@@ -718,14 +742,15 @@ int train_run(const train_options *o)
     /* a run stopped as if killed leaves no summary, as a crash would not write one */
     if (o->run && stopped)
         run_dir_free(o->run);
-    else if (o->run && run_dir_finish(o->run, last_step, loss, crc, last_step == o->steps, err, sizeof err) != 0) {
+    else if (o->run && run_dir_finish(o->run, last_step, loss, crc, last_step == o->steps && !ckpt_failed, err,
+                                      sizeof err) != 0) {
         if (err[0])
             fprintf(stderr, "dtrain: %s\n", err);
         fprintf(stderr, "dtrain: --run-dir: the run's record is incomplete (see above)\n");
         rc = 1;
     }
-    if (log && log != stdout)
-        fclose(log);
+    if (train_log_close(&log) != 0)
+        rc = 1;
     free(tokens);
     free(targets);
     gpt_free(&m);

@@ -98,6 +98,30 @@ static inline int run_dtrain(const char *dtrain, const char *args, json_t **line
     return rc;
 }
 
+/* Runs "PREFIX 'DTRAIN' ARGS 2>ERR" through sh, adding no --log-json: for a run whose outputs
+ * the test names itself (a log on /dev/full) or whose limits the shell sets first ("trap ''
+ * XFSZ; ulimit -f N;": a file growing past N blocks fails with EFBIG, as on a full disk, and
+ * the ignored signal lets dtrain report it). Returns the exit code; stderr_text its stderr. */
+static inline int run_dtrain_sh(const char *prefix, const char *dtrain, const char *args, char *stderr_text,
+                                size_t stderr_len)
+{
+    char errf[] = "/tmp/dtrain_err_XXXXXX";
+    int fd = mkstemp(errf);
+    if (fd < 0)
+        return -1;
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "%s '%s' %s %s 2>%s", prefix, dtrain, dtrain_test_device_flag(), args, errf);
+    int status = system(cmd);
+    FILE *e = fopen(errf, "r");
+    size_t got = e ? fread(stderr_text, 1, stderr_len - 1, e) : 0;
+    stderr_text[got] = 0;
+    if (e)
+        fclose(e);
+    remove(errf);
+    close(fd);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 static inline void free_lines(json_t **lines, int n)
 {
     for (int i = 0; i < n; i++)

@@ -8,7 +8,8 @@
  *    with the same losses within 1e-5 (other summation order); step 6's loss depends on the
  *    moments restored for step 5's update.
  *  - A truncated shard in the newest checkpoint is reported by name and the previous checkpoint
- *    is used; the run still ends bit-exact.
+ *    is used; the run still ends bit-exact. So is an edited manifest (its seal fails); with no
+ *    intact checkpoint left every rank stops with exit 2.
  * argv[1]: dtrain, argv[2]: mpirun, argv[3]: a scratch folder. */
 #include <math.h>
 #include <setjmp.h>
@@ -160,6 +161,46 @@ static void truncated_shard_falls_back_to_the_previous_checkpoint(void **state)
     free_lines(C, nc);
 }
 
+/* A manifest edited within range (only its seal tells) is skipped by every rank alike and the
+ * previous checkpoint resumes bit-exact; with no intact checkpoint left every rank stops with
+ * exit 2 (none waits for the others). */
+static void edited_manifest_falls_back_on_every_rank_or_stops_them_all(void **state)
+{
+    (void)state;
+    json_t *A[64], *C[64];
+    int na, nc;
+    char args[8192], path[8192];
+    const char *layout = "--dp 2 --zero 1";
+    clear_ckpt();
+    if (launch(2, layout, A, &na) != 0)
+        fail_msg("uninterrupted run failed: %s", ERR);
+    snprintf(args, sizeof args, "%s --ckpt-dir %s --ckpt-every 2 --stop-after 4", layout, CKPT);
+    if (launch(2, args, C, &nc) != 0)
+        fail_msg("run to step 4 failed: %s", ERR);
+    free_lines(C, nc);
+    snprintf(path, sizeof path, "%s/step-00000004/manifest.json", CKPT);
+    json_error_t je;
+    json_t *man = json_load_file(path, 0, &je);
+    assert_non_null(man);
+    json_object_set_new(man, "updates", json_integer(3));
+    assert_int_equal(json_dump_file(man, path, JSON_INDENT(2)), 0);
+    json_decref(man);
+    snprintf(args, sizeof args, "%s --ckpt-dir %s --resume", layout, CKPT);
+    if (launch(2, args, C, &nc) != 0)
+        fail_msg("resume failed: %s", ERR);
+    assert_non_null(strstr(ERR, "manifest.json: manifest_crc32 is"));
+    assert_non_null(strstr(ERR, "step-00000002 (step 2 done)"));
+    assert_int_equal(nc, 5); /* steps 3-6 and the final line */
+    assert_string_equal(final_crc(C, nc), final_crc(A, na));
+    free_lines(C, nc);
+    snprintf(path, sizeof path, "rm -rf '%s/step-00000002'", CKPT);
+    assert_int_equal(system(path), 0);
+    assert_int_equal(launch(2, args, C, &nc), 2);
+    assert_non_null(strstr(ERR, "no intact checkpoint left"));
+    assert_int_equal(nc, 0);
+    free_lines(A, na);
+}
+
 int main(int argc, char **argv)
 {
     int begun = dtrain_suite_begin(argc, argv, 4, &DTRAIN, &MPIRUN);
@@ -177,6 +218,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(bit_exact_every_layout),
         cmocka_unit_test(reshards_to_another_layout),
         cmocka_unit_test(truncated_shard_falls_back_to_the_previous_checkpoint),
+        cmocka_unit_test(edited_manifest_falls_back_on_every_rank_or_stops_them_all),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     clear_ckpt();

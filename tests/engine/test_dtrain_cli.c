@@ -1,5 +1,6 @@
 /* dtrain's command line: the --log-json format, determinism, fp16 loss scaling under an
- * injected overflow, and clear errors for bad input. argv[1] is the dtrain binary. */
+ * injected overflow, clear errors for bad input, exit 1 for a log it cannot write. argv[1] is
+ * the dtrain binary. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -147,6 +148,22 @@ static void gradient_accumulation_equals_the_full_batch(void **state)
         }
     free_lines(A, na);
     free_lines(L, nb);
+}
+
+/* A log that cannot be written (a full disk: /dev/full) is exit 1 with the reason, the errno of
+ * the failed write; so is standard output as the log ("-"). */
+static void a_log_that_cannot_be_written_exits_1(void **state)
+{
+    const char *how[2] = {"--log-json /dev/full", "--log-json - >/dev/full"};
+    const char *name[2] = {"--log-json /dev/full: cannot write: No space left on device",
+                           "--log-json -: cannot write: No space left on device"};
+    for (int k = 0; k < 2; k++) {
+        char args[256];
+        snprintf(args, sizeof args, "--steps 2 --micro-batch 2 %s", how[k]);
+        assert_int_equal(run_dtrain_sh("", DTRAIN, args, ERR, sizeof ERR), 1);
+        if (!strstr(ERR, name[k]))
+            fail_msg("%s: stderr was: %s", how[k], ERR);
+    }
 }
 
 static void write_file(const char *path, const void *bytes, size_t n)
@@ -328,6 +345,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(lr_warms_up_linearly_then_decays_by_cosine_to_a_tenth),
         cmocka_unit_test(bad_data_files_exit_2_naming_the_file),
         cmocka_unit_test(bad_flags_exit_2),
+        cmocka_unit_test(a_log_that_cannot_be_written_exits_1),
         cmocka_unit_test(dtsim_model_keys_describe_the_same_model),
         cmocka_unit_test(profile_lists_every_op_per_layer_and_a_chrome_trace),
     };

@@ -10,7 +10,7 @@
  *  - summary.json: the final line's loss and params_crc32, the mean tokens/s of the metrics;
  *  - an existing run folder is refused (exit 2, naming the flag and config.json); --resume
  *    appends, redoing the steps after the checkpoint, and gives the uninterrupted run's losses;
- *  - an unwritable folder is a clear exit 2;
+ *  - an unwritable folder is a clear exit 2; files that fill up are reported with their errno;
  *  - under mpirun (argv[3], TP 2 x DP 2): rank 0 alone records the run, MFU counts 4 GPUs, the
  *    checkpoint list has the 4 shards, and a refused folder stops every rank with exit 2. */
 #include <dirent.h>
@@ -369,6 +369,20 @@ static void an_unwritable_folder_is_a_clear_error(void **state)
     assert_non_null(strstr(ERR, "--peak-tflops"));
 }
 
+/* Files filling up (capped by ulimit -f: EFBIG, as a full disk gives ENOSPC): metrics.jsonl's
+ * short append and the profile's write are reported with the real errno, not one an earlier
+ * call left behind, and the run exits 1. */
+static void a_full_disk_is_reported_with_its_errno(void **state)
+{
+    (void)state;
+    char args[4096];
+    clean("rd_full");
+    snprintf(args, sizeof args, "--steps 60 --micro-batch 2 --run-dir %s/rd_full --log-json /dev/null", WORK);
+    assert_int_equal(run_dtrain_sh("trap '' XFSZ; ulimit -f 8; exec", DTRAIN, args, ERR, sizeof ERR), 1);
+    if (!strstr(ERR, "rd_full/metrics.jsonl: File too large") || !strstr(ERR, "rd_full/profile.json: File too large"))
+        fail_msg("stderr was: %s", ERR);
+}
+
 static void a_multi_rank_run_is_recorded_by_rank_0(void **state)
 {
     (void)state;
@@ -427,6 +441,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(checkpoints_json_lists_the_checkpoints_on_disk),
         cmocka_unit_test(an_existing_run_is_refused_and_resume_appends),
         cmocka_unit_test(an_unwritable_folder_is_a_clear_error),
+        cmocka_unit_test(a_full_disk_is_reported_with_its_errno),
         cmocka_unit_test(a_multi_rank_run_is_recorded_by_rank_0),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
