@@ -41,7 +41,10 @@ json_t *config_load_file(const char *path, const char *label, config_error *err)
     json_error_t je;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
-        config_fail(err, "%s: %s:%d:%d: %s", label, path, je.line, je.column, je.text);
+        if (je.line > 0) /* a place in the text */
+            config_fail(err, "%s: %s:%d:%d: %s", label, path, je.line, je.column, je.text);
+        else /* the file as a whole (jansson says -1 for no line) */
+            config_fail(err, "%s: %s: %s", label, path, je.text);
         return NULL;
     }
     if (!json_is_object(root)) {

@@ -7,10 +7,13 @@
 int engine_scenario_load(const engine_run_shape *r, const char *platform_path, const char *calibration_path,
                          scenario_config *out, config_error *err)
 {
-    json_error_t je;
-    json_t *plat = json_load_file(platform_path, 0, &je);
+    /* the platform as dtsim finds a scenario's: as given, then from the repository root */
+    char found[CFG_PATH_MAX];
+    if (config_resolve_path(platform_path, ".", found, sizeof found) != 0)
+        return config_fail(err, "platform '%s' not found (looked here and in the repository root)", platform_path);
+    json_t *plat = config_load_file(found, "platform", err);
     if (!plat)
-        return config_fail(err, "platform %s:%d: %s", platform_path, je.line, je.text);
+        return -1;
     int cp = r->cp > 1 ? r->cp : 1, ranks = r->tp * r->pp * r->dp * cp;
     /* Every rank of the run is on this one machine: a node of `ranks` slots. Where the machine
      * has fewer devices (GPUs, or cores for the CPU engine) than ranks, the ranks share them,

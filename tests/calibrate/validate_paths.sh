@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# dtcal validate finds --platform as dtsim finds a scenario's (as given, then from the repository
+# root), refuses a missing or malformed platform before running anything, naming it, and never
+# prints a location of -1.
+#   validate_paths.sh DTCAL REPO_ROOT
+set -u
+dtcal=$1 root=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+cal=$root/calibrate/data/cpu-box-measured.json
+cd "$work" || exit 1   # no platforms/ here: the repository root's is found
+"$dtcal" validate --steps 2 --platform platforms/cpu-box.json --calibration "$cal" >"$work/out" 2>"$work/err" ||
+  { echo "relative platform:"; cat "$work/err"; fail=1; }
+grep -q 'step time: measured' "$work/out" "$work/err" || { echo "no measurement"; fail=1; }
+"$dtcal" validate --steps 2 --platform platforms/nope.json --calibration "$cal" >/dev/null 2>"$work/err"; rc=$?
+[ "$rc" -eq 2 ] && grep -q "platform 'platforms/nope.json' not found" "$work/err" && ! grep -q 'measuring' "$work/err" ||
+  { echo "missing platform: exit $rc"; cat "$work/err"; fail=1; }
+printf '{\n' >"$work/bad.json"
+"$dtcal" validate --steps 2 --platform "$work/bad.json" --calibration "$cal" >/dev/null 2>"$work/err"; rc=$?
+[ "$rc" -eq 2 ] && grep -q 'bad.json:2:' "$work/err" && ! grep -q ':-1' "$work/err" ||
+  { echo "malformed platform: exit $rc"; cat "$work/err"; fail=1; }
+[ "$fail" -eq 0 ] && echo "dtcal validate: platform found from the repository root; missing and malformed refused first"
+exit "$fail"
