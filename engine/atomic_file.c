@@ -1,5 +1,8 @@
 /* See atomic_file.h. */
+#define _DEFAULT_SOURCE /* realpath */
 #include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,7 +16,13 @@ int atomic_file_open(atomic_file *a, const char *path, char *why, size_t len)
         return -1;
     }
     snprintf(a->path, sizeof a->path, "%s", path);
+    /* A symbolic link stays a link: the file it names is the one replaced whole (renaming over
+     * the link would put a regular file in its place). */
     struct stat st;
+    char target[PATH_MAX];
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode) && realpath(path, target) && strlen(target) < sizeof a->path)
+        snprintf(a->path, sizeof a->path, "%s", target);
+    path = a->path;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) { /* a device or a pipe: in place */
         a->f = fopen(path, "w");
     } else {

@@ -3,7 +3,8 @@
  * only once everything is written (and, when asked, on disk); on any failure the temporary is
  * removed and the target is left as it was. A target that exists and is not a regular file
  * (/dev/null, a FIFO, a terminal) is written in place: renaming over it would replace the
- * device itself. Pure C and POSIX. */
+ * device itself. A symbolic link stays a link: the file it names is replaced whole. Pure C and
+ * POSIX. */
 #ifndef DTSIM_ENGINE_ATOMIC_FILE_H
 #define DTSIM_ENGINE_ATOMIC_FILE_H
 #include <stdio.h>

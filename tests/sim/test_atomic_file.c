@@ -102,6 +102,25 @@ static void a_fifo_stays_a_fifo(void **state)
     unlink(got);
 }
 
+/* A symbolic link stays a link; the file it names gets the new bytes, whole. */
+static void a_link_stays_a_link(void **state)
+{
+    (void)state;
+    char real[64], link[64], why[256], buf[64];
+    snprintf(real, sizeof real, "%s/real.json", dir);
+    snprintf(link, sizeof link, "%s/link.json", dir);
+    assert_int_equal(atomic_file_write(real, "old", 3, 0, why, sizeof why), 0);
+    assert_int_equal(symlink("real.json", link), 0);
+    assert_int_equal(atomic_file_write(link, "new bytes", 9, 1, why, sizeof why), 0);
+    struct stat st;
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    read_all(real, buf, sizeof buf);
+    assert_string_equal(buf, "new bytes");
+    unlink(link);
+    unlink(real);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir))
@@ -110,6 +129,7 @@ int main(void)
         cmocka_unit_test(regular_target_is_replaced_whole),
         cmocka_unit_test(unwritable_target_fails_naming_it),
         cmocka_unit_test(a_fifo_stays_a_fifo),
+        cmocka_unit_test(a_link_stays_a_link),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     rmdir(dir);
