@@ -5,8 +5,7 @@
 #include <sys/stat.h>
 #include "model_file.h"
 
-/* name relative to base_dir, else to the repository root (DTSIM_ROOT, else the source tree) */
-static int find(const char *name, const char *base_dir, char *out, size_t n)
+int repo_file_find(const char *name, const char *base_dir, char *out, size_t n)
 {
     struct stat st;
     if (name[0] == '/') {
@@ -48,7 +47,7 @@ static json_t *resolve(json_t *value, const char *base_dir, int depth, char *err
         return NULL;
     }
     char path[4096], dir[4096];
-    if (find(json_string_value(from), base_dir, path, sizeof path) != 0) {
+    if (repo_file_find(json_string_value(from), base_dir, path, sizeof path) != 0) {
         snprintf(err, errlen, "model: '%s' not found (looked in %s and the repository root)", json_string_value(from),
                  base_dir && *base_dir ? base_dir : ".");
         return NULL;

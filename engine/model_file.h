@@ -18,4 +18,9 @@
  * and what is wrong. */
 json_t *model_resolve(json_t *value, const char *base_dir, char *err, size_t errlen);
 
+/* The one way a file named in another is found (dtsim's config_resolve_path too): an absolute
+ * name as it is, else relative to base_dir, else to the repository root ($DTSIM_ROOT, else the
+ * source tree). 0 with the path in out, or -1 when it is in neither place. */
+int repo_file_find(const char *name, const char *base_dir, char *out, size_t n);
+
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "config_json.h"
+#include "model_file.h"
 
 #ifndef DTSIM_SOURCE_DIR
 #define DTSIM_SOURCE_DIR "."
@@ -303,17 +304,5 @@ void config_dirname(const char *path, char *out, size_t n)
 
 int config_resolve_path(const char *name, const char *base_dir, char *out, size_t n)
 {
-    struct stat st;
-    if (name[0] == '/') {
-        snprintf(out, n, "%s", name);
-        return stat(out, &st) == 0 ? 0 : -1;
-    }
-    if (base_dir && *base_dir) {
-        snprintf(out, n, "%s/%s", base_dir, name);
-        if (stat(out, &st) == 0)
-            return 0;
-    }
-    const char *root = getenv("DTSIM_ROOT");
-    snprintf(out, n, "%s/%s", root && *root ? root : DTSIM_SOURCE_DIR, name);
-    return stat(out, &st) == 0 ? 0 : -1;
+    return repo_file_find(name, base_dir, out, n);
 }

@@ -58,6 +58,16 @@ static inline int dtrain_suite_run_private_n(const char *name, const struct CMUn
 }
 #endif
 
+/* A run's stderr file into text (NUL-terminated, cut to len - 1). */
+static inline void read_stderr_file(const char *path, char *text, size_t len)
+{
+    FILE *e = fopen(path, "r");
+    size_t got = e ? fread(text, 1, len - 1, e) : 0;
+    text[got] = 0;
+    if (e)
+        fclose(e);
+}
+
 /* Runs "DTRAIN [--device D] ARGS --log-json LOG 2>ERR"; returns the exit code; lines[] gets the
  * parsed log lines (caller json_decref's them), *n their count. */
 static inline int run_dtrain(const char *dtrain, const char *args, json_t **lines, int max, int *n, char *stderr_text,
@@ -86,11 +96,7 @@ static inline int run_dtrain(const char *dtrain, const char *args, json_t **line
     }
     if (f)
         fclose(f);
-    FILE *e = fopen(errf, "r");
-    size_t got = e ? fread(stderr_text, 1, stderr_len - 1, e) : 0;
-    stderr_text[got] = 0;
-    if (e)
-        fclose(e);
+    read_stderr_file(errf, stderr_text, stderr_len);
     remove(log);
     remove(errf);
     close(fd1);
@@ -112,11 +118,7 @@ static inline int run_dtrain_sh(const char *prefix, const char *dtrain, const ch
     char cmd[16384];
     snprintf(cmd, sizeof cmd, "%s '%s' %s %s 2>%s", prefix, dtrain, dtrain_test_device_flag(), args, errf);
     int status = system(cmd);
-    FILE *e = fopen(errf, "r");
-    size_t got = e ? fread(stderr_text, 1, stderr_len - 1, e) : 0;
-    stderr_text[got] = 0;
-    if (e)
-        fclose(e);
+    read_stderr_file(errf, stderr_text, stderr_len);
     remove(errf);
     close(fd);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;

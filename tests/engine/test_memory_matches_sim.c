@@ -168,17 +168,26 @@ static void layouts(void **state)
     engine_matches_model(2, 1, 3, 1, 3, "", NULL);
 }
 
+/* One rank, TP 2, TP 2 x PP 2 x DP 2 with ZeRO-1, PP 2 x DP 2 with ZeRO-3, for the model that
+ * *kind (LLAMA or MOE) selects while they run. */
+static void model_layouts(int *kind)
+{
+    *kind = 1;
+    engine_matches_model(1, 1, 1, 1, 0, "", NULL);
+    engine_matches_model(2, 1, 1, 1, 0, "", NULL);
+    engine_matches_model(2, 2, 2, 1, 1, "", NULL);
+    engine_matches_model(1, 2, 2, 1, 3, "", NULL);
+    *kind = 0;
+}
+
 /* The same for Llama's blocks: the grouped K/V rows, SwiGLU's two fc halves, the norms without
  * biases, no position table, and the untied head on the last stage (no copy of wte there). */
 static void llama_layouts(void **state)
 {
     (void)state;
+    model_layouts(&LLAMA);
     LLAMA = 1;
-    engine_matches_model(1, 1, 1, 1, 0, "", NULL);
-    engine_matches_model(2, 1, 1, 1, 0, "", NULL);
     engine_matches_model(1, 2, 1, 2, 0, "--schedule interleaved --vpp 2", NULL);
-    engine_matches_model(2, 2, 2, 1, 1, "", NULL);
-    engine_matches_model(1, 2, 2, 1, 3, "", NULL);
     LLAMA = 0;
 }
 
@@ -187,12 +196,7 @@ static void llama_layouts(void **state)
 static void expert_layouts(void **state)
 {
     (void)state;
-    MOE = 1;
-    engine_matches_model(1, 1, 1, 1, 0, "", NULL);
-    engine_matches_model(2, 1, 1, 1, 0, "", NULL);
-    engine_matches_model(2, 2, 2, 1, 1, "", NULL);
-    engine_matches_model(1, 2, 2, 1, 3, "", NULL);
-    MOE = 0;
+    model_layouts(&MOE);
 }
 
 /* ZeRO-3's traffic, counted by the engine (dp_bytes_sent_rank0 of --rank-params: what rank 0 sent
