@@ -137,6 +137,11 @@ static int read_choices(const char *name, json_t *model, gpt_config *cfg, char *
 static int read_model_file(const char *name, int tokenizer_vocab, gpt_config *cfg, char *err, size_t errlen)
 {
     json_error_t je;
+    char why_file[512];
+    if (description_file_ok(name, why_file, sizeof why_file) != 0) {
+        snprintf(err, errlen, "--model %s: not tiny, tiny-llama, small, or a model file (%s)", name, why_file);
+        return -1;
+    }
     json_t *root = json_load_file(name, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
         snprintf(err, errlen, "--model %s: not tiny, tiny-llama, small, or a readable JSON file (%s at line %d)", name, je.text,

@@ -52,6 +52,8 @@ static json_t *resolve(json_t *value, const char *base_dir, int depth, char *err
                  base_dir && *base_dir ? base_dir : ".");
         return NULL;
     }
+    if (description_file_ok(path, err, errlen) != 0)
+        return NULL;
     json_error_t je;
     json_t *file = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!file) {
@@ -73,6 +75,16 @@ static json_t *resolve(json_t *value, const char *base_dir, int depth, char *err
             json_object_set(model, key, v);
     }
     return model;
+}
+
+int description_file_ok(const char *path, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > MODEL_FILE_MAX_BYTES) {
+        snprintf(err, errlen, "%s is not a regular file of at most %d MiB", path, MODEL_FILE_MAX_BYTES >> 20);
+        return -1;
+    }
+    return 0;
 }
 
 json_t *model_resolve(json_t *value, const char *base_dir, char *err, size_t errlen)

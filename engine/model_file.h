@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #define MODEL_FROM_DEPTH 8
+#define MODEL_FILE_MAX_BYTES (64 << 20) /* as dtsim's CONFIG_MAX_FILE_BYTES */
 
 /* Returns a new reference to the resolved model object, or NULL with err naming the file or key
  * and what is wrong. */
@@ -22,5 +23,9 @@ json_t *model_resolve(json_t *value, const char *base_dir, char *err, size_t err
  * name as it is, else relative to base_dir, else to the repository root ($DTSIM_ROOT, else the
  * source tree). 0 with the path in out, or -1 when it is in neither place. */
 int repo_file_find(const char *name, const char *base_dir, char *out, size_t n);
+
+/* A description file worth parsing: a regular file of at most MODEL_FILE_MAX_BYTES (a device
+ * or a pipe may never end). 0, or -1 with err saying which. */
+int description_file_ok(const char *path, char *err, size_t errlen);
 
 #endif

@@ -10,7 +10,8 @@ seconds=${1:-60}
 build=${2:-build-fuzz}
 shift $(( $# > 2 ? 2 : $# )) || true
 readers=("$@")
-[ ${#readers[@]} -gt 0 ] || readers=(scenario platform calibration set nccl_import token_data faults_trace checkpoint cases)
+[ ${#readers[@]} -gt 0 ] || readers=(scenario platform calibration set nccl_import token_data faults_trace checkpoint cases
+                                     hf_config model_file)
 case "$seconds" in ''|*[!0-9]*) echo "fuzz_campaign: SECONDS must be a whole number, not '$seconds'" >&2; exit 2;; esac
 command -v clang >/dev/null || { echo "fuzz_campaign: clang is needed (Debian: clang-14 libclang-rt-14-dev)" >&2; exit 2; }
 

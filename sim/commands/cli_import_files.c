@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "cli_import.h"
+#include "model_file.h"
 
 /* Keys of obj that are not in used (NULL-terminated), comma-separated into out. */
 static void unused_keys(json_t *obj, const char *const *used, const char *prefix, char *out, size_t n)
@@ -20,6 +21,11 @@ static void unused_keys(json_t *obj, const char *const *used, const char *prefix
 
 static json_t *load(const char *what, const char *path)
 {
+    char why[512];
+    if (description_file_ok(path, why, sizeof why) != 0) {
+        import_fail(what, "%s", why);
+        return NULL;
+    }
     json_error_t je;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!root)

@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static char dir[512], sdir[600];
     if (!ready) {
         fuzz_quiet();
-        gpt_config cfg = {1, 4, 2, 4, 256};
+        gpt_config cfg = {.num_layers = 1, .hidden = 4, .heads = 2, .seq_len = 4, .vocab = 256};
         gpt_init(&m, &cfg, kernels_cpu(), KPREC_FP32, 1, 1);
         comm_start(&c, NULL, NULL);
         char err[256];
