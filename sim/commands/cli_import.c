@@ -149,11 +149,25 @@ static long long got_int(json_t *extra, const char *name)
     return json_integer_value(json_object_get(extra, name));
 }
 
+static int megatron_into(int argc, char **argv, long long gpus, json_t *root, json_t *extra);
+
 /* Parses ARGS into a scenario. Returns 0 with *out, or 2 after the reason. */
 int import_megatron_args(int argc, char **argv, const char *platform, long long gpus, json_t **out)
 {
     json_t *root = json_pack("{s:s,s:s}", "name", "imported-megatron", "platform", platform);
     json_t *extra = json_object(); /* arguments that combine with others below */
+    int rc = megatron_into(argc, argv, gpus, root, extra);
+    json_decref(extra);
+    if (rc != 0) {
+        json_decref(root);
+        return rc;
+    }
+    *out = root;
+    return 0;
+}
+
+static int megatron_into(int argc, char **argv, long long gpus, json_t *root, json_t *extra)
+{
     char ignored[4096] = "";
     put(root, "parallel.zero_stage", json_integer(0)); /* Megatron without the distributed optimizer */
     put(root, "training.precision", json_string("fp32"));
@@ -301,8 +315,6 @@ int import_megatron_args(int argc, char **argv, const char *platform, long long 
     }
     if (*ignored)
         fprintf(stderr, "dtsim import megatron: ignored (not modelled): %s\n", ignored);
-    json_decref(extra);
-    *out = root;
     return 0;
 }
 

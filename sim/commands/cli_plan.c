@@ -97,6 +97,7 @@ static int plan_to_deadline(const scenario_config *s, double days, int max_gpus,
             s->name, s->training.tokens, days);
     if (plan_deadline(s, &in, &d, &err) != 0) {
         fprintf(stderr, "dtsim plan: %s\n", err.msg);
+        plan_deadline_free(&d);
         return 2;
     }
     FILE *h = json_path && !strcmp(json_path, "-") ? stderr : stdout;
