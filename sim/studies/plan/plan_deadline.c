@@ -36,7 +36,8 @@ static int search_size(const scenario_config *base, int nodes, const plan_deadli
     z->fitting = p.count;
     z->fastest_days = p.count > 0 ? p.layouts[0].to_train.days : 0; /* ranked by step time */
     int kept = 0;
-    qsort(p.layouts, (size_t)p.count, sizeof *p.layouts, by_gpu_hours);
+    if (p.count > 0) /* qsort takes no NULL, even for nothing */
+        qsort(p.layouts, (size_t)p.count, sizeof *p.layouts, by_gpu_hours);
     for (int i = 0; i < p.count && kept < in->keep_per_size; i++) {
         if (p.layouts[i].to_train.days > in->deadline_days)
             continue;
@@ -105,7 +106,8 @@ int plan_deadline(const scenario_config *base, const plan_deadline_input *in, pl
     if (hi > 0 && lo > 0 && lo % 2 == 0 && mid > lo && mid < hi && searched(out, mid * gpn) < 0 &&
         out->size_count < PLAN_MAX_SIZES && search_size(base, mid, in, out, err) != 0)
         return -1;
-    qsort(out->layouts, (size_t)out->count, sizeof *out->layouts, by_gpu_hours);
+    if (out->count > 0)
+        qsort(out->layouts, (size_t)out->count, sizeof *out->layouts, by_gpu_hours);
     out->deadline_days = in->deadline_days;
     out->max_nodes = max_nodes;
     return 0;
