@@ -95,6 +95,8 @@ int run_scenario_traced(const scenario_config *s, run_result *r, const char *tra
 void *run_result_to_json(const run_result *r);
 /* The human summary. */
 void run_result_print(const run_result *r, const scenario_config *s, void *file);
+/* A count as people read it: 300B, 1.2T, 85.9K (three significant figures). */
+void run_words(double x, char *out, size_t n);
 /* Looks up a key of the --json document by dotted path ("memory_gib.total"); 0 if absent. */
 int run_result_lookup(const run_result *r, const char *key, double *value);
 

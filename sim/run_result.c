@@ -53,8 +53,7 @@ void *time_to_train_to_json(const time_to_train *t, double price_per_gpu_hour)
     return o;
 }
 
-/* A count as people read it: 300B, 1.2T, 85.9K (three significant figures). */
-static void words(double x, char *out, size_t n)
+void run_words(double x, char *out, size_t n)
 {
     static const char *const suffix[] = {"", "K", "M", "B", "T", "Q"};
     int i = 0;
@@ -142,12 +141,12 @@ void run_result_print(const run_result *r, const scenario_config *s, void *file)
     compression_effect_print(&r->compression, f);
     if (r->to_train.known) {
         char tok[32], steps[32], hours[32], cost[48] = "";
-        words(r->to_train.tokens, tok, sizeof tok);
-        words(r->to_train.steps, steps, sizeof steps);
-        words(r->to_train.gpu_hours, hours, sizeof hours);
+        run_words(r->to_train.tokens, tok, sizeof tok);
+        run_words(r->to_train.steps, steps, sizeof steps);
+        run_words(r->to_train.gpu_hours, hours, sizeof hours);
         if (r->to_train.has_cost) {
             char c[32];
-            words(r->to_train.cost, c, sizeof c);
+            run_words(r->to_train.cost, c, sizeof c);
             snprintf(cost, sizeof cost, ", cost %s at %.3g per GPU-hour", c, r->price_per_gpu_hour);
         }
         fprintf(f, "  to train     %s tokens: %s steps, %.1f days, %s GPU-hours%s (no failures: dtsim faults adds "

@@ -323,7 +323,10 @@ static void plan_report_has_the_sections_and_pictures(void **state)
     const char *sections[] = {"^# Capacity plan", "^\\*\\*Question", "^\\*\\*Cluster", "^## Best layouts",
                               "^## Why the best one wins", "^### The effect of each choice", "^## Pictures",
                               "^## What failures cost", "^## Why candidates were dropped", "^## Assumptions",
-                              "^- Calibration: .*nccl-tests", "^- Platform: gpu:"};
+                              "^- Calibration: .*nccl-tests", "^- Platform: gpu:",
+                              /* the plan's 1,024 GPUs fill 128 of the platform's 1,536 nodes; counts in words */
+                              "^\\*\\*Cluster.*1024 GPUs on 128 nodes of 8 x", "how long do 300B tokens take",
+                              "^- \\*\\*Time to train\\*\\* 300B tokens:"};
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++)
         if (sh("grep -q '%s' dtsim_plan_report.md", sections[i]) != 0)
             fail_msg("the report lacks %s", sections[i]);

@@ -29,14 +29,20 @@ static void question_and_cluster(FILE *f, const report_input *in)
                "to train fastest, with a global batch of %lld sequences of %lld tokens in %s",
             s->model.num_layers, s->model.hidden_size, params_total(s) / 1e9, in->gpus, s->platform.gpu.name,
             s->training.global_batch_size, s->model.seq_length, precision_name(s->training.precision));
-    if (s->training.tokens > 0)
-        fprintf(f, ", and how long do %.3g tokens take", s->training.tokens);
+    if (s->training.tokens > 0) {
+        char tok[32];
+        run_words(s->training.tokens, tok, sizeof tok);
+        fprintf(f, ", and how long do %s tokens take", tok);
+    }
     fprintf(f, "?\n\n");
-    fprintf(f, "**Cluster.** %s: %d nodes of %d x %s (%.0f GiB, %.0f GB/s HBM), NVLink %.0f GB/s per direction, "
-               "%d x %.0f Gb/s NICs per node, %s.\n\n",
-            s->platform.name, s->platform.network.nodes, s->platform.node.gpus, s->platform.gpu.name,
-            s->platform.gpu.memory_gib, s->platform.gpu.hbm_bandwidth_gbs, s->platform.node.nvlink_bandwidth_gbs,
-            s->platform.node.nics, s->platform.node.nic_bandwidth_gbps, topology_name(s->platform.network.topology));
+    /* the nodes the plan's GPUs fill, beside the platform's whole */
+    int gpn = s->platform.node.gpus > 0 ? s->platform.node.gpus : 1, used = (in->gpus + gpn - 1) / gpn;
+    fprintf(f, "**Cluster.** %s: %d GPUs on %d node%s of %d x %s (%.0f GiB, %.0f GB/s HBM; the platform has %d nodes), "
+               "NVLink %.0f GB/s per direction, %d x %.0f Gb/s NICs per node, %s.\n\n",
+            s->platform.name, in->gpus, used, used == 1 ? "" : "s", gpn, s->platform.gpu.name,
+            s->platform.gpu.memory_gib, s->platform.gpu.hbm_bandwidth_gbs, s->platform.network.nodes,
+            s->platform.node.nvlink_bandwidth_gbs, s->platform.node.nics, s->platform.node.nic_bandwidth_gbps,
+            topology_name(s->platform.network.topology));
     fprintf(f, "**Search.** %ld layouts enumerated: %ld break a layout rule, %ld do not fit in %.0f GiB per GPU, "
                "%d simulated (analytic fidelity) in %.2f s (%.0f layouts/s on %d threads).\n\n",
             p->enumerated, p->invalid, p->out_of_memory, s->platform.gpu.memory_gib, p->count, p->wall_s,
@@ -166,10 +172,14 @@ static void why_best(FILE *f, const report_input *in)
     else
         fprintf(f, "- The scenario's own layout is not a candidate here (another GPU count, or it does not fit).\n");
     if (b->to_train.known) {
-        fprintf(f, "- **Time to train** %.3g tokens: %.1f days of pure training (failures not included), %.3g "
-                   "GPU-hours", s->training.tokens, b->to_train.days, b->to_train.gpu_hours);
+        char tok[32], hours[32], cost[32];
+        run_words(s->training.tokens, tok, sizeof tok);
+        run_words(b->to_train.gpu_hours, hours, sizeof hours);
+        run_words(b->to_train.cost, cost, sizeof cost);
+        fprintf(f, "- **Time to train** %s tokens: %.1f days of pure training (failures not included), %s "
+                   "GPU-hours", tok, b->to_train.days, hours);
         if (b->to_train.has_cost)
-            fprintf(f, ", cost %.3g at %.3g per GPU-hour", b->to_train.cost, s->platform.price_per_gpu_hour);
+            fprintf(f, ", cost %s at %.3g per GPU-hour", cost, s->platform.price_per_gpu_hour);
         fprintf(f, ".\n");
     }
 
