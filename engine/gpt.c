@@ -31,10 +31,8 @@ static void op_flops_from_oplist(gpt_model *m)
 {
     const gpt_config *c = &m->cfg;
     int tp = m->shard.tp;
-    layer_shape sh = {.micro_batch = m->B, .seq_length = c->seq_len, .hidden = c->hidden, .heads = c->heads,
-                      .kv_groups = c->kv_groups, .ffn_hidden = c->ffn_hidden, .swiglu = c->swiglu, .tp = tp,
-                      .cp = 1, .ep = 1, .num_experts = c->num_experts, .moe_topk = c->moe_topk,
-                      .attention = ATTENTION_UNFUSED, .act_bytes = 4};
+    layer_shape sh;
+    gpt_layer_shape(c, m->B, tp, &sh);
     static const char *const names[] = {"qkv", "attn_score", "attn_value", "attn_proj", "fc1", "fc2"};
     layer_op ops[LAYER_OPS_MAX];
     for (int bwd = 0; bwd < 2; bwd++) {
@@ -51,6 +49,16 @@ static void op_flops_from_oplist(gpt_model *m)
     }
     m->flops_fwd.lm_head = m->B * lm_head_forward_flops_per_sequence(c->seq_len, c->hidden, c->vocab / tp);
     m->flops_bwd.lm_head = 2.0 * m->flops_fwd.lm_head;
+}
+
+void gpt_layer_shape(const gpt_config *c, int micro_batch, int tp, layer_shape *out)
+{
+    /* dtrain's attention is counted unfused, its activations in fp32 */
+    *out = (layer_shape){.micro_batch = micro_batch, .seq_length = c->seq_len, .hidden = c->hidden,
+                                        .heads = c->heads, .kv_groups = c->kv_groups, .ffn_hidden = c->ffn_hidden,
+                                        .swiglu = c->swiglu, .tp = tp, .cp = 1, .ep = 1,
+                                        .num_experts = c->num_experts, .moe_topk = c->moe_topk,
+                                        .attention = ATTENTION_UNFUSED, .act_bytes = 4};
 }
 
 int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k, kernels_precision prec, int B,

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "kernels.h"
+#include "oplist.h"
 #include "profiler.h"
 
 typedef struct {
@@ -39,6 +40,11 @@ typedef struct {
     int num_experts, moe_topk;
     double moe_capacity_factor;
 } gpt_config;
+
+/* The op list's shape of one layer of cfg (oplist.h) for micro-batches of `micro_batch`
+ * sequences on one of tp ranks: what the profiler's FLOPs and the run folder's model FLOPs both
+ * count. */
+void gpt_layer_shape(const gpt_config *cfg, int micro_batch, int tp, layer_shape *out);
 
 /* Rotary embeddings' base (Megatron-LM's --rotary-base default, 10000). */
 #define GPT_ROPE_BASE 10000.0f

@@ -232,9 +232,8 @@ static json_t *options_json(const train_options *o)
  * activation). */
 static double model_flops_per_step(const gpt_config *cfg, int global_batch)
 {
-    layer_shape sh = {.micro_batch = 1, .seq_length = cfg->seq_len, .hidden = cfg->hidden, .heads = cfg->heads,
-                      .kv_groups = cfg->kv_groups, .ffn_hidden = cfg->ffn_hidden, .swiglu = cfg->swiglu, .tp = 1,
-                      .cp = 1, .ep = 1};
+    layer_shape sh;
+    gpt_layer_shape(cfg, 1, 1, &sh); /* the experts a token runs counted too */
     double fwd = cfg->num_layers * layer_forward_flops_per_sequence(&sh) +
                  lm_head_forward_flops_per_sequence(cfg->seq_len, cfg->hidden, cfg->vocab);
     return 3.0 * fwd * global_batch;

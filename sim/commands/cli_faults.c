@@ -79,14 +79,12 @@ static int plot_curve(const faults_report *r, const char *dir, const char *title
 }
 
 /* Spares that keep node failures from waiting on repairs: every failure sends a node to repair
- * for repair_hours, so the nodes away at once are Poisson with mean (failures per hour) x
- * repair_hours; the smallest k whose Poisson CDF reaches 99.9% (the job waits on a repair in
- * about one failure in a thousand). */
-static int spares_needed(const scenario_config *s, double *away)
+ * for repair_hours, so the nodes away at once are Poisson with mean (failures per hour: 1 / the
+ * report's system MTBF) x repair_hours; the smallest k whose Poisson CDF reaches 99.9% (the job
+ * waits on a repair in about one failure in a thousand). */
+static int spares_needed(const scenario_config *s, const faults_report *r, double *away)
 {
-    int gpus = scenario_gpus(s), gpn = s->platform.node.gpus > 0 ? s->platform.node.gpus : 1;
-    double per_hour = (s->faults.gpu_mtbf_hours > 0 ? gpus / s->faults.gpu_mtbf_hours : 0) +
-                      (s->faults.node_mtbf_hours > 0 ? ((gpus + gpn - 1) / gpn) / s->faults.node_mtbf_hours : 0);
+    double per_hour = r->system_mtbf_hours > 0 && isfinite(r->system_mtbf_hours) ? 1 / r->system_mtbf_hours : 0;
     double mu = per_hour * s->faults.repair_hours, term = exp(-mu), cdf = term;
     int k = 0;
     while (cdf < 0.999 && k < 1000000) {
@@ -204,7 +202,7 @@ int cli_faults(int argc, char **argv)
                    "weighs only the %.2f s)\n", r.checkpoint_block_s, r.checkpoint_write_s, r.checkpoint_block_s);
     if (starved) { /* every failure waits a repair: say so, and what spares would restore */
         double away;
-        int k = spares_needed(&s, &away);
+        int k = spares_needed(&s, &r, &away);
         scenario_config spared = s;
         spared.faults.spare_nodes = s.faults.spare_nodes + k;
         faults_report with;

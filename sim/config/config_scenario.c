@@ -590,7 +590,7 @@ int scenario_load_json(void *json_root, const char *base_dir, const char *const 
         if (config_apply_override(root, overrides[i], err) || resolve_model(root, base_dir, err))
             goto done;
     }
-    if (resolve_model(root, base_dir, err) || config_check_keys(root, S, top, err) ||
+    if (config_check_keys(root, S, top, err) ||
         config_str(root, S, "name", 0, "unnamed", out->name, sizeof out->name, err))
         goto done;
 
