@@ -4,6 +4,9 @@
 #   tests/gpu/run.sh [BUILD_DIR]
 #   CALIBRATE=1 tests/gpu/run.sh [BUILD_DIR]   then tests/gpu/calibrate.sh on the same build, in the
 #                                             same call (a lent GPU machine is released when idle)
+# A BUILD_DIR unpacked by scripts/gpu_unbundle.sh (a machine without the project's packages) is
+# run as it is, neither configured nor built.
+# GPU_TEST_JOBS (default 1) and GPU_TEST_TIMEOUT (seconds, default 600) are passed to ctest.
 # Logs: BUILD_DIR/gpu-run/{configure,build,ctest,bench}.log. Exit 0 when nothing failed
 # (skipped tests count as not failed), 1 otherwise.
 set -uo pipefail
@@ -24,25 +27,33 @@ fi
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
 case "$arch" in ''|*[!0-9]*) arch=90 ;; esac
 
-echo "== configure ($build, sm_$arch)"
-if ! cmake -S "$root" -B "$build" -DCMAKE_CUDA_ARCHITECTURES="$arch" >"$logs/configure.log" 2>&1; then
-  tail -40 "$logs/configure.log"; exit 1
-fi
-grep -E "dtsim: CUDA" "$logs/configure.log" || true
+if [ -f "$build/.bundled-from" ]; then
+  # made elsewhere by scripts/gpu_bundle.sh and unpacked here by scripts/gpu_unbundle.sh: this
+  # machine has the GPU but not the packages to configure the project
+  echo "== prebuilt ($build, bundled from $(cat "$build/.bundled-from"))"
+else
+  echo "== configure ($build, sm_$arch)"
+  if ! cmake -S "$root" -B "$build" -DCMAKE_CUDA_ARCHITECTURES="$arch" >"$logs/configure.log" 2>&1; then
+    tail -40 "$logs/configure.log"; exit 1
+  fi
+  grep -E "dtsim: CUDA" "$logs/configure.log" || true
 
-echo "== build"
-start=$(date +%s)
-# Everything (other suites' gpu-labelled tests need their own binaries), carrying on past
-# unrelated failures; then the GPU tests and the benchmark on their own, whose failure counts.
-cmake --build "$build" -j"$jobs" -- -k >"$logs/build.log" 2>&1 || echo "(some targets failed to build; see $logs/build.log)"
-if ! cmake --build "$build" -j"$jobs" --target gpu_tests >>"$logs/build.log" 2>&1; then
-  grep -E "error|Error" "$logs/build.log" | head -30; exit 1
+  echo "== build"
+  start=$(date +%s)
+  # Everything (other suites' gpu-labelled tests need their own binaries), carrying on past
+  # unrelated failures; then the GPU tests and the benchmark on their own, whose failure counts.
+  cmake --build "$build" -j"$jobs" -- -k >"$logs/build.log" 2>&1 || echo "(some targets failed to build; see $logs/build.log)"
+  if ! cmake --build "$build" -j"$jobs" --target gpu_tests >>"$logs/build.log" 2>&1; then
+    grep -E "error|Error" "$logs/build.log" | head -30; exit 1
+  fi
+  cmake --build "$build" -j"$jobs" --target kernels_bench >>"$logs/build.log" 2>&1 || true
+  echo "built in $(( $(date +%s) - start )) s"
 fi
-cmake --build "$build" -j"$jobs" --target kernels_bench >>"$logs/build.log" 2>&1 || true
-echo "built in $(( $(date +%s) - start )) s"
 
 echo "== ctest -L gpu"
-ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 >"$logs/ctest.log" 2>&1
+# GPU_TEST_JOBS tests at once (RUN_SERIAL ones alone), each stopped after GPU_TEST_TIMEOUT seconds
+ctest --test-dir "$build" -L gpu --output-on-failure -j "${GPU_TEST_JOBS:-1}" --timeout "${GPU_TEST_TIMEOUT:-600}" \
+  >"$logs/ctest.log" 2>&1
 ctest_rc=$?
 
 # One row per test from ctest's progress lines, e.g.
