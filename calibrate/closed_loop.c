@@ -92,7 +92,7 @@ int closed_loop_run(const closed_loop_options *o)
     /* dtrain's ZeRO stage (its default 0 unless --zero): said, as the scenario's default stage
      * may differ. */
     engine_run_shape shape = {.micro_batch = o->micro_batch, .global_batch = (long long)o->micro_batch * o->dp,
-                              .tp = o->tp, .pp = o->pp, .dp = o->dp, .vpp = 1, .zero = o->zero, .precision = "fp32",
+                              .tp = o->tp, .pp = o->pp, .dp = o->dp, .vpp = 1, .zero = o->zero, .precision = o->precision,
                               .grad_reduce = o->grad_reduce, .powersgd_rank = o->powersgd_rank,
                               .overlap_grad_reduce = o->overlap_grad_reduce, .bucket_mb = o->bucket_mb,
                               .recompute = o->recompute, .sequence_parallel = o->sequence_parallel,
@@ -156,9 +156,9 @@ int closed_loop_run(const closed_loop_options *o)
                  ranks > cores ? " --mca mpi_yield_when_idle 1" : "", ranks);
     /* one BLAS thread per rank: the ranks share the machine's cores as the calibration assumes */
     snprintf(cmd, sizeof cmd,
-             "OPENBLAS_NUM_THREADS=1 %s'%s' --device %s --model %s --micro-batch %d --global-batch %d --tp %d --pp %d "
+             "OPENBLAS_NUM_THREADS=1 %s'%s' --device %s --precision %s --model %s --micro-batch %d --global-batch %d --tp %d --pp %d "
              "--dp %d --grad-reduce %s --grad-compress %s%s%s --steps %d --log-json %s --profile %s",
-             launcher, o->dtrain, o->device, o->model, o->micro_batch, o->micro_batch * o->dp, o->tp, o->pp, o->dp,
+             launcher, o->dtrain, o->device, o->precision, o->model, o->micro_batch, o->micro_batch * o->dp, o->tp, o->pp, o->dp,
              o->grad_reduce, compress, overlap, extra, o->steps, log, prof);
     fprintf(stderr, "dtcal validate: measuring: %s\n", cmd);
     int st = system(cmd);

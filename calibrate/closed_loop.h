@@ -10,6 +10,7 @@ typedef struct {
     const char *platform;      /* platform file */
     const char *calibration;   /* calibration file */
     const char *device;        /* cpu | cuda */
+    const char *precision;     /* fp32 | bf16 | fp16: dtrain --precision and the scenario's precision */
     int micro_batch, steps;
     const char *json_path;     /* NULL, "-" or a file */
     int tp, pp, dp;            /* the layout: more than one rank runs under mpirun on this machine */

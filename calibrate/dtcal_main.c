@@ -60,7 +60,8 @@ static void usage(FILE *f)
             "      mpi: from a second thread); rank 0 writes overlap_slowdown, the mean over ranks of beside /\n"
             "      alone (at least 1), with a sources line giving every time. Defaults as variability's; cuda:\n"
             "      nccl, 256 MiB; cpu: mpi, 16 MiB. --into adds it to CAL\n"
-            "  validate [--device cpu|cuda] [--model tiny|tiny-llama|small|FILE] [--micro-batch B] [--steps N]\n"
+            "  validate [--device cpu|cuda] [--precision fp32|bf16|fp16] [--model tiny|tiny-llama|small|FILE]\n"
+            "           [--micro-batch B] [--steps N]\n"
             "           [--tp N --pp N --dp N --cp N [--mpirun PATH]] [--grad-reduce fp32|bf16]\n"
             "           [--grad-compress none|powersgd:R] [--overlap-grad-reduce [--bucket-mb X]]\n"
             "           [--recompute-granularity none|selective|full] [--sequence-parallel]\n"
@@ -600,6 +601,7 @@ static int cmd_validate(int argc, char **argv)
                              .platform = "platforms/cpu-box.json",
                              .calibration = "calibrate/data/cpu-box-measured.json",
                              .device = "cpu",
+                             .precision = "fp32",
                              .micro_batch = 8,
                              .steps = 12,
                              .tp = 1,
@@ -638,6 +640,13 @@ static int cmd_validate(int argc, char **argv)
         else if (!strcmp(a, "--calibration")) o.calibration = v;
         else if (!strcmp(a, "--json")) o.json_path = v;
         else if (!strcmp(a, "--mpirun")) o.mpirun = v;
+        else if (!strcmp(a, "--precision")) {
+            if (strcmp(v, "fp32") && strcmp(v, "bf16") && strcmp(v, "fp16")) {
+                fprintf(stderr, "dtcal validate: --precision: '%s' is not fp32, bf16 or fp16\n", v);
+                return 2;
+            }
+            o.precision = v;
+        }
         else if (!strcmp(a, "--grad-reduce")) {
             if (strcmp(v, "fp32") && strcmp(v, "bf16")) {
                 fprintf(stderr, "dtcal validate: --grad-reduce: '%s' is not fp32 or bf16\n", v);

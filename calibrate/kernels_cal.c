@@ -252,6 +252,14 @@ double kernels_gemm_seconds(const kernels_backend *k, kernels_precision prec, in
     return s > 0 ? s : -1;
 }
 
+/* The grid's largest GEMMs are left out: past about 1e12 FLOPs (8192^3 is 1.1e12) a GEMM runs
+ * for milliseconds at a rate that no longer grows with its size, so the simulator's table
+ * lookup gives larger shapes the best measured rate (sim/step/cost.c), while the grid's corner,
+ * 65536 tokens by a 16384 x 65536 weight, is 1.4e17 FLOPs: an hour in fp32 on an H200
+ * (measured 2026-11-26: dtcal kernels ran past 170 s inside the fp32 grid). 4e12 FLOPs is
+ * 0.1 s at the engine's fp32 rate there (kernels_bench: 44 TFLOP/s). */
+#define GEMM_MAX_FLOP 4e12
+
 int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quick, double peak_tflops, int gemm_only,
                       json_t *doc)
 {
@@ -276,6 +284,8 @@ int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quic
             for (int shape = 0; shape < 3; shape++) {
                 size_t m = (size_t)tok[a], n = (size_t)(shape == 0 ? 3 : shape == 1 ? 4 : 1) * hid[h],
                        kk = (size_t)(shape == 2 ? 4 : 1) * hid[h];
+                if (2.0 * m * n * kk > GEMM_MAX_FLOP)
+                    continue;
                 max_in = m * kk > max_in ? m * kk : max_in;
                 max_out = m * n > max_out ? m * n : max_out;
                 wmax = kk * n > wmax ? kk * n : wmax;
@@ -314,6 +324,10 @@ int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quic
                 /* (tokens x h) by (h x 3h): QKV; (tokens x h)(h x 4h): FC1; (tokens x 4h)(4h x h): FC2 */
                 int n = shape == 0 ? 3 * hid[h] : shape == 1 ? 4 * hid[h] : hid[h];
                 int kk = shape == 2 ? 4 * hid[h] : hid[h];
+                if (2.0 * tok[a] * n * kk > GEMM_MAX_FLOP) {
+                    total--;
+                    continue;
+                }
                 b.m = tok[a];
                 b.n = n;
                 b.kk = kk;

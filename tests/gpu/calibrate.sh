@@ -47,28 +47,38 @@ done
 
 cal=$out/$slug-measured.json
 loop=$out/$slug-closed-loop-small.json
-rm -f "$cal" "$loop" "$out/kernels.log" "$out/validate.log" # never report an earlier run's figures as this one's
+loop16=$out/$slug-closed-loop-small-bf16.json
+rm -f "$cal" "$loop" "$loop16" "$out/kernels.log" "$out/validate.log" "$out/validate-bf16.log" # never report an earlier run's figures as this one's
 # fp32 first: its memory-bound ops, attention and launch figures are the ones the fp32 closed
 # loop below needs (a calibration has one attention figure; a bf16 one would need its own file)
 kernels_cmd=("$build/bin/dtcal" kernels --device cuda --precision fp32,bf16 --platform "$platform" -o "$cal")
 [ "${QUICK:-0}" = 1 ] && kernels_cmd+=(--quick)
 validate_cmd=("$build/bin/dtcal" validate --device cuda --model small --steps 20 --platform "$platform"
               --calibration "$cal" --json "$loop")
+validate16_cmd=("$build/bin/dtcal" validate --device cuda --precision bf16 --model small --steps 20
+                --platform "$platform" --calibration "$cal" --json "$loop16")
 
 echo "== dtcal kernels on $name"
 start=$(date +%s)
-"${kernels_cmd[@]}" 2>&1 | tr '\r' '\n' | grep -v '^  gemm [0-9]*/' | tee "$out/kernels.log"
+"${kernels_cmd[@]}" 2>&1 | tr '\r' '\n' | grep --line-buffered -v '^  gemm [0-9]*/' | tee "$out/kernels.log"
 krc=${PIPESTATUS[0]}
 kernels_result="exit $krc, $(( $(date +%s) - start )) s"
 
 vrc=1
 validate_result="not run (the calibration failed)"
+v16rc=1
+validate16_result=$validate_result
 if [ "$krc" -eq 0 ]; then
   echo "== dtcal validate: GPT-2 124M, one GPU, fp32"
   start=$(date +%s)
   "${validate_cmd[@]}" 2>&1 | tee "$out/validate.log"
   vrc=${PIPESTATUS[0]}
   validate_result="exit $vrc, $(( $(date +%s) - start )) s"
+  echo "== dtcal validate: GPT-2 124M, one GPU, bf16 (fp32 master weights)"
+  start=$(date +%s)
+  "${validate16_cmd[@]}" 2>&1 | tee "$out/validate-bf16.log"
+  v16rc=${PIPESTATUS[0]}
+  validate16_result="exit $v16rc, $(( $(date +%s) - start )) s"
 fi
 
 {
@@ -84,13 +94,14 @@ fi
   echo "- repository revision: $rev"
   echo "- calibration: \`${kernels_cmd[*]}\` ($kernels_result)"
   echo "- closed loop: \`${validate_cmd[*]}\` ($validate_result)"
+  echo "- closed loop, bf16: \`${validate16_cmd[*]}\` ($validate16_result)"
 } >"$out/provenance.md"
 
 echo
 echo "== summary"
-python3 - "$cal" "$loop" <<'EOF' | tee -a "$out/provenance.md"
+python3 - "$cal" "$loop" "$loop16" <<'EOF' | tee -a "$out/provenance.md"
 import json, sys
-cal, loop = sys.argv[1], sys.argv[2]
+cal, loops = sys.argv[1], sys.argv[2:]
 try:
     c = json.load(open(cal))
 except Exception as e:
@@ -109,12 +120,13 @@ att = c.get("ops", {}).get("attention")
 if att:
     print(f"| attention efficiency | {att['efficiency']:.3f} of peak |")
 print(f"| launch overhead | {c.get('launch_overhead_us', float('nan')):.1f} us |")
-try:
-    v = json.load(open(loop))
-    print(f"| GPT-2 124M step, measured | {v['measured_step_time_s']:.4f} s |")
-    print(f"| GPT-2 124M step, predicted | {v['predicted_step_time_s']:.4f} s |")
-    print(f"| error | {100 * v['error']:+.1f}% (issue #7 asks within 10%) |")
-except Exception as e:
-    print(f"| closed loop | not available: {e} |")
+for loop, prec in zip(loops, ["fp32", "bf16"]):
+    try:
+        v = json.load(open(loop))
+        print(f"| GPT-2 124M {prec} step, measured | {v['measured_step_time_s']:.4f} s |")
+        print(f"| GPT-2 124M {prec} step, predicted | {v['predicted_step_time_s']:.4f} s |")
+        print(f"| {prec} error | {100 * v['error']:+.1f}% |")
+    except Exception as e:
+        print(f"| {prec} closed loop | not available: {e} |")
 EOF
-[ "$krc" -eq 0 ] && [ "$vrc" -eq 0 ]
+[ "$krc" -eq 0 ] && [ "$vrc" -eq 0 ] && [ "$v16rc" -eq 0 ]
