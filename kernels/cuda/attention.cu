@@ -20,8 +20,10 @@
  * when stored; dout, out and lse are used as given (the CPU backend does the same).
  *
  * This is the simple, obviously-right version: every key is re-read from L2/HBM once per query
- * row. The next step for speed is a tiled FlashAttention-2 kernel (blocks of queries and keys
- * staged in shared memory, the two products on tensor cores). */
+ * row (about 1 TFLOP/s on an H200). It is the fallback of attention_gemm.cu, the backend's
+ * attention, for sequences whose (T, T) scores of one head would not fit its scratch; it needs
+ * O(T) memory. The next step for speed is a tiled FlashAttention-2 kernel (blocks of queries and
+ * keys staged in shared memory, the two products on tensor cores). */
 #include "cuda_common.cuh"
 
 #define ATTN_WARPS 4                          /* rows per block */
@@ -227,8 +229,8 @@ static unsigned attn_blocks(int B, int T, int NH)
     return (unsigned)((rows + ATTN_WARPS - 1) / ATTN_WARPS);
 }
 
-void cuda_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH,
-                            kernels_precision prec)
+void cuda_attention_forward_rowwise(float *out, float *lse, const float *qkv, int B, int T, int C, int NH,
+                                    kernels_precision prec)
 {
     if (B <= 0 || T <= 0)
         return;
@@ -239,17 +241,23 @@ void cuda_attention_forward(float *out, float *lse, const float *qkv, int B, int
     LAUNCH_CHECK();
 }
 
-void cuda_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
-                             int B, int T, int C, int NH, kernels_precision prec)
+float *cuda_attention_backward_d(const float *dout, const float *out, int B, int T, int C, int NH)
+{
+    float *D = (float *)cuda_scratch(SCRATCH_ATTN_D, (size_t)B * NH * T * sizeof(float));
+    attention_backward_d_kernel<<<attn_blocks(B, T, NH), ATTN_WARPS * 32>>>(D, dout, out, B, T, C, NH);
+    LAUNCH_CHECK();
+    return D;
+}
+
+void cuda_attention_backward_rowwise(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                     const float *lse, int B, int T, int C, int NH, kernels_precision prec)
 {
     if (B <= 0 || T <= 0)
         return;
     check_shape(C, NH);
     float scale = 1.0f / sqrtf((float)(C / NH));
     unsigned blocks = attn_blocks(B, T, NH);
-    float *D = (float *)cuda_scratch(SCRATCH_ATTN_D, (size_t)B * NH * T * sizeof(float));
-    attention_backward_d_kernel<<<blocks, ATTN_WARPS * 32>>>(D, dout, out, B, T, C, NH);
-    LAUNCH_CHECK();
+    float *D = cuda_attention_backward_d(dout, out, B, T, C, NH);
     attention_backward_dq_kernel<<<blocks, ATTN_WARPS * 32>>>(dqkv, dout, qkv, lse, D, B, T, C, NH, scale,
                                                               (int)prec);
     LAUNCH_CHECK();

@@ -124,6 +124,9 @@ typedef enum {
     SCRATCH_GEMM_C,    /* 16-bit copy of a GEMM operand (dout, shared by both backward GEMMs) */
     SCRATCH_PARTIAL,   /* per-warp or per-block partial sums of a two-pass reduction */
     SCRATCH_ATTN_D,    /* attention backward: D = dO . O per query row */
+    SCRATCH_ATTN_QKV,  /* attention: qkv rounded to the precision (attention_gemm.cu) */
+    SCRATCH_ATTN_S,    /* attention: scores, then probabilities, of a chunk of heads */
+    SCRATCH_ATTN_DS,   /* attention backward: dP, then dS, of a chunk of heads */
     SCRATCH_INDEX,     /* encoder backward: token buckets */
     SCRATCH_ROPE,      /* rope: theta_i and the positions, kept between calls (rope.cu) */
     SCRATCH_SLOTS
@@ -172,6 +175,13 @@ void cuda_attention_forward(float *out, float *lse, const float *qkv, int B, int
                             kernels_precision prec);
 void cuda_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
                              int B, int T, int C, int NH, kernels_precision prec);
+/* attention.cu: the row-per-warp kernels, which need no (T, T) memory (attention_gemm.cu's
+ * fallback), and D = dO . O per query row in scratch (SCRATCH_ATTN_D), shared by both. */
+void cuda_attention_forward_rowwise(float *out, float *lse, const float *qkv, int B, int T, int C, int NH,
+                                    kernels_precision prec);
+void cuda_attention_backward_rowwise(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                     const float *lse, int B, int T, int C, int NH, kernels_precision prec);
+float *cuda_attention_backward_d(const float *dout, const float *out, int B, int T, int C, int NH);
 void cuda_rope_forward(float *x, const int *pos, int B, int T, int row, int nheads, int hd, float base);
 void cuda_rope_backward(float *dx, const int *pos, int B, int T, int row, int nheads, int hd, float base);
 void cuda_kv_repeat_forward(float *out, const float *inp, int B, int T, int NH, int G, int hd);
