@@ -17,18 +17,23 @@ typedef struct {
     double flops, bytes, start_s, dur_s;
 } prof_event;
 
+/* An op's row: every call (total_s, count) and the calls after the first profiled step
+ * (warm_s, warm_count), whose mean is the one reported. The first step carries one-off costs
+ * that a long run never sees again: on a GPU, CUDA's lazy loading of each kernel at its first
+ * launch and cuBLAS's first call (measured on an H200, 2026-11-26: GPT-2 124M's first GEMM,
+ * layer 0's qkv, averaged 6.4 ms over 20 steps where the GEMM itself takes 0.7 ms). */
 typedef struct {
     const char *op;
     int layer;
     char shape[48];
-    double flops, bytes, total_s;
-    long count;
+    double flops, bytes, total_s, warm_s;
+    long count, warm_count;
 } prof_row;
 
 struct profiler {
     const kernels_backend *k;
     kernels_event *origin, *start, *end;
-    int step;
+    int step, first_step, stepped; /* first_step: the first step set (stepped: one was) */
     prof_event *events;
     long n_events, dropped;
     prof_row *rows;
@@ -61,8 +66,13 @@ void profiler_free(profiler *p)
 
 void profiler_set_step(profiler *p, int step)
 {
-    if (p)
-        p->step = step;
+    if (!p)
+        return;
+    if (!p->stepped) {
+        p->first_step = step;
+        p->stepped = 1;
+    }
+    p->step = step;
 }
 
 void profiler_begin(profiler *p)
@@ -108,11 +118,16 @@ static void add_event(profiler *p, const char *op, int layer, const char *shape,
     } else {
         p->dropped++;
     }
+    int warm = p->stepped && p->step != p->first_step;
     for (int i = 0; i < p->n_rows; i++) {
         prof_row *r = &p->rows[i];
         if (r->op == op && r->layer == layer && !strcmp(r->shape, shape)) { /* shape: ZeRO's windows differ */
             r->total_s += dur;
             r->count++;
+            if (warm) {
+                r->warm_s += dur;
+                r->warm_count++;
+            }
             return;
         }
     }
@@ -129,6 +144,8 @@ static void add_event(profiler *p, const char *op, int layer, const char *shape,
     r->bytes = bytes;
     r->total_s = dur;
     r->count = 1;
+    r->warm_s = warm ? dur : 0;
+    r->warm_count = warm;
 }
 
 static int write_atomic(json_t *doc, const char *path, char *err, size_t errlen)
@@ -151,7 +168,8 @@ int profiler_write(profiler *p, const char *path, const char *dtype, const char 
     json_t *ops = json_array();
     for (int i = 0; i < p->n_rows; i++) {
         prof_row *r = &p->rows[i];
-        double mean = r->total_s / r->count;
+        /* a run of one step (or an op only its first step ran) has only the cold calls */
+        double mean = r->warm_count ? r->warm_s / r->warm_count : r->total_s / r->count;
         json_array_append_new(ops, json_pack("{s:s,s:i,s:s,s:s,s:f,s:f,s:f,s:i,s:f}", "op", r->op, "layer", r->layer,
                                              "shape", r->shape, "dtype", dtype, "flops", r->flops, "bytes",
                                              r->bytes, "mean_s", mean, "count", (int)r->count, "total_s",

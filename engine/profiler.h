@@ -1,6 +1,6 @@
 /* Per-op timing of training steps: backend events around each op (CUDA events on a GPU, the
  * monotonic clock on the CPU), written as a profile JSON (per op and layer: name, shape,
- * dtype, FLOPs, bytes, mean time) and a Chrome trace. Op names are the simulator's
+ * dtype, FLOPs, bytes, mean time after the first step) and a Chrome trace. Op names are the simulator's
  * (engine/oplist.h): ln1, qkv, attention, attn_proj, residual1, ln2, fc1, gelu, fc2,
  * residual2, embedding, lm_head, cross_entropy, optimizer, dp_grad_reduce (the DP gradient
  * reduction, with any compression), and under ZeRO-2/3 per pass dp_grad_reduce_scatter and
