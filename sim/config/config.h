@@ -166,6 +166,8 @@ typedef struct {
         int recompute_block;                 /* 0 uniform (default), 1 block */
         long long recompute_num_layers;      /* default 1 */
         optimizer_kind optimizer;
+        int activation_bytes;                /* bytes an activation element is stored in; 0: the
+                                                precision's (scenario_activation_bytes) */
         double tokens;                       /* token budget for time_to_train (0 = unset); also set
                                                 from Megatron-LM's train_iters (x global batch x
                                                 seq_length) or train_samples (x seq_length) */
@@ -290,6 +292,10 @@ int scenario_stage_layers(const scenario_config *s, int stage);
 /* The pipeline schedule of one step (engine/schedule.h): built once per run and passed to the
  * workload and the memory model. 0, or -1 with err; free with pipeline_schedule_free. */
 int scenario_schedule(const scenario_config *s, pipeline_schedule *out, config_error *err);
+/* Bytes an activation element is stored and moved in: training.activation_bytes where given,
+ * else 2 under bf16, fp16 and fp8 (whose GEMM inputs are cast from 16-bit activations) and 4
+ * under fp32 and tf32. The step costs and the memory model both ask here. */
+int scenario_activation_bytes(const scenario_config *s);
 /* Of a chunk of chunk_layers layers, how many the backward recomputes: all of them (selective;
  * full, uniform), the first recompute_num_layers (full, block), or none. */
 int scenario_recomputed_layers(const scenario_config *s, int chunk_layers);

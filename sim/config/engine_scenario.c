@@ -81,6 +81,11 @@ int engine_scenario_load(const engine_run_shape *r, const char *platform_path, c
         json_object_set_new(json_object_get(scen, "parallel"), "overlap_param_gather", json_true());
     /* recomputation as dtrain runs it (engine/gpt_acts.c), under Megatron-LM's names */
     json_t *training = json_object_get(scen, "training");
+    /* dtrain emulates bf16 and fp16: its activations are fp32 floats rounded to the precision,
+     * 4 bytes each in memory and through every memory-bound kernel (measured on an H200,
+     * 2026-11-26: bf16 LayerNorm, GELU and residual kernels took as long as fp32's or longer,
+     * docs/gpu-runs/2026-11-26-h200) */
+    json_object_set_new(training, "activation_bytes", json_integer(4));
     if (r->recompute && strcmp(r->recompute, "none")) {
         json_object_set_new(training, "recompute_granularity", json_string(r->recompute));
         if (!strcmp(r->recompute, "full")) {

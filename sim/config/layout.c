@@ -61,3 +61,10 @@ int scenario_recomputed_layers(const scenario_config *s, int chunk_layers)
     }
     return chunk_layers;
 }
+
+int scenario_activation_bytes(const scenario_config *s)
+{
+    if (s->training.activation_bytes > 0)
+        return s->training.activation_bytes;
+    return s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32 ? 4 : 2;
+}

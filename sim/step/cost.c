@@ -20,7 +20,7 @@ void cost_model_init(cost_model *cm, const scenario_config *s)
     cm->platform = &s->platform;
     cm->calibration = &s->calibration;
     cm->precision = s->training.precision;
-    cm->act_bytes = (s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32) ? 4 : 2;
+    cm->act_bytes = scenario_activation_bytes(s);
     cm->ranks_per_device = cost_ranks_per_device(s);
     cm->slowest_device = cost_slowest_device_factor(s);
     cm->pace = cm->ranks_per_device * cm->slowest_device;

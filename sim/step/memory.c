@@ -73,7 +73,7 @@ static double layer_activations(const scenario_config *s, recompute_kind recompu
     double a = (double)s->model.num_attention_heads, f = (double)s->model.ffn_hidden_size;
     double g = s->model.num_query_groups > 0 ? (double)s->model.num_query_groups : a;
     double kv = h * g / a;
-    double scale = is_half(s->training.precision) ? 1.0 : 2.0; /* formulas count 16-bit values */
+    double scale = scenario_activation_bytes(s) / 2.0; /* the formulas count 16-bit values */
     double sbh = sq * b * h;
 
     if (recompute == RECOMPUTE_FULL) /* only the layer input is kept */
@@ -179,7 +179,7 @@ int memory_model_stage(const scenario_config *s, int stage, int in_flight, memor
     out->host += e.host;
     out->nvme += e.nvme;
 
-    double act_bytes = is_half(s->training.precision) ? 2 : 4;
+    double act_bytes = scenario_activation_bytes(s);
     double t = s->parallel.tp > 0 ? s->parallel.tp : 1, cp = cp_i;
     double tokens = (double)s->training.micro_batch_size * (double)s->model.seq_length / cp;
     double h = (double)s->model.hidden_size;

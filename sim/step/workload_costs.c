@@ -163,7 +163,7 @@ void workload_layer_shape(const scenario_config *s, layer_shape *sh)
     sh->attention = s->model.attention;
     sh->cp_comm = s->parallel.cp_comm;
     sh->moe_load = workload_moe_load(s);
-    sh->act_bytes = (s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32) ? 4 : 2;
+    sh->act_bytes = scenario_activation_bytes(s);
 }
 
 /* The loss over this rank's logits, as the framework's code path moves them: bytes per logit

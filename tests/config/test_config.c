@@ -147,6 +147,8 @@ static const reject_case REJECTS[] = {
     {{"training.micro_batch_size=3"}, {"scenario.training.global_batch_size", "micro_batch_size x data_parallel_size = 3 x 16"}},
     {{"training.optimizer=\"lamb\""}, {"scenario.training.optimizer", "not one of"}},
     {{"training.tokens=-1"}, {"scenario.training.tokens", "range"}},
+    {{"training.activation_bytes=0"}, {"scenario.training.activation_bytes", "range"}},
+    {{"training.activation_bytes=16"}, {"scenario.training.activation_bytes", "range"}},
     {{"training.global_batch_sise=64"}, {"scenario.training.global_batch_sise", "did you mean 'global_batch_size'"}},
     /* parallel */
     {{"parallel.tensor_model_parallel_size=3"}, {"scenario.parallel.tensor_model_parallel_size", "does not divide num_attention_heads=16"}},

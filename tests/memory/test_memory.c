@@ -181,6 +181,9 @@ static void korthikanti_activation_formulas(void **state)
     s.training.precision = PREC_FP32;
     assert_true(CLOSE(memory_layer_activations(&s), 2 * sbh * 34));
     s.training.precision = PREC_BF16;
+    s.training.activation_bytes = 4; /* bf16 math on activations kept as fp32 (dtrain's emulation) */
+    assert_true(CLOSE(memory_layer_activations(&s), 2 * sbh * 34));
+    s.training.activation_bytes = 0;
     s.training.micro_batch_size = 4;
     assert_true(CLOSE(memory_layer_activations(&s), 4 * sbh * 34));
 

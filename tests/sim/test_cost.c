@@ -6,10 +6,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <cmocka.h>
 #include "cost.h"
 #include "oplist.h"
 #include "fixture.h"
+#include "workload.h"
 
 static void table_scenario(scenario_config *s)
 {
@@ -129,6 +131,40 @@ static void llama_classes_fall_back_to_their_stand_ins(void **state)
     fixture_free(&s);
 }
 
+/* training.activation_bytes sets the bytes every memory-bound op of the layer moves: 4 under bf16
+ * (dtrain's fp32-stored bf16) moves twice what the default 2 moves; the GEMMs' FLOPs stay. */
+static void activation_bytes_scale_the_memory_ops(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    s.training.precision = PREC_BF16;
+    layer_shape sh;
+    layer_op half[LAYER_OPS_MAX], wide[LAYER_OPS_MAX];
+    workload_layer_shape(&s, &sh);
+    assert_int_equal(sh.act_bytes, 2);
+    int n = layer_ops_forward(&sh, half);
+    s.training.activation_bytes = 4;
+    workload_layer_shape(&s, &sh);
+    assert_int_equal(sh.act_bytes, 4);
+    assert_int_equal(layer_ops_forward(&sh, wide), n);
+    /* the norms move activations only: exactly twice; the residuals also read a 1-byte dropout
+     * mask, which stays */
+    int norms = 0;
+    for (int i = 0; i < n; i++) {
+        if (half[i].kind == OPK_MEMORY && (!strcmp(half[i].name, "ln1") || !strcmp(half[i].name, "ln2"))) {
+            norms++;
+            assert_true(fabs(wide[i].bytes - 2 * half[i].bytes) <= 1e-9 * wide[i].bytes);
+        } else if (half[i].kind == OPK_MEMORY) {
+            assert_true(wide[i].bytes > half[i].bytes);
+        }
+        if (half[i].kind == OPK_GEMM)
+            assert_true(wide[i].flops == half[i].flops);
+    }
+    assert_int_equal(norms, 2);
+    fixture_free(&s);
+}
+
 /* Ranks outnumbering a node's compute devices time-share them: every op's time is multiplied by
  * max(1, ranks on the node x the fraction of the step their stage computes / devices). */
 static void ranks_sharing_devices_time_share_them(void **state)
@@ -234,6 +270,7 @@ int main(void)
         cmocka_unit_test(llama_classes_fall_back_to_their_stand_ins),
         cmocka_unit_test(ranks_sharing_devices_time_share_them),
         cmocka_unit_test(the_step_waits_for_the_slowest_device),
+        cmocka_unit_test(activation_bytes_scale_the_memory_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
