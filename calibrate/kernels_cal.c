@@ -190,6 +190,16 @@ static void attention_op(void *p, int i)
     b->k->attention_forward(b->out, b->w, b->in[i], b->B, b->T, b->C, b->NH, b->prec);
 }
 
+/* The backward of the forward above, on stand-in inputs of the same sizes: dqkv into out,
+ * dout, the forward's out and lse from the other rotating buffers and w (values in [-1, 1), so
+ * every exp stays finite). */
+static void attention_bwd_op(void *p, int i)
+{
+    bufs *b = p;
+    b->k->attention_backward(b->out, b->in[(i + 1) % ROTATE], b->in[i], b->in[(i + 2) % ROTATE], b->w, b->B, b->T,
+                             b->C, b->NH, b->prec);
+}
+
 static void tiny_op(void *p, int i)
 {
     bufs *b = p;
@@ -413,23 +423,31 @@ int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quic
     json_object_set_new(ops, "embedding", json_pack("{s:f}", "gbs", 3.0 * b.T * b.C * 4 / s / 1e9));
 
     /* Attention: the engine's fused kernel over (sequence, head dimension), FLOPs in the DESIGN
-     * convention (4 B T^2 C); the table the simulator looks up, plus the efficiency of the
+     * convention (4 B T^2 C forward, twice that backward); the table the simulator looks up, plus the efficiency of the
      * largest shape against the platform's peak (the best GEMM when no platform is given). */
     int seqs_cpu[] = {64, 256}, seqs_gpu[] = {512, 2048, 8192}, hds_cpu[] = {32, 64}, hds_gpu[] = {64, 128};
     int *seqs = gpu ? seqs_gpu : seqs_cpu, *hds = gpu ? hds_gpu : hds_cpu;
     int nseq = gpu ? (quick ? 2 : 3) : 2, nhd = 2;
     json_t *att_table = json_array();
     double att_tf = 0;
+    /* Each shape at a micro-batch's worth of tokens (B = tokens / T, at least 1), as a training
+     * step calls it: at batch 1 each call's fixed costs weighed more than in the run (on an H200
+     * the batch-1 table put GPT-2 124M's attention, batch 8, 27% slow). */
+    int att_tokens = gpu ? 8192 : 512;
     for (int si = 0; si < nseq; si++)
         for (int hi = 0; hi < nhd; hi++) {
-            b.B = 1;
+            b.B = seqs[si] < att_tokens ? att_tokens / seqs[si] : 1;
             b.T = seqs[si];
             b.NH = gpu ? 16 : 4;
             b.C = b.NH * hds[hi];
             s = median_time(&t, attention_op, &b);
             att_tf = 4.0 * b.B * (double)b.T * b.T * b.C / s / 1e12;
-            json_array_append_new(att_table, json_pack("{s:i,s:i,s:f}", "seq", b.T, "head_dim", hds[hi], "tflops", att_tf));
-            fprintf(stderr, "  attention    T=%-5d head dim %-4d %.4f TFLOP/s\n", b.T, hds[hi], att_tf);
+            double sb = median_time(&t, attention_bwd_op, &b);
+            double bwd_tf = 8.0 * b.B * (double)b.T * b.T * b.C / sb / 1e12;
+            json_array_append_new(att_table, json_pack("{s:i,s:i,s:f,s:f}", "seq", b.T, "head_dim", hds[hi], "tflops",
+                                                       att_tf, "tflops_backward", bwd_tf));
+            fprintf(stderr, "  attention    T=%-5d head dim %-4d batch %-3d %.4f TFLOP/s, backward %.4f\n", b.T,
+                    hds[hi], b.B, att_tf, bwd_tf);
         }
     double peak = peak_tflops > 0 ? peak_tflops : best_gemm;
     json_object_set_new(ops, "attention", json_pack("{s:f,s:o}", "efficiency", fmin(1.0, att_tf / peak), "table", att_table));
