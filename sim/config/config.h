@@ -92,6 +92,20 @@ typedef struct {
 
 typedef enum { LINK_NVLINK = 0, LINK_NETWORK = 1, LINK_CLASS_COUNT } link_class;
 
+/* Fused attention's measured speed: a table by shape, or one efficiency. */
+typedef struct {
+    double efficiency;                       /* fraction of the precision's peak (0 = unknown) */
+    int points;                              /* entries of table (0 = none) */
+    /* tflops: the forward's rate (4 B T^2 C FLOPs over its time); tflops_backward: the
+     * backward's (twice the FLOPs over its time), 0 where not measured: then the forward's */
+    struct { double seq, head_dim, tflops, tflops_backward; } table[32];
+} attention_calibration;
+
+/* Megatron-LM's --attention-backend for fused attention: flash (the flash-attn library's kernels)
+ * or fused (Transformer Engine's FusedAttention, cuDNN's kernels; what TE picks on Hopper when
+ * both could run). */
+typedef enum { ATTN_BACKEND_FLASH = 0, ATTN_BACKEND_FUSED = 1, ATTN_BACKENDS } attention_backend;
+
 typedef struct {
     char device[512];                        /* what was measured, with its details (dtcal writes them) */
     char source[CFG_NAME_MAX];               /* measured | datasheet | nccl-tests */
@@ -101,9 +115,9 @@ typedef struct {
     double op_gbs[OPCLASS_COUNT];            /* achieved bandwidth of memory-bound ops, GB/s (0 = unknown: use HBM x 0.7) */
     double op_gbs_backward[OPCLASS_COUNT];   /* the same of their backward kernels, in the op list's byte count
                                                 (twice the forward's); 0 = unknown: op_gbs */
-    double attention_efficiency;             /* flash attention: fraction of GEMM peak (0 = unknown) */
-    int attention_points;                    /* measured fused attention by shape, when present */
-    struct { double seq, head_dim, tflops; } attention_table[32];
+    /* Fused attention per backend (ATTN_BACKEND_*): ops.attention (flash) and ops.attention_fused
+     * (fused). A backend with neither figure runs at flash's. */
+    attention_calibration attention[ATTN_BACKENDS];
     double launch_overhead_us;
     double overlap_slowdown;                 /* a GEMM's time beside a running collective over its
                                                 time alone (>= 1; 1 when absent: not measured) */
@@ -134,6 +148,8 @@ typedef struct {
         int swiglu;
         attention_impl attention;            /* "attention": "flash" (default: what Megatron-Core runs
                                                 today) | "unfused" (2021-2023 Megatron/DeepSpeed runs) */
+        attention_backend attention_backend; /* "attention_backend" (Megatron-LM's --attention-backend)
+                                                of fused attention: "flash" (default) | "fused" */
         double moe_expert_capacity_factor;   /* Megatron's --moe-expert-capacity-factor: an expert
                                                 takes at most this times its even share of tokens and
                                                 drops the rest (0: dropless, Megatron's default) */

@@ -242,6 +242,36 @@ static int parse_collectives(json_t *colls, const char *path, calibration_config
     return 0;
 }
 
+/* ops.attention / ops.attention_fused: {efficiency} or {table: [{seq, head_dim, tflops[,
+ * tflops_backward]}]} (efficiency optional beside a table). */
+static int parse_attention(json_t *att, const char *op, attention_calibration *a, config_error *err)
+{
+    static const char *const att_keys[] = {"efficiency", "table", NULL};
+    json_t *table = json_object_get(att, "table");
+    if (config_check_keys(att, op, att_keys, err) ||
+        config_num(att, op, "efficiency", !table, 0, 0, 1, 1, &a->efficiency, err))
+        return -1;
+    if (!table)
+        return 0;
+    if (!json_is_array(table) || json_array_size(table) == 0 || json_array_size(table) > 32)
+        return config_fail(err, "%s.table: expected a list of 1..32 {seq, head_dim, tflops}", op);
+    for (size_t i = 0; i < json_array_size(table); i++) {
+        static const char *const keys[] = {"seq", "head_dim", "tflops", "tflops_backward", NULL};
+        char pt[2 * CFG_PATH_MAX + 96];
+        snprintf(pt, sizeof pt, "%s.table[%zu]", op, i);
+        json_t *e = json_array_get(table, i);
+        if (!json_is_object(e))
+            return config_fail(err, "%s: expected an object {seq, head_dim, tflops}", pt);
+        if (config_check_keys(e, pt, keys, err) || config_num(e, pt, "seq", 1, 0, 0, 1e9, 1, &a->table[i].seq, err) ||
+            config_num(e, pt, "head_dim", 1, 0, 0, 1e6, 1, &a->table[i].head_dim, err) ||
+            config_num(e, pt, "tflops", 1, 0, 0, 1e6, 1, &a->table[i].tflops, err) ||
+            config_num(e, pt, "tflops_backward", 0, 0, 0, 1e6, 1, &a->table[i].tflops_backward, err))
+            return -1;
+    }
+    a->points = (int)json_array_size(table);
+    return 0;
+}
+
 int calibration_parse(json_t *root, const char *path, calibration_config *c, config_error *err)
 {
     static const char *const top[] = {"device", "source", "date", "host", "command", "gemm", "ops",
@@ -249,7 +279,8 @@ int calibration_parse(json_t *root, const char *path, calibration_config *c, con
                                       "overlap_slowdown", NULL};
     static const char *const sources[] = {"measured", "datasheet", "nccl-tests", "mixed", NULL};
     static const char *const op_keys[] = {"layernorm", "softmax", "gelu", "elementwise", "cross_entropy",
-                                          "adamw", "embedding", "rmsnorm", "swiglu", "rope", "attention", NULL};
+                                          "adamw", "embedding", "rmsnorm", "swiglu", "rope", "attention",
+                                          "attention_fused", NULL};
     memset(c, 0, sizeof *c);
     int src;
     if (config_check_keys(root, path, top, err) ||
@@ -288,35 +319,14 @@ int calibration_parse(json_t *root, const char *path, calibration_config *c, con
                 config_num(o, op, "gbs_backward", 0, 0, 0, 1e7, 1, &c->op_gbs_backward[i], err))
                 return -1;
         }
-        json_t *att;
-        if (config_object(ops, sub, "attention", &att, err))
-            return -1;
-        if (att) {
-            static const char *const att_keys[] = {"efficiency", "table", NULL};
+        static const char *const att_names[ATTN_BACKENDS] = {"attention", "attention_fused"};
+        for (int b = 0; b < ATTN_BACKENDS; b++) {
+            json_t *att;
             char op[2 * CFG_PATH_MAX + 64];
-            snprintf(op, sizeof op, "%s.attention", sub);
-            json_t *table = json_object_get(att, "table");
-            if (config_check_keys(att, op, att_keys, err) ||
-                config_num(att, op, "efficiency", !table, 0, 0, 1, 1, &c->attention_efficiency, err))
+            snprintf(op, sizeof op, "%s.%s", sub, att_names[b]);
+            if (config_object(ops, sub, att_names[b], &att, err) ||
+                (att && parse_attention(att, op, &c->attention[b], err)))
                 return -1;
-            if (table) {
-                if (!json_is_array(table) || json_array_size(table) == 0 || json_array_size(table) > 32)
-                    return config_fail(err, "%s.table: expected a list of 1..32 {seq, head_dim, tflops}", op);
-                for (size_t i = 0; i < json_array_size(table); i++) {
-                    static const char *const keys[] = {"seq", "head_dim", "tflops", NULL};
-                    char pt[2 * CFG_PATH_MAX + 96];
-                    snprintf(pt, sizeof pt, "%s.table[%zu]", op, i);
-                    json_t *e = json_array_get(table, i);
-                    if (!json_is_object(e))
-                        return config_fail(err, "%s: expected an object {seq, head_dim, tflops}", pt);
-                    if (config_check_keys(e, pt, keys, err) ||
-                        config_num(e, pt, "seq", 1, 0, 0, 1e9, 1, &c->attention_table[i].seq, err) ||
-                        config_num(e, pt, "head_dim", 1, 0, 0, 1e6, 1, &c->attention_table[i].head_dim, err) ||
-                        config_num(e, pt, "tflops", 1, 0, 0, 1e6, 1, &c->attention_table[i].tflops, err))
-                        return -1;
-                }
-                c->attention_points = (int)json_array_size(table);
-            }
         }
     }
     if (config_object(root, path, "collectives", &colls, err))

@@ -63,14 +63,16 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
                                        "seq_length", "vocab_size", "num_query_groups", "swiglu", "num_experts",
                                        "moe_router_topk", "attention", "untie_embeddings_and_output_weights",
                                        "cross_entropy_loss_fusion", "cross_entropy_fusion_impl", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
-                                       "moe_load_imbalance", "normalization", "position_embedding_type", NULL};
+                                       "moe_load_imbalance", "normalization", "position_embedding_type",
+                                       "attention_backend", NULL};
     static const char *const normalization[] = {"LayerNorm", "RMSNorm", NULL};
     static const char *const positions[] = {"learned_absolute", "rope", NULL};
     static const char *const attention[] = {"unfused", "flash", NULL};
+    static const char *const backends[] = {"flash", "fused", NULL};
     static const char *const fusion_impl[] = {"native", "te", NULL};
     const char *p = S ".model";
     long long v;
-    int e;
+    int e, backend;
     if (config_check_keys(m, p, keys, err) ||
         config_int(m, p, "num_layers", 1, 0, 1, 100000, &s->model.num_layers, err) ||
         config_int(m, p, "hidden_size", 1, 0, 1, 1000000, &s->model.hidden_size, err) ||
@@ -83,6 +85,7 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
         config_int(m, p, "num_experts", 0, 0, 0, 100000, &s->model.num_experts, err) ||
         config_int(m, p, "moe_router_topk", 0, 0, 0, 100000, &v, err) ||
         config_enum(m, p, "attention", attention, ATTENTION_FLASH, &e, err) ||
+        config_enum(m, p, "attention_backend", backends, ATTN_BACKEND_FLASH, &backend, err) ||
         config_bool(m, p, "untie_embeddings_and_output_weights", 0, &s->model.untie_embeddings, err) ||
         config_bool(m, p, "cross_entropy_loss_fusion", 0, &s->model.cross_entropy_loss_fusion, err) ||
         config_enum(m, p, "cross_entropy_fusion_impl", fusion_impl, 0, &s->model.cross_entropy_fusion_impl, err) ||
@@ -105,6 +108,10 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
         return config_fail(err, "%s.cross_entropy_fusion_impl: needs cross_entropy_loss_fusion (as in Megatron-LM)", p);
     s->model.moe_router_topk = (int)v;
     s->model.attention = (attention_impl)e;
+    s->model.attention_backend = (attention_backend)backend;
+    if (json_object_get(m, "attention_backend") && s->model.attention != ATTENTION_FLASH)
+        return config_fail(err, "%s.attention_backend: chooses the kernel of fused attention, and attention is "
+                                "\"unfused\"", p);
     if (s->model.hidden_size % s->model.num_attention_heads)
         return config_fail(err, "%s.hidden_size: %lld is not a multiple of num_attention_heads=%lld", p,
                            s->model.hidden_size, s->model.num_attention_heads);

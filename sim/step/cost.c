@@ -21,6 +21,10 @@ void cost_model_init(cost_model *cm, const scenario_config *s)
     cm->calibration = &s->calibration;
     cm->precision = s->training.precision;
     cm->act_bytes = scenario_activation_bytes(s);
+    /* fused attention's figures: the scenario's backend's, else flash's (a calibration that
+     * measured one kernel) */
+    const attention_calibration *att = &s->calibration.attention[s->model.attention_backend];
+    cm->attention = att->points > 0 || att->efficiency > 0 ? att : &s->calibration.attention[ATTN_BACKEND_FLASH];
     cm->ranks_per_device = cost_ranks_per_device(s);
     cm->slowest_device = cost_slowest_device_factor(s);
     cm->pace = cm->ranks_per_device * cm->slowest_device;
@@ -201,23 +205,25 @@ double cost_compute_op_s(const cost_model *cm, const layer_op *op)
             return memory_s(cm, class_gbs(cm->calibration, op->cls, 1), op->bytes);
         return cost_memory_s(cm, op->cls, op->bytes);
     case OPK_FUSED_ATTENTION: {
-        const calibration_config *c = cm->calibration;
-        if (c->attention_points > 0 && op->n > 0 && op->k > 0) {
+        const attention_calibration *a = cm->attention;
+        if (a->points > 0 && op->n > 0 && op->k > 0) {
             /* the measured shape nearest in log(sequence, head dimension) */
             int best = 0;
             double best_d = INFINITY;
-            for (int i = 0; i < c->attention_points; i++) {
-                double ds = log2((double)op->n / c->attention_table[i].seq);
-                double dh = log2((double)op->k / c->attention_table[i].head_dim);
+            for (int i = 0; i < a->points; i++) {
+                double ds = log2((double)op->n / a->table[i].seq);
+                double dh = log2((double)op->k / a->table[i].head_dim);
                 if (ds * ds + dh * dh < best_d) {
                     best_d = ds * ds + dh * dh;
                     best = i;
                 }
             }
-            return (op->flops / (c->attention_table[best].tflops * 1e12) + c->launch_overhead_us * 1e-6) *
-                   cm->pace;
+            /* the backward at its own measured rate where the calibration has one */
+            double tflops = op->backward && a->table[best].tflops_backward > 0 ? a->table[best].tflops_backward
+                                                                               : a->table[best].tflops;
+            return (op->flops / (tflops * 1e12) + cm->calibration->launch_overhead_us * 1e-6) * cm->pace;
         }
-        double eff = c->attention_efficiency;
+        double eff = a->efficiency;
         if (eff <= 0)
             eff = DEFAULT_ATTENTION_EFFICIENCY;
         return (op->flops / (cost_peak_flops(cm) * eff) + cm->calibration->launch_overhead_us * 1e-6) *

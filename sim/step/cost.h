@@ -25,6 +25,7 @@ typedef struct {
     const calibration_config *calibration;
     precision_kind precision;   /* the training precision: picks GEMM table and peak */
     int act_bytes;              /* bytes per activation element */
+    const attention_calibration *attention; /* fused attention's figures for the scenario's backend */
     double ranks_per_device;    /* >= 1: how many ranks time-share one compute device */
     double slowest_device;      /* >= 1: the slowest device's time over the mean device's */
     double pace;                /* what every compute op's time is multiplied by: both above */

@@ -264,7 +264,7 @@ static void platform_defaults(void **state)
         fail_msg("%s", err.msg);
     assert_string_equal(c.source, "datasheet");
     assert_int_equal(c.gemm[PREC_BF16].count, 0);
-    assert_true(c.launch_overhead_us == 0 && c.attention_efficiency == 0);
+    assert_true(c.launch_overhead_us == 0 && c.attention[ATTN_BACKEND_FLASH].efficiency == 0);
     assert_false(c.collectives[LINK_NVLINK][COLL_ALL_REDUCE].present);
     calibration_free(&c);
 }

@@ -165,6 +165,42 @@ static void activation_bytes_scale_the_memory_ops(void **state)
     fixture_free(&s);
 }
 
+/* Fused attention from the calibration's table: the forward at `tflops`, the backward (twice the
+ * FLOPs) at `tflops_backward`, or at `tflops` where the point has none; per backend. */
+static void attention_backward_uses_its_own_rate(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    s.calibration.launch_overhead_us = 0;
+    attention_calibration *a = &s.calibration.attention[ATTN_BACKEND_FLASH];
+    a->points = 1;
+    a->table[0].seq = 2048;
+    a->table[0].head_dim = 128;
+    a->table[0].tflops = 500;
+    a->table[0].tflops_backward = 400;
+    cost_model cm;
+    cost_model_init(&cm, &s);
+    layer_op fwd = {.name = "attn_fused", .kind = OPK_FUSED_ATTENTION, .m = 2048, .n = 2048, .k = 128, .flops = 1e12};
+    assert_true(fabs(cost_compute_op_s(&cm, &fwd) - 1e12 / 500e12) < 1e-15);
+    layer_op bwd = fwd;
+    bwd.backward = 1;
+    bwd.flops = 2e12;
+    assert_true(fabs(cost_compute_op_s(&cm, &bwd) - 2e12 / 400e12) < 1e-15);
+    a->table[0].tflops_backward = 0;
+    cost_model_init(&cm, &s);
+    assert_true(fabs(cost_compute_op_s(&cm, &bwd) - 2e12 / 500e12) < 1e-15);
+    /* model.attention_backend "fused" takes ops.attention_fused's figures, and flash's where the
+     * calibration has none for it */
+    s.model.attention_backend = ATTN_BACKEND_FUSED;
+    cost_model_init(&cm, &s);
+    assert_true(fabs(cost_compute_op_s(&cm, &fwd) - 1e12 / 500e12) < 1e-15);
+    s.calibration.attention[ATTN_BACKEND_FUSED].efficiency = 0.8;
+    cost_model_init(&cm, &s);
+    assert_true(fabs(cost_compute_op_s(&cm, &fwd) - 1e12 / (0.8 * cost_peak_flops(&cm))) < 1e-15);
+    fixture_free(&s);
+}
+
 /* Ranks outnumbering a node's compute devices time-share them: every op's time is multiplied by
  * max(1, ranks on the node x the fraction of the step their stage computes / devices). */
 static void ranks_sharing_devices_time_share_them(void **state)
@@ -271,6 +307,7 @@ int main(void)
         cmocka_unit_test(ranks_sharing_devices_time_share_them),
         cmocka_unit_test(the_step_waits_for_the_slowest_device),
         cmocka_unit_test(activation_bytes_scale_the_memory_ops),
+        cmocka_unit_test(attention_backward_uses_its_own_rate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
