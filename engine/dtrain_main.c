@@ -33,6 +33,7 @@ static void usage(FILE *f)
             "  --steps N                optimizer steps (default 200)\n"
             "  --lr X                   peak learning rate (default 1e-3)\n"
             "  --warmup N               warm-up steps (default steps/10)\n"
+            "  --lr-decay-steps N       the cosine decay's length in steps (default --steps)\n"
             "  --weight-decay W         AdamW decay of the weight matrices (default 0.1)\n"
             "  --grad-clip C            global gradient norm clip, 0 = off (default 1.0)\n"
             "  --loss-scale S           initial fp16 loss scale (default 65536)\n"
@@ -54,7 +55,12 @@ static void usage(FILE *f)
             "  --ckpt-keep K            complete checkpoints to keep (default 3)\n"
             "  --ckpt-sync              write checkpoints on the step loop instead\n"
             "  --resume                 start from the newest intact checkpoint in --ckpt-dir (bit-exact; the\n"
-            "                           same --seed; exit 0 doing nothing when it already holds --steps)\n"
+            "                           same --seed; exit 0 doing nothing when it already holds --steps); a\n"
+            "                           checkpoint of another learning-rate schedule (--lr, --warmup, decay\n"
+            "                           steps) is refused unless one of the two below says which holds\n"
+            "  --use-checkpoint-opt-param-scheduler  on --resume: the checkpoint's schedule (Megatron-LM's\n"
+            "                           --use-checkpoint-opt_param-scheduler); --steps only says where to stop\n"
+            "  --override-opt-param-scheduler  on --resume: this run's schedule from the next step on\n"
             "  --stop-after N           test aid: stop after step N as if killed (no final checkpoint)\n"
             "  SIGTERM                  finishes the current step, writes a checkpoint, exits 0\n"
             "  --tp N                   tensor-parallel ranks (Megatron: heads and MLP columns split; N divides heads)\n"
@@ -104,8 +110,9 @@ static void usage(FILE *f)
             "Megatron-LM's names are read too: --tensor-model-parallel-size (--tp),\n"
             "--pipeline-model-parallel-size (--pp), --virtual-pipeline-model-parallel-size (--vpp),\n"
             "--context-parallel-size (--cp), --micro-batch-size, --global-batch-size, --train-iters (--steps),\n"
-            "--lr-warmup-iters (--warmup), --clip-grad (--grad-clip), --bf16 and --fp16 (--precision),\n"
-            "--use-distributed-optimizer (--zero 1)\n"
+            "--lr-warmup-iters (--warmup), --lr-decay-iters (--lr-decay-steps), --clip-grad (--grad-clip),\n"
+            "--bf16 and --fp16 (--precision), --use-distributed-optimizer (--zero 1),\n"
+            "--override-opt_param-scheduler, --use-checkpoint-opt_param-scheduler\n"
             "exit: 0 ok, 2 bad input, 1 runtime failure\n",
             DTRAIN_DEFAULT_DATA);
 }
@@ -175,6 +182,9 @@ static const struct {
     {"--global-batch-size", "--global-batch", NULL},
     {"--train-iters", "--steps", NULL},
     {"--lr-warmup-iters", "--warmup", NULL},
+    {"--lr-decay-iters", "--lr-decay-steps", NULL},
+    {"--override-opt_param-scheduler", "--override-opt-param-scheduler", NULL},
+    {"--use-checkpoint-opt_param-scheduler", "--use-checkpoint-opt-param-scheduler", NULL},
     {"--clip-grad", "--grad-clip", NULL},
     {"--bf16", "--precision", "bf16"},
     {"--fp16", "--precision", "fp16"},
@@ -242,6 +252,15 @@ static int run_flags(int argc, char **argv, comm_ctx *comm)
         } else if (!strcmp(a, "--resume")) {
             o.resume = 1;
             continue;
+        } else if (!strcmp(a, "--override-opt-param-scheduler") || !strcmp(a, "--use-checkpoint-opt-param-scheduler")) {
+            int from = a[2] == 'o' ? LR_SCHEDULE_OVERRIDE : LR_SCHEDULE_CHECKPOINT;
+            if (o.lr_schedule_from && o.lr_schedule_from != from) {
+                fprintf(stderr, "dtrain: --override-opt-param-scheduler and --use-checkpoint-opt-param-scheduler "
+                                "contradict each other: give one\n");
+                return 2;
+            }
+            o.lr_schedule_from = from;
+            continue;
         } else if (!strcmp(a, "--overlap-param-gather")) {
             o.overlap_param_gather = 1;
             continue;
@@ -282,6 +301,9 @@ static int run_flags(int argc, char **argv, comm_ctx *comm)
         } else if (!strcmp(a, "--warmup")) {
             if (parse_long(a, v, 0, 100000000, &n)) return 2;
             o.warmup = (int)n;
+        } else if (!strcmp(a, "--lr-decay-steps")) {
+            if (parse_long(a, v, 1, 100000000, &n)) return 2;
+            o.lr_decay_steps = (int)n;
         } else if (!strcmp(a, "--seed")) {
             if (parse_long(a, v, 0, 2147483647L, &n)) return 2;
             o.seed = (unsigned long long)n;
@@ -491,6 +513,11 @@ static int run_flags(int argc, char **argv, comm_ctx *comm)
         fprintf(stderr, "dtrain: --comm nccl runs the collectives on the GPU: it needs --device cuda (got %s), "
                         "--grad-reduce fp32 (got %s) and no --grad-compress (bf16 and PowerSGD reductions run on "
                         "the host: --comm mpi)\n", o.device, o.grad_reduce_bf16 ? "bf16" : "fp32");
+        return 2;
+    }
+    if (o.lr_schedule_from && !o.resume) {
+        fprintf(stderr, "dtrain: --override-opt-param-scheduler and --use-checkpoint-opt-param-scheduler choose "
+                        "between a checkpoint's learning-rate schedule and this run's: they need --resume\n");
         return 2;
     }
     if ((o.resume || o.ckpt_every) && !o.ckpt_dir) {

@@ -18,11 +18,18 @@
 #include "train_log.h"
 #include "wall_clock.h"
 
+/* The cosine decay's last step: --lr-decay-steps, else --steps (as Megatron-LM's --lr-decay-iters
+ * defaults to --train-iters). */
+static int decay_steps(const train_options *o)
+{
+    return o->lr_decay_steps > 0 ? o->lr_decay_steps : o->steps;
+}
+
 double train_lr(const train_options *o, int step)
 {
     if (o->warmup > 0 && step <= o->warmup)
         return o->lr * step / o->warmup;
-    double span = o->steps - o->warmup;
+    double span = decay_steps(o) - o->warmup;
     double progress = span > 0 ? (step - o->warmup) / span : 1.0;
     if (progress > 1)
         progress = 1;
@@ -43,7 +50,7 @@ static void on_sigterm(int sig)
 static train_state state_of(const train_options *o, int step, int updates, const data_loader *d, double scale,
                             int good_steps)
 {
-    train_state st = {step, updates, d->position, o->seed, scale, good_steps, o->lr, o->warmup, o->steps,
+    train_state st = {step, updates, d->position, o->seed, scale, good_steps, o->lr, o->warmup, decay_steps(o),
                       (int)o->precision};
     return st;
 }
@@ -312,7 +319,7 @@ static int complete_checkpoint(const train_options *o, checkpoint_job **pending,
  * start). Returns -1 to train on, else the exit code to stop with: 2 when no intact checkpoint
  * is left or this run's flags contradict the checkpoint's, 0 when it already holds --steps.
  * Every rank returns the same (the checkpoint is agreed on). */
-static int resume(const train_options *o, gpt_model *m, const ckpt_layout *layout, train_state *st, int *loaded)
+static int resume(train_options *o, gpt_model *m, const ckpt_layout *layout, train_state *st, int *loaded)
 {
     char err[1024], where[1200];
     int leader = o->comm->world_rank == 0;
@@ -348,6 +355,24 @@ static int resume(const train_options *o, gpt_model *m, const ckpt_layout *layou
                     where, st->step, o->steps);
         return 0;
     }
+    /* The learning-rate schedule, as Megatron-LM checks it: one that differs from the
+     * checkpoint's would jump mid-run unless the user says which one holds. */
+    if (st->lr != o->lr || st->warmup != o->warmup || st->total_steps != decay_steps(o)) {
+        if (o->lr_schedule_from == LR_SCHEDULE_CHECKPOINT) {
+            o->lr = st->lr;
+            o->warmup = (int)st->warmup;
+            o->lr_decay_steps = (int)st->total_steps;
+        } else if (o->lr_schedule_from == LR_SCHEDULE_REFUSE) {
+            if (leader)
+                fprintf(stderr, "dtrain: --resume: %s was trained on another learning-rate schedule: --lr %g, "
+                                "--warmup %g, decay over %g steps; this run has --lr %g, --warmup %d, decay over %d "
+                                "steps (--lr-decay-steps, else --steps). Give --use-checkpoint-opt-param-scheduler "
+                                "to keep the checkpoint's schedule (--steps then only says where to stop), or "
+                                "--override-opt-param-scheduler to switch to this run's from step %d on\n",
+                        where, st->lr, st->warmup, st->total_steps, o->lr, o->warmup, decay_steps(o), st->step + 1);
+            return 2;
+        }
+    }
     if (leader)
         fprintf(stderr, "dtrain: resumed from %s (step %d done)\n", where, st->step);
     return -1;
@@ -362,8 +387,11 @@ static int open_log(const train_options *o, train_log *log)
     return comm_allreduce_max_int(o->comm->world, bad) ? -1 : 0;
 }
 
-int train_run(const train_options *o)
+int train_run(const train_options *given)
 {
+    /* this run's options; --resume may take the checkpoint's learning-rate schedule into them */
+    train_options run = *given;
+    const train_options *o = &run;
     char err[1024];
     int dp = o->comm->dp, cp = o->comm->cp > 1 ? o->comm->cp : 1, leader = o->comm->world_rank == 0;
     if (o->global_batch % (o->micro_batch * dp)) {
@@ -505,7 +533,7 @@ int train_run(const train_options *o)
     int good_steps = 0, updates = 0, first_step = 1;
     float loss = 0;
     train_state st;
-    int got = 0, stop = o->resume ? resume(o, &m, &layout, &st, &got) : -1;
+    int got = 0, stop = o->resume ? resume(&run, &m, &layout, &st, &got) : -1;
     train_log log;
     if (stop < 0 && open_log(o, &log) != 0)
         stop = 2;

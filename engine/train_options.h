@@ -5,6 +5,8 @@
 #include "comm.h"
 #include "kernels.h"
 
+enum { LR_SCHEDULE_REFUSE = 0, LR_SCHEDULE_OVERRIDE = 1, LR_SCHEDULE_CHECKPOINT = 2 };
+
 typedef struct {
     const char *device;          /* "cpu" | "cuda" */
     const char *model;           /* tiny | small | FILE.json */
@@ -12,6 +14,11 @@ typedef struct {
     const char *log_json;        /* NULL, "-" or a path */
     const char *profile;         /* NULL or a path */
     int micro_batch, global_batch, steps, warmup;
+    int lr_decay_steps;          /* the cosine decay's length (Megatron-LM's --lr-decay-iters); 0: steps */
+    int lr_schedule_from;        /* on --resume, when the checkpoint's schedule (lr, warmup, decay
+                                    steps) differs from this run's: LR_SCHEDULE_REFUSE (exit 2),
+                                    _OVERRIDE (this run's, Megatron's --override-opt_param-scheduler)
+                                    or _CHECKPOINT (the checkpoint's, --use-checkpoint-opt_param-scheduler) */
     unsigned long long seed;
     double lr, weight_decay, grad_clip;
     kernels_precision precision;

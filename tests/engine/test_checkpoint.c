@@ -4,9 +4,11 @@
  * layout, holds any field out of range or fails its seal (manifest_crc32), each named; a
  * manifest from before the seal still loads; none intact left is refused (exit 2); no
  * checkpoint starts fresh; only the newest K are kept; a resume with nothing left to do does
- * nothing, one with another --seed is refused; a checkpoint that cannot be written exits 1 and
+ * nothing, one with another --seed is refused, one with another learning-rate schedule is refused
+ * unless told which schedule holds (each then logs that schedule's closed-form rates); a checkpoint that cannot be written exits 1 and
  * leaves no step folder; SIGTERM writes a last checkpoint and exits 0. argv[1]: dtrain. */
 #include <dirent.h>
+#include <math.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -348,6 +350,59 @@ static void another_seed_on_resume_is_refused(void **state)
     assert_int_equal(nb, 0);
 }
 
+/* The cosine schedule of train_lr in closed form: warm-up to lr, then down to lr / 10 at decay. */
+static double cosine_lr(double lr, int warmup, int decay, int step)
+{
+    if (warmup > 0 && step <= warmup)
+        return lr * step / warmup;
+    double p = (double)(step - warmup) / (decay - warmup);
+    p = p > 1 ? 1 : p;
+    return 0.1 * lr + 0.5 * 0.9 * lr * (1 + cos(M_PI * p));
+}
+
+static void expect_rates(int nb, double lr, int warmup, int decay, const char *what)
+{
+    assert_int_equal(nb, 12 - 6 + 1); /* steps 7..12 and the final line */
+    for (int i = 0; i < nb - 1; i++) {
+        int step = (int)json_integer_value(json_object_get(B[i], "step"));
+        double got = json_number_value(json_object_get(B[i], "lr")), want = cosine_lr(lr, warmup, decay, step);
+        if (fabs(got - want) > 1e-12 + 1e-6 * want)
+            fail_msg("%s: step %d lr %.9g, the schedule's %.9g", what, step, got, want);
+    }
+    free_lines(B, nb);
+}
+
+/* The checkpoints hold a schedule of --steps 8 (lr 1e-3, no warm-up, decay over 8 steps). Asking
+ * for 12 steps changes it (decay over 12, warm-up 12/10 = 1): refused, naming both, unless
+ * --use-checkpoint-opt-param-scheduler keeps the checkpoint's or --override-opt-param-scheduler
+ * takes this run's (Megatron-LM's rule and flags). */
+static void another_lr_schedule_on_resume_is_refused_unless_chosen(void **state)
+{
+    int nb;
+    three_checkpoints();
+    assert_int_equal(run_dtrain(DTRAIN, "--steps 12 --micro-batch 2 --ckpt-dir " DIR_ " --resume", B, 64, &nb, ERR,
+                                sizeof ERR), 2);
+    if (!strstr(ERR, "step-00000006 was trained on another learning-rate schedule: --lr 0.001, --warmup 0, decay over "
+                     "8 steps; this run has --lr 0.001, --warmup 1, decay over 12 steps"))
+        fail_msg("stderr was: %s", ERR);
+    assert_int_equal(nb, 0);
+    assert_int_equal(run_dtrain(DTRAIN, "--steps 12 --micro-batch 2 --ckpt-dir " DIR_
+                                " --resume --use-checkpoint-opt_param-scheduler", B, 64, &nb, ERR, sizeof ERR), 0);
+    expect_rates(nb, 1e-3, 0, 8, "checkpoint's schedule");
+    restore_manifest();
+    assert_int_equal(run_dtrain(DTRAIN, "--steps 12 --micro-batch 2 --ckpt-dir " DIR_
+                                " --resume --override-opt-param-scheduler", B, 64, &nb, ERR, sizeof ERR), 0);
+    expect_rates(nb, 1e-3, 1, 12, "this run's schedule");
+    /* the two contradict each other; either without --resume chooses nothing */
+    assert_int_equal(run_dtrain(DTRAIN, "--steps 12 --micro-batch 2 --ckpt-dir " DIR_ " --resume "
+                                "--override-opt-param-scheduler --use-checkpoint-opt-param-scheduler", B, 64, &nb,
+                                ERR, sizeof ERR), 2);
+    assert_non_null(strstr(ERR, "contradict each other"));
+    assert_int_equal(run_dtrain(DTRAIN, "--steps 12 --micro-batch 2 --override-opt-param-scheduler", B, 64, &nb, ERR,
+                                sizeof ERR), 2);
+    assert_non_null(strstr(ERR, "they need --resume"));
+}
+
 /* A checkpoint that cannot be written (files capped below a shard's size: EFBIG, as a full disk
  * gives ENOSPC) stops the run with exit 1 and the reason, never "done", and leaves no step
  * folder behind: with the background writer and with --ckpt-sync. */
@@ -421,6 +476,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(no_intact_checkpoint_left_is_refused),
         cmocka_unit_test(resume_at_or_past_the_last_step_does_nothing),
         cmocka_unit_test(another_seed_on_resume_is_refused),
+        cmocka_unit_test(another_lr_schedule_on_resume_is_refused_unless_chosen),
         cmocka_unit_test(a_failed_final_checkpoint_exits_1_and_leaves_nothing),
         cmocka_unit_test(no_checkpoint_starts_fresh_and_old_ones_are_pruned),
         cmocka_unit_test(sigterm_writes_a_last_checkpoint),
