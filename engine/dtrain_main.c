@@ -43,6 +43,9 @@ static void usage(FILE *f)
             "  --log-crc                add params_crc32 to every step line\n"
             "  --profile FILE           per-op times to FILE and a Chrome trace to FILE.trace.json\n"
             "  --inject-overflow STEP   test aid: an inf in the gradients at STEP (exercises loss scaling)\n"
+            "  --inject-nan STEP        test aid: a NaN in layer 0's norm weight before STEP (a diverged run)\n"
+            "  --no-check-for-nan-in-loss-and-grad  train on past a loss that is not finite (Megatron-LM's\n"
+            "                           flag); by default the run logs that step (loss null) and exits 3\n"
             "  --dump-params FILE       test aid: the final parameters, fp32, in the single-rank layout\n"
             "  --comm-timeout S         a rank blocked in one collective or transfer this long stops with a\n"
             "                           message (a peer died or hangs; default 60)\n"
@@ -113,7 +116,7 @@ static void usage(FILE *f)
             "--lr-warmup-iters (--warmup), --lr-decay-iters (--lr-decay-steps), --clip-grad (--grad-clip),\n"
             "--bf16 and --fp16 (--precision), --use-distributed-optimizer (--zero 1),\n"
             "--override-opt_param-scheduler, --use-checkpoint-opt_param-scheduler\n"
-            "exit: 0 ok, 2 bad input, 1 runtime failure\n",
+            "exit: 0 ok, 2 bad input, 1 runtime failure, 3 the loss diverged (not finite)\n",
             DTRAIN_DEFAULT_DATA);
 }
 
@@ -252,6 +255,9 @@ static int run_flags(int argc, char **argv, comm_ctx *comm)
         } else if (!strcmp(a, "--resume")) {
             o.resume = 1;
             continue;
+        } else if (!strcmp(a, "--no-check-for-nan-in-loss-and-grad")) {
+            o.no_nan_check = 1;
+            continue;
         } else if (!strcmp(a, "--override-opt-param-scheduler") || !strcmp(a, "--use-checkpoint-opt-param-scheduler")) {
             int from = a[2] == 'o' ? LR_SCHEDULE_OVERRIDE : LR_SCHEDULE_CHECKPOINT;
             if (o.lr_schedule_from && o.lr_schedule_from != from) {
@@ -325,6 +331,9 @@ static int run_flags(int argc, char **argv, comm_ctx *comm)
         } else if (!strcmp(a, "--inject-overflow")) {
             if (parse_long(a, v, 0, 100000000, &n)) return 2;
             o.inject_overflow_step = (int)n;
+        } else if (!strcmp(a, "--inject-nan")) {
+            if (parse_long(a, v, 0, 100000000, &n)) return 2;
+            o.inject_nan_step = (int)n;
         } else if (!strcmp(a, "--precision")) {
             if (!strcmp(v, "fp32")) o.precision = KPREC_FP32;
             else if (!strcmp(v, "bf16")) o.precision = KPREC_BF16;
@@ -513,6 +522,11 @@ static int run_flags(int argc, char **argv, comm_ctx *comm)
         fprintf(stderr, "dtrain: --comm nccl runs the collectives on the GPU: it needs --device cuda (got %s), "
                         "--grad-reduce fp32 (got %s) and no --grad-compress (bf16 and PowerSGD reductions run on "
                         "the host: --comm mpi)\n", o.device, o.grad_reduce_bf16 ? "bf16" : "fp32");
+        return 2;
+    }
+    if (o.inject_nan_step && o.zero == 3) {
+        fprintf(stderr, "dtrain: --inject-nan writes into layer 0's weights, which ZeRO-3 holds only inside "
+                        "its passes: not with --zero 3\n");
         return 2;
     }
     if (o.lr_schedule_from && !o.resume) {

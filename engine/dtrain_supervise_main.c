@@ -53,10 +53,11 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: dtrain-supervise [--max-restarts N] [--log FILE|-] -- COMMAND [ARGS...]\n"
                "Runs a dtrain job and relaunches it with --resume from its newest complete checkpoint when\n"
-               "it fails (non-zero exit other than 2), up to N times (default 3). COMMAND must pass dtrain\n"
+               "it fails (non-zero exit other than 2 and 3), up to N times (default 3). COMMAND must pass dtrain\n"
                "--ckpt-dir DIR and --log-json FILE. Failures and restarts are logged as JSON lines to --log\n"
                "(default -, standard output): detect_s, restart_s, lost steps and lost work seconds.\n"
-               "exit: 0 the job finished, 1 it failed more than N times, 2 bad input (or the job's own 2)\n");
+               "exit: 0 the job finished, 1 it failed more than N times, 2 bad input (or the job's own 2),\n"
+               "3 the job's loss diverged (its own 3: not restarted)\n");
 }
 
 /* Newest step-N folder of dir that has a manifest (a complete checkpoint), or 0. */
@@ -184,6 +185,12 @@ static int supervise(supervisor *sv)
         if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 2) {
             fprintf(stderr, "dtrain-supervise: the job rejected its input (exit 2); not restarting\n");
             return 2;
+        }
+        if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 3) {
+            /* training is deterministic: from its checkpoint the job would diverge again */
+            fprintf(stderr, "dtrain-supervise: the job's loss diverged (exit 3); a restart from its checkpoint "
+                            "would repeat it: not restarting\n");
+            return 3;
         }
         failed_at = now_s();
         int ckpt = newest_checkpoint(sv->ckpt_dir);

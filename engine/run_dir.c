@@ -12,6 +12,7 @@
 #include "device_peak.h"
 #include "oplist.h"
 #include "run_dir.h"
+#include "train_log.h"
 #include "schedule.h"
 #include "wall_clock.h"
 #include "atomic_file.h"
@@ -384,7 +385,7 @@ int run_dir_step(run_dir *rd, int step, double loss, double grad_norm, double lo
         return -1;
     double tps = rd->tokens_per_step / step_time_s;
     double per_gpu = rd->flops_per_step / (step_time_s * rd->world);
-    json_t *line = json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:o}", "step", step, "loss", loss, "grad_norm",
+    json_t *line = json_pack("{s:i,s:o,s:f,s:f,s:f,s:f,s:f,s:f,s:o}", "step", step, "loss", train_log_number(loss), "grad_norm",
                              grad_norm, "loss_scale", loss_scale, "lr", lr, "tokens_per_s", tps, "step_time_s",
                              step_time_s, "model_tflops_per_gpu", per_gpu / 1e12, "mfu",
                              rd->peak_tflops > 0 ? json_real(per_gpu / (rd->peak_tflops * 1e12)) : json_null());
@@ -504,7 +505,7 @@ int run_dir_finish(run_dir *rd, int last_step, double final_loss, const char *pa
     }
     utc_now(end, sizeof end);
     join(path, sizeof path, rd->path, "summary.json");
-    json_t *doc = json_pack("{s:f,s:s,s:i,s:i,s:b,s:f,s:o,s:o,s:s,s:s}", "final_loss", final_loss, "params_crc32",
+    json_t *doc = json_pack("{s:o,s:s,s:i,s:i,s:b,s:f,s:o,s:o,s:s,s:s}", "final_loss", train_log_number(final_loss), "params_crc32",
                             params_crc32, "steps", last_step, "steps_this_launch", rd->steps_logged, "completed",
                             completed, "wall_s", wall_clock_s() - rd->t0, "mean_tokens_per_s",
                             rd->time_sum > 0 ? json_real(rd->tokens_sum / rd->time_sum) : json_null(),

@@ -562,11 +562,17 @@ int train_run(const train_options *given)
     sa.sa_handler = on_sigterm;
     sigaction(SIGTERM, &sa, NULL);
     checkpoint_job *pending = NULL;
-    int rc = 0, last_step = first_step - 1, stopped = 0;
+    int rc = 0, last_step = first_step - 1, stopped = 0, diverged = 0;
     for (int step = first_step; step <= o->steps; step++) {
         double t0 = wall_clock_s();
         profiler_set_step(m.prof, step);
         k->memset_zero(m.grads, m.grad_range.n * sizeof(float)); /* all of them, or a ZeRO-2/3 shard */
+        if (step == o->inject_nan_step && m.runs_layer[0]) {
+            /* layer 0's first norm weight (tensor 0 of the layer): every token's activations, and
+             * so the loss, turn NaN, as a diverged run's do */
+            float nan = NAN;
+            k->copy_to_device(gpt_param(&m, gpt_layer_tensor(&m, 0, 0)), &nan, sizeof nan);
+        }
         /* Mean loss over all tokens of the step, times the loss scale. */
         float dloss = (float)(scale / ((double)B * T * accum * dp));
         double loss_sum = run_pipeline(o, &pl, &m, &data, step, dloss, tokens, targets);
@@ -611,7 +617,7 @@ int train_run(const train_options *given)
         }
         k->synchronize();
         double dt = wall_clock_s() - t0;
-        json_t *line = json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:f}", "step", step, "loss", (double)loss, "grad_norm",
+        json_t *line = json_pack("{s:i,s:o,s:f,s:f,s:f,s:f,s:f}", "step", step, "loss", train_log_number(loss), "grad_norm",
                                  isfinite(grad_norm) ? grad_norm : -1.0, "loss_scale", scale, "lr", lr,
                                  "step_time_s", dt, "tokens_per_s", (double)o->global_batch * T / dt); /* the whole job's */
         if (o->log_crc) {
@@ -630,6 +636,17 @@ int train_run(const train_options *given)
                     loss, grad_norm, lr, dt, (double)B * T * accum / dt);
 
         last_step = step;
+        /* A loss that is not finite (every rank has the same, all-reduced): the run has diverged
+         * and every later step would train on NaN. Stop, as Megatron-LM's
+         * --check-for-nan-in-loss-and-grad does, keeping the checkpoints made before it. */
+        if (!isfinite(loss) && !o->no_nan_check) {
+            if (leader)
+                fprintf(stderr, "dtrain: step %d: the loss is %s; stopping (exit 3) with the checkpoints made "
+                                "before it (--no-check-for-nan-in-loss-and-grad trains on)\n",
+                        step, isnan(loss) ? "NaN" : "infinite");
+            diverged = 1;
+            break;
+        }
         /* A background checkpoint is completed (manifest written) as soon as every rank's
          * shard is on disk; the check is collective, so every rank finishes it at one step. */
         if (pending && !comm_allreduce_max_int(o->comm->world, !checkpoint_shard_written(pending)) &&
@@ -684,16 +701,17 @@ int train_run(const train_options *given)
     if (complete_checkpoint(o, &pending, &m, last_step) != 0)
         rc = 1;
     int ckpt_failed = rc != 0; /* only a checkpoint sets rc so far */
-    if (stopped || ckpt_failed) {
-        /* no final line: a run stopped as if killed leaves things as a crash would, and one whose
-         * checkpoint failed did not finish (checkpoint_finish removed what it left) */
+    if (stopped || ckpt_failed || diverged) {
+        /* no final line: a run stopped as if killed leaves things as a crash would, one whose
+         * checkpoint failed did not finish (checkpoint_finish removed what it left), and a
+         * diverged one did not either */
         train_log_close(&log);
     }
     char crc[16];
     float *global = gather_global(o, &dps, &m);
     snprintf(crc, sizeof crc, "%08x", gpt_crc32_floats(global, m.global_params));
-    train_log_line(&log, json_pack("{s:b,s:i,s:f,s:s}", "final", 1, "step", last_step, "loss", (double)loss,
-                                   "params_crc32", crc));
+    train_log_line(&log, json_pack("{s:b,s:i,s:o,s:s}", "final", 1, "step", last_step, "loss",
+                                   train_log_number(loss), "params_crc32", crc));
     if (o->rank_params) {
         /* Parameters each rank holds (its part of the model), in world-rank order: the figure the
          * simulator's memory model predicts per GPU for the same layout. */
@@ -733,8 +751,12 @@ int train_run(const train_options *given)
         free(text);
         json_decref(doc);
     }
+    if (diverged)
+        rc = 3;
     if (leader && ckpt_failed)
         fprintf(stderr, "dtrain: stopped after step %d: its checkpoint could not be written (see above)\n", last_step);
+    else if (leader && diverged)
+        fprintf(stderr, "dtrain: stopped at step %d: the loss is not finite\n", last_step);
     else if (leader)
         fprintf(stderr, "dtrain: done, final loss %.4f, params_crc32 %s\n", loss, crc);
     if (leader && o->dump_params &&
@@ -770,7 +792,7 @@ int train_run(const train_options *given)
     /* a run stopped as if killed leaves no summary, as a crash would not write one */
     if (o->run && stopped)
         run_dir_free(o->run);
-    else if (o->run && run_dir_finish(o->run, last_step, loss, crc, last_step == o->steps && !ckpt_failed, err,
+    else if (o->run && run_dir_finish(o->run, last_step, loss, crc, last_step == o->steps && !ckpt_failed && !diverged, err,
                                       sizeof err) != 0) {
         if (err[0])
             fprintf(stderr, "dtrain: %s\n", err);

@@ -5,7 +5,8 @@
 #define DTSIM_ENGINE_TRAIN_H
 #include "train_options.h"
 
-/* Runs the training; returns the process exit code (0, 1 runtime failure, 2 bad input). */
+/* Runs the training; returns the process exit code (0, 1 runtime failure, 2 bad input, 3 the
+ * loss diverged: not finite). */
 int train_run(const train_options *o);
 
 /* Learning rate at step (1-based): linear warm-up, then cosine decay to 10% of lr. */

@@ -1,5 +1,6 @@
 /* The --log-json stream; see train_log.h. */
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 #include "train_log.h"
 
@@ -25,6 +26,11 @@ static void fail(train_log *l, int e, const char *then)
         fclose(l->f);
     l->f = NULL;
     l->failed = 1;
+}
+
+json_t *train_log_number(double x)
+{
+    return isfinite(x) ? json_real(x) : json_null();
 }
 
 void train_log_line(train_log *l, json_t *obj)

@@ -17,6 +17,9 @@ typedef struct {
 int train_log_open(train_log *l, const char *path);
 /* Writes obj as one line and flushes it; takes obj's reference. NULL obj: nothing. */
 void train_log_line(train_log *l, json_t *obj);
+/* x as a JSON number, or null where it is not finite (JSON has no NaN or infinity): a diverged
+ * step's loss is still a line. */
+json_t *train_log_number(double x);
 /* Flushes and closes. 0, or -1 when any write failed (each reported once). */
 int train_log_close(train_log *l);
 #endif

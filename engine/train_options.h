@@ -25,6 +25,10 @@ typedef struct {
     double loss_scale;           /* initial fp16 loss scale */
     int loss_scale_window;       /* good steps before the scale doubles */
     int inject_overflow_step;    /* test aid: put an inf into the gradients at this step (0 = never) */
+    int inject_nan_step;         /* test aid: a NaN into layer 0's first norm weight before this step's
+                                    forward, so the loss is NaN (0 = never) */
+    int no_nan_check;            /* Megatron-LM's --no-check-for-nan-in-loss-and-grad: train on past a
+                                    non-finite loss (default: stop with exit 1) */
     int log_crc;                 /* add "params_crc32" to every step line */
     const char *ckpt_dir;        /* NULL: no checkpoints */
     int ckpt_every, ckpt_keep;   /* steps between checkpoints; complete checkpoints kept */

@@ -1,6 +1,6 @@
 /* dtrain's command line: the --log-json format, determinism, fp16 loss scaling under an
- * injected overflow, clear errors for bad input, exit 1 for a log it cannot write. argv[1] is
- * the dtrain binary. */
+ * injected overflow, clear errors for bad input, exit 1 for a log it cannot write, exit 3 for a
+ * diverged (NaN) loss. argv[1] is the dtrain binary. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -148,6 +148,47 @@ static void gradient_accumulation_equals_the_full_batch(void **state)
         }
     free_lines(A, na);
     free_lines(L, nb);
+}
+
+/* A diverged run (a NaN put into layer 0's norm weight before step 3, so the loss is NaN): the
+ * step is still logged, its loss null (JSON has no NaN), and the run stops with exit 3, no final
+ * line and no checkpoint after the last good one, its run folder's metrics and summary saying
+ * the same; --no-check-for-nan-in-loss-and-grad (Megatron-LM's flag) trains on to the end. */
+static void a_nan_loss_is_logged_and_stops_the_run(void **state)
+{
+    int n;
+    (void)system("rm -rf dtrain_nan_ckpt dtrain_nan_run");
+    assert_int_equal(run_dtrain(DTRAIN, "--steps 6 --micro-batch 2 --inject-nan 3 --ckpt-dir dtrain_nan_ckpt "
+                                "--ckpt-every 2 --ckpt-sync --run-dir dtrain_nan_run", L, 64, &n, ERR, sizeof ERR), 3);
+    if (!strstr(ERR, "step 3: the loss is NaN; stopping (exit 3)"))
+        fail_msg("stderr was: %s", ERR);
+    assert_int_equal(n, 3); /* steps 1..3, no final line */
+    assert_true(json_is_real(json_object_get(L[1], "loss")));
+    assert_true(json_is_null(json_object_get(L[2], "loss")));
+    assert_int_equal(json_integer_value(json_object_get(L[2], "step")), 3);
+    free_lines(L, n);
+    assert_int_equal(access("dtrain_nan_ckpt/step-00000002/manifest.json", F_OK), 0);
+    assert_int_equal(access("dtrain_nan_ckpt/step-00000003", F_OK), -1);
+    json_error_t je;
+    json_t *summary = json_load_file("dtrain_nan_run/summary.json", 0, &je);
+    assert_non_null(summary);
+    assert_true(json_is_null(json_object_get(summary, "final_loss")));
+    assert_true(json_is_false(json_object_get(summary, "completed")));
+    json_decref(summary);
+    FILE *f = fopen("dtrain_nan_run/metrics.jsonl", "r");
+    assert_non_null(f);
+    char line[4096], last[4096] = "";
+    while (fgets(line, sizeof line, f))
+        snprintf(last, sizeof last, "%s", line);
+    fclose(f);
+    assert_non_null(strstr(last, "\"step\":3,\"loss\":null"));
+    assert_int_equal(run_dtrain(DTRAIN, "--steps 5 --micro-batch 2 --inject-nan 3 --no-check-for-nan-in-loss-and-grad",
+                                L, 64, &n, ERR, sizeof ERR), 0);
+    assert_int_equal(n, 6);
+    assert_true(json_is_true(json_object_get(L[5], "final")));
+    assert_true(json_is_null(json_object_get(L[5], "loss")));
+    free_lines(L, n);
+    (void)system("rm -rf dtrain_nan_ckpt dtrain_nan_run");
 }
 
 /* A log that cannot be written (a full disk: /dev/full) is exit 1 with the reason, the errno of
@@ -346,6 +387,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(bad_data_files_exit_2_naming_the_file),
         cmocka_unit_test(bad_flags_exit_2),
         cmocka_unit_test(a_log_that_cannot_be_written_exits_1),
+        cmocka_unit_test(a_nan_loss_is_logged_and_stops_the_run),
         cmocka_unit_test(dtsim_model_keys_describe_the_same_model),
         cmocka_unit_test(profile_lists_every_op_per_layer_and_a_chrome_trace),
     };

@@ -6,7 +6,7 @@
  *  - one rank hung (SIGSTOP) instead: the other ranks stop on --comm-timeout within a bound,
  *    naming what they waited for, and the supervised job still ends equal;
  *  - a job that fails every time is given up after --max-restarts; one that rejects its input
- *    (exit 2) is not restarted.
+ *    (exit 2) or whose loss diverges (exit 3) is not restarted.
  * argv[1]: dtrain, argv[2]: dtrain-supervise, argv[3]: mpirun, argv[4]: a scratch folder. */
 #include <math.h>
 #include <setjmp.h>
@@ -184,6 +184,10 @@ static void gives_up_and_does_not_retry_bad_input(void **state)
         json_decref(ev[i]);
     rc = supervised("--precision fp8 %s", 3, ev, &n, crc, &wall);
     assert_int_equal(rc, 2);
+    assert_int_equal(n, 0);
+    /* a diverged loss (exit 3) would diverge again from the checkpoint: not restarted either */
+    rc = supervised("--inject-nan 3", 3, ev, &n, crc, &wall);
+    assert_int_equal(rc, 3);
     assert_int_equal(n, 0);
 }
 
