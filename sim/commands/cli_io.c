@@ -7,11 +7,12 @@
 #include <unistd.h>
 #include "cli.h"
 #include "atomic_file.h"
+#include "config_json.h"
 
 int cli_write_json(void *doc, const char *path)
 {
     if (strcmp(path, "-") == 0) {
-        int rc = json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+        int rc = json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(DTSIM_JSON_REAL_DIGITS));
         fputc('\n', stdout);
         if (fflush(stdout) != 0 || ferror(stdout) || rc != 0) { /* a full disk, a closed pipe */
             fprintf(stderr, "dtsim: writing the JSON to the standard output: %s\n",
@@ -26,7 +27,7 @@ int cli_write_json(void *doc, const char *path)
         fprintf(stderr, "dtsim: %s\n", why);
         return -1;
     }
-    if (json_dumpf(doc, a.f, JSON_INDENT(2) | JSON_REAL_PRECISION(10)) != 0) {
+    if (json_dumpf(doc, a.f, JSON_INDENT(2) | JSON_REAL_PRECISION(DTSIM_JSON_REAL_DIGITS)) != 0) {
         fprintf(stderr, "dtsim: cannot write %s\n", path);
         atomic_file_abort(&a);
         return -1;

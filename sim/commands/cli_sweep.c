@@ -107,8 +107,14 @@ int cli_sweep(int argc, char **argv)
     json_t *rows, *points = NULL;
     progress_meter meter;
     progress_start(&meter, "dtsim sweep", "point", progress_mode_of(progress, quiet));
+    char sweep_id[9];
+    if (sweep_identity(path, (const char *const *)sets.items, sets.count, &spec, sweep_id, &err) != 0) {
+        fprintf(stderr, "dtsim sweep: %s\n", err.msg);
+        goto out;
+    }
     if (merge) {
-        if (sweep_merge_parts(out, &rows, &err) != 0) {
+        /* with its --vary, the merge checks the parts are of this very sweep; without, of one sweep */
+        if (sweep_merge_parts(out, spec.dims > 0 ? sweep_id : NULL, &rows, &err) != 0) {
             fprintf(stderr, "dtsim sweep: --merge: %s\n", err.msg);
             goto out;
         }
@@ -127,8 +133,7 @@ int cli_sweep(int argc, char **argv)
     if (shard.n > 1) {
         char part[4300];
         snprintf(part, sizeof part, "%s/part-%d-of-%d.json", out, shard.k, shard.n);
-        json_t *doc = json_pack("{s:I,s:o,s:O}", "total", (json_int_t)sweep_points(&spec), "points", points, "rows",
-                                rows);
+        json_t *doc = sweep_part(sweep_points(&spec), points, json_incref(rows), sweep_id);
         rc = cli_write_json(doc, part) ? 1 : 0;
         if (rc == 0)
             printf("dtsim sweep: shard %d/%d: %zu points -> %s\n", shard.k, shard.n, json_array_size(rows), part);

@@ -7,6 +7,10 @@
 #include "config.h"
 
 #define CONFIG_MAX_FILE_BYTES (64L * 1024 * 1024)
+/* The significant digits dtsim writes its JSON outputs' reals with (commands/cli_io.c); a seal
+ * over such an output (a sweep part's rows_crc32) is computed at the same precision, so that it
+ * survives the write and the read back. */
+#define DTSIM_JSON_REAL_DIGITS 10
 
 /* Formats a message into err and returns -1, so loaders can `return config_fail(...)`. */
 int config_fail(config_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -129,6 +129,23 @@ static void shards_merge_to_the_local_result(void **state)
         json_object_del(y, "wall_s");
         assert_true(json_equal(x, y));
     }
+    /* every part is sealed and names its sweep: a merge with another --vary, a part edited after
+     * it was written, and a part of another sweep among them are each refused, naming the file */
+    assert_int_equal(sh("'%s' sweep '%s' --vary parallel.tensor_model_parallel_size=4,3,8 --vary "
+                        "training.micro_batch_size=1,4 --merge --out dtsim_sw_shards 2>dtsim_sw_err >/dev/null",
+                        DTSIM, SCENARIO), 2);
+    assert_int_equal(sh("grep -q \"part-0-of-3.json: of the sweep [0-9a-f]*, not of this --merge's\" dtsim_sw_err"), 0);
+    sh("cp dtsim_sw_shards/part-1-of-3.json dtsim_sw_part1");
+    sh("sed -i '0,/\"tokens_per_s\": [0-9.e+]*/s//\"tokens_per_s\": 1.5/' dtsim_sw_shards/part-1-of-3.json");
+    assert_int_equal(sh("'%s' sweep '%s' --merge --out dtsim_sw_shards 2>dtsim_sw_err >/dev/null", DTSIM, SCENARIO), 2);
+    assert_int_equal(sh("grep -q 'part-1-of-3.json: its points and rows do not match its rows_crc32' dtsim_sw_err"), 0);
+    assert_int_equal(sh("'%s' sweep '%s' --vary training.micro_batch_size=1,2 --shard 1/3 --out dtsim_sw_shards "
+                        ">/dev/null 2>&1", DTSIM, SCENARIO), 0);
+    assert_int_equal(sh("'%s' sweep '%s' --merge --out dtsim_sw_shards 2>dtsim_sw_err >/dev/null", DTSIM, SCENARIO), 2);
+    assert_int_equal(sh("grep -q 'part-1-of-3.json: of another sweep' dtsim_sw_err"), 0);
+    sh("cp dtsim_sw_part1 dtsim_sw_shards/part-1-of-3.json");
+    assert_int_equal(sh("'%s' sweep '%s' %s --merge --out dtsim_sw_shards >/dev/null 2>&1", DTSIM, SCENARIO,
+                        vary), 0);
     /* a missing shard is reported, not silently dropped */
     sh("rm -f dtsim_sw_shards/part-1-of-3.json");
     assert_int_not_equal(sh("'%s' sweep '%s' %s --merge --out dtsim_sw_shards >/dev/null 2>&1", DTSIM, SCENARIO,

@@ -3,8 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 #include "run.h"
 #include "sweep.h"
+#include "config_json.h"
 #include "atomic_file.h"
 
 int sweep_add_vary(sweep_spec *spec, const char *arg, config_error *err)
@@ -227,21 +229,121 @@ json_t *sweep_align_rows(json_t *rows)
     return ordered;
 }
 
-int sweep_merge_parts(const char *dir, json_t **rows_out, config_error *err)
+/* zlib's CRC32 of v serialised compactly with sorted keys, at the precision dtsim writes JSON
+ * with (the same value before the write and after the read back), as 8 hex digits. */
+static void json_crc32(json_t *v, char out[9])
+{
+    char *text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(DTSIM_JSON_REAL_DIGITS) |
+                                   JSON_ENCODE_ANY);
+    uLong c = crc32(0L, Z_NULL, 0);
+    for (size_t n = text ? strlen(text) : 0, off = 0; off < n;) { /* crc32 takes at most 4 GiB a call */
+        size_t chunk = n - off > (1u << 30) ? (1u << 30) : n - off;
+        c = crc32(c, (const Bytef *)text + off, (uInt)chunk);
+        off += chunk;
+    }
+    free(text);
+    snprintf(out, 9, "%08lx", (unsigned long)(c & 0xffffffffUL));
+}
+
+int sweep_identity(const char *scenario_path, const char *const *base_sets, int n_base, const sweep_spec *spec,
+                   char out[9], config_error *err)
+{
+    json_error_t je;
+    json_t *scenario = json_load_file(scenario_path, 0, &je);
+    if (!scenario) {
+        snprintf(err->msg, sizeof err->msg, "%.900s: %s", scenario_path, je.text);
+        return -1;
+    }
+    json_t *sets = json_array(), *vary = json_array();
+    for (int i = 0; i < n_base; i++)
+        json_array_append_new(sets, json_string(base_sets[i]));
+    for (int d = 0; d < spec->dims; d++) {
+        json_t *values = json_array();
+        for (int v = 0; v < spec->dim[d].count; v++)
+            json_array_append_new(values, json_string(spec->dim[d].values[v]));
+        json_array_append_new(vary, json_pack("{s:s,s:o}", "path", spec->dim[d].path, "values", values));
+    }
+    json_t *id = json_pack("{s:o,s:o,s:o}", "scenario", scenario, "set", sets, "vary", vary);
+    json_crc32(id, out);
+    json_decref(id);
+    return 0;
+}
+
+json_t *sweep_part(long total, json_t *points, json_t *rows, const char *sweep_id)
+{
+    json_t *sealed = json_pack("{s:O,s:O}", "points", points, "rows", rows);
+    char crc[9];
+    json_crc32(sealed, crc);
+    json_decref(sealed);
+    return json_pack("{s:I,s:o,s:o,s:s,s:s}", "total", (json_int_t)total, "points", points, "rows", rows, "sweep_id",
+                     sweep_id, "rows_crc32", crc);
+}
+
+/* Checks one part: parsed, sealed, of the sweep in *id (set by the first part). 0, or -1. */
+static int check_part(const char *path, json_t *part, char id[9], config_error *err)
+{
+    const char *pid = json_string_value(json_object_get(part, "sweep_id"));
+    const char *seal = json_string_value(json_object_get(part, "rows_crc32"));
+    json_t *pts = json_object_get(part, "points"), *prow = json_object_get(part, "rows");
+    if (!pid || !seal || !json_is_array(pts) || !json_is_array(prow) || json_array_size(pts) != json_array_size(prow) ||
+        !json_is_integer(json_object_get(part, "total"))) {
+        snprintf(err->msg, sizeof err->msg, "%.900s: not a sealed sweep part (total, points, rows, sweep_id, "
+                                            "rows_crc32; parts written before 2026-11-26 lack the last two: rerun its shard)",
+                 path);
+        return -1;
+    }
+    json_t *sealed = json_pack("{s:O,s:O}", "points", pts, "rows", prow);
+    char crc[9];
+    json_crc32(sealed, crc);
+    json_decref(sealed);
+    if (strcmp(crc, seal)) {
+        snprintf(err->msg, sizeof err->msg, "%.900s: its points and rows do not match its rows_crc32 (%s, read %s): "
+                                            "edited or damaged; rerun its shard", path, seal, crc);
+        return -1;
+    }
+    if (!id[0])
+        snprintf(id, 9, "%s", pid);
+    else if (strcmp(id, pid)) {
+        snprintf(err->msg, sizeof err->msg, "%.900s: of another sweep (sweep_id %s, the parts before it %s): another "
+                                            "scenario, --set or --vary", path, pid, id);
+        return -1;
+    }
+    return 0;
+}
+
+int sweep_merge_parts(const char *dir, const char *expect_id, json_t **rows_out, config_error *err)
 {
     json_t *all = NULL, *rows = json_array();
     long total = -1, found = 0;
+    char id[9] = "";
+    int rc = -1;
     for (int k = 0; k < 4096; k++) {
         char path[4200];
         json_error_t je;
         json_t *part = NULL;
         /* parts are named part-K-of-N.json; find this K with any N */
-        for (int n = 1; n <= 4096 && !part; n++) {
+        for (int n = k + 1; n <= 4096 && !part; n++) {
             snprintf(path, sizeof path, "%s/part-%d-of-%d.json", dir, k, n);
+            if (access(path, F_OK) != 0)
+                continue;
             part = json_load_file(path, 0, &je);
+            if (!part) {
+                snprintf(err->msg, sizeof err->msg, "%.900s: line %d: %s", path, je.line, je.text);
+                goto done;
+            }
         }
         if (!part)
             break;
+        if (check_part(path, part, id, err) != 0) {
+            json_decref(part);
+            goto done;
+        }
+        if (expect_id && strcmp(id, expect_id)) {
+            snprintf(err->msg, sizeof err->msg, "%.900s: of the sweep %s, not of this --merge's %s (its scenario, "
+                                                "--set and --vary)", path, id, expect_id);
+            json_decref(part);
+            goto done;
+        }
         long t = (long)json_integer_value(json_object_get(part, "total"));
         if (total < 0) {
             total = t;
@@ -252,9 +354,7 @@ int sweep_merge_parts(const char *dir, json_t **rows_out, config_error *err)
             snprintf(err->msg, sizeof err->msg, "%.900s: %ld points, other parts say %ld (different sweeps?)", path, t,
                      total);
             json_decref(part);
-            json_decref(all);
-            json_decref(rows);
-            return -1;
+            goto done;
         }
         json_t *pts = json_object_get(part, "points"), *prow = json_object_get(part, "rows");
         for (size_t i = 0; i < json_array_size(pts); i++) {
@@ -262,9 +362,7 @@ int sweep_merge_parts(const char *dir, json_t **rows_out, config_error *err)
             if (idx < 0 || idx >= total || !json_is_null(json_array_get(all, (size_t)idx))) {
                 snprintf(err->msg, sizeof err->msg, "%.900s: point %ld out of range or given twice", path, idx);
                 json_decref(part);
-                json_decref(all);
-                json_decref(rows);
-                return -1;
+                goto done;
             }
             json_array_set(all, (size_t)idx, json_array_get(prow, i));
             found++;
@@ -274,15 +372,15 @@ int sweep_merge_parts(const char *dir, json_t **rows_out, config_error *err)
     if (total < 0 || found != total) {
         snprintf(err->msg, sizeof err->msg, "%s: %ld of %ld points found in part-K-of-N.json files", dir, found,
                  total < 0 ? 0 : total);
-        json_decref(all);
-        json_decref(rows);
-        return -1;
+        goto done;
     }
     json_array_extend(rows, all);
-    json_decref(all);
     *rows_out = sweep_align_rows(rows);
+    rc = 0;
+done:
+    json_decref(all);
     json_decref(rows);
-    return 0;
+    return rc;
 }
 
 static void csv_cell(FILE *f, json_t *v)

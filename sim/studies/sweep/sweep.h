@@ -40,7 +40,16 @@ json_t *sweep_align_rows(json_t *rows);
 
 /* Merges DIR/part-*.json (from --shard runs) into rows in point order; checks every point of the
  * sweep is there exactly once. */
-int sweep_merge_parts(const char *dir, json_t **rows, config_error *err);
+/* What a sweep is, as 8 hex digits: zlib's CRC32 of the scenario file's JSON (keys sorted), the
+ * --set overrides and the --vary dimensions. Every part of a sharded sweep carries it. 0, or -1. */
+int sweep_identity(const char *scenario_path, const char *const *base_sets, int n_base, const sweep_spec *spec,
+                   char out[9], config_error *err);
+/* One shard's part file: {total, points, rows, sweep_id, rows_crc32}, rows_crc32 sealing points
+ * and rows (sweep_merge_parts checks both). Takes the references to points and rows. */
+json_t *sweep_part(long total, json_t *points, json_t *rows, const char *sweep_id);
+/* Gathers dir's part-K-of-N.json files into rows: every point exactly once, every part sealed,
+ * of one sweep, and of the sweep `expect_id` when not NULL. 0, or -1 with err naming the file. */
+int sweep_merge_parts(const char *dir, const char *expect_id, json_t **rows, config_error *err);
 
 /* Writes rows as CSV (columns = the first row's keys, in order) to path (temp + rename). */
 int sweep_write_csv(json_t *rows, const char *path, config_error *err);
