@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include "atomic_file.h"
 #include "cal_writer.h"
+#include "json_seal.h"
 
 json_t *cal_new(const char *device, const char *source, int argc, char **argv)
 {
@@ -29,11 +30,14 @@ int cal_add_source(json_t *doc, const char *line)
     return json_array_append_new(sources, json_string(line));
 }
 
+/* The digits cal_dump writes reals with; cal_write's seal is computed at them. */
+#define CAL_REAL_DIGITS 6
+
 static int is_scalar(const json_t *v) { return !json_is_object(v) && !json_is_array(v); }
 
 static int scalar(FILE *f, const json_t *v)
 {
-    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(6));
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(CAL_REAL_DIGITS));
     if (!s)
         return -1;
     int rc = fputs(s, f) < 0 ? -1 : 0;
@@ -92,6 +96,10 @@ int cal_dump(json_t *doc, FILE *f)
 
 int cal_write(json_t *doc, const char *path)
 {
+    /* sealed as written, so dtsim and dtcal can tell an edit or damage from what dtcal wrote */
+    char crc[9];
+    json_seal_hex(doc, "calibration_crc32", CAL_REAL_DIGITS, crc);
+    json_object_set_new(doc, "calibration_crc32", json_string(crc));
     if (!strcmp(path, "-"))
         return cal_dump(doc, stdout) || fflush(stdout) ? -1 : 0;
     atomic_file a;
@@ -116,9 +124,16 @@ json_t *cal_load_into(const char *path, const char *who)
 {
     json_error_t je;
     json_t *doc = json_load_file(path, 0, &je);
+    char crc[9] = "";
+    json_t *seal = doc && json_is_object(doc) ? json_object_get(doc, "calibration_crc32") : NULL;
+    if (seal)
+        json_seal_hex(doc, "calibration_crc32", CAL_REAL_DIGITS, crc);
     const char *bad = !doc ? je.text : !json_is_object(doc) ? "not a calibration (a JSON object)"
                     : json_object_get(doc, "sources") && !json_is_array(json_object_get(doc, "sources"))
-                        ? "its \"sources\" is not a list" : NULL;
+                        ? "its \"sources\" is not a list"
+                    : seal && (!json_is_string(seal) || strcmp(json_string_value(seal), crc))
+                        ? "it does not match its calibration_crc32: edited or damaged since dtcal wrote it (remove "
+                          "calibration_crc32 to use it as it is)" : NULL;
     if (bad) {
         if (doc || je.line < 1)
             fprintf(stderr, "%s: --into %s: %s\n", who, path, bad);

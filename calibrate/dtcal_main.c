@@ -228,12 +228,10 @@ static int write_collectives(json_t *colls, const char *into, const char *out, c
 {
     json_t *doc;
     if (into) {
-        json_error_t je;
-        doc = json_load_file(into, 0, &je);
-        if (!doc) {
-            fprintf(stderr, "dtcal %s: --into %s:%d: %s\n", who, into, je.line, je.text);
+        char label[64];
+        snprintf(label, sizeof label, "dtcal %s", who);
+        if (!(doc = cal_load_into(into, label)))
             return 2;
-        }
         json_object_set_new(doc, "source", json_string("mixed"));
     } else {
         doc = cal_new(device, source, argc, argv);
@@ -341,11 +339,7 @@ static int cmd_import_gemm(int argc, char **argv)
     if (rc == 0 && !(tables = gemm_import_tables(&samples, shapes)))
         rc = 1;
     if (rc == 0 && into) {
-        json_error_t je;
-        doc = json_load_file(into, 0, &je);
-        if (!doc || !json_is_object(doc)) {
-            fprintf(stderr, "dtcal import-gemm: --into %s:%d: %s\n", into, doc ? 1 : je.line,
-                    doc ? "not a calibration (a JSON object)" : je.text);
+        if (!(doc = cal_load_into(into, "dtcal import-gemm"))) {
             rc = 2;
         } else {
             /* figures made elsewhere, added to a calibration: a datasheet calibration stays one (its

@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 #include "checkpoint_manifest.h"
+#include "json_seal.h"
 
 /* The bounds dtrain's command line puts on what a manifest records (dtrain_main.c): a value
  * outside them was not written by dtrain. */
@@ -18,15 +18,7 @@
 
 static uint32_t canonical_crc(json_t *man)
 {
-    json_t *copy = json_copy(man); /* shallow: only a top-level key is dropped */
-    json_object_del(copy, "manifest_crc32");
-    char *text = json_dumps(copy, JSON_SORT_KEYS | JSON_COMPACT);
-    json_decref(copy);
-    uLong c = crc32(0L, Z_NULL, 0);
-    if (text)
-        c = crc32(c, (const Bytef *)text, (uInt)strlen(text)); /* a manifest is far below 4 GiB */
-    free(text);
-    return (uint32_t)c;
+    return json_seal_crc32(man, "manifest_crc32", 0); /* written at jansson's default precision */
 }
 
 void manifest_seal(json_t *man)

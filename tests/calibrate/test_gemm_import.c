@@ -309,6 +309,33 @@ static void dtcal_refuses_with_exit_2_and_writes_nothing(void **state)
     assert_int_equal(run("-o out.json"), 2); /* no CSV */
 }
 
+/* dtcal seals what it writes (calibration_crc32): its own output reads back into --into, an
+ * edit of it since is refused (exit 2, naming the seal, nothing written), and with the seal
+ * removed the edited file is taken as it is. */
+static void an_edited_dtcal_calibration_is_refused_by_into(void **state)
+{
+    write_file("good.csv", "m,n,k,tflops\n1024,1024,1024,100\n");
+    assert_int_equal(run("good.csv --precision bf16 -o sealed.json"), 0);
+    json_error_t je;
+    json_t *doc = json_load_file("sealed.json", 0, &je);
+    assert_non_null(doc);
+    assert_true(json_is_string(json_object_get(doc, "calibration_crc32")));
+    assert_int_equal(run("good.csv --precision fp16 --into sealed.json -o again.json"), 0);
+    json_object_set_new(doc, "device", json_string("edited"));
+    assert_int_equal(json_dump_file(doc, "sealed.json", JSON_INDENT(2)), 0);
+    write_file("out.json", "untouched\n");
+    assert_int_equal(run("good.csv --precision fp16 --into sealed.json -o out.json"), 2);
+    char *err = read_all("stderr.txt"), *file = read_all("out.json");
+    assert_non_null(strstr(err, "it does not match its calibration_crc32"));
+    assert_string_equal(file, "untouched\n");
+    free(err);
+    free(file);
+    json_object_del(doc, "calibration_crc32");
+    assert_int_equal(json_dump_file(doc, "sealed.json", JSON_INDENT(2)), 0);
+    assert_int_equal(run("good.csv --precision fp16 --into sealed.json -o out.json"), 0);
+    json_decref(doc);
+}
+
 /* --into: the imported precision's table is replaced; every other key, the other tables and the
  * sources already there are kept; a sources line names the file and the date; dtsim reads it. */
 static void into_keeps_everything_else(void **state)
@@ -398,6 +425,7 @@ int main(void)
         cmocka_unit_test(aliases_filters_and_columns),
         cmocka_unit_test(bad_input_names_file_line_column),
         cmocka_unit_test(dtcal_refuses_with_exit_2_and_writes_nothing),
+        cmocka_unit_test(an_edited_dtcal_calibration_is_refused_by_into),
         cmocka_unit_test(into_keeps_everything_else),
     };
     char dir[] = "/tmp/test_gemm_import_XXXXXX";

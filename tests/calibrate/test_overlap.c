@@ -158,8 +158,9 @@ static void two_cpu_ranks_write_the_slowdown_of_their_times(void **state)
     json_t *doc = json_load_file("cal.json", 0, &je);
     assert_non_null(doc);
     check_slowdown_is_the_times(doc, "cal.json", 2);
-    /* the simulator's keys only: provenance, the figure, its sources line */
-    static const char *const keys[] = {"device", "source", "date", "host", "command", "overlap_slowdown", "sources"};
+    /* the simulator's keys only: provenance, the figure, its sources line, the seal */
+    static const char *const keys[] = {"device", "source", "date", "host", "command", "overlap_slowdown", "sources",
+                                       "calibration_crc32"};
     assert_int_equal(json_object_size(doc), sizeof keys / sizeof keys[0]);
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         assert_non_null(json_object_get(doc, keys[i]));

@@ -185,9 +185,9 @@ static void two_cpu_ranks_write_the_cv_of_their_rates(void **state)
     json_t *doc = json_load_file("cal.json", 0, &je);
     assert_non_null(doc);
     check_cv_is_the_rates(doc, err, 2);
-    /* the simulator's keys only: provenance, the figure, its sources line */
+    /* the simulator's keys only: provenance, the figure, its sources line, the seal */
     static const char *const keys[] = {"device", "source", "date", "host", "command", "compute_variability_cv",
-                                       "sources"};
+                                       "sources", "calibration_crc32"};
     assert_int_equal(json_object_size(doc), sizeof keys / sizeof keys[0]);
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         assert_non_null(json_object_get(doc, keys[i]));

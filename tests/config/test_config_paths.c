@@ -3,6 +3,7 @@
  * how errors in a referenced file are located, and the size limit on files. Each test builds
  * its own folder under /tmp so it depends on nothing but the shipped platform/calibration. */
 #include <jansson.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +17,7 @@
 #include "config.h"
 #include "cost.h"
 #include "engine_scenario.h"
+#include "json_seal.h"
 
 #define ROOT DTSIM_SOURCE_DIR
 
@@ -269,6 +271,38 @@ static void platform_defaults(void **state)
     calibration_free(&c);
 }
 
+/* A calibration dtcal wrote carries calibration_crc32 (json_seal over its content, reals at the
+ * 6 digits dtcal prints): as written it loads; edited, the loader refuses it naming the seal;
+ * without the seal (a hand-written file, or the user's choice after an edit) it loads. */
+static void an_edited_sealed_calibration_is_refused(void **state)
+{
+    tmpdir *t = *state;
+    char path[512], crc[9];
+    snprintf(path, sizeof path, "%s/sealed.json", t->dir);
+    json_t *doc = json_pack("{s:s,s:s,s:f}", "device", "d", "source", "measured", "launch_overhead_us", 3.123456789);
+    json_seal_hex(doc, "calibration_crc32", 6, crc);
+    json_object_set_new(doc, "calibration_crc32", json_string(crc));
+    assert_int_equal(json_dump_file(doc, path, JSON_REAL_PRECISION(6)), 0);
+    calibration_config c;
+    config_error err;
+    if (calibration_load(path, &c, &err))
+        fail_msg("%s", err.msg);
+    assert_true(fabs(c.launch_overhead_us - 3.12346) < 1e-9);
+    calibration_free(&c);
+    json_object_set_new(doc, "launch_overhead_us", json_real(4.5));
+    assert_int_equal(json_dump_file(doc, path, JSON_REAL_PRECISION(6)), 0);
+    assert_int_equal(calibration_load(path, &c, &err), -1);
+    if (!strstr(err.msg, "calibration_crc32: the file does not match its seal"))
+        fail_msg("%s", err.msg);
+    json_object_del(doc, "calibration_crc32");
+    assert_int_equal(json_dump_file(doc, path, JSON_REAL_PRECISION(6)), 0);
+    if (calibration_load(path, &c, &err))
+        fail_msg("%s", err.msg);
+    assert_true(c.launch_overhead_us == 4.5);
+    calibration_free(&c);
+    json_decref(doc);
+}
+
 static void files_over_the_limit_are_refused(void **state)
 {
     tmpdir *t = *state;
@@ -365,6 +399,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(files_over_the_limit_are_refused, setup_dir, teardown_dir),
         cmocka_unit_test(shipped_scenarios_match_their_papers),
         cmocka_unit_test(engine_runs_share_the_platforms_devices),
+        cmocka_unit_test_setup_teardown(an_edited_sealed_calibration_is_refused, setup_dir, teardown_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

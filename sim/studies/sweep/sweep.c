@@ -3,10 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 #include "run.h"
 #include "sweep.h"
 #include "config_json.h"
+#include "json_seal.h"
 #include "atomic_file.h"
 
 int sweep_add_vary(sweep_spec *spec, const char *arg, config_error *err)
@@ -229,20 +229,11 @@ json_t *sweep_align_rows(json_t *rows)
     return ordered;
 }
 
-/* zlib's CRC32 of v serialised compactly with sorted keys, at the precision dtsim writes JSON
- * with (the same value before the write and after the read back), as 8 hex digits. */
+/* The seal of v at the precision dtsim writes JSON with (the same before the write and after
+ * the read back). */
 static void json_crc32(json_t *v, char out[9])
 {
-    char *text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(DTSIM_JSON_REAL_DIGITS) |
-                                   JSON_ENCODE_ANY);
-    uLong c = crc32(0L, Z_NULL, 0);
-    for (size_t n = text ? strlen(text) : 0, off = 0; off < n;) { /* crc32 takes at most 4 GiB a call */
-        size_t chunk = n - off > (1u << 30) ? (1u << 30) : n - off;
-        c = crc32(c, (const Bytef *)text + off, (uInt)chunk);
-        off += chunk;
-    }
-    free(text);
-    snprintf(out, 9, "%08lx", (unsigned long)(c & 0xffffffffUL));
+    json_seal_hex(v, NULL, DTSIM_JSON_REAL_DIGITS, out);
 }
 
 int sweep_identity(const char *scenario_path, const char *const *base_sets, int n_base, const sweep_spec *spec,
