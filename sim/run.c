@@ -9,6 +9,7 @@
 #include "data_loader.h"
 #include "trace.h"
 #include "run.h"
+#include "checkpoint_cost.h"
 #include "step_faults.h"
 #include "workload.h"
 #include "compression_effect.h"
@@ -222,4 +223,15 @@ void run_time_to_train(const scenario_config *s, double step_time_s, int gpus, t
     out->gpu_hours = out->days * 24.0 * gpus;
     out->has_cost = s->platform.price_per_gpu_hour > 0;
     out->cost = out->has_cost ? out->gpu_hours * s->platform.price_per_gpu_hour : 0;
+    checkpoint_cost c;
+    checkpoint_cost_of(s, &c);
+    if (c.failure_rate > 0) {
+        out->with_failures = 1;
+        out->checkpoint_interval_s = s->faults.checkpoint_interval_s;
+        out->goodput = checkpoint_expected_goodput(&c, out->checkpoint_interval_s);
+        double stretch = out->goodput > 0 ? 1.0 / out->goodput : INFINITY;
+        out->days_with_failures = out->days * stretch;
+        out->gpu_hours_with_failures = out->gpu_hours * stretch;
+        out->cost_with_failures = out->cost * stretch;
+    }
 }

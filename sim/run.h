@@ -20,12 +20,19 @@ typedef struct {
  * (training.tokens, or Megatron-LM's train_iters / train_samples): steps of global batch x
  * seq_length tokens (train_iters as given, else the budget's tokens rounded up to whole steps),
  * days = steps x step time / 86,400, GPU-hours = days x 24 x GPUs, cost = GPU-hours x
- * platform.price_per_gpu_hour. No failures: `dtsim faults` adds what they cost. */
+ * platform.price_per_gpu_hour. With failure rates given (faults.gpu_mtbf_hours,
+ * node_mtbf_hours), also the same with failures: over the expected goodput at
+ * faults.checkpoint_interval_s in closed form (step/checkpoint_cost.h); `dtsim faults` gives
+ * its spread and what repairs, spares and elastic jobs change. */
 typedef struct {
     int known;      /* 0: the scenario states no budget (nothing below is set) */
     double tokens, steps, days, gpu_hours;
     int has_cost;   /* platform.price_per_gpu_hour given */
     double cost;
+    int with_failures;   /* failure rates given: the three below are set */
+    double goodput;      /* expected fraction of wall time that trains */
+    double checkpoint_interval_s; /* faults.checkpoint_interval_s, which the goodput is at */
+    double days_with_failures, gpu_hours_with_failures, cost_with_failures;
 } time_to_train;
 
 void run_time_to_train(const scenario_config *s, double step_time_s, int gpus, time_to_train *out);

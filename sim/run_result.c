@@ -50,6 +50,16 @@ void *time_to_train_to_json(const time_to_train *t, double price_per_gpu_hour)
         json_object_set_new(o, "cost", json_real(t->cost));
         json_object_set_new(o, "price_per_gpu_hour", json_real(price_per_gpu_hour));
     }
+    if (t->with_failures && isfinite(t->days_with_failures)) {
+        json_t *w = json_pack("{s:f,s:f,s:f,s:f}", "expected_goodput", t->goodput, "checkpoint_interval_s",
+                              t->checkpoint_interval_s, "days", t->days_with_failures, "gpu_hours",
+                              t->gpu_hours_with_failures);
+        if (t->has_cost)
+            json_object_set_new(w, "cost", json_real(t->cost_with_failures));
+        json_object_set_new(o, "with_failures", w);
+    } else if (t->with_failures) {
+        json_object_set_new(o, "with_failures", json_null()); /* failures faster than recovery: never ends */
+    }
     return o;
 }
 
@@ -149,8 +159,22 @@ void run_result_print(const run_result *r, const scenario_config *s, void *file)
             run_words(r->to_train.cost, c, sizeof c);
             snprintf(cost, sizeof cost, ", cost %s at %.3g per GPU-hour", c, r->price_per_gpu_hour);
         }
-        fprintf(f, "  to train     %s tokens: %s steps, %.1f days, %s GPU-hours%s (no failures: dtsim faults adds "
-                   "them)\n", tok, steps, r->to_train.days, hours, cost);
+        if (!r->to_train.with_failures) {
+            fprintf(f, "  to train     %s tokens: %s steps, %.1f days, %s GPU-hours%s (no failures: dtsim faults adds "
+                       "them)\n", tok, steps, r->to_train.days, hours, cost);
+        } else {
+            fprintf(f, "  to train     %s tokens: %s steps, %.1f days, %s GPU-hours%s without failures\n", tok, steps,
+                    r->to_train.days, hours, cost);
+            if (isfinite(r->to_train.days_with_failures)) {
+                char wh[32];
+                run_words(r->to_train.gpu_hours_with_failures, wh, sizeof wh);
+                fprintf(f, "               with failures %.1f days, %s GPU-hours (expected goodput %.1f%%, checkpoints "
+                           "every %.0f s; dtsim faults: the spread)\n", r->to_train.days_with_failures, wh,
+                        100 * r->to_train.goodput, r->to_train.checkpoint_interval_s);
+            } else {
+                fprintf(f, "               with failures: never (failures come faster than the job recovers)\n");
+            }
+        }
     }
     fprintf(f, "  simulated    %ld tasks in %.3f s wall", r->tasks, r->wall_s);
     if (r->fidelity_flow)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "faults.h"
+#include "checkpoint_cost.h"
 #include "fixture.h"
 
 #ifndef DTSIM_SOURCE_DIR
@@ -269,7 +270,33 @@ static void llama3_54_days(void **state)
     assert_true(fabs(r.expected_failures - 419) < 0.5);
     assert_true(r.interruptions.p5 <= 419 && 419 <= r.interruptions.p95);
     assert_true(r.goodput.mean > 0.90);
+    /* dtsim run's time_to_train with failures takes the closed form (step/checkpoint_cost.c): with
+     * exponential failures, spares and async checkpoints it agrees with this Monte Carlo within
+     * its spread (recovery = detection + restart + restore here, unlike the test above) */
+    checkpoint_cost c;
+    checkpoint_cost_of(&s, &c);
+    assert_true(fabs(c.recovery_s - (s.faults.detect_s + s.faults.restart_s + r.restore_s)) < 1e-9);
+    double closed = checkpoint_expected_goodput(&c, s.faults.checkpoint_interval_s);
+    print_message("goodput closed form %.4f, Monte Carlo %.4f (p5 %.4f, p95 %.4f)\n", closed, r.goodput.mean,
+                  r.goodput.p5, r.goodput.p95);
+    assert_true(closed >= r.goodput.p5 && closed <= r.goodput.p95);
+    assert_true(fabs(closed - r.goodput.mean) < 0.005);
     scenario_free(&s);
+}
+
+/* The closed form itself: Daly's expectation (test above, R = 0) with a recovery cost R on top
+ * (each failure's wall time grows by e^(R/M)); without failures, interval / (interval + block). */
+static void closed_form_goodput(void **state)
+{
+    (void)state;
+    checkpoint_cost c = {.block_s = 360, .failure_rate = 1 / (5 * 3600.0)};
+    const double M = 5 * 3600.0, tau = 3600, C = 360;
+    assert_true(fabs(checkpoint_expected_goodput(&c, tau) - tau / (M * (exp((tau + C) / M) - 1))) < 1e-12);
+    c.recovery_s = 600;
+    assert_true(fabs(checkpoint_expected_goodput(&c, tau) - tau / (M * exp(600 / M) * (exp((tau + C) / M) - 1))) <
+                1e-12);
+    c.failure_rate = 0;
+    assert_true(fabs(checkpoint_expected_goodput(&c, tau) - tau / (tau + C)) < 1e-12);
 }
 
 int main(void)
@@ -280,6 +307,7 @@ int main(void)
         cmocka_unit_test(optimum_near_young_daly_when_checkpoints_are_cheap),
         cmocka_unit_test(optimum_departs_from_young_daly_when_checkpoints_are_dear),
         cmocka_unit_test(goodput_matches_dalys_exact_expectation),
+        cmocka_unit_test(closed_form_goodput),
         cmocka_unit_test(trace_replays_each_failure),
         cmocka_unit_test(no_spare_waits_or_shrinks),
         cmocka_unit_test(llama3_54_days),

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "faults.h"
+#include "checkpoint_cost.h"
 #include "params.h"
 #include "progress.h"
 #include "run.h"
@@ -60,19 +61,17 @@ static double mean_goodput(const scenario_config *s, const faults_report *P, con
 /* Size and costs of one checkpoint. Mixed precision: 2 bytes of bf16/fp16 weights plus 12 of
  * fp32 master weights and Adam's two moments per parameter; fp32 training: 4 + 8. SGD keeps
  * no moments (momentum-free): weights, plus fp32 masters in mixed precision. */
-static void checkpoint_costs(const scenario_config *s, faults_report *out)
+/* The checkpoint's size and times, as dtsim run's time_to_train takes them (step/checkpoint_cost.c);
+ * returns the job's failure rate a second. */
+static double checkpoint_costs(const scenario_config *s, faults_report *out)
 {
-    int half = s->training.precision != PREC_FP32 && s->training.precision != PREC_TF32;
-    double weights = half ? 2 : 4, master = half ? 4 : 0;
-    double moments = s->training.optimizer == OPTIMIZER_ADAM ? 8 : 0;
-    out->checkpoint_bytes = params_total(s) * (weights + master + moments);
-    out->checkpoint_write_s = out->checkpoint_bytes / (s->platform.storage.checkpoint_write_gbs * 1e9);
-    out->restore_s = out->checkpoint_bytes / (s->platform.storage.checkpoint_read_gbs * 1e9);
-    /* Async: each GPU copies its shard (the checkpoint / GPUs, all shards moving at once) to
-     * host memory over its PCIe link, then the step loop goes on. */
-    out->checkpoint_block_s = s->faults.checkpoint_async
-                                  ? out->checkpoint_bytes / scenario_gpus(s) / (s->platform.node.pcie_bandwidth_gbs * 1e9)
-                                  : out->checkpoint_write_s;
+    checkpoint_cost c;
+    checkpoint_cost_of(s, &c);
+    out->checkpoint_bytes = c.bytes;
+    out->checkpoint_write_s = c.write_s;
+    out->restore_s = c.read_s;
+    out->checkpoint_block_s = c.block_s;
+    return c.failure_rate;
 }
 
 static int check_inputs(const scenario_config *s, config_error *err)
@@ -129,13 +128,9 @@ int faults_run_trace(const scenario_config *s, const faults_trace *trace, int ru
         out->step_time_s = r.step_time_s;
         out->tokens_per_s = r.tokens_per_s;
     }
-    checkpoint_costs(s, out);
+    double rate = checkpoint_costs(s, out);
     if (s->faults.elastic)
         elastic_rates(s, out);
-    int gpus = scenario_gpus(s), gpn = s->platform.node.gpus > 0 ? s->platform.node.gpus : 1;
-    int nodes = (gpus + gpn - 1) / gpn;
-    double rate = (s->faults.gpu_mtbf_hours > 0 ? gpus / (s->faults.gpu_mtbf_hours * 3600) : 0) +
-                  (s->faults.node_mtbf_hours > 0 ? nodes / (s->faults.node_mtbf_hours * 3600) : 0);
     out->horizon_s = s->faults.horizon_days * 86400;
     out->target_train_s = s->training.tokens > 0 && out->tokens_per_s > 0 ? s->training.tokens / out->tokens_per_s : 0;
     out->system_mtbf_hours = rate > 0 ? 1.0 / rate / 3600 : INFINITY;
