@@ -15,27 +15,9 @@
 #include "run_dir.h"
 #include "schedule.h"
 #include "train.h"
+#include "lr_schedule.h"
 #include "train_log.h"
 #include "wall_clock.h"
-
-/* The cosine decay's last step: --lr-decay-steps, else --steps (as Megatron-LM's --lr-decay-iters
- * defaults to --train-iters). */
-static int decay_steps(const train_options *o)
-{
-    return o->lr_decay_steps > 0 ? o->lr_decay_steps : o->steps;
-}
-
-double train_lr(const train_options *o, int step)
-{
-    if (o->warmup > 0 && step <= o->warmup)
-        return o->lr * step / o->warmup;
-    double span = decay_steps(o) - o->warmup;
-    double progress = span > 0 ? (step - o->warmup) / span : 1.0;
-    if (progress > 1)
-        progress = 1;
-    double lr_min = 0.1 * o->lr;
-    return lr_min + 0.5 * (o->lr - lr_min) * (1.0 + cos(M_PI * progress));
-}
 
 /* SIGTERM asks for one last checkpoint at the end of the current step. A signal handler can
  * only reach process state, so this one flag is the engine's single global. */
@@ -50,7 +32,7 @@ static void on_sigterm(int sig)
 static train_state state_of(const train_options *o, int step, int updates, const data_loader *d, double scale,
                             int good_steps)
 {
-    train_state st = {step, updates, d->position, o->seed, scale, good_steps, o->lr, o->warmup, decay_steps(o),
+    train_state st = {step, updates, d->position, o->seed, scale, good_steps, o->lr, o->warmup, lr_decay_steps(o),
                       (int)o->precision};
     return st;
 }
@@ -355,24 +337,8 @@ static int resume(train_options *o, gpt_model *m, const ckpt_layout *layout, tra
                     where, st->step, o->steps);
         return 0;
     }
-    /* The learning-rate schedule, as Megatron-LM checks it: one that differs from the
-     * checkpoint's would jump mid-run unless the user says which one holds. */
-    if (st->lr != o->lr || st->warmup != o->warmup || st->total_steps != decay_steps(o)) {
-        if (o->lr_schedule_from == LR_SCHEDULE_CHECKPOINT) {
-            o->lr = st->lr;
-            o->warmup = (int)st->warmup;
-            o->lr_decay_steps = (int)st->total_steps;
-        } else if (o->lr_schedule_from == LR_SCHEDULE_REFUSE) {
-            if (leader)
-                fprintf(stderr, "dtrain: --resume: %s was trained on another learning-rate schedule: --lr %g, "
-                                "--warmup %g, decay over %g steps; this run has --lr %g, --warmup %d, decay over %d "
-                                "steps (--lr-decay-steps, else --steps). Give --use-checkpoint-opt-param-scheduler "
-                                "to keep the checkpoint's schedule (--steps then only says where to stop), or "
-                                "--override-opt-param-scheduler to switch to this run's from step %d on\n",
-                        where, st->lr, st->warmup, st->total_steps, o->lr, o->warmup, decay_steps(o), st->step + 1);
-            return 2;
-        }
-    }
+    if (lr_schedule_resume(o, st, where, leader) == 2) /* the learning-rate schedule, as Megatron-LM checks it */
+        return 2;
     if (leader)
         fprintf(stderr, "dtrain: resumed from %s (step %d done)\n", where, st->step);
     return -1;

@@ -1,5 +1,5 @@
 /* The single-rank training loop of dtrain: gradient accumulation over micro-batches, AdamW
- * with warm-up and cosine decay, global-norm clipping, fp16 dynamic loss scaling, the
+ * with warm-up and cosine decay (lr_schedule.h), global-norm clipping, fp16 dynamic loss scaling, the
  * --log-json lines of DESIGN.md and the profiler. */
 #ifndef DTSIM_ENGINE_TRAIN_H
 #define DTSIM_ENGINE_TRAIN_H
@@ -8,7 +8,4 @@
 /* Runs the training; returns the process exit code (0, 1 runtime failure, 2 bad input, 3 the
  * loss diverged: not finite). */
 int train_run(const train_options *o);
-
-/* Learning rate at step (1-based): linear warm-up, then cosine decay to 10% of lr. */
-double train_lr(const train_options *o, int step);
 #endif

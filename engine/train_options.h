@@ -28,7 +28,7 @@ typedef struct {
     int inject_nan_step;         /* test aid: a NaN into layer 0's first norm weight before this step's
                                     forward, so the loss is NaN (0 = never) */
     int no_nan_check;            /* Megatron-LM's --no-check-for-nan-in-loss-and-grad: train on past a
-                                    non-finite loss (default: stop with exit 1) */
+                                    non-finite loss (default: stop with exit 3) */
     int log_crc;                 /* add "params_crc32" to every step line */
     const char *ckpt_dir;        /* NULL: no checkpoints */
     int ckpt_every, ckpt_keep;   /* steps between checkpoints; complete checkpoints kept */

@@ -350,7 +350,7 @@ static void another_seed_on_resume_is_refused(void **state)
     assert_int_equal(nb, 0);
 }
 
-/* The cosine schedule of train_lr in closed form: warm-up to lr, then down to lr / 10 at decay. */
+/* The cosine schedule of train_lr (lr_schedule.c) in closed form: warm-up to lr, then down to lr / 10 at decay. */
 static double cosine_lr(double lr, int warmup, int decay, int step)
 {
     if (warmup > 0 && step <= warmup)
