@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include "atomic_file.h"
 #include "cal_writer.h"
+#include "config_json.h"
 #include "json_seal.h"
 
 json_t *cal_new(const char *device, const char *source, int argc, char **argv)
@@ -30,14 +31,11 @@ int cal_add_source(json_t *doc, const char *line)
     return json_array_append_new(sources, json_string(line));
 }
 
-/* The digits cal_dump writes reals with; cal_write's seal is computed at them. */
-#define CAL_REAL_DIGITS 6
-
 static int is_scalar(const json_t *v) { return !json_is_object(v) && !json_is_array(v); }
 
 static int scalar(FILE *f, const json_t *v)
 {
-    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(CAL_REAL_DIGITS));
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(DTCAL_JSON_REAL_DIGITS));
     if (!s)
         return -1;
     int rc = fputs(s, f) < 0 ? -1 : 0;
@@ -98,7 +96,7 @@ int cal_write(json_t *doc, const char *path)
 {
     /* sealed as written, so dtsim and dtcal can tell an edit or damage from what dtcal wrote */
     char crc[9];
-    json_seal_hex(doc, "calibration_crc32", CAL_REAL_DIGITS, crc);
+    json_seal_hex(doc, "calibration_crc32", DTCAL_JSON_REAL_DIGITS, crc);
     json_object_set_new(doc, "calibration_crc32", json_string(crc));
     if (!strcmp(path, "-"))
         return cal_dump(doc, stdout) || fflush(stdout) ? -1 : 0;
@@ -124,14 +122,11 @@ json_t *cal_load_into(const char *path, const char *who)
 {
     json_error_t je;
     json_t *doc = json_load_file(path, 0, &je);
-    char crc[9] = "";
-    json_t *seal = doc && json_is_object(doc) ? json_object_get(doc, "calibration_crc32") : NULL;
-    if (seal)
-        json_seal_hex(doc, "calibration_crc32", CAL_REAL_DIGITS, crc);
+    char crc[9];
     const char *bad = !doc ? je.text : !json_is_object(doc) ? "not a calibration (a JSON object)"
                     : json_object_get(doc, "sources") && !json_is_array(json_object_get(doc, "sources"))
                         ? "its \"sources\" is not a list"
-                    : seal && (!json_is_string(seal) || strcmp(json_string_value(seal), crc))
+                    : !json_seal_matches(doc, "calibration_crc32", DTCAL_JSON_REAL_DIGITS, crc)
                         ? "it does not match its calibration_crc32: edited or damaged since dtcal wrote it (remove "
                           "calibration_crc32 to use it as it is)" : NULL;
     if (bad) {

@@ -1,4 +1,5 @@
 /* See json_seal.h. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -27,4 +28,14 @@ uint32_t json_seal_crc32(json_t *doc, const char *skip_key, int real_digits)
 void json_seal_hex(json_t *doc, const char *skip_key, int real_digits, char out[9])
 {
     snprintf(out, 9, "%08x", (unsigned)json_seal_crc32(doc, skip_key, real_digits));
+}
+
+int json_seal_matches(json_t *doc, const char *key, int real_digits, char found[9])
+{
+    found[0] = 0;
+    json_t *seal = json_is_object(doc) ? json_object_get(doc, key) : NULL;
+    if (!seal)
+        return 1;
+    json_seal_hex(doc, key, real_digits, found);
+    return json_is_string(seal) && !strcmp(json_string_value(seal), found);
 }

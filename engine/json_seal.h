@@ -13,4 +13,7 @@
 uint32_t json_seal_crc32(json_t *doc, const char *skip_key, int real_digits);
 /* The same as 8 lowercase hex digits. */
 void json_seal_hex(json_t *doc, const char *skip_key, int real_digits, char out[9]);
+/* 1 when doc carries no seal at key, or a string equal to the seal the rest of it gives; 0 when
+ * it does not match. found: what the content gives ("" without a seal). */
+int json_seal_matches(json_t *doc, const char *key, int real_digits, char found[9]);
 #endif

@@ -11,6 +11,9 @@
  * over such an output (a sweep part's rows_crc32) is computed at the same precision, so that it
  * survives the write and the read back. */
 #define DTSIM_JSON_REAL_DIGITS 10
+/* The same for the calibration files dtcal writes (calibrate/cal_writer.c) and their seal,
+ * calibration_crc32, which dtsim and dtcal check when they read one. */
+#define DTCAL_JSON_REAL_DIGITS 6
 
 /* Formats a message into err and returns -1, so loaders can `return config_fail(...)`. */
 int config_fail(config_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -284,16 +284,15 @@ int calibration_parse(json_t *root, const char *path, calibration_config *c, con
                                           "attention_fused", NULL};
     memset(c, 0, sizeof *c);
     int src;
-    /* A file dtcal wrote carries its seal (calibrate/cal_writer.c, reals at 6 digits): one that
-     * no longer matches was edited or damaged since. Shipped, hand-written files have none. */
-    json_t *seal = json_object_get(root, "calibration_crc32");
-    if (seal) {
-        char crc[9];
-        json_seal_hex(root, "calibration_crc32", 6, crc);
-        if (!json_is_string(seal) || strcmp(json_string_value(seal), crc))
-            return config_fail(err, "%s.calibration_crc32: the file does not match its seal (%s; its content gives %s): "
-                                    "edited or damaged since dtcal wrote it; remove calibration_crc32 to use it as it "
-                                    "is, or measure it again", path, json_is_string(seal) ? json_string_value(seal) : "not a string", crc);
+    /* A file dtcal wrote carries its seal (calibrate/cal_writer.c): one that no longer matches was
+     * edited or damaged since. Shipped, hand-written files have none. */
+    char crc[9];
+    if (!json_seal_matches(root, "calibration_crc32", DTCAL_JSON_REAL_DIGITS, crc)) {
+        json_t *seal = json_object_get(root, "calibration_crc32");
+        return config_fail(err, "%s.calibration_crc32: the file does not match its seal (%s; its content gives %s): "
+                                "edited or damaged since dtcal wrote it; remove calibration_crc32 to use it as it is, "
+                                "or measure it again", path, json_is_string(seal) ? json_string_value(seal) : "not a string",
+                           crc);
     }
     if (config_check_keys(root, path, top, err) ||
         config_str(root, path, "device", 1, NULL, c->device, sizeof c->device, err) ||
