@@ -107,8 +107,10 @@ int cli_sweep(int argc, char **argv)
     json_t *rows, *points = NULL;
     progress_meter meter;
     progress_start(&meter, "dtsim sweep", "point", progress_mode_of(progress, quiet));
-    char sweep_id[9];
-    if (sweep_identity(path, (const char *const *)sets.items, sets.count, &spec, sweep_id, &err) != 0) {
+    /* what a shard's part names and a merge with its --vary checks the parts against */
+    char sweep_id[9] = "";
+    if ((shard.n > 1 || (merge && spec.dims > 0)) &&
+        sweep_identity(path, (const char *const *)sets.items, sets.count, &spec, sweep_id, &err) != 0) {
         fprintf(stderr, "dtsim sweep: %s\n", err.msg);
         goto out;
     }

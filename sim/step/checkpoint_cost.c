@@ -7,6 +7,8 @@
 void checkpoint_cost_of(const scenario_config *s, checkpoint_cost *out)
 {
     memset(out, 0, sizeof *out);
+    /* Mixed precision: 2 bytes of bf16/fp16 weights plus 12 of fp32 master weights and Adam's two
+     * moments per parameter; fp32 training: 4 + 8. SGD keeps no moments (momentum-free). */
     int half = s->training.precision != PREC_FP32 && s->training.precision != PREC_TF32;
     double weights = half ? 2 : 4, master = half ? 4 : 0;
     double moments = s->training.optimizer == OPTIMIZER_ADAM ? 8 : 0;

@@ -6,7 +6,6 @@
 #include <string.h>
 #include "faults.h"
 #include "checkpoint_cost.h"
-#include "params.h"
 #include "progress.h"
 #include "run.h"
 
@@ -58,9 +57,6 @@ static double mean_goodput(const scenario_config *s, const faults_report *P, con
     return g;
 }
 
-/* Size and costs of one checkpoint. Mixed precision: 2 bytes of bf16/fp16 weights plus 12 of
- * fp32 master weights and Adam's two moments per parameter; fp32 training: 4 + 8. SGD keeps
- * no moments (momentum-free): weights, plus fp32 masters in mixed precision. */
 /* The checkpoint's size and times, as dtsim run's time_to_train takes them (step/checkpoint_cost.c);
  * returns the job's failure rate a second. */
 static double checkpoint_costs(const scenario_config *s, faults_report *out)

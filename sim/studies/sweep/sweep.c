@@ -260,12 +260,18 @@ int sweep_identity(const char *scenario_path, const char *const *base_sets, int 
     return 0;
 }
 
-json_t *sweep_part(long total, json_t *points, json_t *rows, const char *sweep_id)
+/* A part's rows_crc32: the seal of its points and rows. */
+static void part_seal(json_t *points, json_t *rows, char out[9])
 {
     json_t *sealed = json_pack("{s:O,s:O}", "points", points, "rows", rows);
-    char crc[9];
-    json_crc32(sealed, crc);
+    json_crc32(sealed, out);
     json_decref(sealed);
+}
+
+json_t *sweep_part(long total, json_t *points, json_t *rows, const char *sweep_id)
+{
+    char crc[9];
+    part_seal(points, rows, crc);
     return json_pack("{s:I,s:o,s:o,s:s,s:s}", "total", (json_int_t)total, "points", points, "rows", rows, "sweep_id",
                      sweep_id, "rows_crc32", crc);
 }
@@ -283,10 +289,8 @@ static int check_part(const char *path, json_t *part, char id[9], config_error *
                  path);
         return -1;
     }
-    json_t *sealed = json_pack("{s:O,s:O}", "points", pts, "rows", prow);
     char crc[9];
-    json_crc32(sealed, crc);
-    json_decref(sealed);
+    part_seal(pts, prow, crc);
     if (strcmp(crc, seal)) {
         snprintf(err->msg, sizeof err->msg, "%.900s: its points and rows do not match its rows_crc32 (%s, read %s): "
                                             "edited or damaged; rerun its shard", path, seal, crc);
