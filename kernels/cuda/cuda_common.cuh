@@ -200,5 +200,9 @@ void cuda_round_to_precision(float *x, size_t n, kernels_precision prec);
 void cuda_cast_to_half(uint16_t *out, const float *in, size_t n, kernels_precision prec);
 void cuda_cast_from_half(float *out, const uint16_t *in, size_t n, kernels_precision prec);
 double cuda_sum_squares(const float *x, size_t n);
+/* dst[c] += sum over the rows of round(in[r][c]) (rows x C, row-major), in a fixed order
+ * (reductions.cu); tmp holds cuda_column_sums_scratch_floats(rows, C) floats. */
+void cuda_column_sums_add(float *dst, const float *in, int rows, int C, kernels_precision prec, float *tmp);
+size_t cuda_column_sums_scratch_floats(int rows, int C);
 int cuda_has_inf_or_nan(const float *x, size_t n);
 #endif

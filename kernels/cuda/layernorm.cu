@@ -7,13 +7,17 @@
  *     dbias += sum_rows dout.
  * The weight and bias gradients are sums over all rows. Instead of atomics (whose order, and
  * so whose rounding, changes from run to run) each warp accumulates its rows into its own
- * row of a partial buffer, and a second kernel adds those partial rows in a fixed order. The
- * number of partial rows depends only on N, so results are reproducible bit for bit. */
+ * row of a partial buffer, and cuda_column_sums_add (reductions.cu) adds those partial rows in
+ * a fixed order. The number of partial rows depends only on N and C, so results are
+ * reproducible bit for bit. There are as many as memory allows (up to one per row): with 256
+ * the backward ran 256 warps on a GPU that holds thousands, 28 times its forward's time
+ * (dtcal kernels, H200, 2026-11-26). */
 #include "cuda_common.cuh"
 
 #define LAYERNORM_EPS 1e-5f
 #define LN_WARPS 8            /* warps (rows in flight) per block */
-#define LN_MAX_PARTIALS 256   /* partial rows for dweight/dbias: bounds scratch to 2*256*C floats */
+#define LN_PARTIAL_FLOATS (1 << 24) /* partial rows for dweight and dbias: 2 W C floats at most this */
+#define LN_MIN_PARTIALS 256         /* ... unless C is so wide that fewer rows than this would fit */
 
 __global__ static void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *inp,
                                                 const float *weight, const float *bias, int N, int C)
@@ -73,20 +77,13 @@ __global__ static void layernorm_backward_kernel(float *dinp, float *dw_part, fl
     }
 }
 
-/* dweight[c] += sum_w dw_part[w][c] in order w = 0..W-1 (likewise dbias): one thread per
- * column, so neighbouring threads read neighbouring addresses. */
-__global__ static void layernorm_param_grad_kernel(float *dweight, float *dbias, const float *dw_part,
-                                                   const float *db_part, int C, int W)
+/* Partial rows of the weight gradients for N rows of width C: up to one per row. */
+static int partial_rows(int N, int C)
 {
-    GRID_STRIDE(c, C) {
-        float sw = 0.0f, sb = 0.0f;
-        for (int w = 0; w < W; w++) {
-            sw += dw_part[(size_t)w * C + c];
-            sb += db_part[(size_t)w * C + c];
-        }
-        dweight[c] += sw;
-        dbias[c] += sb;
-    }
+    long fit = LN_PARTIAL_FLOATS / (2L * C);
+    if (fit < LN_MIN_PARTIALS)
+        fit = LN_MIN_PARTIALS;
+    return N < fit ? N : (int)fit;
 }
 
 void cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
@@ -104,12 +101,13 @@ void cuda_layernorm_backward(float *dinp, float *dweight, float *dbias, const fl
 {
     if (N <= 0 || C <= 0)
         return;
-    int W = N < LN_MAX_PARTIALS ? N : LN_MAX_PARTIALS;
-    float *part = (float *)cuda_scratch(SCRATCH_PARTIAL, 2 * (size_t)W * C * sizeof(float));
+    int W = partial_rows(N, C);
+    size_t tmp = cuda_column_sums_scratch_floats(W, C);
+    float *part = (float *)cuda_scratch(SCRATCH_PARTIAL, (2 * (size_t)W * C + tmp) * sizeof(float));
     float *dw_part = part, *db_part = part + (size_t)W * C;
     layernorm_backward_kernel<<<(W + LN_WARPS - 1) / LN_WARPS, LN_WARPS * 32>>>(dinp, dw_part, db_part, dout, inp,
                                                                                 weight, mean, rstd, N, C, W);
     LAUNCH_CHECK();
-    layernorm_param_grad_kernel<<<blocks_for((size_t)C, THREADS), THREADS>>>(dweight, dbias, dw_part, db_part, C, W);
-    LAUNCH_CHECK();
+    cuda_column_sums_add(dweight, dw_part, W, C, KPREC_FP32, part + 2 * (size_t)W * C);
+    cuda_column_sums_add(dbias, db_part, W, C, KPREC_FP32, part + 2 * (size_t)W * C);
 }

@@ -32,29 +32,6 @@ __global__ static void bias_round_kernel(float *out, const float *bias, int OC, 
     }
 }
 
-/* dbias[o] += sum over rows of round(dout[:, o]), in a fixed order (deterministic). A block
- * owns 32 columns; its 32 x 32 threads walk the rows with stride 32 (coalesced reads across
- * threadIdx.x), then row 0 of the block adds the 32 partial sums in order. */
-#define DB_COLS 32
-#define DB_ROWS 32
-__global__ static void bias_grad_kernel(float *dbias, const float *dout, int N, int OC, int prec)
-{
-    __shared__ float partial[DB_ROWS][DB_COLS + 1]; /* +1: no bank conflicts on the column sum */
-    int col = blockIdx.x * DB_COLS + threadIdx.x;
-    float s = 0.0f;
-    if (col < OC)
-        for (int r = threadIdx.y; r < N; r += DB_ROWS)
-            s += round_prec(dout[(size_t)r * OC + col], prec);
-    partial[threadIdx.y][threadIdx.x] = s;
-    __syncthreads();
-    if (threadIdx.y == 0 && col < OC) {
-        float total = 0.0f;
-        for (int y = 0; y < DB_ROWS; y++)
-            total += partial[y][threadIdx.x];
-        dbias[col] += total;
-    }
-}
-
 __global__ static void to_16bit_kernel(uint16_t *dst, const float *src, size_t n, int prec)
 {
     GRID_STRIDE(i, n) {
@@ -134,8 +111,7 @@ void cuda_matmul_backward(float *dinp, float *dweight, float *dbias, const float
     }
     if (dbias) {
         /* The CPU sums the rounded dout (the GEMMs see the rounded dout too); so does this. */
-        dim3 threads(DB_COLS, DB_ROWS);
-        bias_grad_kernel<<<(OC + DB_COLS - 1) / DB_COLS, threads>>>(dbias, dout, N, OC, (int)prec);
-        LAUNCH_CHECK();
+        float *tmp = (float *)cuda_scratch(SCRATCH_PARTIAL, cuda_column_sums_scratch_floats(N, OC) * sizeof(float));
+        cuda_column_sums_add(dbias, dout, N, OC, prec, tmp);
     }
 }

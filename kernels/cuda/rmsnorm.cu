@@ -5,13 +5,14 @@
  * Backward: with n = x * rstd and g = dout * weight,
  *     dinp += rstd * (g - n * mean(g * n)),   dweight += sum_rows dout * n.
  * dweight is a sum over all rows: as in layernorm.cu each warp accumulates its rows into its
- * own partial row and a second kernel adds the partial rows in a fixed order, so the result is
- * the same bits on every run (no atomics). */
+ * own partial row (up to one per row, as memory allows) and cuda_column_sums_add adds the
+ * partial rows in a fixed order, so the result is the same bits on every run (no atomics). */
 #include "cuda_common.cuh"
 
 #define RMSNORM_EPS 1e-5f
 #define RMS_WARPS 8            /* warps (rows in flight) per block */
-#define RMS_MAX_PARTIALS 256   /* partial rows for dweight: bounds scratch to 256*C floats */
+#define RMS_PARTIAL_FLOATS (1 << 24) /* partial rows for dweight: W C floats at most this */
+#define RMS_MIN_PARTIALS 256         /* ... unless C is so wide that fewer rows than this would fit */
 
 __global__ static void rmsnorm_forward_kernel(float *out, float *rstd, const float *inp, const float *weight, int N,
                                               int C)
@@ -60,15 +61,13 @@ __global__ static void rmsnorm_backward_kernel(float *dinp, float *dw_part, cons
     }
 }
 
-/* dweight[c] += sum_w dw_part[w][c] in order w = 0..W-1: one thread per column. */
-__global__ static void rmsnorm_weight_grad_kernel(float *dweight, const float *dw_part, int C, int W)
+/* Partial rows of the weight gradient for N rows of width C: up to one per row. */
+static int partial_rows(int N, int C)
 {
-    GRID_STRIDE(c, C) {
-        float s = 0.0f;
-        for (int w = 0; w < W; w++)
-            s += dw_part[(size_t)w * C + c];
-        dweight[c] += s;
-    }
+    long fit = RMS_PARTIAL_FLOATS / (long)C;
+    if (fit < RMS_MIN_PARTIALS)
+        fit = RMS_MIN_PARTIALS;
+    return N < fit ? N : (int)fit;
 }
 
 void cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C)
@@ -84,11 +83,11 @@ void cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const
 {
     if (N <= 0 || C <= 0)
         return;
-    int W = N < RMS_MAX_PARTIALS ? N : RMS_MAX_PARTIALS;
-    float *dw_part = (float *)cuda_scratch(SCRATCH_PARTIAL, (size_t)W * C * sizeof(float));
+    int W = partial_rows(N, C);
+    size_t tmp = cuda_column_sums_scratch_floats(W, C);
+    float *dw_part = (float *)cuda_scratch(SCRATCH_PARTIAL, ((size_t)W * C + tmp) * sizeof(float));
     rmsnorm_backward_kernel<<<(W + RMS_WARPS - 1) / RMS_WARPS, RMS_WARPS * 32>>>(dinp, dw_part, dout, inp, weight,
                                                                                  rstd, N, C, W);
     LAUNCH_CHECK();
-    rmsnorm_weight_grad_kernel<<<blocks_for((size_t)C, THREADS), THREADS>>>(dweight, dw_part, C, W);
-    LAUNCH_CHECK();
+    cuda_column_sums_add(dweight, dw_part, W, C, KPREC_FP32, dw_part + (size_t)W * C);
 }
