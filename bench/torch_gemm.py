@@ -11,6 +11,12 @@
   FP8 GEMM Transformer Engine runs), the forward layout.
 - tf32: fp32 tensors with torch.backends.cuda.matmul.allow_tf32, the forward layout.
 
+--sustained S: instead of the sweep, each of a few layer shapes back to back for S seconds,
+one row per half-second window (`sustained,layout,m,n,k,window_s,tflops`): a training step
+keeps the tensor cores busy for minutes, and a 700 W GPU lowers its clock to stay within its
+power limit, which a sweep's short bursts never reach. Sample the clock beside it:
+    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw --format=csv -lms 500 > clocks.csv &
+
 Shapes with 2mnk above --max-flop are left out. Each shape: two warm-up calls, then two
 batches of back-to-back calls (about 10 ms each) between CUDA events; the faster batch's mean
 per call is reported, so a step's steady launch stream is what is timed, not the CPU's launch
@@ -51,6 +57,32 @@ def timed(fn, budget_s=0.01):
     return best, reps
 
 
+SUSTAINED = [(8192, 8192, 8192), (12288, 16384, 4096), (4096, 4608, 12288)]  # square; MPT-7B fc1; GPT-3 175B qkv at TP 8
+
+
+def sustained(seconds, window_s=0.5):
+    """Each SUSTAINED shape (bf16, forward layout) back to back for `seconds`."""
+    print("dtype,layout,m,n,k,window_s,tflops")
+    for m, n, k in SUSTAINED:
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+        t_one, _ = timed(lambda: F.linear(x, w))
+        per_window = max(1, int(window_s / t_one))
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(per_window):
+                F.linear(x, w)
+            end.record()
+            end.synchronize()
+            t = start.elapsed_time(end) / 1e3 / per_window
+            print(f"sustained,nt,{m},{n},{k},{time.perf_counter() - t0:.2f},{2.0 * m * n * k / t / 1e12:.1f}",
+                  flush=True)
+        del x, w
+        time.sleep(2)  # let the clock recover between shapes, as between the sweep's shapes
+
+
 def shapes(values, max_flop):
     for m in values:
         for n in values:
@@ -64,7 +96,12 @@ def main():
     ap.add_argument("--max-seconds", type=float, default=150, help="stop (with a # line) after this long")
     ap.add_argument("--max-flop", type=float, default=4.5e13, help="leave out shapes above 2mnk FLOPs")
     ap.add_argument("--only", default="bf16,bf16-bwd,fp8,tf32", help="comma list of sweeps to run")
+    ap.add_argument("--sustained", type=float, default=0, metavar="S",
+                    help="run each layer shape back to back for S seconds instead of the sweep")
     args = ap.parse_args()
+    if args.sustained > 0:
+        sustained(args.sustained)
+        return
     t_start = time.perf_counter()
     dev = torch.cuda.get_device_name()
     print(f"# {dev}, torch {torch.__version__}, CUDA {torch.version.cuda}, cuBLASLt via torch.matmul",
