@@ -82,6 +82,11 @@ typedef struct { double m, n, k, tflops; } gemm_point;
 typedef struct {
     int count;
     gemm_point *points;                      /* owned */
+    double *log2_mnk;                        /* owned, 3 a point: log2 of m, n, k, which every lookup
+                                                needs (tables run to thousands of points); NULL in a
+                                                table built by hand: the lookup takes the logs itself */
+    unsigned long long id;                   /* unique to each table parsed in this process (0: built
+                                                by hand): what the lookup's memo is keyed by */
 } gemm_table;
 
 typedef struct {

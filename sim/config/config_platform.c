@@ -1,5 +1,7 @@
 /* Platform and calibration files: parsed strictly into platform_config / calibration_config. */
 #include <stdio.h>
+#include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "config_internal.h"
@@ -184,6 +186,9 @@ static int parse_gemm(json_t *gemm, const char *path, calibration_config *c, con
             return config_fail(err, "%s.%s: %zu points, over the limit of 100000", path, key, json_array_size(list));
         gemm_table *t = &c->gemm[p];
         free(t->points);
+        free(t->log2_mnk);
+        t->log2_mnk = NULL;
+        t->id = 0;
         t->count = (int)json_array_size(list);
         t->points = calloc((size_t)t->count, sizeof *t->points);
         if (!t->points)
@@ -201,6 +206,16 @@ static int parse_gemm(json_t *gemm, const char *path, calibration_config *c, con
                 config_num(pt, sub, "k", 1, 0, 0, 1e9, 1, &g->k, err) ||
                 config_num(pt, sub, "tflops", 1, 0, 0, 1e6, 1, &g->tflops, err))
                 return -1;
+        }
+        static atomic_ullong tables_parsed;
+        t->id = atomic_fetch_add(&tables_parsed, 1) + 1;
+        t->log2_mnk = malloc(3 * (size_t)t->count * sizeof *t->log2_mnk);
+        if (!t->log2_mnk)
+            return config_fail(err, "%s.%s: out of memory", path, key);
+        for (int i = 0; i < t->count; i++) {
+            t->log2_mnk[3 * i] = log2(t->points[i].m);
+            t->log2_mnk[3 * i + 1] = log2(t->points[i].n);
+            t->log2_mnk[3 * i + 2] = log2(t->points[i].k);
         }
     }
     return 0;
@@ -367,7 +382,10 @@ void calibration_free(calibration_config *c)
 {
     for (int i = 0; i < PREC_COUNT; i++) {
         free(c->gemm[i].points);
+        free(c->gemm[i].log2_mnk);
         c->gemm[i].points = NULL;
+        c->gemm[i].log2_mnk = NULL;
+        c->gemm[i].id = 0;
         c->gemm[i].count = 0;
     }
 }

@@ -1,5 +1,6 @@
 /* Compute-op costs from the calibration (see cost.h for the rules). */
 #include <math.h>
+#include <stdint.h>
 #include "cost.h"
 
 /* Used where a calibration lacks a figure; each use is a stated assumption (docs/model.md). */
@@ -100,30 +101,62 @@ static const gemm_table *table_for(const cost_model *cm)
     return t;
 }
 
-static double point_efficiency(const cost_model *cm, const gemm_point *p)
+/* The lookup below is O(table points) and a measured table has a thousand; a plan asks for the
+ * same few shapes over and over, layout after layout. So the last answers are remembered, per
+ * thread (the planner's workers each keep their own: no locks), keyed by everything the answer
+ * depends on: the table (its parse id, never reused, unlike an address), the peak and the shape.
+ * Tables built by hand (id 0) are not remembered. */
+#define GEMM_MEMO_SLOTS 1024
+typedef struct {
+    unsigned long long table;
+    double peak, m, n, k, efficiency;
+} gemm_memo;
+static _Thread_local gemm_memo memo[GEMM_MEMO_SLOTS];
+
+static unsigned memo_slot(unsigned long long table, double m, double n, double k)
 {
-    double peak = cost_peak_flops(cm);
-    return peak > 0 ? p->tflops * 1e12 / peak : 0;
+    uint64_t h = (uint64_t)table * 0x9E3779B97F4A7C15ull;
+    h ^= (uint64_t)m * 0xC2B2AE3D27D4EB4Full;
+    h ^= (uint64_t)n * 0x165667B19E3779F9ull;
+    h ^= (uint64_t)k * 0x27D4EB2F165667C5ull;
+    return (unsigned)(h >> 40) % GEMM_MEMO_SLOTS;
 }
+
+static double gemm_efficiency_lookup(const gemm_table *t, double peak, double m, double n, double k);
 
 double cost_gemm_efficiency(const cost_model *cm, double m, double n, double k)
 {
     const gemm_table *t = table_for(cm);
     if (t->count == 0)
         return DEFAULT_GEMM_EFFICIENCY;
+    double peak = cost_peak_flops(cm);
+    if (peak <= 0)
+        return 0;
+    if (!t->id)
+        return gemm_efficiency_lookup(t, peak, m, n, k);
+    gemm_memo *e = &memo[memo_slot(t->id, m, n, k)];
+    if (e->table == t->id && e->peak == peak && e->m == m && e->n == n && e->k == k)
+        return e->efficiency;
+    double eff = gemm_efficiency_lookup(t, peak, m, n, k);
+    *e = (gemm_memo){t->id, peak, m, n, k, eff};
+    return eff;
+}
 
+static double gemm_efficiency_lookup(const gemm_table *t, double peak, double m, double n, double k)
+{
+
+    /* Rates stay in TFLOP/s through the loops (efficiency is linear in them): one division at
+     * the end, not one a point. */
     double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {0, 0, 0}, best = 0, worst = INFINITY;
     for (int i = 0; i < t->count; i++) {
         const gemm_point *p = &t->points[i];
-        double dims[3] = {p->m, p->n, p->k};
-        for (int d = 0; d < 3; d++) {
-            lo[d] = fmin(lo[d], dims[d]);
-            hi[d] = fmax(hi[d], dims[d]);
-        }
-        double e = point_efficiency(cm, p);
-        best = fmax(best, e);
-        worst = fmin(worst, e);
+        lo[0] = fmin(lo[0], p->m), hi[0] = fmax(hi[0], p->m);
+        lo[1] = fmin(lo[1], p->n), hi[1] = fmax(hi[1], p->n);
+        lo[2] = fmin(lo[2], p->k), hi[2] = fmax(hi[2], p->k);
+        best = fmax(best, p->tflops);
+        worst = fmin(worst, p->tflops);
     }
+    double to_eff = 1e12 / peak;
     double q[3] = {m, n, k};
     int inside = 1;
     for (int d = 0; d < 3; d++)
@@ -137,25 +170,24 @@ double cost_gemm_efficiency(const cost_model *cm, double m, double n, double k)
         if (q[d] < hi[d] * 0.999)
             larger = 0;
     if (!inside && larger)
-        return best;
+        return best * to_eff;
 
     /* Inverse-distance weighting in log(m, n, k): smooth, exact at the table's points, and
      * bounded by the smallest and largest efficiency of the table, so it never extrapolates
      * beyond a known efficiency. Shapes smaller than the table clamp to the nearest points. */
-    double wsum = 0, esum = 0;
+    double wsum = 0, rsum = 0, lm = log2(fmax(m, 1)), ln = log2(fmax(n, 1)), lk = log2(fmax(k, 1));
     for (int i = 0; i < t->count; i++) {
         const gemm_point *p = &t->points[i];
-        double dm = log2(fmax(m, 1) / p->m), dn = log2(fmax(n, 1) / p->n), dk = log2(fmax(k, 1) / p->k);
+        const double *l = t->log2_mnk ? &t->log2_mnk[3 * i] : (double[3]){log2(p->m), log2(p->n), log2(p->k)};
+        double dm = lm - l[0], dn = ln - l[1], dk = lk - l[2];
         double d2 = dm * dm + dn * dn + dk * dk;
-        double e = point_efficiency(cm, p);
         if (d2 < 1e-12)
-            return e;
+            return p->tflops * to_eff;
         double w = 1.0 / (d2 * d2);
         wsum += w;
-        esum += w * e;
+        rsum += w * p->tflops;
     }
-    double e = esum / wsum;
-    return fmin(best, fmax(worst, e));
+    return fmin(best, fmax(worst, rsum / wsum)) * to_eff;
 }
 
 double cost_gemm_s(const cost_model *cm, double m, double n, double k, double batch)

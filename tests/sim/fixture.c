@@ -74,8 +74,7 @@ void fixture_free_communication(scenario_config *s)
 
 void fixture_free(scenario_config *s)
 {
-    for (int i = 0; i < PREC_COUNT; i++)
-        free(s->calibration.gemm[i].points);
+    calibration_free(&s->calibration);
     free(s->parallel.pipeline_layers);
 }
 

@@ -5,8 +5,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 #include "cost.h"
 #include "oplist.h"
@@ -297,6 +299,42 @@ static void the_step_waits_for_the_slowest_device(void **state)
     fixture_free(&s);
 }
 
+/* The lookup remembers its answers (cost.c): a table parsed after another was freed, at what
+ * may well be the same address and with the same shapes, must still give its own rates. */
+static void a_new_table_is_not_answered_from_the_last(void **state)
+{
+    (void)state;
+    const double rates[] = {100, 250, 400};
+    char path[] = "/tmp/dtsim_test_cost_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    for (int i = 0; i < 3; i++) {
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fprintf(f, "{\"device\": \"test\", \"source\": \"datasheet\", \"gemm\": {\"bf16\": ["
+                   "{\"m\": 1024, \"n\": 1024, \"k\": 1024, \"tflops\": %g},"
+                   "{\"m\": 8192, \"n\": 8192, \"k\": 8192, \"tflops\": %g}]}}\n",
+                rates[i], 2 * rates[i]);
+        assert_int_equal(fclose(f), 0);
+        scenario_config s;
+        fixture_scenario(&s, 1);
+        calibration_free(&s.calibration);
+        config_error err;
+        assert_int_equal(calibration_load(path, &s.calibration, &err), 0);
+        cost_model cm;
+        cost_model_init(&cm, &s);
+        double peak = s.platform.gpu.peak_tflops[PREC_BF16];
+        for (int again = 0; again < 2; again++) { /* the second time from the memo */
+            assert_true(fabs(cost_gemm_efficiency(&cm, 1024, 1024, 1024) - rates[i] / peak) < 1e-12);
+            double mid = cost_gemm_efficiency(&cm, 2048, 4096, 2048);
+            assert_true(mid > rates[i] / peak && mid < 2 * rates[i] / peak);
+        }
+        fixture_free(&s);
+    }
+    remove(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -308,6 +346,7 @@ int main(void)
         cmocka_unit_test(the_step_waits_for_the_slowest_device),
         cmocka_unit_test(activation_bytes_scale_the_memory_ops),
         cmocka_unit_test(attention_backward_uses_its_own_rate),
+        cmocka_unit_test(a_new_table_is_not_answered_from_the_last),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
