@@ -23,7 +23,7 @@ set grid
 set key outside right top vertical
 ideal(m) = 100.0 * (stages - 1) / (vpp * m + stages - 1)
 plot for [j=1:nz] datafile every nz::(j-1) using (m(column(xcol))):(100 * column('bubble_fraction.mean')) \
-        with linespoints lw 2 pt 7 lc j title 'simulated, mean over stages'.tag(j), \
+        smooth unique with linespoints lw 2 pt 7 lc j title 'simulated, mean over stages'.tag(j), \
      for [j=1:nz] datafile every nz::(j-1) using (m(column(xcol))):(100 * column('bubble_fraction.max')) \
         with points pt 6 lc j title 'simulated, worst stage'.tag(j), \
      [1:*] ideal(x) with lines dt 2 lw 2 title (vpp > 1 ? sprintf('(p-1)/(v m+p-1), v = %d: interleaved', vpp) : '(p-1)/(m+p-1): GPipe / 1F1B')

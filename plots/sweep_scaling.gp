@@ -20,8 +20,9 @@ stats datafile using (column('gpus')):(column('tokens_per_s')) nooutput
 g0 = STATS_min_x
 t0 = STATS_min_y
 # t0 is the smallest throughput, the one of the fewest GPUs when throughput grows with GPUs.
-plot datafile using (column('gpus')):(column('tokens_per_s')) with linespoints lw 2 pt 7 title 'simulated tokens/s', \
-     '' using (column('gpus')):(t0 * column('gpus') / g0) with lines dt 2 lw 2 title 'ideal (linear)', \
-     '' using (column('gpus')):(100 * column('tokens_per_s') / (t0 * column('gpus') / g0)) axes x1y2 \
+# smooth unique: lines in GPU order, whatever the order the points were swept in
+plot datafile using (column('gpus')):(column('tokens_per_s')) smooth unique with linespoints lw 2 pt 7 title 'simulated tokens/s', \
+     '' using (column('gpus')):(t0 * column('gpus') / g0) smooth unique with lines dt 2 lw 2 title 'ideal (linear)', \
+     '' using (column('gpus')):(100 * column('tokens_per_s') / (t0 * column('gpus') / g0)) smooth unique axes x1y2 \
         with linespoints pt 5 title 'scaling efficiency (%)', \
-     '' using (column('gpus')):(100 * column('mfu')) axes x1y2 with linespoints pt 9 dt 3 title 'MFU (%)'
+     '' using (column('gpus')):(100 * column('mfu')) smooth unique axes x1y2 with linespoints pt 9 dt 3 title 'MFU (%)'

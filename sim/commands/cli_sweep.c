@@ -1,5 +1,5 @@
-/* dtsim sweep SCENARIO.json --vary PATH=V1,V2,... [--vary ...] [--out DIR] [--plot] [--set P=V]...
- *             [--progress|--quiet] */
+/* dtsim sweep SCENARIO.json --vary PATH=V1,V2,... [--vary ...] [--zip] [--out DIR] [--plot]
+ *             [--set P=V]... [--progress|--quiet] */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +11,8 @@
 #include "progress.h"
 #include "sweep_plot.h"
 
+#define SWEEP_TABLE_ROWS 200 /* points the printed table shows */
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -18,8 +20,11 @@ static void usage(FILE *f)
             "Simulates every combination of the varied values (the last --vary changes fastest),\n"
             "skipping invalid combinations with the reason, and writes DIR/sweep.json and\n"
             "DIR/sweep.csv: one row per point, the varied values then every metric of\n"
-            "'dtsim run --json' (nested keys joined with dots), and \"error\".\n\n"
+            "'dtsim run --json' (nested keys joined with dots), and \"error\". Prints the points\n"
+            "as a table (the first %d; the files hold all).\n\n"
             "  --vary PATH=V1,...  a scenario path and its values (JSON where they parse)\n"
+            "  --zip               point i takes the i-th value of every --vary (as many values\n"
+            "                      each), not every combination: e.g. GPUs and batch grown together\n"
             "  --out DIR           output folder (default sweep-out)\n"
             "  --plot              PNG and SVG pictures from plots/*.gp (gnuplot)\n"
             "  --set PATH=VALUE    a fixed override for every point (repeatable)\n"
@@ -29,7 +34,8 @@ static void usage(FILE *f)
             "  --progress          the points done on stderr every 2 s, with the time left (default:\n"
             "                      only when stderr is a terminal)\n"
             "  --quiet             no progress, even on a terminal\n"
-            "exit: 0 ok, 2 bad input (before any run), 1 runtime failure\n");
+            "exit: 0 ok, 2 bad input (before any run), 1 runtime failure\n",
+            SWEEP_TABLE_ROWS);
 }
 
 static int add_vary(const char *command, const char *flag, const char *value, void *spec)
@@ -69,6 +75,7 @@ int cli_sweep(int argc, char **argv)
         CLI_OPT_STRING("out", &out),
         CLI_OPT_APPEND("set", &sets),
         CLI_OPT_FLAG("plot", &want_plot),
+        CLI_OPT_FLAG("zip", &spec.zip),
         CLI_OPT_FLAG("merge", &merge),
         CLI_OPT_CALL("shard", take_shard, &shard),
         CLI_OPT_FLAG("progress", &progress),
@@ -83,6 +90,10 @@ int cli_sweep(int argc, char **argv)
     rc = 2;
     if (!path || (spec.dims == 0 && !merge)) {
         usage(stderr);
+        goto out;
+    }
+    if (sweep_check_zip(&spec, &err) != 0) {
+        fprintf(stderr, "dtsim sweep: %s\n", err.msg);
         goto out;
     }
     if (sweep_points(&spec) > 1000000) {
@@ -158,6 +169,7 @@ int cli_sweep(int argc, char **argv)
     if (cli_write_json(doc, jpath) == 0 && sweep_write_csv(rows, cpath, &err) == 0) {
         printf("dtsim sweep: %zu points (%ld skipped as invalid) -> %s, %s\n", json_array_size(rows), failed, jpath,
                cpath);
+        sweep_print_table(stdout, rows, SWEEP_TABLE_ROWS);
         rc = 0;
     } else {
         fprintf(stderr, "dtsim sweep: %s\n", err.msg);

@@ -154,6 +154,53 @@ static void shards_merge_to_the_local_result(void **state)
     json_decref(b);
 }
 
+/* --zip pairs the i-th values of every --vary (the sweep a user makes to grow GPUs and batch
+ * together); its points are those of single runs with the same overrides; unequal counts stop
+ * before any run; the printed table has a line per point with that point's figures. */
+static void zip_pairs_values_and_the_table_shows_each_point(void **state)
+{
+    sh("rm -rf dtsim_sw_zip");
+    assert_int_equal(sh("'%s' sweep '%s' --zip --vary parallel.data_parallel_size=16,4,8 --vary "
+                        "training.global_batch_size=1536,384,777 --out dtsim_sw_zip >dtsim_sw_out 2>/dev/null",
+                        DTSIM, SCENARIO), 0);
+    json_error_t je;
+    json_t *doc = json_load_file("dtsim_sw_zip/sweep.json", 0, &je);
+    assert_non_null(doc);
+    json_t *rows = json_object_get(doc, "rows");
+    assert_int_equal(json_array_size(rows), 3);
+    const long dp[] = {16, 4, 8}, gb[] = {1536, 384, 777};
+    for (size_t i = 0; i < 3; i++) {
+        json_t *r = json_array_get(rows, i);
+        assert_int_equal(json_integer_value(json_object_get(r, "parallel.data_parallel_size")), dp[i]);
+        assert_int_equal(json_integer_value(json_object_get(r, "training.global_batch_size")), gb[i]);
+    }
+    /* point 2 equals dtsim run with its two overrides */
+    assert_int_equal(sh("'%s' run '%s' --set parallel.data_parallel_size=4 --set training.global_batch_size=384 "
+                        "--json dtsim_sw_zip_run.json >/dev/null 2>&1", DTSIM, SCENARIO), 0);
+    json_t *run = json_load_file("dtsim_sw_zip_run.json", 0, &je);
+    assert_non_null(run);
+    assert_true(json_number_value(json_object_get(run, "step_time_s")) ==
+                json_number_value(json_object_get(json_array_get(rows, 1), "step_time_s")));
+    /* the table: a header, the two points that ran with their step times, the skipped one (777
+     * sequences over 8 replicas) with its reason */
+    char line[512];
+    snprintf(line, sizeof line, "grep -Eq '^ +16 +1536 +%.4f ' dtsim_sw_out",
+             json_number_value(json_object_get(json_array_get(rows, 0), "step_time_s")));
+    assert_int_equal(sh("grep -Eq 'data_parallel_size +global_batch_size +step s +tokens/s +MFU +GiB/GPU' dtsim_sw_out"), 0);
+    assert_int_equal(sh("%s", line), 0);
+    assert_int_equal(sh("grep -Eq '^ +8 +777 +\\(skipped\\) .*global_batch_size' dtsim_sw_out"), 0);
+    /* unequal counts: exit 2 before any run, nothing written */
+    sh("rm -rf dtsim_sw_zip2");
+    assert_int_equal(sh("'%s' sweep '%s' --zip --vary parallel.data_parallel_size=16,4 --vary "
+                        "training.global_batch_size=1536 --out dtsim_sw_zip2 >/dev/null 2>dtsim_sw_err",
+                        DTSIM, SCENARIO), 2);
+    assert_int_equal(sh("grep -q -- '--zip: --vary parallel.data_parallel_size has 2 values' dtsim_sw_err"), 0);
+    struct stat st;
+    assert_int_not_equal(stat("dtsim_sw_zip2", &st), 0);
+    json_decref(run);
+    json_decref(doc);
+}
+
 static int is_png(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -392,6 +439,7 @@ static int run_suite(const char *which)
             cmocka_unit_test(bad_vary_stops_before_any_run),
             cmocka_unit_test(rows_and_csv),
             cmocka_unit_test(shards_merge_to_the_local_result),
+            cmocka_unit_test(zip_pairs_values_and_the_table_shows_each_point),
             cmocka_unit_test(plan_json_is_ranked_and_never_worse_than_the_scenario),
             cmocka_unit_test(plan_exit_codes),
             cmocka_unit_test(every_command_refuses_stray_arguments),

@@ -72,8 +72,36 @@ void sweep_spec_free(sweep_spec *spec)
         }
 }
 
+int sweep_check_zip(const sweep_spec *spec, config_error *err)
+{
+    for (int d = 1; spec->zip && d < spec->dims; d++)
+        if (spec->dim[d].count != spec->dim[0].count) {
+            snprintf(err->msg, sizeof err->msg,
+                     "--zip: --vary %s has %d values and --vary %s has %d: zipped dimensions take as many each",
+                     spec->dim[0].path, spec->dim[0].count, spec->dim[d].path, spec->dim[d].count);
+            return -1;
+        }
+    return 0;
+}
+
+void sweep_next(const sweep_spec *spec, int idx[SWEEP_MAX_DIMS])
+{
+    if (spec->zip) {
+        for (int d = 0; d < spec->dims; d++)
+            idx[d]++;
+        return;
+    }
+    for (int d = spec->dims - 1; d >= 0; d--) /* odometer: the last --vary changes fastest */
+        if (++idx[d] < spec->dim[d].count)
+            break;
+        else
+            idx[d] = 0;
+}
+
 long sweep_points(const sweep_spec *spec)
 {
+    if (spec->zip && spec->dims > 0)
+        return spec->dim[0].count;
     long n = 1;
     for (int i = 0; i < spec->dims; i++) {
         n *= spec->dim[i].count;
@@ -111,6 +139,8 @@ int sweep_run(const char *scenario_path, const char *const *base_sets, int n_bas
 {
     if (shard_n < 1)
         shard_n = 1;
+    if (sweep_check_zip(spec, err) != 0)
+        return -1;
     long total = sweep_points(spec);
     const char **sets = calloc((size_t)n_base + SWEEP_MAX_DIMS + 1, sizeof *sets);
     char *assign[SWEEP_MAX_DIMS];
@@ -147,11 +177,7 @@ int sweep_run(const char *scenario_path, const char *const *base_sets, int n_bas
     int idx[SWEEP_MAX_DIMS] = {0};
     for (long point = 0; point < total; point++) {
         if (point % shard_n != shard_k) {
-            for (int d = spec->dims - 1; d >= 0; d--)
-                if (++idx[d] < spec->dim[d].count)
-                    break;
-                else
-                    idx[d] = 0;
+            sweep_next(spec, idx);
             continue;
         }
         json_array_append_new(points, json_integer(point));
@@ -185,11 +211,7 @@ int sweep_run(const char *scenario_path, const char *const *base_sets, int n_bas
         json_array_append_new(rows, row);
         for (int d = 0; d < spec->dims; d++)
             free(assign[d]);
-        for (int d = spec->dims - 1; d >= 0; d--) /* odometer: the last --vary changes fastest */
-            if (++idx[d] < spec->dim[d].count)
-                break;
-            else
-                idx[d] = 0;
+        sweep_next(spec, idx);
         progress_note(progress, point + 1, total);
     }
     progress_end(progress);
@@ -255,6 +277,8 @@ int sweep_identity(const char *scenario_path, const char *const *base_sets, int 
         json_array_append_new(vary, json_pack("{s:s,s:o}", "path", spec->dim[d].path, "values", values));
     }
     json_t *id = json_pack("{s:o,s:o,s:o}", "scenario", scenario, "set", sets, "vary", vary);
+    if (spec->zip) /* only then: the identity of every product sweep stays what it was */
+        json_object_set_new(id, "zip", json_true());
     json_crc32(id, out);
     json_decref(id);
     return 0;

@@ -1,9 +1,11 @@
-/* Sweeps: the cartesian product of --vary values, each point loaded through the scenario
- * loader (so invalid combinations are reported with the loader's reason) and simulated; rows
- * with the varied values and every metric of `dtsim run --json`, flattened with dots. */
+/* Sweeps: the cartesian product of --vary values (or, zipped, their i-th values together),
+ * each point loaded through the scenario loader (so invalid combinations are reported with the
+ * loader's reason) and simulated; rows with the varied values and every metric of
+ * `dtsim run --json`, flattened with dots. */
 #ifndef DTSIM_SIM_SWEEP_H
 #define DTSIM_SIM_SWEEP_H
 
+#include <stdio.h>
 #include <jansson.h>
 #include "config.h"
 #include "progress.h"
@@ -19,6 +21,7 @@ typedef struct {
 
 typedef struct {
     int dims;
+    int zip; /* 1: point i takes the i-th value of every dimension (equal counts), not the product */
     sweep_dim dim[SWEEP_MAX_DIMS];
 } sweep_spec;
 
@@ -26,6 +29,11 @@ typedef struct {
 int sweep_add_vary(sweep_spec *spec, const char *arg, config_error *err);
 void sweep_spec_free(sweep_spec *spec);
 long sweep_points(const sweep_spec *spec);
+/* With zip set: 0 when every dimension has as many values as the first, else -1 with err. */
+int sweep_check_zip(const sweep_spec *spec, config_error *err);
+/* The next point's value indices: the product's odometer (the last --vary fastest), or, zipped,
+ * every index one on. */
+void sweep_next(const sweep_spec *spec, int idx[SWEEP_MAX_DIMS]);
 
 /* Runs the points of the scenario file with base overrides whose index i has i % shard_n ==
  * shard_k (0 and 1: all); rows is a JSON array of flat objects (varied paths first, then the
@@ -50,6 +58,10 @@ json_t *sweep_part(long total, json_t *points, json_t *rows, const char *sweep_i
 /* Gathers dir's part-K-of-N.json files into rows: every point exactly once, every part sealed,
  * of one sweep, and of the sweep `expect_id` when not NULL. 0, or -1 with err naming the file. */
 int sweep_merge_parts(const char *dir, const char *expect_id, json_t **rows, config_error *err);
+
+/* Prints rows as a table: the varied values, step time, tokens/s, MFU and memory per GPU (or
+ * the reason a point was skipped), the first max_rows of them and how many more there are. */
+void sweep_print_table(FILE *f, json_t *rows, size_t max_rows);
 
 /* Writes rows as CSV (columns = the first row's keys, in order) to path (temp + rename). */
 int sweep_write_csv(json_t *rows, const char *path, config_error *err);

@@ -3,6 +3,7 @@
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -13,6 +14,8 @@
 #endif
 
 extern char **environ;
+
+#define SWEEP_PLOT_MAX_TICKS 24 /* more swept values than this: gnuplot's own ticks */
 
 /* posix_spawnp with an argument vector: no shell, so no quoting of paths for one. */
 static int spawn_wait(char *const argv[], int quiet)
@@ -109,7 +112,7 @@ static int series_labels(const sweep_spec *v, char *out, size_t n)
     for (int d = 1; d < v->dims; d++)
         nz *= v->dim[d].count;
     out[0] = 0;
-    if (v->dims < 2)
+    if (v->dims < 2 || v->zip) /* zipped: every dimension moves with the first, one line */
         return 1;
     for (int j = 0; j < nz; j++) {
         int rest = j;
@@ -174,8 +177,24 @@ int sweep_plot_all(const sweep_plot_spec *sp, json_t *rows, config_error *err)
                  "--plot: too many or too long combinations after the first --vary to label as lines");
         return -1;
     }
+    /* A numeric x gets a tick at each swept value (up to a readable count) and a log2 axis when
+     * the values span 8x or more (GPU counts, batch sizes). */
+    char ticks[2048] = "";
+    int xnum = numeric_dim(&v->dim[0]), xlog = 0;
+    if (xnum) {
+        double lo = INFINITY, hi = -INFINITY;
+        for (int i = 0; i < v->dim[0].count; i++) {
+            double x = strtod(v->dim[0].values[i], NULL);
+            lo = x < lo ? x : lo;
+            hi = x > hi ? x : hi;
+            if (v->dim[0].count <= SWEEP_PLOT_MAX_TICKS && strlen(ticks) + strlen(v->dim[0].values[i]) + 2 < sizeof ticks)
+                snprintf(ticks + strlen(ticks), sizeof ticks - strlen(ticks), "%s%s", i ? "," : "", v->dim[0].values[i]);
+        }
+        xlog = lo > 0 && hi >= 8 * lo;
+    }
     snprintf(vars, sizeof vars, "datafile='%s/sweep.csv'; xcol='%s'; labelcols='%s'; plottitle='%s'; nz=%d; zvals='%s'; "
-             "xnumeric=%d", sp->dir, v->dim[0].path, labels, sp->title, nz, series, numeric_dim(&v->dim[0]));
+             "xnumeric=%d; xticks='%s'; xlog=%d", sp->dir, v->dim[0].path, labels, sp->title, nz, series, xnum, ticks,
+             xlog);
     if (one("sweep_throughput.gp", vars, sp, "throughput", err) || one("sweep_breakdown.gp", vars, sp, "breakdown", err) ||
         one("sweep_memory.gp", vars, sp, "memory", err))
         return -1;
