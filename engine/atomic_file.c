@@ -8,6 +8,41 @@
 #include <unistd.h>
 #include "atomic_file.h"
 
+/* Where a chain of symbolic links ends, whether or not a file is there yet (realpath needs one):
+ * each link's text, relative to the folder of the link. 0 with out, or -1 (not a link, a loop,
+ * too long). */
+#define LINK_HOPS_MAX 40 /* as the kernel's own limit on following links (ELOOP) */
+static int link_target(const char *path, char *out, size_t n)
+{
+    char cur[PATH_MAX], text[PATH_MAX];
+    struct stat st;
+    if (strlen(path) >= sizeof cur || lstat(path, &st) != 0 || !S_ISLNK(st.st_mode))
+        return -1;
+    snprintf(cur, sizeof cur, "%s", path);
+    for (int hop = 0; hop < LINK_HOPS_MAX; hop++) {
+        if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) { /* the end: absent, or not a link */
+            if (strlen(cur) >= n)
+                return -1;
+            snprintf(out, n, "%s", cur);
+            return 0;
+        }
+        ssize_t len = readlink(cur, text, sizeof text - 1);
+        if (len < 0)
+            return -1;
+        text[len] = 0;
+        if (text[0] == '/') {
+            snprintf(cur, sizeof cur, "%s", text);
+        } else {
+            char *slash = strrchr(cur, '/');
+            size_t keep = slash ? (size_t)(slash - cur) + 1 : 0;
+            if (keep + (size_t)len >= sizeof cur)
+                return -1;
+            memcpy(cur + keep, text, (size_t)len + 1);
+        }
+    }
+    return -1;
+}
+
 int atomic_file_open(atomic_file *a, const char *path, char *why, size_t len)
 {
     memset(a, 0, sizeof *a);
@@ -17,10 +52,12 @@ int atomic_file_open(atomic_file *a, const char *path, char *why, size_t len)
     }
     snprintf(a->path, sizeof a->path, "%s", path);
     /* A symbolic link stays a link: the file it names is the one replaced whole (renaming over
-     * the link would put a regular file in its place). */
+     * the link would put a regular file in its place), or made, when the link points where no
+     * file is yet. */
     struct stat st;
     char target[PATH_MAX];
-    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode) && realpath(path, target) && strlen(target) < sizeof a->path)
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode) &&
+        ((realpath(path, target) && strlen(target) < sizeof a->path) || link_target(path, target, sizeof target) == 0))
         snprintf(a->path, sizeof a->path, "%s", target);
     path = a->path;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) { /* a device or a pipe: in place */

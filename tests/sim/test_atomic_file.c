@@ -121,6 +121,33 @@ static void a_link_stays_a_link(void **state)
     unlink(real);
 }
 
+/* A link to a file not yet there (a link made ahead to where the results should go, or a
+ * chain of them) stays a link too: the file is created where it points. */
+static void a_dangling_link_stays_a_link(void **state)
+{
+    (void)state;
+    char sub[64], real[80], link[64], link2[64], why[256], buf[64];
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    snprintf(real, sizeof real, "%s/later.json", sub);
+    snprintf(link, sizeof link, "%s/out.json", dir);
+    snprintf(link2, sizeof link2, "%s/out2.json", dir);
+    assert_int_equal(symlink("sub/later.json", link), 0); /* relative to the link's folder */
+    assert_int_equal(symlink("out.json", link2), 0);      /* a link to that link */
+    assert_int_equal(atomic_file_write(link2, "first bytes", 11, 0, why, sizeof why), 0);
+    struct stat st;
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(lstat(link2, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    read_all(real, buf, sizeof buf);
+    assert_string_equal(buf, "first bytes");
+    unlink(link2);
+    unlink(link);
+    unlink(real);
+    rmdir(sub);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir))
@@ -130,6 +157,7 @@ int main(void)
         cmocka_unit_test(unwritable_target_fails_naming_it),
         cmocka_unit_test(a_fifo_stays_a_fifo),
         cmocka_unit_test(a_link_stays_a_link),
+        cmocka_unit_test(a_dangling_link_stays_a_link),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     rmdir(dir);
