@@ -2,6 +2,7 @@
  *            [--set P=V]... [--threads N]: the command line; the search is plan_search.c, the
  * report markdown.c. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,10 @@ static void usage(FILE *f)
             "                    price_per_gpu_hour); layouts in --json carry their gpus\n"
             "  --max-gpus N      with --deadline-days: the largest cluster (default: the platform's nodes;\n"
             "                    more grows its fabric to them)\n"
+            "  --batch-tokens MIN:MAX  with --deadline-days: the global batch may be any of 2^a 3^b\n"
+            "                    sequences whose tokens lie in MIN..MAX (and the scenario's own), not only\n"
+            "                    the scenario's: each size is searched at each (at most 12, spread over\n"
+            "                    the range); layouts carry their training.global_batch_size\n"
             "exit: 0 ok, 2 bad input, 1 runtime failure (or no layout fits, or meets the deadline)\n");
 }
 
@@ -86,11 +91,30 @@ static void size_done(const plan_size *z)
 }
 
 /* --deadline-days: the sizes searched, the cheapest layouts within the deadline. */
+typedef struct {
+    double lo, hi; /* --batch-tokens MIN:MAX */
+} token_range;
+
+static int take_range(const char *command, const char *flag, const char *value, void *dest)
+{
+    token_range *r = dest;
+    char *end;
+    r->lo = strtod(value, &end);
+    if (*end == ':')
+        r->hi = strtod(end + 1, &end);
+    if (*end || !(r->lo > 0) || !(r->hi >= r->lo) || !isfinite(r->hi)) {
+        fprintf(stderr, "dtsim %s: %s '%s': expected MIN:MAX tokens, 0 < MIN <= MAX (e.g. 4e6:16e6)\n", command, flag,
+                value);
+        return -1;
+    }
+    return 0;
+}
+
 static int plan_to_deadline(const scenario_config *s, double days, int max_gpus, int threads, int top,
-                            const char *json_path)
+                            const token_range *batch, const char *json_path)
 {
     plan_deadline_input in = {.deadline_days = days, .max_gpus = max_gpus, .threads = threads, .keep_per_size = top,
-                              .progress = size_done};
+                              .batch_tokens_min = batch->lo, .batch_tokens_max = batch->hi, .progress = size_done};
     plan_deadline_result d;
     config_error err;
     fprintf(stderr, "dtsim plan: %s: the cheapest cluster and layout that train %.3g tokens within %g days\n",
@@ -120,8 +144,10 @@ static int plan_to_deadline(const scenario_config *s, double days, int max_gpus,
         const plan_layout *l = &d.layouts[i];
         char label[128];
         plan_layout_label(l, label, sizeof label);
-        fprintf(h, "%3d. %6d GPUs  %-40s %7.2f days %11.4g GPU-hours", i + 1, l->result.gpus, label, l->to_train.days,
-                l->to_train.gpu_hours);
+        fprintf(h, "%3d. %6d GPUs  %-40s", i + 1, l->result.gpus, label);
+        if (batch->hi > 0)
+            fprintf(h, " batch %6lld", l->global_batch);
+        fprintf(h, " %7.2f days %11.4g GPU-hours", l->to_train.days, l->to_train.gpu_hours);
         if (l->to_train.has_cost)
             fprintf(h, "  cost %.4g", l->to_train.cost);
         fputc('\n', h);
@@ -155,8 +181,10 @@ int cli_plan(int argc, char **argv)
     cli_list sets = {0};
     int gpus = 0, top = 10, confirm = 0, confirmed = 0, threads = 0, max_gpus = 0;
     double deadline = 0;
+    token_range batch = {0, 0};
     const cli_option options[] = {
         CLI_OPT_REAL("deadline-days", &deadline),
+        CLI_OPT_CALL("batch-tokens", take_range, &batch),
         CLI_OPT_INT("max-gpus", &max_gpus, 1, 1048576),
         CLI_OPT_INT("gpus", &gpus, 1, 1048576),
         CLI_OPT_INT("top", &top, 1, 100000),
@@ -173,14 +201,15 @@ int cli_plan(int argc, char **argv)
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
-    if ((max_gpus || deadline > 0) && (gpus || confirm || report || deadline <= 0)) {
+    if ((max_gpus || batch.hi > 0 || deadline > 0) && (gpus || confirm || report || deadline <= 0)) {
         fprintf(stderr, "dtsim plan: --deadline-days D (with a D above 0) searches cluster sizes itself: "
-                        "--max-gpus needs it, and --gpus, --confirm and --report do not go with it\n");
+                        "--max-gpus and --batch-tokens need it, and --gpus, --confirm and --report do not go "
+                        "with it\n");
         scenario_free(&s);
         goto out;
     }
     if (deadline > 0) {
-        rc = plan_to_deadline(&s, deadline, max_gpus, threads, top, json_path);
+        rc = plan_to_deadline(&s, deadline, max_gpus, threads, top, &batch, json_path);
         scenario_free(&s);
         goto out;
     }

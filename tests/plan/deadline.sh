@@ -3,7 +3,10 @@
 # first (GPU-hours = days x 24 x its GPUs); a size meets the deadline exactly when its fastest
 # layout does, and the cheapest comes from the smallest such size; the cheapest layout,
 # given back to dtsim run at its size, simulates to the same step time; what cannot be answered is
-# refused (no token budget, --max-gpus alone) or reported (no size meets it, exit 1).
+# refused (no token budget, --max-gpus alone) or reported (no size meets it, exit 1). With
+# --batch-tokens MIN:MAX every layout's global batch has its tokens in the range, the cheapest
+# costs no more than with the scenario's batch alone (which is among those searched), and it
+# too simulates to its step time under dtsim run with its batch.
 #   deadline.sh DTSIM REPO_ROOT
 set -u
 dtsim=$1 root=$2
@@ -44,5 +47,33 @@ print(f"cheapest layout: plan {s:.6f} s, run {r:.6f} s"); sys.exit(0 if abs(r-s)
 "$dtsim" plan "$s" --max-gpus 64 >/dev/null 2>"$work/err"; [ $? -eq 2 ] || { echo "--max-gpus alone accepted"; fail=1; }
 "$dtsim" plan "$s" --deadline-days 0.001 --set training.tokens=2e11 --max-gpus 64 >/dev/null 2>"$work/err"; rc=$?
 [ "$rc" -eq 1 ] && grep -q 'no cluster of up to 8 nodes' "$work/err" || { echo "impossible: exit $rc"; cat "$work/err"; fail=1; }
-[ "$fail" -eq 0 ] && echo "deadline: layouts within it, cheapest first, smallest size; run agrees; refusals"
+fixed_best=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["layouts"][0]["time_to_train"]["gpu_hours"])' "$work/d.json")
+"$dtsim" plan "$s" --deadline-days 2 --set training.tokens=2e11 --top 5 --batch-tokens 2e5:2e6 \
+  --json "$work/b.json" >/dev/null 2>&1 || fail=1
+sets=$(python3 - "$work/b.json" "$fixed_best" <<'PY'
+import json, sys
+L = json.load(open(sys.argv[1]))["layouts"]
+ok = len(L) > 0 and L[0]["time_to_train"]["gpu_hours"] <= float(sys.argv[2])
+ok = ok and all(2e5 <= l["training"]["global_batch_size"] * 1024 <= 2e6 for l in L)
+ok = ok and len({l["training"]["global_batch_size"] for l in L}) > 1   # more than one batch in the answer
+if not ok:
+    print("WRONG batch range", file=sys.stderr); sys.exit(1)
+p, t = L[0]["parallel"], L[0]["training"]
+print(" ".join(f"--set parallel.{k}={json.dumps(v)}" for k, v in p.items()) +
+      f" --set training.micro_batch_size={t['micro_batch_size']}" +
+      f" --set training.global_batch_size={t['global_batch_size']}" +
+      f" --set training.recompute_granularity=\"{t['recompute_granularity']}\"" +
+      f" STEP={L[0]['step_time_s']}")
+PY
+) || fail=1
+step=${sets##*STEP=}; sets=${sets% STEP=*}
+# shellcheck disable=SC2086
+"$dtsim" run "$s" --set training.tokens=2e11 $sets --json "$work/r2.json" >/dev/null 2>"$work/err" || { cat "$work/err"; fail=1; }
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["step_time_s"]; s=float(sys.argv[2]);
+print(f"cheapest in the batch range: plan {s:.6f} s, run {r:.6f} s"); sys.exit(0 if abs(r-s) <= 1e-9*s else 1)' "$work/r2.json" "$step" || fail=1
+"$dtsim" plan "$s" --deadline-days 2 --set training.tokens=2e11 --batch-tokens 1e2:5e2 >/dev/null 2>"$work/err"; rc=$?
+[ "$rc" -eq 2 ] && grep -q 'no global batch of 2^a 3^b sequences' "$work/err" || { echo "empty range: exit $rc"; fail=1; }
+"$dtsim" plan "$s" --batch-tokens 2e5:2e6 >/dev/null 2>&1; [ $? -eq 2 ] || { echo "--batch-tokens alone accepted"; fail=1; }
+"$dtsim" plan "$s" --deadline-days 2 --batch-tokens 2e6:2e5 >/dev/null 2>&1; [ $? -eq 2 ] || { echo "MIN > MAX accepted"; fail=1; }
+[ "$fail" -eq 0 ] && echo "deadline: layouts within it, cheapest first, smallest size; run agrees; refusals; batch range"
 exit "$fail"

@@ -26,6 +26,8 @@ void plan_apply(const scenario_config *base, const plan_layout *l, scenario_conf
     out->parallel.zero_stage = l->zero;
     out->parallel.schedule = l->schedule;
     out->training.micro_batch_size = l->micro_batch;
+    if (l->global_batch > 0)
+        out->training.global_batch_size = l->global_batch;
     out->training.recompute = l->recompute;
     /* A hand-made uneven split belongs to the scenario's own pipeline depth only. */
     if (l->pp != base->parallel.pp || l->vpp != base->parallel.vpp) {
@@ -181,7 +183,8 @@ void *plan_layout_to_json(const scenario_config *base, const plan_layout *l)
                             r->memory.gradients, "optimizer", r->memory.optimizer, "activations", r->memory.activations,
                             "buffers", r->memory.buffers, "total", r->memory.total, "capacity", r->memory.capacity,
                             "oom", r->memory.oom);
-    return json_pack("{s:o,s:{s:I,s:s},s:f,s:f,s:f,s:f,s:f,s:o,s:o,s:b}", "parallel", par, "training",
+    return json_pack("{s:o,s:{s:I,s:I,s:s},s:f,s:f,s:f,s:f,s:f,s:o,s:o,s:b}", "parallel", par, "training",
+                     "global_batch_size", (json_int_t)s.training.global_batch_size,
                      "micro_batch_size", (json_int_t)l->micro_batch, "recompute_granularity",
                      recompute_name(l->recompute), "step_time_s", r->step_time_s, "mfu", r->mfu, "bubble_fraction",
                      r->bubble_mean, "exposed_comm_s", plan_exposed_comm_s(l), "tokens_per_s", r->tokens_per_s,

@@ -12,6 +12,7 @@ typedef struct {
     int tp, pp, dp, cp, vpp, sp, zero;
     int ep;                    /* expert parallel (MoE models; 1 for dense ones) */
     long long micro_batch;
+    long long global_batch;    /* sequences a step; 0 until searched: the scenario's */
     recompute_kind recompute;
     pipeline_kind schedule;
     int is_scenario_own;       /* the scenario's own layout (always a candidate) */
@@ -73,6 +74,9 @@ typedef struct {
     int max_gpus;              /* 0: the platform's nodes; more grows the fabric to them */
     int threads;               /* 0: plan_default_threads() */
     int keep_per_size;         /* cheapest layouts within the deadline kept from each size */
+    double batch_tokens_min, batch_tokens_max; /* > 0: the global batch may be any of 2^a 3^b
+                                  sequences with its tokens in this range (plan_batches), not
+                                  only the scenario's */
     void (*progress)(const plan_size *done); /* after each size (may be NULL) */
 } plan_deadline_input;
 
@@ -84,6 +88,13 @@ typedef struct {
     plan_layout *layouts;      /* within the deadline, every size, cheapest first */
     int count, cap;
 } plan_deadline_result;
+
+/* The global batches (sequences) a batch range allows: every 2^a 3^b with tokens in [lo, hi]
+ * (the sizes most data-parallel widths divide), and the scenario's own when in range; at most
+ * PLAN_MAX_BATCHES, evenly spread over the range when there are more. Returns the count (0:
+ * none in range). */
+#define PLAN_MAX_BATCHES 12
+int plan_batches(const scenario_config *s, double lo, double hi, long long out[PLAN_MAX_BATCHES]);
 
 /* Returns 0 (out->count 0 when no size meets the deadline), or -1 with err (no token budget,
  * a bad size). Free with plan_deadline_free. */

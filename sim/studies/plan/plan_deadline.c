@@ -18,8 +18,87 @@ static int by_gpu_hours(const void *a, const void *b)
     return (p->result.gpus > q->result.gpus) - (p->result.gpus < q->result.gpus);
 }
 
-/* One cluster size: its layouts searched, those within the deadline kept (at most keep of them,
- * cheapest first). Returns 0 (size->feasible says whether any met it), or -1 with err. */
+static int by_batch(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+int plan_batches(const scenario_config *s, double lo, double hi, long long out[PLAN_MAX_BATCHES])
+{
+    double seq = (double)s->model.seq_length;
+    long long all[4096];
+    int n = 0;
+    for (long long p2 = 1; p2 * seq <= hi && n < 4096; p2 *= 2)
+        for (long long b = p2; b * seq <= hi && n < 4096; b *= 3)
+            if (b * seq >= lo)
+                all[n++] = b;
+    long long own = s->training.global_batch_size;
+    int has_own = own * seq >= lo && own * seq <= hi;
+    for (int i = 0; i < n; i++)
+        if (all[i] == own)
+            has_own = 0; /* already there */
+    if (has_own && n < 4096)
+        all[n++] = own;
+    if (n > 1)
+        qsort(all, (size_t)n, sizeof *all, by_batch);
+    if (n <= PLAN_MAX_BATCHES) {
+        memcpy(out, all, (size_t)n * sizeof *all);
+        return n;
+    }
+    /* More than a search can afford: evenly spread picks over the sorted list, both ends kept
+     * (and the scenario's own, in place of its nearest pick). */
+    int k = 0;
+    for (int i = 0; i < PLAN_MAX_BATCHES; i++) {
+        long long b = all[(long)i * (n - 1) / (PLAN_MAX_BATCHES - 1)];
+        if (k == 0 || out[k - 1] != b)
+            out[k++] = b;
+    }
+    if (own * seq >= lo && own * seq <= hi) {
+        int near = 0;
+        for (int i = 1; i < k; i++)
+            if (llabs(out[i] - own) < llabs(out[near] - own))
+                near = i;
+        out[near] = own;
+        qsort(out, (size_t)k, sizeof *out, by_batch);
+    }
+    return k;
+}
+
+/* Searches one size at one global batch, adding its layouts to all. */
+static int search_batch(const scenario_config *s, int gpus, long long batch, const plan_deadline_input *in,
+                        plan_result *all, config_error *err)
+{
+    scenario_config b = *s;
+    if (batch > 0)
+        b.training.global_batch_size = batch;
+    plan_result p;
+    if (plan_search_threads(&b, gpus, in->threads, &p, err, NULL) != 0)
+        return -1;
+    if (p.count > 0) {
+        plan_layout *grown = realloc(all->layouts, (size_t)(all->count + p.count) * sizeof *grown);
+        if (!grown) {
+            plan_result_free(&p);
+            snprintf(err->msg, sizeof err->msg, "out of host memory");
+            return -1;
+        }
+        all->layouts = grown;
+        memcpy(all->layouts + all->count, p.layouts, (size_t)p.count * sizeof *p.layouts);
+        all->count += p.count;
+    }
+    plan_result_free(&p);
+    return 0;
+}
+
+static int by_days(const void *a, const void *b)
+{
+    double x = ((const plan_layout *)a)->to_train.days, y = ((const plan_layout *)b)->to_train.days;
+    return (x > y) - (x < y);
+}
+
+/* One cluster size: its layouts searched (at each global batch the range allows, or the
+ * scenario's), those within the deadline kept (at most keep of them, cheapest first). Returns 0
+ * (size->feasible says whether any met it), or -1 with err. */
 static int search_size(const scenario_config *base, int nodes, const plan_deadline_input *in, plan_deadline_result *out,
                        config_error *err)
 {
@@ -27,14 +106,22 @@ static int search_size(const scenario_config *base, int nodes, const plan_deadli
     int gpus = nodes * base->platform.node.gpus;
     if (s.platform.network.nodes < nodes) /* the fabric grown to the size asked */
         s.platform.network.nodes = nodes;
+    long long batches[PLAN_MAX_BATCHES] = {0};
+    int nb = in->batch_tokens_max > 0 ? plan_batches(base, in->batch_tokens_min, in->batch_tokens_max, batches) : 1;
     plan_result p;
-    if (plan_search_threads(&s, gpus, in->threads, &p, err, NULL) != 0)
-        return -1;
+    memset(&p, 0, sizeof p);
+    for (int i = 0; i < nb; i++)
+        if (search_batch(&s, gpus, batches[i], in, &p, err) != 0) {
+            plan_result_free(&p);
+            return -1;
+        }
     plan_size *z = &out->sizes[out->size_count++];
     memset(z, 0, sizeof *z);
     z->gpus = gpus;
     z->fitting = p.count;
-    z->fastest_days = p.count > 0 ? p.layouts[0].to_train.days : 0; /* ranked by step time */
+    if (p.count > 0) /* qsort takes no NULL, even for nothing */
+        qsort(p.layouts, (size_t)p.count, sizeof *p.layouts, by_days);
+    z->fastest_days = p.count > 0 ? p.layouts[0].to_train.days : 0;
     int kept = 0;
     if (p.count > 0) /* qsort takes no NULL, even for nothing */
         qsort(p.layouts, (size_t)p.count, sizeof *p.layouts, by_gpu_hours);
@@ -81,6 +168,15 @@ int plan_deadline(const scenario_config *base, const plan_deadline_input *in, pl
     int max_nodes = in->max_gpus > 0 ? in->max_gpus / gpn : base->platform.network.nodes;
     if (max_nodes < 1) {
         snprintf(err->msg, sizeof err->msg, "--max-gpus %d: fewer than one node of %d GPUs", in->max_gpus, gpn);
+        return -1;
+    }
+    long long batches[PLAN_MAX_BATCHES];
+    if (in->batch_tokens_max > 0 &&
+        (in->batch_tokens_min <= 0 || in->batch_tokens_min > in->batch_tokens_max ||
+         plan_batches(base, in->batch_tokens_min, in->batch_tokens_max, batches) == 0)) {
+        snprintf(err->msg, sizeof err->msg,
+                 "--batch-tokens %.6g:%.6g: no global batch of 2^a 3^b sequences of %lld tokens lies in it",
+                 in->batch_tokens_min, in->batch_tokens_max, base->model.seq_length);
         return -1;
     }
     /* Nodes 1, 2, 4, ... up to the largest, until one meets the deadline (more GPUs finish sooner

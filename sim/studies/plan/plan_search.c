@@ -298,6 +298,8 @@ int plan_search_threads(const scenario_config *base, int gpus, int threads, plan
         plan_result_free(out);
         return -1;
     }
+    for (int i = 0; i < out->count; i++)
+        out->layouts[i].global_batch = base->training.global_batch_size;
     if (out->count > 1)
         qsort(out->layouts, (size_t)out->count, sizeof *out->layouts, plan_compare);
     plan_tally_sort(&out->invalid_by);
