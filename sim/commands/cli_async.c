@@ -6,6 +6,7 @@
 #include "async_ps.h"
 #include "cli.h"
 #include "cli_args.h"
+#include "budget.h"
 #include "progress.h"
 
 static void usage(FILE *f)
@@ -25,6 +26,7 @@ static void usage(FILE *f)
             "  --progress                the steps done on stderr every 2 s, with the time left\n"
             "                            (default: only when stderr is a terminal); stdout is the same\n"
             "  --quiet                   no progress, even on a terminal\n"
+            BUDGET_HELP
             "  -h, --help                this help\n"
             "exit: 0 ok, 2 bad input, 1 runtime failure\n");
 }
@@ -34,7 +36,9 @@ int cli_async(int argc, char **argv)
     const char *scenario_path = NULL, *json_path = NULL;
     cli_list sets = {0};
     int steps = 0, progress = 0, quiet = 0;
+    budget_limits limits = {0, 0};
     const cli_option options[] = {
+        BUDGET_OPTIONS(&limits),
         CLI_OPT_APPEND("set", &sets),
         CLI_OPT_INT("steps", &steps, 1, 1000000),
         CLI_OPT_STRING("json", &json_path),
@@ -48,6 +52,12 @@ int cli_async(int argc, char **argv)
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
+    work_estimate est;
+    budget_estimate_async(&s, steps > 0 ? steps : s.parameter_server.steps > 0 ? s.parameter_server.steps : 100, &est);
+    if (budget_check("async", &est, &limits) != 0) {
+        scenario_free(&s);
+        goto out;
+    }
     config_error err;
     async_report a;
     progress_meter meter;

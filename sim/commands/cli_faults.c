@@ -9,6 +9,8 @@
 #include <unistd.h>
 #include "cli.h"
 #include "cli_args.h"
+#include "budget.h"
+#include "run.h"
 #include "faults.h"
 #include "progress.h"
 
@@ -33,6 +35,7 @@ static void usage(FILE *f)
             "                    stderr every 2 s, with the time left (default: only when stderr is\n"
             "                    a terminal); stdout is the same\n"
             "  --quiet           no progress, even on a terminal\n"
+            BUDGET_HELP
             "exit: 0 ok, 2 bad input, 1 runtime failure\n");
 }
 
@@ -96,12 +99,36 @@ static int spares_needed(const scenario_config *s, const faults_report *r, doubl
     return k;
 }
 
+/* The step (its analytic replay), then the Monte Carlo: runs x the events of one run, as long
+ * as the horizon or, when the scenario says what is trained, as training it takes. 0, or 2. */
+static int faults_within_budget(const scenario_config *s, int runs, const budget_limits *limits)
+{
+    scenario_config step = *s;
+    step.run.fidelity_flow = 0;
+    work_estimate e;
+    budget_estimate_run(&step, &e);
+    if (budget_check("faults", &e, limits) != 0)
+        return 2;
+    double days = s->faults.horizon_days;
+    run_result r;
+    config_error err;
+    if (s->training.tokens > 0 && run_scenario(&step, &r, &err) == 0) {
+        time_to_train t;
+        run_time_to_train(&step, r.step_time_s, r.gpus, &t);
+        days = t.days;
+    }
+    budget_estimate_faults(s, runs, days, &e);
+    return budget_check("faults", &e, limits);
+}
+
 int cli_faults(int argc, char **argv)
 {
     const char *path = NULL, *json_path = NULL, *plot_dir = NULL;
     cli_list sets = {0};
     int runs = 100, progress = 0, quiet = 0;
+    budget_limits limits = {0, 0};
     const cli_option options[] = {
+        BUDGET_OPTIONS(&limits),
         CLI_OPT_INT("runs", &runs, 1, 100000),
         CLI_OPT_STRING("json", &json_path),
         CLI_OPT_STRING("plot", &plot_dir),
@@ -117,6 +144,10 @@ int cli_faults(int argc, char **argv)
         goto out;
     rc = 2;
     config_error err;
+    if (faults_within_budget(&s, runs, &limits) != 0) {
+        scenario_free(&s);
+        goto out;
+    }
     /* A trace is input: a malformed one is the user's to fix (exit 2), named with its line. */
     faults_trace trace = {0};
     int gpus = scenario_gpus(&s), gpn = s.platform.node.gpus > 0 ? s.platform.node.gpus : 1;

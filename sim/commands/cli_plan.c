@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "cli.h"
 #include "cli_args.h"
+#include "budget.h"
 #include "plan.h"
 #include "markdown.h"
 
@@ -41,6 +42,7 @@ static void usage(FILE *f)
             "                    sequences whose tokens lie in MIN..MAX (and the scenario's own), not only\n"
             "                    the scenario's: each size is searched at each (at most 12, spread over\n"
             "                    the range); layouts carry their training.global_batch_size\n"
+            BUDGET_HELP
             "exit: 0 ok, 2 bad input, 1 runtime failure (or no layout fits, or meets the deadline)\n");
 }
 
@@ -182,7 +184,9 @@ int cli_plan(int argc, char **argv)
     int gpus = 0, top = 10, confirm = 0, confirmed = 0, threads = 0, max_gpus = 0;
     double deadline = 0;
     token_range batch = {0, 0};
+    budget_limits limits = {0, 0};
     const cli_option options[] = {
+        BUDGET_OPTIONS(&limits),
         CLI_OPT_REAL("deadline-days", &deadline),
         CLI_OPT_CALL("batch-tokens", take_range, &batch),
         CLI_OPT_INT("max-gpus", &max_gpus, 1, 1048576),
@@ -205,6 +209,38 @@ int cli_plan(int argc, char **argv)
         fprintf(stderr, "dtsim plan: --deadline-days D (with a D above 0) searches cluster sizes itself: "
                         "--max-gpus and --batch-tokens need it, and --gpus, --confirm and --report do not go "
                         "with it\n");
+        scenario_free(&s);
+        goto out;
+    }
+    /* The work, estimated before any: at the plan's size, or for a deadline at the largest size
+     * once per size searched and per batch (an upper bound: the search stops at the first size
+     * that meets the deadline). */
+    work_estimate est;
+    int est_gpus = gpus;
+    if (deadline > 0) {
+        int gpn = s.platform.node.gpus > 0 ? s.platform.node.gpus : 1;
+        est_gpus = (max_gpus > 0 ? max_gpus / gpn : s.platform.network.nodes) * gpn;
+        if (est_gpus < gpn)
+            est_gpus = gpn;
+    }
+    scenario_config at = s;
+    if (est_gpus > 0 && at.platform.network.nodes * at.platform.node.gpus < est_gpus)
+        at.platform.network.nodes = est_gpus / (at.platform.node.gpus > 0 ? at.platform.node.gpus : 1);
+    if (plan_estimate(&at, est_gpus, threads, &est) != 0) {
+        fprintf(stderr, "dtsim plan: out of host memory estimating the search\n");
+        scenario_free(&s);
+        goto out;
+    }
+    if (deadline > 0) {
+        long long batches[PLAN_MAX_BATCHES];
+        int nb = batch.hi > 0 ? plan_batches(&s, batch.lo, batch.hi, batches) : 1;
+        double sizes = ceil(log2(est_gpus / (double)(s.platform.node.gpus > 0 ? s.platform.node.gpus : 1))) + 2;
+        est.seconds *= sizes * (nb > 0 ? nb : 1);
+        char more[96];
+        snprintf(more, sizeof more, ", up to %.0f sizes x %d batches", sizes, nb > 0 ? nb : 1);
+        strncat(est.work, more, sizeof est.work - strlen(est.work) - 1);
+    }
+    if (budget_check("plan", &est, &limits) != 0) {
         scenario_free(&s);
         goto out;
     }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "cli.h"
 #include "cli_args.h"
+#include "budget.h"
 #include "flow.h"
 #include "run.h"
 
@@ -25,6 +26,7 @@ static void usage(FILE *f)
             "  --json FILE|-             write the result as JSON (\"-\": stdout only; the summary\n"
             "                            then goes to stderr)\n"
             "  --trace FILE              write a Chrome/Perfetto trace of the step\n"
+            BUDGET_HELP
             "  -h, --help                this help\n"
             "exit: 0 ok; 3 the layout does not fit in the GPUs' memory (the summary and --json are\n"
             "written all the same, memory_gib.oom true); 2 bad input; 1 runtime failure\n");
@@ -52,7 +54,9 @@ int cli_run(int argc, char **argv)
 {
     const char *scenario_path = NULL, *json_path = NULL, *trace_path = NULL;
     cli_list sets = {0};
+    budget_limits limits = {0, 0};
     const cli_option options[] = {
+        BUDGET_OPTIONS(&limits),
         CLI_OPT_CALL("fidelity", add_fidelity, &sets),
         CLI_OPT_CALL("steps", add_steps, &sets),
         CLI_OPT_APPEND("set", &sets),
@@ -66,6 +70,12 @@ int cli_run(int argc, char **argv)
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
+    work_estimate est;
+    budget_estimate_run(&s, &est);
+    if (budget_check("run", &est, &limits) != 0) {
+        scenario_free(&s);
+        goto out;
+    }
     config_error err;
     run_result r;
     int ran = run_scenario_traced(&s, &r, trace_path, &err);

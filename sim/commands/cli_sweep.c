@@ -34,6 +34,7 @@ static void usage(FILE *f)
             "  --progress          the points done on stderr every 2 s, with the time left (default:\n"
             "                      only when stderr is a terminal)\n"
             "  --quiet             no progress, even on a terminal\n"
+            BUDGET_HELP
             "exit: 0 ok, 2 bad input (before any run), 1 runtime failure\n",
             SWEEP_TABLE_ROWS);
 }
@@ -70,7 +71,9 @@ int cli_sweep(int argc, char **argv)
     shard_arg shard = {0, 1};
     sweep_spec spec;
     memset(&spec, 0, sizeof spec);
+    budget_limits limits = {0, 0};
     const cli_option options[] = {
+        BUDGET_OPTIONS(&limits),
         CLI_OPT_CALL("vary", add_vary, &spec),
         CLI_OPT_STRING("out", &out),
         CLI_OPT_APPEND("set", &sets),
@@ -111,6 +114,16 @@ int cli_sweep(int argc, char **argv)
                           .vpp = probe.parallel.vpp, .micro_batch = probe.training.micro_batch_size,
                           .dp = probe.parallel.dp, .global_batch = probe.training.global_batch_size};
     scenario_free(&probe);
+    if (!merge) { /* this process's share of the points */
+        work_estimate est;
+        if (sweep_estimate(path, (const char *const *)sets.items, sets.count, &spec, &est, &err) != 0) {
+            fprintf(stderr, "dtsim sweep: %s\n", err.msg);
+            goto out;
+        }
+        est.seconds /= shard.n;
+        if (budget_check("sweep", &est, &limits) != 0)
+            goto out;
+    }
     if (want_plot && !sweep_gnuplot_available()) {
         fprintf(stderr, "dtsim sweep: --plot needs gnuplot, which cannot be started (install gnuplot-nox)\n");
         goto out;

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include "run.h"
+#include "budget.h"
 
 typedef struct {
     int tp, pp, dp, cp, vpp, sp, zero;
@@ -101,6 +102,10 @@ int plan_batches(const scenario_config *s, double lo, double hi, long long out[P
 int plan_deadline(const scenario_config *base, const plan_deadline_input *in, plan_deadline_result *out,
                   config_error *err);
 void plan_deadline_free(plan_deadline_result *r);
+
+/* What plan_search_threads would take, from its candidates' task graphs in closed form (every
+ * candidate counted, the invalid ones too: an upper bound). 0, or -1 out of memory. */
+int plan_estimate(const scenario_config *base, int gpus, int threads, work_estimate *e);
 
 /* $DTSIM_THREADS when set, else the online CPUs (at most 64). */
 int plan_default_threads(void);

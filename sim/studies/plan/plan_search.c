@@ -10,10 +10,13 @@
 #include <time.h>
 #include <unistd.h>
 #include "plan.h"
+#include "workload_size.h"
 #include "wall_clock.h"
 
 #define PLAN_MAX_THREADS 64
 #define PLAN_CHUNK 8 /* candidates a thread takes at once: small, the costs vary a lot */
+/* plan_estimate checks a candidate's memory (its schedule walked) below this many tasks */
+#define PLAN_ESTIMATE_MEMORY_TASKS 100000
 
 int plan_default_threads(void)
 {
@@ -212,6 +215,46 @@ static long enumerate(const scenario_config *base, int gpus, plan_layout **out)
     }
     *out = cand;
     return n;
+}
+
+int plan_estimate(const scenario_config *base, int gpus, int threads, work_estimate *e)
+{
+    if (gpus <= 0)
+        gpus = scenario_gpus(base);
+    if (threads <= 0)
+        threads = plan_default_threads();
+    plan_layout *cand;
+    long total = enumerate(base, gpus, &cand);
+    if (total < 0)
+        return -1;
+    double tasks = 0, largest = 0;
+    long simulated = 0;
+    for (long i = 0; i < total; i++) {
+        scenario_config s;
+        config_error err;
+        plan_apply(base, &cand[i], &s);
+        if (scenario_validate_layout(&s, &err) != 0)
+            continue; /* refused by a rule, as the search refuses it: no work */
+        workload_size z;
+        workload_size_estimate(&s, &z);
+        /* The memory check walks the schedule (2 P V m passes): done here when that is small next to
+         * what the candidate would cost, else the candidate is counted as if it fitted. */
+        if (z.tasks < PLAN_ESTIMATE_MEMORY_TASKS) {
+            run_memory mem;
+            run_memory_estimate(&s, &mem);
+            if (mem.oom)
+                continue;
+        }
+        simulated++;
+        tasks += z.tasks;
+        largest = z.tasks > largest ? z.tasks : largest;
+    }
+    free(cand);
+    snprintf(e->work, sizeof e->work, "%ld of %ld candidate layouts simulated on %d GPUs (%.3g tasks in all)",
+             simulated, total, gpus, tasks);
+    e->seconds = budget_plan_seconds(tasks, threads);
+    e->bytes = threads * budget_analytic_bytes(largest) + (double)total * sizeof(plan_layout);
+    return 0;
 }
 
 int plan_search(const scenario_config *base, int gpus, plan_result *out, config_error *err,

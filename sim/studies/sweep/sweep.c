@@ -133,6 +133,58 @@ static json_t *value_json(const char *text)
     return v ? v : json_string(text);
 }
 
+int sweep_estimate(const char *scenario_path, const char *const *base_sets, int n_base, const sweep_spec *spec,
+                   work_estimate *e, config_error *err)
+{
+    long total = sweep_points(spec);
+    long sample = total < SWEEP_ESTIMATE_SAMPLE ? total : SWEEP_ESTIMATE_SAMPLE;
+    const char **sets = calloc((size_t)n_base + SWEEP_MAX_DIMS + 1, sizeof *sets);
+    if (!sets) {
+        snprintf(err->msg, sizeof err->msg, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < n_base; i++)
+        sets[i] = base_sets[i];
+    double seconds = 0, bytes = 0;
+    long counted = 0;
+    for (long k = 0; k < sample; k++) {
+        /* the point's value indices, for a product or a zip */
+        long point = sample > 1 ? k * (total - 1) / (sample - 1) : 0, rest = point;
+        char *assign[SWEEP_MAX_DIMS] = {0};
+        for (int d = spec->dims - 1; d >= 0; d--) {
+            int idx = spec->zip ? (int)point : (int)(rest % spec->dim[d].count);
+            if (!spec->zip)
+                rest /= spec->dim[d].count;
+            size_t len = strlen(spec->dim[d].path) + strlen(spec->dim[d].values[idx]) + 2;
+            assign[d] = malloc(len);
+            if (assign[d])
+                snprintf(assign[d], len, "%s=%s", spec->dim[d].path, spec->dim[d].values[idx]);
+            sets[n_base + d] = assign[d] ? assign[d] : "";
+        }
+        scenario_config s;
+        config_error e2;
+        if (scenario_load(scenario_path, sets, n_base + spec->dims, &s, &e2) == 0) { /* invalid points cost nothing */
+            work_estimate one;
+            budget_estimate_run(&s, &one);
+            seconds += one.seconds;
+            bytes = one.bytes > bytes ? one.bytes : bytes;
+            counted++;
+            scenario_free(&s);
+        }
+        for (int d = 0; d < spec->dims; d++)
+            free(assign[d]);
+    }
+    free(sets);
+    double scale = sample > 0 ? (double)total / sample : 0;
+    if (sample == total)
+        snprintf(e->work, sizeof e->work, "%ld points (%ld valid)", total, counted);
+    else
+        snprintf(e->work, sizeof e->work, "%ld points (from %ld spread over them, %ld valid)", total, sample, counted);
+    e->seconds = seconds * scale;
+    e->bytes = bytes;
+    return 0;
+}
+
 int sweep_run(const char *scenario_path, const char *const *base_sets, int n_base, const sweep_spec *spec,
               int shard_k, int shard_n, json_t **rows_out, json_t **points_out, config_error *err,
               progress_meter *progress)

@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include "config.h"
 #include "progress.h"
+#include "budget.h"
 
 #define SWEEP_MAX_DIMS 8
 #define SWEEP_MAX_VALUES 256
@@ -42,6 +43,13 @@ void sweep_next(const sweep_spec *spec, int idx[SWEEP_MAX_DIMS]);
 int sweep_run(const char *scenario_path, const char *const *base_sets, int n_base, const sweep_spec *spec,
               int shard_k, int shard_n, json_t **rows, json_t **points, config_error *err,
               progress_meter *progress);
+
+/* What sweep_run would take: its points' runs estimated one by one (budget_estimate_run), from
+ * SWEEP_ESTIMATE_SAMPLE of them spread over the sweep when there are more, scaled to all; the
+ * memory is the largest point's. 0, or -1 with err. */
+#define SWEEP_ESTIMATE_SAMPLE 32
+int sweep_estimate(const char *scenario_path, const char *const *base_sets, int n_base, const sweep_spec *spec,
+                   work_estimate *e, config_error *err);
 
 /* Gives every row every key of the fullest row, in its order (failed points lack metrics). */
 json_t *sweep_align_rows(json_t *rows);

@@ -1,0 +1,164 @@
+/* See budget.h. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include "budget.h"
+#include "run.h"
+#include "workload_size.h"
+
+/* The analytic replay: GPT-3 175B on 1,024 A100 at global batches of 1,536 to 1,572,864 (dtsim
+ * run scenarios/gpt3-175b-1024-a100.json --set training.global_batch_size=B, under
+ * /usr/bin/time): 7,139 to 6,096,035 tasks at 0.29-0.69 us a task (run to run and size to size;
+ * 0.47 us at the largest on a quiet machine), 254 bytes a task of peak memory. */
+#define ANALYTIC_S_PER_TASK 0.5e-6
+#define ANALYTIC_BYTES_PER_TASK 260.0
+/* The planner's candidates, each a small graph evaluated on its own thread: bench/plan_bench.sh's
+ * plan (GPT-3 175B on 1,024 A100, 1,078 simulated) holds 1.68e7 tasks by plan_estimate's count
+ * and takes 1.12 s on 2 threads: 0.13 us a task and thread. */
+#define PLAN_S_PER_TASK 0.14e-6
+/* What any command holds before its work: a small run's peak RSS is 33-46 MB. */
+#define BASE_BYTES 50e6
+/* The flow replay: GPT-3 175B with DP 16, 64, 256 (1,024-16,384 GPUs; dtsim run ... --fidelity
+ * flow --set parallel.data_parallel_size=D --set training.global_batch_size=96D): 50,176,
+ * 200,704 and 802,816 flows in 0.44, 2.96 and 21.9 s of SimGrid, 89, 328 and 1,264 MiB peak.
+ * A flow's cost grows with how many there are (SimGrid's sharing solves over more flows at
+ * once): 8.8 us at 50,176, as (flows / 50,176)^0.4 above; 1.7 KB a flow. Llama 3 405B on 16,384
+ * H100 (265,472 flows, 5.2 s, 370 MiB) is within 15% of both. */
+#define FLOW_S_PER_FLOW 8.8e-6
+#define FLOW_FLOWS_REF 50176.0
+#define FLOW_GROWTH 0.4
+#define FLOW_BYTES_PER_FLOW 1.7e3
+/* dtsim async scenarios/gpt3-2.7b-32-a100-ps.json --steps 1000 / 10000 (32 workers, 4 servers):
+ * 1.17 s and 10.5 s, 36 MB: 33 us a worker's step. */
+#define ASYNC_S_PER_WORKER_STEP 33e-6
+/* dtsim faults scenarios/llama3-405b-54d-faults.json --runs 10 / 50: 0.58 s and 2.58 s, 50 ms a
+ * run of 54 days at 16,384 GPUs (about 420 failures and 2,600 checkpoints), the
+ * checkpoint-interval search's timelines included: 17 us an event. */
+#define FAULTS_S_PER_EVENT 17e-6
+
+double budget_analytic_seconds(double tasks)
+{
+    return tasks * ANALYTIC_S_PER_TASK;
+}
+
+double budget_plan_seconds(double tasks, int threads)
+{
+    return tasks * PLAN_S_PER_TASK / (threads > 0 ? threads : 1);
+}
+
+double budget_analytic_bytes(double tasks)
+{
+    return BASE_BYTES + tasks * ANALYTIC_BYTES_PER_TASK;
+}
+
+static void count_words(double n, char *out, size_t len)
+{
+    if (n >= 1e9)
+        snprintf(out, len, "%.1fG", n / 1e9);
+    else if (n >= 1e6)
+        snprintf(out, len, "%.1fM", n / 1e6);
+    else if (n >= 1e4)
+        snprintf(out, len, "%.0fK", n / 1e3);
+    else
+        snprintf(out, len, "%.0f", n);
+}
+
+void budget_estimate_run(const scenario_config *s, work_estimate *e)
+{
+    scenario_config coarse = *s;
+    if (s->run.fidelity_flow)
+        coarse.run.flow_bucket_mb = run_flow_bucket_mb(s);
+    workload_size z;
+    workload_size_estimate(&coarse, &z);
+    char n[32];
+    if (!s->run.fidelity_flow) {
+        count_words(z.tasks, n, sizeof n);
+        snprintf(e->work, sizeof e->work, "%s tasks of the step graph (analytic replay)", n);
+        e->seconds = budget_analytic_seconds(z.tasks);
+        e->bytes = budget_analytic_bytes(z.tasks);
+        return;
+    }
+    /* The flow replay moves every communication task of every data-parallel replica as flows. */
+    double replicas = (double)(s->parallel.dp > 0 ? s->parallel.dp : 1) * (s->parallel.cp > 0 ? s->parallel.cp : 1);
+    double flows = z.comm_tasks * replicas;
+    count_words(flows, n, sizeof n);
+    snprintf(e->work, sizeof e->work, "%s flows (flow replay, SimGrid)", n);
+    e->seconds = flows * FLOW_S_PER_FLOW * pow(fmax(flows, FLOW_FLOWS_REF) / FLOW_FLOWS_REF, FLOW_GROWTH) +
+                 budget_analytic_seconds(z.tasks);
+    e->bytes = budget_analytic_bytes(z.tasks) + flows * FLOW_BYTES_PER_FLOW;
+}
+
+void budget_estimate_async(const scenario_config *s, int steps, work_estimate *e)
+{
+    double workers = (double)scenario_gpus(s), n = workers * (steps > 0 ? steps : 1);
+    char w[32];
+    count_words(n, w, sizeof w);
+    snprintf(e->work, sizeof e->work, "%s worker steps (%d steps x %.0f workers)", w, steps, workers);
+    e->seconds = n * ASYNC_S_PER_WORKER_STEP;
+    e->bytes = BASE_BYTES;
+}
+
+void budget_estimate_faults(const scenario_config *s, int runs, double days, work_estimate *e)
+{
+    double gpus = scenario_gpus(s), gpn = s->platform.node.gpus > 0 ? s->platform.node.gpus : 1;
+    double hours = days * 24, failures = 0;
+    if (s->faults.gpu_mtbf_hours > 0)
+        failures += gpus * hours / s->faults.gpu_mtbf_hours;
+    if (s->faults.node_mtbf_hours > 0)
+        failures += ceil(gpus / gpn) * hours / s->faults.node_mtbf_hours;
+    double checkpoints = s->faults.checkpoint_interval_s > 0 ? hours * 3600 / s->faults.checkpoint_interval_s : 0;
+    double events = runs * (failures + checkpoints + 1);
+    char n[32];
+    count_words(events, n, sizeof n);
+    snprintf(e->work, sizeof e->work, "%s timeline events (%d runs of %.3g days)", n, runs, days);
+    e->seconds = events * FAULTS_S_PER_EVENT;
+    e->bytes = BASE_BYTES;
+}
+
+double budget_machine_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (double)pages * (double)size : 0;
+}
+
+static void duration_words(double s, char *out, size_t len)
+{
+    if (s < 120)
+        snprintf(out, len, "%.3g s", s);
+    else if (s < 7200)
+        snprintf(out, len, "%.3g min", s / 60);
+    else if (s < 2 * 86400)
+        snprintf(out, len, "%.3g h", s / 3600);
+    else
+        snprintf(out, len, "%.3g days", s / 86400);
+}
+
+int budget_check(const char *command, const work_estimate *e, const budget_limits *l)
+{
+    if (!(l->memory_gib >= 0) || !(l->seconds >= 0) || !isfinite(l->memory_gib) || !isfinite(l->seconds)) {
+        fprintf(stderr, "dtsim %s: --max-memory-gib and --max-seconds take a positive number\n", command);
+        return 2;
+    }
+    double machine = budget_machine_bytes();
+    double max_bytes = l->memory_gib > 0 ? l->memory_gib * 1073741824.0 : machine;
+    double max_s = l->seconds > 0 ? l->seconds : BUDGET_DEFAULT_SECONDS;
+    int over_memory = max_bytes > 0 && e->bytes > max_bytes, over_time = e->seconds > max_s;
+    if (!over_memory && !over_time)
+        return 0;
+    char took[64], limit[64];
+    duration_words(e->seconds, took, sizeof took);
+    duration_words(max_s, limit, sizeof limit);
+    fprintf(stderr, "dtsim %s: refused before starting: %s would take about %.3g GiB and %s on this machine", command,
+            e->work, e->bytes / 1073741824.0, took);
+    if (over_memory)
+        fprintf(stderr, ", over %s %.3g GiB", l->memory_gib > 0 ? "--max-memory-gib" : "this machine's memory of",
+                max_bytes / 1073741824.0);
+    if (over_time)
+        fprintf(stderr, "%s %s %s", over_memory ? " and" : ", over", l->seconds > 0 ? "--max-seconds" : "the default limit of",
+                limit);
+    fprintf(stderr, ". Make the work smaller (fewer micro-batches per step: a smaller global batch or a larger "
+                    "micro-batch; fewer GPUs, runs or steps; analytic fidelity in place of flow), or raise the "
+                    "limit with --max-memory-gib / --max-seconds if the machine can take it.\n");
+    return 2;
+}

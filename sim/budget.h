@@ -1,0 +1,55 @@
+/* What a command will take, said before it starts: an estimate of its memory and wall time
+ * from the scenario alone, and the refusal (exit 2, with the estimate and what to change) when it
+ * is over the limits: --max-memory-gib (default: this machine's memory) and --max-seconds
+ * (default: one hour). Shared by run, sweep, plan, faults and async, so that no valid input
+ * exhausts the machine or runs for hours unannounced.
+ *
+ * The per-unit costs are measurements of this project's own replays on the 2-core CI machine
+ * (AMD EPYC, 2026-11-26; commands beside each constant in budget.c): a faster machine finishes
+ * sooner than estimated. The estimate is the order of magnitude a refusal needs, not a promise:
+ * tests/sim/test_workload_size.c keeps the task counts it stands on within 2.5x. */
+#ifndef DTSIM_SIM_BUDGET_H
+#define DTSIM_SIM_BUDGET_H
+
+#include "config.h"
+
+typedef struct {
+    double memory_gib;   /* --max-memory-gib; 0: the machine's memory */
+    double seconds;      /* --max-seconds; 0: BUDGET_DEFAULT_SECONDS */
+} budget_limits;
+
+#define BUDGET_DEFAULT_SECONDS 3600.0
+
+typedef struct {
+    char work[256];      /* what is counted: "6.1M tasks of the step graph (analytic replay)" */
+    double bytes;        /* peak memory */
+    double seconds;      /* wall time */
+} work_estimate;
+
+/* The options and their help lines, for each command's table and usage. */
+#define BUDGET_OPTIONS(l) CLI_OPT_REAL("max-memory-gib", &(l)->memory_gib), CLI_OPT_REAL("max-seconds", &(l)->seconds)
+#define BUDGET_HELP                                                                                        \
+    "  --max-memory-gib G  refuse, before anything runs (exit 2, with the estimate), work estimated\n"   \
+    "                      to need more than G GiB (default: this machine's memory)\n"                    \
+    "  --max-seconds S     ... or more than S seconds (default 3600)\n"
+
+/* One simulated step of s at its fidelity: the analytic replay's tasks, or the flow replay's
+ * flows. */
+void budget_estimate_run(const scenario_config *s, work_estimate *e);
+/* The analytic replay of a graph of `tasks` tasks (plan's candidates, sweep's points). */
+double budget_analytic_seconds(double tasks);
+double budget_analytic_bytes(double tasks);
+/* The planner's candidates: `tasks` in all over `threads` threads. */
+double budget_plan_seconds(double tasks, int threads);
+/* dtsim async: steps x workers of the parameter-server replay. */
+void budget_estimate_async(const scenario_config *s, int steps, work_estimate *e);
+/* dtsim faults: runs x the timeline events of one run of `days` (failures and checkpoints). */
+void budget_estimate_faults(const scenario_config *s, int runs, double days, work_estimate *e);
+
+/* This machine's physical memory in bytes (0 when unknown: no memory limit by default). */
+double budget_machine_bytes(void);
+/* 0 when e is within the limits; else prints "dtsim COMMAND: ..." with the estimate, the limit
+ * it passes and what to do, and returns 2 (also for a limit that is not a positive number). */
+int budget_check(const char *command, const work_estimate *e, const budget_limits *l);
+
+#endif

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The up-front work estimate (sim/budget.h): what would exhaust the machine or run past the limits
+# is refused before anything starts, in well under a second, with exit 2 and the estimate; what
+# fits runs as before. run (analytic and flow), plan, sweep, faults and async alike.
+#   budget_cli.sh DTSIM REPO_ROOT
+set -u
+dtsim=$1 root=$2
+s=$root/scenarios/gpt3-175b-1024-a100.json
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 1
+fail=0
+refused() { # NAME EXPECT_TEXT COMMAND...: exit 2 within 2 s, the text on stderr, "refused before starting"
+  local name=$1 text=$2; shift 2
+  local t0 ms rc
+  t0=$(date +%s%N)
+  "$@" >/dev/null 2>err; rc=$?
+  ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  if [ "$rc" -ne 2 ] || ! grep -q "refused before starting" err || ! grep -q -- "$text" err || [ "$ms" -gt 2000 ]; then
+    echo "$name: exit $rc after $ms ms: $(cat err)"; fail=1
+  fi
+}
+big="--set training.global_batch_size=1572864" # 6.1M tasks, 1.5 GB, 3-4 s on the CI machine
+refused "run --max-seconds" "6.3M tasks of the step graph" "$dtsim" run "$s" $big --max-seconds 1
+refused "run --max-memory-gib" "over --max-memory-gib 0.5" "$dtsim" run "$s" $big --max-memory-gib 0.5
+refused "flow run" "flows (flow replay, SimGrid)" "$dtsim" run "$s" --fidelity flow --max-seconds 0.01
+refused "plan" "candidate layouts" "$dtsim" plan "$s" $big
+refused "sweep" "3 points" "$dtsim" sweep "$s" --vary training.global_batch_size=1536,49152,1572864 --out sw --max-seconds 2
+[ -e sw ] && { echo "sweep: refused, yet wrote sw/"; fail=1; }
+refused "faults" "timeline events" "$dtsim" faults "$root/scenarios/llama3-405b-54d-faults.json" --runs 100000
+refused "async" "worker steps" "$dtsim" async "$root/scenarios/gpt3-2.7b-32-a100-ps.json" --steps 1000000 --max-seconds 60
+"$dtsim" run "$s" --max-seconds -1 >/dev/null 2>err; rc=$?
+[ "$rc" -eq 2 ] && grep -q "max-seconds: '-1' is not a non-negative number" err || { echo "negative limit: exit $rc"; fail=1; }
+# what fits runs, and the same figures as without the flags
+"$dtsim" run "$s" --json a.json >/dev/null 2>&1 || { echo "plain run failed"; fail=1; }
+"$dtsim" run "$s" --max-seconds 60 --max-memory-gib 4 --json b.json >/dev/null 2>&1 || { echo "run within limits failed"; fail=1; }
+python3 -c 'import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); sys.exit(a["step_time_s"]!=b["step_time_s"])' a.json b.json ||
+  { echo "limits changed the figures"; fail=1; }
+[ "$fail" -eq 0 ] && echo "budget: run, flow run, plan, sweep, faults and async refused up front; what fits runs"
+exit "$fail"
