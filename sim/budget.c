@@ -134,15 +134,27 @@ static void duration_words(double s, char *out, size_t len)
         snprintf(out, len, "%.3g days", s / 86400);
 }
 
+static void limits_of(const budget_limits *l, double *max_bytes, double *max_s)
+{
+    *max_bytes = l->memory_gib > 0 ? l->memory_gib * 1073741824.0 : budget_machine_bytes();
+    *max_s = l->seconds > 0 ? l->seconds : BUDGET_DEFAULT_SECONDS;
+}
+
+int budget_within(const work_estimate *e, const budget_limits *l)
+{
+    double max_bytes, max_s;
+    limits_of(l, &max_bytes, &max_s);
+    return !(max_bytes > 0 && e->bytes > max_bytes) && !(e->seconds > max_s);
+}
+
 int budget_check(const char *command, const work_estimate *e, const budget_limits *l)
 {
     if (!(l->memory_gib >= 0) || !(l->seconds >= 0) || !isfinite(l->memory_gib) || !isfinite(l->seconds)) {
         fprintf(stderr, "dtsim %s: --max-memory-gib and --max-seconds take a positive number\n", command);
         return 2;
     }
-    double machine = budget_machine_bytes();
-    double max_bytes = l->memory_gib > 0 ? l->memory_gib * 1073741824.0 : machine;
-    double max_s = l->seconds > 0 ? l->seconds : BUDGET_DEFAULT_SECONDS;
+    double max_bytes, max_s;
+    limits_of(l, &max_bytes, &max_s);
     int over_memory = max_bytes > 0 && e->bytes > max_bytes, over_time = e->seconds > max_s;
     if (!over_memory && !over_time)
         return 0;

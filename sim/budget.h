@@ -48,6 +48,8 @@ void budget_estimate_faults(const scenario_config *s, int runs, double days, wor
 
 /* This machine's physical memory in bytes (0 when unknown: no memory limit by default). */
 double budget_machine_bytes(void);
+/* 1 when e is within the limits (nothing printed). */
+int budget_within(const work_estimate *e, const budget_limits *l);
 /* 0 when e is within the limits; else prints "dtsim COMMAND: ..." with the estimate, the limit
  * it passes and what to do, and returns 2 (also for a limit that is not a positive number). */
 int budget_check(const char *command, const work_estimate *e, const budget_limits *l);

@@ -100,25 +100,26 @@ static int spares_needed(const scenario_config *s, const faults_report *r, doubl
 }
 
 /* The step (its analytic replay), then the Monte Carlo: runs x the events of one run, as long
- * as the horizon or, when the scenario says what is trained, as training it takes. 0, or 2. */
+ * as the horizon or, when the scenario says what is trained, as training it takes (the step is
+ * simulated for that only when it is itself within the limits). One check of both: 0, or 2. */
 static int faults_within_budget(const scenario_config *s, int runs, const budget_limits *limits)
 {
     scenario_config step = *s;
     step.run.fidelity_flow = 0;
-    work_estimate e;
+    work_estimate e, mc;
     budget_estimate_run(&step, &e);
-    if (budget_check("faults", &e, limits) != 0)
-        return 2;
     double days = s->faults.horizon_days;
     run_result r;
     config_error err;
-    if (s->training.tokens > 0 && run_scenario(&step, &r, &err) == 0) {
+    if (s->training.tokens > 0 && budget_within(&e, limits) && run_scenario(&step, &r, &err) == 0) {
         time_to_train t;
         run_time_to_train(&step, r.step_time_s, r.gpus, &t);
         days = t.days;
     }
-    budget_estimate_faults(s, runs, days, &e);
-    return budget_check("faults", &e, limits);
+    budget_estimate_faults(s, runs, days, &mc);
+    mc.seconds += e.seconds;
+    mc.bytes = mc.bytes > e.bytes ? mc.bytes : e.bytes;
+    return budget_check("faults", &mc, limits);
 }
 
 int cli_faults(int argc, char **argv)
