@@ -154,6 +154,38 @@ static void goodput_matches_dalys_exact_expectation(void **state)
     fixture_free(&s);
 }
 
+/* Without failures the timeline is checkpoint cycles only, in closed form: train interval I, then
+ * block for the copy c, and (async) for the previous write W when it outlasts I. Every second is
+ * training or blocked; the blocked part is (max(I, W) - I + c) a cycle, to within the last cycle
+ * the horizon cuts. (The timeline takes such cycles many at a time: this holds it to them.) */
+static void checkpoint_cycles_without_failures(void **state)
+{
+    (void)state;
+    const double I = 3600, c = 60, H = 1000 * 3600.0;
+    const double W[] = {1800, 5400}; /* a write shorter than the interval, and one longer */
+    for (int async = 0; async <= 1; async++)
+        for (int w = 0; w < 2; w++) {
+            scenario_config s;
+            faults_report p;
+            base(&s, &p);
+            s.faults.gpu_mtbf_hours = 0; /* no failures */
+            s.faults.checkpoint_async = async;
+            p.horizon_s = H;
+            p.checkpoint_write_s = async ? W[w] : c;
+            p.checkpoint_block_s = c;
+            faults_timeline tl;
+            faults_simulate_one(&s, &p, I, 5, &tl);
+            double cycle = (async ? fmax(I, W[w]) : I) + c, blocked = cycle - I;
+            double expect = floor(H / cycle) * blocked, lost = tl.lost_s[LOSS_CHECKPOINT];
+            print_message("async %d write %.0f: blocked %.0f s, closed form %.0f (+ one cycle's %.0f)\n", async,
+                          p.checkpoint_write_s, lost, expect, blocked);
+            assert_int_equal(tl.interruptions, 0);
+            assert_true(fabs(tl.train_s + lost - tl.wall_s) <= 1e-6 * H);
+            assert_true(lost >= expect - 1e-6 * H && lost <= expect + blocked + 1e-6 * H);
+            fixture_free(&s);
+        }
+}
+
 /* A trace replays exactly: one interruption per line inside the horizon, each with its costs;
  * malformed lines are refused with the file and line. */
 static const char *write_file(const char *name, const char *text)
@@ -307,6 +339,7 @@ int main(void)
         cmocka_unit_test(optimum_near_young_daly_when_checkpoints_are_cheap),
         cmocka_unit_test(optimum_departs_from_young_daly_when_checkpoints_are_dear),
         cmocka_unit_test(goodput_matches_dalys_exact_expectation),
+        cmocka_unit_test(checkpoint_cycles_without_failures),
         cmocka_unit_test(closed_form_goodput),
         cmocka_unit_test(trace_replays_each_failure),
         cmocka_unit_test(no_spare_waits_or_shrinks),
