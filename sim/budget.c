@@ -32,10 +32,14 @@
 /* dtsim async scenarios/gpt3-2.7b-32-a100-ps.json --steps 1000 / 10000 (32 workers, 4 servers):
  * 1.17 s and 10.5 s, 36 MB: 33 us a worker's step. */
 #define ASYNC_S_PER_WORKER_STEP 33e-6
-/* dtsim faults scenarios/llama3-405b-54d-faults.json --runs 10 / 50: 0.58 s and 2.58 s, 50 ms a
- * run of 54 days at 16,384 GPUs (about 420 failures and 2,600 checkpoints), the
- * checkpoint-interval search's timelines included: 17 us an event. */
-#define FAULTS_S_PER_EVENT 17e-6
+/* dtsim faults scenarios/llama3-405b-54d-faults.json --runs 100 / 2,000 / 10,000 (16,384 GPUs,
+ * 54 days, about 420 failures a run): 0.13, 0.20 and 0.51 s, the checkpoint-interval search's
+ * 56 x 50 timelines included. A timeline's loop turns about three times a failure (the
+ * checkpoint cycles between two are taken at once): 0.51 s / (12,800 timelines x 1,258) is
+ * 0.032 us a turn. */
+#define FAULTS_S_PER_EVENT 0.035e-6
+#define FAULTS_SEARCH_INTERVALS 56 /* faults_run.c: at most 40 + 16 candidate intervals ... */
+#define FAULTS_SEARCH_RUNS 50      /* ... of at most 50 runs each */
 
 double budget_analytic_seconds(double tasks)
 {
@@ -107,11 +111,12 @@ void budget_estimate_faults(const scenario_config *s, int runs, double days, wor
         failures += gpus * hours / s->faults.gpu_mtbf_hours;
     if (s->faults.node_mtbf_hours > 0)
         failures += ceil(gpus / gpn) * hours / s->faults.node_mtbf_hours;
-    double checkpoints = s->faults.checkpoint_interval_s > 0 ? hours * 3600 / s->faults.checkpoint_interval_s : 0;
-    double events = runs * (failures + checkpoints + 1);
+    double timelines = runs + FAULTS_SEARCH_INTERVALS * (double)(runs < FAULTS_SEARCH_RUNS ? runs : FAULTS_SEARCH_RUNS);
+    double events = timelines * (3 * failures + 1);
     char n[32];
     count_words(events, n, sizeof n);
-    snprintf(e->work, sizeof e->work, "%s timeline events (%d runs of %.3g days)", n, runs, days);
+    snprintf(e->work, sizeof e->work, "%s timeline events (%d runs of %.3g days and the interval search)", n, runs,
+             days);
     e->seconds = events * FAULTS_S_PER_EVENT;
     e->bytes = BASE_BYTES;
 }

@@ -27,7 +27,7 @@ refused "flow run" "flows (flow replay, SimGrid)" "$dtsim" run "$s" --fidelity f
 refused "plan" "candidate layouts" "$dtsim" plan "$s" $big
 refused "sweep" "3 points" "$dtsim" sweep "$s" --vary training.global_batch_size=1536,49152,1572864 --out sw --max-seconds 2
 [ -e sw ] && { echo "sweep: refused, yet wrote sw/"; fail=1; }
-refused "faults" "timeline events" "$dtsim" faults "$root/scenarios/llama3-405b-54d-faults.json" --runs 100000
+refused "faults" "timeline events" "$dtsim" faults "$root/scenarios/llama3-405b-54d-faults.json" --runs 100000 --max-seconds 2
 refused "async" "worker steps" "$dtsim" async "$root/scenarios/gpt3-2.7b-32-a100-ps.json" --steps 1000000 --max-seconds 60
 "$dtsim" run "$s" --max-seconds -1 >/dev/null 2>err; rc=$?
 [ "$rc" -eq 2 ] && grep -q "max-seconds: '-1' is not a non-negative number" err || { echo "negative limit: exit $rc"; fail=1; }

@@ -29,9 +29,9 @@ check() {
   "$dtsim" async "$ps" --steps 3000 >"$work/async.0" 2>"$work/async.0.err" || { echo "async failed"; fail=1; }
 check async '^dtsim async: step [0-9]+ of 3000 \([0-9]+%\), [0-9]+ s elapsed, about [0-9.]+ (s|min|h) left$'
 
-"$dtsim" faults "$faults" --runs 5000 --json - --progress >"$work/faults.1" 2>"$work/faults.1.err" &&
-  "$dtsim" faults "$faults" --runs 5000 --json - >"$work/faults.0" 2>"$work/faults.0.err" || { echo "faults failed"; fail=1; }
-check faults '^dtsim faults: timeline [0-9]+ of 7800 \([0-9]+%\), [0-9]+ s elapsed'
+"$dtsim" faults "$faults" --runs 60000 --json - --progress >"$work/faults.1" 2>"$work/faults.1.err" &&
+  "$dtsim" faults "$faults" --runs 60000 --json - >"$work/faults.0" 2>"$work/faults.0.err" || { echo "faults failed"; fail=1; }
+check faults '^dtsim faults: timeline [0-9]+ of 62800 \([0-9]+%\), [0-9]+ s elapsed'
 
 for cmd in async faults; do
   "$dtsim" $cmd --help | grep -q -- '--progress' || { echo "$cmd --help: no --progress"; fail=1; }
