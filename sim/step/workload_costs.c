@@ -46,7 +46,7 @@ static double comm_op_time(const builder *b, const layer_op *op)
     coll_group g = b->tp;
     if (op->comm == COMM_CP) g = b->cp;
     else if (op->comm == COMM_EP) g = b->ep;
-    return collective_time(&b->s->platform, &b->s->calibration, op->coll, op->bytes, g).time_s;
+    return workload_collective_s(b, op->coll, op->bytes, g);
 }
 
 /* The ops of core attention (what selective recomputation reruns, and what ring attention's
@@ -233,6 +233,7 @@ int workload_builder_init(builder *b, const scenario_config *s, config_error *er
 {
     memset(b, 0, sizeof *b);
     b->s = s;
+    workload_collective_memo_reset();
     cost_model_init(&b->cm, s);
     b->chunks = s->parallel.tp_comm_overlap_chunks > 0 ? s->parallel.tp_comm_overlap_chunks : 4;
     b->overlap_slowdown = s->calibration.overlap_slowdown >= 1 ? s->calibration.overlap_slowdown : 1;

@@ -2,6 +2,8 @@
  * a collective or transfer task at its idle-fabric time, the pipeline pair between two stages,
  * and the DP gradient buckets with their host copies under ZeRO-Offload. */
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 #include "host_offload.h"
 #include "workload_internal.h"
 
@@ -17,6 +19,38 @@ coll_group workload_pp_pair(const builder *b, int a, int c)
     return g;
 }
 
+/* The memo of workload_collective_s: per thread (the planner builds graphs on several), valid
+ * for one build (workload_builder_init starts a new generation: another scenario, another
+ * platform). Keyed by everything collective_time reads besides the scenario: the call. */
+#define COLL_MEMO_SLOTS 64
+typedef struct {
+    unsigned long long generation;
+    int coll, ranks, nodes, per_node;
+    double bytes, time_s;
+} coll_memo;
+static _Thread_local coll_memo memo[COLL_MEMO_SLOTS];
+static _Thread_local unsigned long long generation;
+
+void workload_collective_memo_reset(void)
+{
+    generation++;
+}
+
+double workload_collective_s(const builder *b, coll_kind coll, double bytes, coll_group g)
+{
+    unsigned h = (unsigned)coll * 131u + (unsigned)g.ranks * 31u + (unsigned)g.nodes * 7u + (unsigned)g.per_node;
+    uint64_t bits;
+    memcpy(&bits, &bytes, sizeof bits);
+    h ^= (unsigned)(bits ^ (bits >> 29) ^ (bits >> 47));
+    coll_memo *m = &memo[h % COLL_MEMO_SLOTS];
+    if (m->generation == generation && generation && m->coll == (int)coll && m->ranks == g.ranks &&
+        m->nodes == g.nodes && m->per_node == g.per_node && m->bytes == bytes)
+        return m->time_s;
+    double t = collective_time(&b->s->platform, &b->s->calibration, coll, bytes, g).time_s;
+    *m = (coll_memo){generation, (int)coll, g.ranks, g.nodes, g.per_node, bytes, t};
+    return t;
+}
+
 int workload_add_comm(step_workload *w, const builder *b, int stage, task_lane lane, const char *name,
                       comm_class cls, coll_kind coll, double bytes, coll_group g, int dep)
 {
@@ -26,7 +60,7 @@ int workload_add_comm(step_workload *w, const builder *b, int stage, task_lane l
     t.group = g.ranks;
     t.span_nodes = g.nodes;
     t.bytes = bytes;
-    t.duration_s = collective_time(&b->s->platform, &b->s->calibration, coll, bytes, g).time_s;
+    t.duration_s = workload_collective_s(b, coll, bytes, g);
     int id = workload_add_task(w, &t);
     if (dep >= 0)
         workload_add_dep(w, id, dep);
@@ -64,7 +98,7 @@ int workload_add_buckets(step_workload *w, const builder *b, int stage, const ch
     int id = workload_add_comm(w, b, stage, LANE_COMM, name, cls, coll, repeat * one, b->dp, dep);
     if (repeat > 1)
         w->tasks[id].duration_s =
-            repeat * collective_time(&b->s->platform, &b->s->calibration, coll, one, b->dp).time_s;
+            repeat * workload_collective_s(b, coll, one, b->dp);
     /* the flow replay's coarse buckets hold several of the scenario's calls each (run.c) */
     w->tasks[id].calls = repeat * ceil(one / call);
     return id;

@@ -51,23 +51,6 @@ void workload_free(step_workload *w)
     memset(w, 0, sizeof *w);
 }
 
-sim_task workload_task(task_kind kind, task_lane lane, int stage, const char *name)
-{
-    sim_task t;
-    memset(&t, 0, sizeof t);
-    t.kind = kind;
-    t.lane = lane;
-    t.stage = stage;
-    t.peer_stage = -1;
-    t.micro_batch = -1;
-    t.chunk = -1;
-    t.phase = -1;
-    t.name = name;
-    t.group = 1;
-    t.span_nodes = 1;
-    return t;
-}
-
 int workload_index_build(const step_workload *w, workload_index *x)
 {
     int n = w->n_tasks, nl = w->stages * LANE_COUNT;

@@ -76,7 +76,22 @@ void workload_free(step_workload *w);
 int workload_add_task(step_workload *w, const sim_task *t); /* returns the index */
 /* A task of `stage` tied to no micro-batch, chunk or phase, its group one rank in one node:
  * the fields a builder then fills in. */
-sim_task workload_task(task_kind kind, task_lane lane, int stage, const char *name);
+static inline sim_task workload_task(task_kind kind, task_lane lane, int stage, const char *name)
+{
+    /* inline: a graph has millions of tasks, and the call and its copies were a fifth of a plan */
+    sim_task t = {0};
+    t.kind = kind;
+    t.lane = lane;
+    t.stage = stage;
+    t.peer_stage = -1;
+    t.micro_batch = -1;
+    t.chunk = -1;
+    t.phase = -1;
+    t.name = name;
+    t.group = 1;
+    t.span_nodes = 1;
+    return t;
+}
 void workload_add_dep(step_workload *w, int task, int dep);  /* only while task is the last added */
 
 /* The graph indexed for a replay, built once: each (stage, lane)'s tasks in graph order, and

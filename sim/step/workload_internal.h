@@ -63,6 +63,12 @@ typedef struct {
  * (workload_costs.c). 0, or -1 with err. */
 int workload_builder_init(builder *b, const scenario_config *s, config_error *err);
 
+/* One collective's time on b's platform: collective_time, remembered for the build (a graph asks
+ * for the same few calls, every pipeline send and bucket alike, and each answer weighs NCCL's
+ * algorithms one by one). */
+double workload_collective_s(const builder *b, coll_kind coll, double bytes, coll_group g);
+void workload_collective_memo_reset(void); /* workload_builder_init: a new build */
+
 /* A collective task of `stage` on `lane` over group g, after dep (-1: none); returns its index. */
 int workload_add_comm(step_workload *w, const builder *b, int stage, task_lane lane, const char *name,
                       comm_class cls, coll_kind coll, double bytes, coll_group g, int dep);

@@ -87,7 +87,7 @@ static int blocking_collective(step_workload *w, const builder *b, int stage, co
                                coll_kind coll, double bytes, coll_group g, double extra_s)
 {
     sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, name);
-    double comm = collective_time(&b->s->platform, &b->s->calibration, coll, bytes, g).time_s;
+    double comm = workload_collective_s(b, coll, bytes, g);
     t.duration_s = comm + extra_s;
     t.comm_inside_s = comm;
     t.comm_inside_cls[cls] = comm;
