@@ -14,8 +14,28 @@ s=$root/scenarios/gpt2-xl-dp32-powersgd.json
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail=0
+# rerun_cheapest PLAN_JSON LABEL: dtsim run of the plan's cheapest layout (its layout, micro-batch,
+# global batch and recomputation as --set) must simulate to the step time the plan gave it.
+rerun_cheapest() {
+  local sets step
+  sets=$(python3 - "$1" <<'PY'
+import json, sys
+l = json.load(open(sys.argv[1]))["layouts"][0]
+p, t = l["parallel"], l["training"]
+print(" ".join(f"--set parallel.{k}={json.dumps(v)}" for k, v in p.items()) +
+      "".join(f" --set training.{k}={json.dumps(v)}" for k, v in t.items()) + f" STEP={l['step_time_s']}")
+PY
+  ) || { fail=1; return; }
+  step=${sets##*STEP=}; sets=${sets% STEP=*}
+  # shellcheck disable=SC2086
+  "$dtsim" run "$s" --set training.tokens=2e11 $sets --json "$work/r.json" >/dev/null 2>"$work/err" ||
+    { cat "$work/err"; fail=1; return; }
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["step_time_s"]; s=float(sys.argv[2]);
+print(f"{sys.argv[3]}: plan {s:.6f} s, run {r:.6f} s"); sys.exit(0 if abs(r-s) <= 1e-9*s else 1)' \
+    "$work/r.json" "$step" "$2" || fail=1
+}
 "$dtsim" plan "$s" --deadline-days 2 --set training.tokens=2e11 --top 5 --json "$work/d.json" >/dev/null 2>&1 || fail=1
-sets=$(python3 - "$work/d.json" <<'PY'
+python3 - "$work/d.json" <<'PY' || fail=1
 import json, sys
 d = json.load(open(sys.argv[1]))
 L, sizes = d["layouts"], d["sizes"]
@@ -30,18 +50,8 @@ ok = ok and min(met) == L[0]["gpus"]   # the cheapest comes from the smallest si
 ok = ok and all((z["fastest_days"] <= 2) == z["meets_deadline"] for z in sizes if z["fitting"])
 if not ok:
     print("WRONG", file=sys.stderr); sys.exit(1)
-p, t = L[0]["parallel"], L[0]["training"]
-print(" ".join(f"--set parallel.{k}={json.dumps(v)}" for k, v in p.items()) +
-      f" --set training.micro_batch_size={t['micro_batch_size']}" +
-      f" --set training.recompute_granularity=\"{t['recompute_granularity']}\"" +
-      f" STEP={L[0]['step_time_s']}")
 PY
-) || fail=1
-step=${sets##*STEP=}; sets=${sets% STEP=*}
-# shellcheck disable=SC2086
-"$dtsim" run "$s" --set training.tokens=2e11 $sets --json "$work/r.json" >/dev/null 2>"$work/err" || { cat "$work/err"; fail=1; }
-python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["step_time_s"]; s=float(sys.argv[2]);
-print(f"cheapest layout: plan {s:.6f} s, run {r:.6f} s"); sys.exit(0 if abs(r-s) <= 1e-9*s else 1)' "$work/r.json" "$step" || fail=1
+rerun_cheapest "$work/d.json" "cheapest layout"
 "$dtsim" plan "$s" --deadline-days 2 --set training.tokens=0 >/dev/null 2>"$work/err"; rc=$?
 [ "$rc" -eq 2 ] && grep -q 'needs what is trained' "$work/err" || { echo "no budget: exit $rc"; fail=1; }
 "$dtsim" plan "$s" --max-gpus 64 >/dev/null 2>"$work/err"; [ $? -eq 2 ] || { echo "--max-gpus alone accepted"; fail=1; }
@@ -50,7 +60,7 @@ print(f"cheapest layout: plan {s:.6f} s, run {r:.6f} s"); sys.exit(0 if abs(r-s)
 fixed_best=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["layouts"][0]["time_to_train"]["gpu_hours"])' "$work/d.json")
 "$dtsim" plan "$s" --deadline-days 2 --set training.tokens=2e11 --top 5 --batch-tokens 2e5:2e6 \
   --json "$work/b.json" >/dev/null 2>&1 || fail=1
-sets=$(python3 - "$work/b.json" "$fixed_best" <<'PY'
+python3 - "$work/b.json" "$fixed_best" <<'PY' || fail=1
 import json, sys
 L = json.load(open(sys.argv[1]))["layouts"]
 ok = len(L) > 0 and L[0]["time_to_train"]["gpu_hours"] <= float(sys.argv[2])
@@ -58,19 +68,8 @@ ok = ok and all(2e5 <= l["training"]["global_batch_size"] * 1024 <= 2e6 for l in
 ok = ok and len({l["training"]["global_batch_size"] for l in L}) > 1   # more than one batch in the answer
 if not ok:
     print("WRONG batch range", file=sys.stderr); sys.exit(1)
-p, t = L[0]["parallel"], L[0]["training"]
-print(" ".join(f"--set parallel.{k}={json.dumps(v)}" for k, v in p.items()) +
-      f" --set training.micro_batch_size={t['micro_batch_size']}" +
-      f" --set training.global_batch_size={t['global_batch_size']}" +
-      f" --set training.recompute_granularity=\"{t['recompute_granularity']}\"" +
-      f" STEP={L[0]['step_time_s']}")
 PY
-) || fail=1
-step=${sets##*STEP=}; sets=${sets% STEP=*}
-# shellcheck disable=SC2086
-"$dtsim" run "$s" --set training.tokens=2e11 $sets --json "$work/r2.json" >/dev/null 2>"$work/err" || { cat "$work/err"; fail=1; }
-python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["step_time_s"]; s=float(sys.argv[2]);
-print(f"cheapest in the batch range: plan {s:.6f} s, run {r:.6f} s"); sys.exit(0 if abs(r-s) <= 1e-9*s else 1)' "$work/r2.json" "$step" || fail=1
+rerun_cheapest "$work/b.json" "cheapest in the batch range"
 "$dtsim" plan "$s" --deadline-days 2 --set training.tokens=2e11 --batch-tokens 1e2:5e2 >/dev/null 2>"$work/err"; rc=$?
 [ "$rc" -eq 2 ] && grep -q 'no global batch of 2^a 3^b sequences' "$work/err" || { echo "empty range: exit $rc"; fail=1; }
 "$dtsim" plan "$s" --batch-tokens 2e5:2e6 >/dev/null 2>&1; [ $? -eq 2 ] || { echo "--batch-tokens alone accepted"; fail=1; }
