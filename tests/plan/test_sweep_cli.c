@@ -412,6 +412,13 @@ static void plan_report_has_the_sections_and_pictures(void **state)
     assert_int_equal(sh("grep -q '<table>' dtsim_plan_report.html"), 0);
     assert_int_equal(sh("grep -q '<img alt=' dtsim_plan_report.html"), 0);
     assert_true(is_png("dtsim_plan_report.html.best-step.png"));
+    /* self-contained: every picture embedded, none left as a link to a file beside it; the
+     * first, decoded, is the PNG on disk byte for byte */
+    assert_int_equal(sh("grep -q 'src=\"data:image/png;base64,' dtsim_plan_report.html"), 0);
+    assert_int_not_equal(sh("grep -q 'src=\"dtsim_plan_report' dtsim_plan_report.html"), 0);
+    assert_int_equal(sh("grep -o 'src=\"data:image/png;base64,[^\"]*' dtsim_plan_report.html | head -1 | sed 's/.*base64,//'"
+                        " | base64 -d > dtsim_first.png && cmp -s dtsim_first.png dtsim_plan_report.html.breakdown.png"),
+                     0); /* the report's first picture */
 }
 
 static int run_suite(const char *which);

@@ -1,7 +1,9 @@
 /* The report as one self-contained HTML page; see markdown.h. Only the Markdown the report
  * itself writes is understood: "#"/"##" headings, paragraphs, "- " lists, "|" tables, ```
- * blocks, images on their own line, **bold** and `code`. */
+ * blocks, images on their own line, **bold** and `code`. Images are embedded (data: URLs), so the
+ * page can be mailed or attached on its own; one that cannot be read stays a link. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "markdown.h"
 #include "atomic_file.h"
@@ -58,6 +60,46 @@ static void table_row(FILE *o, char *line, int header)
         fputs(header ? "</th>" : "</td>", o);
     }
     fputs("</tr>\n", o);
+}
+
+#define IMAGE_MAX_BYTES (16 << 20) /* a picture gnuplot drew is a few hundred KB */
+
+/* The image at src (relative to the page's folder, as the report writes it) as a data: URL in
+ * base64 (RFC 4648). 0, or -1 (unreadable, too large, or not a .png / .svg). */
+static int embed_image(FILE *o, const char *html_path, const char *src)
+{
+    const char *ext = strrchr(src, '.');
+    const char *type = ext && !strcmp(ext, ".png") ? "image/png" : ext && !strcmp(ext, ".svg") ? "image/svg+xml" : NULL;
+    if (!type || strstr(src, "://"))
+        return -1;
+    char path[8192];
+    const char *slash = strrchr(html_path, '/');
+    if (src[0] == '/' || !slash)
+        snprintf(path, sizeof path, "%s", src);
+    else
+        snprintf(path, sizeof path, "%.*s/%s", (int)(slash - html_path), html_path, src);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    unsigned char *data = malloc(IMAGE_MAX_BYTES);
+    size_t n = data ? fread(data, 1, IMAGE_MAX_BYTES, f) : 0;
+    int whole = data && feof(f) && !ferror(f);
+    fclose(f);
+    if (!whole || n == 0) {
+        free(data);
+        return -1;
+    }
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    fprintf(o, "data:%s;base64,", type);
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)data[i] << 16 | (i + 1 < n ? (unsigned)data[i + 1] << 8 : 0) | (i + 2 < n ? data[i + 2] : 0);
+        fputc(b64[v >> 18 & 63], o);
+        fputc(b64[v >> 12 & 63], o);
+        fputc(i + 1 < n ? b64[v >> 6 & 63] : '=', o);
+        fputc(i + 2 < n ? b64[v & 63] : '=', o);
+    }
+    free(data);
+    return 0;
 }
 
 int markdown_to_html(const char *md_path, const char *html_path)
@@ -125,7 +167,8 @@ int markdown_to_html(const char *md_path, const char *html_path)
             fputs("<p><img alt=\"", o);
             escaped(o, alt, sizeof line);
             fputs("\" src=\"", o);
-            escaped(o, src, sizeof line);
+            if (embed_image(o, html_path, src) != 0)
+                escaped(o, src, sizeof line);
             fputs("\"></p>\n", o);
         } else if (line[0]) {
             fputs("<p>", o);
