@@ -20,5 +20,7 @@ tr '{' '\n' < "$trace" | awk -v max="$stages" -F, '
     printf "%d %d %.6f %.6f %d\n", pid, tid, ts / 1000, (ts + dur) / 1000, kind
   }' > "$data"
 fmt=png; case "$out" in *.svg) fmt=svg;; esac
-gnuplot -e "datafile='$data'; out='$out'; fmt='$fmt'; plottitle='$(basename "$trace" .json)'" "$here/timeline.gp"
+shown=$(awk -v max="$stages" 'BEGIN { n = 0 } { if ($1 + 1 > n) n = $1 + 1 } END { print (n < max ? n : max) }' "$data")
+gnuplot -e "datafile='$data'; out='$out'; fmt='$fmt'; plottitle='$(basename "$trace" .json)'; stages=${shown:-1}" \
+  "$here/timeline.gp"
 echo "timeline: $out"

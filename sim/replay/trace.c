@@ -12,13 +12,35 @@ static const char *lane_name(task_lane l)
                                                                                      : "pipeline send";
 }
 
+/* The TP, CP and EP communication a compute task holds (it blocks the compute stream between its
+ * GEMMs) on a track of its own, by kind, drawn at the task's end: the replay knows how long it
+ * is, not where between the GEMMs it falls. Booked as the metrics book it (replay.c): in
+ * proportion when a replay ran the task shorter. */
+static void inside_events(json_t *ev, const sim_task *k, double start, double dur)
+{
+    double inside = k->comm_inside_s < dur ? k->comm_inside_s : dur, booked = 0;
+    for (int c = 0; c < COMM_CLASS_COUNT; c++)
+        booked += k->comm_inside_cls[c];
+    double at = start + dur - inside;
+    for (int c = 0; c < COMM_CLASS_COUNT; c++) {
+        double part = booked > 0 ? inside * k->comm_inside_cls[c] / booked : (c == COMM_TP ? inside : 0);
+        if (part <= 0)
+            continue;
+        char name[96];
+        snprintf(name, sizeof name, "%s comm in %s", comm_class_name((comm_class)c), k->name);
+        json_array_append_new(ev, json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:{s:i,s:i}}", "name", name, "cat",
+                                            comm_class_name((comm_class)c), "ph", "X", "ts", at * 1e6, "dur",
+                                            part * 1e6, "pid", k->stage, "tid", TRACE_INSIDE_TID, "args",
+                                            "micro_batch", k->micro_batch, "chunk", k->chunk));
+        at += part;
+    }
+}
+
 int trace_write_chrome(const char *path, const step_workload *w, const replay_times *t, const char *scenario_name,
                        config_error *err)
 {
     json_t *ev = json_array();
     for (int s = 0; s < w->stages; s++) {
-        json_array_append_new(ev, json_pack("{s:s,s:s,s:i,s:{s:s}}", "name", "process_name", "ph", "M", "pid", s,
-                                            "args", "name", "stage"));
         char name[64];
         snprintf(name, sizeof name, "pipeline stage %d", s);
         json_array_append_new(ev, json_pack("{s:s,s:s,s:i,s:{s:s}}", "name", "process_name", "ph", "M", "pid", s,
@@ -26,6 +48,9 @@ int trace_write_chrome(const char *path, const step_workload *w, const replay_ti
         for (int l = 0; l < LANE_COUNT; l++)
             json_array_append_new(ev, json_pack("{s:s,s:s,s:i,s:i,s:{s:s}}", "name", "thread_name", "ph", "M", "pid",
                                                 s, "tid", l, "args", "name", lane_name((task_lane)l)));
+        json_array_append_new(ev, json_pack("{s:s,s:s,s:i,s:i,s:{s:s}}", "name", "thread_name", "ph", "M", "pid", s,
+                                            "tid", TRACE_INSIDE_TID, "args", "name",
+                                            "TP/CP/EP comm (inside compute)"));
     }
     double *last = calloc((size_t)w->stages, sizeof(double));
     for (int i = 0; i < w->n_tasks; i++) {
@@ -51,6 +76,8 @@ int trace_write_chrome(const char *path, const step_workload *w, const replay_ti
             if (k->peer_stage >= 0)
                 json_object_set_new(args, "to_stage", json_integer(k->peer_stage));
         }
+        if (k->kind == TASK_COMPUTE && k->comm_inside_s > 0)
+            inside_events(ev, k, start, dur);
         const char *cat = k->kind == TASK_COMPUTE ? "compute" : comm_class_name(k->comm);
         json_array_append_new(ev, json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:o}", "name", k->name, "cat", cat,
                                             "ph", "X", "ts", start * 1e6, "dur", dur * 1e6, "pid", k->stage, "tid",

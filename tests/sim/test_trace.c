@@ -1,5 +1,7 @@
 /* The Chrome trace of a step: valid JSON, one slice per task with its replayed start and
- * duration, tracks per stage, idle gaps on the compute lane as bubble slices. */
+ * duration, tracks per stage (each process named once), idle gaps on the compute lane as bubble
+ * slices, and the TP communication inside compute tasks on its own track, as long as the
+ * metrics book it. */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -21,6 +23,7 @@ static void trace_matches_the_replay(void **state)
     scenario_config s;
     fixture_scenario(&s, 8);
     s.parallel.pp = 4;
+    s.parallel.tp = 2; /* TP communication inside the compute tasks */
     s.training.global_batch_size = 8;
     step_workload w;
     config_error err;
@@ -34,15 +37,21 @@ static void trace_matches_the_replay(void **state)
     json_t *doc = json_load_file(path, 0, &je);
     assert_non_null(doc);
     json_t *ev = json_object_get(doc, "traceEvents");
-    int tasks = 0, bubbles = 0;
-    double bubble_time = 0;
+    int tasks = 0, bubbles = 0, named[4] = {0};
+    double bubble_time = 0, inside_time = 0;
     for (size_t i = 0; i < json_array_size(ev); i++) {
         json_t *e = json_array_get(ev, i);
+        if (!strcmp(json_string_value(json_object_get(e, "name")), "process_name"))
+            named[json_integer_value(json_object_get(e, "pid"))]++;
         if (strcmp(json_string_value(json_object_get(e, "ph")), "X"))
             continue;
         int pid = (int)json_integer_value(json_object_get(e, "pid"));
         assert_true(pid >= 0 && pid < 4);
-        if (!strcmp(json_string_value(json_object_get(e, "cat")), "idle")) {
+        if (json_integer_value(json_object_get(e, "tid")) == TRACE_INSIDE_TID) {
+            /* TP, and the step's small blocking reductions booked as DP */
+            if (!strcmp(json_string_value(json_object_get(e, "cat")), "tp"))
+                inside_time += json_number_value(json_object_get(e, "dur")) * 1e-6;
+        } else if (!strcmp(json_string_value(json_object_get(e, "cat")), "idle")) {
             bubbles++;
             bubble_time += json_number_value(json_object_get(e, "dur"));
         } else {
@@ -53,6 +62,8 @@ static void trace_matches_the_replay(void **state)
     for (int i = 0; i < w.n_tasks; i++)
         expect += !(w.tasks[i].kind == TASK_COMPUTE && t.finish[i] - t.start[i] <= 0);
     assert_int_equal(tasks, expect);
+    for (int st = 0; st < 4; st++)
+        assert_int_equal(named[st], 1); /* one process_name per process */
     assert_true(bubbles > 0); /* a 4-stage pipeline waits at the start */
     /* The idle slices plus each stage's idle tail equal what the metrics charge to the bubble
      * and to exposed communication other than TP (TP runs inside compute tasks). */
@@ -77,6 +88,9 @@ static void trace_matches_the_replay(void **state)
             if (c != COMM_TP && w.tasks[i].kind == TASK_COMPUTE)
                 total_bubble -= fmin(w.tasks[i].comm_inside_cls[c], t.finish[i] - t.start[i]);
     assert_true(fabs(bubble_time * 1e-6 + tails - total_bubble) < 1e-6 * m.step_time_s + 1e-9);
+    /* the TP track holds what the metrics book as exposed TP, over the 4 stages */
+    assert_true(inside_time > 0);
+    assert_true(fabs(inside_time - 4 * m.comm_exposed_s[COMM_TP]) < 1e-6 * m.step_time_s + 1e-9);
     replay_metrics_free(&m);
     json_decref(doc);
     remove(path);
