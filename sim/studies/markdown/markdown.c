@@ -103,6 +103,22 @@ static long long k_zero(const plan_layout *l) { return l->zero; }
 static long long k_mb(const plan_layout *l) { return l->micro_batch; }
 static long long k_rec(const plan_layout *l) { return l->recompute; }
 
+static const knob knobs[] = {{"tensor parallel (TP)", k_tp},  {"pipeline parallel (PP)", k_pp},
+                             {"context parallel (CP)", k_cp}, {"expert parallel (EP)", k_ep},
+                             {"interleaved chunks (V)", k_vpp},
+                             {"sequence parallel", k_sp},     {"ZeRO stage", k_zero},
+                             {"micro-batch size", k_mb},      {"recomputation", k_rec}};
+#define KNOB_COUNT (sizeof knobs / sizeof knobs[0])
+
+/* a and b make the same choices but knob `but` (DP aside: it follows the GPU count). */
+static int same_but(const plan_layout *a, const plan_layout *b, int but)
+{
+    for (int k = 0; k < (int)KNOB_COUNT; k++)
+        if (k != but && knobs[k].get(a) != knobs[k].get(b))
+            return 0;
+    return 1;
+}
+
 static void knob_value(const knob *k, const plan_layout *l, char *buf, size_t n)
 {
     long long v = k->get(l);
@@ -183,27 +199,24 @@ static void why_best(FILE *f, const report_input *in)
         fprintf(f, ".\n");
     }
 
-    /* Each choice of the best layout against the best layout that chose otherwise. */
-    static const knob knobs[] = {{"tensor parallel (TP)", k_tp},  {"pipeline parallel (PP)", k_pp},
-                                 {"context parallel (CP)", k_cp}, {"expert parallel (EP)", k_ep},
-                                 {"interleaved chunks (V)", k_vpp},
-                                 {"sequence parallel", k_sp},     {"ZeRO stage", k_zero},
-                                 {"micro-batch size", k_mb},      {"recomputation", k_rec}};
+    /* Each choice of the best layout against the fastest fitting layout that differs in that
+     * choice alone (and in DP, which takes up the GPUs a changed TP, PP, CP or EP leaves). */
     fprintf(f, "\n### The effect of each choice\n\nFor each choice of the best layout, the fastest fitting layout "
-               "that chose otherwise:\n\n");
+               "that differs in that choice alone (DP taking up the GPUs a change of TP, PP, CP or EP frees or "
+               "needs):\n\n");
     fprintf(f, "| choice | best | alternative | its step (s) | slower by | what changes |\n");
     fprintf(f, "|:---|---:|---:|---:|---:|:---|\n");
-    for (size_t k = 0; k < sizeof knobs / sizeof knobs[0]; k++) {
+    for (size_t k = 0; k < KNOB_COUNT; k++) {
         if (knobs[k].get == k_ep && s->model.num_experts == 0)
             continue; /* a dense model has no experts to spread */
         const plan_layout *alt = NULL;
         for (int i = 1; i < p->count && !alt; i++)
-            if (knobs[k].get(&p->layouts[i]) != knobs[k].get(b))
+            if (knobs[k].get(&p->layouts[i]) != knobs[k].get(b) && same_but(&p->layouts[i], b, (int)k))
                 alt = &p->layouts[i];
         char bv[32], av[32], change[400];
         knob_value(&knobs[k], b, bv, sizeof bv);
         if (!alt) {
-            fprintf(f, "| %s | %s | none | | | no other value is valid and fits |\n", knobs[k].name, bv);
+            fprintf(f, "| %s | %s | none | | | no other value alone is valid and fits |\n", knobs[k].name, bv);
             continue;
         }
         knob_value(&knobs[k], alt, av, sizeof av);
