@@ -293,21 +293,26 @@ int workload_builder_init(builder *b, const scenario_config *s, config_error *er
     }
     b->grad_elem = grad_elem;
     b->grad_bytes_per_layer = (lp.dense + lp.expert) * grad_elem;
-    b->call_bytes = s->parallel.bucket_size_mb > 0 ? s->parallel.bucket_size_mb * 1048576.0 : 40 * 1048576.0;
     zero3_plan_of(s, &b->z3);
-    if (b->z3.active) /* DeepSpeed stage 3 reduces in reduce_bucket_size elements */
-        b->call_bytes = b->z3.reduce_bucket_params * grad_elem;
+    workload_bucket_bytes(s, &b->z3, grad_elem, &b->call_bytes, &b->bucket_bytes);
+    compression_init(&b->comp, s);
+    return 0;
+}
+
+void workload_bucket_bytes(const scenario_config *s, const zero3_plan *z3, double grad_elem, double *call,
+                           double *bucket)
+{
+    *call = s->parallel.bucket_size_mb > 0 ? s->parallel.bucket_size_mb * 1048576.0 : 40 * 1048576.0;
+    if (z3->active) /* DeepSpeed stage 3 reduces in reduce_bucket_size elements */
+        *call = z3->reduce_bucket_params * grad_elem;
     /* A call reduces whole elements (Megatron-LM's --ddp-bucket-size counts them; no framework
      * splits one): a bucket_size_mb below one element's bytes is one element. This keeps every
      * count of calls finite for the smallest valid sizes, and no real size is that small. */
-    if (b->call_bytes < grad_elem)
-        b->call_bytes = grad_elem;
-    b->bucket_bytes = s->run.flow_bucket_mb > b->call_bytes / 1048576.0 ? s->run.flow_bucket_mb * 1048576.0
-                                                                        : b->call_bytes;
+    if (*call < grad_elem)
+        *call = grad_elem;
+    *bucket = s->run.flow_bucket_mb > *call / 1048576.0 ? s->run.flow_bucket_mb * 1048576.0 : *call;
     /* ZeRO-3: no coarser buckets for the flow replay; its reductions keep their places between
      * the layers' gathers (already one task per bucket per layer and micro-batch at most) */
-    if (b->z3.active)
-        b->bucket_bytes = b->call_bytes;
-    compression_init(&b->comp, s);
-    return 0;
+    if (z3->active)
+        *bucket = *call;
 }

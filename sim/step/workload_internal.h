@@ -72,6 +72,11 @@ void workload_collective_memo_reset(void); /* workload_builder_init: a new build
 /* A collective task of `stage` on `lane` over group g, after dep (-1: none); returns its index. */
 int workload_add_comm(step_workload *w, const builder *b, int stage, task_lane lane, const char *name,
                       comm_class cls, coll_kind coll, double bytes, coll_group g, int dep);
+/* The gradient bytes one collective call reduces (call) and one bucket task of the graph carries
+ * (bucket: coarser for the flow replay, run.flow_bucket_mb), from the scenario's bucket_size_mb
+ * or DeepSpeed stage 3's reduce_bucket_size, one element at least (workload_costs.c). */
+void workload_bucket_bytes(const scenario_config *s, const zero3_plan *z3, double grad_elem, double *call,
+                           double *bucket);
 /* Gradient buckets one flush emits as separate tasks at most; past it they are one task (a
  * group of WORKLOAD_BUCKET_TASKS tasks for compressed, pipelined ones) standing for their calls
  * in closed form (workload_emit.c says why that is exact). Normal sizes never reach it: a layer

@@ -5,6 +5,16 @@
 #include "workload_size.h"
 #include "zero3.h"
 
+/* The tasks one flush of `bytes` of gradients emits (workload_emit.c's flush_bucket): its full
+ * buckets, grouped past WORKLOAD_BUCKET_TASKS (workload_bucket_group), and the partial one. A
+ * compressed bucket is compress, all-reduce, (a second all-reduce), decompress: five tasks at
+ * most, counted as communication, the lane most of them run on. */
+static double flush_tasks(double bytes, double bucket, int compressed)
+{
+    double full = ceil(bytes / bucket);
+    return (ceil(full / workload_bucket_group(full, compressed)) + 1) * (compressed ? 5 : 1);
+}
+
 void workload_size_estimate(const scenario_config *s, workload_size *z)
 {
     double P = s->parallel.pp > 0 ? s->parallel.pp : 1, V = s->parallel.vpp > 1 ? s->parallel.vpp : 1;
@@ -14,26 +24,12 @@ void workload_size_estimate(const scenario_config *s, workload_size *z)
     zero3_plan z3;
     zero3_plan_of(s, &z3);
 
-    /* gradient buckets a layer's gradients fill (a flush emits at most WORKLOAD_BUCKET_TASKS) */
+    /* the buckets a layer's gradients fill, as the graph cuts them */
     layer_params lp = params_layer_per_gpu(s);
-    double grad_elem = params_grad_reduce_bytes(s);
-    double call = s->parallel.bucket_size_mb > 0 ? s->parallel.bucket_size_mb * 1048576.0 : 40 * 1048576.0;
-    if (z3.active)
-        call = z3.reduce_bucket_params * grad_elem;
-    if (call < grad_elem)
-        call = grad_elem;
-    double bucket = s->run.fidelity_flow && s->run.flow_bucket_mb * 1048576.0 > call && !z3.active
-                        ? s->run.flow_bucket_mb * 1048576.0 : call;
+    double grad_elem = params_grad_reduce_bytes(s), call, bucket; /* call: unused here */
+    workload_bucket_bytes(s, &z3, grad_elem, &call, &bucket);
     double layer_grad = (lp.dense + lp.expert) * grad_elem;
-    /* a compressed bucket is compress, all-reduce, (second all-reduce), decompress (compression.c):
-     * five tasks at most, counted here as communication, the lane most of them run on */
-    double per_bucket = s->parallel.grad_compression != GRAD_COMPRESSION_NONE ? 5 : 1;
-    /* past WORKLOAD_BUCKET_TASKS buckets a flush is one task, or that many when compressed
-     * (workload_bucket_group) */
-#define FLUSH_TASKS(bytes)                                                                                   \
-    ((ceil((bytes) / bucket) <= WORKLOAD_BUCKET_TASKS ? ceil((bytes) / bucket)                                 \
-                                                      : (per_bucket > 1 ? WORKLOAD_BUCKET_TASKS : 1)) +        \
-     1) * per_bucket
+    int compressed = s->parallel.grad_compression != GRAD_COMPRESSION_NONE;
 
     double compute = passes, comm = 0;
     int streams = (dpcp > 1 && s->parallel.overlap_grad_reduce) ||
@@ -41,17 +37,18 @@ void workload_size_estimate(const scenario_config *s, workload_size *z)
     if (P * V > 1)
         comm += passes; /* a send after every pass but the pipeline's ends */
     if (z3.active) {
-        compute = passes * layers_per_chunk;                       /* a piece per layer */
-        comm += passes * layers_per_chunk;                         /* its gather */
-        comm += passes / 2 * layers_per_chunk * FLUSH_TASKS(layer_grad); /* every backward piece's buckets */
+        compute = passes * layers_per_chunk; /* a piece per layer */
+        comm += passes * layers_per_chunk;   /* its gather */
+        /* every backward piece's buckets */
+        comm += passes / 2 * layers_per_chunk * flush_tasks(layer_grad, bucket, compressed);
     } else if (streams) {
         compute += P * V * (layers_per_chunk - 1); /* the chunk's last backward, layer by layer */
         /* each layer's buckets, or on one GPU its gradients streamed to the host optimizer */
-        comm += P * V * layers_per_chunk * (dpcp > 1 ? FLUSH_TASKS(layer_grad) : 2);
+        comm += P * V * layers_per_chunk * (dpcp > 1 ? flush_tasks(layer_grad, bucket, compressed) : 2);
     } else if (dpcp > 1) {
-        comm += P * FLUSH_TASKS(V * layers_per_chunk * layer_grad); /* one flush of the stage's gradients */
+        /* one flush of the stage's gradients */
+        comm += P * flush_tasks(V * layers_per_chunk * layer_grad, bucket, compressed);
     }
-#undef FLUSH_TASKS
     /* the step's end on every stage: gradient norm, optimizer, buffers, syncs, parameter gathers */
     compute += P * 8;
     comm += P * 4;
