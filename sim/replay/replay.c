@@ -209,6 +209,16 @@ static void attribute_gap(const step_workload *w, const replay_times *t, const i
     }
 }
 
+double replay_inside_parts(const sim_task *k, double dur, double part[COMM_CLASS_COUNT])
+{
+    double inside = fmin(k->comm_inside_s, dur), booked = 0;
+    for (int c = 0; c < COMM_CLASS_COUNT; c++)
+        booked += k->comm_inside_cls[c];
+    for (int c = 0; c < COMM_CLASS_COUNT; c++) /* in proportion when a replay ran the task shorter */
+        part[c] = booked > 0 ? inside * k->comm_inside_cls[c] / booked : (c == COMM_TP ? inside : 0);
+    return inside;
+}
+
 int replay_metrics_compute(const step_workload *w, const replay_times *t, replay_metrics *m)
 {
     memset(m, 0, sizeof *m);
@@ -257,17 +267,14 @@ int replay_metrics_compute(const step_workload *w, const replay_times *t, replay
             continue;
         /* TP, CP and EP communication inside a layer is folded into compute tasks and blocks
          * the compute stream: all of it is exposed, booked by its kind. */
-        double inside = fmin(k->comm_inside_s, dur), booked = 0;
-        for (int c = 0; c < COMM_CLASS_COUNT; c++)
-            booked += k->comm_inside_cls[c];
+        double part[COMM_CLASS_COUNT];
+        double inside = replay_inside_parts(k, dur, part);
         /* by how much a replay ran the task shorter (stragglers aside), leaving out what
          * communication beside it added (booked as overlap cost below) */
         double ran = k->duration_s > 0 ? (dur - t->contention[i]) / k->duration_s : 0;
         for (int c = 0; c < COMM_CLASS_COUNT; c++) {
-            /* by kind, in proportion when a replay ran the task shorter; unbooked: TP */
-            double part = booked > 0 ? inside * k->comm_inside_cls[c] / booked : (c == COMM_TP ? inside : 0);
-            tot[c] += part + k->comm_hidden_cls[c] * ran;
-            ex[c] += part;
+            tot[c] += part[c] + k->comm_hidden_cls[c] * ran;
+            ex[c] += part[c];
         }
         m->stage_compute_s[k->stage] += dur - inside;
         m->overlap_cost_s += (k->overlap_cost_s * ran + t->contention[i]) / P;

@@ -37,6 +37,10 @@ int replay_analytic(const step_workload *w, replay_times *t);
 
 /* Derives the metrics from the task times. */
 int replay_metrics_compute(const step_workload *w, const replay_times *t, replay_metrics *m);
+/* The TP, CP and EP communication inside compute task k that ran for dur, by kind, into part:
+ * comm_inside_s (at most dur) shared in proportion to comm_inside_cls (all TP when unbooked).
+ * Returns the whole. What the metrics book as exposed, and the trace draws. */
+double replay_inside_parts(const sim_task *k, double dur, double part[COMM_CLASS_COUNT]);
 void replay_metrics_free(replay_metrics *m);
 
 #endif

@@ -14,25 +14,21 @@ static const char *lane_name(task_lane l)
 
 /* The TP, CP and EP communication a compute task holds (it blocks the compute stream between its
  * GEMMs) on a track of its own, by kind, drawn at the task's end: the replay knows how long it
- * is, not where between the GEMMs it falls. Booked as the metrics book it (replay.c): in
- * proportion when a replay ran the task shorter. */
+ * is, not where between the GEMMs it falls. The parts the metrics book (replay_inside_parts). */
 static void inside_events(json_t *ev, const sim_task *k, double start, double dur)
 {
-    double inside = k->comm_inside_s < dur ? k->comm_inside_s : dur, booked = 0;
-    for (int c = 0; c < COMM_CLASS_COUNT; c++)
-        booked += k->comm_inside_cls[c];
-    double at = start + dur - inside;
+    double part[COMM_CLASS_COUNT];
+    double at = start + dur - replay_inside_parts(k, dur, part);
     for (int c = 0; c < COMM_CLASS_COUNT; c++) {
-        double part = booked > 0 ? inside * k->comm_inside_cls[c] / booked : (c == COMM_TP ? inside : 0);
-        if (part <= 0)
+        if (part[c] <= 0)
             continue;
         char name[96];
         snprintf(name, sizeof name, "%s comm in %s", comm_class_name((comm_class)c), k->name);
         json_array_append_new(ev, json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:{s:i,s:i}}", "name", name, "cat",
                                             comm_class_name((comm_class)c), "ph", "X", "ts", at * 1e6, "dur",
-                                            part * 1e6, "pid", k->stage, "tid", TRACE_INSIDE_TID, "args",
+                                            part[c] * 1e6, "pid", k->stage, "tid", TRACE_INSIDE_TID, "args",
                                             "micro_batch", k->micro_batch, "chunk", k->chunk));
-        at += part;
+        at += part[c];
     }
 }
 
