@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "budget.h"
+#include "faults.h"
 #include "run.h"
 #include "workload_size.h"
 
@@ -38,8 +39,6 @@
  * checkpoint cycles between two are taken at once): 0.51 s / (12,800 timelines x 1,258) is
  * 0.032 us a turn. */
 #define FAULTS_S_PER_EVENT 0.035e-6
-#define FAULTS_SEARCH_INTERVALS 56 /* faults_run.c: at most 40 + 16 candidate intervals ... */
-#define FAULTS_SEARCH_RUNS 50      /* ... of at most 50 runs each */
 
 double budget_analytic_seconds(double tasks)
 {
@@ -111,8 +110,8 @@ void budget_estimate_faults(const scenario_config *s, int runs, double days, wor
         failures += gpus * hours / s->faults.gpu_mtbf_hours;
     if (s->faults.node_mtbf_hours > 0)
         failures += ceil(gpus / gpn) * hours / s->faults.node_mtbf_hours;
-    double timelines = runs + FAULTS_SEARCH_INTERVALS * (double)(runs < FAULTS_SEARCH_RUNS ? runs : FAULTS_SEARCH_RUNS);
-    double events = timelines * (3 * failures + 1);
+    /* counted as drawn failures: for a replayed trace (one run per searched interval) an upper bound */
+    double events = faults_timelines(runs, 0) * (3 * failures + 1);
     char n[32];
     count_words(events, n, sizeof n);
     snprintf(e->work, sizeof e->work, "%s timeline events (%d runs of %.3g days and the interval search)", n, runs,

@@ -74,6 +74,15 @@ typedef struct {
  * step already simulated (0: simulate it here). A faults.failure_trace is loaded and replayed.
  * Returns 0, or -1 with err. */
 int faults_run(const scenario_config *s, int runs, faults_report *out, config_error *err);
+/* The checkpoint-interval search: FAULTS_GRID_POINTS intervals on a log grid, then
+ * FAULTS_REFINE_POINTS across the best cell, each at most FAULTS_SEARCH_RUNS runs (a trace: one). */
+#define FAULTS_GRID_POINTS 40
+#define FAULTS_REFINE_POINTS 16
+#define FAULTS_SEARCH_RUNS 50
+/* The timelines faults_run_trace simulates for `runs` runs (replay: a trace): the runs, then the
+ * search's. */
+double faults_timelines(int runs, int replay);
+
 /* Same with an already loaded trace (NULL: draw the failures), counting the timelines it
  * simulates on progress (NULL: none): the runs, then the checkpoint-interval search's. */
 int faults_run_trace(const scenario_config *s, const faults_trace *trace, int runs, progress_meter *progress,

@@ -70,6 +70,16 @@ static double checkpoint_costs(const scenario_config *s, faults_report *out)
     return c.failure_rate;
 }
 
+static int search_runs_of(int runs, int replay)
+{
+    return replay ? 1 : runs < FAULTS_SEARCH_RUNS ? runs : FAULTS_SEARCH_RUNS;
+}
+
+double faults_timelines(int runs, int replay)
+{
+    return runs + (double)(FAULTS_GRID_POINTS + FAULTS_REFINE_POINTS) * search_runs_of(runs, replay);
+}
+
 static int check_inputs(const scenario_config *s, config_error *err)
 {
     if (s->platform.storage.checkpoint_write_gbs <= 0 || s->platform.storage.checkpoint_read_gbs <= 0)
@@ -136,9 +146,8 @@ int faults_run_trace(const scenario_config *s, const faults_trace *trace, int ru
     if (!buf)
         return snprintf(err->msg, sizeof err->msg, "out of memory for %d runs", runs), -1;
     double *v = buf, *w = buf + runs, *d = buf + 2 * runs, *loss = buf + 3 * runs;
-    /* the runs, then at most 40 + 16 candidate intervals of search_runs each (below) */
-    int search_runs = trace ? 1 : (runs < 50 ? runs : 50);
-    timeline_count count = {progress, 0, runs + 56.0 * search_runs};
+    int search_runs = search_runs_of(runs, trace != NULL);
+    timeline_count count = {progress, 0, faults_timelines(runs, trace != NULL)};
     for (int r = 0; r < runs; r++) {
         faults_timeline tl;
         faults_simulate_trace(s, out, trace, s->faults.checkpoint_interval_s, faults_run_seed(s->faults.seed, r), &tl);
@@ -162,11 +171,11 @@ int faults_run_trace(const scenario_config *s, const faults_trace *trace, int ru
     double cost = out->checkpoint_block_s;
     out->young_daly_interval_s = isfinite(out->system_mtbf_hours) ? sqrt(2 * cost * out->system_mtbf_hours * 3600) : 0;
 
-    /* The goodput-optimal interval: 40 points on a log grid from one step (or 10 s) to a week,
-     * then 17 points across the best cell. At most 50 runs per candidate (a trace: one). */
+    /* The goodput-optimal interval: a log grid from one step (or 10 s) to a week, then points
+     * across the best cell (faults.h). */
     double lo = fmax(10.0, out->step_time_s), hi = 7 * 86400.0;
-    double ratio = pow(hi / lo, 1.0 / 39), best = s->faults.checkpoint_interval_s, best_g = -1;
-    for (int n = 0; n < 40; n++) {
+    double ratio = pow(hi / lo, 1.0 / (FAULTS_GRID_POINTS - 1)), best = s->faults.checkpoint_interval_s, best_g = -1;
+    for (int n = 0; n < FAULTS_GRID_POINTS; n++) {
         double iv = lo * pow(ratio, n);
         double g = mean_goodput(s, out, trace, iv, search_runs, &count);
         out->curve_interval_s[n] = iv;
@@ -178,8 +187,9 @@ int faults_run_trace(const scenario_config *s, const faults_trace *trace, int ru
         }
     }
     double centre = best;
-    for (int k = -8; k <= 8; k++) {
-        double iv = centre * pow(ratio, k / 8.0);
+    const int half = FAULTS_REFINE_POINTS / 2;
+    for (int k = -half; k <= half; k++) {
+        double iv = centre * pow(ratio, k / (double)half);
         if (k == 0 || iv < lo || iv > hi)
             continue;
         double g = mean_goodput(s, out, trace, iv, search_runs, &count);
