@@ -84,18 +84,39 @@ int sweep_check_zip(const sweep_spec *spec, config_error *err)
     return 0;
 }
 
-void sweep_next(const sweep_spec *spec, int idx[SWEEP_MAX_DIMS])
+void sweep_point_values(const sweep_spec *spec, long point, int idx[SWEEP_MAX_DIMS])
 {
-    if (spec->zip) {
-        for (int d = 0; d < spec->dims; d++)
-            idx[d]++;
-        return;
+    for (int d = spec->dims - 1; d >= 0; d--) { /* the product's odometer: the last --vary fastest */
+        idx[d] = spec->zip ? (int)point : (int)(point % spec->dim[d].count);
+        if (!spec->zip)
+            point /= spec->dim[d].count;
     }
-    for (int d = spec->dims - 1; d >= 0; d--) /* odometer: the last --vary changes fastest */
-        if (++idx[d] < spec->dim[d].count)
-            break;
-        else
-            idx[d] = 0;
+}
+
+/* The point's overrides "PATH=VALUE" into sets (owned copies in assign, which free_assign frees).
+ * 0, or -1 out of memory (none left allocated). */
+static int point_sets(const sweep_spec *spec, const int idx[SWEEP_MAX_DIMS], const char **sets,
+                      char *assign[SWEEP_MAX_DIMS])
+{
+    for (int d = 0; d < spec->dims; d++) {
+        const char *v = spec->dim[d].values[idx[d]];
+        size_t len = strlen(spec->dim[d].path) + strlen(v) + 2;
+        assign[d] = malloc(len);
+        if (!assign[d]) {
+            while (d-- > 0)
+                free(assign[d]);
+            return -1;
+        }
+        snprintf(assign[d], len, "%s=%s", spec->dim[d].path, v);
+        sets[d] = assign[d];
+    }
+    return 0;
+}
+
+static void free_assign(const sweep_spec *spec, char *assign[SWEEP_MAX_DIMS])
+{
+    for (int d = 0; d < spec->dims; d++)
+        free(assign[d]);
 }
 
 long sweep_points(const sweep_spec *spec)
@@ -148,18 +169,13 @@ int sweep_estimate(const char *scenario_path, const char *const *base_sets, int 
     double seconds = 0, bytes = 0;
     long counted = 0;
     for (long k = 0; k < sample; k++) {
-        /* the point's value indices, for a product or a zip */
-        long point = sample > 1 ? k * (total - 1) / (sample - 1) : 0, rest = point;
-        char *assign[SWEEP_MAX_DIMS] = {0};
-        for (int d = spec->dims - 1; d >= 0; d--) {
-            int idx = spec->zip ? (int)point : (int)(rest % spec->dim[d].count);
-            if (!spec->zip)
-                rest /= spec->dim[d].count;
-            size_t len = strlen(spec->dim[d].path) + strlen(spec->dim[d].values[idx]) + 2;
-            assign[d] = malloc(len);
-            if (assign[d])
-                snprintf(assign[d], len, "%s=%s", spec->dim[d].path, spec->dim[d].values[idx]);
-            sets[n_base + d] = assign[d] ? assign[d] : "";
+        int idx[SWEEP_MAX_DIMS];
+        char *assign[SWEEP_MAX_DIMS];
+        sweep_point_values(spec, sample > 1 ? k * (total - 1) / (sample - 1) : 0, idx);
+        if (point_sets(spec, idx, sets + n_base, assign) != 0) {
+            free(sets);
+            snprintf(err->msg, sizeof err->msg, "out of memory");
+            return -1;
         }
         scenario_config s;
         config_error e2;
@@ -171,8 +187,7 @@ int sweep_estimate(const char *scenario_path, const char *const *base_sets, int 
             counted++;
             scenario_free(&s);
         }
-        for (int d = 0; d < spec->dims; d++)
-            free(assign[d]);
+        free_assign(spec, assign);
     }
     free(sets);
     double scale = sample > 0 ? (double)total / sample : 0;
@@ -226,22 +241,20 @@ int sweep_run(const char *scenario_path, const char *const *base_sets, int n_bas
     }
 
     json_t *rows = json_array(), *points = json_array();
-    int idx[SWEEP_MAX_DIMS] = {0};
-    for (long point = 0; point < total; point++) {
-        if (point % shard_n != shard_k) {
-            sweep_next(spec, idx);
-            continue;
+    for (long point = shard_k; point < total; point += shard_n) {
+        int idx[SWEEP_MAX_DIMS];
+        sweep_point_values(spec, point, idx);
+        if (point_sets(spec, idx, sets + n_base, assign) != 0) {
+            snprintf(err->msg, sizeof err->msg, "out of memory at point %ld", point + 1);
+            json_decref(rows);
+            json_decref(points);
+            free(sets);
+            return -1;
         }
         json_array_append_new(points, json_integer(point));
         json_t *row = json_object();
-        for (int d = 0; d < spec->dims; d++) {
-            const char *v = spec->dim[d].values[idx[d]];
-            size_t len = strlen(spec->dim[d].path) + strlen(v) + 2;
-            assign[d] = malloc(len);
-            snprintf(assign[d], len, "%s=%s", spec->dim[d].path, v);
-            sets[n_base + d] = assign[d];
-            json_object_set_new(row, spec->dim[d].path, value_json(v));
-        }
+        for (int d = 0; d < spec->dims; d++)
+            json_object_set_new(row, spec->dim[d].path, value_json(spec->dim[d].values[idx[d]]));
         scenario_config s;
         config_error e;
         const char *error = "";
@@ -261,9 +274,7 @@ int sweep_run(const char *scenario_path, const char *const *base_sets, int n_bas
         }
         json_object_set_new(row, "error", json_string(error));
         json_array_append_new(rows, row);
-        for (int d = 0; d < spec->dims; d++)
-            free(assign[d]);
-        sweep_next(spec, idx);
+        free_assign(spec, assign);
         progress_note(progress, point + 1, total);
     }
     progress_end(progress);

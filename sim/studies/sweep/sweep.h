@@ -32,9 +32,9 @@ void sweep_spec_free(sweep_spec *spec);
 long sweep_points(const sweep_spec *spec);
 /* With zip set: 0 when every dimension has as many values as the first, else -1 with err. */
 int sweep_check_zip(const sweep_spec *spec, config_error *err);
-/* The next point's value indices: the product's odometer (the last --vary fastest), or, zipped,
- * every index one on. */
-void sweep_next(const sweep_spec *spec, int idx[SWEEP_MAX_DIMS]);
+/* Point `point`'s value index in each dimension: of the product in odometer order (the last
+ * --vary fastest), or, zipped, the point-th of each. */
+void sweep_point_values(const sweep_spec *spec, long point, int idx[SWEEP_MAX_DIMS]);
 
 /* Runs the points of the scenario file with base overrides whose index i has i % shard_n ==
  * shard_k (0 and 1: all); rows is a JSON array of flat objects (varied paths first, then the
