@@ -217,16 +217,15 @@ int cli_plan(int argc, char **argv)
      * once per size searched and per batch (an upper bound: the search stops at the first size
      * that meets the deadline). */
     work_estimate est;
-    int est_gpus = gpus;
+    int gpn = s.platform.node.gpus > 0 ? s.platform.node.gpus : 1, est_gpus = gpus;
     if (deadline > 0) {
-        int gpn = s.platform.node.gpus > 0 ? s.platform.node.gpus : 1;
         est_gpus = (max_gpus > 0 ? max_gpus / gpn : s.platform.network.nodes) * gpn;
         if (est_gpus < gpn)
             est_gpus = gpn;
     }
     scenario_config at = s;
-    if (est_gpus > 0 && at.platform.network.nodes * at.platform.node.gpus < est_gpus)
-        at.platform.network.nodes = est_gpus / (at.platform.node.gpus > 0 ? at.platform.node.gpus : 1);
+    if (est_gpus > 0 && at.platform.network.nodes * gpn < est_gpus)
+        at.platform.network.nodes = est_gpus / gpn;
     if (plan_estimate(&at, est_gpus, threads, &est) != 0) {
         fprintf(stderr, "dtsim plan: out of host memory estimating the search\n");
         scenario_free(&s);
@@ -235,7 +234,7 @@ int cli_plan(int argc, char **argv)
     if (deadline > 0) {
         long long batches[PLAN_MAX_BATCHES];
         int nb = batch.hi > 0 ? plan_batches(&s, batch.lo, batch.hi, batches) : 1;
-        double sizes = ceil(log2(est_gpus / (double)(s.platform.node.gpus > 0 ? s.platform.node.gpus : 1))) + 2;
+        double sizes = ceil(log2(est_gpus / (double)gpn)) + 2;
         est.seconds *= sizes * (nb > 0 ? nb : 1);
         char more[96];
         snprintf(more, sizeof more, ", up to %.0f sizes x %d batches", sizes, nb > 0 ? nb : 1);
