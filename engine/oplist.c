@@ -105,14 +105,34 @@ static void tp_after_row(op_list *l, const layer_shape *sh, const char *name, do
     comm(l, name, COMM_TP, sh->sequence_parallel ? COLL_REDUCE_SCATTER : COLL_ALL_REDUCE, sh->tp, full_bytes);
 }
 
+/* FP8 training through Transformer Engine (Megatron-Core's TE layers): a GEMM takes fp8 operands,
+ * so before it runs its activation input (m x k elements) is quantized, and in the backward its
+ * output gradient (m x n). TE's quantize reads the bf16 tensor once and writes it twice in fp8,
+ * row-wise for the forward and dgrad GEMMs and column-wise (transposed) for wgrad, which Hopper's
+ * fp8 tensor cores take in TN layout only (cast_transpose): 2 + 1 + 1 bytes an element. With
+ * per-tensor current scaling (Megatron-LM's --fp8-recipe tensorwise) the scale comes from the
+ * tensor itself, so an amax kernel reads it once more first (Float8CurrentScalingQuantizer::
+ * quantize_impl: nvte_compute_amax, then nvte_quantize): 6 bytes. Delayed scaling takes its scale
+ * from the amax history and finds the new amax inside the cast: 4. sh->fp8_quantize_bytes holds
+ * which (0: no FP8). Weights are quantized once a step, not per micro-batch: not here. */
+static void fp8_quantize(op_list *l, const layer_shape *sh, const char *name, double elements)
+{
+    if (sh->fp8_quantize_bytes <= 0)
+        return;
+    memory_op(l, name, OPCLASS_ELEMENTWISE, elements * sh->fp8_quantize_bytes);
+    l->ops[l->n - 1].quantize = 1;
+}
+
 static void mlp(op_list *l, const layer_shape *sh, double tokens)
 {
     double h = (double)sh->hidden, f = (double)sh->ffn_hidden, t = sh->tp, act = sh->act_bytes;
+    fp8_quantize(l, sh, "fc1_quantize", tokens * h);
     gemm(l, "fc1", tokens, (sh->swiglu ? 2 : 1) * f / t, h);
     if (sh->swiglu)
         memory_op(l, "swiglu", OPCLASS_SWIGLU, 3.0 * tokens * f / t * act);
     else
         memory_op(l, "gelu", OPCLASS_GELU, 2.0 * tokens * f / t * act);
+    fp8_quantize(l, sh, "fc2_quantize", tokens * f / t);
     gemm(l, "fc2", tokens, h, f / t);
 }
 
@@ -130,6 +150,7 @@ int layer_ops_forward(const layer_shape *sh, layer_op *out)
     op_class norm = sh->rmsnorm ? OPCLASS_RMSNORM : OPCLASS_LAYERNORM;
     memory_op(&l, "ln1", norm, 2.0 * Tn * h * act);
     tp_before_column(&l, sh, "tp_allgather_attn", full);
+    fp8_quantize(&l, sh, "qkv_quantize", T * h);
     gemm(&l, "qkv", T, (h + 2 * kv) / t, h);
     if (sh->rope) /* q and k turned in place (Megatron-Core's fused rope reads and writes them once) */
         memory_op(&l, "rope", OPCLASS_ROPE, 2.0 * T * (h + kv) / t * act);
@@ -163,6 +184,7 @@ int layer_ops_forward(const layer_shape *sh, layer_op *out)
     }
     if (ulysses) /* the attention output back to this rank's tokens of every head */
         comm(&l, "cp_alltoall_out", COMM_CP, COLL_ALL_TO_ALL, sh->cp, T * h / t * act);
+    fp8_quantize(&l, sh, "attn_proj_quantize", T * h / t);
     gemm(&l, "attn_proj", T, h, h / t);
     tp_after_row(&l, sh, "tp_allreduce_attn", full);
     memory_op(&l, "residual1", OPCLASS_ELEMENTWISE, 3.0 * Tn * h * act + Tn * h);
@@ -188,8 +210,9 @@ int layer_ops_forward(const layer_shape *sh, layer_op *out)
 static const char *bwd_name(const char *fwd, const char *suffix)
 {
     static const char *table[][4] = {
-        {"qkv", "qkv_dgrad", "qkv_wgrad", NULL}, {"attn_proj", "attn_proj_dgrad", "attn_proj_wgrad", NULL},
-        {"fc1", "fc1_dgrad", "fc1_wgrad", NULL}, {"fc2", "fc2_dgrad", "fc2_wgrad", NULL},
+        {"qkv", "qkv_dgrad", "qkv_wgrad", "qkv_grad_quantize"},
+        {"attn_proj", "attn_proj_dgrad", "attn_proj_wgrad", "attn_proj_grad_quantize"},
+        {"fc1", "fc1_dgrad", "fc1_wgrad", "fc1_grad_quantize"}, {"fc2", "fc2_dgrad", "fc2_wgrad", "fc2_grad_quantize"},
         {"router", "router_dgrad", "router_wgrad", NULL},
         {"attn_score", "attn_score_dgrad", "attn_score_wgrad", NULL},
         {"attn_value", "attn_value_dgrad", "attn_value_wgrad", NULL},
@@ -199,8 +222,11 @@ static const char *bwd_name(const char *fwd, const char *suffix)
         {"residual2", "residual2_bwd", NULL, NULL}, {"attn_fused", "attn_fused_bwd", NULL, NULL},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (!strcmp(table[i][0], fwd))
+        if (!strcmp(table[i][0], fwd)) {
+            if (!strcmp(suffix, "quantize") && table[i][3])
+                return table[i][3];
             return !strcmp(suffix, "wgrad") && table[i][2] ? table[i][2] : table[i][1];
+        }
     return fwd;
 }
 
@@ -213,6 +239,10 @@ int layer_ops_backward(const layer_shape *sh, layer_op *out)
         const layer_op *f = &fwd[i];
         switch (f->kind) {
         case OPK_GEMM: {
+            /* An FP8 GEMM's output gradient is quantized before its dgrad and wgrad (fp8_quantize);
+             * the router runs in the training precision. */
+            if (strcmp(f->name, "router"))
+                fp8_quantize(&l, sh, bwd_name(f->name, "quantize"), (double)f->m * (double)f->n);
             /* dX[m,k] = dY[m,n] W[n,k]; dW[n,k] = dY^T[n,m] X[m,k]: same FLOPs each. */
             gemm(&l, bwd_name(f->name, "dgrad"), (double)f->m, (double)f->k, (double)f->n);
             gemm(&l, bwd_name(f->name, "wgrad"), (double)f->n, (double)f->k, (double)f->m);
@@ -238,6 +268,8 @@ int layer_ops_backward(const layer_shape *sh, layer_op *out)
             break;
         }
         case OPK_MEMORY:
+            if (f->quantize) /* its backward is the output gradient's, at the GEMM above */
+                break;
             /* Twice the forward's bytes. Counting tensors (input and output gradient read, input
              * gradient written) says 1.5x; measured on the CPU engine, GELU's backward costs 1.1x
              * its forward. Kept at 2x until measured on GPUs (docs/model.md). */

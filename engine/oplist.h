@@ -73,6 +73,9 @@ typedef struct {
     cp_comm_kind cp_comm;    /* with cp > 1 */
     double moe_load;         /* MoE: tokens the busiest EP rank's experts run over the mean (>= 1;
                                 0 = 1: balanced), after any capacity limit */
+    double fp8_quantize_bytes; /* FP8 GEMMs (Transformer Engine): bytes moved per element of each
+                                  operand quantized to fp8, the forward's activation input and the
+                                  backward's output gradient; 0: no FP8 (oplist.c, fp8_quantize) */
 } layer_shape;
 
 typedef struct {
@@ -92,6 +95,8 @@ typedef struct {
     int backward;         /* 1 for the backward pass's ops (a calibration may time them apart) */
     int steps;            /* OPK_COMM: times it runs (ring attention's cp - 1 passes; 0 = once) */
     int overlaps_attention; /* OPK_COMM: runs beside the layer's attention, block by block */
+    int quantize;         /* OPK_MEMORY: an FP8 quantization of a GEMM operand (its backward is the
+                             quantization of that GEMM's output gradient, not twice its bytes) */
 } layer_op;
 
 #define LAYER_OPS_MAX 64

@@ -84,6 +84,9 @@ static int megatron_line(const scenario_config *s, char *out, size_t len)
     if (s->training.precision == PREC_TF32)
         return -1; /* TF32 is a cuBLAS mode, not an argument */
     ARG("%s", prec[s->training.precision]);
+    static const char *const recipes[] = {"delayed", "tensorwise", "mxfp8", "blockwise"};
+    if (s->training.precision == PREC_FP8 && s->training.fp8_recipe != FP8_RECIPE_DELAYED)
+        ARG(" --fp8-recipe %s", recipes[s->training.fp8_recipe]);
     if (s->training.recompute != RECOMPUTE_NONE)
         ARG(" --recompute-granularity %s", s->training.recompute == RECOMPUTE_FULL ? "full" : "selective");
     if (s->training.recompute == RECOMPUTE_FULL)

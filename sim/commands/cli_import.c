@@ -98,6 +98,7 @@ static const struct {
     {"--bf16", MA_FLAG, "bf16"},
     {"--fp16", MA_FLAG, "fp16"},
     {"--fp8-format", MA_WORD, "fp8_format"},
+    {"--fp8-recipe", MA_WORD, "fp8_recipe"},
     {"--recompute-granularity", MA_WORD, "training.recompute_granularity"},
     {"--recompute-method", MA_WORD, "training.recompute_method"},
     {"--recompute-num-layers", MA_INT, "training.recompute_num_layers"},
@@ -268,6 +269,11 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
     if (bf16 + fp16 > 1)
         return import_fail("megatron", "--bf16 and --fp16 together");
     json_object_set_new(tr, "precision", json_string(fp8 ? "fp8" : bf16 ? "bf16" : fp16 ? "fp16" : "fp32"));
+    const char *recipe = json_string_value(json_object_get(extra, "fp8_recipe"));
+    if (recipe && fp8) /* Megatron-LM reads --fp8-recipe only with --fp8-format */
+        json_object_set_new(tr, "fp8_recipe", json_string(recipe));
+    else if (recipe)
+        strcat(ignored, *ignored ? ", --fp8-recipe (without --fp8-format)" : "--fp8-recipe (without --fp8-format)");
     if (json_is_true(json_object_get(extra, "distributed_optimizer")))
         json_object_set_new(par, "zero_stage", json_integer(1));
     if (json_is_true(json_object_get(extra, "no_scatter_gather")))

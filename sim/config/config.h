@@ -14,6 +14,10 @@
 #define GRAD_INT8_BLOCK 2048                 /* elements sharing one fp32 scale in int8 reduction */
 
 typedef enum { PREC_FP32 = 0, PREC_TF32, PREC_FP16, PREC_BF16, PREC_FP8, PREC_COUNT } precision_kind;
+/* How FP8 scales are found (Megatron-LM's --fp8-recipe, Transformer Engine's recipes): delayed
+ * (the default) from an amax history, tensorwise from the tensor itself (current scaling: one
+ * more pass over it), mxfp8 and blockwise per block inside the cast (engine/oplist.c, fp8_quantize). */
+typedef enum { FP8_RECIPE_DELAYED = 0, FP8_RECIPE_TENSORWISE, FP8_RECIPE_MXFP8, FP8_RECIPE_BLOCKWISE } fp8_recipe_kind;
 const char *precision_name(precision_kind p);           /* "fp32", "tf32", "fp16", "bf16", "fp8" */
 int precision_from_name(const char *name);              /* -1 if unknown */
 
@@ -189,6 +193,7 @@ typedef struct {
         optimizer_kind optimizer;
         int activation_bytes;                /* bytes an activation element is stored in; 0: the
                                                 precision's (scenario_activation_bytes) */
+        fp8_recipe_kind fp8_recipe;          /* Megatron-LM's --fp8-recipe, with precision fp8 */
         double tokens;                       /* token budget for time_to_train (0 = unset); also set
                                                 from Megatron-LM's train_iters (x global batch x
                                                 seq_length) or train_samples (x seq_length) */

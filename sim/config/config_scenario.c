@@ -131,13 +131,14 @@ static int parse_training(json_t *t, scenario_config *s, config_error *err)
     static const char *const keys[] = {"global_batch_size", "micro_batch_size", "precision",
                                        "recompute_granularity", "recompute_method", "recompute_num_layers",
                                        "optimizer", "tokens", "train_iters", "train_samples", "data_loader",
-                                       "activation_bytes", NULL};
+                                       "activation_bytes", "fp8_recipe", NULL};
     static const char *const precisions[] = {"fp32", "tf32", "fp16", "bf16", "fp8", NULL};
+    static const char *const fp8_recipes[] = {"delayed", "tensorwise", "mxfp8", "blockwise", NULL};
     static const char *const recompute[] = {"none", "selective", "full", NULL};
     static const char *const optimizers[] = {"adam", "sgd", NULL};
     static const char *const methods[] = {"uniform", "block", NULL};
     const char *p = S ".training";
-    int prec, rec, opt, method;
+    int prec, rec, opt, method, recipe;
     long long act_bytes = 0;
     if (config_check_keys(t, p, keys, err) ||
         config_int(t, p, "global_batch_size", 1, 0, 1, 100000000, &s->training.global_batch_size, err) ||
@@ -147,6 +148,7 @@ static int parse_training(json_t *t, scenario_config *s, config_error *err)
         config_enum(t, p, "recompute_method", methods, 0, &method, err) ||
         config_int(t, p, "recompute_num_layers", 0, 1, 1, 100000, &s->training.recompute_num_layers, err) ||
         config_enum(t, p, "optimizer", optimizers, OPTIMIZER_ADAM, &opt, err) ||
+        config_enum(t, p, "fp8_recipe", fp8_recipes, FP8_RECIPE_DELAYED, &recipe, err) ||
         config_int(t, p, "activation_bytes", 0, 0, 1, 8, &act_bytes, err) ||
         config_num(t, p, "tokens", 0, 0, 0, 1e18, 0, &s->training.tokens, err) ||
         config_int(t, p, "train_iters", 0, 0, 1, 1000000000000LL, &s->training.train_iters, err) ||
@@ -167,6 +169,10 @@ static int parse_training(json_t *t, scenario_config *s, config_error *err)
     s->training.recompute_block = method;
     s->training.optimizer = (optimizer_kind)opt;
     s->training.activation_bytes = (int)act_bytes;
+    s->training.fp8_recipe = (fp8_recipe_kind)recipe;
+    if (json_object_get(t, "fp8_recipe") && prec != PREC_FP8) /* a recipe without fp8 says nothing */
+        return config_fail(err, "%s.fp8_recipe: applies to precision fp8 only (this scenario's is %s)", p,
+                           precisions[prec]);
     /* as Megatron-LM refuses them without full granularity */
     if ((json_object_get(t, "recompute_method") || json_object_get(t, "recompute_num_layers")) &&
         rec != RECOMPUTE_FULL)

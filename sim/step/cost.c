@@ -230,8 +230,14 @@ double cost_compute_op_s(const cost_model *cm, const layer_op *op)
     switch (op->kind) {
     case OPK_GEMM:
         return cost_gemm_s(cm, (double)op->m, (double)op->n, (double)op->k, 1);
-    case OPK_BATCHED_GEMM:
-        return cost_gemm_s(cm, (double)op->m, (double)op->n, (double)op->k, (double)op->batch);
+    case OPK_BATCHED_GEMM: {
+        /* the attention core: Transformer Engine's fp8 training keeps it in bf16 (its fp8 attention
+         * is a separate option, fp8_dot_product_attention, not modelled) */
+        cost_model core = *cm;
+        if (core.precision == PREC_FP8)
+            core.precision = PREC_BF16;
+        return cost_gemm_s(&core, (double)op->m, (double)op->n, (double)op->k, (double)op->batch);
+    }
     case OPK_MEMORY:
         if (op->backward && class_gbs(cm->calibration, op->cls, 1) > 0) /* its backward kernel, measured */
             return memory_s(cm, class_gbs(cm->calibration, op->cls, 1), op->bytes);
@@ -258,7 +264,10 @@ double cost_compute_op_s(const cost_model *cm, const layer_op *op)
         double eff = a->efficiency;
         if (eff <= 0)
             eff = DEFAULT_ATTENTION_EFFICIENCY;
-        return (op->flops / (cost_peak_flops(cm) * eff) + cm->calibration->launch_overhead_us * 1e-6) *
+        cost_model core = *cm; /* in bf16 under fp8 training, as the batched products above */
+        if (core.precision == PREC_FP8)
+            core.precision = PREC_BF16;
+        return (op->flops / (cost_peak_flops(&core) * eff) + cm->calibration->launch_overhead_us * 1e-6) *
                cm->pace;
     }
     case OPK_COMM:

@@ -164,6 +164,10 @@ void workload_layer_shape(const scenario_config *s, layer_shape *sh)
     sh->cp_comm = s->parallel.cp_comm;
     sh->moe_load = workload_moe_load(s);
     sh->act_bytes = scenario_activation_bytes(s);
+    /* FP8 GEMMs quantize their operands (engine/oplist.c, fp8_quantize): 2 bytes read, 2 written
+     * an element; current scaling (tensorwise) reads it once more for its amax. */
+    if (s->training.precision == PREC_FP8)
+        sh->fp8_quantize_bytes = s->training.fp8_recipe == FP8_RECIPE_TENSORWISE ? 6 : 4;
 }
 
 /* The loss over this rank's logits, as the framework's code path moves them: bytes per logit

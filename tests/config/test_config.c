@@ -146,6 +146,8 @@ static const reject_case REJECTS[] = {
     {{"training.global_batch_size=200000000"}, {"scenario.training.global_batch_size", "range"}}, /* limit */
     {{"training.micro_batch_size=3"}, {"scenario.training.global_batch_size", "micro_batch_size x data_parallel_size = 3 x 16"}},
     {{"training.optimizer=\"lamb\""}, {"scenario.training.optimizer", "not one of"}},
+    {{"training.fp8_recipe=\"tensorwise\""}, {"scenario.training.fp8_recipe", "applies to precision fp8 only"}},
+    {{"training.fp8_recipe=\"nvfp4\""}, {"scenario.training.fp8_recipe", "not one of"}},
     {{"training.tokens=-1"}, {"scenario.training.tokens", "range"}},
     {{"training.activation_bytes=0"}, {"scenario.training.activation_bytes", "range"}},
     {{"training.activation_bytes=16"}, {"scenario.training.activation_bytes", "range"}},

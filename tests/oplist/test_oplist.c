@@ -408,6 +408,63 @@ static void llama_layer_has_its_own_ops(void **state)
     assert_int_equal(find(f, nf, "ln1")->cls, OPCLASS_LAYERNORM);
 }
 
+/* FP8 GEMMs quantize their operands (Transformer Engine): before each of qkv, attn_proj, fc1 and
+ * fc2 its activation input (m x k), before its dgrad and wgrad its output gradient (m x n), at
+ * q bytes an element; the router and the attention core stay in the training precision, and a
+ * quantization has no "_bwd" of its own. By hand for b 2, s 64, h 128, 4 heads in 2 groups
+ * (kv 64), f 256 SwiGLU, TP 2 without SP: T = 128 tokens. Nothing of it without FP8. */
+static void fp8_gemms_quantize_their_operands(void **state)
+{
+    (void)state;
+    layer_shape sh = {.micro_batch = 2, .seq_length = 64, .hidden = 128, .heads = 4, .kv_groups = 2,
+                      .ffn_hidden = 256, .swiglu = 1, .tp = 2, .cp = 1, .ep = 1, .attention = ATTENTION_FLASH,
+                      .act_bytes = 2, .fp8_quantize_bytes = 6};
+    layer_op f[LAYER_OPS_MAX], b[LAYER_OPS_MAX];
+    int nf = layer_ops_forward(&sh, f), nb = layer_ops_backward(&sh, b);
+    double T = 128, h = 128, kv = 64, ff = 256, t = 2, q = 6;
+    struct { const char *name; double bytes; } want[] = {
+        {"qkv_quantize", T * h * q},           {"attn_proj_quantize", T * h / t * q},
+        {"fc1_quantize", T * h * q},           {"fc2_quantize", T * ff / t * q},
+        {"qkv_grad_quantize", T * (h + 2 * kv) / t * q}, {"attn_proj_grad_quantize", T * h * q},
+        {"fc1_grad_quantize", T * 2 * ff / t * q},       {"fc2_grad_quantize", T * h * q},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const layer_op *op = find(i < 4 ? f : b, i < 4 ? nf : nb, want[i].name);
+        if (!op)
+            fail_msg("no %s", want[i].name);
+        assert_int_equal(op->kind, OPK_MEMORY);
+        assert_int_equal(op->cls, OPCLASS_ELEMENTWISE);
+        assert_int_equal(op->quantize, 1);
+        if (!CLOSE(op->bytes, want[i].bytes))
+            fail_msg("%s: %g bytes, want %g", want[i].name, op->bytes, want[i].bytes);
+    }
+    /* each quantization runs right before its GEMM */
+    assert_ptr_equal(find(f, nf, "fc2_quantize") + 1, find(f, nf, "fc2"));
+    assert_ptr_equal(find(b, nb, "qkv_grad_quantize") + 1, find(b, nb, "qkv_dgrad"));
+    assert_null(find(b, nb, "qkv_quantize_bwd"));
+    int quantized = 0;
+    for (int i = 0; i < nb; i++)
+        quantized += b[i].quantize;
+    assert_int_equal(quantized, 4);
+    /* MoE: the experts' GEMMs quantize their routed tokens; the router does not */
+    sh.num_experts = 8;
+    sh.moe_topk = 2;
+    nf = layer_ops_forward(&sh, f);
+    nb = layer_ops_backward(&sh, b);
+    assert_true(CLOSE(find(f, nf, "fc1_quantize")->bytes, T * 2 * h * q));
+    assert_null(find(f, nf, "router_quantize"));
+    for (int i = 0; i < nb; i++)
+        if (b[i].quantize && strstr(b[i].name, "router"))
+            fail_msg("%s: the router is not fp8", b[i].name);
+    sh.fp8_quantize_bytes = 0;
+    nf = layer_ops_forward(&sh, f);
+    nb = layer_ops_backward(&sh, b);
+    for (int i = 0; i < nf; i++)
+        assert_int_equal(f[i].quantize, 0);
+    for (int i = 0; i < nb; i++)
+        assert_int_equal(b[i].quantize, 0);
+}
+
 static void names(void **state)
 {
     assert_string_equal(op_class_name(OPCLASS_LAYERNORM), "layernorm");
@@ -447,6 +504,7 @@ int main(void)
         cmocka_unit_test(moe_routes_tokens_through_its_experts),
         cmocka_unit_test(backward_mirrors_the_forward),
         cmocka_unit_test(llama_layer_has_its_own_ops),
+        cmocka_unit_test(fp8_gemms_quantize_their_operands),
         cmocka_unit_test(names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

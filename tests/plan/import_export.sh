@@ -66,6 +66,9 @@ PY
 }
 for f in scenarios/*.json; do roundtrip "$f" "" || fail=1; done
 roundtrip scenarios/llama3-405b-16k-h100.json "--set parallel.zero_stage=1" || fail=1
+# FP8 with current scaling: --fp8-format and --fp8-recipe carry it (delayed scaling is another step)
+roundtrip scenarios/llama3-405b-16k-h100.json \
+  "--set parallel.zero_stage=1 --set training.precision=fp8 --set training.fp8_recipe=tensorwise" || fail=1
 # Hugging Face: the model files of models/ come back from the released configs
 for m in llama3-8b llama3-70b mixtral-8x7b; do
   "$dtsim" import hf "$data/$m-config.json" -o "$work/$m.json" 2>/dev/null || fail=1

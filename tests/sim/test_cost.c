@@ -167,6 +167,28 @@ static void activation_bytes_scale_the_memory_ops(void **state)
     fixture_free(&s);
 }
 
+/* The scenario's FP8 recipe sets the bytes a quantized GEMM operand moves (engine/oplist.c,
+ * fp8_quantize): 4 under delayed scaling (and mxfp8, blockwise: the scale found in the cast), 6
+ * under tensorwise current scaling (an amax pass first); 0 in any other precision. */
+static void fp8_recipe_sets_the_quantize_bytes(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    layer_shape sh;
+    s.training.precision = PREC_BF16;
+    workload_layer_shape(&s, &sh);
+    assert_true(sh.fp8_quantize_bytes == 0);
+    s.training.precision = PREC_FP8;
+    const double want[] = {4, 6, 4, 4};
+    for (int r = FP8_RECIPE_DELAYED; r <= FP8_RECIPE_BLOCKWISE; r++) {
+        s.training.fp8_recipe = (fp8_recipe_kind)r;
+        workload_layer_shape(&s, &sh);
+        assert_true(sh.fp8_quantize_bytes == want[r]);
+    }
+    fixture_free(&s);
+}
+
 /* Fused attention from the calibration's table: the forward at `tflops`, the backward (twice the
  * FLOPs) at `tflops_backward`, or at `tflops` where the point has none; per backend. */
 static void attention_backward_uses_its_own_rate(void **state)
@@ -345,6 +367,7 @@ int main(void)
         cmocka_unit_test(ranks_sharing_devices_time_share_them),
         cmocka_unit_test(the_step_waits_for_the_slowest_device),
         cmocka_unit_test(activation_bytes_scale_the_memory_ops),
+        cmocka_unit_test(fp8_recipe_sets_the_quantize_bytes),
         cmocka_unit_test(attention_backward_uses_its_own_rate),
         cmocka_unit_test(a_new_table_is_not_answered_from_the_last),
     };
