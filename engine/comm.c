@@ -195,6 +195,36 @@ int comm_layout_cp(comm_ctx *c, int tp, int cp, int pp, int dp, char *err, size_
     return 0;
 }
 
+int comm_layout_ep(comm_ctx *c, int ep, char *err, size_t errlen)
+{
+    if (ep < 1 || c->dp % ep) {
+        snprintf(err, errlen, "--expert-model-parallel-size %d: expert-parallel ranks are carved out of the "
+                 "data-parallel ranks, so it must divide --dp (%d)", ep, c->dp);
+        return -1;
+    }
+    if (ep > 1 && c->cp > 1) {
+        snprintf(err, errlen, "--expert-model-parallel-size %d with --cp %d: mixture of experts with context "
+                 "parallelism is not in the engine yet (--cp must be 1)", ep, c->cp);
+        return -1;
+    }
+    c->ep = ep;
+    c->ep_rank = c->dp_rank % ep;
+    c->edp_rank = c->dp_rank / ep;
+    if (c->mpi) {
+        /* colour: the (tp, pp) position and the EP group (edp_rank) / the expert slot (ep_rank) */
+        MPI_Comm epc, edpc;
+        int position = (int)rank_grid_rank(&c->grid, c->tp_rank, 0, c->pp_rank, 0);
+        MPI_Comm_split(MPI_COMM_WORLD, position * c->dp + c->edp_rank, c->ep_rank, &epc);
+        MPI_Comm_split(MPI_COMM_WORLD, position * c->dp + c->ep_rank, c->edp_rank, &edpc);
+        c->ep_group = group_new_wd(epc, 1, c->watchdog);
+        c->edp_group = group_new_wd(edpc, 1, c->watchdog);
+    } else {
+        c->ep_group = group_new_wd(MPI_COMM_NULL, 0, c->watchdog);
+        c->edp_group = group_new_wd(MPI_COMM_NULL, 0, c->watchdog);
+    }
+    return 0;
+}
+
 int comm_layout(comm_ctx *c, int tp, int pp, int dp, char *err, size_t errlen)
 {
     return comm_layout_cp(c, tp, 1, pp, dp, err, errlen);
@@ -270,6 +300,8 @@ void comm_finish(comm_ctx *c)
         group_free(c->tp_group);
         group_free(c->mp_group);
         group_free(c->embed_group);
+        group_free(c->ep_group);
+        group_free(c->edp_group);
         if (!c->attached)
             MPI_Finalize();
     } else {
@@ -278,6 +310,8 @@ void comm_finish(comm_ctx *c)
         group_free(c->tp_group);
         group_free(c->mp_group);
         group_free(c->embed_group);
+        group_free(c->ep_group);
+        group_free(c->edp_group);
     }
     free(c->world);
     if (c->watchdog) {
@@ -476,6 +510,35 @@ void comm_alltoall(comm_group *g, const float *send, float *recv, size_t n)
     check(MPI_Alltoall(send, (int)part, MPI_FLOAT, recv, (int)part, MPI_FLOAT, g->mpi), "all-to-all");
     wd_leave(g->wd);
     g->bytes_sent += (double)(g->size - 1) / g->size * n * sizeof(float);
+}
+
+void comm_alltoallv(comm_group *g, const float *send, const size_t *send_counts, float *recv,
+                    const size_t *recv_counts)
+{
+    if (g->size == 1) {
+        memmove(recv, send, send_counts[0] * sizeof(float));
+        return;
+    }
+    size_t sent, got, before;
+    int *s = malloc(4 * (size_t)g->size * sizeof(int)), *r = s + 2 * g->size; /* counts, then displacements */
+    int_counts(g, send_counts, s, s + g->size, &sent, &before, "all-to-all-v");
+    int_counts(g, recv_counts, r, r + g->size, &got, &before, "all-to-all-v");
+    wd_enter(g->wd, "all-to-all-v", g->size);
+    check(MPI_Alltoallv(send, s, s + g->size, MPI_FLOAT, recv, r, r + g->size, MPI_FLOAT, g->mpi), "all-to-all-v");
+    wd_leave(g->wd);
+    g->bytes_sent += (double)(sent - send_counts[g->rank]) * sizeof(float);
+    free(s);
+}
+
+void comm_alltoall_int(comm_group *g, const int *send, int *recv, size_t n)
+{
+    if (g->size == 1) {
+        memmove(recv, send, n * sizeof(int));
+        return;
+    }
+    wd_enter(g->wd, "all-to-all", g->size);
+    check(MPI_Alltoall(send, (int)n, MPI_INT, recv, (int)n, MPI_INT, g->mpi), "all-to-all");
+    wd_leave(g->wd);
 }
 
 /* A request slot for a collective being started on g (its counts array, if any, freed on

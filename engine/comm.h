@@ -28,6 +28,13 @@ typedef struct {
     comm_group *tp_group;      /* the tp ranks of one stage of one replica and CP rank */
     comm_group *mp_group;      /* the tp x pp ranks of one replica and CP rank (norms over the model) */
     comm_group *embed_group;   /* first and last stage, same tp rank, replica and CP rank (tied wte) */
+    /* Expert parallelism (comm_layout_ep; CP 1): the DP ranks of one (tp, pp) position split into
+     * groups of ep consecutive DP ranks, ep_rank = dp_rank % ep (as Megatron-Core's
+     * "tp-cp-ep-dp" order, where EP is inside DP); the expert-data-parallel group holds the DP
+     * ranks with the same ep_rank (the same experts), edp_rank = dp_rank / ep. */
+    int ep, ep_rank, edp_rank;
+    comm_group *ep_group;      /* ep ranks: the experts' all-to-all */
+    comm_group *edp_group;     /* dp / ep ranks: the expert gradients' reduction */
     comm_sends *sends;
     comm_watchdog *watchdog;
     int mpi;                   /* launched under MPI */
@@ -45,6 +52,10 @@ int comm_attach(comm_ctx *c);
 int comm_layout(comm_ctx *c, int tp, int pp, int dp, char *err, size_t errlen);
 /* The same with context parallelism: tp x cp x pp x dp ranks. */
 int comm_layout_cp(comm_ctx *c, int tp, int cp, int pp, int dp, char *err, size_t errlen);
+/* After comm_layout_cp: the expert-parallel groups of ep ranks (ep divides dp; cp 1). Every rank
+ * sees the same degrees, so all fail alike. 0, or -1 with err. Without it ep is 1 and both
+ * groups are one rank. */
+int comm_layout_ep(comm_ctx *c, int ep, char *err, size_t errlen);
 void comm_finish(comm_ctx *c);
 /* Starts the watchdog: a rank blocked in one collective or pipeline transfer for `seconds`
  * prints what it waited for and exits 1 (a peer died or hangs), so no rank waits for ever. */
@@ -74,6 +85,14 @@ void comm_allgather_counts(comm_group *g, float *buf, const size_t *counts);
  * block j goes to rank j, which receives it as block `this rank` of recv (n floats). send and
  * recv must not overlap. Adds (size-1)/size of the buffer to the wire tally. */
 void comm_alltoall(comm_group *g, const float *send, float *recv, size_t n);
+/* All-to-all with a count per rank (floats; send_counts[size], recv_counts[size]): send holds
+ * the blocks for rank 0, 1, ... one after another, recv receives rank 0's, 1's, ... likewise
+ * (MPI_Alltoallv). send and recv must not overlap. Adds the floats sent to other ranks to the
+ * wire tally. */
+void comm_alltoallv(comm_group *g, const float *send, const size_t *send_counts, float *recv,
+                    const size_t *recv_counts);
+/* All-to-all of n ints per rank (block j of send to rank j, block i of recv from rank i). */
+void comm_alltoall_int(comm_group *g, const int *send, int *recv, size_t n);
 /* Collectives started now and completed later, so they can run while the rank computes (the
  * DP gradient buckets of --overlap-grad-reduce). The buffers must stay untouched until
  * comm_wait_started. The all-reduce sums n floats of buf in place; the reduce-scatter reads

@@ -423,6 +423,7 @@ void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m)
     d->zero = zero;
     d->dp = comm_group_size(c->dp_group);
     d->rank = comm_group_rank(c->dp_group);
+    d->ep = c->ep > 1 ? c->ep : 1;
     d->k = m->k;
     d->n = m->num_params;
     d->padded = (d->n + d->dp - 1) / d->dp * d->dp;
@@ -548,6 +549,42 @@ void dp_free(dp_state *d)
     memset(d, 0, sizeof *d);
 }
 
+/* The gradients of the expert tensors (expert = 1) or of the others (0), packed one after
+ * another from the flat host copy `flat` (pack = 1) or back into it (0). The tensors tile the
+ * flat buffer, so the two kinds together are all of it. Returns the floats packed. */
+static size_t pack_kind(const gpt_model *m, float *flat, float *packed, int expert, int pack)
+{
+    size_t at = 0;
+    for (int t = 0; t < m->num_tensors; t++) {
+        const gpt_tensor *g = &m->tensors[t];
+        if (g->expert != expert || g->count == 0)
+            continue;
+        if (pack)
+            memcpy(packed + at, flat + g->offset, g->count * sizeof(float));
+        else
+            memcpy(flat + g->offset, packed + at, g->count * sizeof(float));
+        at += g->count;
+    }
+    return at;
+}
+
+/* Expert parallelism (ZeRO-0, MPI, fp32): the dense gradients are summed over the whole DP group
+ * as without it. An expert's gradient, on the rank that holds the expert, already sums what every
+ * EP rank's tokens gave it (their rows came to it), so it is summed over the expert-data-parallel
+ * group alone, the DP ranks that hold the same experts: the same sum as with EP 1. */
+static void reduce_expert_parallel(dp_state *d, gpt_model *m)
+{
+    float *packed = malloc((d->n ? d->n : 1) * sizeof(float));
+    m->k->copy_to_host(d->host, m->grads, d->n * sizeof(float));
+    for (int expert = 0; expert < 2; expert++) {
+        size_t n = pack_kind(m, d->host, packed, expert, 1);
+        comm_allreduce_sum(expert ? d->comm->edp_group : d->comm->dp_group, packed, n);
+        pack_kind(m, d->host, packed, expert, 0);
+    }
+    m->k->copy_to_device(m->grads, d->host, d->n * sizeof(float));
+    free(packed);
+}
+
 void dp_reduce_gradients(dp_state *d, gpt_model *m)
 {
     if (dp_grads_sharded(d))
@@ -561,6 +598,10 @@ void dp_reduce_gradients(dp_state *d, gpt_model *m)
     }
     if (d->dp == 1)
         return;
+    if (d->ep > 1) {
+        reduce_expert_parallel(d, m);
+        return;
+    }
     if (d->overlap) {
         finish_buckets(d, m);
         return;
@@ -612,7 +653,9 @@ double dp_grad_sum_squares(dp_state *d, const gpt_model *m)
     owned(d, &lo, &hi);
     /* Only the tensors this rank counts: a copy replicated over TP ranks, or the last stage's
      * copy of the tied embedding, would otherwise be counted more than once. */
-    double s = 0;
+    /* Under expert parallelism each EP rank holds its own experts: theirs are summed over the EP
+     * group, so every rank counts every expert once, as with EP 1. */
+    double s = 0, experts = 0;
     for (int i = 0; i < m->num_tensors; i++) {
         size_t a = m->tensors[i].offset, b = a + m->tensors[i].count;
         if (a < lo)
@@ -620,8 +663,11 @@ double dp_grad_sum_squares(dp_state *d, const gpt_model *m)
         if (b > hi)
             b = hi;
         if (b > a && m->tensors[i].counted)
-            s += m->k->sum_squares(m->grads + (a - m->grad_range.lo), b - a);
+            *(d->ep > 1 && m->tensors[i].expert ? &experts : &s) +=
+                m->k->sum_squares(m->grads + (a - m->grad_range.lo), b - a);
     }
+    if (d->ep > 1)
+        s += comm_allreduce_sum_double(d->comm->ep_group, experts);
     return d->zero >= 1 ? comm_allreduce_sum_double(d->comm->dp_group, s) : s;
 }
 

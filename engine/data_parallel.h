@@ -32,6 +32,9 @@ typedef struct {
 typedef struct {
     comm_ctx *comm;
     int zero, dp, rank;
+    int ep;                                /* expert parallelism (comm_layout_ep; ZeRO-0 only): the
+                                              expert tensors reduce over the expert-data-parallel
+                                              group, their norm over the EP group */
     size_t n, padded, shard_lo, shard_hi;  /* in floats */
     float *host;                           /* staging, padded floats */
     int bf16;                              /* reduce gradients in bf16 (half the bytes) */

@@ -75,6 +75,11 @@ static void usage(FILE *f)
             "  --cp N, --context-parallel-size N  context parallelism: each sequence's positions split over N\n"
             "                           ranks in 2N chunks (causal load balancing), K/V gathered for the\n"
             "                           attention; N x 2 divides --model's seq_len (Megatron-Core)\n"
+            "  --ep N, --expert-model-parallel-size N  expert parallelism (Megatron-Core): each MoE layer's\n"
+            "                           experts spread over N ranks carved out of DP (groups of N consecutive\n"
+            "                           DP ranks), tokens sent to their experts' ranks by all-to-all; N divides\n"
+            "                           --dp and num_experts; --zero 0, --comm mpi, fp32 reduction, no\n"
+            "                           --ckpt-dir, --overlap-grad-reduce, --grad-compress, --offload-optimizer\n"
             "  --zero 0|1|2|3           ZeRO stage: sharded optimizer (1), + gradients (2), + parameters (3)\n"
             "  --sequence-parallel      with --tp: LayerNorms and residuals on each rank's block of the\n"
             "                           micro-batch's tokens, all-gather / reduce-scatter in place of the\n"
@@ -229,7 +234,7 @@ static int run(int argc, char **argv, comm_ctx *comm)
 
 static int run_flags(int argc, char **argv, comm_ctx *comm)
 {
-    int dp = 1, tp = 1, pp = 1, cp = 1, n_stage_layers = 0, bucket_given = 0, recompute_method_given = 0;
+    int dp = 1, tp = 1, pp = 1, cp = 1, ep = 1, n_stage_layers = 0, bucket_given = 0, recompute_method_given = 0;
     static int stage_layers[1024];
     train_options o = {.device = "cpu", .model = "tiny", .data = DTRAIN_DEFAULT_DATA, .micro_batch = 8,
                        .global_batch = 0, .steps = 200, .warmup = -1, .seed = 1, .lr = 1e-3,
@@ -369,6 +374,9 @@ static int run_flags(int argc, char **argv, comm_ctx *comm)
         } else if (!strcmp(a, "--cp") || !strcmp(a, "--context-parallel-size")) {
             if (parse_long(a, v, 1, 1024, &n)) return 2;
             cp = (int)n;
+        } else if (!strcmp(a, "--ep") || !strcmp(a, "--expert-model-parallel-size")) {
+            if (parse_long(a, v, 1, 1024, &n)) return 2;
+            ep = (int)n;
         } else if (!strcmp(a, "--tp")) {
             if (parse_long(a, v, 1, 1024, &n)) return 2;
             tp = (int)n;
@@ -485,6 +493,18 @@ static int run_flags(int argc, char **argv, comm_ctx *comm)
                 o.ckpt_dir ? "--ckpt-dir" : "--comm nccl");
         return 2;
     }
+    if (ep > 1 && (o.zero || o.ckpt_dir || o.overlap_grad_reduce || o.grad_compress_rank || o.grad_reduce_bf16 ||
+                   o.comm_nccl || o.offload_optimizer)) {
+        /* the expert tensors differ between EP ranks: each of these would treat the flat buffer as
+         * one replica's over the whole DP group (shards, buckets, matrices, checkpoint layout) */
+        fprintf(stderr, "dtrain: --expert-model-parallel-size %d: expert parallelism reduces its gradients with "
+                        "--zero 0 over MPI in fp32 for now: not with %s\n", ep,
+                o.zero ? (o.zero == 1 ? "--zero 1" : o.zero == 2 ? "--zero 2" : "--zero 3")
+                : o.ckpt_dir ? "--ckpt-dir" : o.overlap_grad_reduce ? "--overlap-grad-reduce"
+                : o.grad_compress_rank ? "--grad-compress" : o.grad_reduce_bf16 ? "--grad-reduce bf16"
+                : o.comm_nccl ? "--comm nccl" : "--offload-optimizer");
+        return 2;
+    }
     if (o.sequence_parallel && tp < 2) {
         fprintf(stderr, "dtrain: --sequence-parallel splits the tokens over the TP ranks: it needs --tp 2 or more\n");
         return 2;
@@ -544,7 +564,7 @@ static int run_flags(int argc, char **argv, comm_ctx *comm)
         return 2;
     }
     o.stage_layers = n_stage_layers ? stage_layers : NULL;
-    if (comm_layout_cp(comm, tp, cp, pp, dp, err, sizeof err) != 0) {
+    if (comm_layout_cp(comm, tp, cp, pp, dp, err, sizeof err) != 0 || comm_layout_ep(comm, ep, err, sizeof err) != 0) {
         if (comm->world_rank == 0)
             fprintf(stderr, "dtrain: %s\n", err);
         return 2;

@@ -86,6 +86,8 @@ typedef struct {
     size_t global_offset;  /* where the whole tensor starts in the single-rank layout */
     int counted;           /* this rank's copy is the one norms and gathers count (a tensor
                               replicated over TP ranks, or wte on the last stage, counts once) */
+    int expert;            /* an MoE layer's expert weights (fc, fcproj): under expert parallelism
+                              this rank holds its EP rank's experts only */
 } gpt_tensor;
 
 /* How this rank's part of the model is cut (DESIGN.md, Engine). Tensor parallel as Megatron:
@@ -140,6 +142,15 @@ typedef struct {
                                      chunk, one at a time); 0: uniform (every layer, in groups) */
     int recompute_layers;         /* full: the group size (uniform) or the count (block); >= 1 */
     double moe_aux_loss_coeff;    /* Megatron-LM's --moe-aux-loss-coeff (gpt_moe.c); 0: none */
+    /* Expert parallelism (gpt_moe_ep.c; Megatron-LM's --expert-model-parallel-size): ep ranks
+     * share each MoE layer's experts, this one (ep_rank) holding experts [ep_rank E/ep, (ep_rank
+     * + 1) E/ep). Each routes its own tokens and exchanges rows with the others: an all-to-all of
+     * n ints per rank, and one of floats with a count per rank (host buffers; blocks in rank order). */
+    int ep, ep_rank;
+    void (*ep_alltoall_int)(const int *send, int *recv, size_t n, void *ctx);
+    void (*ep_alltoallv)(const float *send, const size_t *send_counts, float *recv, const size_t *recv_counts,
+                         void *ctx);
+    void *ep_ctx;
 } gpt_shard;
 
 /* Recomputation granularities. Selective reruns the attention core (the fused attention kernel)
@@ -282,6 +293,9 @@ const float *gpt_backward_layers(gpt_model *m, int slot, int l0, int l1, float d
  * rank counts into `global` (global_params floats, host), leaving the rest untouched. */
 void gpt_write_global(const gpt_model *m, const float *local_host, float *global);
 void gpt_read_global(const gpt_model *m, const float *global, float *local_host);
+/* As gpt_write_global, for the expert tensors only (each EP rank's experts, once the dense ones
+ * are written by one rank). */
+void gpt_write_global_experts(const gpt_model *m, const float *local_host, float *global);
 /* As gpt_write_global, adding instead of copying (assembling a model from shards). */
 void gpt_add_global(const gpt_model *m, const float *local_host, float *global);
 /* The tensor table of a rank's part (no memory allocated): for reading another layout's shard. */

@@ -64,12 +64,14 @@ static void alloc_intermediates(gpt_model *m, gpt_layer_acts *x, int own_lse)
     x->ln2 = act(m, Ns * C);
     x->ln2_mean = act(m, Ns);
     x->ln2_rstd = act(m, Ns);
-    size_t F = (size_t)gpt_mlp_width(m), rows = N * (m->cfg.num_experts ? (size_t)m->cfg.moe_topk : 1);
-    x->fch = act(m, rows * (m->cfg.swiglu ? 2 * F : F)); /* with experts: every token's K choices */
+    /* with experts: the rows this rank's experts run, every token's K choices (from every EP
+     * rank's tokens under expert parallelism, the most that may arrive) */
+    size_t F = (size_t)gpt_mlp_width(m), rows = m->cfg.num_experts ? gpt_moe_ep_rows(m) : N;
+    x->fch = act(m, rows * (m->cfg.swiglu ? 2 * F : F));
     x->fch_gelu = act(m, rows * F);
     if (m->cfg.num_experts) {
         x->moe_in = act(m, rows * C);
-        x->moe_out = act(m, rows * C);
+        x->moe_out = act(m, N * (size_t)m->cfg.moe_topk * C); /* this rank's own rows */
         x->route = gpt_moe_route_alloc(m);
     }
     x->fcproj = act(m, Ns * C);

@@ -67,6 +67,10 @@ struct gpt_moe_route {
     int *offset;   /* E + 1: expert e's rows [offset[e], offset[e + 1]) */
     float *scores; /* N E: the softmax of all logits (the load-balancing loss) */
     int *counts;   /* E: choices routed to each expert before any drop */
+    /* Expert parallelism (gpt_moe_ep.c): the rows this rank's experts run, from every EP rank */
+    int *recv;     /* E = ep x E/ep: rows EP rank s sends to local expert i, at s E/ep + i */
+    int *xoffset;  /* E/ep + 1: local expert i's rows [xoffset[i], xoffset[i + 1]) of them, by
+                      expert, then sending rank, each sender's rows in its order */
 };
 /* The routing of the micro-batch's N = B T tokens from their router logits (host, N x E): top K,
  * weights, capacity drops, rows by expert. Returns the number of rows. */
@@ -78,6 +82,18 @@ void gpt_moe_free(gpt_model *m);
 void gpt_moe_forward(gpt_model *m, gpt_layer_acts *a, float *const *w, int layer);
 void gpt_moe_backward(gpt_model *m, gpt_layer_acts *a, float *const *w, float *const *g, float *dnorm, float dloss,
                       int layer);
+/* Expert parallelism's exchanges (gpt_moe_ep.c; shard.ep > 1), on host rows C floats wide.
+ * gpt_moe_ep_rows: the most rows a rank's experts may receive (every EP rank's every choice).
+ * gpt_moe_ep_plan: after routing, the EP ranks tell each other how many rows each sends to each
+ * expert (r->recv, r->xoffset); returns the rows this rank's experts run. gpt_moe_ep_dispatch:
+ * this rank's rows (grouped by expert, as routed) to their experts' ranks, arriving in `x` by
+ * local expert (r->xoffset); gpt_moe_ep_combine: the reverse, the experts' rows in x back to
+ * the ranks that sent them, into `own`. scratch: gpt_moe_ep_rows x C floats. Each is collective
+ * over the EP group. */
+size_t gpt_moe_ep_rows(const gpt_model *m);
+int gpt_moe_ep_plan(gpt_model *m, gpt_moe_route *r);
+void gpt_moe_ep_dispatch(gpt_model *m, const gpt_moe_route *r, const float *own, float *x, float *scratch);
+void gpt_moe_ep_combine(gpt_model *m, const gpt_moe_route *r, const float *x, float *own, float *scratch);
 
 /* GPT-2 initialisation of the whole model in the single-rank layout, on the host (malloc'd,
  * global_params floats); the tensor table must be filled. */

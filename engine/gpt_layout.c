@@ -23,11 +23,11 @@ static layer_widths widths(const gpt_config *c, int tp)
     return (layer_widths){C, C / tp, (size_t)c->kv_groups * hd / tp, f, c->swiglu ? 2 * f : f};
 }
 
-/* Floats of layer tensor j on a rank holding 1/tp of the split ones. */
-static size_t layer_tensor_count(const gpt_config *c, int j, int tp)
+/* Floats of layer tensor j on a rank holding 1/tp of the split ones and 1/ep of the experts. */
+static size_t layer_tensor_count(const gpt_config *c, int j, int tp, int ep)
 {
     layer_widths w = widths(c, tp);
-    size_t C = w.C, qkv = w.q + 2 * w.kv, E = (size_t)c->num_experts, mlps = E ? E : 1;
+    size_t C = w.C, qkv = w.q + 2 * w.kv, E = (size_t)c->num_experts, mlps = E ? E / (size_t)ep : 1;
     switch (j) {
     case J_QKV_W: return qkv * C;
     case J_QKV_B: return qkv;
@@ -46,6 +46,18 @@ static size_t layer_tensor_count(const gpt_config *c, int j, int tp)
 static int layer_tensor_is_split(int j)
 {
     return j == J_QKV_W || j == J_QKV_B || j == J_PROJ_W || j == J_FC_W || j == J_FC_B || j == J_FCPROJ_W;
+}
+
+/* The MLP's tensors, which hold the experts' weights in an MoE layer. */
+static int layer_tensor_is_mlp(int j)
+{
+    return j == J_FC_W || j == J_FC_B || j == J_FCPROJ_W || j == J_FCPROJ_B;
+}
+
+/* The expert-parallel degree of a shard (1 when unset). */
+static int ep_of(const gpt_shard *sh)
+{
+    return sh->ep > 1 ? sh->ep : 1;
 }
 
 int gpt_layer_tensor(const gpt_model *m, int layer, int j)
@@ -117,7 +129,7 @@ static void layout(gpt_model *m)
 {
     const gpt_config *c = &m->cfg;
     const gpt_shard *sh = &m->shard;
-    int tp = sh->tp, lead = sh->tp_rank == 0;
+    int tp = sh->tp, lead = sh->tp_rank == 0, ep = ep_of(sh);
     m->num_tensors = 2 + LAYER_TENSORS * c->num_layers + GPT_HEAD_TENSORS;
     m->tensors = calloc((size_t)m->num_tensors, sizeof *m->tensors);
     size_t off = 0, goff = 0;
@@ -127,27 +139,28 @@ static void layout(gpt_model *m)
      * embedding. The first stage's copy of wte is the counted one. */
     size_t wte = V * C, wpe = c->rope ? 0 : (size_t)c->seq_len * C;
     int wte_here = sh->embedding || (sh->head && !c->untied);
-    m->tensors[t++] = (gpt_tensor){off, wte_here ? wte / tp : 0, 1, goff, sh->embedding};
+    m->tensors[t++] = (gpt_tensor){off, wte_here ? wte / tp : 0, 1, goff, sh->embedding, 0};
     off += m->tensors[0].count;
     goff += wte;
-    m->tensors[t++] = (gpt_tensor){off, sh->embedding ? wpe : 0, 1, goff, lead && sh->embedding};
+    m->tensors[t++] = (gpt_tensor){off, sh->embedding ? wpe : 0, 1, goff, lead && sh->embedding, 0};
     off += m->tensors[1].count;
     goff += wpe;
     for (int l = 0; l < c->num_layers; l++)
         for (int j = 0; j < LAYER_TENSORS; j++, t++) {
-            size_t n = m->runs_layer[l] ? layer_tensor_count(c, j, tp) : 0;
+            size_t n = m->runs_layer[l] ? layer_tensor_count(c, j, tp, ep) : 0;
             int decay = j == J_QKV_W || j == J_PROJ_W || j == J_FC_W || j == J_FCPROJ_W || j == J_ROUTER_W; /* matrices */
             int counted = m->runs_layer[l] && (layer_tensor_is_split(j) || lead);
-            m->tensors[t] = (gpt_tensor){off, n, decay, goff, counted};
+            int expert = m->runs_layer[l] && c->num_experts > 0 && layer_tensor_is_mlp(j);
+            m->tensors[t] = (gpt_tensor){off, n, decay, goff, counted, expert};
             off += n;
-            goff += layer_tensor_count(c, j, 1);
+            goff += layer_tensor_count(c, j, 1, 1);
         }
     /* the final norm's weight and bias (none under RMSNorm), then the untied LM head (vocabulary
      * rows, split as wte) */
     size_t head[GPT_HEAD_TENSORS] = {C, c->rmsnorm ? 0 : C, c->untied ? V * C : 0};
     for (int i = 0; i < GPT_HEAD_TENSORS; i++, t++) {
         size_t n = i == 2 ? head[i] / tp : head[i];
-        m->tensors[t] = (gpt_tensor){off, sh->head ? n : 0, i == 2, goff, sh->head && (lead || i == 2)};
+        m->tensors[t] = (gpt_tensor){off, sh->head ? n : 0, i == 2, goff, sh->head && (lead || i == 2), 0};
         off += m->tensors[t].count;
         goff += head[i];
     }
@@ -167,7 +180,10 @@ static void tensor_runs(const gpt_model *m, int t, run_fn fn, void *ctx)
     int L = m->cfg.num_layers;
     int j = t >= 2 && t < 2 + LAYER_TENSORS * L ? (t - 2) % LAYER_TENSORS : -1;
     layer_widths w = widths(&m->cfg, m->shard.tp), whole = widths(&m->cfg, 1);
-    size_t C = w.C, r = (size_t)m->shard.tp_rank, mlps = m->cfg.num_experts ? (size_t)m->cfg.num_experts : 1;
+    size_t C = w.C, r = (size_t)m->shard.tp_rank, ep = (size_t)ep_of(&m->shard);
+    size_t mlps = m->cfg.num_experts ? (size_t)m->cfg.num_experts / ep : 1;
+    /* the first expert held here (expert parallelism: EP rank q holds experts [q E/ep, (q+1) E/ep)) */
+    size_t e0 = m->cfg.num_experts && ep > 1 ? (size_t)m->shard.ep_rank * mlps : 0;
     size_t lo = g->offset, go = g->global_offset;
     if (t == GPT_WTE || t == gpt_lnf_w(m) + 2) { /* vocabulary rows [r V/tp, (r+1) V/tp) */
         fn(lo, go + r * g->count, g->count, ctx);
@@ -193,12 +209,16 @@ static void tensor_runs(const gpt_model *m, int t, run_fn fn, void *ctx)
         size_t row = j == J_FC_W ? C : 1;
         for (size_t e = 0; e < mlps; e++)
             for (size_t h = 0; h < (m->cfg.swiglu ? 2u : 1u); h++)
-                fn(lo + (e * w.f1 + h * w.f) * row, go + (e * whole.f1 + h * whole.f + r * w.f) * row, w.f * row, ctx);
+                fn(lo + (e * w.f1 + h * w.f) * row, go + ((e0 + e) * whole.f1 + h * whole.f + r * w.f) * row,
+                   w.f * row, ctx);
         break;
     }
     case J_FCPROJ_W:
         for (size_t o = 0; o < mlps * C; o++) /* every row of every expert */
-            fn(lo + o * w.f, go + o * whole.f + r * w.f, w.f, ctx);
+            fn(lo + o * w.f, go + (e0 * C + o) * whole.f + r * w.f, w.f, ctx);
+        break;
+    case J_FCPROJ_B: /* the experts' biases, whole */
+        fn(lo, go + e0 * C, g->count, ctx);
         break;
     default:
         fn(lo, go, g->count, ctx);
@@ -228,6 +248,14 @@ void gpt_write_global(const gpt_model *m, const float *local_host, float *global
             tensor_runs(m, t, copy_run, &c);
 }
 
+void gpt_write_global_experts(const gpt_model *m, const float *local_host, float *global)
+{
+    copy_ctx c = {local_host, global, 1};
+    for (int t = 0; t < m->num_tensors; t++)
+        if (m->tensors[t].counted && m->tensors[t].expert)
+            tensor_runs(m, t, copy_run, &c);
+}
+
 static void add_run(size_t local, size_t global, size_t n, void *ctx)
 {
     copy_ctx *c = ctx;
@@ -254,6 +282,15 @@ int gpt_layout_view(gpt_model *m, const gpt_config *cfg, const gpt_shard *shard,
         snprintf(err, errlen, "tensor parallel %d must divide the heads (%d), the hidden size (%d), the vocabulary "
                  "(%d), the query groups (%d) and the MLP width (%d)", shard->tp, c.heads, c.hidden, c.vocab,
                  c.kv_groups, c.ffn_hidden);
+        return -1;
+    }
+    if (ep_of(shard) > 1 && (c.num_experts == 0 || c.num_experts % shard->ep)) {
+        if (c.num_experts == 0)
+            snprintf(err, errlen, "expert parallelism spreads a mixture of experts' experts over %d ranks, but the "
+                     "model has none (num_experts 0)", shard->ep);
+        else
+            snprintf(err, errlen, "expert parallelism spreads each MoE layer's experts over its ranks: %d must divide "
+                     "num_experts (%d)", shard->ep, c.num_experts);
         return -1;
     }
     if (shard->layers && shard->head && !shard->layers[cfg->num_layers - 1]) {

@@ -13,7 +13,9 @@
  *    the language-model loss alone, as Megatron logs it).
  * Routing, gathers and the weighted sums run on host copies (exact, and deterministic: rows in
  * token order within each expert, sums in choice order); the expert GEMMs and activations run
- * on the backend. */
+ * on the backend. Under expert parallelism (shard.ep > 1) a rank holds E/ep experts and the rows
+ * travel to their experts' ranks and back between the gathers and the sums (gpt_moe_ep.c); the
+ * "expert rows" below are then those this rank's experts run, from every EP rank. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +25,10 @@
 /* Host and backend scratch shared by every layer: one layer's routing and sums at a time. */
 struct gpt_moe_scratch {
     float *logits, *x, *y, *rows, *dlogits; /* host: N E, N C, N C, N K C, N E */
-    float *dev_logits, *dev_nc, *dev_rows;  /* backend: N E, N C, N K C */
+    float *xrows, *xscratch;                /* host, EP only: X C each (X: gpt_moe_ep_rows) */
+    float *dev_logits, *dev_nc, *dev_rows;  /* backend: N E, N C, X C (expert rows) */
     float *dev_router_dx;                   /* backend: N C */
-    float *dev_act, *dev_fch;               /* backend: N K F, N K F1 (the backward's) */
+    float *dev_act, *dev_fch;               /* backend: X F, X F1 (the backward's) */
 };
 
 static size_t tokens_of(const gpt_model *m)
@@ -44,6 +47,8 @@ gpt_moe_route *gpt_moe_route_alloc(const gpt_model *m)
     r->offset = malloc((E + 1) * sizeof(int));
     r->scores = malloc(N * E * sizeof(float));
     r->counts = malloc(E * sizeof(int));
+    r->recv = calloc(E, sizeof(int));
+    r->xoffset = calloc(E + 1, sizeof(int));
     return r;
 }
 
@@ -58,6 +63,8 @@ void gpt_moe_route_free(gpt_moe_route *r)
     free(r->offset);
     free(r->scores);
     free(r->counts);
+    free(r->recv);
+    free(r->xoffset);
     free(r);
 }
 
@@ -72,13 +79,18 @@ void gpt_moe_alloc(gpt_model *m)
     s->x = malloc(N * C * sizeof(float));
     s->y = malloc(N * C * sizeof(float));
     s->rows = malloc(N * K * C * sizeof(float));
+    size_t X = gpt_moe_ep_rows(m); /* N K without expert parallelism */
+    if (m->shard.ep > 1) {
+        s->xrows = malloc(X * C * sizeof(float));
+        s->xscratch = malloc(X * C * sizeof(float));
+    }
     s->dev_logits = m->k->alloc(N * E * sizeof(float));
     s->dev_nc = m->k->alloc(N * C * sizeof(float));
-    s->dev_rows = m->k->alloc(N * K * C * sizeof(float));
+    s->dev_rows = m->k->alloc(X * C * sizeof(float));
     s->dev_router_dx = m->k->alloc(N * C * sizeof(float));
     size_t F = (size_t)gpt_mlp_width(m), F1 = m->cfg.swiglu ? 2 * F : F;
-    s->dev_act = m->k->alloc(N * K * F * sizeof(float));
-    s->dev_fch = m->k->alloc(N * K * F1 * sizeof(float));
+    s->dev_act = m->k->alloc(X * F * sizeof(float));
+    s->dev_fch = m->k->alloc(X * F1 * sizeof(float));
     m->moe = s;
 }
 
@@ -92,6 +104,8 @@ void gpt_moe_free(gpt_model *m)
     free(s->x);
     free(s->y);
     free(s->rows);
+    free(s->xrows);
+    free(s->xscratch);
     m->k->free(s->dev_logits);
     m->k->free(s->dev_nc);
     m->k->free(s->dev_rows);
@@ -200,6 +214,7 @@ void gpt_moe_forward(gpt_model *m, gpt_layer_acts *a, float *const *w, int layer
     struct gpt_moe_scratch *s = m->moe;
     int N = (int)tokens_of(m), K = m->cfg.moe_topk, E = m->cfg.num_experts, C = m->cfg.hidden;
     int F = gpt_mlp_width(m), F1 = m->cfg.swiglu ? 2 * F : F, lead = m->shard.tp_rank == 0;
+    int ep = m->shard.ep > 1 ? m->shard.ep : 1;
     const float *x = gpt_sp_gather(m, a->ln2); /* every token of the micro-batch */
     PROF_BEGIN();
     k->matmul_forward(s->dev_logits, x, w[J_ROUTER_W], NULL, N, C, E, m->prec);
@@ -221,34 +236,56 @@ void gpt_moe_forward(gpt_model *m, gpt_layer_acts *a, float *const *w, int layer
     k->copy_to_host(s->x, x, (size_t)N * C * sizeof(float));
     for (int i = 0; i < rows; i++)
         memcpy(s->rows + (size_t)i * C, s->x + (size_t)a->route->token[i] * C, (size_t)C * sizeof(float));
-    k->copy_to_device(a->moe_in, s->rows, (size_t)rows * C * sizeof(float));
+    if (ep == 1)
+        k->copy_to_device(a->moe_in, s->rows, (size_t)rows * C * sizeof(float));
     PROF_END("moe_permute", layer, 0, 2.0 * rows * C * 4, "rows=%d C=%d", rows, C);
+    int xrows = rows, El = E; /* the rows this rank's experts run, and its experts */
+    const int *xoff = a->route->offset;
+    float *xout = a->moe_out;
+    if (ep > 1) { /* the rows to their experts' ranks */
+        PROF_BEGIN();
+        xrows = gpt_moe_ep_plan(m, a->route);
+        gpt_moe_ep_dispatch(m, a->route, s->rows, s->xrows, s->xscratch);
+        k->copy_to_device(a->moe_in, s->xrows, (size_t)xrows * C * sizeof(float));
+        PROF_END("ep_alltoall_dispatch", layer, 0, 4.0 * rows * C, "rows=%d C=%d", rows, C);
+        El = E / ep;
+        xoff = a->route->xoffset;
+        xout = s->dev_rows; /* scratch until the combine (the backward's otherwise) */
+    }
     /* the experts' GEMMs and activations, one op over every expert at a time (the op list's) */
     float *w1, *b1, *w2, *b2;
     PROF_BEGIN();
-    for (int e = 0; e < E; e++) {
-        int r0 = a->route->offset[e], n = a->route->offset[e + 1] - r0;
+    for (int e = 0; e < El; e++) {
+        int r0 = xoff[e], n = xoff[e + 1] - r0;
         expert_slices(m, w, e, &w1, &b1, &w2, &b2);
         if (n)
             k->matmul_forward(a->fch + (size_t)r0 * F1, a->moe_in + (size_t)r0 * C, w1, b1, n, C, F1, m->prec);
     }
-    PROF_END("fc1", layer, 2.0 * rows * C * F1, 0, "m=%d n=%d k=%d", rows, F1, C);
+    PROF_END("fc1", layer, 2.0 * xrows * C * F1, 0, "m=%d n=%d k=%d", xrows, F1, C);
     PROF_BEGIN();
-    gpt_mlp_act_forward_rows(m, a->fch_gelu, a->fch, rows);
-    gpt_round_act(m, a->fch_gelu, (size_t)rows * F);
-    PROF_END(m->cfg.swiglu ? "swiglu" : "gelu", layer, 0, 4.0 * rows * (F1 + F), "n=%d", rows * F);
+    gpt_mlp_act_forward_rows(m, a->fch_gelu, a->fch, xrows);
+    gpt_round_act(m, a->fch_gelu, (size_t)xrows * F);
+    PROF_END(m->cfg.swiglu ? "swiglu" : "gelu", layer, 0, 4.0 * xrows * (F1 + F), "n=%d", xrows * F);
     PROF_BEGIN();
-    for (int e = 0; e < E; e++) {
-        int r0 = a->route->offset[e], n = a->route->offset[e + 1] - r0;
+    for (int e = 0; e < El; e++) {
+        int r0 = xoff[e], n = xoff[e + 1] - r0;
         expert_slices(m, w, e, &w1, &b1, &w2, &b2);
         if (n) /* a row-parallel GEMM: TP rank 0 adds the bias */
-            k->matmul_forward(a->moe_out + (size_t)r0 * C, a->fch_gelu + (size_t)r0 * F, w2, lead ? b2 : NULL, n, F,
-                              C, m->prec);
+            k->matmul_forward(xout + (size_t)r0 * C, a->fch_gelu + (size_t)r0 * F, w2, lead ? b2 : NULL, n, F, C,
+                              m->prec);
     }
-    PROF_END("fc2", layer, 2.0 * rows * F * C, 0, "m=%d n=%d k=%d", rows, C, F);
+    PROF_END("fc2", layer, 2.0 * xrows * F * C, 0, "m=%d n=%d k=%d", xrows, C, F);
+    if (ep > 1) { /* the output rows back to the ranks of their tokens */
+        PROF_BEGIN();
+        k->copy_to_host(s->xrows, xout, (size_t)xrows * C * sizeof(float));
+        gpt_moe_ep_combine(m, a->route, s->xrows, s->rows, s->xscratch);
+        k->copy_to_device(a->moe_out, s->rows, (size_t)rows * C * sizeof(float)); /* for the backward */
+        PROF_END("ep_alltoall_combine", layer, 0, 4.0 * rows * C, "rows=%d C=%d", rows, C);
+    }
     /* each token's weighted sum of its kept choices, in choice order */
     PROF_BEGIN();
-    k->copy_to_host(s->rows, a->moe_out, (size_t)rows * C * sizeof(float));
+    if (ep == 1)
+        k->copy_to_host(s->rows, a->moe_out, (size_t)rows * C * sizeof(float));
     memset(s->y, 0, (size_t)N * C * sizeof(float));
     for (int t = 0; t < N; t++)
         for (int j = 0; j < K; j++) {
@@ -272,6 +309,9 @@ void gpt_moe_backward(gpt_model *m, gpt_layer_acts *a, float *const *w, float *c
     gpt_moe_route *rt = a->route;
     int N = (int)tokens_of(m), K = m->cfg.moe_topk, E = m->cfg.num_experts, C = m->cfg.hidden;
     int F = gpt_mlp_width(m), F1 = m->cfg.swiglu ? 2 * F : F, rows = rt->offset[E];
+    int ep = m->shard.ep > 1 ? m->shard.ep : 1, El = E / ep; /* this rank's experts */
+    const int *xoff = ep > 1 ? rt->xoffset : rt->offset;      /* and their rows */
+    int xrows = xoff[El];
     /* the output's gradient for every token, on the host */
     PROF_BEGIN();
     const float *dy = gpt_sp_gather(m, m->d_res);
@@ -300,44 +340,60 @@ void gpt_moe_backward(gpt_model *m, gpt_layer_acts *a, float *const *w, float *c
         for (int c = 0; c < C; c++)
             s->rows[(size_t)r * C + c] = p * s->y[(size_t)t * C + c];
     }
-    k->copy_to_device(s->dev_rows, s->rows, (size_t)rows * C * sizeof(float));
-    gpt_round_act(m, s->dev_rows, (size_t)rows * C);
+    if (ep == 1) {
+        k->copy_to_device(s->dev_rows, s->rows, (size_t)rows * C * sizeof(float));
+        gpt_round_act(m, s->dev_rows, (size_t)rows * C);
+    }
     PROF_END("moe_unpermute_bwd", layer, 0, 4.0 * rows * C * 4, "rows=%d C=%d", rows, C);
+    if (ep > 1) { /* the output rows' gradients to their experts' ranks (the combine's backward) */
+        PROF_BEGIN();
+        gpt_moe_ep_dispatch(m, rt, s->rows, s->xrows, s->xscratch);
+        k->copy_to_device(s->dev_rows, s->xrows, (size_t)xrows * C * sizeof(float));
+        gpt_round_act(m, s->dev_rows, (size_t)xrows * C);
+        PROF_END("ep_alltoall_combine_bwd", layer, 0, 4.0 * rows * C, "rows=%d C=%d", rows, C);
+    }
     /* the experts' backward, one op over every expert at a time; the rows' input gradients replace
      * their output gradients, spent by then */
     float *dact = s->dev_act, *dfch = s->dev_fch, *drows = s->dev_rows;
     float *w1, *b1, *w2, *b2, *gw1, *gb1, *gw2, *gb2;
     PROF_BEGIN();
-    k->memset_zero(dact, (size_t)rows * F * sizeof(float));
-    for (int e = 0; e < E; e++) {
-        int r0 = rt->offset[e], n = rt->offset[e + 1] - r0;
+    k->memset_zero(dact, (size_t)xrows * F * sizeof(float));
+    for (int e = 0; e < El; e++) {
+        int r0 = xoff[e], n = xoff[e + 1] - r0;
         expert_slices(m, w, e, &w1, &b1, &w2, &b2);
         expert_slices(m, g, e, &gw1, &gb1, &gw2, &gb2);
         if (n)
             k->matmul_backward(dact + (size_t)r0 * F, gw2, gb2, drows + (size_t)r0 * C, a->fch_gelu + (size_t)r0 * F,
                                w2, n, F, C, m->prec);
     }
-    gpt_round_act(m, dact, (size_t)rows * F);
-    PROF_END("fc2_bwd", layer, 4.0 * rows * F * C, 0, "m=%d n=%d k=%d", rows, C, F);
+    gpt_round_act(m, dact, (size_t)xrows * F);
+    PROF_END("fc2_bwd", layer, 4.0 * xrows * F * C, 0, "m=%d n=%d k=%d", xrows, C, F);
     PROF_BEGIN();
-    k->memset_zero(dfch, (size_t)rows * F1 * sizeof(float));
-    gpt_mlp_act_backward_rows(m, dfch, a->fch, dact, rows);
-    gpt_round_act(m, dfch, (size_t)rows * F1);
-    PROF_END(m->cfg.swiglu ? "swiglu_bwd" : "gelu_bwd", layer, 0, 4.0 * rows * (2.0 * F1 + F), "n=%d", rows * F);
+    k->memset_zero(dfch, (size_t)xrows * F1 * sizeof(float));
+    gpt_mlp_act_backward_rows(m, dfch, a->fch, dact, xrows);
+    gpt_round_act(m, dfch, (size_t)xrows * F1);
+    PROF_END(m->cfg.swiglu ? "swiglu_bwd" : "gelu_bwd", layer, 0, 4.0 * xrows * (2.0 * F1 + F), "n=%d", xrows * F);
     PROF_BEGIN();
-    k->memset_zero(drows, (size_t)rows * C * sizeof(float));
-    for (int e = 0; e < E; e++) {
-        int r0 = rt->offset[e], n = rt->offset[e + 1] - r0;
+    k->memset_zero(drows, (size_t)xrows * C * sizeof(float));
+    for (int e = 0; e < El; e++) {
+        int r0 = xoff[e], n = xoff[e + 1] - r0;
         expert_slices(m, w, e, &w1, &b1, &w2, &b2);
         expert_slices(m, g, e, &gw1, &gb1, &gw2, &gb2);
         if (n)
             k->matmul_backward(drows + (size_t)r0 * C, gw1, gb1, dfch + (size_t)r0 * F1, a->moe_in + (size_t)r0 * C,
                                w1, n, C, F1, m->prec);
     }
-    PROF_END("fc1_bwd", layer, 4.0 * rows * C * F1, 0, "m=%d n=%d k=%d", rows, F1, C);
+    PROF_END("fc1_bwd", layer, 4.0 * xrows * C * F1, 0, "m=%d n=%d k=%d", xrows, F1, C);
+    if (ep > 1) { /* the input rows' gradients back to the ranks of their tokens (the dispatch's backward) */
+        PROF_BEGIN();
+        k->copy_to_host(s->xrows, drows, (size_t)xrows * C * sizeof(float));
+        gpt_moe_ep_combine(m, rt, s->xrows, s->rows, s->xscratch);
+        PROF_END("ep_alltoall_dispatch_bwd", layer, 0, 4.0 * rows * C, "rows=%d C=%d", rows, C);
+    }
     /* scatter the rows' input gradients back to their tokens, in row order */
     PROF_BEGIN();
-    k->copy_to_host(s->rows, drows, (size_t)rows * C * sizeof(float));
+    if (ep == 1)
+        k->copy_to_host(s->rows, drows, (size_t)rows * C * sizeof(float));
     memset(s->x, 0, (size_t)N * C * sizeof(float));
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < C; c++)

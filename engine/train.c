@@ -202,6 +202,19 @@ static void tp_reduce_scatter_staged(float *buf, size_t n, void *ctx)
     t->k->copy_to_device(buf, t->host, n * sizeof(float));
 }
 
+/* Expert parallelism's exchanges over the EP group (gpt_shard.ep_*; host buffers, as the MoE
+ * layer routes on host copies on every backend). */
+static void ep_alltoall_int(const int *send, int *recv, size_t n, void *ctx)
+{
+    comm_alltoall_int(ctx, send, recv, n);
+}
+
+static void ep_alltoallv(const float *send, const size_t *send_counts, float *recv, const size_t *recv_counts,
+                         void *ctx)
+{
+    comm_alltoallv(ctx, send, send_counts, recv, recv_counts);
+}
+
 /* --tp-comm-overlap: one ring step over the TP group (gpt_shard.tp_ring_start), its send staged
  * through the host and its receive copied back to the device when waited for. */
 static void *tp_ring_start(const float *send, float *recv, size_t n, void *ctx)
@@ -262,11 +275,13 @@ static float *gather_global(const train_options *o, dp_state *d, const gpt_model
 {
     float *local = malloc((m->num_params ? m->num_params : 1) * sizeof(float));
     dp_params_to_host(d, m, local);
-    if (o->comm->tp * o->comm->pp == 1)
+    if (o->comm->tp * o->comm->pp * o->comm->ep == 1)
         return local;
     float *global = calloc(m->global_params, sizeof(float));
     if (o->comm->dp_rank == 0 && o->comm->cp_rank == 0)
         gpt_write_global(m, local, global);
+    else if (o->comm->ep > 1 && o->comm->edp_rank == 0) /* the first EP group's other experts */
+        gpt_write_global_experts(m, local, global);
     comm_allreduce_sum(o->comm->world, global, m->global_params);
     free(local);
     return global;
@@ -417,10 +432,12 @@ int train_run(const train_options *given)
                        .dp = comm_group_size(o->comm->dp_group), /* ZeRO shards over DP x CP */
                        .dp_rank = comm_group_rank(o->comm->dp_group), .zero = o->zero, .recompute = o->recompute,
                        .recompute_block = o->recompute_block, .recompute_layers = o->recompute_layers,
-                       .moe_aux_loss_coeff = o->moe_aux_loss_coeff};
+                       .moe_aux_loss_coeff = o->moe_aux_loss_coeff, .ep = o->comm->ep,
+                       .ep_rank = o->comm->ep_rank, .ep_alltoall_int = ep_alltoall_int, .ep_alltoallv = ep_alltoallv,
+                       .ep_ctx = o->comm->ep_group};
     if (gpt_init_shard(&m, &cfg, k, o->precision, o->micro_batch, o->seed, &shard, err, sizeof err) != 0) {
         if (leader)
-            fprintf(stderr, "dtrain: --tp %d: %s\n", o->comm->tp, err);
+            fprintf(stderr, "dtrain: --tp %d --expert-model-parallel-size %d: %s\n", o->comm->tp, o->comm->ep, err);
         pipeline_plan_free(&pl);
         free(runs_layer);
         data_close(&data);

@@ -321,6 +321,30 @@ static void bad_flags_exit_2(void **state)
     }
 }
 
+/* --expert-model-parallel-size: the options expert parallelism does not take yet, and a degree
+ * not dividing DP (one rank here), exit 2 naming the flag and the other one. */
+static void expert_parallel_refusals_exit_2_naming_the_flags(void **state)
+{
+    (void)state;
+    const char *bad[][2] = {
+        {"--ep 2", "must divide --dp (1)"},
+        {"--ep 0", "--ep: '0' is not a whole number"},
+        {"--expert-model-parallel-size 2 --zero 1", "not with --zero 1"},
+        {"--ep 2 --zero 3", "not with --zero 3"},
+        {"--ep 2 --ckpt-dir ckpt_ep", "not with --ckpt-dir"},
+        {"--ep 2 --overlap-grad-reduce", "not with --overlap-grad-reduce"},
+        {"--ep 2 --grad-compress powersgd:1", "not with --grad-compress"},
+        {"--ep 2 --grad-reduce bf16", "not with --grad-reduce bf16"},
+        {"--ep 2 --offload-optimizer", "not with --offload-optimizer"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int n, rc = run_dtrain(DTRAIN, bad[i][0], L, 64, &n, ERR, sizeof ERR);
+        free_lines(L, n);
+        if (rc != 2 || !strstr(ERR, bad[i][1]) || (i != 1 && !strstr(ERR, "--expert-model-parallel-size")))
+            fail_msg("'%s': exit %d (want 2), stderr: %s", bad[i][0], rc, ERR);
+    }
+}
+
 static void profile_lists_every_op_per_layer_and_a_chrome_trace(void **state)
 {
     const char *prof = "dtrain_test_profile.json";
@@ -386,6 +410,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(lr_warms_up_linearly_then_decays_by_cosine_to_a_tenth),
         cmocka_unit_test(bad_data_files_exit_2_naming_the_file),
         cmocka_unit_test(bad_flags_exit_2),
+        cmocka_unit_test(expert_parallel_refusals_exit_2_naming_the_flags),
         cmocka_unit_test(a_log_that_cannot_be_written_exits_1),
         cmocka_unit_test(a_nan_loss_is_logged_and_stops_the_run),
         cmocka_unit_test(dtsim_model_keys_describe_the_same_model),

@@ -34,6 +34,7 @@ static int LLAMA;
 /* Mixture of experts (expert_layouts): 4 experts of GPT-2's MLP, 2 per token, a router each layer. */
 enum { EXPERTS = 4, TOPK = 2 };
 static int MOE;
+static int EP = 1; /* --expert-model-parallel-size of the layouts being run (expert_layouts) */
 
 static void write_model(const char *path)
 {
@@ -74,8 +75,8 @@ static void engine_matches_model(int tp, int pp, int dp, int vpp, int zero, cons
     int ranks = tp * pp * dp;
     snprintf(launcher, sizeof launcher, "%s' --oversubscribe -np %d '%s", MPIRUN, ranks, DTRAIN);
     snprintf(args, sizeof args,
-             "--model %s --steps 1 --micro-batch 1 --global-batch %d --tp %d --pp %d --dp %d --zero %d %s --rank-params %s",
-             model, 4 * dp, tp, pp, dp, zero, extra, report);
+             "--model %s --steps 1 --micro-batch 1 --global-batch %d --tp %d --pp %d --dp %d --zero %d --ep %d %s "
+             "--rank-params %s", model, 4 * dp, tp, pp, dp, zero, EP, extra, report);
     json_t *lines[8];
     int n;
     int rc = run_dtrain(ranks > 1 ? launcher : DTRAIN, args, lines, 8, &n, ERR, sizeof ERR);
@@ -115,7 +116,7 @@ static void engine_matches_model(int tp, int pp, int dp, int vpp, int zero, cons
     s.parallel.dp = dp;
     s.parallel.vpp = vpp;
     s.parallel.cp = 1;
-    s.parallel.ep = 1;
+    s.parallel.ep = EP;
     s.parallel.pipeline_layers = (int *)stage_layers;
     s.parallel.pipeline_layers_count = stage_layers ? pp : 0;
     assert_int_equal(json_integer_value(json_object_get(final, "params_total")), (json_int_t)params_total(&s));
@@ -143,8 +144,8 @@ static void engine_matches_model(int tp, int pp, int dp, int vpp, int zero, cons
             fail_msg("%s: rank %d held up to %.0f parameter, gradient and moment floats, %.0f between steps", args, r,
                      floats_of(peak, r), kept);
     }
-    print_message("TP %d PP %d VPP %d DP %d ZeRO %d %s: every rank's parameters and optimizer state as the memory "
-                  "model counts them\n", tp, pp, vpp, dp, zero, extra);
+    print_message("TP %d PP %d VPP %d DP %d EP %d ZeRO %d %s: every rank's parameters and optimizer state as the memory "
+                  "model counts them\n", tp, pp, vpp, dp, EP, zero, extra);
     json_decref(final);
     free_lines(lines, n);
 }
@@ -197,6 +198,16 @@ static void expert_layouts(void **state)
 {
     (void)state;
     model_layouts(&MOE);
+    /* expert parallelism (ZeRO-0): each rank holds E/ep of the experts, as dtsim divides them */
+    MOE = 1;
+    EP = 2;
+    engine_matches_model(1, 1, 2, 1, 0, "", NULL);
+    engine_matches_model(2, 2, 2, 1, 0, "", NULL);
+    engine_matches_model(1, 1, 4, 1, 0, "", NULL);
+    EP = 4;
+    engine_matches_model(1, 1, 4, 1, 0, "", NULL);
+    EP = 1;
+    MOE = 0;
 }
 
 /* ZeRO-3's traffic, counted by the engine (dp_bytes_sent_rank0 of --rank-params: what rank 0 sent

@@ -6,7 +6,9 @@
  * PP 2 x DP 2 with ZeRO-1. Bad layouts (TP not dividing the heads, more stages than layers, a
  * split that does not add up) stop every rank with a clear error and no hang.
  * argv[1]: dtrain, argv[2]: mpirun, argv[3]: a scratch folder, argv[4] (optional) "llama": the
- * same check for Llama's blocks over a set of layouts (llama_blocks). */
+ * same check for Llama's blocks over a set of layouts (llama_blocks); "moe": mixture of experts
+ * (experts); "moe_ep": expert parallelism against the same single-rank (EP 1) run
+ * (expert_parallel) and its refusals. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,7 +21,7 @@
 
 static const char *DTRAIN, *MPIRUN, *DIR;
 static int LLAMA; /* argv[4] "llama": Llama's blocks (llama_blocks below) */
-static int MOE;   /* argv[4] "moe": mixture of experts (experts below) */
+static int MOE;   /* argv[4] "moe" or "moe_ep": mixture of experts (experts, expert_parallel below) */
 static char MODEL[4096], SINGLE[4096];
 static json_t *S[64];
 static int NS;
@@ -275,16 +277,48 @@ static void experts(void **state)
     equivalent(4, "--pp 2 --dp 2 --zero 3");
 }
 
+/* Expert parallelism (--expert-model-parallel-size): each EP rank holds 2 or 1 of the 4 experts,
+ * routes its own tokens and sends the rows to their experts' ranks and back; the experts'
+ * gradients are summed over the expert-data-parallel group, their norm over the EP group. The
+ * reference is the single-rank run (EP 1): same losses and gradient norms, same final gathered
+ * parameters, within summation order (an expert's GEMM runs over every EP rank's rows at once). */
+static void expert_parallel(void **state)
+{
+    (void)state;
+    equivalent(2, "--dp 2 --ep 2");
+    equivalent(4, "--dp 4 --expert-model-parallel-size 2");
+    equivalent(4, "--dp 4 --ep 4");
+    equivalent(4, "--tp 2 --dp 2 --ep 2");
+    equivalent(4, "--tp 2 --dp 2 --ep 2 --sequence-parallel");
+    equivalent(4, "--pp 2 --dp 2 --ep 2 --recompute-granularity full");
+    equivalent(8, "--tp 2 --pp 2 --dp 2 --ep 2 --schedule interleaved --vpp 2");
+}
+
+/* Layouts expert parallelism cannot take stop every rank, naming the flag and the values. */
+static void expert_parallel_refusals(void **state)
+{
+    (void)state;
+    refused(4, "--dp 4 --ep 3", "--expert-model-parallel-size 3: expert-parallel ranks are carved out of the "
+                                "data-parallel ranks, so it must divide --dp (4)");
+    refused(3, "--dp 3 --ep 3 --global-batch 6", "3 must divide num_experts (4)");
+    refused(4, "--cp 2 --dp 2 --ep 2", "--expert-model-parallel-size 2 with --cp 2");
+    refused(2, "--dp 2 --ep 2 --model tiny", "has none (num_experts 0)");
+}
+
 int main(int argc, char **argv)
 {
     LLAMA = argc > 4 && !strcmp(argv[4], "llama");
-    MOE = argc > 4 && !strcmp(argv[4], "moe");
+    int ep = argc > 4 && !strcmp(argv[4], "moe_ep");
+    MOE = (argc > 4 && !strcmp(argv[4], "moe")) || ep;
     int begun = dtrain_suite_begin(argc, argv, 4, &DTRAIN, &MPIRUN);
     if (begun >= 0)
         return begun;
     DIR = argv[3];
     const struct CMUnitTest llama[] = {cmocka_unit_test(llama_blocks)};
     const struct CMUnitTest moe[] = {cmocka_unit_test(experts)};
+    const struct CMUnitTest moe_ep[] = {cmocka_unit_test(expert_parallel), cmocka_unit_test(expert_parallel_refusals)};
+    if (ep)
+        return cmocka_run_group_tests(moe_ep, setup, teardown);
     if (LLAMA)
         return cmocka_run_group_tests(llama, setup, teardown);
     if (MOE)
