@@ -4,6 +4,7 @@
 # the same configuration; prints each run's measured and predicted step time, error, and the
 # spread. Run it on an otherwise idle machine.
 #   bench/closed_loop_bench.sh [N] [BUILD] [LAYOUT...]   e.g. bench/closed_loop_bench.sh 5 build --tp 2
+# (--cp multiplies the ranks like --tp, --pp and --dp; --ep is carved out of --dp and adds none)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 n=${1:-5}; bin=${2:-$root/build}/bin
@@ -11,7 +12,7 @@ shift $(( $# > 2 ? 2 : $# )) || true
 layout=("$@")
 ranks=1
 for ((i = 0; i < ${#layout[@]}; i++)); do
-  case "${layout[$i]}" in --tp|--pp|--dp) ranks=$((ranks * ${layout[$((i + 1))]}));; esac
+  case "${layout[$i]}" in --tp|--pp|--dp|--cp) ranks=$((ranks * ${layout[$((i + 1))]}));; esac
 done
 cal=$(mktemp /tmp/dtcal_bench_XXXXXX.json)
 # Kernels are timed as each rank runs them, one BLAS thread, on a core of their own: where the

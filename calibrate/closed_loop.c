@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "cal_writer.h"
+#include "collective.h"
 #include "closed_loop.h"
 #include "gpt.h"
 #include "machine_check.h"
@@ -62,6 +63,15 @@ static void engine_op_name(const char *sim_name, char *out, size_t n)
         snprintf(out, n, "attention");
 }
 
+/* A backward collective's name as the engine's profile has it: the forward's with "_bwd" (the op
+ * list mirrors SP and EP collectives under their forward names). */
+static void backward_name(char *name, size_t n)
+{
+    size_t len = strlen(name);
+    if (len < 4 || strcmp(name + len - 4, "_bwd"))
+        snprintf(name + len, n - len, "_bwd");
+}
+
 /* The profile's mean time of `name` in `layer` (-1: a model-level op), or -1. */
 static double measured_op_in(json_t *profile, const char *name, int layer)
 {
@@ -97,7 +107,7 @@ int closed_loop_run(const closed_loop_options *o)
                               .overlap_grad_reduce = o->overlap_grad_reduce, .bucket_mb = o->bucket_mb,
                               .recompute = o->recompute, .sequence_parallel = o->sequence_parallel,
                               .overlap_param_gather = o->overlap_param_gather,
-                              .tp_comm_overlap = o->tp_comm_overlap, .cp = o->cp};
+                              .tp_comm_overlap = o->tp_comm_overlap, .cp = o->cp, .ep = o->ep};
     if (model_shape(o->model, &shape, why, sizeof why) != 0) {
         fprintf(stderr, "dtcal validate: --model %s: %s\n", o->model, why);
         return 2;
@@ -141,6 +151,8 @@ int closed_loop_run(const closed_loop_options *o)
         ADD_FLAG(" --tp-comm-overlap");
     if (o->cp > 1)
         ADD_FLAG(" --cp %d", o->cp);
+    if (o->ep > 1)
+        ADD_FLAG(" --expert-model-parallel-size %d", o->ep);
 #undef ADD_FLAG
     if (o->powersgd_rank > 0)
         snprintf(compress, sizeof compress, "powersgd:%d", o->powersgd_rank);
@@ -216,6 +228,8 @@ int closed_loop_run(const closed_loop_options *o)
         for (int i = 0; i < nl; i++) {
             char name[64];
             engine_op_name(lops[i].name, name, sizeof name);
+            if (pass == 1 && lops[i].kind == OPK_COMM) /* the engine names its backward collectives so */
+                backward_name(name, sizeof name);
             int dup = 0;
             for (int q = 0; q < ndone; q++)
                 dup |= !strcmp(done[q], name);
@@ -226,7 +240,15 @@ int closed_loop_run(const closed_loop_options *o)
             for (int q = 0; q < nl; q++) {
                 char other[64];
                 engine_op_name(lops[q].name, other, sizeof other);
-                if (!strcmp(other, name))
+                if (pass == 1 && lops[q].kind == OPK_COMM)
+                    backward_name(other, sizeof other);
+                if (strcmp(other, name))
+                    continue;
+                if (lops[q].kind == OPK_COMM) /* the collective alone, its ranks all on this machine */
+                    pred += collective_time(&s.platform, &s.calibration, lops[q].coll, lops[q].bytes,
+                                            coll_group_of(lops[q].group, 1, s.platform.node.gpus)).time_s *
+                            (lops[q].steps > 0 ? lops[q].steps : 1);
+                else
                     pred += cost_compute_op_s(&cm, &lops[q]);
             }
             double meas = measured_op(p, name);

@@ -62,7 +62,7 @@ static void usage(FILE *f)
             "      nccl, 256 MiB; cpu: mpi, 16 MiB. --into adds it to CAL\n"
             "  validate [--device cpu|cuda] [--precision fp32|bf16|fp16] [--model tiny|tiny-llama|small|FILE]\n"
             "           [--micro-batch B] [--steps N]\n"
-            "           [--tp N --pp N --dp N --cp N [--mpirun PATH]] [--grad-reduce fp32|bf16]\n"
+            "           [--tp N --pp N --dp N --cp N --ep N [--mpirun PATH]] [--grad-reduce fp32|bf16]\n"
             "           [--grad-compress none|powersgd:R] [--overlap-grad-reduce [--bucket-mb X]]\n"
             "           [--recompute-granularity none|selective|full] [--sequence-parallel]\n"
             "           [--zero 0|1|2|3] [--overlap-param-gather] [--tp-comm-overlap]\n"
@@ -682,7 +682,7 @@ static int cmd_validate(int argc, char **argv)
             o.powersgd_rank = strcmp(v, "none") ? (int)r : 0;
         }
         else if (!strcmp(a, "--micro-batch") || !strcmp(a, "--steps") || !strcmp(a, "--tp") || !strcmp(a, "--pp") ||
-                 !strcmp(a, "--dp") || !strcmp(a, "--cp")) {
+                 !strcmp(a, "--dp") || !strcmp(a, "--cp") || !strcmp(a, "--ep")) {
             char *end;
             long n = strtol(v, &end, 10);
             if (!*v || *end || n < 1 || n > 100000) {
@@ -690,7 +690,8 @@ static int cmd_validate(int argc, char **argv)
                 return 2;
             }
             int *dst = !strcmp(a, "--steps") ? &o.steps : !strcmp(a, "--tp") ? &o.tp : !strcmp(a, "--pp") ? &o.pp
-                     : !strcmp(a, "--dp") ? &o.dp : !strcmp(a, "--cp") ? &o.cp : &o.micro_batch;
+                     : !strcmp(a, "--dp") ? &o.dp : !strcmp(a, "--cp") ? &o.cp : !strcmp(a, "--ep") ? &o.ep
+                     : &o.micro_batch;
             *dst = (int)n;
         } else {
             fprintf(stderr, "dtcal validate: unknown option %s\n", a);

@@ -52,11 +52,15 @@ int engine_scenario_load(const engine_run_shape *r, const char *platform_path, c
     json_object_set_new(model, "normalization", json_string(r->rmsnorm ? "RMSNorm" : "LayerNorm"));
     json_object_set_new(model, "position_embedding_type", json_string(r->rope ? "rope" : "learned_absolute"));
     json_object_set_new(model, "untie_embeddings_and_output_weights", json_boolean(r->untied));
-    if (r->num_experts > 0) { /* dtrain's experts all on each rank (no expert parallelism) */
+    if (r->num_experts > 0) {
         json_object_set_new(model, "num_experts", json_integer(r->num_experts));
         json_object_set_new(model, "moe_router_topk", json_integer(r->moe_topk));
         if (r->moe_capacity_factor > 0)
             json_object_set_new(model, "moe_expert_capacity_factor", json_real(r->moe_capacity_factor));
+        /* dtrain's expert parallelism: E/ep experts a rank, EP carved out of DP, all-to-all
+         * dispatch and combine over the EP group (engine/gpt_moe_ep.c) */
+        if (r->ep > 1)
+            json_object_set_new(json_object_get(scen, "parallel"), "expert_model_parallel_size", json_integer(r->ep));
     }
     /* dtrain's loss is one pass over the logits each way, with two TP all-reduces (engine/gpt.c) */
     json_object_set_new(json_object_get(scen, "model"), "cross_entropy_loss_fusion", json_true());
