@@ -210,6 +210,14 @@ static void source_next(failure_source *src, double fail_at, double now)
     src->next_fail = next < now ? now : next;
 }
 
+/* Where one run's timeline stands: t, the wall clock; p, the training done, in seconds of the
+ * healthy job; durable, the training the newest written checkpoint holds; ckpt_point, where the
+ * last checkpoint was taken; pending_p and pending_at, an async checkpoint still being written
+ * (pending_p < 0: none) and when it will be on disk. */
+typedef struct {
+    double t, p, durable, ckpt_point, pending_p, pending_at;
+} run_clock;
+
 /* Right after a checkpoint, until the next failure, repair or the end, the timeline is the same
  * cycle over and over: train interval_s of the healthy job (interval_s / rate of wall time), then
  * block for the copy (and, async, for the previous write when it outlasts the training). Whole
@@ -217,32 +225,31 @@ static void source_next(failure_source *src, double fail_at, double now)
  * they leave (the step loop's own checkpoint branch does the rest): a 54-day run at a 30-minute
  * interval is 2,600 checkpoints and a few hundred failures, and this leaves the failures. */
 static void skip_cycles(const failure_source *src, const faults_report *P, const repair_queue *rq, int lost,
-                        double rate, double interval_s, double copy_s, int async, double *t, double *p,
-                        double *durable, double *ckpt_point, double *pending_p, double *pending_at,
+                        double rate, double interval_s, double copy_s, int async, run_clock *c,
                         faults_timeline *out)
 {
     double train = interval_s / rate;
     double cycle = (async ? fmax(train, P->checkpoint_write_s) : train) + copy_s;
-    double room = src->next_fail - *t; /* wall time to the next failure */
+    double room = src->next_fail - c->t; /* wall time to the next failure */
     if (lost > 0 && rq->n > 0)
-        room = fmin(room, rq->t[0] - *t); /* the rate changes when a node returns */
+        room = fmin(room, rq->t[0] - c->t); /* the rate changes when a node returns */
     if (P->target_train_s <= 0)
-        room = fmin(room, P->horizon_s - *t);
+        room = fmin(room, P->horizon_s - c->t);
     double n = floor(room / cycle) - 1;
     if (P->target_train_s > 0) /* training, not wall time, ends the run */
-        n = fmin(n, floor((P->target_train_s - *p) / interval_s) - 1);
+        n = fmin(n, floor((P->target_train_s - c->p) / interval_s) - 1);
     if (!(n >= 1) || !isfinite(cycle) || cycle <= 0)
         return;
-    *t += n * cycle;
-    *p += n * interval_s;
-    *ckpt_point = *p;
+    c->t += n * cycle;
+    c->p += n * interval_s;
+    c->ckpt_point = c->p;
     out->lost_s[LOSS_CHECKPOINT] += n * (cycle - train);
     if (async) { /* the one before the last is on disk; the last is being written */
-        *durable = *p - interval_s;
-        *pending_p = *p;
-        *pending_at = *t + P->checkpoint_write_s;
+        c->durable = c->p - interval_s;
+        c->pending_p = c->p;
+        c->pending_at = c->t + P->checkpoint_write_s;
     } else {
-        *durable = *p;
+        c->durable = c->p;
     }
 }
 
@@ -260,12 +267,10 @@ void faults_simulate_trace(const scenario_config *s, const faults_report *P, con
     const double copy_s = async ? P->checkpoint_block_s : P->checkpoint_write_s;
     repair_queue rq = {0};
 
-    /* t: wall clock; p: training done, in seconds of the healthy job; durable: the training the
-     * newest written checkpoint holds; pending: an async checkpoint still being written. */
-    double t = 0, p = 0, durable = 0, ckpt_point = 0, pending_p = -1, pending_at = 0;
+    run_clock c = {.pending_p = -1}; /* the job starts at zero with nothing written */
     int pool = F->pool, lost = 0; /* lost: DP replicas an elastic job runs without */
     for (;;) {
-        while (rq.n > 0 && rq.t[0] <= t) { /* repaired nodes return: to the job first */
+        while (rq.n > 0 && rq.t[0] <= c.t) { /* repaired nodes return: to the job first */
             if (lost > 0)
                 lost = lost > F->replicas_per_node ? lost - F->replicas_per_node : 0;
             else
@@ -274,18 +279,18 @@ void faults_simulate_trace(const scenario_config *s, const faults_report *P, con
         }
         double rate = lost > 0 && lost <= FAULTS_ELASTIC_MAX && P->elastic_rate[lost] > 0 ? P->elastic_rate[lost]
                                                                                       : (double)(F->dp - lost) / F->dp;
-        double to_ckpt = (ckpt_point + interval_s - p) / rate;
-        double to_end = P->target_train_s > 0 ? (P->target_train_s - p) / rate : P->horizon_s - t;
-        double to_fail = src.next_fail - t;
-        double to_repair = lost > 0 && rq.n > 0 ? rq.t[0] - t : INFINITY; /* the rate changes then */
+        double to_ckpt = (c.ckpt_point + interval_s - c.p) / rate;
+        double to_end = P->target_train_s > 0 ? (P->target_train_s - c.p) / rate : P->horizon_s - c.t;
+        double to_fail = src.next_fail - c.t;
+        double to_repair = lost > 0 && rq.n > 0 ? rq.t[0] - c.t : INFINITY; /* the rate changes then */
         double dt = fmin(fmin(to_ckpt, to_end), fmin(to_fail, to_repair));
         if (dt < 0)
             dt = 0;
-        t += dt;
-        p += dt * rate;
-        if (pending_p >= 0 && pending_at <= t) { /* the async write finished before now */
-            durable = pending_p;
-            pending_p = -1;
+        c.t += dt;
+        c.p += dt * rate;
+        if (c.pending_p >= 0 && c.pending_at <= c.t) { /* the async write finished before now */
+            c.durable = c.pending_p;
+            c.pending_p = -1;
         }
         /* the end; also when a checkpoint's block ran past it (to_end < 0, dt clamped to 0): that
          * was not a failure */
@@ -297,75 +302,74 @@ void faults_simulate_trace(const scenario_config *s, const faults_report *P, con
         if (dt == to_ckpt && to_ckpt < to_fail) {
             /* The step loop blocks: for the whole write (sync), or for the previous async write
              * to finish (one in flight at a time) and the copy to host memory (async). */
-            double wait = pending_p >= 0 ? pending_at - t : 0;
+            double wait = c.pending_p >= 0 ? c.pending_at - c.t : 0;
             double block = wait + copy_s;
-            if (fail_at < t + block) { /* a failure during the save: this checkpoint is lost */
-                out->lost_s[LOSS_CHECKPOINT] += fail_at - t;
-                if (pending_p >= 0 && pending_at <= fail_at) {
-                    durable = pending_p;
-                    pending_p = -1;
+            if (fail_at < c.t + block) { /* a failure during the save: this checkpoint is lost */
+                out->lost_s[LOSS_CHECKPOINT] += fail_at - c.t;
+                if (c.pending_p >= 0 && c.pending_at <= fail_at) {
+                    c.durable = c.pending_p;
+                    c.pending_p = -1;
                 }
-                t = fail_at;
+                c.t = fail_at;
             } else {
-                t += block;
+                c.t += block;
                 out->lost_s[LOSS_CHECKPOINT] += block;
-                if (pending_p >= 0) {
-                    durable = pending_p;
-                    pending_p = -1;
+                if (c.pending_p >= 0) {
+                    c.durable = c.pending_p;
+                    c.pending_p = -1;
                 }
                 if (async) {
-                    pending_p = p;
-                    pending_at = t + P->checkpoint_write_s;
+                    c.pending_p = c.p;
+                    c.pending_at = c.t + P->checkpoint_write_s;
                 } else {
-                    durable = p;
+                    c.durable = c.p;
                 }
-                ckpt_point = p;
-                skip_cycles(&src, P, &rq, lost, rate, interval_s, copy_s, async, &t, &p, &durable, &ckpt_point,
-                            &pending_p, &pending_at, out);
+                c.ckpt_point = c.p;
+                skip_cycles(&src, P, &rq, lost, rate, interval_s, copy_s, async, &c, out);
                 continue;
             }
         }
         /* A failure. An elastic job without some replicas: it may strike a node that idles. */
         if (lost > 0 && mc_uniform(&src.rng) < (double)lost / F->dp) {
-            source_next(&src, fail_at, t);
+            source_next(&src, fail_at, c.t);
             continue;
         }
         out->interruptions++;
-        out->lost_s[LOSS_LOST_WORK] += (p - durable) / rate;
-        p = ckpt_point = durable;
-        pending_p = -1;
-        t += s->faults.detect_s;
+        out->lost_s[LOSS_LOST_WORK] += (c.p - c.durable) / rate;
+        c.p = c.ckpt_point = c.durable;
+        c.pending_p = -1;
+        c.t += s->faults.detect_s;
         out->lost_s[LOSS_DETECTION] += s->faults.detect_s;
         int queue_failed = 1;
         if (pool > 0) {
             pool--; /* swap in a free node */
         } else if (s->faults.elastic && F->dp - lost > F->replicas_per_node) {
             lost += F->replicas_per_node; /* drop the replica(s) that held the node */
-        } else if (rq.n > 0 && rq.t[0] < t + repair_s) {
-            double wait = rq.t[0] - t; /* the first node back from repair */
+        } else if (rq.n > 0 && rq.t[0] < c.t + repair_s) {
+            double wait = rq.t[0] - c.t; /* the first node back from repair */
             if (wait > 0) {
-                t += wait;
+                c.t += wait;
                 out->lost_s[LOSS_WAIT_REPAIR] += wait;
             }
             repair_pop(&rq);
         } else {
-            t += repair_s; /* the failed node itself, repaired */
+            c.t += repair_s; /* the failed node itself, repaired */
             out->lost_s[LOSS_WAIT_REPAIR] += repair_s;
             queue_failed = 0;
         }
         if (queue_failed)
-            repair_add(&rq, t + repair_s);
-        t += restart_s + P->restore_s;
+            repair_add(&rq, c.t + repair_s);
+        c.t += restart_s + P->restore_s;
         out->lost_s[LOSS_RESTART] += restart_s;
         out->lost_s[LOSS_RESTORE] += P->restore_s;
-        source_next(&src, fail_at, t);
-        if (P->target_train_s <= 0 && t >= P->horizon_s)
+        source_next(&src, fail_at, c.t);
+        if (P->target_train_s <= 0 && c.t >= P->horizon_s)
             break;
-        if (t > 1e10) /* a run that never finishes (failures faster than restarts) */
+        if (c.t > 1e10) /* a run that never finishes (failures faster than restarts) */
             break;
     }
-    out->wall_s = t;
-    out->train_s = p;
+    out->wall_s = c.t;
+    out->train_s = c.p;
     free(src.h.t);
     free(src.h.kind);
     free(rq.t);
