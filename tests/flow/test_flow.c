@@ -521,7 +521,7 @@ static void third_tier_carries_traffic_between_pods(void **state)
 }
 
 /* What the machine cannot hold is refused before the replay starts (flow_fits): each lane actor
- * (a pipeline stage's lane with work, per DP replica) costs two memory maps, against the
+ * (a pipeline stage's lane with work, per DP replica) costs a memory map, against the
  * kernel's vm.max_map_count. A fixture of 1 stage and DP 32 uses its compute and comm lanes:
  * 2 x 32 actors, one flapper-free failure slot; a limit of 200 maps refuses it naming the count
  * and the limit, one of a million passes. The replay itself refuses (FLOW_REFUSED) without
@@ -555,7 +555,7 @@ static void flow_refuses_what_the_machine_cannot_hold(void **state)
     }
     fclose(f);
     fixture_scenario(&s, 2);
-    int dp = (int)(limit / 2 + 1); /* two lanes x dp actors x 2 maps: twice the limit */
+    int dp = (int)(limit / 2 + 1); /* two lanes x dp actors x 1 map: over the limit */
     s.platform.network.nodes = dp / s.platform.node.gpus + 1;
     fixture_layout(&s, 1, 1, dp, dp);
     s.parallel.overlap_grad_reduce = 1;

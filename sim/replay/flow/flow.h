@@ -46,8 +46,8 @@ typedef struct {
 
 /* Whether this machine can hold the flow replay of w, before it starts: its actors (one per
  * pipeline stage, data-parallel replica and lane with work) each take a SimGrid context whose
- * stack is two memory maps (the stack and its guard page), and the kernel allows a process
- * vm.max_map_count of them, some already in use. 0, or FLOW_REFUSED with err naming the count,
+ * stack is one memory map (its mmap; the replay asks SimGrid for no guard page), and the kernel
+ * allows a process vm.max_map_count of them, some already in use. 0, or FLOW_REFUSED with err naming the count,
  * the limit and what to do. max_map_count <= 0 reads /proc/sys/vm/max_map_count (none: no
  * check). */
 int flow_fits(const scenario_config *s, const step_workload *w, long max_map_count, config_error *err);

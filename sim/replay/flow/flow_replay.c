@@ -24,6 +24,8 @@
 #include "wall_clock.h"
 
 #define FLOW_MAX_PARALLEL 64 /* flows one actor starts at once (one per lockstep GPU x channel) */
+/* memory maps one SimGrid actor's stack takes: its mmap, no guard page (flow_simgrid_start) */
+#define FLOW_MAPS_PER_ACTOR 1
 
 typedef struct {
     const scenario_config *s;
@@ -677,15 +679,15 @@ int flow_fits(const scenario_config *s, const step_workload *w, long max_map_cou
     long in_use = count_lines("/proc/self/maps");
     /* what SimGrid, its platform module and the child's own allocations map besides the stacks
      * (measured: a small replay's child holds under 1,000 maps) */
-    long margin = 2048, need = 2 * actors + (in_use > 0 ? in_use : 0) + margin;
+    long margin = 2048, need = FLOW_MAPS_PER_ACTOR * actors + (in_use > 0 ? in_use : 0) + margin;
     if (need <= max_map_count)
         return 0;
     snprintf(err->msg, sizeof err->msg,
              "flow fidelity needs about %ld SimGrid actors (%ld stage lanes with work x %lld data-parallel replicas), "
-             "each a context stack in 2 memory maps: %ld maps with those in use, over this machine's "
+             "each a context stack in %d memory map(s): %ld maps with those in use, over this machine's "
              "vm.max_map_count of %ld. Run it at analytic fidelity (--fidelity analytic), simulate fewer ranks, or "
              "raise the limit (sysctl -w vm.max_map_count=%ld)",
-             actors, lanes, (long long)s->parallel.dp, need, max_map_count, need + need / 4);
+             actors, lanes, (long long)s->parallel.dp, FLOW_MAPS_PER_ACTOR, need, max_map_count, need + need / 4);
     return FLOW_REFUSED;
 }
 
