@@ -1,0 +1,119 @@
+/* Data parallelism with expert parallelism; see data_parallel_ep.h. */
+#include <stdlib.h>
+#include <string.h>
+#include "data_parallel_ep.h"
+
+void gpt_ep_shards_of(const gpt_model *m, int dp, int dp_rank, int ep, gpt_ep_shards *s)
+{
+    memset(s, 0, sizeof *s);
+    for (int t = 0; t < m->num_tensors; t++)
+        s->n[m->tensors[t].expert ? 1 : 0] += m->tensors[t].count;
+    gpt_dp_shard_range(s->n[0], dp, dp_rank, &s->lo[0], &s->hi[0]);
+    /* the expert-DP group: the dp / ep ranks with this rank's ep_rank, in dp_rank order */
+    gpt_dp_shard_range(s->n[1], dp / ep, dp_rank / ep, &s->lo[1], &s->hi[1]);
+}
+
+size_t gpt_ep_shards_floats(const gpt_ep_shards *s)
+{
+    return (s->hi[0] - s->lo[0]) + (s->hi[1] - s->lo[1]);
+}
+
+int dp_ep_sharded(const dp_state *d)
+{
+    return d->ep > 1 && d->zero >= 1 && d->dp > 1;
+}
+
+void dp_ep_init(dp_state *d, const gpt_model *m)
+{
+    gpt_ep_shards_of(m, d->dp, d->rank, d->ep, &d->eps);
+    size_t most = d->eps.n[0] > d->eps.n[1] ? d->eps.n[0] : d->eps.n[1];
+    d->packed = malloc((most ? most : 1) * sizeof(float));
+}
+
+/* The tensors of one kind (expert 1, dense 0) packed one after another from the flat host copy
+ * `flat` (pack = 1) or back into it (0). The tensors tile the flat buffer, so the two kinds
+ * together are all of it. Returns the floats packed. */
+static size_t pack_kind(const gpt_model *m, float *flat, float *packed, int expert, int pack)
+{
+    size_t at = 0;
+    for (int t = 0; t < m->num_tensors; t++) {
+        const gpt_tensor *g = &m->tensors[t];
+        if (g->expert != expert || g->count == 0)
+            continue;
+        if (pack)
+            memcpy(packed + at, flat + g->offset, g->count * sizeof(float));
+        else
+            memcpy(flat + g->offset, packed + at, g->count * sizeof(float));
+        at += g->count;
+    }
+    return at;
+}
+
+/* The group a kind reduces and shards over. */
+static comm_group *group_of(const dp_state *d, int expert)
+{
+    return expert ? d->comm->edp_group : d->comm->dp_group;
+}
+
+/* An expert's gradient, on the rank that holds the expert, already sums what every EP rank's
+ * tokens gave it (their rows came to it), so it is summed over the expert-DP group alone: the
+ * same sum as with EP 1. */
+void dp_ep_reduce_gradients(dp_state *d, gpt_model *m)
+{
+    float *packed = malloc((d->n ? d->n : 1) * sizeof(float));
+    m->k->copy_to_host(d->host, m->grads, d->n * sizeof(float));
+    for (int expert = 0; expert < 2; expert++) {
+        size_t n = pack_kind(m, d->host, packed, expert, 1);
+        comm_allreduce_sum(group_of(d, expert), packed, n);
+        pack_kind(m, d->host, packed, expert, 0);
+    }
+    m->k->copy_to_device(m->grads, d->host, d->n * sizeof(float));
+    free(packed);
+}
+
+/* AdamW on the part of tensor i that lies in its kind's shard. p: the tensor's first packed
+ * position; base: where the kind's shard starts in the moments. */
+static void update_owned(dp_state *d, gpt_model *m, int i, size_t p, size_t base, float lr, float weight_decay,
+                         int t, float grad_scale)
+{
+    const gpt_tensor *g = &m->tensors[i];
+    int k = g->expert ? 1 : 0;
+    size_t x = p > d->eps.lo[k] ? p : d->eps.lo[k], y = p + g->count < d->eps.hi[k] ? p + g->count : d->eps.hi[k];
+    if (y <= x)
+        return;
+    size_t a = g->offset + (x - p), mo = base + (x - d->eps.lo[k]);
+    m->k->adamw_update(m->params + a, m->grads + a, m->m + mo, m->v + mo, y - x, lr, 0.9f, 0.95f, 1e-8f,
+                       g->decay ? weight_decay : 0.0f, t, grad_scale);
+}
+
+/* Each kind's updated shard to the other ranks of its group: the packed sequence, each rank's
+ * part at its place (an all-gather with the shards' counts), then back into the flat copy. */
+static void gather_kind(dp_state *d, const gpt_model *m, int expert)
+{
+    comm_group *g = group_of(d, expert);
+    int ranks = comm_group_size(g);
+    size_t *counts = malloc((size_t)ranks * sizeof *counts);
+    for (int r = 0; r < ranks; r++) {
+        size_t lo, hi;
+        gpt_dp_shard_range(d->eps.n[expert], ranks, r, &lo, &hi);
+        counts[r] = hi > lo ? hi - lo : 0;
+    }
+    pack_kind(m, d->host, d->packed, expert, 1);
+    comm_allgather_counts(g, d->packed, counts);
+    pack_kind(m, d->host, d->packed, expert, 0);
+    free(counts);
+}
+
+void dp_ep_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, int t, float grad_scale)
+{
+    size_t pos[2] = {0, 0}, base[2] = {0, d->eps.hi[0] - d->eps.lo[0]};
+    for (int i = 0; i < m->num_tensors; i++) {
+        int k = m->tensors[i].expert ? 1 : 0;
+        update_owned(d, m, i, pos[k], base[k], lr, weight_decay, t, grad_scale);
+        pos[k] += m->tensors[i].count;
+    }
+    m->k->copy_to_host(d->host, m->params, d->n * sizeof(float));
+    for (int expert = 0; expert < 2; expert++)
+        gather_kind(d, m, expert);
+    m->k->copy_to_device(m->params, d->host, d->n * sizeof(float));
+}

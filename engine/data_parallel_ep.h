@@ -1,0 +1,19 @@
+/* Data parallelism with expert parallelism (data_parallel_ep.c): the expert tensors differ
+ * between the ranks of an EP group, so they reduce, shard and gather over the expert-data-
+ * parallel group while the dense tensors use the whole DP group (Megatron-Core's split of the
+ * gradient buffers and of the distributed optimizer into dense and expert parts). */
+#ifndef DTSIM_ENGINE_DATA_PARALLEL_EP_H
+#define DTSIM_ENGINE_DATA_PARALLEL_EP_H
+#include "data_parallel.h"
+
+/* ZeRO-1 with EP over more than one DP rank: the rank owns a shard of each kind (d->eps). */
+int dp_ep_sharded(const dp_state *d);
+/* Sets up d->eps (after dp_init's common part); the model was built with these shards' moments. */
+void dp_ep_init(dp_state *d, const gpt_model *m);
+/* Dense gradients summed over the DP group, expert gradients over the expert-DP group, each whole
+ * on every rank (ZeRO-0 and ZeRO-1 alike). */
+void dp_ep_reduce_gradients(dp_state *d, gpt_model *m);
+/* ZeRO-1: AdamW on this rank's dense shard and expert shard, then each shard all-gathered over
+ * its own group. */
+void dp_ep_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, int t, float grad_scale);
+#endif
