@@ -331,7 +331,6 @@ static void expert_parallel_refusals_exit_2_naming_the_flags(void **state)
         {"--ep 0", "--ep: '0' is not a whole number"},
         {"--expert-model-parallel-size 2 --zero 2", "with --zero 2"},
         {"--ep 2 --zero 3", "with --zero 3"},
-        {"--ep 2 --ckpt-dir ckpt_ep", "not with --ckpt-dir"},
         {"--ep 2 --overlap-grad-reduce", "not with --overlap-grad-reduce"},
         {"--ep 2 --grad-compress powersgd:1", "not with --grad-compress"},
         {"--ep 2 --grad-reduce bf16", "not with --grad-reduce bf16"},
