@@ -167,7 +167,10 @@ static void zero_pass_hook(gpt_model *m, int first, int count, int before, int b
     if (grads) {
         float *w = give_window(&d->grad_windows, lo);
         gpt_unmap_range(&m->grad_range, w);
-        reduce_window_into_shard(d, m, lo, hi, w);
+        if (d->ep > 1)
+            dp_ep_reduce_window(d, m, lo, hi, w);
+        else
+            reduce_window_into_shard(d, m, lo, hi, w);
         profile_pass(m, "dp_grad_reduce_scatter", first, lo, hi, wall_clock_s() - t0);
     }
     if (params)
@@ -204,7 +207,10 @@ float *dp_grad_gather(dp_state *d, gpt_model *m, int t)
     if (!dp_grads_sharded(d) || hi <= lo)
         return gpt_grad(m, t);
     float *w = take_window(d, &d->grad_windows, lo, hi);
-    gather_range(d, &m->grad_range, m->grads, lo, hi, w);
+    if (d->ep > 1)
+        dp_ep_gather_grad(d, m, t, w);
+    else
+        gather_range(d, &m->grad_range, m->grads, lo, hi, w);
     gpt_map_range(&m->grad_range, w, lo, hi);
     return w;
 }
@@ -217,6 +223,10 @@ void dp_grad_scatter(dp_state *d, gpt_model *m, int t)
         return;
     float *w = give_window(&d->grad_windows, lo);
     gpt_unmap_range(&m->grad_range, w);
+    if (d->ep > 1) {
+        dp_ep_keep_grad(d, m, t, w);
+        return;
+    }
     size_t mine = overlap(lo, hi, d->shard_lo, d->shard_hi, &a);
     if (mine)
         m->k->copy(m->grads + (a - m->grad_range.lo), w + (a - lo), mine * sizeof(float));
@@ -438,7 +448,8 @@ void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m)
     if (dp_grads_sharded(d)) {
         /* the device keeps only the shards; passes use windows (zero_pass_hook) */
         d->window_floats = largest_pass_range(m);
-        gpt_keep_grads(m, d->shard_lo, d->shard_hi);
+        if (d->ep == 1) /* under EP the model holds its packed shards from the start */
+            gpt_keep_grads(m, d->shard_lo, d->shard_hi);
         if (zero >= 3)
             gpt_keep_params(m, d->shard_lo, d->shard_hi);
         m->pass_hook = zero_pass_hook;
@@ -613,6 +624,8 @@ int dp_overflow(dp_state *d, const gpt_model *m)
 {
     size_t lo, hi;
     owned(d, &lo, &hi);
+    if (dp_ep_grads_packed(d)) /* the packed dense and expert shards, all of m->grads */
+        lo = m->grad_range.lo, hi = lo + m->grad_range.n;
     int bad = hi > lo && m->k->has_inf_or_nan(m->grads + (lo - m->grad_range.lo), hi - lo);
     /* under EP the expert gradients differ between the EP ranks: every rank must skip alike */
     return d->zero >= 1 || d->ep > 1 ? comm_allreduce_max_int(d->comm->dp_group, bad) : bad;
@@ -621,6 +634,8 @@ int dp_overflow(dp_state *d, const gpt_model *m)
 double dp_grad_sum_squares(dp_state *d, const gpt_model *m)
 {
     size_t lo, hi;
+    if (dp_ep_grads_packed(d))
+        return dp_ep_grad_sum_squares(d, m);
     owned(d, &lo, &hi);
     /* Only the tensors this rank counts: a copy replicated over TP ranks, or the last stage's
      * copy of the tied embedding, would otherwise be counted more than once. */

@@ -32,12 +32,12 @@ typedef struct {
 typedef struct {
     comm_ctx *comm;
     int zero, dp, rank;
-    int ep;                                /* expert parallelism (comm_layout_ep; ZeRO-0/1;
+    int ep;                                /* expert parallelism (comm_layout_ep; ZeRO-0-2;
                                               data_parallel_ep.c): the expert tensors reduce (and
                                               shard) over the expert-data-parallel group, their norm
                                               over the EP group */
-    gpt_ep_shards eps;                     /* EP with ZeRO-1: this rank's dense and expert shards */
-    float *packed;                         /* EP with ZeRO-1: one kind's packed floats (host) */
+    gpt_ep_shards eps;                     /* EP with ZeRO-1/2: this rank's dense and expert shards */
+    float *packed;                         /* EP with ZeRO-1/2: one kind's packed floats (host) */
     size_t n, padded, shard_lo, shard_hi;  /* in floats */
     float *host;                           /* staging, padded floats */
     int bf16;                              /* reduce gradients in bf16 (half the bytes) */

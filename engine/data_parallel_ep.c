@@ -82,7 +82,8 @@ static void update_owned(dp_state *d, gpt_model *m, int i, size_t p, size_t base
     if (y <= x)
         return;
     size_t a = g->offset + (x - p), mo = base + (x - d->eps.lo[k]);
-    m->k->adamw_update(m->params + a, m->grads + a, m->m + mo, m->v + mo, y - x, lr, 0.9f, 0.95f, 1e-8f,
+    float *grads = dp_ep_grads_packed(d) ? m->grads + mo : m->grads + a;
+    m->k->adamw_update(m->params + a, grads, m->m + mo, m->v + mo, y - x, lr, 0.9f, 0.95f, 1e-8f,
                        g->decay ? weight_decay : 0.0f, t, grad_scale);
 }
 
@@ -116,4 +117,121 @@ void dp_ep_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_deca
     for (int expert = 0; expert < 2; expert++)
         gather_kind(d, m, expert);
     m->k->copy_to_device(m->params, d->host, d->n * sizeof(float));
+}
+
+/* ZeRO-2 with EP: m->grads holds the gradient shards packed as the moments are (the dense shard,
+ * then the expert shard), so a backward pass's window is reduce-scattered per kind over its own
+ * group, and the shards' gradients sit at the moments' offsets. */
+int dp_ep_grads_packed(const dp_state *d)
+{
+    return dp_ep_sharded(d) && d->zero >= 2;
+}
+
+/* The packed positions [*plo, *plo + n) of kind k's tensors in the flat range [lo, hi) (whole
+ * tensors, so consecutive in the packed order); with host (indexed from lo) and packed given,
+ * the floats are packed too. Returns n. */
+static size_t packed_span(const gpt_model *m, size_t lo, size_t hi, int k, const float *host, float *packed,
+                          size_t *plo)
+{
+    size_t pos = 0, n = 0;
+    *plo = 0;
+    for (int t = 0; t < m->num_tensors; t++) {
+        const gpt_tensor *g = &m->tensors[t];
+        if ((g->expert ? 1 : 0) != k)
+            continue;
+        if (g->count && g->offset >= lo && g->offset + g->count <= hi) {
+            if (!n)
+                *plo = pos;
+            if (host)
+                memcpy(packed + n, host + (g->offset - lo), g->count * sizeof(float));
+            n += g->count;
+        }
+        pos += g->count;
+    }
+    return n;
+}
+
+/* Each rank's part of kind k's packed range [plo, plo + n) (counts over the kind's group), and
+ * this rank's own part [*x, *y). */
+static void span_parts(const dp_state *d, int k, size_t plo, size_t n, size_t *counts, size_t *x, size_t *y)
+{
+    int ranks = comm_group_size(group_of(d, k));
+    for (int r = 0; r < ranks; r++) {
+        size_t lo, hi;
+        gpt_dp_shard_range(d->eps.n[k], ranks, r, &lo, &hi);
+        size_t a = lo > plo ? lo : plo, b = hi < plo + n ? hi : plo + n;
+        counts[r] = b > a ? b - a : 0;
+    }
+    *x = d->eps.lo[k] > plo ? d->eps.lo[k] : plo;
+    *y = d->eps.hi[k] < plo + n ? d->eps.hi[k] : plo + n;
+    if (*y < *x)
+        *y = *x;
+}
+
+/* Where kind k's packed position x lives in the packed shards (gradients and moments). */
+static size_t shard_at(const dp_state *d, int k, size_t x)
+{
+    return (k ? d->eps.hi[0] - d->eps.lo[0] : 0) + (x - d->eps.lo[k]);
+}
+
+void dp_ep_reduce_window(dp_state *d, gpt_model *m, size_t lo, size_t hi, float *win)
+{
+    size_t *counts = malloc((size_t)d->dp * sizeof *counts);
+    m->k->copy_to_host(d->host, win, (hi - lo) * sizeof(float));
+    for (int k = 0; k < 2; k++) {
+        size_t plo, x, y, n = packed_span(m, lo, hi, k, d->host, d->packed, &plo);
+        if (!n)
+            continue;
+        span_parts(d, k, plo, n, counts, &x, &y);
+        comm_reduce_scatter_sum_counts(group_of(d, k), d->packed, counts);
+        if (y > x) { /* the window is free now: it carries this rank's sum to the device */
+            float *g = m->grads + shard_at(d, k, x);
+            m->k->copy_to_device(win, d->packed + (x - plo), (y - x) * sizeof(float));
+            m->k->residual_forward(g, g, win, y - x);
+        }
+    }
+    free(counts);
+}
+
+void dp_ep_gather_grad(dp_state *d, gpt_model *m, int t, float *win)
+{
+    const gpt_tensor *g = &m->tensors[t];
+    int k = g->expert ? 1 : 0;
+    size_t *counts = malloc((size_t)d->dp * sizeof *counts);
+    size_t plo, x, y, n = packed_span(m, g->offset, g->offset + g->count, k, NULL, NULL, &plo);
+    span_parts(d, k, plo, n, counts, &x, &y);
+    if (y > x)
+        m->k->copy_to_host(d->packed + (x - plo), m->grads + shard_at(d, k, x), (y - x) * sizeof(float));
+    comm_allgather_counts(group_of(d, k), d->packed, counts);
+    m->k->copy_to_device(win, d->packed, n * sizeof(float));
+    free(counts);
+}
+
+void dp_ep_keep_grad(dp_state *d, gpt_model *m, int t, const float *win)
+{
+    const gpt_tensor *g = &m->tensors[t];
+    int k = g->expert ? 1 : 0;
+    size_t *counts = malloc((size_t)d->dp * sizeof *counts);
+    size_t plo, x, y, n = packed_span(m, g->offset, g->offset + g->count, k, NULL, NULL, &plo);
+    span_parts(d, k, plo, n, counts, &x, &y);
+    if (y > x)
+        m->k->copy(m->grads + shard_at(d, k, x), win + (x - plo), (y - x) * sizeof(float));
+    free(counts);
+}
+
+double dp_ep_grad_sum_squares(dp_state *d, const gpt_model *m)
+{
+    size_t pos[2] = {0, 0};
+    double s = 0;
+    for (int i = 0; i < m->num_tensors; i++) {
+        const gpt_tensor *g = &m->tensors[i];
+        int k = g->expert ? 1 : 0;
+        size_t x = pos[k] > d->eps.lo[k] ? pos[k] : d->eps.lo[k];
+        size_t y = pos[k] + g->count < d->eps.hi[k] ? pos[k] + g->count : d->eps.hi[k];
+        if (y > x && g->counted)
+            s += m->k->sum_squares(m->grads + shard_at(d, k, x), y - x);
+        pos[k] += g->count;
+    }
+    /* every dense float is in one DP rank's shard, every expert float in one rank's expert shard */
+    return comm_allreduce_sum_double(d->comm->dp_group, s);
 }

@@ -78,7 +78,7 @@ static void usage(FILE *f)
             "  --ep N, --expert-model-parallel-size N  expert parallelism (Megatron-Core): each MoE layer's\n"
             "                           experts spread over N ranks carved out of DP (groups of N consecutive\n"
             "                           DP ranks), tokens sent to their experts' ranks by all-to-all; N divides\n"
-            "                           --dp and num_experts; --zero 0 or 1, --comm mpi, fp32 reduction, no\n"
+            "                           --dp and num_experts; --zero 0-2, --comm mpi, fp32 reduction, no\n"
             "                           --overlap-grad-reduce, --grad-compress, --offload-optimizer; a\n"
             "                           checkpoint resumes only at its own EP layout\n"
             "  --zero 0|1|2|3           ZeRO stage: sharded optimizer (1), + gradients (2), + parameters (3)\n"
@@ -494,13 +494,11 @@ static int run_flags(int argc, char **argv, comm_ctx *comm)
                 o.ckpt_dir ? "--ckpt-dir" : "--comm nccl");
         return 2;
     }
-    if (ep > 1 && o.zero >= 2) {
-        /* ZeRO-2/3 keep one contiguous shard of the gradients (and parameters) on the device; EP
-         * owns two (dense over DP, experts over the expert-DP group) */
+    if (ep > 1 && o.zero >= 3) {
+        /* ZeRO-3's passes gather their parameters from one contiguous shard per rank; EP owns two
+         * (dense over DP, experts over the expert-DP group) */
         fprintf(stderr, "dtrain: --expert-model-parallel-size %d with --zero %d: expert parallelism shards the "
-                        "optimizer only (--zero 0 or 1) for now: ZeRO-%d's %s would need a dense and an expert "
-                        "shard\n", ep, o.zero, o.zero, o.zero == 2 ? "gradient shards" : "gradient and parameter "
-                        "shards");
+                        "optimizer and the gradients (--zero 0, 1 or 2) for now, not the parameters\n", ep, o.zero);
         return 2;
     }
     if (ep > 1 && (o.overlap_grad_reduce || o.grad_compress_rank || o.grad_reduce_bf16 ||

@@ -329,7 +329,7 @@ static void expert_parallel_refusals_exit_2_naming_the_flags(void **state)
     const char *bad[][2] = {
         {"--ep 2", "must divide --dp (1)"},
         {"--ep 0", "--ep: '0' is not a whole number"},
-        {"--expert-model-parallel-size 2 --zero 2", "with --zero 2"},
+        {"--expert-model-parallel-size 2 --zero 3", "with --zero 3"},
         {"--ep 2 --zero 3", "with --zero 3"},
         {"--ep 2 --overlap-grad-reduce", "not with --overlap-grad-reduce"},
         {"--ep 2 --grad-compress powersgd:1", "not with --grad-compress"},

@@ -143,7 +143,7 @@ static void engine_matches_model(int tp, int pp, int dp, int vpp, int zero, cons
         /* fp32 weights on the device between passes: all of the stage's, or under ZeRO-3 the shard */
         expect_bytes(args, r, "parameters", 4.0 * floats_of(resident, r), mb.weights, 4.0 * dp);
         /* fp32 gradients between passes: all of the stage's, or under ZeRO-2/3 the shard */
-        expect_bytes(args, r, "gradients", 4.0 * floats_of(grads, r), mb.gradients, 4.0 * dp);
+        expect_bytes(args, r, "gradients", 4.0 * floats_of(grads, r), mb.gradients, 4.0 * (dp + dp / EP));
         /* and never more: the rank builds its model at its shards' size (a model built whole
          * and cut to the shards afterwards peaks at four full copies) */
         double kept = floats_of(resident, r) + floats_of(grads, r) + floats_of(moments, r);
@@ -212,10 +212,13 @@ static void expert_layouts(void **state)
     engine_matches_model(2, 2, 2, 1, 0, "", NULL);
     engine_matches_model(1, 1, 4, 1, 0, "", NULL);
     /* with ZeRO-1: the dense moments sharded over DP, the experts' over the expert-DP group (DP /
-     * EP ranks; EP == DP: the rank's experts whole) */
+     * EP ranks; EP == DP: the rank's experts whole); with ZeRO-2 the gradients alike */
     engine_matches_model(1, 1, 2, 1, 1, "", NULL);
     engine_matches_model(1, 1, 4, 1, 1, "", NULL);
     engine_matches_model(2, 2, 2, 1, 1, "", NULL);
+    engine_matches_model(1, 1, 2, 1, 2, "", NULL);
+    engine_matches_model(1, 1, 4, 1, 2, "", NULL);
+    engine_matches_model(1, 2, 2, 1, 2, "", NULL);
     EP = 4;
     engine_matches_model(1, 1, 4, 1, 0, "", NULL);
     engine_matches_model(1, 1, 4, 1, 1, "", NULL);

@@ -294,9 +294,10 @@ static void expert_parallel(void **state)
     equivalent(8, "--tp 2 --pp 2 --dp 2 --ep 2 --schedule interleaved --vpp 2");
 }
 
-/* Expert parallelism with ZeRO-1 (Megatron-Core's distributed optimizer): the dense parameters'
- * update sharded over the DP group, the experts' over the expert-DP group (DP 2 x EP 2: each
- * rank's experts whole; DP 4 x EP 2: halves), each shard all-gathered over its own group. */
+/* Expert parallelism with ZeRO-1 and ZeRO-2 (Megatron-Core's distributed optimizer): the dense
+ * parameters update sharded over the DP group, the experts' over the expert-DP group (DP 2 x EP
+ * 2: each rank's experts whole; DP 4 x EP 2: halves), each shard all-gathered over its own
+ * group; under ZeRO-2 each backward pass's gradients are reduce-scattered into those shards. */
 static void expert_parallel_zero(void **state)
 {
     (void)state;
@@ -304,6 +305,9 @@ static void expert_parallel_zero(void **state)
     equivalent(4, "--dp 4 --ep 2 --zero 1");
     equivalent(4, "--dp 4 --ep 4 --zero 1");
     equivalent(4, "--tp 2 --dp 2 --ep 2 --zero 1");
+    equivalent(2, "--dp 2 --ep 2 --zero 2");
+    equivalent(4, "--dp 4 --ep 2 --zero 2");
+    equivalent(4, "--pp 2 --dp 2 --ep 2 --zero 2");
 }
 
 /* Layouts expert parallelism cannot take stop every rank, naming the flag and the values. */
@@ -315,7 +319,6 @@ static void expert_parallel_refusals(void **state)
     refused(3, "--dp 3 --ep 3 --global-batch 6", "3 must divide num_experts (4)");
     refused(4, "--cp 2 --dp 2 --ep 2", "--expert-model-parallel-size 2 with --cp 2");
     refused(2, "--dp 2 --ep 2 --model tiny", "has none (num_experts 0)");
-    refused(4, "--dp 4 --ep 2 --zero 2", "--expert-model-parallel-size 2 with --zero 2");
     refused(4, "--dp 4 --ep 2 --zero 3", "--expert-model-parallel-size 2 with --zero 3");
 }
 
