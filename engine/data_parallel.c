@@ -255,6 +255,10 @@ static void start_bucket(dp_state *d, gpt_model *m, size_t lo, size_t hi)
         return;
     profile_pass(m, "dp_grad_bucket_start", -1, lo, hi, 0);
     m->k->copy_to_host(d->host + lo, m->grads + lo, (hi - lo) * sizeof(float));
+    if (d->ep > 1) { /* dense and expert parts over their own groups */
+        dp_ep_start_bucket(d, m, lo, hi);
+        return;
+    }
     if (d->zero == 0) {
         comm_iallreduce_sum(d->comm->dp_group, d->host + lo, hi - lo);
         return;
@@ -424,7 +428,10 @@ static void finish_buckets(dp_state *d, gpt_model *m)
     comm_wait_started(d->comm->dp_group);
     memset(d->passes_done, 0, (size_t)m->num_tensors * sizeof *d->passes_done);
     memset(d->started, 0, (size_t)m->num_tensors);
-    grads_from_host(d, m, d->zero == 0 ? d->host : d->host_recv);
+    if (d->ep > 1)
+        dp_ep_land_buckets(d, m);
+    else
+        grads_from_host(d, m, d->zero == 0 ? d->host : d->host_recv);
 }
 
 void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m)
@@ -441,8 +448,8 @@ void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m)
     gpt_dp_shard_range(d->n, d->dp, d->rank, &d->shard_lo, &d->shard_hi);
     d->host = calloc(d->padded, sizeof(float));
     d->part_counts = malloc((size_t)d->dp * sizeof *d->part_counts);
-    if (dp_ep_sharded(d))
-        dp_ep_init(d, m); /* the model holds the moments of its dense and expert shards */
+    if (d->ep > 1)
+        dp_ep_init(d, m); /* ZeRO >= 1: the model holds the moments of its dense and expert shards */
     else if (zero >= 1 && d->dp > 1)
         gpt_keep_moments(m, d->shard_lo, d->shard_hi); /* the optimizer state lives with its shard */
     if (dp_grads_sharded(d)) {
@@ -554,6 +561,8 @@ void dp_free(dp_state *d)
     free(d->started);
     free(d->host_recv);
     free(d->packed);
+    free(d->bucket_packed[0]);
+    free(d->bucket_packed[1]);
     for (int b = 0; b < d->n_param_buckets && d->param_requests; b++)
         comm_request_wait(d->param_requests[b]);
     free(d->param_bucket_lo);
@@ -577,12 +586,12 @@ void dp_reduce_gradients(dp_state *d, gpt_model *m)
     }
     if (d->dp == 1)
         return;
-    if (d->ep > 1) {
-        dp_ep_reduce_gradients(d, m);
-        return;
-    }
     if (d->overlap) {
         finish_buckets(d, m);
+        return;
+    }
+    if (d->ep > 1) {
+        dp_ep_reduce_gradients(d, m);
         return;
     }
     memset(d->host + d->n, 0, (d->padded - d->n) * sizeof(float));

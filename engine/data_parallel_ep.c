@@ -38,7 +38,7 @@ static size_t pack_kind(const gpt_model *m, float *flat, float *packed, int expe
     size_t at = 0;
     for (int t = 0; t < m->num_tensors; t++) {
         const gpt_tensor *g = &m->tensors[t];
-        if (g->expert != expert || g->count == 0)
+        if ((g->expert ? 1 : 0) != expert || g->count == 0)
             continue;
         if (pack)
             memcpy(packed + at, flat + g->offset, g->count * sizeof(float));
@@ -60,15 +60,13 @@ static comm_group *group_of(const dp_state *d, int expert)
  * same sum as with EP 1. */
 void dp_ep_reduce_gradients(dp_state *d, gpt_model *m)
 {
-    float *packed = malloc((d->n ? d->n : 1) * sizeof(float));
     m->k->copy_to_host(d->host, m->grads, d->n * sizeof(float));
     for (int expert = 0; expert < 2; expert++) {
-        size_t n = pack_kind(m, d->host, packed, expert, 1);
-        comm_allreduce_sum(group_of(d, expert), packed, n);
-        pack_kind(m, d->host, packed, expert, 0);
+        size_t n = pack_kind(m, d->host, d->packed, expert, 1);
+        comm_allreduce_sum(group_of(d, expert), d->packed, n);
+        pack_kind(m, d->host, d->packed, expert, 0);
     }
     m->k->copy_to_device(m->grads, d->host, d->n * sizeof(float));
-    free(packed);
 }
 
 /* AdamW on the part of tensor i that lies in its kind's shard. p: the tensor's first packed
@@ -234,4 +232,30 @@ double dp_ep_grad_sum_squares(dp_state *d, const gpt_model *m)
     }
     /* every dense float is in one DP rank's shard, every expert float in one rank's expert shard */
     return comm_allreduce_sum_double(d->comm->dp_group, s);
+}
+
+/* --overlap-grad-reduce with EP (ZeRO-0/1, whose gradients are reduced whole): a bucket [lo, hi)
+ * of whole tensors, already copied to d->host at its offsets, starts one all-reduce per kind,
+ * each over its own group, on the kind's packed copy (its tensors are consecutive there). The
+ * packed copies hold every bucket of the step until dp_ep_land_buckets. */
+void dp_ep_start_bucket(dp_state *d, gpt_model *m, size_t lo, size_t hi)
+{
+    for (int k = 0; k < 2; k++) {
+        if (!d->bucket_packed[k])
+            d->bucket_packed[k] = malloc((d->eps.n[k] ? d->eps.n[k] : 1) * sizeof(float));
+        size_t plo, n = packed_span(m, lo, hi, k, NULL, NULL, &plo);
+        if (!n)
+            continue;
+        packed_span(m, lo, hi, k, d->host + lo, d->bucket_packed[k] + plo, &plo);
+        comm_iallreduce_sum(group_of(d, k), d->bucket_packed[k] + plo, n);
+    }
+}
+
+void dp_ep_land_buckets(dp_state *d, gpt_model *m)
+{
+    comm_wait_started(d->comm->edp_group); /* the caller waited for the DP group's */
+    for (int k = 0; k < 2; k++)
+        if (d->bucket_packed[k])
+            pack_kind(m, d->host, d->bucket_packed[k], k, 0);
+    m->k->copy_to_device(m->grads, d->host, d->n * sizeof(float));
 }

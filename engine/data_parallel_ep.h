@@ -8,7 +8,8 @@
 
 /* ZeRO-1/2 with EP over more than one DP rank: the rank owns a shard of each kind (d->eps). */
 int dp_ep_sharded(const dp_state *d);
-/* Sets up d->eps (after dp_init's common part); the model was built with these shards' moments. */
+/* Sets up d->eps and the packing buffer (EP > 1, after dp_init's common part); under ZeRO >= 1
+ * the model was built with these shards' moments. */
 void dp_ep_init(dp_state *d, const gpt_model *m);
 /* Dense gradients summed over the DP group, expert gradients over the expert-DP group, each whole
  * on every rank (ZeRO-0 and ZeRO-1 alike). */
@@ -24,5 +25,10 @@ void dp_ep_reduce_window(dp_state *d, gpt_model *m, size_t lo, size_t hi, float 
 void dp_ep_gather_grad(dp_state *d, gpt_model *m, int t, float *win);
 void dp_ep_keep_grad(dp_state *d, gpt_model *m, int t, const float *win);
 double dp_ep_grad_sum_squares(dp_state *d, const gpt_model *m);
+/* --overlap-grad-reduce (ZeRO-0/1): bucket [lo, hi), on the host at its offsets, starts its
+ * per-kind all-reduces; at the step's end, once the DP group's are waited for, the expert-DP
+ * group's are too and the sums go to the device. */
+void dp_ep_start_bucket(dp_state *d, gpt_model *m, size_t lo, size_t hi);
+void dp_ep_land_buckets(dp_state *d, gpt_model *m);
 void dp_ep_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, int t, float grad_scale);
 #endif

@@ -310,6 +310,17 @@ static void expert_parallel_zero(void **state)
     equivalent(4, "--pp 2 --dp 2 --ep 2 --zero 2");
 }
 
+/* --overlap-grad-reduce with EP: each bucket's dense part all-reduced over DP and its expert part
+ * over the expert-DP group, started as the backward passes end (ZeRO-0 and ZeRO-1; under PP the
+ * tied embedding waits for the step's end). Buckets of 0.5 MiB: a layer or two each. */
+static void expert_parallel_overlap(void **state)
+{
+    (void)state;
+    equivalent(4, "--dp 4 --ep 2 --overlap-grad-reduce --bucket-mb 0.5");
+    equivalent(4, "--dp 4 --ep 2 --zero 1 --overlap-grad-reduce --bucket-mb 0.5");
+    equivalent(4, "--pp 2 --dp 2 --ep 2 --overlap-grad-reduce --bucket-mb 0.5");
+}
+
 /* Layouts expert parallelism cannot take stop every rank, naming the flag and the values. */
 static void expert_parallel_refusals(void **state)
 {
@@ -334,6 +345,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest llama[] = {cmocka_unit_test(llama_blocks)};
     const struct CMUnitTest moe[] = {cmocka_unit_test(experts)};
     const struct CMUnitTest moe_ep[] = {cmocka_unit_test(expert_parallel), cmocka_unit_test(expert_parallel_zero),
+                                        cmocka_unit_test(expert_parallel_overlap),
                                         cmocka_unit_test(expert_parallel_refusals)};
     if (ep)
         return cmocka_run_group_tests(moe_ep, setup, teardown);
