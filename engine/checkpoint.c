@@ -203,12 +203,12 @@ static int write_manifest(const checkpoint_job *j, const shard_report *reps, cha
     json_t *model = json_object();
     gpt_config_to_json(&j->cfg, model);
     json_t *man = json_pack(
-        "{s:i,s:i,s:i,s:I,s:I,s:o,s:{s:i,s:i,s:i,s:i,s:i,s:i,s:o},s:{s:f,s:f,s:f},s:i,s:f,s:i,"
+        "{s:i,s:i,s:i,s:I,s:I,s:o,s:{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:o},s:{s:f,s:f,s:f},s:i,s:f,s:i,"
         "s:o}",
         "format", MANIFEST_FORMAT, "step", j->st.step, "updates", j->st.updates, "data_position",
         (json_int_t)j->st.data_position, "seed", (json_int_t)j->st.seed, "model", model, "layout",
         "tp", j->layout.tp, "pp", j->layout.pp, "dp", j->layout.dp, "vpp", j->layout.vpp, "zero", j->layout.zero,
-        "world", j->world, "stage_layers", stages, "lr_schedule", "lr", j->st.lr, "warmup", j->st.warmup, "steps",
+        "ep", j->layout.ep > 1 ? j->layout.ep : 1, "world", j->world, "stage_layers", stages, "lr_schedule", "lr", j->st.lr, "warmup", j->st.warmup, "steps",
         j->st.total_steps, "precision", j->st.precision, "loss_scale", j->st.loss_scale, "good_steps",
         j->st.good_steps, "shards", shards);
     manifest_seal(man); /* a reader checks every value against it */
@@ -308,9 +308,15 @@ int checkpoint_list_steps(const char *dir, int complete_only, int **out)
     return n;
 }
 
+static int ep_of(const ckpt_layout *l)
+{
+    return l->ep > 1 ? l->ep : 1;
+}
+
 static int same_layout(const ckpt_layout *a, const ckpt_layout *b)
 {
-    if (a->tp != b->tp || a->pp != b->pp || a->dp != b->dp || a->vpp != b->vpp || a->zero != b->zero)
+    if (a->tp != b->tp || a->pp != b->pp || a->dp != b->dp || a->vpp != b->vpp || a->zero != b->zero ||
+        ep_of(a) != ep_of(b))
         return 0;
     for (int i = 0; i < a->pp && i < CKPT_MAX_STAGES; i++)
         if (a->stage_layers[i] != b->stage_layers[i])
@@ -480,6 +486,16 @@ static int try_load(const char *sdir, int folder_step, gpt_model *m, train_state
             free(buf);
             rc = LOAD_OK;
         }
+        goto out;
+    }
+    if (ep_of(old) > 1 || ep_of(now) > 1) {
+        /* resharding assembles the single-rank model from shards of one replica's layout; under
+         * EP a shard holds one EP rank's experts (and ZeRO-1 packs its moments by kind) */
+        snprintf(why, len, "it was saved with --expert-model-parallel-size %d (TP %d x PP %d x DP %d, ZeRO-%d), this "
+                 "run has --expert-model-parallel-size %d (TP %d x PP %d x DP %d, ZeRO-%d): under expert parallelism "
+                 "only the same layout resumes", ep_of(old), old->tp, old->pp, old->dp, old->zero, ep_of(now), now->tp,
+                 now->pp, now->dp, now->zero);
+        rc = LOAD_FATAL;
         goto out;
     }
     /* Another layout: assemble the single-rank model from every old shard, take this rank's part. */

@@ -39,6 +39,8 @@ enum { CKPT_MAX_STAGES = 1024 };
 /* The parallel layout a checkpoint is written in (the rank grid is comm.h's). */
 typedef struct {
     int tp, pp, dp, vpp, zero;
+    int ep;                            /* expert parallelism (0 reads as 1): a shard holds one EP
+                                          rank's experts, so only the same layout resumes */
     int stage_layers[CKPT_MAX_STAGES]; /* all 0: equal split */
 } ckpt_layout;
 

@@ -123,6 +123,10 @@ static int read_layout(reader *r, json_t *man, int num_layers, ckpt_layout *l, i
         get_int32(r, lay, "vpp", "layout.vpp", 0, 64, &l->vpp) || /* 0 reads as 1 */
         get_int32(r, lay, "zero", "layout.zero", 0, 3, &l->zero))
         return -1;
+    /* expert parallelism: absent in checkpoints made before it (EP 1) */
+    l->ep = 1;
+    if (json_object_get(lay, "ep") && get_int32(r, lay, "ep", "layout.ep", 1, l->dp, &l->ep))
+        return -1;
     int64_t ranks = (int64_t)l->tp * l->pp * l->dp; /* 64 bits: each factor is untrusted */
     if (ranks > INT32_MAX)
         return refuse(r, "layout.tp x pp x dp is %lld ranks, more than dtrain runs", (long long)ranks);

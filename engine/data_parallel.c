@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "data_parallel.h"
+#include "data_parallel_ep.h"
 #include "wall_clock.h"
 
 /* The tensors [first, first + count) occupy one contiguous range of the flat buffer. */
@@ -166,7 +167,10 @@ static void zero_pass_hook(gpt_model *m, int first, int count, int before, int b
     if (grads) {
         float *w = give_window(&d->grad_windows, lo);
         gpt_unmap_range(&m->grad_range, w);
-        reduce_window_into_shard(d, m, lo, hi, w);
+        if (d->ep > 1)
+            dp_ep_reduce_window(d, m, lo, hi, w);
+        else
+            reduce_window_into_shard(d, m, lo, hi, w);
         profile_pass(m, "dp_grad_reduce_scatter", first, lo, hi, wall_clock_s() - t0);
     }
     if (params)
@@ -203,7 +207,10 @@ float *dp_grad_gather(dp_state *d, gpt_model *m, int t)
     if (!dp_grads_sharded(d) || hi <= lo)
         return gpt_grad(m, t);
     float *w = take_window(d, &d->grad_windows, lo, hi);
-    gather_range(d, &m->grad_range, m->grads, lo, hi, w);
+    if (d->ep > 1)
+        dp_ep_gather_grad(d, m, t, w);
+    else
+        gather_range(d, &m->grad_range, m->grads, lo, hi, w);
     gpt_map_range(&m->grad_range, w, lo, hi);
     return w;
 }
@@ -216,6 +223,10 @@ void dp_grad_scatter(dp_state *d, gpt_model *m, int t)
         return;
     float *w = give_window(&d->grad_windows, lo);
     gpt_unmap_range(&m->grad_range, w);
+    if (d->ep > 1) {
+        dp_ep_keep_grad(d, m, t, w);
+        return;
+    }
     size_t mine = overlap(lo, hi, d->shard_lo, d->shard_hi, &a);
     if (mine)
         m->k->copy(m->grads + (a - m->grad_range.lo), w + (a - lo), mine * sizeof(float));
@@ -244,6 +255,10 @@ static void start_bucket(dp_state *d, gpt_model *m, size_t lo, size_t hi)
         return;
     profile_pass(m, "dp_grad_bucket_start", -1, lo, hi, 0);
     m->k->copy_to_host(d->host + lo, m->grads + lo, (hi - lo) * sizeof(float));
+    if (d->ep > 1) { /* dense and expert parts over their own groups */
+        dp_ep_start_bucket(d, m, lo, hi);
+        return;
+    }
     if (d->zero == 0) {
         comm_iallreduce_sum(d->comm->dp_group, d->host + lo, hi - lo);
         return;
@@ -413,7 +428,10 @@ static void finish_buckets(dp_state *d, gpt_model *m)
     comm_wait_started(d->comm->dp_group);
     memset(d->passes_done, 0, (size_t)m->num_tensors * sizeof *d->passes_done);
     memset(d->started, 0, (size_t)m->num_tensors);
-    grads_from_host(d, m, d->zero == 0 ? d->host : d->host_recv);
+    if (d->ep > 1)
+        dp_ep_land_buckets(d, m);
+    else
+        grads_from_host(d, m, d->zero == 0 ? d->host : d->host_recv);
 }
 
 void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m)
@@ -430,12 +448,15 @@ void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m)
     gpt_dp_shard_range(d->n, d->dp, d->rank, &d->shard_lo, &d->shard_hi);
     d->host = calloc(d->padded, sizeof(float));
     d->part_counts = malloc((size_t)d->dp * sizeof *d->part_counts);
-    if (zero >= 1 && d->dp > 1)
+    if (d->ep > 1)
+        dp_ep_init(d, m); /* ZeRO >= 1: the model holds the moments of its dense and expert shards */
+    else if (zero >= 1 && d->dp > 1)
         gpt_keep_moments(m, d->shard_lo, d->shard_hi); /* the optimizer state lives with its shard */
     if (dp_grads_sharded(d)) {
         /* the device keeps only the shards; passes use windows (zero_pass_hook) */
         d->window_floats = largest_pass_range(m);
-        gpt_keep_grads(m, d->shard_lo, d->shard_hi);
+        if (d->ep == 1) /* under EP the model holds its packed shards from the start */
+            gpt_keep_grads(m, d->shard_lo, d->shard_hi);
         if (zero >= 3)
             gpt_keep_params(m, d->shard_lo, d->shard_hi);
         m->pass_hook = zero_pass_hook;
@@ -539,6 +560,9 @@ void dp_free(dp_state *d)
     free(d->passes_done);
     free(d->started);
     free(d->host_recv);
+    free(d->packed);
+    free(d->bucket_packed[0]);
+    free(d->bucket_packed[1]);
     for (int b = 0; b < d->n_param_buckets && d->param_requests; b++)
         comm_request_wait(d->param_requests[b]);
     free(d->param_bucket_lo);
@@ -547,42 +571,6 @@ void dp_free(dp_state *d)
     free(d->param_requests);
     free(d->host_params);
     memset(d, 0, sizeof *d);
-}
-
-/* The gradients of the expert tensors (expert = 1) or of the others (0), packed one after
- * another from the flat host copy `flat` (pack = 1) or back into it (0). The tensors tile the
- * flat buffer, so the two kinds together are all of it. Returns the floats packed. */
-static size_t pack_kind(const gpt_model *m, float *flat, float *packed, int expert, int pack)
-{
-    size_t at = 0;
-    for (int t = 0; t < m->num_tensors; t++) {
-        const gpt_tensor *g = &m->tensors[t];
-        if (g->expert != expert || g->count == 0)
-            continue;
-        if (pack)
-            memcpy(packed + at, flat + g->offset, g->count * sizeof(float));
-        else
-            memcpy(flat + g->offset, packed + at, g->count * sizeof(float));
-        at += g->count;
-    }
-    return at;
-}
-
-/* Expert parallelism (ZeRO-0, MPI, fp32): the dense gradients are summed over the whole DP group
- * as without it. An expert's gradient, on the rank that holds the expert, already sums what every
- * EP rank's tokens gave it (their rows came to it), so it is summed over the expert-data-parallel
- * group alone, the DP ranks that hold the same experts: the same sum as with EP 1. */
-static void reduce_expert_parallel(dp_state *d, gpt_model *m)
-{
-    float *packed = malloc((d->n ? d->n : 1) * sizeof(float));
-    m->k->copy_to_host(d->host, m->grads, d->n * sizeof(float));
-    for (int expert = 0; expert < 2; expert++) {
-        size_t n = pack_kind(m, d->host, packed, expert, 1);
-        comm_allreduce_sum(expert ? d->comm->edp_group : d->comm->dp_group, packed, n);
-        pack_kind(m, d->host, packed, expert, 0);
-    }
-    m->k->copy_to_device(m->grads, d->host, d->n * sizeof(float));
-    free(packed);
 }
 
 void dp_reduce_gradients(dp_state *d, gpt_model *m)
@@ -598,12 +586,12 @@ void dp_reduce_gradients(dp_state *d, gpt_model *m)
     }
     if (d->dp == 1)
         return;
-    if (d->ep > 1) {
-        reduce_expert_parallel(d, m);
-        return;
-    }
     if (d->overlap) {
         finish_buckets(d, m);
+        return;
+    }
+    if (d->ep > 1) {
+        dp_ep_reduce_gradients(d, m);
         return;
     }
     memset(d->host + d->n, 0, (d->padded - d->n) * sizeof(float));
@@ -632,9 +620,11 @@ void dp_reduce_gradients(dp_state *d, gpt_model *m)
     grads_from_host(d, m, d->host);
 }
 
+/* The flat range whose gradients this rank counts: its shard, or all (ZeRO-0, and EP, whose
+ * ZeRO-1 reduces the gradients whole and shards only the update: data_parallel_ep.c). */
 static void owned(const dp_state *d, size_t *lo, size_t *hi)
 {
-    int sharded = d->zero >= 1 && d->dp > 1;
+    int sharded = d->zero >= 1 && d->dp > 1 && d->ep == 1;
     *lo = sharded ? d->shard_lo : 0;
     *hi = sharded ? d->shard_hi : d->n;
 }
@@ -643,13 +633,18 @@ int dp_overflow(dp_state *d, const gpt_model *m)
 {
     size_t lo, hi;
     owned(d, &lo, &hi);
+    if (dp_ep_grads_packed(d)) /* the packed dense and expert shards, all of m->grads */
+        lo = m->grad_range.lo, hi = lo + m->grad_range.n;
     int bad = hi > lo && m->k->has_inf_or_nan(m->grads + (lo - m->grad_range.lo), hi - lo);
-    return d->zero >= 1 ? comm_allreduce_max_int(d->comm->dp_group, bad) : bad;
+    /* under EP the expert gradients differ between the EP ranks: every rank must skip alike */
+    return d->zero >= 1 || d->ep > 1 ? comm_allreduce_max_int(d->comm->dp_group, bad) : bad;
 }
 
 double dp_grad_sum_squares(dp_state *d, const gpt_model *m)
 {
     size_t lo, hi;
+    if (dp_ep_grads_packed(d))
+        return dp_ep_grad_sum_squares(d, m);
     owned(d, &lo, &hi);
     /* Only the tensors this rank counts: a copy replicated over TP ranks, or the last stage's
      * copy of the tied embedding, would otherwise be counted more than once. */
@@ -668,12 +663,16 @@ double dp_grad_sum_squares(dp_state *d, const gpt_model *m)
     }
     if (d->ep > 1)
         s += comm_allreduce_sum_double(d->comm->ep_group, experts);
-    return d->zero >= 1 ? comm_allreduce_sum_double(d->comm->dp_group, s) : s;
+    return d->zero >= 1 && d->ep == 1 ? comm_allreduce_sum_double(d->comm->dp_group, s) : s;
 }
 
 void dp_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, int t, float grad_scale)
 {
     size_t lo, hi;
+    if (dp_ep_sharded(d)) {
+        dp_ep_optimizer_step(d, m, lr, weight_decay, t, grad_scale);
+        return;
+    }
     owned(d, &lo, &hi);
     dp_finish_param_gather(d, m); /* a step whose forward did not read every bucket */
     if (d->offload)

@@ -32,9 +32,13 @@ typedef struct {
 typedef struct {
     comm_ctx *comm;
     int zero, dp, rank;
-    int ep;                                /* expert parallelism (comm_layout_ep; ZeRO-0 only): the
-                                              expert tensors reduce over the expert-data-parallel
-                                              group, their norm over the EP group */
+    int ep;                                /* expert parallelism (comm_layout_ep; ZeRO-0-2;
+                                              data_parallel_ep.c): the expert tensors reduce (and
+                                              shard) over the expert-data-parallel group, their norm
+                                              over the EP group */
+    gpt_ep_shards eps;                     /* EP with ZeRO-1/2: this rank's dense and expert shards */
+    float *packed;                         /* EP with ZeRO-1/2: one kind's packed floats (host) */
+    float *bucket_packed[2];               /* EP with --overlap-grad-reduce: each kind's buckets */
     size_t n, padded, shard_lo, shard_hi;  /* in floats */
     float *host;                           /* staging, padded floats */
     int bf16;                              /* reduce gradients in bf16 (half the bytes) */

@@ -78,8 +78,9 @@ static void usage(FILE *f)
             "  --ep N, --expert-model-parallel-size N  expert parallelism (Megatron-Core): each MoE layer's\n"
             "                           experts spread over N ranks carved out of DP (groups of N consecutive\n"
             "                           DP ranks), tokens sent to their experts' ranks by all-to-all; N divides\n"
-            "                           --dp and num_experts; --zero 0, --comm mpi, fp32 reduction, no\n"
-            "                           --ckpt-dir, --overlap-grad-reduce, --grad-compress, --offload-optimizer\n"
+            "                           --dp and num_experts; --zero 0-2, --comm mpi, fp32 reduction, no\n"
+            "                           --overlap-param-gather, --grad-compress, --offload-optimizer; a\n"
+            "                           checkpoint resumes only at its own EP layout\n"
             "  --zero 0|1|2|3           ZeRO stage: sharded optimizer (1), + gradients (2), + parameters (3)\n"
             "  --sequence-parallel      with --tp: LayerNorms and residuals on each rank's block of the\n"
             "                           micro-batch's tokens, all-gather / reduce-scatter in place of the\n"
@@ -493,14 +494,20 @@ static int run_flags(int argc, char **argv, comm_ctx *comm)
                 o.ckpt_dir ? "--ckpt-dir" : "--comm nccl");
         return 2;
     }
-    if (ep > 1 && (o.zero || o.ckpt_dir || o.overlap_grad_reduce || o.grad_compress_rank || o.grad_reduce_bf16 ||
+    if (ep > 1 && o.zero >= 3) {
+        /* ZeRO-3's passes gather their parameters from one contiguous shard per rank; EP owns two
+         * (dense over DP, experts over the expert-DP group) */
+        fprintf(stderr, "dtrain: --expert-model-parallel-size %d with --zero %d: expert parallelism shards the "
+                        "optimizer and the gradients (--zero 0, 1 or 2) for now, not the parameters\n", ep, o.zero);
+        return 2;
+    }
+    if (ep > 1 && (o.overlap_param_gather || o.grad_compress_rank || o.grad_reduce_bf16 ||
                    o.comm_nccl || o.offload_optimizer)) {
         /* the expert tensors differ between EP ranks: each of these would treat the flat buffer as
          * one replica's over the whole DP group (shards, buckets, matrices, checkpoint layout) */
-        fprintf(stderr, "dtrain: --expert-model-parallel-size %d: expert parallelism reduces its gradients with "
-                        "--zero 0 over MPI in fp32 for now: not with %s\n", ep,
-                o.zero ? (o.zero == 1 ? "--zero 1" : o.zero == 2 ? "--zero 2" : "--zero 3")
-                : o.ckpt_dir ? "--ckpt-dir" : o.overlap_grad_reduce ? "--overlap-grad-reduce"
+        fprintf(stderr, "dtrain: --expert-model-parallel-size %d: expert parallelism reduces its gradients "
+                        "over MPI in fp32 for now: not with %s\n", ep,
+                o.overlap_param_gather ? "--overlap-param-gather"
                 : o.grad_compress_rank ? "--grad-compress" : o.grad_reduce_bf16 ? "--grad-reduce bf16"
                 : o.comm_nccl ? "--comm nccl" : "--offload-optimizer");
         return 2;

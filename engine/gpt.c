@@ -101,6 +101,16 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
     m->param_range = dp > 1 && shard->zero >= 3 ? mine : whole;
     m->grad_range = dp > 1 && shard->zero >= 2 ? mine : whole;
     gpt_range moments = dp > 1 && shard->zero >= 1 ? mine : whole;
+    int ep = shard->ep > 1 ? shard->ep : 1;
+    if (dp > 1 && shard->zero >= 1 && ep > 1) { /* a dense shard and an expert shard, packed */
+        gpt_ep_shards eps;
+        gpt_ep_shards_of(m, dp, shard->dp_rank, ep, &eps);
+        moments = (gpt_range){.lo = 0, .n = gpt_ep_shards_floats(&eps)};
+        /* ZeRO-2: the gradient shards, packed likewise, in a range past the flat buffer (no
+         * tensor resolves into it: every backward pass maps a window; data_parallel_ep.c) */
+        if (shard->zero >= 2)
+            m->grad_range = (gpt_range){.lo = P, .n = moments.n};
+    }
     m->params = dev(m, m->param_range.n ? m->param_range.n : 1);
     m->grads = dev(m, m->grad_range.n ? m->grad_range.n : 1);
     m->m = dev(m, moments.n ? moments.n : 1);

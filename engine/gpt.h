@@ -323,6 +323,18 @@ uint32_t gpt_crc32_floats(const float *x, size_t n);
 /* The flat-buffer range [lo, hi) that DP rank `rank` of `dp` owns, of n floats: equal
  * contiguous shards in rank order (the last ones shorter when dp does not divide n). */
 void gpt_dp_shard_range(size_t n, int dp, int rank, size_t *lo, size_t *hi);
+/* ZeRO-1/2 with expert parallelism (data_parallel_ep.c), Megatron-Core's distributed optimizer:
+ * the dense tensors (kind 0) and the expert tensors (kind 1) each form a packed sequence, their
+ * floats in flat order. The dense one is sharded over the DP group (dp ranks, this one dp_rank),
+ * the expert one over the expert-data-parallel group (dp / ep ranks holding the same experts,
+ * this one dp_rank / ep), each as gpt_dp_shard_range. lo, hi: this rank's shard of each, in
+ * packed positions; the moments (and ZeRO-2's gradients) hold the dense shard, then the expert
+ * shard. */
+typedef struct {
+    size_t n[2], lo[2], hi[2];
+} gpt_ep_shards;
+void gpt_ep_shards_of(const gpt_model *m, int dp, int dp_rank, int ep, gpt_ep_shards *s);
+size_t gpt_ep_shards_floats(const gpt_ep_shards *s);
 /* Keeps the AdamW moments of local parameters [lo, hi) only, as ZeRO-1 and up do (the rest is
  * other DP ranks' state): the buffers shrink to hi - lo floats, their values move along. */
 void gpt_keep_moments(gpt_model *m, size_t lo, size_t hi);

@@ -201,6 +201,55 @@ static void edited_manifest_falls_back_on_every_rank_or_stops_them_all(void **st
     free_lines(A, na);
 }
 
+static void write_model(int experts)
+{
+    FILE *f = fopen(MODEL, "w");
+    assert_non_null(f);
+    if (experts) /* 4 experts, 2 per token */
+        fprintf(f, "{\"num_layers\": 4, \"hidden_size\": 64, \"num_attention_heads\": 4, \"seq_length\": 32, "
+                   "\"num_experts\": 4, \"moe_router_topk\": 2}\n");
+    else
+        fprintf(f, "{\"num_layers\": 4, \"hidden\": 64, \"heads\": 4, \"seq_len\": 32}\n");
+    fclose(f);
+}
+
+/* Expert parallelism: each rank's shard holds its EP rank's experts, and under ZeRO-1 its dense
+ * and expert moment shards; a run stopped and resumed in the same layout is bit-exact. The
+ * manifest records the EP size, and a resume at another one stops every rank (exit 2) naming
+ * both: resharding assembles one replica's layout, which EP ranks do not share. */
+static void expert_parallel_resumes_in_its_own_layout(void **state)
+{
+    (void)state;
+    write_model(1);
+    resume_is_bit_exact(2, "--dp 2 --ep 2");
+    resume_is_bit_exact(4, "--dp 4 --ep 2 --zero 1");
+    resume_is_bit_exact(4, "--tp 2 --dp 2 --ep 2 --zero 1");
+    resume_is_bit_exact(4, "--dp 4 --ep 2 --zero 2");
+    char args[8192], path[8300];
+    json_t *A[64];
+    int na;
+    clear_ckpt();
+    snprintf(args, sizeof args, "--dp 4 --ep 2 --zero 1 --ckpt-dir %s --ckpt-every 2 --stop-after 2", CKPT);
+    if (launch(4, args, A, &na) != 0)
+        fail_msg("%s: failed: %s", args, ERR);
+    free_lines(A, na);
+    snprintf(path, sizeof path, "%s/step-00000002/manifest.json", CKPT);
+    json_error_t je;
+    json_t *man = json_load_file(path, 0, &je);
+    assert_non_null(man);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(man, "layout"), "ep")), 2);
+    json_decref(man);
+    snprintf(args, sizeof args, "--dp 4 --ep 4 --zero 1 --ckpt-dir %s --resume", CKPT);
+    int rc = launch(4, args, A, &na);
+    free_lines(A, na);
+    if (rc != 2 || !strstr(ERR, "saved with --expert-model-parallel-size 2") ||
+        !strstr(ERR, "this run has --expert-model-parallel-size 4"))
+        fail_msg("resume at EP 4 of an EP 2 checkpoint: exit %d (want 2), stderr: %s", rc, ERR);
+    print_message("EP 2 checkpoint at EP 4: refused, naming both sizes\n");
+    clear_ckpt();
+    write_model(0);
+}
+
 int main(int argc, char **argv)
 {
     int begun = dtrain_suite_begin(argc, argv, 4, &DTRAIN, &MPIRUN);
@@ -219,6 +268,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(reshards_to_another_layout),
         cmocka_unit_test(truncated_shard_falls_back_to_the_previous_checkpoint),
         cmocka_unit_test(edited_manifest_falls_back_on_every_rank_or_stops_them_all),
+        cmocka_unit_test(expert_parallel_resumes_in_its_own_layout),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     clear_ckpt();

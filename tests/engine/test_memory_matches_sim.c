@@ -130,13 +130,20 @@ static void engine_matches_model(int tp, int pp, int dp, int vpp, int zero, cons
         /* fp32 training: Adam's two fp32 moments; the weights are the master copy */
         memory_breakdown mb;
         memory_model_states(model_says, dp, zero, PREC_FP32, OPTIMIZER_ADAM, &mb);
+        if (EP > 1) { /* dtsim's stage model: dense states over DP, the experts' over DP / EP */
+            s.training.micro_batch_size = 1;
+            s.training.global_batch_size = 4 * dp;
+            s.parallel.zero_stage = zero;
+            assert_int_equal(memory_model_stage(&s, stage, 1, &mb), 0);
+        }
         /* the engine's shards are ceil(n / dp) (the last one shorter): within one float per
-         * rank of the group, per fp32 buffer (two for the moments) */
-        expect_bytes(args, r, "optimizer state", 4.0 * floats_of(moments, r), mb.optimizer, 8.0 * dp);
+         * rank of the group, per fp32 buffer (two for the moments); under EP per group (the
+         * dense shard's and the expert shard's) */
+        expect_bytes(args, r, "optimizer state", 4.0 * floats_of(moments, r), mb.optimizer, 8.0 * (dp + dp / EP));
         /* fp32 weights on the device between passes: all of the stage's, or under ZeRO-3 the shard */
         expect_bytes(args, r, "parameters", 4.0 * floats_of(resident, r), mb.weights, 4.0 * dp);
         /* fp32 gradients between passes: all of the stage's, or under ZeRO-2/3 the shard */
-        expect_bytes(args, r, "gradients", 4.0 * floats_of(grads, r), mb.gradients, 4.0 * dp);
+        expect_bytes(args, r, "gradients", 4.0 * floats_of(grads, r), mb.gradients, 4.0 * (dp + dp / EP));
         /* and never more: the rank builds its model at its shards' size (a model built whole
          * and cut to the shards afterwards peaks at four full copies) */
         double kept = floats_of(resident, r) + floats_of(grads, r) + floats_of(moments, r);
@@ -198,14 +205,23 @@ static void expert_layouts(void **state)
 {
     (void)state;
     model_layouts(&MOE);
-    /* expert parallelism (ZeRO-0): each rank holds E/ep of the experts, as dtsim divides them */
+    /* expert parallelism: each rank holds E/ep of the experts, as dtsim divides them */
     MOE = 1;
     EP = 2;
     engine_matches_model(1, 1, 2, 1, 0, "", NULL);
     engine_matches_model(2, 2, 2, 1, 0, "", NULL);
     engine_matches_model(1, 1, 4, 1, 0, "", NULL);
+    /* with ZeRO-1: the dense moments sharded over DP, the experts' over the expert-DP group (DP /
+     * EP ranks; EP == DP: the rank's experts whole); with ZeRO-2 the gradients alike */
+    engine_matches_model(1, 1, 2, 1, 1, "", NULL);
+    engine_matches_model(1, 1, 4, 1, 1, "", NULL);
+    engine_matches_model(2, 2, 2, 1, 1, "", NULL);
+    engine_matches_model(1, 1, 2, 1, 2, "", NULL);
+    engine_matches_model(1, 1, 4, 1, 2, "", NULL);
+    engine_matches_model(1, 2, 2, 1, 2, "", NULL);
     EP = 4;
     engine_matches_model(1, 1, 4, 1, 0, "", NULL);
+    engine_matches_model(1, 1, 4, 1, 1, "", NULL);
     EP = 1;
     MOE = 0;
 }

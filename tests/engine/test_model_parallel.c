@@ -294,6 +294,33 @@ static void expert_parallel(void **state)
     equivalent(8, "--tp 2 --pp 2 --dp 2 --ep 2 --schedule interleaved --vpp 2");
 }
 
+/* Expert parallelism with ZeRO-1 and ZeRO-2 (Megatron-Core's distributed optimizer): the dense
+ * parameters update sharded over the DP group, the experts' over the expert-DP group (DP 2 x EP
+ * 2: each rank's experts whole; DP 4 x EP 2: halves), each shard all-gathered over its own
+ * group; under ZeRO-2 each backward pass's gradients are reduce-scattered into those shards. */
+static void expert_parallel_zero(void **state)
+{
+    (void)state;
+    equivalent(2, "--dp 2 --ep 2 --zero 1");
+    equivalent(4, "--dp 4 --ep 2 --zero 1");
+    equivalent(4, "--dp 4 --ep 4 --zero 1");
+    equivalent(4, "--tp 2 --dp 2 --ep 2 --zero 1");
+    equivalent(2, "--dp 2 --ep 2 --zero 2");
+    equivalent(4, "--dp 4 --ep 2 --zero 2");
+    equivalent(4, "--pp 2 --dp 2 --ep 2 --zero 2");
+}
+
+/* --overlap-grad-reduce with EP: each bucket's dense part all-reduced over DP and its expert part
+ * over the expert-DP group, started as the backward passes end (ZeRO-0 and ZeRO-1; under PP the
+ * tied embedding waits for the step's end). Buckets of 0.5 MiB: a layer or two each. */
+static void expert_parallel_overlap(void **state)
+{
+    (void)state;
+    equivalent(4, "--dp 4 --ep 2 --overlap-grad-reduce --bucket-mb 0.5");
+    equivalent(4, "--dp 4 --ep 2 --zero 1 --overlap-grad-reduce --bucket-mb 0.5");
+    equivalent(4, "--pp 2 --dp 2 --ep 2 --overlap-grad-reduce --bucket-mb 0.5");
+}
+
 /* Layouts expert parallelism cannot take stop every rank, naming the flag and the values. */
 static void expert_parallel_refusals(void **state)
 {
@@ -303,6 +330,7 @@ static void expert_parallel_refusals(void **state)
     refused(3, "--dp 3 --ep 3 --global-batch 6", "3 must divide num_experts (4)");
     refused(4, "--cp 2 --dp 2 --ep 2", "--expert-model-parallel-size 2 with --cp 2");
     refused(2, "--dp 2 --ep 2 --model tiny", "has none (num_experts 0)");
+    refused(4, "--dp 4 --ep 2 --zero 3", "--expert-model-parallel-size 2 with --zero 3");
 }
 
 int main(int argc, char **argv)
@@ -316,7 +344,9 @@ int main(int argc, char **argv)
     DIR = argv[3];
     const struct CMUnitTest llama[] = {cmocka_unit_test(llama_blocks)};
     const struct CMUnitTest moe[] = {cmocka_unit_test(experts)};
-    const struct CMUnitTest moe_ep[] = {cmocka_unit_test(expert_parallel), cmocka_unit_test(expert_parallel_refusals)};
+    const struct CMUnitTest moe_ep[] = {cmocka_unit_test(expert_parallel), cmocka_unit_test(expert_parallel_zero),
+                                        cmocka_unit_test(expert_parallel_overlap),
+                                        cmocka_unit_test(expert_parallel_refusals)};
     if (ep)
         return cmocka_run_group_tests(moe_ep, setup, teardown);
     if (LLAMA)

@@ -1,0 +1,261 @@
+/* Data parallelism with expert parallelism; see data_parallel_ep.h. */
+#include <stdlib.h>
+#include <string.h>
+#include "data_parallel_ep.h"
+
+void gpt_ep_shards_of(const gpt_model *m, int dp, int dp_rank, int ep, gpt_ep_shards *s)
+{
+    memset(s, 0, sizeof *s);
+    for (int t = 0; t < m->num_tensors; t++)
+        s->n[m->tensors[t].expert ? 1 : 0] += m->tensors[t].count;
+    gpt_dp_shard_range(s->n[0], dp, dp_rank, &s->lo[0], &s->hi[0]);
+    /* the expert-DP group: the dp / ep ranks with this rank's ep_rank, in dp_rank order */
+    gpt_dp_shard_range(s->n[1], dp / ep, dp_rank / ep, &s->lo[1], &s->hi[1]);
+}
+
+size_t gpt_ep_shards_floats(const gpt_ep_shards *s)
+{
+    return (s->hi[0] - s->lo[0]) + (s->hi[1] - s->lo[1]);
+}
+
+int dp_ep_sharded(const dp_state *d)
+{
+    return d->ep > 1 && d->zero >= 1 && d->dp > 1;
+}
+
+void dp_ep_init(dp_state *d, const gpt_model *m)
+{
+    gpt_ep_shards_of(m, d->dp, d->rank, d->ep, &d->eps);
+    size_t most = d->eps.n[0] > d->eps.n[1] ? d->eps.n[0] : d->eps.n[1];
+    d->packed = malloc((most ? most : 1) * sizeof(float));
+}
+
+/* The tensors of one kind (expert 1, dense 0) packed one after another from the flat host copy
+ * `flat` (pack = 1) or back into it (0). The tensors tile the flat buffer, so the two kinds
+ * together are all of it. Returns the floats packed. */
+static size_t pack_kind(const gpt_model *m, float *flat, float *packed, int expert, int pack)
+{
+    size_t at = 0;
+    for (int t = 0; t < m->num_tensors; t++) {
+        const gpt_tensor *g = &m->tensors[t];
+        if ((g->expert ? 1 : 0) != expert || g->count == 0)
+            continue;
+        if (pack)
+            memcpy(packed + at, flat + g->offset, g->count * sizeof(float));
+        else
+            memcpy(flat + g->offset, packed + at, g->count * sizeof(float));
+        at += g->count;
+    }
+    return at;
+}
+
+/* The group a kind reduces and shards over. */
+static comm_group *group_of(const dp_state *d, int expert)
+{
+    return expert ? d->comm->edp_group : d->comm->dp_group;
+}
+
+/* An expert's gradient, on the rank that holds the expert, already sums what every EP rank's
+ * tokens gave it (their rows came to it), so it is summed over the expert-DP group alone: the
+ * same sum as with EP 1. */
+void dp_ep_reduce_gradients(dp_state *d, gpt_model *m)
+{
+    m->k->copy_to_host(d->host, m->grads, d->n * sizeof(float));
+    for (int expert = 0; expert < 2; expert++) {
+        size_t n = pack_kind(m, d->host, d->packed, expert, 1);
+        comm_allreduce_sum(group_of(d, expert), d->packed, n);
+        pack_kind(m, d->host, d->packed, expert, 0);
+    }
+    m->k->copy_to_device(m->grads, d->host, d->n * sizeof(float));
+}
+
+/* AdamW on the part of tensor i that lies in its kind's shard. p: the tensor's first packed
+ * position; base: where the kind's shard starts in the moments. */
+static void update_owned(dp_state *d, gpt_model *m, int i, size_t p, size_t base, float lr, float weight_decay,
+                         int t, float grad_scale)
+{
+    const gpt_tensor *g = &m->tensors[i];
+    int k = g->expert ? 1 : 0;
+    size_t x = p > d->eps.lo[k] ? p : d->eps.lo[k], y = p + g->count < d->eps.hi[k] ? p + g->count : d->eps.hi[k];
+    if (y <= x)
+        return;
+    size_t a = g->offset + (x - p), mo = base + (x - d->eps.lo[k]);
+    float *grads = dp_ep_grads_packed(d) ? m->grads + mo : m->grads + a;
+    m->k->adamw_update(m->params + a, grads, m->m + mo, m->v + mo, y - x, lr, 0.9f, 0.95f, 1e-8f,
+                       g->decay ? weight_decay : 0.0f, t, grad_scale);
+}
+
+/* Each kind's updated shard to the other ranks of its group: the packed sequence, each rank's
+ * part at its place (an all-gather with the shards' counts), then back into the flat copy. */
+static void gather_kind(dp_state *d, const gpt_model *m, int expert)
+{
+    comm_group *g = group_of(d, expert);
+    int ranks = comm_group_size(g);
+    size_t *counts = malloc((size_t)ranks * sizeof *counts);
+    for (int r = 0; r < ranks; r++) {
+        size_t lo, hi;
+        gpt_dp_shard_range(d->eps.n[expert], ranks, r, &lo, &hi);
+        counts[r] = hi > lo ? hi - lo : 0;
+    }
+    pack_kind(m, d->host, d->packed, expert, 1);
+    comm_allgather_counts(g, d->packed, counts);
+    pack_kind(m, d->host, d->packed, expert, 0);
+    free(counts);
+}
+
+void dp_ep_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, int t, float grad_scale)
+{
+    size_t pos[2] = {0, 0}, base[2] = {0, d->eps.hi[0] - d->eps.lo[0]};
+    for (int i = 0; i < m->num_tensors; i++) {
+        int k = m->tensors[i].expert ? 1 : 0;
+        update_owned(d, m, i, pos[k], base[k], lr, weight_decay, t, grad_scale);
+        pos[k] += m->tensors[i].count;
+    }
+    m->k->copy_to_host(d->host, m->params, d->n * sizeof(float));
+    for (int expert = 0; expert < 2; expert++)
+        gather_kind(d, m, expert);
+    m->k->copy_to_device(m->params, d->host, d->n * sizeof(float));
+}
+
+/* ZeRO-2 with EP: m->grads holds the gradient shards packed as the moments are (the dense shard,
+ * then the expert shard), so a backward pass's window is reduce-scattered per kind over its own
+ * group, and the shards' gradients sit at the moments' offsets. */
+int dp_ep_grads_packed(const dp_state *d)
+{
+    return dp_ep_sharded(d) && d->zero >= 2;
+}
+
+/* The packed positions [*plo, *plo + n) of kind k's tensors in the flat range [lo, hi) (whole
+ * tensors, so consecutive in the packed order); with host (indexed from lo) and packed given,
+ * the floats are packed too. Returns n. */
+static size_t packed_span(const gpt_model *m, size_t lo, size_t hi, int k, const float *host, float *packed,
+                          size_t *plo)
+{
+    size_t pos = 0, n = 0;
+    *plo = 0;
+    for (int t = 0; t < m->num_tensors; t++) {
+        const gpt_tensor *g = &m->tensors[t];
+        if ((g->expert ? 1 : 0) != k)
+            continue;
+        if (g->count && g->offset >= lo && g->offset + g->count <= hi) {
+            if (!n)
+                *plo = pos;
+            if (host)
+                memcpy(packed + n, host + (g->offset - lo), g->count * sizeof(float));
+            n += g->count;
+        }
+        pos += g->count;
+    }
+    return n;
+}
+
+/* Each rank's part of kind k's packed range [plo, plo + n) (counts over the kind's group), and
+ * this rank's own part [*x, *y). */
+static void span_parts(const dp_state *d, int k, size_t plo, size_t n, size_t *counts, size_t *x, size_t *y)
+{
+    int ranks = comm_group_size(group_of(d, k));
+    for (int r = 0; r < ranks; r++) {
+        size_t lo, hi;
+        gpt_dp_shard_range(d->eps.n[k], ranks, r, &lo, &hi);
+        size_t a = lo > plo ? lo : plo, b = hi < plo + n ? hi : plo + n;
+        counts[r] = b > a ? b - a : 0;
+    }
+    *x = d->eps.lo[k] > plo ? d->eps.lo[k] : plo;
+    *y = d->eps.hi[k] < plo + n ? d->eps.hi[k] : plo + n;
+    if (*y < *x)
+        *y = *x;
+}
+
+/* Where kind k's packed position x lives in the packed shards (gradients and moments). */
+static size_t shard_at(const dp_state *d, int k, size_t x)
+{
+    return (k ? d->eps.hi[0] - d->eps.lo[0] : 0) + (x - d->eps.lo[k]);
+}
+
+void dp_ep_reduce_window(dp_state *d, gpt_model *m, size_t lo, size_t hi, float *win)
+{
+    size_t *counts = malloc((size_t)d->dp * sizeof *counts);
+    m->k->copy_to_host(d->host, win, (hi - lo) * sizeof(float));
+    for (int k = 0; k < 2; k++) {
+        size_t plo, x, y, n = packed_span(m, lo, hi, k, d->host, d->packed, &plo);
+        if (!n)
+            continue;
+        span_parts(d, k, plo, n, counts, &x, &y);
+        comm_reduce_scatter_sum_counts(group_of(d, k), d->packed, counts);
+        if (y > x) { /* the window is free now: it carries this rank's sum to the device */
+            float *g = m->grads + shard_at(d, k, x);
+            m->k->copy_to_device(win, d->packed + (x - plo), (y - x) * sizeof(float));
+            m->k->residual_forward(g, g, win, y - x);
+        }
+    }
+    free(counts);
+}
+
+void dp_ep_gather_grad(dp_state *d, gpt_model *m, int t, float *win)
+{
+    const gpt_tensor *g = &m->tensors[t];
+    int k = g->expert ? 1 : 0;
+    size_t *counts = malloc((size_t)d->dp * sizeof *counts);
+    size_t plo, x, y, n = packed_span(m, g->offset, g->offset + g->count, k, NULL, NULL, &plo);
+    span_parts(d, k, plo, n, counts, &x, &y);
+    if (y > x)
+        m->k->copy_to_host(d->packed + (x - plo), m->grads + shard_at(d, k, x), (y - x) * sizeof(float));
+    comm_allgather_counts(group_of(d, k), d->packed, counts);
+    m->k->copy_to_device(win, d->packed, n * sizeof(float));
+    free(counts);
+}
+
+void dp_ep_keep_grad(dp_state *d, gpt_model *m, int t, const float *win)
+{
+    const gpt_tensor *g = &m->tensors[t];
+    int k = g->expert ? 1 : 0;
+    size_t *counts = malloc((size_t)d->dp * sizeof *counts);
+    size_t plo, x, y, n = packed_span(m, g->offset, g->offset + g->count, k, NULL, NULL, &plo);
+    span_parts(d, k, plo, n, counts, &x, &y);
+    if (y > x)
+        m->k->copy(m->grads + shard_at(d, k, x), win + (x - plo), (y - x) * sizeof(float));
+    free(counts);
+}
+
+double dp_ep_grad_sum_squares(dp_state *d, const gpt_model *m)
+{
+    size_t pos[2] = {0, 0};
+    double s = 0;
+    for (int i = 0; i < m->num_tensors; i++) {
+        const gpt_tensor *g = &m->tensors[i];
+        int k = g->expert ? 1 : 0;
+        size_t x = pos[k] > d->eps.lo[k] ? pos[k] : d->eps.lo[k];
+        size_t y = pos[k] + g->count < d->eps.hi[k] ? pos[k] + g->count : d->eps.hi[k];
+        if (y > x && g->counted)
+            s += m->k->sum_squares(m->grads + shard_at(d, k, x), y - x);
+        pos[k] += g->count;
+    }
+    /* every dense float is in one DP rank's shard, every expert float in one rank's expert shard */
+    return comm_allreduce_sum_double(d->comm->dp_group, s);
+}
+
+/* --overlap-grad-reduce with EP (ZeRO-0/1, whose gradients are reduced whole): a bucket [lo, hi)
+ * of whole tensors, already copied to d->host at its offsets, starts one all-reduce per kind,
+ * each over its own group, on the kind's packed copy (its tensors are consecutive there). The
+ * packed copies hold every bucket of the step until dp_ep_land_buckets. */
+void dp_ep_start_bucket(dp_state *d, gpt_model *m, size_t lo, size_t hi)
+{
+    for (int k = 0; k < 2; k++) {
+        if (!d->bucket_packed[k])
+            d->bucket_packed[k] = malloc((d->eps.n[k] ? d->eps.n[k] : 1) * sizeof(float));
+        size_t plo, n = packed_span(m, lo, hi, k, NULL, NULL, &plo);
+        if (!n)
+            continue;
+        packed_span(m, lo, hi, k, d->host + lo, d->bucket_packed[k] + plo, &plo);
+        comm_iallreduce_sum(group_of(d, k), d->bucket_packed[k] + plo, n);
+    }
+}
+
+void dp_ep_land_buckets(dp_state *d, gpt_model *m)
+{
+    comm_wait_started(d->comm->edp_group); /* the caller waited for the DP group's */
+    for (int k = 0; k < 2; k++)
+        if (d->bucket_packed[k])
+            pack_kind(m, d->host, d->bucket_packed[k], k, 0);
+    m->k->copy_to_device(m->grads, d->host, d->n * sizeof(float));
+}
