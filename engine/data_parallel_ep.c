@@ -191,13 +191,24 @@ void dp_ep_reduce_window(dp_state *d, gpt_model *m, size_t lo, size_t hi, float 
     free(counts);
 }
 
-void dp_ep_gather_grad(dp_state *d, gpt_model *m, int t, float *win)
+/* Tensor t's place in its kind's packed order (dense or expert): where it starts (plo), its
+ * length (returned), its kind (k), each rank's part of it (counts, d->dp entries) and this rank's
+ * [x, y). */
+static size_t tensor_parts(const dp_state *d, const gpt_model *m, int t, int *k, size_t *counts, size_t *plo,
+                           size_t *x, size_t *y)
 {
     const gpt_tensor *g = &m->tensors[t];
-    int k = g->expert ? 1 : 0;
+    *k = g->expert ? 1 : 0;
+    size_t n = packed_span(m, g->offset, g->offset + g->count, *k, NULL, NULL, plo);
+    span_parts(d, *k, *plo, n, counts, x, y);
+    return n;
+}
+
+void dp_ep_gather_grad(dp_state *d, gpt_model *m, int t, float *win)
+{
+    int k;
     size_t *counts = malloc((size_t)d->dp * sizeof *counts);
-    size_t plo, x, y, n = packed_span(m, g->offset, g->offset + g->count, k, NULL, NULL, &plo);
-    span_parts(d, k, plo, n, counts, &x, &y);
+    size_t plo, x, y, n = tensor_parts(d, m, t, &k, counts, &plo, &x, &y);
     if (y > x)
         m->k->copy_to_host(d->packed + (x - plo), m->grads + shard_at(d, k, x), (y - x) * sizeof(float));
     comm_allgather_counts(group_of(d, k), d->packed, counts);
@@ -207,11 +218,10 @@ void dp_ep_gather_grad(dp_state *d, gpt_model *m, int t, float *win)
 
 void dp_ep_keep_grad(dp_state *d, gpt_model *m, int t, const float *win)
 {
-    const gpt_tensor *g = &m->tensors[t];
-    int k = g->expert ? 1 : 0;
+    int k;
     size_t *counts = malloc((size_t)d->dp * sizeof *counts);
-    size_t plo, x, y, n = packed_span(m, g->offset, g->offset + g->count, k, NULL, NULL, &plo);
-    span_parts(d, k, plo, n, counts, &x, &y);
+    size_t plo, x, y;
+    tensor_parts(d, m, t, &k, counts, &plo, &x, &y);
     if (y > x)
         m->k->copy(m->grads + shard_at(d, k, x), win + (x - plo), (y - x) * sizeof(float));
     free(counts);
