@@ -48,18 +48,30 @@ static int replay_shared(const step_workload *w, replay_times *t)
     int *lane_run = malloc((size_t)nl * sizeof(int)), *comm_running = calloc((size_t)P, sizeof(int));
     int *running = malloc(((size_t)nl + 1) * sizeof(int));
     double *work = calloc((size_t)n + 1, sizeof(double)), *tail = calloc((size_t)n + 1, sizeof(double));
-    int ok = pending && lane_next && lane_run && comm_running && running && work && tail;
+    double *rate = malloc(((size_t)nl + 1) * sizeof(double)); /* of each running task, this event */
+    /* The lanes whose next task may start: all at first, then those an event touched (a task of
+     * theirs ended, or an input of one did). A lane nobody touched cannot have changed, so each
+     * event looks at a few lanes, not at every lane of every stage. */
+    int *touched = malloc(((size_t)nl + 1) * sizeof(int));
+    unsigned char *is_touched = calloc((size_t)nl + 1, 1);
+    int ok = pending && lane_next && lane_run && comm_running && running && work && tail && rate && touched &&
+             is_touched;
     for (int i = 0; ok && i < n; i++)
         pending[i] = w->tasks[i].dep_count;
+    int n_touched = 0;
     for (int q = 0; ok && q < nl; q++) {
         lane_next[q] = x.lane_begin[q];
         lane_run[q] = -1;
+        touched[n_touched++] = q;
+        is_touched[q] = 1;
     }
     int n_running = 0, done = 0;
     double now = 0;
     while (ok && done < n) {
         /* start what can start: a lane's next task, once the lane is idle and its inputs are done */
-        for (int q = 0; q < nl; q++) {
+        for (int z = 0; z < n_touched; z++) {
+            int q = touched[z];
+            is_touched[q] = 0;
             if (lane_run[q] >= 0 || lane_next[q] >= x.lane_begin[q + 1])
                 continue;
             int i = x.lane_task[lane_next[q]];
@@ -80,6 +92,7 @@ static int replay_shared(const step_workload *w, replay_times *t)
                     comm_running[k->stage]++;
             }
         }
+        n_touched = 0;
         if (n_running == 0) { /* nothing can run: a dependency cycle or an undone input */
             ok = 0;
             break;
@@ -88,18 +101,17 @@ static int replay_shared(const step_workload *w, replay_times *t)
         double next = INFINITY;
         for (int r = 0; r < n_running; r++) {
             int i = running[r];
-            double rate = cost_overlap_compute_share(comm_running[w->tasks[i].stage], w->overlap_slowdown);
-            next = fmin(next, now + (work[i] > 0 ? work[i] / rate : tail[i]));
+            rate[r] = work[i] > 0 ? cost_overlap_compute_share(comm_running[w->tasks[i].stage], w->overlap_slowdown)
+                                  : 1;
+            next = fmin(next, now + (work[i] > 0 ? work[i] / rate[r] : tail[i]));
         }
         for (int r = 0; r < n_running; r++) {
             int i = running[r];
-            const sim_task *k = &w->tasks[i];
-            double rate = cost_overlap_compute_share(comm_running[k->stage], w->overlap_slowdown);
             if (work[i] > 0) {
-                if (now + work[i] / rate <= next)
+                if (now + work[i] / rate[r] <= next)
                     work[i] = 0; /* its compute is done: its fixed part runs from next */
                 else
-                    work[i] -= rate * (next - now);
+                    work[i] -= rate[r] * (next - now);
             } else if (now + tail[i] <= next) {
                 running[r] = -1 - i; /* ends at next */
             } else {
@@ -117,9 +129,20 @@ static int replay_shared(const step_workload *w, replay_times *t)
                                    ? fmax(0, now - t->start[i] - k->duration_s) : 0;
             if (contends(k))
                 comm_running[k->stage]--;
-            lane_run[k->stage * LANE_COUNT + k->lane] = -1;
-            for (int d = x.dependent_begin[i]; d < x.dependent_begin[i + 1]; d++)
-                pending[x.dependent[d]]--;
+            int q = k->stage * LANE_COUNT + k->lane;
+            lane_run[q] = -1;
+            if (!is_touched[q]) {
+                is_touched[q] = 1;
+                touched[n_touched++] = q;
+            }
+            for (int d = x.dependent_begin[i]; d < x.dependent_begin[i + 1]; d++) {
+                const sim_task *j = &w->tasks[x.dependent[d]];
+                int qj = j->stage * LANE_COUNT + j->lane;
+                if (--pending[x.dependent[d]] == 0 && !is_touched[qj]) {
+                    is_touched[qj] = 1;
+                    touched[n_touched++] = qj;
+                }
+            }
             done++;
         }
         int kept = 0;
@@ -129,6 +152,7 @@ static int replay_shared(const step_workload *w, replay_times *t)
         n_running = kept;
     }
     free(pending); free(lane_next); free(lane_run); free(comm_running); free(running); free(work); free(tail);
+    free(rate); free(touched); free(is_touched);
     workload_index_free(&x);
     return ok ? 0 : -1;
 }
