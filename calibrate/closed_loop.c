@@ -63,13 +63,14 @@ static void engine_op_name(const char *sim_name, char *out, size_t n)
         snprintf(out, n, "attention");
 }
 
-/* A backward collective's name as the engine's profile has it: the forward's with "_bwd" (the op
- * list mirrors SP and EP collectives under their forward names). */
-static void backward_name(char *name, size_t n)
+/* An op's name as the engine's profile has it (engine_op_name); a backward collective's is the
+ * forward's with "_bwd" (the op list mirrors SP and EP collectives under their forward names). */
+static void profile_op_name(const layer_op *op, int backward, char *out, size_t n)
 {
-    size_t len = strlen(name);
-    if (len < 4 || strcmp(name + len - 4, "_bwd"))
-        snprintf(name + len, n - len, "_bwd");
+    engine_op_name(op->name, out, n);
+    size_t len = strlen(out);
+    if (backward && op->kind == OPK_COMM && (len < 4 || strcmp(out + len - 4, "_bwd")))
+        snprintf(out + len, n - len, "_bwd");
 }
 
 /* The profile's mean time of `name` in `layer` (-1: a model-level op), or -1. */
@@ -227,9 +228,7 @@ int closed_loop_run(const closed_loop_options *o)
         int ndone = 0;
         for (int i = 0; i < nl; i++) {
             char name[64];
-            engine_op_name(lops[i].name, name, sizeof name);
-            if (pass == 1 && lops[i].kind == OPK_COMM) /* the engine names its backward collectives so */
-                backward_name(name, sizeof name);
+            profile_op_name(&lops[i], pass == 1, name, sizeof name);
             int dup = 0;
             for (int q = 0; q < ndone; q++)
                 dup |= !strcmp(done[q], name);
@@ -239,9 +238,7 @@ int closed_loop_run(const closed_loop_options *o)
             double pred = 0;
             for (int q = 0; q < nl; q++) {
                 char other[64];
-                engine_op_name(lops[q].name, other, sizeof other);
-                if (pass == 1 && lops[q].kind == OPK_COMM)
-                    backward_name(other, sizeof other);
+                profile_op_name(&lops[q], pass == 1, other, sizeof other);
                 if (strcmp(other, name))
                     continue;
                 if (lops[q].kind == OPK_COMM) /* the collective alone, its ranks all on this machine */

@@ -225,17 +225,25 @@ double cost_memory_s(const cost_model *cm, op_class cls, double bytes)
     return memory_s(cm, class_gbs(cm->calibration, cls, 0), bytes);
 }
 
+/* The cost model of the attention core (its batched products, or fused attention without a
+ * measured table): the training precision's, but bf16 under fp8, as Transformer Engine's fp8
+ * training keeps it (its fp8 attention is a separate option, fp8_dot_product_attention, not
+ * modelled). */
+static cost_model attention_core_model(const cost_model *cm)
+{
+    cost_model core = *cm;
+    if (core.precision == PREC_FP8)
+        core.precision = PREC_BF16;
+    return core;
+}
+
 double cost_compute_op_s(const cost_model *cm, const layer_op *op)
 {
     switch (op->kind) {
     case OPK_GEMM:
         return cost_gemm_s(cm, (double)op->m, (double)op->n, (double)op->k, 1);
     case OPK_BATCHED_GEMM: {
-        /* the attention core: Transformer Engine's fp8 training keeps it in bf16 (its fp8 attention
-         * is a separate option, fp8_dot_product_attention, not modelled) */
-        cost_model core = *cm;
-        if (core.precision == PREC_FP8)
-            core.precision = PREC_BF16;
+        cost_model core = attention_core_model(cm);
         return cost_gemm_s(&core, (double)op->m, (double)op->n, (double)op->k, (double)op->batch);
     }
     case OPK_MEMORY:
@@ -264,9 +272,7 @@ double cost_compute_op_s(const cost_model *cm, const layer_op *op)
         double eff = a->efficiency;
         if (eff <= 0)
             eff = DEFAULT_ATTENTION_EFFICIENCY;
-        cost_model core = *cm; /* in bf16 under fp8 training, as the batched products above */
-        if (core.precision == PREC_FP8)
-            core.precision = PREC_BF16;
+        cost_model core = attention_core_model(cm);
         return (op->flops / (cost_peak_flops(&core) * eff) + cm->calibration->launch_overhead_us * 1e-6) *
                cm->pace;
     }
