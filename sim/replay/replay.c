@@ -32,127 +32,216 @@ static int contends(const sim_task *k)
     return k->kind != TASK_COMPUTE && (k->lane == LANE_COMM || k->lane == LANE_P2P);
 }
 
+/* A min-heap of lanes keyed by the projected end of the task each runs: the next event is its
+ * top, and a lane whose task's end moves is re-keyed in place (pos: a lane's slot, -1 when idle). */
+typedef struct {
+    int n, *lane, *pos;
+    double *key;
+} lane_heap;
+
+static void heap_swap(lane_heap *h, int a, int b)
+{
+    int qa = h->lane[a], qb = h->lane[b];
+    h->lane[a] = qb;
+    h->lane[b] = qa;
+    h->pos[qb] = a;
+    h->pos[qa] = b;
+}
+
+static void heap_fix(lane_heap *h, int s)
+{
+    while (s > 0 && h->key[h->lane[s]] < h->key[h->lane[(s - 1) / 2]]) {
+        heap_swap(h, s, (s - 1) / 2);
+        s = (s - 1) / 2;
+    }
+    for (;;) {
+        int c = 2 * s + 1;
+        if (c >= h->n)
+            return;
+        if (c + 1 < h->n && h->key[h->lane[c + 1]] < h->key[h->lane[c]])
+            c++;
+        if (h->key[h->lane[c]] >= h->key[h->lane[s]])
+            return;
+        heap_swap(h, s, c);
+        s = c;
+    }
+}
+
+/* Sets lane q's key, adding the lane if it is not in the heap. */
+static void heap_set(lane_heap *h, int q, double key)
+{
+    h->key[q] = key;
+    if (h->pos[q] < 0) {
+        h->lane[h->n] = q;
+        h->pos[q] = h->n++;
+    }
+    heap_fix(h, h->pos[q]);
+}
+
+static void heap_pop(lane_heap *h)
+{
+    int q = h->lane[0];
+    heap_swap(h, 0, --h->n);
+    h->pos[q] = -1;
+    if (h->n > 0)
+        heap_fix(h, 0);
+}
+
+/* Replay state beyond the heap: a lane's running task and, for a compute task, its compute left
+ * (work) as of `since` at the rate it has run at since then, and the fixed part after it (tail). */
+typedef struct {
+    int *run, *next;
+    double *work, *since, *rate, *tail;
+} lane_state;
+
+/* What the event loop needs of each task, read once in index order: its compute at the stage's
+ * share (work), its fixed part (tail) and how it runs. The tasks' own records are large and the
+ * loop visits them out of order, so reading them there costs a cache miss a task. */
+enum { RUNS_FIXED, RUNS_SHARED, RUNS_CONTENDING };
+typedef struct {
+    double *work, *tail;
+    unsigned char *how;
+} task_costs;
+
+static int task_costs_build(const step_workload *w, task_costs *c)
+{
+    size_t n = (size_t)w->n_tasks + 1;
+    c->work = malloc(n * sizeof(double));
+    c->tail = malloc(n * sizeof(double));
+    c->how = malloc(n);
+    if (!c->work || !c->tail || !c->how)
+        return -1;
+    for (int i = 0; i < w->n_tasks; i++) {
+        const sim_task *k = &w->tasks[i];
+        int shared = k->kind == TASK_COMPUTE && k->lane == LANE_COMPUTE;
+        c->tail[i] = shared ? fmin(k->comm_inside_s, k->duration_s) : k->duration_s;
+        c->work[i] = shared ? k->duration_s - c->tail[i] : 0;
+        c->how[i] = shared ? RUNS_SHARED : contends(k) ? RUNS_CONTENDING : RUNS_FIXED;
+    }
+    return 0;
+}
+
+/* Lane q's task's projected end, its compute first brought up to now at the rate it ran at. */
+static double lane_settle(lane_state *l, int q, double now)
+{
+    double ran = now - l->since[q];
+    if (l->work[q] > 0 && l->work[q] <= l->rate[q] * ran) { /* its compute ended: the tail runs */
+        double end = l->since[q] + l->work[q] / l->rate[q] + l->tail[q];
+        l->work[q] = 0;
+        l->tail[q] = end - now;
+    } else if (l->work[q] > 0) {
+        l->work[q] -= l->rate[q] * ran;
+    } else {
+        l->tail[q] -= ran;
+    }
+    l->since[q] = now;
+    return now + (l->work[q] > 0 ? l->work[q] / l->rate[q] : 0) + l->tail[q];
+}
+
 /* The analytic replay when communication costs the compute beside it: the same lanes and
  * dependencies as list scheduling, run as events, because a collective placed later in the
  * graph's order (a ZeRO-3 prefetch, issued after the compute it overlaps) still slows that
  * compute. Collectives and transfers keep their durations (the network is uncontended here); a
  * compute-lane task first does its compute at its stage's share of the device, then the
- * communication folded into it, unshared (as the flow replay runs it). */
+ * communication folded into it, unshared (as the flow replay runs it). Each event touches only
+ * the lanes whose task ended or whose inputs did, and re-keys only the compute task of a stage
+ * whose running communication changed, so a step costs O(tasks log lanes), as the planner needs. */
 static int replay_shared(const step_workload *w, replay_times *t)
 {
     int n = w->n_tasks, P = w->stages, nl = P * LANE_COUNT;
     workload_index x;
     if (workload_index_build(w, &x) != 0)
         return -1;
-    int *pending = malloc(((size_t)n + 1) * sizeof(int)), *lane_next = malloc((size_t)nl * sizeof(int));
-    int *lane_run = malloc((size_t)nl * sizeof(int)), *comm_running = calloc((size_t)P, sizeof(int));
-    int *running = malloc(((size_t)nl + 1) * sizeof(int));
-    double *work = calloc((size_t)n + 1, sizeof(double)), *tail = calloc((size_t)n + 1, sizeof(double));
-    double *rate = malloc(((size_t)nl + 1) * sizeof(double)); /* of each running task, this event */
-    /* The lanes whose next task may start: all at first, then those an event touched (a task of
-     * theirs ended, or an input of one did). A lane nobody touched cannot have changed, so each
-     * event looks at a few lanes, not at every lane of every stage. */
-    int *touched = malloc(((size_t)nl + 1) * sizeof(int));
-    unsigned char *is_touched = calloc((size_t)nl + 1, 1);
-    int ok = pending && lane_next && lane_run && comm_running && running && work && tail && rate && touched &&
-             is_touched;
+    size_t ln = (size_t)nl + 1;
+    int *pending = malloc(((size_t)n + 1) * sizeof(int)), *comm_running = calloc((size_t)P, sizeof(int));
+    lane_state l = {malloc(ln * sizeof(int)), malloc(ln * sizeof(int)), calloc(ln, sizeof(double)),
+                    calloc(ln, sizeof(double)), calloc(ln, sizeof(double)), calloc(ln, sizeof(double))};
+    lane_heap h = {0, malloc(ln * sizeof(int)), malloc(ln * sizeof(int)), calloc(ln, sizeof(double))};
+    /* lanes whose next task may start (a task of theirs ended, or an input of one did), and stages
+     * whose running communication changed, this event */
+    int *touched = malloc(ln * sizeof(int)), *dirty = malloc(((size_t)P + 1) * sizeof(int));
+    unsigned char *is_touched = calloc(ln, 1), *is_dirty = calloc((size_t)P + 1, 1);
+    task_costs c = {0};
+    int ok = task_costs_build(w, &c) == 0 && pending && comm_running && l.run && l.next && l.work && l.since && l.rate && l.tail && h.lane &&
+             h.pos && h.key && touched && dirty && is_touched && is_dirty;
     for (int i = 0; ok && i < n; i++)
         pending[i] = w->tasks[i].dep_count;
-    int n_touched = 0;
+    int n_touched = 0, n_dirty = 0, done = 0;
     for (int q = 0; ok && q < nl; q++) {
-        lane_next[q] = x.lane_begin[q];
-        lane_run[q] = -1;
+        l.next[q] = x.lane_begin[q];
+        l.run[q] = -1;
+        h.pos[q] = -1;
         touched[n_touched++] = q;
         is_touched[q] = 1;
     }
-    int n_running = 0, done = 0;
+#define MARK(set, is, count, v) do { if (!is[v]) { is[v] = 1; set[count++] = v; } } while (0)
     double now = 0;
     while (ok && done < n) {
         /* start what can start: a lane's next task, once the lane is idle and its inputs are done */
         for (int z = 0; z < n_touched; z++) {
             int q = touched[z];
             is_touched[q] = 0;
-            if (lane_run[q] >= 0 || lane_next[q] >= x.lane_begin[q + 1])
+            if (l.run[q] >= 0 || l.next[q] >= x.lane_begin[q + 1])
                 continue;
-            int i = x.lane_task[lane_next[q]];
+            int i = x.lane_task[l.next[q]];
             if (pending[i] > 0)
                 continue;
-            const sim_task *k = &w->tasks[i];
-            lane_next[q]++;
-            lane_run[q] = i;
-            running[n_running++] = i;
+            l.next[q]++;
+            l.run[q] = i;
             t->start[i] = now;
-            if (k->kind == TASK_COMPUTE && k->lane == LANE_COMPUTE) {
-                tail[i] = fmin(k->comm_inside_s, k->duration_s);
-                work[i] = k->duration_s - tail[i];
-            } else {
-                work[i] = 0;
-                tail[i] = k->duration_s;
-                if (contends(k))
-                    comm_running[k->stage]++;
-            }
+            l.since[q] = now;
+            l.rate[q] = 1;
+            l.work[q] = c.work[i];
+            l.tail[q] = c.tail[i];
+            if (c.how[i] != RUNS_FIXED) /* a compute task's rate, or its stage's, changes: below */
+                MARK(dirty, is_dirty, n_dirty, q / LANE_COUNT);
+            if (c.how[i] == RUNS_CONTENDING)
+                comm_running[q / LANE_COUNT]++;
+            if (c.how[i] != RUNS_SHARED)
+                heap_set(&h, q, now + l.tail[q]);
         }
         n_touched = 0;
-        if (n_running == 0) { /* nothing can run: a dependency cycle or an undone input */
+        /* the compute task of a stage whose communication changed runs at its new share from now */
+        for (int z = 0; z < n_dirty; z++) {
+            int s = dirty[z], q = s * LANE_COUNT + LANE_COMPUTE;
+            is_dirty[s] = 0;
+            if (l.run[q] < 0)
+                continue;
+            double end = lane_settle(&l, q, now);
+            if (l.work[q] > 0) {
+                l.rate[q] = cost_overlap_compute_share(comm_running[s], w->overlap_slowdown);
+                end = now + l.work[q] / l.rate[q] + l.tail[q];
+            }
+            heap_set(&h, q, end);
+        }
+        n_dirty = 0;
+        if (h.n == 0) { /* nothing runs: a dependency cycle or an undone input */
             ok = 0;
             break;
         }
-        /* the next end: compute at its stage's share, then the fixed part */
-        double next = INFINITY;
-        for (int r = 0; r < n_running; r++) {
-            int i = running[r];
-            rate[r] = work[i] > 0 ? cost_overlap_compute_share(comm_running[w->tasks[i].stage], w->overlap_slowdown)
-                                  : 1;
-            next = fmin(next, now + (work[i] > 0 ? work[i] / rate[r] : tail[i]));
-        }
-        for (int r = 0; r < n_running; r++) {
-            int i = running[r];
-            if (work[i] > 0) {
-                if (now + work[i] / rate[r] <= next)
-                    work[i] = 0; /* its compute is done: its fixed part runs from next */
-                else
-                    work[i] -= rate[r] * (next - now);
-            } else if (now + tail[i] <= next) {
-                running[r] = -1 - i; /* ends at next */
-            } else {
-                tail[i] -= next - now;
-            }
-        }
-        now = next;
-        for (int r = 0; r < n_running; r++) {
-            if (running[r] >= 0)
-                continue;
-            int i = -1 - running[r];
-            const sim_task *k = &w->tasks[i];
+        /* end every task whose projected end is the next one */
+        now = h.key[h.lane[0]];
+        while (h.n > 0 && h.key[h.lane[0]] <= now) {
+            int q = h.lane[0], i = l.run[q];
+            heap_pop(&h);
             t->finish[i] = now;
-            t->contention[i] = k->kind == TASK_COMPUTE && k->lane == LANE_COMPUTE
-                                   ? fmax(0, now - t->start[i] - k->duration_s) : 0;
-            if (contends(k))
-                comm_running[k->stage]--;
-            int q = k->stage * LANE_COUNT + k->lane;
-            lane_run[q] = -1;
-            if (!is_touched[q]) {
-                is_touched[q] = 1;
-                touched[n_touched++] = q;
+            t->contention[i] = c.how[i] == RUNS_SHARED ? fmax(0, now - t->start[i] - c.work[i] - c.tail[i]) : 0;
+            if (c.how[i] == RUNS_CONTENDING) {
+                comm_running[q / LANE_COUNT]--;
+                MARK(dirty, is_dirty, n_dirty, q / LANE_COUNT);
             }
-            for (int d = x.dependent_begin[i]; d < x.dependent_begin[i + 1]; d++) {
-                const sim_task *j = &w->tasks[x.dependent[d]];
-                int qj = j->stage * LANE_COUNT + j->lane;
-                if (--pending[x.dependent[d]] == 0 && !is_touched[qj]) {
-                    is_touched[qj] = 1;
-                    touched[n_touched++] = qj;
-                }
-            }
+            l.run[q] = -1;
+            MARK(touched, is_touched, n_touched, q);
+            for (int d = x.dependent_begin[i]; d < x.dependent_begin[i + 1]; d++)
+                if (--pending[x.dependent[d]] == 0)
+                    MARK(touched, is_touched, n_touched, x.lane_of[x.dependent[d]]);
             done++;
         }
-        int kept = 0;
-        for (int r = 0; r < n_running; r++)
-            if (running[r] >= 0)
-                running[kept++] = running[r];
-        n_running = kept;
     }
-    free(pending); free(lane_next); free(lane_run); free(comm_running); free(running); free(work); free(tail);
-    free(rate); free(touched); free(is_touched);
+#undef MARK
+    free(pending); free(comm_running); free(l.run); free(l.next); free(l.work); free(l.since); free(l.rate);
+    free(l.tail); free(h.lane); free(h.pos); free(h.key); free(touched); free(dirty); free(is_touched);
+    free(is_dirty); free(c.work); free(c.tail); free(c.how);
     workload_index_free(&x);
     return ok ? 0 : -1;
 }

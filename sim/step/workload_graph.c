@@ -58,8 +58,9 @@ int workload_index_build(const step_workload *w, workload_index *x)
     x->lane_task = malloc(((size_t)n + 1) * sizeof(int));
     x->dependent_begin = calloc((size_t)n + 1, sizeof(int));
     x->dependent = malloc(((size_t)w->n_deps + 1) * sizeof(int));
+    x->lane_of = malloc(((size_t)n + 1) * sizeof(int));
     int *fill_lane = calloc((size_t)nl + 1, sizeof(int)), *fill_dep = calloc((size_t)n + 1, sizeof(int));
-    if (!x->lane_begin || !x->lane_task || !x->dependent_begin || !x->dependent || !fill_lane || !fill_dep) {
+    if (!x->lane_begin || !x->lane_task || !x->dependent_begin || !x->dependent || !x->lane_of || !fill_lane || !fill_dep) {
         free(fill_lane);
         free(fill_dep);
         workload_index_free(x);
@@ -78,6 +79,7 @@ int workload_index_build(const step_workload *w, workload_index *x)
     for (int i = 0; i < n; i++) { /* in index order: each lane's and each list's entries ascend */
         const sim_task *k = &w->tasks[i];
         int q = k->stage * LANE_COUNT + k->lane;
+        x->lane_of[i] = q;
         x->lane_task[x->lane_begin[q] + fill_lane[q]++] = i;
         for (int d = 0; d < k->dep_count; d++) {
             int j = w->deps[k->dep_begin + d];
@@ -95,5 +97,6 @@ void workload_index_free(workload_index *x)
     free(x->lane_task);
     free(x->dependent_begin);
     free(x->dependent);
+    free(x->lane_of);
     memset(x, 0, sizeof *x);
 }

@@ -102,6 +102,8 @@ typedef struct {
     int *lane_task;       /* task indices */
     int *dependent_begin; /* n_tasks + 1 offsets into dependent */
     int *dependent;       /* task indices, one per dependency edge */
+    int *lane_of;         /* each task's lane: a replay that follows dependents reads these few
+                             bytes, not the dependent's whole task record */
 } workload_index;
 
 int workload_index_build(const step_workload *w, workload_index *x); /* 0, or -1 out of memory */
