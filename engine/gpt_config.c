@@ -126,6 +126,14 @@ static int read_choices(const char *name, json_t *model, gpt_config *cfg, char *
         }
         cfg->moe_capacity_factor = json_number_value(v);
     }
+    /* dtsim's kv_channels (Megatron's --kv-channels): dtrain's heads are hidden / heads wide */
+    if ((v = json_object_get(model, "kv_channels")) &&
+        (!json_is_integer(v) || cfg->heads < 1 || json_integer_value(v) * cfg->heads != cfg->hidden)) {
+        snprintf(err, errlen, "%s: model.kv_channels: dtrain's attention heads are hidden / heads = %d / %d wide; "
+                              "a model whose heads are wider or narrower than that runs in dtsim only",
+                 name, cfg->hidden, cfg->heads);
+        return -1;
+    }
     if ((v = json_object_get(model, "attention")) && (!json_is_string(v) || strcmp(json_string_value(v), "flash"))) {
         snprintf(err, errlen, "%s: model.attention: dtrain's attention is one fused kernel that keeps no T x T "
                               "matrix: \"flash\", not %s", name, json_is_string(v) ? json_string_value(v) : "a non-string");
@@ -171,7 +179,7 @@ static int read_model_file(const char *name, int tokenizer_vocab, gpt_config *cf
                                          "moe_router_topk", "attention", "untie_embeddings_and_output_weights",
                                          "cross_entropy_loss_fusion", "cross_entropy_fusion_impl",
                                          "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
-                                         "moe_load_imbalance"};
+                                         "moe_load_imbalance", "kv_channels"};
     int *dst[N_SIZES] = {&cfg->num_layers, &cfg->hidden, &cfg->heads, &cfg->seq_len, &cfg->vocab, &cfg->kv_groups,
                          &cfg->ffn_hidden};
     int got[N_SIZES] = {0};

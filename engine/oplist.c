@@ -1,7 +1,7 @@
 /* The op list of one transformer layer on one GPU for one micro-batch (see oplist.h).
  *
- * Notation: T = b*s/cp tokens on this GPU, h hidden, a heads, kv = h*g/a the key/value width
- * (GQA), f the FFN width, t the TP size, act the bytes of an activation element. With
+ * Notation: T = b*s/cp tokens on this GPU, h hidden, a heads of width d (h/a unless the model
+ * says otherwise), q = a*d the queries' width, kv = g*d the keys' or values' (GQA), f the FFN width, t the TP size, act the bytes of an activation element. With
  * sequence parallelism the norms and dropout/residual ops work on T/t tokens and the TP
  * all-reduces become all-gather (before QKV and FC1) + reduce-scatter (after projection and
  * FC2), as Megatron-LM does. */
@@ -55,13 +55,20 @@ static layer_op *push(op_list *l, const char *name, layer_op_kind kind)
     return op;
 }
 
-static void gemm(op_list *l, const char *name, double m, double n, double k)
+/* groups equal GEMMs of m x n x k each (a grouped GEMM: one per local expert), or one. */
+static void grouped_gemm(op_list *l, const char *name, double groups, double m, double n, double k)
 {
     layer_op *op = push(l, name, OPK_GEMM);
+    op->batch = (long long)groups;
     op->m = (long long)m;
     op->n = (long long)n;
     op->k = (long long)k;
-    op->flops = 2.0 * m * n * k;
+    op->flops = 2.0 * groups * m * n * k;
+}
+
+static void gemm(op_list *l, const char *name, double m, double n, double k)
+{
+    grouped_gemm(l, name, 1, m, n, k);
 }
 
 static void batched_gemm(op_list *l, const char *name, double batch, double m, double n, double k)
@@ -123,26 +130,41 @@ static void fp8_quantize(op_list *l, const layer_shape *sh, const char *name, do
     l->ops[l->n - 1].quantize = 1;
 }
 
-static void mlp(op_list *l, const layer_shape *sh, double tokens)
+/* One head's width, and the queries' and the keys' (or values') widths. */
+static double head_dim(const layer_shape *sh)
+{
+    return sh->head_dim > 0 ? sh->head_dim : (double)sh->hidden / (double)sh->heads;
+}
+
+static void attention_widths(const layer_shape *sh, double *q, double *kv)
+{
+    double g = sh->kv_groups > 0 ? (double)sh->kv_groups : (double)sh->heads;
+    *q = (double)sh->heads * head_dim(sh);
+    *kv = g * head_dim(sh);
+}
+
+/* The MLP over `tokens` rows, split into `groups` equal GEMMs (a GPU's local experts, each
+ * taking tokens / groups rows: the GEMM shape sets its efficiency), or one dense MLP. */
+static void mlp(op_list *l, const layer_shape *sh, double tokens, double groups)
 {
     double h = (double)sh->hidden, f = (double)sh->ffn_hidden, t = sh->tp, act = sh->act_bytes;
     fp8_quantize(l, sh, "fc1_quantize", tokens * h);
-    gemm(l, "fc1", tokens, (sh->swiglu ? 2 : 1) * f / t, h);
+    grouped_gemm(l, "fc1", groups, tokens / groups, (sh->swiglu ? 2 : 1) * f / t, h);
     if (sh->swiglu)
         memory_op(l, "swiglu", OPCLASS_SWIGLU, 3.0 * tokens * f / t * act);
     else
         memory_op(l, "gelu", OPCLASS_GELU, 2.0 * tokens * f / t * act);
     fp8_quantize(l, sh, "fc2_quantize", tokens * f / t);
-    gemm(l, "fc2", tokens, h, f / t);
+    grouped_gemm(l, "fc2", groups, tokens / groups, h, f / t);
 }
 
 int layer_ops_forward(const layer_shape *sh, layer_op *out)
 {
     op_list l = {out, 0};
     double b = (double)sh->micro_batch, s = (double)sh->seq_length, h = (double)sh->hidden;
-    double a = (double)sh->heads, g = sh->kv_groups > 0 ? (double)sh->kv_groups : a;
+    double a = (double)sh->heads, d = head_dim(sh), q, kv;
     double t = sh->tp > 0 ? sh->tp : 1, cp = sh->cp > 0 ? sh->cp : 1, act = sh->act_bytes;
-    double kv = h * g / a;
+    attention_widths(sh, &q, &kv);
     double T = b * s / cp;                          /* tokens on this GPU */
     double Tn = sh->sequence_parallel ? T / t : T;  /* tokens of the norm / dropout ops */
     double full = T * h * act;                      /* one activation tensor of the layer */
@@ -151,14 +173,14 @@ int layer_ops_forward(const layer_shape *sh, layer_op *out)
     memory_op(&l, "ln1", norm, 2.0 * Tn * h * act);
     tp_before_column(&l, sh, "tp_allgather_attn", full);
     fp8_quantize(&l, sh, "qkv_quantize", T * h);
-    gemm(&l, "qkv", T, (h + 2 * kv) / t, h);
+    gemm(&l, "qkv", T, (q + 2 * kv) / t, h);
     if (sh->rope) /* q and k turned in place (Megatron-Core's fused rope reads and writes them once) */
-        memory_op(&l, "rope", OPCLASS_ROPE, 2.0 * T * (h + kv) / t * act);
+        memory_op(&l, "rope", OPCLASS_ROPE, 2.0 * T * (q + kv) / t * act);
     int ulysses = cp > 1 && sh->cp_comm == CP_COMM_A2A;
     if (cp > 1 && sh->cp_comm == CP_COMM_ALL_GATHER) /* each CP rank gathers the whole sequence's K and V */
         comm(&l, "cp_allgather_kv", COMM_CP, COLL_ALL_GATHER, sh->cp, 2.0 * T * cp * kv / t * act);
     if (ulysses) /* this rank's tokens of every head out, the whole sequence of 1/cp of the heads in */
-        comm(&l, "cp_alltoall_qkv", COMM_CP, COLL_ALL_TO_ALL, sh->cp, T * (h + 2 * kv) / t * act);
+        comm(&l, "cp_alltoall_qkv", COMM_CP, COLL_ALL_TO_ALL, sh->cp, T * (q + 2 * kv) / t * act);
     /* Attention: under ring attention and all-gather, the rank's s/cp queries against all s keys
      * for its heads; under Ulysses, all s queries and keys for 1/cp of its heads: the same FLOPs. */
     double heads = b * a / t / (ulysses ? cp : 1), queries = ulysses ? s : s / cp;
@@ -166,16 +188,16 @@ int layer_ops_forward(const layer_shape *sh, layer_op *out)
         layer_op *op = push(&l, "attn_fused", OPK_FUSED_ATTENTION);
         op->m = (long long)queries;  /* queries */
         op->n = (long long)s;        /* keys */
-        op->k = (long long)(h / a);  /* head dimension */
+        op->k = (long long)d;        /* head dimension */
         op->batch = (long long)heads;
-        op->flops = 4.0 * heads * queries * s * (h / a);
-        op->bytes = (T * (h + 2 * kv) / t + T * h / t) * act;
+        op->flops = 4.0 * heads * queries * s * d;
+        op->bytes = (T * (q + 2 * kv) / t + T * q / t) * act;
     } else {
         double scores = heads * queries * s;
-        batched_gemm(&l, "attn_score", heads, queries, s, h / a);
+        batched_gemm(&l, "attn_score", heads, queries, s, d);
         memory_op(&l, "attn_softmax", OPCLASS_SOFTMAX, 2.0 * scores * act);
         memory_op(&l, "attn_dropout", OPCLASS_ELEMENTWISE, 2.0 * scores * act + scores);
-        batched_gemm(&l, "attn_value", heads, queries, h / a, s);
+        batched_gemm(&l, "attn_value", heads, queries, d, s);
     }
     if (cp > 1 && sh->cp_comm == CP_COMM_P2P) { /* ring attention: a K/V block to the next rank, cp - 1 times */
         comm(&l, "cp_ring_kv", COMM_CP, COLL_SEND_RECV, sh->cp, 2.0 * T * kv / t * act);
@@ -183,23 +205,33 @@ int layer_ops_forward(const layer_shape *sh, layer_op *out)
         l.ops[l.n - 1].overlaps_attention = 1;
     }
     if (ulysses) /* the attention output back to this rank's tokens of every head */
-        comm(&l, "cp_alltoall_out", COMM_CP, COLL_ALL_TO_ALL, sh->cp, T * h / t * act);
-    fp8_quantize(&l, sh, "attn_proj_quantize", T * h / t);
-    gemm(&l, "attn_proj", T, h, h / t);
+        comm(&l, "cp_alltoall_out", COMM_CP, COLL_ALL_TO_ALL, sh->cp, T * q / t * act);
+    fp8_quantize(&l, sh, "attn_proj_quantize", T * q / t);
+    gemm(&l, "attn_proj", T, h, q / t);
     tp_after_row(&l, sh, "tp_allreduce_attn", full);
     memory_op(&l, "residual1", OPCLASS_ELEMENTWISE, 3.0 * Tn * h * act + Tn * h);
     memory_op(&l, "ln2", norm, 2.0 * Tn * h * act);
     tp_before_column(&l, sh, "tp_allgather_mlp", full);
     if (sh->num_experts > 0) {
         double topk = sh->moe_topk > 0 ? sh->moe_topk : 1, load = sh->moe_load > 1 ? sh->moe_load : 1;
+        double ep = sh->ep > 0 ? sh->ep : 1, local = (double)sh->num_experts / ep;
         gemm(&l, "router", T, (double)sh->num_experts, h);
+        /* Megatron-Core's token dispatcher gathers each token's topk copies in expert order
+         * before the dispatch (moe_utils.permute) and, after the combine, sums each token's
+         * copies weighted by its router probabilities (unpermute), as engine/gpt_moe.c does:
+         * memory-bound passes that read the T (or T x topk) rows once and write the other, the
+         * traffic of the fused kernels (--moe-permute-fusion). */
+        memory_op(&l, "moe_permute", OPCLASS_ELEMENTWISE, (T + T * topk) * h * act);
         /* Each GPU routes T x topk token copies; the busiest EP rank receives and runs `load`
-         * times the mean of them, and every rank waits for it. */
+         * times the mean of them, and every rank waits for it. Its E / ep experts run as one
+         * grouped GEMM (--moe-grouped-gemm), each expert's share of the rows a GEMM of its own
+         * shape: small experts run small, less efficient GEMMs. */
         comm(&l, "ep_alltoall_dispatch", COMM_EP, COLL_ALL_TO_ALL, sh->ep, T * topk * load * h * act);
-        mlp(&l, sh, T * topk * load);
+        mlp(&l, sh, T * topk * load, local);
         comm(&l, "ep_alltoall_combine", COMM_EP, COLL_ALL_TO_ALL, sh->ep, T * topk * load * h * act);
+        memory_op(&l, "moe_unpermute", OPCLASS_ELEMENTWISE, (T * topk + T) * h * act);
     } else {
-        mlp(&l, sh, T);
+        mlp(&l, sh, T, 1);
     }
     tp_after_row(&l, sh, "tp_allreduce_mlp", full);
     memory_op(&l, "residual2", OPCLASS_ELEMENTWISE, 3.0 * Tn * h * act + Tn * h);
@@ -220,6 +252,7 @@ static const char *bwd_name(const char *fwd, const char *suffix)
         {"swiglu", "swiglu_bwd", NULL, NULL}, {"rope", "rope_bwd", NULL, NULL}, {"attn_softmax", "attn_softmax_bwd", NULL, NULL},
         {"attn_dropout", "attn_dropout_bwd", NULL, NULL}, {"residual1", "residual1_bwd", NULL, NULL},
         {"residual2", "residual2_bwd", NULL, NULL}, {"attn_fused", "attn_fused_bwd", NULL, NULL},
+        {"moe_permute", "moe_permute_bwd", NULL, NULL}, {"moe_unpermute", "moe_unpermute_bwd", NULL, NULL},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (!strcmp(table[i][0], fwd)) {
@@ -242,10 +275,11 @@ int layer_ops_backward(const layer_shape *sh, layer_op *out)
             /* An FP8 GEMM's output gradient is quantized before its dgrad and wgrad (fp8_quantize);
              * the router runs in the training precision. */
             if (strcmp(f->name, "router"))
-                fp8_quantize(&l, sh, bwd_name(f->name, "quantize"), (double)f->m * (double)f->n);
+                fp8_quantize(&l, sh, bwd_name(f->name, "quantize"), (double)f->batch * (double)f->m * (double)f->n);
             /* dX[m,k] = dY[m,n] W[n,k]; dW[n,k] = dY^T[n,m] X[m,k]: same FLOPs each. */
-            gemm(&l, bwd_name(f->name, "dgrad"), (double)f->m, (double)f->k, (double)f->n);
-            gemm(&l, bwd_name(f->name, "wgrad"), (double)f->n, (double)f->k, (double)f->m);
+            double g = (double)f->batch; /* a grouped GEMM's backward is grouped alike */
+            grouped_gemm(&l, bwd_name(f->name, "dgrad"), g, (double)f->m, (double)f->k, (double)f->n);
+            grouped_gemm(&l, bwd_name(f->name, "wgrad"), g, (double)f->n, (double)f->k, (double)f->m);
             /* The conjugate of the identity before a column-parallel GEMM is an all-reduce of
              * its input gradient (without SP; with SP the reduce-scatter mirrors the forward
              * all-gather below). */
@@ -309,16 +343,15 @@ int layer_ops_backward(const layer_shape *sh, layer_op *out)
 
 double layer_forward_flops_per_sequence(const layer_shape *sh)
 {
-    double s = (double)sh->seq_length, h = (double)sh->hidden, f = (double)sh->ffn_hidden;
-    double a = (double)sh->heads, g = sh->kv_groups > 0 ? (double)sh->kv_groups : a;
-    double kv = h * g / a;
+    double s = (double)sh->seq_length, h = (double)sh->hidden, f = (double)sh->ffn_hidden, q, kv;
+    attention_widths(sh, &q, &kv);
     double mlp = (sh->swiglu ? 3.0 : 2.0) * h * f;
     double router = 0;
     if (sh->num_experts > 0) {
         mlp *= sh->moe_topk > 0 ? sh->moe_topk : 1;
         router = h * (double)sh->num_experts;
     }
-    return 2.0 * s * (h * (h + 2 * kv) + h * h + mlp + router) + 4.0 * s * s * h;
+    return 2.0 * s * (h * (q + 2 * kv) + q * h + mlp + router) + 4.0 * s * s * q;
 }
 
 double lm_head_forward_flops_per_sequence(long long seq, long long hidden, long long vocab)

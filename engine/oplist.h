@@ -60,6 +60,7 @@ typedef struct {
     long long hidden;        /* h */
     long long heads;         /* a */
     long long kv_groups;     /* g (= a for multi-head attention) */
+    double head_dim;         /* d, one head's width (Megatron's --kv-channels); 0: h / a */
     long long ffn_hidden;    /* f */
     int swiglu;              /* 1: gated MLP with 3 weight matrices */
     int rope;                /* 1: rotary position embeddings turn q and k after the QKV GEMM */
@@ -85,8 +86,8 @@ typedef struct {
                              GEMM backward splits into "<name>_dgrad" and "<name>_wgrad" */
     layer_op_kind kind;
     op_class cls;         /* for OPK_MEMORY */
-    long long m, n, k;    /* GEMM shape; batched: per batch entry */
-    long long batch;      /* batched GEMM count (1 otherwise) */
+    long long m, n, k;    /* GEMM shape; batched or grouped: per batch entry */
+    long long batch;      /* batched GEMM count, or a grouped GEMM's (one per local expert); 1 otherwise */
     double flops;         /* FLOPs on this GPU */
     double bytes;         /* memory-bound: bytes read + written; comm: payload bytes per rank */
     coll_kind coll;       /* for OPK_COMM */

@@ -7,23 +7,26 @@ rank_grid rank_grid_make(int tp, int cp, int pp, int dp)
     return g;
 }
 
+/* The dimensions from innermost to outermost (rank_grid.h). */
+static const grid_dim nesting[GRID_DIMS] = {GRID_TP, GRID_CP, GRID_DP, GRID_PP};
+
 long rank_grid_ranks(const rank_grid *g)
 {
-    return rank_grid_stride(g, GRID_DP) * g->size[GRID_DP];
+    return (long)g->size[GRID_TP] * g->size[GRID_CP] * g->size[GRID_DP] * g->size[GRID_PP];
 }
 
 long rank_grid_stride(const rank_grid *g, grid_dim d)
 {
     long stride = 1;
-    for (int k = 0; k < (int)d; k++)
-        stride *= g->size[k];
+    for (int k = 0; k < GRID_DIMS && nesting[k] != d; k++)
+        stride *= g->size[nesting[k]];
     return stride;
 }
 
 long rank_grid_rank(const rank_grid *g, int tp_rank, int cp_rank, int pp_rank, int dp_rank)
 {
-    return tp_rank + (long)g->size[GRID_TP] *
-                         (cp_rank + (long)g->size[GRID_CP] * (pp_rank + (long)g->size[GRID_PP] * dp_rank));
+    return tp_rank + rank_grid_stride(g, GRID_CP) * cp_rank + rank_grid_stride(g, GRID_DP) * dp_rank +
+           rank_grid_stride(g, GRID_PP) * pp_rank;
 }
 
 int rank_grid_coord(const rank_grid *g, long rank, grid_dim d)

@@ -1,13 +1,15 @@
 /* The rank grid: where each rank of a job sits in its parallel dimensions, one function that the
  * engine and the simulator both ask (as Megatron-Core's parallel_state is for Megatron). Ranks
- * are ordered TP innermost, then CP, then PP, then DP:
+ * are ordered as Megatron-Core orders them by default ("tp-cp-ep-dp-pp", parallel_state's
+ * RankGenerator; DeepSpeed's PipeModelDataParallelTopology nests model, data, pipe alike): TP
+ * innermost, then CP, then DP (expert parallelism is carved from it, its innermost ranks), then PP
+ * outermost:
  *
- *     rank = tp_rank + tp (cp_rank + cp (pp_rank + pp dp_rank))
+ *     rank = tp_rank + tp (cp_rank + cp (dp_rank + dp pp_rank))
  *
- * so a TP group is consecutive ranks (one node when TP <= GPUs per node) and a DP group is the
- * most spread out. (Megatron-Core's default order, "tp-cp-ep-dp-pp", puts DP inside PP; this
- * project has always placed PP inside DP, and dtrain, dtsim and dtcal agree on it through here.)
- * Pure C: no MPI, no CUDA. */
+ * so a TP group is consecutive ranks (one node when TP <= GPUs per node), a node that TP does not
+ * fill holds data-parallel (and expert-parallel) neighbours, and pipeline stages are the most
+ * spread out. Pure C: no MPI, no CUDA. */
 #ifndef DTSIM_ENGINE_RANK_GRID_H
 #define DTSIM_ENGINE_RANK_GRID_H
 
@@ -25,8 +27,8 @@ long rank_grid_ranks(const rank_grid *g);
 long rank_grid_rank(const rank_grid *g, int tp_rank, int cp_rank, int pp_rank, int dp_rank);
 /* The coordinate of a global rank along one dimension. */
 int rank_grid_coord(const rank_grid *g, long rank, grid_dim d);
-/* The distance in ranks between neighbours of a dimension's groups (TP 1, CP tp, PP tp cp,
- * DP tp cp pp). */
+/* The distance in ranks between neighbours of a dimension's groups (TP 1, CP tp, DP tp cp,
+ * PP tp cp dp). */
 long rank_grid_stride(const rank_grid *g, grid_dim d);
 
 #endif

@@ -44,7 +44,7 @@ double run_hardware_flops_per_step(const scenario_config *s)
     if (s->training.recompute == RECOMPUTE_FULL)
         extra = L * layer_forward_flops_per_sequence(&sh);
     else if (s->training.recompute == RECOMPUTE_SELECTIVE)
-        extra = L * 4.0 * (double)sh.seq_length * (double)sh.seq_length * (double)sh.hidden;
+        extra = L * 4.0 * (double)sh.seq_length * (double)sh.seq_length * scenario_query_width(s);
     return run_model_flops_per_step(s) + extra * seqs;
 }
 

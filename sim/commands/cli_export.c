@@ -57,6 +57,8 @@ static int megatron_line(const scenario_config *s, char *out, size_t len)
     ARG("--nnodes %d --nproc-per-node %d", gpus / gpn, gpn);
     ARG(" --num-layers %lld --hidden-size %lld --ffn-hidden-size %lld --num-attention-heads %lld", s->model.num_layers,
         s->model.hidden_size, s->model.ffn_hidden_size, s->model.num_attention_heads);
+    if (s->model.kv_channels > 0)
+        ARG(" --kv-channels %lld", s->model.kv_channels);
     if (s->model.num_query_groups != s->model.num_attention_heads)
         ARG(" --group-query-attention --num-query-groups %lld", s->model.num_query_groups);
     ARG(" --seq-length %lld --max-position-embeddings %lld --vocab-size %lld", s->model.seq_length, s->model.seq_length,

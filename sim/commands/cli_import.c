@@ -76,6 +76,7 @@ static const struct {
     {"--hidden-size", MA_INT, "model.hidden_size"},
     {"--ffn-hidden-size", MA_INT, "model.ffn_hidden_size"},
     {"--num-attention-heads", MA_INT, "model.num_attention_heads"},
+    {"--kv-channels", MA_INT, "model.kv_channels"},
     {"--num-query-groups", MA_INT, "num_query_groups"},
     {"--group-query-attention", MA_FLAG, "group_query_attention"},
     {"--seq-length", MA_INT, "model.seq_length"},

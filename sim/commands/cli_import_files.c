@@ -60,7 +60,7 @@ int import_hf(const char *path, long long seq, json_t **out)
         return 2;
     const char *arch = json_string_value(json_array_get(json_object_get(c, "architectures"), 0));
     static const char *const llama_like[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                                             "MixtralForCausalLM", NULL};
+                                             "MixtralForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", NULL};
     int llama = 0, rc = 2;
     for (int i = 0; arch && llama_like[i]; i++)
         llama |= !strcmp(arch, llama_like[i]);
@@ -71,7 +71,19 @@ int import_hf(const char *path, long long seq, json_t **out)
         static const char *const used[] = {"architectures", "num_hidden_layers", "hidden_size", "num_attention_heads",
                                            "num_key_value_heads", "intermediate_size", "vocab_size",
                                            "max_position_embeddings", "tie_word_embeddings", "hidden_act",
-                                           "num_local_experts", "num_experts_per_tok", "model_type", NULL};
+                                           "num_local_experts", "num_experts_per_tok", "model_type", "head_dim",
+                                           "num_experts", "moe_intermediate_size", "decoder_sparse_step",
+                                           "mlp_only_layers", NULL};
+        /* Qwen3-MoE: every layer's MLP is experts of moe_intermediate_size when decoder_sparse_step
+         * is 1 and mlp_only_layers is empty (transformers' Qwen3MoeDecoderLayer); dtsim's layers
+         * are all alike, so a model mixing dense and expert layers is refused */
+        json_t *only = json_object_get(c, "mlp_only_layers"), *step = json_object_get(c, "decoder_sparse_step");
+        int qwen_moe = arch && !strcmp(arch, "Qwen3MoeForCausalLM");
+        if (qwen_moe && ((only && json_array_size(only) > 0) || (step && json_integer_value(step) != 1))) {
+            import_fail("hf", "%s: decoder_sparse_step / mlp_only_layers mix dense and expert layers; dtsim's "
+                              "layers are all alike", path);
+            goto out;
+        }
         if (take_int(path, c, "num_hidden_layers", 1, m, "num_layers") ||
             take_int(path, c, "hidden_size", 1, m, "hidden_size") ||
             take_int(path, c, "num_attention_heads", 1, m, "num_attention_heads") ||
@@ -80,7 +92,10 @@ int import_hf(const char *path, long long seq, json_t **out)
             take_int(path, c, "vocab_size", 1, m, "vocab_size") ||
             take_int(path, c, "max_position_embeddings", seq == 0, m, "seq_length") ||
             take_int(path, c, "num_local_experts", 0, m, "num_experts") ||
-            take_int(path, c, "num_experts_per_tok", 0, m, "moe_router_topk"))
+            take_int(path, c, "num_experts_per_tok", 0, m, "moe_router_topk") ||
+            take_int(path, c, "head_dim", 0, m, "kv_channels") ||
+            (qwen_moe && (take_int(path, c, "num_experts", 1, m, "num_experts") ||
+                          take_int(path, c, "moe_intermediate_size", 1, m, "ffn_hidden_size"))))
             goto out;
         const char *act = json_string_value(json_object_get(c, "hidden_act"));
         if (llama && act && strcmp(act, "silu")) {
@@ -114,7 +129,8 @@ int import_hf(const char *path, long long seq, json_t **out)
         unused_keys(c, used, "", ignored, sizeof ignored);
     } else {
         import_fail("hf", "%s: architectures[0] \"%s\": one of LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                          "MixtralForCausalLM, GPT2LMHeadModel, GPTNeoXForCausalLM", path, arch ? arch : "(none)");
+                          "MixtralForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, GPT2LMHeadModel, "
+                          "GPTNeoXForCausalLM", path, arch ? arch : "(none)");
         goto out;
     }
     if (seq > 0)

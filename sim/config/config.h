@@ -153,6 +153,8 @@ typedef struct {
     struct {
         long long num_layers, hidden_size, num_attention_heads, ffn_hidden_size,
                   seq_length, vocab_size, num_query_groups, num_experts;
+        long long kv_channels;               /* Megatron-LM's --kv-channels (Hugging Face head_dim): one
+                                                attention head's width; 0: hidden_size / heads */
         int moe_router_topk;
         int swiglu;
         attention_impl attention;            /* "attention": "flash" (default: what Megatron-Core runs
@@ -322,6 +324,11 @@ int scenario_schedule(const scenario_config *s, pipeline_schedule *out, config_e
  * else 2 under bf16, fp16 and fp8 (whose GEMM inputs are cast from 16-bit activations) and 4
  * under fp32 and tf32. The step costs and the memory model both ask here. */
 int scenario_activation_bytes(const scenario_config *s);
+/* One attention head's width (model.kv_channels, else hidden / heads), and the widths of the
+ * queries (heads x it) and of the keys or values (query groups x it). */
+double scenario_head_dim(const scenario_config *s);
+double scenario_query_width(const scenario_config *s);
+double scenario_kv_width(const scenario_config *s);
 /* Of a chunk of chunk_layers layers, how many the backward recomputes: all of them (selective;
  * full, uniform), the first recompute_num_layers (full, block), or none. */
 int scenario_recomputed_layers(const scenario_config *s, int chunk_layers);

@@ -64,7 +64,7 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
                                        "moe_router_topk", "attention", "untie_embeddings_and_output_weights",
                                        "cross_entropy_loss_fusion", "cross_entropy_fusion_impl", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
                                        "moe_load_imbalance", "normalization", "position_embedding_type",
-                                       "attention_backend", NULL};
+                                       "attention_backend", "kv_channels", NULL};
     static const char *const normalization[] = {"LayerNorm", "RMSNorm", NULL};
     static const char *const positions[] = {"learned_absolute", "rope", NULL};
     static const char *const attention[] = {"unfused", "flash", NULL};
@@ -81,6 +81,7 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
         config_int(m, p, "seq_length", 1, 0, 1, 100000000, &s->model.seq_length, err) ||
         config_int(m, p, "vocab_size", 1, 0, 1, 100000000, &s->model.vocab_size, err) ||
         config_int(m, p, "num_query_groups", 0, s->model.num_attention_heads, 1, 100000, &s->model.num_query_groups, err) ||
+        config_int(m, p, "kv_channels", 0, 0, 1, 1000000, &s->model.kv_channels, err) ||
         config_bool(m, p, "swiglu", 0, &s->model.swiglu, err) ||
         config_int(m, p, "num_experts", 0, 0, 0, 100000, &s->model.num_experts, err) ||
         config_int(m, p, "moe_router_topk", 0, 0, 0, 100000, &v, err) ||
@@ -112,8 +113,10 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
     if (json_object_get(m, "attention_backend") && s->model.attention != ATTENTION_FLASH)
         return config_fail(err, "%s.attention_backend: chooses the kernel of fused attention, and attention is "
                                 "\"unfused\"", p);
-    if (s->model.hidden_size % s->model.num_attention_heads)
-        return config_fail(err, "%s.hidden_size: %lld is not a multiple of num_attention_heads=%lld", p,
+    /* as Megatron-LM: a head's width is hidden / heads unless kv_channels says otherwise */
+    if (s->model.kv_channels == 0 && s->model.hidden_size % s->model.num_attention_heads)
+        return config_fail(err, "%s.hidden_size: %lld is not a multiple of num_attention_heads=%lld (give "
+                                "kv_channels, the width of one head, for such a model)", p,
                            s->model.hidden_size, s->model.num_attention_heads);
     if (s->model.num_attention_heads % s->model.num_query_groups)
         return config_fail(err, "%s.num_query_groups: %lld does not divide num_attention_heads=%lld", p,

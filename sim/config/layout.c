@@ -68,3 +68,21 @@ int scenario_activation_bytes(const scenario_config *s)
         return s->training.activation_bytes;
     return s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32 ? 4 : 2;
 }
+
+double scenario_head_dim(const scenario_config *s)
+{
+    if (s->model.kv_channels > 0)
+        return (double)s->model.kv_channels;
+    return (double)s->model.hidden_size / (double)s->model.num_attention_heads;
+}
+
+double scenario_query_width(const scenario_config *s)
+{
+    return (double)s->model.num_attention_heads * scenario_head_dim(s);
+}
+
+double scenario_kv_width(const scenario_config *s)
+{
+    long long g = s->model.num_query_groups > 0 ? s->model.num_query_groups : s->model.num_attention_heads;
+    return (double)g * scenario_head_dim(s);
+}

@@ -19,7 +19,7 @@ int compression_matrices(const scenario_config *s, int embedding, grad_matrix *o
 {
     double h = (double)s->model.hidden_size, f = (double)s->model.ffn_hidden_size;
     double tp = s->parallel.tp > 0 ? s->parallel.tp : 1, ep = s->parallel.ep > 0 ? s->parallel.ep : 1;
-    double kv = h * (double)s->model.num_query_groups / (double)s->model.num_attention_heads;
+    double q = scenario_query_width(s), kv = scenario_kv_width(s);
     int n = 0;
     *vector_elements = 0;
     if (embedding) {
@@ -30,10 +30,10 @@ int compression_matrices(const scenario_config *s, int embedding, grad_matrix *o
         return n;
     }
     /* attention: QKV column-parallel (rows split), projection row-parallel (columns split) */
-    out[n++] = (grad_matrix){(h + 2 * kv) / tp, h, 1};
-    out[n++] = (grad_matrix){h, h / tp, 1};
+    out[n++] = (grad_matrix){(q + 2 * kv) / tp, h, 1};
+    out[n++] = (grad_matrix){h, q / tp, 1};
     /* QKV bias, projection bias, two norms (weight, and bias under LayerNorm) */
-    *vector_elements += (h + 2 * kv) / tp + h + (s->model.rmsnorm ? 2 : 4) * h;
+    *vector_elements += (q + 2 * kv) / tp + h + (s->model.rmsnorm ? 2 : 4) * h;
     /* MLP: fc1 (two of them with SwiGLU: gate and up), fc2; per expert with MoE */
     double copies = s->model.num_experts > 0 ? (double)s->model.num_experts / ep : 1;
     out[n++] = (grad_matrix){f / tp, h, (s->model.swiglu ? 2 : 1) * copies};

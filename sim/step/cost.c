@@ -240,8 +240,12 @@ static cost_model attention_core_model(const cost_model *cm)
 double cost_compute_op_s(const cost_model *cm, const layer_op *op)
 {
     switch (op->kind) {
-    case OPK_GEMM:
-        return cost_gemm_s(cm, (double)op->m, (double)op->n, (double)op->k, 1);
+    case OPK_GEMM: { /* a grouped GEMM (the experts') at the efficiency of each group's shape */
+        /* rows from the FLOPs: a group's share of the rows need not be whole (op->m is rounded) */
+        double g = op->batch > 1 ? (double)op->batch : 1, n = (double)op->n, k = (double)op->k;
+        double m = n > 0 && k > 0 && op->flops > 0 ? op->flops / (2.0 * g * n * k) : (double)op->m;
+        return cost_gemm_s(cm, m, n, k, g);
+    }
     case OPK_BATCHED_GEMM: {
         cost_model core = attention_core_model(cm);
         return cost_gemm_s(&core, (double)op->m, (double)op->n, (double)op->k, (double)op->batch);

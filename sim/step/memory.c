@@ -71,8 +71,7 @@ static double layer_activations(const scenario_config *s, recompute_kind recompu
     double cp = s->parallel.cp > 0 ? s->parallel.cp : 1, t = s->parallel.tp > 0 ? s->parallel.tp : 1;
     double sq = (double)s->model.seq_length / cp, h = (double)s->model.hidden_size;
     double a = (double)s->model.num_attention_heads, f = (double)s->model.ffn_hidden_size;
-    double g = s->model.num_query_groups > 0 ? (double)s->model.num_query_groups : a;
-    double kv = h * g / a;
+    double q = scenario_query_width(s), kv = scenario_kv_width(s);
     double scale = scenario_activation_bytes(s) / 2.0; /* the formulas count 16-bit values */
     double sbh = sq * b * h;
 
@@ -80,8 +79,8 @@ static double layer_activations(const scenario_config *s, recompute_kind recompu
         return 2.0 * sbh * scale / (s->parallel.sequence_parallel ? t : 1);
 
     /* Korthikanti et al. per layer, 16-bit activations, 1-byte dropout masks:
-     *   attention: input 2sbh, Q 2sbh, K and V 2sb*kv each, projection input 2sbh, dropout
-     *              mask sbh  (= 11 sbh for MHA), plus scores: softmax output 2as^2b, dropout
+     *   attention: input 2sbh, Q 2sb*q, K and V 2sb*kv each, projection input 2sb*q, dropout
+     *              mask sbh  (= 11 sbh for MHA, q = kv = h), plus scores: softmax output 2as^2b, dropout
      *              mask as^2b, dropout output 2as^2b (= 5as^2b);
      *   MLP: input 2sbh, the two f-wide tensors 4sbf (SwiGLU keeps 3: 6sbf), mask sbh;
      *   two LayerNorm inputs 4sbh.   For f = 4h, MHA: 34 sbh + 5 as^2 b.
@@ -91,7 +90,7 @@ static double layer_activations(const scenario_config *s, recompute_kind recompu
     double mlp_f = (s->model.swiglu ? 6.0 : 4.0) * sq * b * f;
     if (s->model.num_experts > 0)
         mlp_f *= s->model.moe_router_topk > 0 ? s->model.moe_router_topk : 1;
-    double total = (7.0 + 4.0 * kv / h + 4.0 + 3.0) * sbh + mlp_f;
+    double total = (3.0 + 4.0 * q / h + 4.0 * kv / h + 4.0 + 3.0) * sbh + mlp_f;
     double scores = 5.0 * a * sq * sq * b * cp; /* each CP rank's queries against all keys */
     int keep_scores = recompute == RECOMPUTE_NONE && s->model.attention == ATTENTION_UNFUSED;
     double split = keep_scores ? scores / t : 0;

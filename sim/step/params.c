@@ -5,10 +5,10 @@
 static layer_params layer_params_split(const scenario_config *s, int tp, int ep)
 {
     double h = (double)s->model.hidden_size, f = (double)s->model.ffn_hidden_size;
-    double kv = h * (double)s->model.num_query_groups / (double)s->model.num_attention_heads;
+    double q = scenario_query_width(s), kv = scenario_kv_width(s);
     /* QKV (column-parallel, weights and biases split) and projection (row-parallel: the
      * bias is replicated). */
-    double attn = (h * (h + 2 * kv) + (h + 2 * kv)) / tp + h * h / tp + h;
+    double attn = (h * (q + 2 * kv) + (q + 2 * kv)) / tp + q * h / tp + h;
     double mlp_mats = s->model.swiglu ? 3 : 2;
     double mlp = (mlp_mats * h * f + (s->model.swiglu ? 2 : 1) * f) / tp + h;
     double norms = (s->model.rmsnorm ? 2 : 4) * h; /* two norms: weight (and bias, LayerNorm) */
@@ -25,13 +25,13 @@ static layer_params layer_params_split(const scenario_config *s, int tp, int ep)
 double params_layer_small_per_gpu(const scenario_config *s, double threshold)
 {
     double h = (double)s->model.hidden_size, f = (double)s->model.ffn_hidden_size, tp = s->parallel.tp;
-    double kv = h * (double)s->model.num_query_groups / (double)s->model.num_attention_heads;
+    double q = scenario_query_width(s), kv = scenario_kv_width(s);
     double E = (double)s->model.num_experts, ep = s->parallel.ep > 0 ? s->parallel.ep : 1;
     double mlps = E > 0 ? E / ep : 1, mats = s->model.swiglu ? 3 : 2, fc1_biases = s->model.swiglu ? 2 : 1;
     /* each tensor of one layer on one GPU: {how many, elements each}, as layer_params_split counts them */
     const double tensors[][2] = {
-        {1, h * (h + 2 * kv) / tp}, {1, (h + 2 * kv) / tp}, /* QKV weight and bias */
-        {1, h * h / tp}, {1, h},                             /* projection weight, replicated bias */
+        {1, h * (q + 2 * kv) / tp}, {1, (q + 2 * kv) / tp}, /* QKV weight and bias */
+        {1, q * h / tp}, {1, h},                             /* projection weight, replicated bias */
         {mlps * mats, h * f / tp}, {mlps * fc1_biases, f / tp}, {mlps, h}, /* MLP(s): weights, biases */
         {s->model.rmsnorm ? 2 : 4, h},                       /* two norms, weight (and bias, LayerNorm) */
         {E > 0 ? 1 : 0, h * E},                              /* MoE router */

@@ -150,6 +150,7 @@ void workload_layer_shape(const scenario_config *s, layer_shape *sh)
     sh->hidden = s->model.hidden_size;
     sh->heads = s->model.num_attention_heads;
     sh->kv_groups = s->model.num_query_groups;
+    sh->head_dim = scenario_head_dim(s);
     sh->ffn_hidden = s->model.ffn_hidden_size;
     sh->swiglu = s->model.swiglu;
     sh->rope = s->model.rope;

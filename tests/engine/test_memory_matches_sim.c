@@ -20,6 +20,7 @@
 #include "run_dtrain.h"
 #include "engine_scenario.h"
 #include "memory.h"
+#include "rank_grid.h"
 #include "params.h"
 #include "workload.h"
 
@@ -121,7 +122,8 @@ static void engine_matches_model(int tp, int pp, int dp, int vpp, int zero, cons
     s.parallel.pipeline_layers_count = stage_layers ? pp : 0;
     assert_int_equal(json_integer_value(json_object_get(final, "params_total")), (json_int_t)params_total(&s));
     for (int r = 0; r < ranks; r++) {
-        int stage = (r / tp) % pp;
+        rank_grid grid = rank_grid_make(tp, 1, pp, dp);
+        int stage = rank_grid_coord(&grid, r, GRID_PP);
         double engine = (double)json_integer_value(json_array_get(per_rank, (size_t)r));
         double model_says = params_stage_per_gpu(&s, stage);
         if (engine != model_says)

@@ -332,7 +332,17 @@ static void moe_routes_tokens_through_its_experts(void **state)
         const layer_op *r = find(ops, n, "router");
         assert_non_null(r);
         assert_int_equal(r->n, 8);
-        assert_int_equal(find(ops, n, "fc1")->m, 4096 * 2);
+        /* E / ep local experts, one GEMM each over its share of the s x topk rows */
+        assert_int_equal(find(ops, n, "fc1")->batch, 8 / ep);
+        assert_int_equal(find(ops, n, "fc1")->m, 4096 * 2 / (8 / ep));
+        assert_int_equal(find(ops, n, "fc2")->batch, 8 / ep);
+        /* the permute before the dispatch and the unpermute after the combine: each reads one
+         * side (s or s x topk rows of h) and writes the other */
+        const layer_op *perm = find(ops, n, "moe_permute"), *unperm = find(ops, n, "moe_unpermute");
+        assert_non_null(perm);
+        assert_non_null(unperm);
+        assert_true(perm > r && unperm > find(ops, n, "fc2"));
+        assert_true(CLOSE(perm->bytes, (s + s * k) * h * 2) && CLOSE(unperm->bytes, perm->bytes));
         int a2a = count_comm(ops, n, COMM_EP, COLL_ALL_TO_ALL);
         assert_int_equal(a2a, ep > 1 ? 2 : 0);
         if (ep > 1) {
@@ -345,7 +355,38 @@ static void moe_routes_tokens_through_its_experts(void **state)
         }
         n = layer_ops_backward(&sh, ops);
         assert_int_equal(count_comm(ops, n, COMM_EP, COLL_ALL_TO_ALL), a2a);
+        /* each expert's weight gradient contracts over its own rows only */
+        const layer_op *wg = find(ops, n, "fc1_wgrad");
+        assert_int_equal(wg->batch, 8 / ep);
+        assert_true(wg->m == 2 * 14336 && wg->n == 4096 && wg->k == 4096 * 2 / (8 / ep));
+        assert_non_null(find(ops, n, "moe_permute_bwd"));
+        assert_non_null(find(ops, n, "moe_unpermute_bwd"));
     }
+}
+
+/* Heads wider than hidden / heads (Megatron's --kv-channels; Qwen3-30B-A3B: h 2048, 32 heads of
+ * 128 in 4 groups): the QKV GEMM writes 32 x 128 + 2 x 4 x 128 = 5120 columns, the projection
+ * reads 4096, the attention core works on 128-wide heads; by hand, TP 2. */
+static void heads_may_be_wider_than_hidden_over_heads(void **state)
+{
+    (void)state;
+    layer_shape sh = shape(1, 4096, 2048, 32, 4, 768, 1, 2, 0, ATTENTION_FLASH);
+    sh.head_dim = 128;
+    layer_op f[LAYER_OPS_MAX];
+    int n = layer_ops_forward(&sh, f);
+    const layer_op *qkv = find(f, n, "qkv"), *proj = find(f, n, "attn_proj"), *att = find(f, n, "attn_fused");
+    assert_true(qkv->m == 4096 && qkv->n == 5120 / 2 && qkv->k == 2048);
+    assert_true(proj->m == 4096 && proj->n == 2048 && proj->k == 4096 / 2);
+    assert_int_equal(att->k, 128);
+    assert_true(CLOSE(att->flops, 4.0 * 16 * 4096.0 * 4096 * 128));
+    /* per sequence, unsplit: 2 s (h (q + 2 kv) + q h + 3 h f) + 4 s^2 q */
+    sh.tp = 1;
+    double s = 4096, h = 2048, q = 4096, kv = 512, ff = 768;
+    assert_true(CLOSE(layer_forward_flops_per_sequence(&sh), 2 * s * (h * (q + 2 * kv) + q * h + 3 * h * ff) + 4 * s * s * q));
+    sh.head_dim = 0; /* hidden / heads = 64 */
+    n = layer_ops_forward(&sh, f);
+    assert_int_equal(find(f, n, "qkv")->n, 2048 + 2 * 4 * 64);
+    assert_int_equal(find(f, n, "attn_fused")->k, 64);
 }
 
 static void backward_mirrors_the_forward(void **state)
@@ -502,6 +543,7 @@ int main(void)
         cmocka_unit_test(context_parallel_gathers_keys_and_values),
         cmocka_unit_test(context_parallel_rings_and_all_to_alls),
         cmocka_unit_test(moe_routes_tokens_through_its_experts),
+        cmocka_unit_test(heads_may_be_wider_than_hidden_over_heads),
         cmocka_unit_test(backward_mirrors_the_forward),
         cmocka_unit_test(llama_layer_has_its_own_ops),
         cmocka_unit_test(fp8_gemms_quantize_their_operands),

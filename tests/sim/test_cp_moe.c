@@ -12,6 +12,7 @@
 #include "collective.h"
 #include "cost.h"
 #include "fixture.h"
+#include "params.h"
 
 /* Ring attention over cp ranks: cp - 1 passes of t each beside cp attention blocks of A / cp:
  * exposed (cp - 1) max(0, t - A / cp), hidden the rest of (cp - 1) t, per layer. A network a
@@ -83,9 +84,11 @@ static void the_busiest_expert_rank_sets_the_pace(void **state)
     workload_layer_shape(&s, &sh);
     layer_op ops[LAYER_OPS_MAX];
     int n = layer_ops_forward(&sh, ops);
-    for (int i = 0; i < n; i++)
-        if (!strcmp(ops[i].name, "fc1"))
-            assert_true(fabs((double)ops[i].m - T * k * balanced) <= 1);
+    for (int i = 0; i < n; i++) /* the busiest rank's rows over its 2 local experts, a GEMM each */
+        if (!strcmp(ops[i].name, "fc1")) {
+            assert_int_equal(ops[i].batch, 2);
+            assert_true(fabs((double)ops[i].m - T * k * balanced / 2) <= 1);
+        }
     s.model.moe_load_imbalance = 1.5;
     assert_true(workload_moe_load(&s) == 1.5);
     s.model.moe_expert_capacity_factor = 1.25;
@@ -106,11 +109,44 @@ static void the_busiest_expert_rank_sets_the_pace(void **state)
     fixture_free(&s);
 }
 
+/* Parameter counts of two published MoE models against their model cards (independent figures):
+ * Qwen3-30B-A3B, "30.5B in total", and Qwen3-235B-A22B, "235B in total" (Qwen/Qwen3-30B-A3B and
+ * Qwen/Qwen3-235B-A22B on Hugging Face; config.json: head_dim 128 with hidden 2048 / 32 heads and
+ * 4096 / 64 heads, 4 KV heads, 128 experts of moe_intermediate_size 768 / 1536, vocabulary
+ * 151,936, untied). Without kv_channels the attention would count half its width. dtsim also
+ * counts biases Qwen3 has not: well under the cards' rounding. */
+static void qwen3_moe_parameters_match_their_model_cards(void **state)
+{
+    (void)state;
+    struct { long long L, h, a, f; double total; } m[] = {{48, 2048, 32, 768, 30.5e9}, {94, 4096, 64, 1536, 235e9}};
+    for (int i = 0; i < 2; i++) {
+        scenario_config s;
+        fixture_scenario(&s, 2);
+        s.model.num_layers = m[i].L;
+        s.model.hidden_size = m[i].h;
+        s.model.num_attention_heads = m[i].a;
+        s.model.num_query_groups = 4;
+        s.model.kv_channels = 128;
+        s.model.ffn_hidden_size = m[i].f;
+        s.model.swiglu = s.model.rmsnorm = s.model.rope = s.model.untie_embeddings = 1;
+        s.model.vocab_size = 151936;
+        s.model.num_experts = 128;
+        s.model.moe_router_topk = 8;
+        double p = params_total(&s);
+        print_message("%lld layers: %.4g parameters (model card %.4g)\n", m[i].L, p, m[i].total);
+        assert_true(fabs(p / m[i].total - 1) < 0.005);
+        s.model.kv_channels = 0;
+        assert_true(params_total(&s) < 0.99 * m[i].total);
+        fixture_free(&s);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(ring_attention_hides_behind_the_blocks),
         cmocka_unit_test(the_busiest_expert_rank_sets_the_pace),
+        cmocka_unit_test(qwen3_moe_parameters_match_their_model_cards),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,5 @@
 /* The layout a scenario resolves to (sim/config/layout.c, engine/rank_grid.h): the rank grid
- * against its closed form rank = t + tp (c + cp (p + pp d)) and its inverse on every rank of
+ * against its closed form rank = t + tp (c + cp (d + dp p)) (Megatron-Core's tp-cp-ep-dp-pp) and its inverse on every rank of
  * several shapes; the layers per stage against Megatron-LM's split written out by hand. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,7 +9,7 @@
 #include <cmocka.h>
 #include "fixture.h"
 
-static void rank_grid_is_tp_innermost_then_cp_pp_dp(void **state)
+static void rank_grid_is_tp_innermost_then_cp_dp_pp(void **state)
 {
     (void)state;
     const int shapes[][4] = {{1, 1, 1, 1}, {8, 1, 4, 2}, {2, 3, 5, 7}, {4, 2, 1, 3}, {1, 1, 16, 4}};
@@ -19,11 +19,11 @@ static void rank_grid_is_tp_innermost_then_cp_pp_dp(void **state)
         assert_int_equal(rank_grid_ranks(&g), (long)tp * cp * pp * dp);
         assert_int_equal(rank_grid_stride(&g, GRID_TP), 1);
         assert_int_equal(rank_grid_stride(&g, GRID_CP), tp);
-        assert_int_equal(rank_grid_stride(&g, GRID_PP), (long)tp * cp);
-        assert_int_equal(rank_grid_stride(&g, GRID_DP), (long)tp * cp * pp);
+        assert_int_equal(rank_grid_stride(&g, GRID_DP), (long)tp * cp);
+        assert_int_equal(rank_grid_stride(&g, GRID_PP), (long)tp * cp * dp);
         long expect = 0;
-        for (int d = 0; d < dp; d++)
-            for (int p = 0; p < pp; p++)
+        for (int p = 0; p < pp; p++)
+            for (int d = 0; d < dp; d++)
                 for (int c = 0; c < cp; c++)
                     for (int t = 0; t < tp; t++, expect++) { /* counting up, TP fastest */
                         long r = rank_grid_rank(&g, t, c, p, d);
@@ -66,7 +66,7 @@ static void stage_layers_follow_megatron_split(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(rank_grid_is_tp_innermost_then_cp_pp_dp),
+        cmocka_unit_test(rank_grid_is_tp_innermost_then_cp_dp_pp),
         cmocka_unit_test(stage_layers_follow_megatron_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

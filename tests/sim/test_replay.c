@@ -318,7 +318,7 @@ static void step_end_sums_the_tied_embedding_and_the_gradient_norm(void **state)
     double t_emb = 0, t_norm = 0;
     assert_int_equal(step_end_tasks(&s, "embedding_grad_allreduce", &t_emb), 2);
     double bytes = (double)s.model.vocab_size * (double)s.model.hidden_size / 2 * 4; /* fp32 under bf16 */
-    coll_group ends = {2, 1, 2};                                                  /* stages 0 and 1 share a node */
+    coll_group ends = {2, 2, 1}; /* stage 1 is TP 2 x DP 4 = 8 ranks on (rank_grid.h): the next node */
     assert_true(fabs(t_emb - collective_time(&s.platform, &s.calibration, COLL_ALL_REDUCE, bytes, ends).time_s) <
                 1e-15);
     assert_int_equal(step_end_tasks(&s, "grad_norm", &t_norm), 2);
