@@ -213,21 +213,24 @@ int closed_loop_run(const closed_loop_options *o)
      * run's own routing replaces the balanced router's floor dtsim takes without it
      * (workload_moe_load). The median, as the step time's: where the step time grows with the
      * imbalance, the median step's is the median imbalance. */
-    double load_measured = 0;
+    double load_measured = 0, floor_load = workload_moe_load(&s), floor_s = 0;
+    run_result r;
+    if (nload > 0 && run_scenario(&s, &r, &err) == 0) /* the floor's prediction, to compare */
+        floor_s = r.step_time_s;
     if (nload > 0) {
         qsort(loads, (size_t)nload, sizeof(double), cmp_double);
         load_measured = s.model.moe_load_imbalance = loads[nload / 2];
-        printf("moe_load_imbalance: %.4f (dtrain's routing: the busiest EP rank's rows over the mean, median of "
-               "%d steps), the simulation's expert load %.4f\n", load_measured, nload, workload_moe_load(&s));
     }
-
-    run_result r;
     if (run_scenario(&s, &r, &err) != 0) {
         fprintf(stderr, "dtcal validate: %s\n", err.msg);
         scenario_free(&s);
         return 1;
     }
     double predicted = r.step_time_s, error = (predicted - measured) / measured;
+    if (nload > 0)
+        printf("moe_load_imbalance: %.4f (dtrain's routing: the busiest EP rank's rows over the mean, median of "
+               "%d steps); the simulation's expert load %.4f (at the balanced router's floor %.4f: %.4f s, %+.1f%%)\n",
+               load_measured, nload, workload_moe_load(&s), floor_load, floor_s, 100 * (floor_s - measured) / measured);
 
     /* Op by op: the profile's forward ops of layer 0 against the cost model's. */
     json_t *ops = json_array();
@@ -304,6 +307,7 @@ int closed_loop_run(const closed_loop_options *o)
         if (load_measured > 0) { /* the run's, and what the simulation charged (a capacity caps it) */
             json_object_set_new(doc, "measured_moe_load_imbalance", json_real(load_measured));
             json_object_set_new(doc, "predicted_moe_load", json_real(workload_moe_load(&s)));
+            json_object_set_new(doc, "predicted_step_time_at_floor_s", json_real(floor_s));
         }
         json_object_set_new(doc, "predicted_dp_total_s", json_real(dp_total_s));
         if (r.compression.present)
