@@ -28,6 +28,6 @@ fi
 for i in $(seq "$n"); do
   "$bin/dtcal" validate --steps 20 --platform "$root/platforms/cpu-box.json" --calibration "$cal" "${layout[@]}" \
     2>/dev/null | grep -E '^(moe_load_imbalance|step time):'
-done | tee /dev/stderr | awk '{for (i = 1; i <= NF; i++) if ($i == "error") {e = $(i + 1); gsub(/[%+]/, "", e); e += 0; s += e; if (e < lo || NR == 1) lo = e; if (e > hi || NR == 1) hi = e; n++}}
+done | tee /dev/stderr | awk '{for (i = 1; i <= NF; i++) if ($i == "error") {e = $(i + 1); gsub(/[%+]/, "", e); e += 0; s += e; if (e < lo || n == 0) lo = e; if (e > hi || n == 0) hi = e; n++}}
   END {printf "closed loop over %d runs: mean error %+.1f%%, range %+.1f%% .. %+.1f%%\n", n, s / n, lo, hi}'
 rm -f "$cal"
