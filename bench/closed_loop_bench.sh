@@ -2,7 +2,8 @@
 # The CPU closed loop: calibrate this machine (kernels with one BLAS thread, as each rank runs;
 # collectives under mpirun for multi-rank layouts), then N times train with dtrain and simulate
 # the same configuration; prints each run's measured and predicted step time, error, and the
-# spread. Run it on an otherwise idle machine.
+# spread (with experts, the routing balance the simulation took from the run first). Run it on
+# an otherwise idle machine.
 #   bench/closed_loop_bench.sh [N] [BUILD] [LAYOUT...]   e.g. bench/closed_loop_bench.sh 5 build --tp 2
 # (--cp multiplies the ranks like --tp, --pp and --dp; --ep is carved out of --dp and adds none)
 set -euo pipefail
@@ -26,7 +27,7 @@ if [ "$ranks" -gt 1 ]; then
 fi
 for i in $(seq "$n"); do
   "$bin/dtcal" validate --steps 20 --platform "$root/platforms/cpu-box.json" --calibration "$cal" "${layout[@]}" \
-    2>/dev/null | tail -1
-done | tee /dev/stderr | awk '{for (i = 1; i <= NF; i++) if ($i == "error") {e = $(i + 1); gsub(/[%+]/, "", e); e += 0; s += e; if (e < lo || NR == 1) lo = e; if (e > hi || NR == 1) hi = e; n++}}
+    2>/dev/null | grep -E '^(moe_load_imbalance|step time):'
+done | tee /dev/stderr | awk '{for (i = 1; i <= NF; i++) if ($i == "error") {e = $(i + 1); gsub(/[%+]/, "", e); e += 0; s += e; if (e < lo || n == 0) lo = e; if (e > hi || n == 0) hi = e; n++}}
   END {printf "closed loop over %d runs: mean error %+.1f%%, range %+.1f%% .. %+.1f%%\n", n, s / n, lo, hi}'
 rm -f "$cal"

@@ -133,6 +133,7 @@ int closed_loop_run(const closed_loop_options *o)
         return 1;
     }
     close(fd);
+    const char *log_path = o->dtrain_log ? o->dtrain_log : log; /* dtrain's --log-json */
     snprintf(prof, sizeof prof, "%s.profile.json", log);
     int ranks = o->tp * o->pp * o->dp * (o->cp > 1 ? o->cp : 1);
     char launcher[1024] = "", compress[32] = "none", overlap[64] = "";
@@ -170,26 +171,32 @@ int closed_loop_run(const closed_loop_options *o)
     /* one BLAS thread per rank: the ranks share the machine's cores as the calibration assumes */
     snprintf(cmd, sizeof cmd,
              "OPENBLAS_NUM_THREADS=1 %s'%s' --device %s --precision %s --model %s --micro-batch %d --global-batch %d --tp %d --pp %d "
-             "--dp %d --grad-reduce %s --grad-compress %s%s%s --steps %d --log-json %s --profile %s",
+             "--dp %d --grad-reduce %s --grad-compress %s%s%s --steps %d --log-json '%s' --profile %s",
              launcher, o->dtrain, o->device, o->precision, o->model, o->micro_batch, o->micro_batch * o->dp, o->tp, o->pp, o->dp,
-             o->grad_reduce, compress, overlap, extra, o->steps, log, prof);
+             o->grad_reduce, compress, overlap, extra, o->steps, log_path, prof);
     fprintf(stderr, "dtcal validate: measuring: %s\n", cmd);
     int st = system(cmd);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         fprintf(stderr, "dtcal validate: dtrain failed (status %d)\n", st);
         scenario_free(&s);
+        unlink(log);
         return 1;
     }
-    /* Measured: the median step time of the steps after the first (warm-up). */
-    FILE *f = fopen(log, "r");
-    double times[4096];
-    int n = 0;
+    /* Measured: the median step time of the steps after the first (warm-up), and with experts
+     * the median of the same steps' routing balance (engine/gpt_moe_ep.c) */
+    FILE *f = fopen(log_path, "r");
+    double times[4096], loads[4096];
+    int n = 0, nload = 0;
     char line[8192];
     while (f && fgets(line, sizeof line, f) && n < 4096) {
         json_error_t je;
         json_t *j = json_loads(line, 0, &je);
-        if (j && json_object_get(j, "step_time_s") && json_integer_value(json_object_get(j, "step")) > 1)
+        if (j && json_object_get(j, "step_time_s") && json_integer_value(json_object_get(j, "step")) > 1) {
             times[n++] = json_number_value(json_object_get(j, "step_time_s"));
+            json_t *load = json_object_get(j, "moe_load_imbalance");
+            if (json_is_number(load) && json_number_value(load) >= 1) /* >= 1 by its definition */
+                loads[nload++] = json_number_value(load);
+        }
         json_decref(j);
     }
     if (f)
@@ -197,18 +204,33 @@ int closed_loop_run(const closed_loop_options *o)
     if (n == 0) {
         fprintf(stderr, "dtcal validate: no step times in dtrain's log (use --steps >= 2)\n");
         scenario_free(&s);
+        unlink(log);
         return 1;
     }
     qsort(times, (size_t)n, sizeof(double), cmp_double);
     double measured = times[n / 2], spread_lo = times[n / 10], spread_hi = times[(n * 9) / 10];
-
+    /* Every rank waits at each all-to-all for the EP rank whose experts got the most rows: the
+     * run's own routing replaces the balanced router's floor dtsim takes without it
+     * (workload_moe_load). The median, as the step time's: where the step time grows with the
+     * imbalance, the median step's is the median imbalance. */
+    double load_measured = 0, floor_load = workload_moe_load(&s), floor_s = 0;
     run_result r;
+    if (nload > 0 && run_scenario(&s, &r, &err) == 0) /* the floor's prediction, to compare */
+        floor_s = r.step_time_s;
+    if (nload > 0) {
+        qsort(loads, (size_t)nload, sizeof(double), cmp_double);
+        load_measured = s.model.moe_load_imbalance = loads[nload / 2];
+    }
     if (run_scenario(&s, &r, &err) != 0) {
         fprintf(stderr, "dtcal validate: %s\n", err.msg);
         scenario_free(&s);
         return 1;
     }
     double predicted = r.step_time_s, error = (predicted - measured) / measured;
+    if (nload > 0)
+        printf("moe_load_imbalance: %.4f (dtrain's routing: the busiest EP rank's rows over the mean, median of "
+               "%d steps); the simulation's expert load %.4f (at the balanced router's floor %.4f: %.4f s, %+.1f%%)\n",
+               load_measured, nload, workload_moe_load(&s), floor_load, floor_s, 100 * (floor_s - measured) / measured);
 
     /* Op by op: the profile's forward ops of layer 0 against the cost model's. */
     json_t *ops = json_array();
@@ -282,6 +304,11 @@ int closed_loop_run(const closed_loop_options *o)
         if (reduce_s >= 0)
             json_object_set_new(doc, "measured_dp_grad_reduce_s", json_real(reduce_s));
         json_object_set_new(doc, "predicted_dp_exposed_s", json_real(dp_exposed_s));
+        if (load_measured > 0) { /* the run's, and what the simulation charged (a capacity caps it) */
+            json_object_set_new(doc, "measured_moe_load_imbalance", json_real(load_measured));
+            json_object_set_new(doc, "predicted_moe_load", json_real(workload_moe_load(&s)));
+            json_object_set_new(doc, "predicted_step_time_at_floor_s", json_real(floor_s));
+        }
         json_object_set_new(doc, "predicted_dp_total_s", json_real(dp_total_s));
         if (r.compression.present)
             json_object_set_new(doc, "predicted_compression",

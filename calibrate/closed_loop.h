@@ -1,6 +1,8 @@
 /* dtcal validate: the closed loop. Runs dtrain for a few profiled steps, simulates the same
  * configuration with the calibration given on the platform given, and compares the measured
- * step time (median of the steps after the first) with the predicted one, op by op. */
+ * step time (median of the steps after the first) with the predicted one, op by op. With
+ * experts the simulation takes the run's routing: model.moe_load_imbalance is the median of the
+ * same steps' logged moe_load_imbalance. */
 #ifndef DTSIM_CALIBRATE_CLOSED_LOOP_H
 #define DTSIM_CALIBRATE_CLOSED_LOOP_H
 
@@ -13,6 +15,7 @@ typedef struct {
     const char *precision;     /* fp32 | bf16 | fp16: dtrain --precision and the scenario's precision */
     int micro_batch, steps;
     const char *json_path;     /* NULL, "-" or a file */
+    const char *dtrain_log;    /* NULL (a temporary file, removed) or where dtrain's --log-json is kept */
     int tp, pp, dp;            /* the layout: more than one rank runs under mpirun on this machine */
     int cp;                    /* dtrain --cp and the scenario's context_parallel_size (0: 1) */
     int ep;                    /* dtrain --expert-model-parallel-size and the scenario's (0: 1) */

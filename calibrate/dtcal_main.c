@@ -67,10 +67,11 @@ static void usage(FILE *f)
             "           [--recompute-granularity none|selective|full] [--sequence-parallel]\n"
             "           [--zero 0|1|2|3] [--overlap-param-gather] [--tp-comm-overlap]\n"
             "           [--platform FILE]\n"
-            "           [--calibration FILE] [--json FILE|-]\n"
+            "           [--calibration FILE] [--json FILE|-] [--dtrain-log FILE]\n"
             "      run dtrain (under mpirun for more than one rank, all on this machine), simulate the same\n"
             "      configuration, compare step times and ops; warns when a measured calibration's host or\n"
-            "      device is not this machine's\n"
+            "      device is not this machine's. With experts the simulation takes the run's measured\n"
+            "      routing (model.moe_load_imbalance). --dtrain-log keeps dtrain's --log-json there\n"
             "exit: 0 ok, 2 bad input, 1 runtime failure\n");
 }
 
@@ -633,6 +634,7 @@ static int cmd_validate(int argc, char **argv)
         else if (!strcmp(a, "--platform")) o.platform = v;
         else if (!strcmp(a, "--calibration")) o.calibration = v;
         else if (!strcmp(a, "--json")) o.json_path = v;
+        else if (!strcmp(a, "--dtrain-log")) o.dtrain_log = v;
         else if (!strcmp(a, "--mpirun")) o.mpirun = v;
         else if (!strcmp(a, "--precision")) {
             if (strcmp(v, "fp32") && strcmp(v, "bf16") && strcmp(v, "fp16")) {

@@ -362,8 +362,10 @@ static void recompute_group(gpt_model *m, gpt_acts *act, int l)
 {
     if (gpt_recompute_group_end(m, l) != l)
         return;
+    m->recomputing = 1;
     for (int j = m->recompute_group[l]; j <= l; j++)
         block_forward(m, act, j);
+    m->recomputing = 0;
 }
 
 /* Vocabulary-parallel cross-entropy (Megatron): each TP rank holds V/tp columns of the logits;

@@ -238,6 +238,9 @@ typedef struct gpt_model_s {
     struct gpt_moe_scratch *moe;     /* mixture of experts' shared scratch (gpt_moe.c) */
     double moe_aux_loss;             /* the load-balancing loss of the layers of the last forward
                                         (gpt_forward_layers), weighted by its coefficient */
+    double moe_load_sum;             /* the routing balance (gpt_moe_route.balance) summed over */
+    int moe_load_n;                  /* these MoE layer forwards since gpt_moe_load_take */
+    int recomputing;                 /* a full recomputation's rerun of a forward is under way */
     /* Activation floats this rank holds (every slot and the shared recompute buffers; the
      * backward's scratch d_* buffers are not counted). */
     size_t act_floats;
@@ -288,6 +291,12 @@ const float *gpt_forward_layers(gpt_model *m, int slot, int l0, int l1, const in
  * `dout` (dL/d output of layer l1-1, gpt_stream_floats floats). Returns dL/d input of layer l0 (a backend
  * buffer valid until the next backward), or NULL when l0 == 0 (the embedding took it). */
 const float *gpt_backward_layers(gpt_model *m, int slot, int l0, int l1, float dloss, const float *dout);
+/* Mixture of experts' routing balance (gpt_moe.c): the mean, over the MoE layer forwards this
+ * rank ran since the last call (each layer and micro-batch once, full recomputation's reruns
+ * not counted), of the rows of the busiest EP rank's experts over the mean over EP ranks (1
+ * without expert parallelism); 0 when none ran (a dense model). Resets the sum. Every rank of
+ * an EP group has the same (from the counts the dispatch exchanges). */
+double gpt_moe_load_take(gpt_model *m);
 
 /* The single-rank layout <-> this rank's tensors. gpt_write_global writes the tensors this
  * rank counts into `global` (global_params floats, host), leaving the rest untouched. */

@@ -71,6 +71,10 @@ struct gpt_moe_route {
     int *recv;     /* E = ep x E/ep: rows EP rank s sends to local expert i, at s E/ep + i */
     int *xoffset;  /* E/ep + 1: local expert i's rows [xoffset[i], xoffset[i + 1]) of them, by
                       expert, then sending rank, each sender's rows in its order */
+    int *sent_all; /* ep x E: rows EP rank s sends to expert e (after drops), at s E + e: every
+                      rank's routing, the same on every rank of the EP group */
+    double balance;/* rows of the busiest EP rank's experts over the mean over EP ranks (>= 1;
+                      1 without expert parallelism): what dtsim's moe_load_imbalance means */
 };
 /* The routing of the micro-batch's N = B T tokens from their router logits (host, N x E): top K,
  * weights, capacity drops, rows by expert. Returns the number of rows. */
@@ -85,13 +89,17 @@ void gpt_moe_backward(gpt_model *m, gpt_layer_acts *a, float *const *w, float *c
 /* Expert parallelism's exchanges (gpt_moe_ep.c; shard.ep > 1), on host rows C floats wide.
  * gpt_moe_ep_rows: the most rows a rank's experts may receive (every EP rank's every choice).
  * gpt_moe_ep_plan: after routing, the EP ranks tell each other how many rows each sends to each
- * expert (r->recv, r->xoffset); returns the rows this rank's experts run. gpt_moe_ep_dispatch:
+ * expert (r->sent_all, r->recv, r->xoffset, r->balance); returns the rows this rank's experts
+ * run. gpt_moe_ep_dispatch:
  * this rank's rows (grouped by expert, as routed) to their experts' ranks, arriving in `x` by
  * local expert (r->xoffset); gpt_moe_ep_combine: the reverse, the experts' rows in x back to
  * the ranks that sent them, into `own`. scratch: gpt_moe_ep_rows x C floats. Each is collective
  * over the EP group. */
 size_t gpt_moe_ep_rows(const gpt_model *m);
 int gpt_moe_ep_plan(gpt_model *m, gpt_moe_route *r);
+/* From sent_all (ep x E, as gpt_moe_route's): the rows of the busiest EP rank's experts (E/ep
+ * consecutive ones a rank) over the mean over the ep ranks; 1 when no row was routed. */
+double gpt_moe_ep_balance(const int *sent_all, int ep, int E);
 void gpt_moe_ep_dispatch(gpt_model *m, const gpt_moe_route *r, const float *own, float *x, float *scratch);
 void gpt_moe_ep_combine(gpt_model *m, const gpt_moe_route *r, const float *x, float *own, float *scratch);
 

@@ -48,6 +48,8 @@ gpt_moe_route *gpt_moe_route_alloc(const gpt_model *m)
     r->scores = malloc(N * E * sizeof(float));
     r->counts = malloc(E * sizeof(int));
     r->recv = calloc(E, sizeof(int));
+    r->sent_all = calloc((size_t)(m->shard.ep > 1 ? m->shard.ep : 1) * E, sizeof(int));
+    r->balance = 1;
     r->xoffset = calloc(E + 1, sizeof(int));
     return r;
 }
@@ -64,6 +66,7 @@ void gpt_moe_route_free(gpt_moe_route *r)
     free(r->scores);
     free(r->counts);
     free(r->recv);
+    free(r->sent_all);
     free(r->xoffset);
     free(r);
 }
@@ -197,6 +200,14 @@ int gpt_moe_route_tokens(const gpt_model *m, const float *logits, gpt_moe_route 
     return rows;
 }
 
+double gpt_moe_load_take(gpt_model *m)
+{
+    double mean = m->moe_load_n > 0 ? m->moe_load_sum / m->moe_load_n : 0;
+    m->moe_load_sum = 0;
+    m->moe_load_n = 0;
+    return mean;
+}
+
 /* Weights of expert e (its slice of each of the layer's MLP tensors): w1 (F1 x C), b1, w2 (C x F),
  * b2 (C). */
 static void expert_slices(const gpt_model *m, float *const *t, int e, float **w1, float **b1, float **w2, float **b2)
@@ -251,6 +262,10 @@ void gpt_moe_forward(gpt_model *m, gpt_layer_acts *a, float *const *w, int layer
         El = E / ep;
         xoff = a->route->xoffset;
         xout = s->dev_rows; /* scratch until the combine (the backward's otherwise) */
+    }
+    if (!m->recomputing) { /* each layer and micro-batch once (gpt_moe_load_take) */
+        m->moe_load_sum += ep > 1 ? a->route->balance : 1; /* without EP the one rank is the busiest */
+        m->moe_load_n++;
     }
     /* the experts' GEMMs and activations, one op over every expert at a time (the op list's) */
     float *w1, *b1, *w2, *b2;

@@ -21,12 +21,18 @@ size_t gpt_moe_ep_rows(const gpt_model *m)
 
 int gpt_moe_ep_plan(gpt_model *m, gpt_moe_route *r)
 {
-    int E = m->cfg.num_experts, ep = m->shard.ep, El = E / ep;
-    int *sent = malloc((size_t)E * sizeof(int));
-    for (int e = 0; e < E; e++) /* rank q's experts are consecutive: its block of El counts */
-        sent[e] = r->offset[e + 1] - r->offset[e];
-    m->shard.ep_alltoall_int(sent, r->recv, (size_t)El, m->shard.ep_ctx);
+    int E = m->cfg.num_experts, ep = m->shard.ep, El = E / ep, me = m->shard.ep_rank;
+    /* Each rank is sent all E of this rank's counts, not only its own experts' block: one
+     * exchange then tells every rank every rank's load (the balance below), where the block alone
+     * tells it only its own. */
+    int *sent = calloc((size_t)ep * E, sizeof(int));
+    for (int q = 0; q < ep; q++)
+        for (int e = 0; e < E; e++)
+            sent[q * E + e] = r->offset[e + 1] - r->offset[e];
+    m->shard.ep_alltoall_int(sent, r->sent_all, (size_t)E, m->shard.ep_ctx);
     free(sent);
+    for (int s = 0; s < ep; s++) /* each sender's counts for this rank's experts */
+        memcpy(r->recv + s * El, r->sent_all + (size_t)s * E + (size_t)me * El, (size_t)El * sizeof(int));
     r->xoffset[0] = 0;
     for (int i = 0; i < El; i++) {
         int n = 0;
@@ -34,7 +40,23 @@ int gpt_moe_ep_plan(gpt_model *m, gpt_moe_route *r)
             n += r->recv[s * El + i];
         r->xoffset[i + 1] = r->xoffset[i] + n;
     }
+    r->balance = gpt_moe_ep_balance(r->sent_all, ep, E);
     return r->xoffset[El];
+}
+
+double gpt_moe_ep_balance(const int *sent_all, int ep, int E)
+{
+    int El = E / ep;
+    double busiest = 0, total = 0;
+    for (int q = 0; q < ep; q++) {
+        double n = 0; /* rows EP rank q's experts receive, from every sender */
+        for (int s = 0; s < ep; s++)
+            for (int i = 0; i < El; i++)
+                n += sent_all[(size_t)s * E + (size_t)q * El + i];
+        busiest = n > busiest ? n : busiest;
+        total += n;
+    }
+    return total > 0 ? busiest / (total / ep) : 1;
 }
 
 /* Floats this rank sends to (own rows) and receives from (its experts' rows) each EP rank. */

@@ -379,7 +379,7 @@ int run_dir_start(run_dir *rd, const train_options *o, const gpt_config *cfg, si
 }
 
 int run_dir_step(run_dir *rd, int step, double loss, double grad_norm, double loss_scale, double lr,
-                 double step_time_s, char *err, size_t errlen)
+                 double step_time_s, double moe_load_imbalance, char *err, size_t errlen)
 {
     if (already_failed(rd, err, errlen))
         return -1;
@@ -389,6 +389,8 @@ int run_dir_step(run_dir *rd, int step, double loss, double grad_norm, double lo
                              grad_norm, "loss_scale", loss_scale, "lr", lr, "tokens_per_s", tps, "step_time_s",
                              step_time_s, "model_tflops_per_gpu", per_gpu / 1e12, "mfu",
                              rd->peak_tflops > 0 ? json_real(per_gpu / (rd->peak_tflops * 1e12)) : json_null());
+    if (moe_load_imbalance > 0)
+        json_object_set_new(line, "moe_load_imbalance", json_real(moe_load_imbalance));
     char *text = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17));
     json_decref(line);
     size_t n = strlen(text);

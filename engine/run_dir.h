@@ -39,9 +39,10 @@ int run_dir_start(run_dir *rd, const train_options *o, const gpt_config *cfg, si
 double run_dir_peak_tflops(const run_dir *rd);
 double run_dir_model_flops_per_step(const run_dir *rd);
 
-/* Appends one metrics line. grad_norm < 0: the step was skipped (overflow). */
+/* Appends one metrics line. grad_norm < 0: the step was skipped (overflow). moe_load_imbalance:
+ * gpt_moe_load_take's (0: a dense model, no key). */
 int run_dir_step(run_dir *rd, int step, double loss, double grad_norm, double loss_scale, double lr,
-                 double step_time_s, char *err, size_t errlen);
+                 double step_time_s, double moe_load_imbalance, char *err, size_t errlen);
 
 /* Rescans ckpt_dir after a checkpoint completed (and old ones were pruned) and rewrites
  * checkpoints.json: new complete checkpoints are added, pruned ones marked "on_disk": false. */

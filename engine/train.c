@@ -560,6 +560,7 @@ int train_run(const train_options *given)
         /* Mean loss over all tokens of the step, times the loss scale. */
         float dloss = (float)(scale / ((double)B * T * accum * dp));
         double loss_sum = run_pipeline(o, &pl, &m, &data, step, dloss, tokens, targets);
+        double moe_load = gpt_moe_load_take(&m); /* rank 0's EP group and layers; 0: dense */
         data.position = (uint64_t)step * o->global_batch;
         /* The loss lives on the last stage: its TP rank 0 of each replica contributes. */
         int reports = o->comm->pp_rank == o->comm->pp - 1 && o->comm->tp_rank == 0;
@@ -611,9 +612,11 @@ int train_run(const train_options *given)
             free(global);
             json_object_set_new(line, "params_crc32", json_string(crc));
         }
+        if (moe_load > 0)
+            json_object_set_new(line, "moe_load_imbalance", json_real(moe_load));
         train_log_line(&log, line);
-        if (o->run && run_dir_step(o->run, step, loss, isfinite(grad_norm) ? grad_norm : -1.0, scale, lr, dt, err,
-                                   sizeof err) != 0 && err[0])
+        if (o->run && run_dir_step(o->run, step, loss, isfinite(grad_norm) ? grad_norm : -1.0, scale, lr, dt,
+                                   moe_load, err, sizeof err) != 0 && err[0])
             fprintf(stderr, "dtrain: %s (run tracking stops; training goes on)\n", err);
         if (leader && (step == 1 || step % 10 == 0 || step == o->steps))
             fprintf(stderr, "step %5d/%d  loss %.4f  grad norm %.3f  lr %.2e  %.3f s  %.0f tok/s\n", step, o->steps,

@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -99,6 +100,25 @@ static void equivalent(int ranks, const char *layout)
         b = json_number_value(json_object_get(D[i], "grad_norm"));
         if (fabs(a - b) > 1e-5 * fabs(a))
             fail_msg("%s step %d: gradient norm %.9g vs single-rank %.9g", layout, i + 1, b, a);
+    }
+    /* the routing's balance (engine/gpt_moe_ep.c): every step has one with experts, none without;
+     * one rank is the busiest of one, EP ranks' is in [1, ep] (ep: the most it can be, every row
+     * on one rank) and above 1 unless every layer and micro-batch split its rows exactly evenly */
+    const char *at = strstr(layout, "--ep ");
+    at = at ? at : strstr(layout, "--expert-model-parallel-size ");
+    int ep = at ? atoi(strchr(at, ' ') + 1) : 1;
+    for (int i = 0; i < NS - 1; i++) {
+        json_t *a = json_object_get(S[i], "moe_load_imbalance"), *b = json_object_get(D[i], "moe_load_imbalance");
+        if (!MOE) {
+            assert_null(a);
+            assert_null(b);
+            continue;
+        }
+        assert_true(json_is_number(a) && json_number_value(a) == 1.0);
+        double x = json_number_value(b);
+        if (!json_is_number(b) || x < 1 || x > ep || (ep > 1 && x <= 1) || (ep == 1 && x != 1))
+            fail_msg("%s step %d: moe_load_imbalance %s (%g; EP %d)", layout, i + 1,
+                     json_is_number(b) ? "out of range" : "missing", x, ep);
     }
     size_t n1 = 0, n2 = 0;
     float *p1 = load_params(SINGLE, &n1), *p2 = load_params(dump, &n2);
