@@ -203,7 +203,7 @@ static void context_parallel_ring_matches_all_gather(void **state)
 {
     (void)state;
     json_t *R[2][64];
-    int n[2];
+    int n[2] = {0, 0};
     const char *form[2] = {"p2p", "all_gather"};
     for (int i = 0; i < 2; i++) {
         char launcher[4096], args[8192];
