@@ -159,6 +159,11 @@ typedef struct {
     void *ep_ctx;
 } gpt_shard;
 
+/* Test aid (dtrain --test-plain-attention): a copy of backend k without its optional attention
+ * kernels (the positional and ring attention block ones), as CUDA's is for now, so the CPU runs
+ * context parallelism's whole-sequence fallbacks (gpt_cp.c, gpt_cp_ring.c). One static copy. */
+const kernels_backend *gpt_cp_plain_backend(const kernels_backend *k);
+
 /* Recomputation granularities. Selective reruns the attention core (the fused attention kernel)
  * in the backward and keeps none of its own outputs between the passes; full keeps only the
  * input of each recomputed group of layers and reruns the group's forward, its TP all-reduces

@@ -21,6 +21,18 @@ int gpt_cp(const gpt_model *m)
     return m->shard.cp > 1;
 }
 
+const kernels_backend *gpt_cp_plain_backend(const kernels_backend *k)
+{
+    static kernels_backend plain;
+    plain = *k;
+    plain.attention_forward_at = NULL;
+    plain.attention_backward_at = NULL;
+    plain.attention_block_forward = NULL;
+    plain.attention_block_backward = NULL;
+    plain.attention_merge = NULL;
+    return &plain;
+}
+
 int gpt_cp_chunk(const gpt_model *m, int r, int c)
 {
     return c == 0 ? r : 2 * m->shard.cp - 1 - r;

@@ -389,18 +389,8 @@ int train_run(const train_options *given)
             return 1;
         }
     }
-    /* test aid: the backend without its optional attention kernels, as CUDA's is for now, so the
-     * CPU runs context parallelism's whole-sequence fallbacks (gpt_cp.c, gpt_cp_ring.c) */
-    static kernels_backend plain;
-    if (o->test_plain_attention) {
-        plain = *k;
-        plain.attention_forward_at = NULL;
-        plain.attention_backward_at = NULL;
-        plain.attention_block_forward = NULL;
-        plain.attention_block_backward = NULL;
-        plain.attention_merge = NULL;
-        k = &plain;
-    }
+    if (o->test_plain_attention) /* test aid: CUDA's context-parallel fallbacks on the CPU */
+        k = gpt_cp_plain_backend(k);
     data_loader data;
     if (data_open(&data, o->data, o->seed, err, sizeof err) != 0) {
         fprintf(stderr, "dtrain: --data %s\n", err);
