@@ -108,7 +108,8 @@ int closed_loop_run(const closed_loop_options *o)
                               .overlap_grad_reduce = o->overlap_grad_reduce, .bucket_mb = o->bucket_mb,
                               .recompute = o->recompute, .sequence_parallel = o->sequence_parallel,
                               .overlap_param_gather = o->overlap_param_gather,
-                              .tp_comm_overlap = o->tp_comm_overlap, .cp = o->cp, .ep = o->ep};
+                              .tp_comm_overlap = o->tp_comm_overlap, .cp = o->cp,
+                              .cp_comm_type = o->cp_comm_type, .ep = o->ep};
     if (model_shape(o->model, &shape, why, sizeof why) != 0) {
         fprintf(stderr, "dtcal validate: --model %s: %s\n", o->model, why);
         return 2;
@@ -138,7 +139,7 @@ int closed_loop_run(const closed_loop_options *o)
     int ranks = o->tp * o->pp * o->dp * (o->cp > 1 ? o->cp : 1);
     char launcher[1024] = "", compress[32] = "none", overlap[64] = "";
     /* the layout and technique flags dtrain runs with (the scenario above was built from the same) */
-    char extra[256] = "";
+    char extra[512] = "";
     size_t used = 0;
 #define ADD_FLAG(...) (used += (size_t)snprintf(extra + used, sizeof extra - used, __VA_ARGS__))
     if (o->recompute && strcmp(o->recompute, "none"))
@@ -152,7 +153,7 @@ int closed_loop_run(const closed_loop_options *o)
     if (o->tp_comm_overlap)
         ADD_FLAG(" --tp-comm-overlap");
     if (o->cp > 1)
-        ADD_FLAG(" --cp %d", o->cp);
+        ADD_FLAG(" --cp %d --cp-comm-type %s", o->cp, o->cp_comm_type ? o->cp_comm_type : "p2p");
     if (o->ep > 1)
         ADD_FLAG(" --expert-model-parallel-size %d", o->ep);
 #undef ADD_FLAG

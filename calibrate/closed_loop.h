@@ -18,6 +18,7 @@ typedef struct {
     const char *dtrain_log;    /* NULL (a temporary file, removed) or where dtrain's --log-json is kept */
     int tp, pp, dp;            /* the layout: more than one rank runs under mpirun on this machine */
     int cp;                    /* dtrain --cp and the scenario's context_parallel_size (0: 1) */
+    const char *cp_comm_type;  /* dtrain --cp-comm-type and the scenario's cp_comm_type: p2p | all_gather */
     int ep;                    /* dtrain --expert-model-parallel-size and the scenario's (0: 1) */
     const char *grad_reduce;   /* fp32 | bf16: the DP gradient reduction's precision */
     const char *mpirun;

@@ -62,7 +62,8 @@ static void usage(FILE *f)
             "      nccl, 256 MiB; cpu: mpi, 16 MiB. --into adds it to CAL\n"
             "  validate [--device cpu|cuda] [--precision fp32|bf16|fp16] [--model tiny|tiny-llama|small|FILE]\n"
             "           [--micro-batch B] [--steps N]\n"
-            "           [--tp N --pp N --dp N --cp N --ep N [--mpirun PATH]] [--grad-reduce fp32|bf16]\n"
+            "           [--tp N --pp N --dp N --cp N --ep N [--mpirun PATH]] [--cp-comm-type p2p|all_gather]\n"
+            "           [--grad-reduce fp32|bf16]\n"
             "           [--grad-compress none|powersgd:R] [--overlap-grad-reduce [--bucket-mb X]]\n"
             "           [--recompute-granularity none|selective|full] [--sequence-parallel]\n"
             "           [--zero 0|1|2|3] [--overlap-param-gather] [--tp-comm-overlap]\n"
@@ -642,6 +643,13 @@ static int cmd_validate(int argc, char **argv)
                 return 2;
             }
             o.precision = v;
+        }
+        else if (!strcmp(a, "--cp-comm-type")) {
+            if (strcmp(v, "p2p") && strcmp(v, "all_gather")) {
+                fprintf(stderr, "dtcal validate: --cp-comm-type: '%s' is not p2p or all_gather (dtrain's forms)\n", v);
+                return 2;
+            }
+            o.cp_comm_type = v;
         }
         else if (!strcmp(a, "--grad-reduce")) {
             if (strcmp(v, "fp32") && strcmp(v, "bf16")) {

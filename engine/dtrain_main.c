@@ -65,6 +65,8 @@ static void usage(FILE *f)
             "                           --use-checkpoint-opt_param-scheduler); --steps only says where to stop\n"
             "  --override-opt-param-scheduler  on --resume: this run's schedule from the next step on\n"
             "  --stop-after N           test aid: stop after step N as if killed (no final checkpoint)\n"
+            "  --test-plain-attention   test aid: run without the optional attention kernels (as CUDA does\n"
+            "                           for now): context parallelism's whole-sequence fallbacks on the CPU\n"
             "  SIGTERM                  finishes the current step, writes a checkpoint, exits 0\n"
             "  --tp N                   tensor-parallel ranks (Megatron: heads and MLP columns split; N divides heads)\n"
             "  --pp N                   pipeline stages (layers split evenly, or by --pipeline-layers)\n"
@@ -73,8 +75,11 @@ static void usage(FILE *f)
             "  --vpp V                  model chunks per stage for interleaved 1F1B (default 1; interleaved needs 2+)\n"
             "  --dp N                   data-parallel replicas; launch TP x CP x PP x DP ranks with mpirun\n"
             "  --cp N, --context-parallel-size N  context parallelism: each sequence's positions split over N\n"
-            "                           ranks in 2N chunks (causal load balancing), K/V gathered for the\n"
-            "                           attention; N x 2 divides --model's seq_len (Megatron-Core)\n"
+            "                           ranks in 2N chunks (causal load balancing); N x 2 divides --model's\n"
+            "                           seq_len (Megatron-Core)\n"
+            "  --cp-comm-type p2p|all_gather  context parallelism's attention (Megatron-LM): p2p, ring\n"
+            "                           attention, K/V blocks passed around the CP ranks (default); all_gather,\n"
+            "                           K/V gathered from every CP rank first (a2a is not built)\n"
             "  --ep N, --expert-model-parallel-size N  expert parallelism (Megatron-Core): each MoE layer's\n"
             "                           experts spread over N ranks carved out of DP (groups of N consecutive\n"
             "                           DP ranks), tokens sent to their experts' ranks by all-to-all; N divides\n"
@@ -258,6 +263,9 @@ static int run_flags(int argc, char **argv, comm_ctx *comm)
         } else if (!strcmp(a, "--tp-comm-overlap")) {
             o.tp_comm_overlap = 1;
             continue;
+        } else if (!strcmp(a, "--test-plain-attention")) {
+            o.test_plain_attention = 1;
+            continue;
         } else if (!strcmp(a, "--resume")) {
             o.resume = 1;
             continue;
@@ -375,6 +383,15 @@ static int run_flags(int argc, char **argv, comm_ctx *comm)
         } else if (!strcmp(a, "--cp") || !strcmp(a, "--context-parallel-size")) {
             if (parse_long(a, v, 1, 1024, &n)) return 2;
             cp = (int)n;
+        } else if (!strcmp(a, "--cp-comm-type")) {
+            if (!strcmp(v, "p2p") || !strcmp(v, "all_gather")) {
+                o.cp_all_gather = !strcmp(v, "all_gather");
+            } else {
+                fprintf(stderr, "dtrain: --cp-comm-type: '%s' is not p2p or all_gather%s\n", v,
+                        !strcmp(v, "a2a") || !strcmp(v, "a2a+p2p") ? " (Megatron-Core's all-to-all forms are not built)"
+                                                                   : "");
+                return 2;
+            }
         } else if (!strcmp(a, "--ep") || !strcmp(a, "--expert-model-parallel-size")) {
             if (parse_long(a, v, 1, 1024, &n)) return 2;
             ep = (int)n;

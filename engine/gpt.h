@@ -121,10 +121,16 @@ typedef struct {
     void (*tp_ring_wait)(void *step, void *ctx);
     /* Context parallelism (gpt_cp.c): cp ranks share each sequence, this one cp_rank; its
      * all-gather and reduce-scatter over the CP group, in place on a backend buffer of n floats
-     * (the ranks' equal blocks in order). */
+     * (the ranks' equal blocks in order), for cp_comm_type all_gather. cp_ring_p2p: ring
+     * attention instead (Megatron-Core's cp_comm_type p2p, its default; gpt_cp_ring.c), whose
+     * steps cp_ring_start starts (n floats of send, a backend buffer, to the next CP rank; n into
+     * recv from the previous) and cp_ring_wait ends; one step is in flight at a time. */
     int cp, cp_rank;
     void (*cp_allgather)(float *buf, size_t n, void *ctx);
     void (*cp_reduce_scatter)(float *buf, size_t n, void *ctx);
+    int cp_ring_p2p;
+    void *(*cp_ring_start)(const float *send, float *recv, size_t n, void *ctx);
+    void (*cp_ring_wait)(void *step, void *ctx);
     void *cp_ctx;
     /* Sum (max = 0) or maximum (max = 1) of a host buffer over the TP group: the vocabulary-
      * parallel cross-entropy's row statistics. */
@@ -152,6 +158,11 @@ typedef struct {
                          void *ctx);
     void *ep_ctx;
 } gpt_shard;
+
+/* Test aid (dtrain --test-plain-attention): a copy of backend k without its optional attention
+ * kernels (the positional and ring attention block ones), as CUDA's is for now, so the CPU runs
+ * context parallelism's whole-sequence fallbacks (gpt_cp.c, gpt_cp_ring.c). One static copy. */
+const kernels_backend *gpt_cp_plain_backend(const kernels_backend *k);
 
 /* Recomputation granularities. Selective reruns the attention core (the fused attention kernel)
  * in the backward and keeps none of its own outputs between the passes; full keeps only the
@@ -231,6 +242,7 @@ typedef struct gpt_model_s {
      * rank's tokens and targets (host) */
     float *cp_blocks, *cp_qkv, *cp_dqkv, *cp_atty, *cp_dout, *cp_lse, *cp_zeros, *cp_sink, *cp_pos_rows;
     int *cp_positions, *cp_tokens, *cp_targets;
+    struct gpt_cp_ring *cp_ring;     /* ring attention's scratch (gpt_cp_ring.c); NULL under all_gather */
     /* Grouped-query attention's repeated qkv and its gradient (gpt_block.c); rotary embeddings'
      * positions of the rank's rows under CP (host; NULL: 0..T-1). */
     float *gqa_qkv, *gqa_dqkv;

@@ -2,14 +2,16 @@
  * ranks holds T/cp positions of every sequence, in two chunks of T/(2cp) with causal load
  * balancing (rank r the r-th and the (2cp-1-r)-th), so every rank has the same share of the
  * causal attention's work. Everything but attention is per token and runs on the rank's own
- * positions (m->T is T/cp). Attention gathers K and V over the CP group (Megatron-Core's
- * all-gather form of context parallelism, cp_comm_type "all_gather"): the rank's queries attend
- * to the whole sequence rebuilt from the gathered blocks, each up to its own global position
- * (kernels' attention_forward_at), and the backward reduce-scatters the K/V gradients its queries
- * produced back to the positions' owners. A backend without that kernel (CUDA, for now) runs the
- * plain kernel over the whole sequence and keeps the rank's rows: the same numbers at cp times the
- * attention work; its backward reruns it, with the rank's output gradient at its rows and zero
- * elsewhere (so other rows add nothing). Position embeddings look up the global positions. */
+ * positions (m->T is T/cp). Attention runs in one of Megatron-Core's two forms (cp_comm_type):
+ * p2p, ring attention (gpt_cp_ring.c; the default), or all_gather, here: K and V gathered over
+ * the CP group, the rank's queries attending the whole sequence rebuilt from the gathered blocks,
+ * each up to its own global position (kernels' attention_forward_at), and the backward
+ * reduce-scattering the K/V gradients its queries produced back to the positions' owners. A
+ * backend without the positional kernels (CUDA, for now) runs the plain kernel over the whole
+ * sequence and keeps the rank's rows: the same numbers at cp times the attention work; its
+ * backward reruns it, with the rank's output gradient at its rows and zero elsewhere (so other
+ * rows add nothing). Ring attention on such a backend brings the whole sequence's K and V by the
+ * ring and takes the same whole-sequence path. Position embeddings look up the global positions. */
 #include <stdlib.h>
 #include "gpt.h"
 #include "gpt_internal.h"
@@ -19,11 +21,27 @@ int gpt_cp(const gpt_model *m)
     return m->shard.cp > 1;
 }
 
+const kernels_backend *gpt_cp_plain_backend(const kernels_backend *k)
+{
+    static kernels_backend plain;
+    plain = *k;
+    plain.attention_forward_at = NULL;
+    plain.attention_backward_at = NULL;
+    plain.attention_block_forward = NULL;
+    plain.attention_block_backward = NULL;
+    plain.attention_merge = NULL;
+    return &plain;
+}
+
+int gpt_cp_chunk(const gpt_model *m, int r, int c)
+{
+    return c == 0 ? r : 2 * m->shard.cp - 1 - r;
+}
+
 /* The first global position of chunk c (0 or 1) of CP rank r. */
 static int chunk_start(const gpt_model *m, int r, int c)
 {
-    int cp = m->shard.cp, half = m->T / 2;
-    return (c == 0 ? r : 2 * cp - 1 - r) * half;
+    return gpt_cp_chunk(m, r, c) * (m->T / 2);
 }
 
 int gpt_cp_position(const gpt_model *m, int t)
@@ -35,8 +53,8 @@ int gpt_cp_position(const gpt_model *m, int t)
 }
 
 /* The whole sequences (B x cp T x w) from CP rank r's rows (B x T x w, T the local positions), or
- * back (to_blocks). */
-static void rows_of_rank(const gpt_model *m, float *whole, float *local, int r, int w, int to_whole)
+ * back. */
+void gpt_cp_rows(const gpt_model *m, float *whole, float *local, int r, int w, int to_whole)
 {
     int B = m->B, T = m->T, Tf = T * m->shard.cp, half = T / 2;
     for (int b = 0; b < B; b++)
@@ -58,7 +76,7 @@ static void gather_qkv(gpt_model *m, const float *qkv)
     m->k->copy(m->cp_blocks + r * blk, qkv, blk * sizeof(float));
     m->shard.cp_allgather(m->cp_blocks, cp * blk, m->shard.cp_ctx);
     for (int q = 0; q < cp; q++)
-        rows_of_rank(m, m->cp_qkv, m->cp_blocks + q * blk, q, w, 1);
+        gpt_cp_rows(m, m->cp_qkv, m->cp_blocks + q * blk, q, w, 1);
 }
 
 void gpt_cp_attention_forward(gpt_model *m, float *atty, float *lse, const float *qkv)
@@ -68,14 +86,21 @@ void gpt_cp_attention_forward(gpt_model *m, float *atty, float *lse, const float
         m->k->attention_forward(atty, lse, qkv, B, T, Cl, NH, m->prec);
         return;
     }
-    int Tf = T * m->shard.cp, half = T / 2, r = m->shard.cp_rank;
-    gather_qkv(m, qkv);
-    if (m->k->attention_forward_at) { /* the rank's queries only (cp_positions' first row: its T positions) */
+    int Tf = T * m->shard.cp, half = T / 2, r = m->shard.cp_rank, ring = m->shard.cp_ring_p2p;
+    if (ring && m->k->attention_block_forward) {
+        gpt_cp_ring_forward(m, atty, lse, qkv);
+        return;
+    }
+    if (ring)
+        gpt_cp_ring_gather(m, qkv);
+    else
+        gather_qkv(m, qkv);
+    if (m->k->attention_forward_at && !ring) { /* the rank's queries only (cp_positions' first row: its T positions) */
         m->k->attention_forward_at(atty, lse, qkv, m->cp_qkv, m->cp_positions, B, T, Tf, Cl, NH, m->prec);
         return;
     }
     m->k->attention_forward(m->cp_atty, m->cp_lse, m->cp_qkv, B, Tf, Cl, NH, m->prec);
-    rows_of_rank(m, m->cp_atty, atty, r, Cl, 0);
+    gpt_cp_rows(m, m->cp_atty, atty, r, Cl, 0);
     for (int b = 0; b < B; b++) /* the log-sum-exp rows, [b][head][position] */
         for (int h = 0; h < NH; h++)
             for (int c = 0; c < 2; c++)
@@ -91,23 +116,34 @@ void gpt_cp_attention_backward(gpt_model *m, float *dqkv, const float *dout, con
         m->k->attention_backward(dqkv, dout, qkv, atty, lse, B, T, Cl, NH, m->prec);
         return;
     }
-    int Tf = T * m->shard.cp, cp = m->shard.cp, r = m->shard.cp_rank, w = 3 * Cl;
+    int Tf = T * m->shard.cp, cp = m->shard.cp, r = m->shard.cp_rank, w = 3 * Cl, ring = m->shard.cp_ring_p2p;
     size_t blk = (size_t)B * T * w;
-    gather_qkv(m, qkv);
+    if (ring && m->k->attention_block_backward) {
+        gpt_cp_ring_backward(m, dqkv, dout, qkv, atty, lse);
+        return;
+    }
+    if (ring)
+        gpt_cp_ring_gather(m, qkv);
+    else
+        gather_qkv(m, qkv);
     m->k->memset_zero(m->cp_dqkv, (size_t)B * Tf * w * sizeof(float));
-    if (m->k->attention_backward_at) {
+    if (m->k->attention_backward_at && !ring) {
         /* dq straight into the rank's rows; dk, dv of every position into the whole sequence */
         m->k->attention_backward_at(dqkv, m->cp_dqkv, dout, qkv, m->cp_qkv, atty, lse, m->cp_positions, B, T, Tf, Cl,
                                     NH, m->prec);
     } else {
         m->k->attention_forward(m->cp_atty, m->cp_lse, m->cp_qkv, B, Tf, Cl, NH, m->prec);
         m->k->memset_zero(m->cp_dout, (size_t)B * Tf * Cl * sizeof(float));
-        rows_of_rank(m, m->cp_dout, (float *)dout, r, Cl, 1);
+        gpt_cp_rows(m, m->cp_dout, (float *)dout, r, Cl, 1);
         m->k->attention_backward(m->cp_dqkv, m->cp_dout, m->cp_qkv, m->cp_atty, m->cp_lse, B, Tf, Cl, NH, m->prec);
+    }
+    if (ring) {
+        gpt_cp_ring_reduce(m, dqkv);
+        return;
     }
     /* each rank's queries' share of every position's gradient, summed at the position's owner */
     for (int q = 0; q < cp; q++)
-        rows_of_rank(m, m->cp_dqkv, m->cp_blocks + q * blk, q, w, 0);
+        gpt_cp_rows(m, m->cp_dqkv, m->cp_blocks + q * blk, q, w, 0);
     m->shard.cp_reduce_scatter(m->cp_blocks, cp * blk, m->shard.cp_ctx);
     m->k->residual_forward(dqkv, dqkv, m->cp_blocks + r * blk, blk);
 }
@@ -141,12 +177,18 @@ void gpt_cp_alloc(gpt_model *m)
     const kernels_backend *k = m->k;
     int B = m->B, T = m->T, Tf = T * m->shard.cp, C = m->cfg.hidden, tp = m->shard.tp;
     size_t Cl = (size_t)C / tp, NH = (size_t)m->cfg.heads / tp, whole = (size_t)B * Tf;
-    m->cp_blocks = k->alloc(whole * 3 * Cl * sizeof(float));
-    m->cp_qkv = k->alloc(whole * 3 * Cl * sizeof(float));
-    m->cp_dqkv = k->alloc(whole * 3 * Cl * sizeof(float));
-    m->cp_atty = k->alloc(whole * Cl * sizeof(float));
-    m->cp_dout = k->alloc(whole * Cl * sizeof(float));
-    m->cp_lse = k->alloc(whole * NH * sizeof(float));
+    int ring = m->shard.cp_ring_p2p;
+    if (ring)
+        gpt_cp_ring_alloc(m);
+    if (!ring || !k->attention_block_forward) { /* the whole sequence's buffers: all-gather, or the fallback */
+        if (!ring)
+            m->cp_blocks = k->alloc(whole * 3 * Cl * sizeof(float));
+        m->cp_qkv = k->alloc(whole * 3 * Cl * sizeof(float));
+        m->cp_dqkv = k->alloc(whole * 3 * Cl * sizeof(float));
+        m->cp_atty = k->alloc(whole * Cl * sizeof(float));
+        m->cp_dout = k->alloc(whole * Cl * sizeof(float));
+        m->cp_lse = k->alloc(whole * NH * sizeof(float));
+    }
     m->cp_zeros = k->alloc((size_t)T * C * sizeof(float));
     k->memset_zero(m->cp_zeros, (size_t)T * C * sizeof(float));
     m->cp_sink = k->alloc((size_t)T * C * sizeof(float));
@@ -171,6 +213,7 @@ void gpt_cp_free(gpt_model *m)
             m->k->free(bufs[i]);
     if (m->cp_positions)
         m->k->free(m->cp_positions);
+    gpt_cp_ring_free(m);
     free(m->cp_tokens);
     free(m->cp_targets);
 }

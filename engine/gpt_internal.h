@@ -149,6 +149,24 @@ void gpt_cp_positions_backward(gpt_model *m, const float *dx);
 void gpt_cp_local_tokens(const gpt_model *m, const int *whole, int *local);
 void gpt_cp_alloc(gpt_model *m);
 void gpt_cp_free(gpt_model *m);
+/* gpt_cp_chunk: the global chunk (of 2 cp) that holds CP rank r's c-th (0 or 1) half of its
+ * positions: r, then 2 cp - 1 - r. Ring attention (gpt_cp_ring.c, shard.cp_ring_p2p): the
+ * forward and backward of the rank's attention with K/V blocks passed around the CP group, in
+ * place of the all-gather; _alloc / _free its scratch. */
+int gpt_cp_chunk(const gpt_model *m, int r, int c);
+void gpt_cp_ring_forward(gpt_model *m, float *atty, float *lse, const float *qkv);
+void gpt_cp_ring_backward(gpt_model *m, float *dqkv, const float *dout, const float *qkv, const float *atty,
+                          const float *lse);
+/* Without the block kernels: gpt_cp_ring_gather puts every rank's K and V (brought by the ring)
+ * and the rank's own qkv rows into m->cp_qkv (other ranks' queries zero); gpt_cp_ring_reduce
+ * sends the K/V gradients of m->cp_dqkv around the ring to their owners and adds the rank's rows
+ * (its dq, its K/V gradient from every rank) to dqkv. gpt_cp_rows: CP rank r's rows (B x T, w
+ * floats) of whole sequences (B x cp T), to the whole (to_whole) or from it. */
+void gpt_cp_ring_gather(gpt_model *m, const float *qkv);
+void gpt_cp_ring_reduce(gpt_model *m, float *dqkv);
+void gpt_cp_rows(const gpt_model *m, float *whole, float *local, int r, int w, int to_whole);
+void gpt_cp_ring_alloc(gpt_model *m);
+void gpt_cp_ring_free(gpt_model *m);
 
 /* The TP GEMMs with their collectives (gpt_sp.c), one call each on every path: without TP the
  * GEMM alone, with TP an all-reduce, under SP an all-gather or reduce-scatter, and under

@@ -35,6 +35,7 @@ typedef struct {
     int ckpt_sync;               /* write on the step loop instead of in the background */
     int resume;                  /* start from the newest good checkpoint in ckpt_dir */
     int stop_after;              /* test aid: stop as if killed after this step (0 = never) */
+    int test_plain_attention;    /* test aid: no optional attention kernels (CUDA's CP fallbacks on CPU) */
     int kill_rank, kill_step;    /* test aid: rank kill_rank SIGKILLs itself after kill_step (-1: never) */
     const char *kill_marker;     /* ... only while this file does not exist (it creates it) */
     int kill_signal;             /* SIGKILL (a crash) or SIGSTOP (a hang) */
@@ -45,6 +46,7 @@ typedef struct {
     int zero;                    /* ZeRO stage 0-3 */
     int sequence_parallel;       /* --sequence-parallel (with --tp 2+) */
     int tp_comm_overlap;         /* --tp-comm-overlap (with --sequence-parallel, MPI) */
+    int cp_all_gather;           /* --cp-comm-type all_gather (0: p2p, ring attention, the default) */
     int recompute;               /* GPT_RECOMPUTE_NONE | _SELECTIVE | _FULL (--recompute-granularity) */
     int recompute_block;         /* --recompute-method block (0: uniform) */
     int recompute_layers;        /* --recompute-num-layers (default 1) */

@@ -101,6 +101,22 @@ typedef struct kernels_backend {
     void (*attention_backward_at)(float *dqkv_q, float *dqkv_kv, const float *dout, const float *qkv_q,
                                   const float *qkv_kv, const float *out, const float *lse, const int *pos, int B,
                                   int Tq, int Tk, int C, int NH, kernels_precision prec);
+    /* Optional: ring attention (context parallelism's cp_comm_type p2p). A block: queries (rows of
+     * qkv_q, B x Tq, at positions qpos[0..Tq)) against a block of keys and values (rows of kv, B x
+     * Tk, each 2C: k then v, as Megatron-Core passes them around the ring) at positions kpos[0..Tk),
+     * increasing; key j is seen by row t when kpos[j] <= qpos[t]. out (B,Tq,C) is the attention
+     * over the block's keys, left in fp32 (the caller rounds the merged output once), lse
+     * (B,NH,Tq) its log-sum-exp; a row that sees no key gets out 0, lse -inf. The merge folds a
+     * block's (blk_out, blk_lse) into (out, lse) of the same rows by the online-softmax rule. The
+     * backward takes each row's merged out and lse (over all blocks) and adds the block's share:
+     * dq into dqkv_q's q part, dk and dv into dkv (rows as kv). */
+    void (*attention_block_forward)(float *out, float *lse, const float *qkv_q, const float *kv, const int *qpos,
+                                    const int *kpos, int B, int Tq, int Tk, int C, int NH, kernels_precision prec);
+    void (*attention_block_backward)(float *dqkv_q, float *dkv, const float *dout, const float *qkv_q,
+                                     const float *kv, const float *out, const float *lse, const int *qpos,
+                                     const int *kpos, int B, int Tq, int Tk, int C, int NH, kernels_precision prec);
+    void (*attention_merge)(float *out, float *lse, const float *blk_out, const float *blk_lse, int B, int T, int C,
+                            int NH);
 
     /* Rotary position embeddings (Megatron-LM's --position-embedding-type rope; the rotate-half
      * form of Megatron-Core and Hugging Face Llama). x holds B*T rows of `row` floats; the first

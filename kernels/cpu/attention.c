@@ -9,18 +9,23 @@
 #include <stdlib.h>
 #include "cpu_internal.h"
 
-/* Row pointers into qkv (B, T, 3C): q, k and v of token t, head h sit C apart. */
+/* Row pointers into a buffer of B x T rows of `row` floats: head h's q of token t at h * hs, its
+ * k at koff further and its v at voff (a qkv buffer: row 3C, k at C, v at 2C; a K/V block of ring
+ * attention: row 2C, k at 0, v at C). */
 typedef struct {
-    const float *qkv;
-    int T, C, hs;
+    const float *base;
+    int T, row, hs, koff, voff;
 } qkv_view;
+
+static qkv_view view_qkv(const float *qkv, int T, int C, int hs) { return (qkv_view){qkv, T, 3 * C, hs, C, 2 * C}; }
+static qkv_view view_kv(const float *kv, int T, int C, int hs) { return (qkv_view){kv, T, 2 * C, hs, 0, C}; }
 
 static const float *q_of(const qkv_view *v, int b, int t, int h)
 {
-    return v->qkv + ((size_t)b * v->T + t) * 3 * v->C + (size_t)h * v->hs;
+    return v->base + ((size_t)b * v->T + t) * v->row + (size_t)h * v->hs;
 }
-static const float *k_of(const qkv_view *v, int b, int t, int h) { return q_of(v, b, t, h) + v->C; }
-static const float *v_of(const qkv_view *v, int b, int t, int h) { return q_of(v, b, t, h) + 2 * v->C; }
+static const float *k_of(const qkv_view *v, int b, int t, int h) { return q_of(v, b, t, h) + v->koff; }
+static const float *v_of(const qkv_view *v, int b, int t, int h) { return q_of(v, b, t, h) + v->voff; }
 
 static float dot(const float *a, const float *b, int n)
 {
@@ -28,6 +33,56 @@ static float dot(const float *a, const float *b, int n)
     for (int i = 0; i < n; i++)
         s += a[i] * b[i];
     return s;
+}
+
+/* The keys query row t sees: those at positions up to its own (qpos NULL: t; kpos NULL: key j is
+ * at j; kpos increasing, so they are a prefix). */
+static int keys_seen(const int *qpos, const int *kpos, int t, int Tk)
+{
+    int p = qpos ? qpos[t] : t, n = 0;
+    if (!kpos)
+        return p + 1 < Tk ? p + 1 : Tk;
+    while (n < Tk && kpos[n] <= p)
+        n++;
+    return n;
+}
+
+/* The forward over views (inputs already rounded): out (B, Tq, C) and lse (B, NH, Tq); a row that
+ * sees no key gets out 0 and lse -inf (it adds nothing when merged). */
+static void forward_core(float *out, float *lse, const qkv_view *qv, const qkv_view *kv, const int *qpos,
+                         const int *kpos, int B, int Tq, int Tk, int C, int NH)
+{
+    int hs = C / NH;
+    float scale = 1.0f / sqrtf((float)hs);
+    float *row = cpu_alloc((size_t)(Tk > 0 ? Tk : 1) * sizeof(float)); /* one query row's scores, then weights */
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < Tq; t++) {
+                const float *q = q_of(qv, b, t, h);
+                int n = keys_seen(qpos, kpos, t, Tk);
+                float m = -INFINITY;
+                for (int j = 0; j < n; j++) {
+                    row[j] = dot(q, k_of(kv, b, j, h), hs) * scale;
+                    m = fmaxf(m, row[j]);
+                }
+                double l = 0;
+                for (int j = 0; j < n; j++) {
+                    row[j] = expf(row[j] - m);
+                    l += row[j];
+                }
+                float inv = n ? (float)(1.0 / l) : 0;
+                float *o = out + ((size_t)b * Tq + t) * C + (size_t)h * hs;
+                for (int c = 0; c < hs; c++)
+                    o[c] = 0;
+                for (int j = 0; j < n; j++) {
+                    const float *v = v_of(kv, b, j, h);
+                    float p = row[j] * inv;
+                    for (int c = 0; c < hs; c++)
+                        o[c] += p * v[c];
+                }
+                lse[((size_t)b * NH + h) * Tq + t] = n ? m + (float)log(l) : -INFINITY;
+            }
+    free(row);
 }
 
 /* Queries (rows of qkv_q, B x Tq, at sequence positions pos[0..Tq)) against the keys and values of
@@ -38,43 +93,52 @@ void cpu_attention_forward_at(float *out, float *lse, const float *qkv_q, const 
                               int Tq, int Tk, int C, int NH, kernels_precision prec)
 {
     int hs = C / NH;
-    float scale = 1.0f / sqrtf((float)hs);
     float *rkv = cpu_rounded_copy(qkv_kv, (size_t)B * Tk * 3 * C, prec);
     float *rq = qkv_q == qkv_kv ? NULL : cpu_rounded_copy(qkv_q, (size_t)B * Tq * 3 * C, prec);
-    qkv_view kv = {rkv ? rkv : qkv_kv, Tk, C, hs};
-    qkv_view qv = {qkv_q == qkv_kv ? kv.qkv : rq ? rq : qkv_q, Tq, C, hs};
-    float *row = cpu_alloc((size_t)Tk * sizeof(float)); /* one query row's scores, then weights */
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int t = 0; t < Tq; t++) {
-                const float *q = q_of(&qv, b, t, h);
-                int last = pos ? pos[t] : t;
-                float m = -INFINITY;
-                for (int j = 0; j <= last; j++) { /* causal: keys up to and including the query's */
-                    row[j] = dot(q, k_of(&kv, b, j, h), hs) * scale;
-                    m = fmaxf(m, row[j]);
-                }
-                double l = 0;
-                for (int j = 0; j <= last; j++) {
-                    row[j] = expf(row[j] - m);
-                    l += row[j];
-                }
-                float inv = (float)(1.0 / l);
-                float *o = out + ((size_t)b * Tq + t) * C + (size_t)h * hs;
-                for (int c = 0; c < hs; c++)
-                    o[c] = 0;
-                for (int j = 0; j <= last; j++) {
-                    const float *v = v_of(&kv, b, j, h);
-                    float p = row[j] * inv;
-                    for (int c = 0; c < hs; c++)
-                        o[c] += p * v[c];
-                }
-                lse[((size_t)b * NH + h) * Tq + t] = m + (float)log(l);
-            }
+    qkv_view kv = view_qkv(rkv ? rkv : qkv_kv, Tk, C, hs);
+    qkv_view qv = view_qkv(qkv_q == qkv_kv ? kv.base : rq ? rq : qkv_q, Tq, C, hs);
+    forward_core(out, lse, &qv, &kv, pos, NULL, B, Tq, Tk, C, NH);
     cpu_round_to_precision(out, (size_t)B * Tq * C, prec);
-    free(row);
     free(rkv);
     free(rq);
+}
+
+/* Ring attention's block: queries at qpos against a K/V block (rows of 2C: k then v) at kpos. The
+ * output stays fp32 (unrounded): the blocks' partial outputs are merged first, and the caller
+ * rounds the merged output once, as the whole-sequence kernel rounds its own. */
+void cpu_attention_block_forward(float *out, float *lse, const float *qkv_q, const float *kv_in, const int *qpos,
+                                 const int *kpos, int B, int Tq, int Tk, int C, int NH, kernels_precision prec)
+{
+    int hs = C / NH;
+    float *rkv = cpu_rounded_copy(kv_in, (size_t)B * Tk * 2 * C, prec);
+    float *rq = cpu_rounded_copy(qkv_q, (size_t)B * Tq * 3 * C, prec);
+    qkv_view kv = view_kv(rkv ? rkv : kv_in, Tk, C, hs), qv = view_qkv(rq ? rq : qkv_q, Tq, C, hs);
+    forward_core(out, lse, &qv, &kv, qpos, kpos, B, Tq, Tk, C, NH);
+    free(rkv);
+    free(rq);
+}
+
+/* The online-softmax merge of two attentions of the same query rows over disjoint keys: with
+ * L = log(e^lse + e^blk_lse), out = out e^(lse - L) + blk_out e^(blk_lse - L) and lse = L
+ * (FlashAttention's and Megatron-Core's ring attention's rule). -inf: no keys on that side. */
+void cpu_attention_merge(float *out, float *lse, const float *blk_out, const float *blk_lse, int B, int T, int C,
+                         int NH)
+{
+    int hs = C / NH;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                float *l = lse + ((size_t)b * NH + h) * T + t, lb = blk_lse[((size_t)b * NH + h) * T + t];
+                if (lb == -INFINITY)
+                    continue;
+                float mx = fmaxf(*l, lb), L = mx + logf(expf(*l - mx) + expf(lb - mx));
+                float wa = expf(*l - L), wb = expf(lb - L);
+                float *o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
+                const float *ob = blk_out + ((size_t)b * T + t) * C + (size_t)h * hs;
+                for (int c = 0; c < hs; c++)
+                    o[c] = o[c] * wa + ob[c] * wb;
+                *l = L;
+            }
 }
 
 void cpu_attention_forward(float *out, float *lse, const float *qkv_in, int B, int T, int C, int NH,
@@ -86,35 +150,32 @@ void cpu_attention_forward(float *out, float *lse, const float *qkv_in, int B, i
 /* With p_j = exp(s_j - lse), o = sum_j p_j v_j and dO = dL/do:
  *   dv_j += p_j dO,   dp_j = dO . v_j,   ds_j = p_j (dp_j - D) with D = sum_j p_j dp_j = dO . o,
  *   dq += scale sum_j ds_j k_j,   dk_j += scale ds_j q.
- * D from the saved output saves a pass over the row. */
-/* The backward of cpu_attention_forward_at: dq into dqkv_q's rows (its q part), dk and dv into
- * dqkv_kv's (their k and v parts); one buffer for the plain kernel. */
-void cpu_attention_backward_at(float *dqkv_q, float *dqkv_kv, const float *dout, const float *qkv_q,
-                               const float *qkv_kv, const float *out, const float *lse, const int *pos, int B, int Tq,
-                               int Tk, int C, int NH, kernels_precision prec)
+ * D from the saved output saves a pass over the row. With a row's out and lse over all its keys,
+ * the same sums over any subset of them (a ring attention block) give that subset's share. dq
+ * goes to dqv's q, dk and dv to dkv's k and v (views of the gradient buffers). */
+static void backward_core(const qkv_view *dqv, const qkv_view *dkv, const float *dout, const qkv_view *qv,
+                          const qkv_view *kv, const float *out, const float *lse, const int *qpos, const int *kpos,
+                          int B, int Tq, int Tk, int C, int NH)
 {
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-    float *rkv = cpu_rounded_copy(qkv_kv, (size_t)B * Tk * 3 * C, prec);
-    float *rq = qkv_q == qkv_kv ? NULL : cpu_rounded_copy(qkv_q, (size_t)B * Tq * 3 * C, prec);
-    qkv_view kv = {rkv ? rkv : qkv_kv, Tk, C, hs};
-    qkv_view qv = {qkv_q == qkv_kv ? kv.qkv : rq ? rq : qkv_q, Tq, C, hs};
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int t = 0; t < Tq; t++) {
-                const float *q = q_of(&qv, b, t, h);
+                const float *q = q_of(qv, b, t, h);
                 const float *dO = dout + ((size_t)b * Tq + t) * C + (size_t)h * hs;
                 const float *o = out + ((size_t)b * Tq + t) * C + (size_t)h * hs;
                 float L = lse[((size_t)b * NH + h) * Tq + t];
+                if (L == -INFINITY) /* a row that saw no key at all */
+                    continue;
                 float D = dot(dO, o, hs);
-                float *dq = dqkv_q + ((size_t)b * Tq + t) * 3 * C + (size_t)h * hs;
-                int last = pos ? pos[t] : t;
-                for (int j = 0; j <= last; j++) {
-                    const float *k = k_of(&kv, b, j, h), *v = v_of(&kv, b, j, h);
+                float *dq = (float *)q_of(dqv, b, t, h);
+                int n = keys_seen(qpos, kpos, t, Tk);
+                for (int j = 0; j < n; j++) {
+                    const float *k = k_of(kv, b, j, h), *v = v_of(kv, b, j, h);
                     float p = expf(dot(q, k, hs) * scale - L);
                     float ds = p * (dot(dO, v, hs) - D) * scale;
-                    float *dk = dqkv_kv + ((size_t)b * Tk + j) * 3 * C + C + (size_t)h * hs;
-                    float *dv = dk + C;
+                    float *dk = (float *)k_of(dkv, b, j, h), *dv = (float *)v_of(dkv, b, j, h);
                     for (int c = 0; c < hs; c++) {
                         dq[c] += ds * k[c];
                         dk[c] += ds * q[c];
@@ -122,6 +183,37 @@ void cpu_attention_backward_at(float *dqkv_q, float *dqkv_kv, const float *dout,
                     }
                 }
             }
+}
+
+/* The backward of cpu_attention_forward_at: dq into dqkv_q's rows (its q part), dk and dv into
+ * dqkv_kv's (their k and v parts); one buffer for the plain kernel. */
+void cpu_attention_backward_at(float *dqkv_q, float *dqkv_kv, const float *dout, const float *qkv_q,
+                               const float *qkv_kv, const float *out, const float *lse, const int *pos, int B, int Tq,
+                               int Tk, int C, int NH, kernels_precision prec)
+{
+    int hs = C / NH;
+    float *rkv = cpu_rounded_copy(qkv_kv, (size_t)B * Tk * 3 * C, prec);
+    float *rq = qkv_q == qkv_kv ? NULL : cpu_rounded_copy(qkv_q, (size_t)B * Tq * 3 * C, prec);
+    qkv_view kv = view_qkv(rkv ? rkv : qkv_kv, Tk, C, hs);
+    qkv_view qv = view_qkv(qkv_q == qkv_kv ? kv.base : rq ? rq : qkv_q, Tq, C, hs);
+    qkv_view dqv = view_qkv(dqkv_q, Tq, C, hs), dkv = view_qkv(dqkv_kv, Tk, C, hs);
+    backward_core(&dqv, &dkv, dout, &qv, &kv, out, lse, pos, NULL, B, Tq, Tk, C, NH);
+    free(rkv);
+    free(rq);
+}
+
+/* The backward of a ring attention block, from the row's merged out and lse (over all blocks):
+ * dq into dqkv_q's q part, dk and dv into dkv_out (rows of 2C, as the block). */
+void cpu_attention_block_backward(float *dqkv_q, float *dkv_out, const float *dout, const float *qkv_q,
+                                  const float *kv_in, const float *out, const float *lse, const int *qpos,
+                                  const int *kpos, int B, int Tq, int Tk, int C, int NH, kernels_precision prec)
+{
+    int hs = C / NH;
+    float *rkv = cpu_rounded_copy(kv_in, (size_t)B * Tk * 2 * C, prec);
+    float *rq = cpu_rounded_copy(qkv_q, (size_t)B * Tq * 3 * C, prec);
+    qkv_view kv = view_kv(rkv ? rkv : kv_in, Tk, C, hs), qv = view_qkv(rq ? rq : qkv_q, Tq, C, hs);
+    qkv_view dqv = view_qkv(dqkv_q, Tq, C, hs), dkv = view_kv(dkv_out, Tk, C, hs);
+    backward_core(&dqv, &dkv, dout, &qv, &kv, out, lse, qpos, kpos, B, Tq, Tk, C, NH);
     free(rkv);
     free(rq);
 }

@@ -42,6 +42,13 @@ void cpu_attention_forward_at(float *out, float *lse, const float *qkv_q, const 
 void cpu_attention_backward_at(float *dqkv_q, float *dqkv_kv, const float *dout, const float *qkv_q,
                                const float *qkv_kv, const float *out, const float *lse, const int *pos, int B, int Tq,
                                int Tk, int C, int NH, kernels_precision prec);
+void cpu_attention_block_forward(float *out, float *lse, const float *qkv_q, const float *kv, const int *qpos,
+                                 const int *kpos, int B, int Tq, int Tk, int C, int NH, kernels_precision prec);
+void cpu_attention_block_backward(float *dqkv_q, float *dkv, const float *dout, const float *qkv_q, const float *kv,
+                                  const float *out, const float *lse, const int *qpos, const int *kpos, int B, int Tq,
+                                  int Tk, int C, int NH, kernels_precision prec);
+void cpu_attention_merge(float *out, float *lse, const float *blk_out, const float *blk_lse, int B, int T, int C,
+                         int NH);
 void cpu_gelu_forward(float *out, const float *inp, size_t N);
 void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N);
 void cpu_residual_forward(float *out, const float *a, const float *b, size_t N);

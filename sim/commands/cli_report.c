@@ -186,6 +186,8 @@ static int load_run_scenario(const measured_run *m, const char *platform, const 
         .pp = (int)json_integer_value(json_object_get(lay, "pp")),
         .dp = (int)json_integer_value(json_object_get(lay, "dp")),
         .cp = (int)json_integer_value(json_object_get(lay, "cp")),
+        /* runs recorded before dtrain had ring attention gathered K and V */
+        .cp_comm_type = json_string_value(json_object_get(opt, "cp_comm_type")) ?: "all_gather",
         .vpp = (int)json_integer_value(json_object_get(lay, "vpp")),
         .zero = (int)json_integer_value(json_object_get(lay, "zero")),
         .precision = json_string_value(json_object_get(m->config, "precision")),
@@ -231,6 +233,9 @@ static json_t *mismatches(const measured_run *m, const scenario_config *s)
         {"parallel.tensor_model_parallel_size", json_integer_value(json_object_get(lay, "tp")), s->parallel.tp},
         {"parallel.pipeline_model_parallel_size", json_integer_value(json_object_get(lay, "pp")), s->parallel.pp},
         {"parallel.data_parallel_size", json_integer_value(json_object_get(lay, "dp")), s->parallel.dp},
+        {"parallel.context_parallel_size", json_integer_value(json_object_get(lay, "cp")) > 1
+                                               ? json_integer_value(json_object_get(lay, "cp")) : 1,
+         s->parallel.cp},
     };
     char text[512];
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
@@ -239,6 +244,14 @@ static json_t *mismatches(const measured_run *m, const scenario_config *s)
                      pairs[i].sim);
             json_array_append_new(out, json_string(text));
         }
+    /* the run's context-parallel attention (runs recorded before the key gathered K and V) */
+    static const char *const cp_comm[] = {"p2p", "all_gather", "a2a"};
+    const char *cpc = json_string_value(json_object_get(opt, "cp_comm_type")) ?: "all_gather";
+    if (s->parallel.cp > 1 && strcmp(cpc, cp_comm[s->parallel.cp_comm])) {
+        snprintf(text, sizeof text, "parallel.cp_comm_type: the run has %s, the scenario %s", cpc,
+                 cp_comm[s->parallel.cp_comm]);
+        json_array_append_new(out, json_string(text));
+    }
     const char *prec = json_string_value(json_object_get(m->config, "precision"));
     if (prec && strcmp(prec, precision_name(s->training.precision))) {
         snprintf(text, sizeof text, "training.precision: the run has %s, the scenario %s", prec,

@@ -76,10 +76,12 @@ int engine_scenario_load(const engine_run_shape *r, const char *platform_path, c
         json_object_set_new(json_object_get(scen, "parallel"), "tp_comm_overlap", json_true());
         json_object_set_new(json_object_get(scen, "parallel"), "tp_comm_overlap_chunks", json_integer(r->tp));
     }
-    /* dtrain's context parallelism gathers K and V over the CP group (engine/gpt_cp.c) */
+    /* dtrain's context parallelism as it ran: ring attention (p2p, engine/gpt_cp_ring.c), its
+     * default, or K and V gathered over the CP group (all_gather, engine/gpt_cp.c) */
     if (cp > 1) {
         json_object_set_new(json_object_get(scen, "parallel"), "context_parallel_size", json_integer(cp));
-        json_object_set_new(json_object_get(scen, "parallel"), "cp_comm_type", json_string("all_gather"));
+        json_object_set_new(json_object_get(scen, "parallel"), "cp_comm_type",
+                            json_string(r->cp_comm_type ? r->cp_comm_type : "p2p"));
     }
     if (r->overlap_param_gather)
         json_object_set_new(json_object_get(scen, "parallel"), "overlap_param_gather", json_true());

@@ -389,6 +389,30 @@ static void engine_runs_share_the_platforms_devices(void **state)
     }
 }
 
+/* A dtrain run's context parallelism as the engine ran it: ring attention (p2p) unless it says
+ * all_gather; none without CP. */
+static void engine_runs_carry_their_cp_comm_type(void **state)
+{
+    (void)state;
+    char plat[4096], cal[4096];
+    snprintf(plat, sizeof plat, "%s/platforms/cpu-box.json", DTSIM_SOURCE_DIR);
+    snprintf(cal, sizeof cal, "%s/calibrate/data/cpu-box-measured.json", DTSIM_SOURCE_DIR);
+    static const struct { const char *given; int cp_comm; } runs[] = {
+        {NULL, CP_COMM_P2P}, {"p2p", CP_COMM_P2P}, {"all_gather", CP_COMM_ALL_GATHER}};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        engine_run_shape r = {.num_layers = 2, .hidden = 128, .heads = 4, .seq_len = 64, .vocab = 512,
+                              .micro_batch = 2, .global_batch = 2, .tp = 1, .pp = 1, .dp = 1, .vpp = 1, .cp = 2,
+                              .cp_comm_type = runs[i].given, .precision = "fp32"};
+        scenario_config s;
+        config_error err;
+        if (engine_scenario_load(&r, plat, cal, &s, &err) != 0)
+            fail_msg("%s", err.msg);
+        assert_int_equal(s.parallel.cp, 2);
+        assert_int_equal(s.parallel.cp_comm, runs[i].cp_comm);
+        scenario_free(&s);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -399,6 +423,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(files_over_the_limit_are_refused, setup_dir, teardown_dir),
         cmocka_unit_test(shipped_scenarios_match_their_papers),
         cmocka_unit_test(engine_runs_share_the_platforms_devices),
+        cmocka_unit_test(engine_runs_carry_their_cp_comm_type),
         cmocka_unit_test_setup_teardown(an_edited_sealed_calibration_is_refused, setup_dir, teardown_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,7 +8,8 @@
  * argv[1]: dtrain, argv[2]: mpirun, argv[3]: a scratch folder, argv[4] (optional) "llama": the
  * same check for Llama's blocks over a set of layouts (llama_blocks); "moe": mixture of experts
  * (experts); "moe_ep": expert parallelism against the same single-rank (EP 1) run
- * (expert_parallel) and its refusals. */
+ * (expert_parallel) and its refusals; "cp": context parallelism in both of its forms (ring
+ * attention and all-gather), their whole-sequence fallbacks, and their refusals. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +23,7 @@
 
 static const char *DTRAIN, *MPIRUN, *DIR;
 static int LLAMA; /* argv[4] "llama": Llama's blocks (llama_blocks below) */
+static int CP;    /* argv[4] "cp": context parallelism (context_parallel_* below) */
 static int MOE;   /* argv[4] "moe" or "moe_ep": mixture of experts (experts, expert_parallel below) */
 static char MODEL[4096], SINGLE[4096];
 static json_t *S[64];
@@ -179,18 +181,78 @@ static void sequence_parallel(void **state)
 }
 
 /* Context parallelism: each sequence's 32 positions split over the CP ranks in 2 x CP chunks
- * (causal load balancing), K/V gathered for the attention and their gradients reduce-scattered back,
- * gradients summed over DP x CP: the single-rank model, with TP, SP, PP, ZeRO and recomputation. */
-static void context_parallel(void **state)
+ * (causal load balancing), gradients summed over DP x CP: the single-rank model, with TP, SP, PP,
+ * ZeRO and recomputation. Ring attention (--cp-comm-type p2p, the default): K/V blocks passed
+ * around the CP ranks, partial outputs merged by their log-sum-exp, K/V gradients sent home. */
+static void context_parallel_ring(void **state)
 {
     (void)state;
     equivalent(2, "--cp 2");
-    equivalent(4, "--cp 4");
+    equivalent(4, "--cp 4 --cp-comm-type p2p");
+    equivalent(4, "--cp 2 --tp 2");
     equivalent(4, "--cp 2 --tp 2 --sequence-parallel");
     equivalent(4, "--cp 2 --pp 2 --recompute-granularity full");
     equivalent(2, "--cp 2 --recompute-granularity selective");
     equivalent(4, "--cp 2 --dp 2 --zero 1");
     equivalent(8, "--cp 2 --dp 2 --pp 2 --zero 3 --schedule interleaved --vpp 2");
+}
+
+/* --cp-comm-type all_gather: K/V gathered for the attention and their gradients reduce-scattered
+ * back. */
+static void context_parallel_all_gather(void **state)
+{
+    (void)state;
+    equivalent(2, "--cp 2 --cp-comm-type all_gather");
+    equivalent(4, "--cp 4 --cp-comm-type all_gather");
+    equivalent(4, "--cp 2 --tp 2 --sequence-parallel --cp-comm-type all_gather");
+    equivalent(4, "--cp 2 --dp 2 --zero 1 --cp-comm-type all_gather");
+}
+
+/* The backend without the block and positional kernels (CUDA's, for now): the ring brings the
+ * whole sequence's K/V and sends their gradients home, around the whole-sequence kernel. */
+static void context_parallel_fallbacks(void **state)
+{
+    (void)state;
+    equivalent(4, "--cp 4 --test-plain-attention");
+    equivalent(4, "--cp 2 --tp 2 --test-plain-attention");
+    equivalent(2, "--cp 2 --cp-comm-type all_gather --test-plain-attention");
+}
+
+/* The two forms against each other, step by step: the same losses and gradient norms. */
+static void context_parallel_ring_matches_all_gather(void **state)
+{
+    (void)state;
+    json_t *R[2][64];
+    int n[2] = {0, 0};
+    const char *form[2] = {"p2p", "all_gather"};
+    for (int i = 0; i < 2; i++) {
+        char launcher[4096], args[8192];
+        snprintf(launcher, sizeof launcher, "%s' --oversubscribe -np 4 '%s", MPIRUN, DTRAIN);
+        snprintf(args, sizeof args, "--cp 4 --cp-comm-type %s --model %s %s", form[i], MODEL, COMMON);
+        int rc = run_dtrain(launcher, args, R[i], 64, &n[i], ERR, sizeof ERR);
+        if (rc != 0)
+            fail_msg("--cp 4 --cp-comm-type %s exited %d: %s", form[i], rc, ERR);
+    }
+    assert_int_equal(n[0], n[1]);
+    for (int i = 0; i < n[0] - 1; i++)
+        for (int f = 0; f < 2; f++) {
+            const char *key = f ? "grad_norm" : "loss";
+            double a = json_number_value(json_object_get(R[0][i], key));
+            double b = json_number_value(json_object_get(R[1][i], key));
+            if (!(fabs(a - b) <= 1e-5 * fabs(b)))
+                fail_msg("step %d: %s %.9g under p2p vs %.9g under all_gather", i + 1, key, a, b);
+        }
+    free_lines(R[0], n[0]);
+    free_lines(R[1], n[1]);
+}
+
+static void refused(int ranks, const char *layout, const char *message);
+
+static void context_parallel_refusals(void **state)
+{
+    (void)state;
+    refused(2, "--cp 3", "ranks");
+    refused(2, "--cp 2 --cp-comm-type a2a", "--cp-comm-type: 'a2a' is not p2p or all_gather");
 }
 
 /* --tp-comm-overlap: the same collectives as rings of TP steps, each beside the GEMM of the block
@@ -264,7 +326,6 @@ static void bad_layouts_stop_every_rank(void **state)
     refused(2, "--pp 2 --schedule interleaved", "interleaved");
     refused(2, "--dp 2 --sequence-parallel", "--tp 2 or more");
     refused(2, "--tp 2 --tp-comm-overlap", "needs --sequence-parallel");
-    refused(2, "--cp 3", "ranks");
 }
 
 /* Llama's blocks (RMSNorm, rotary embeddings at each rank's positions, grouped-query attention
@@ -356,6 +417,7 @@ static void expert_parallel_refusals(void **state)
 int main(int argc, char **argv)
 {
     LLAMA = argc > 4 && !strcmp(argv[4], "llama");
+    CP = argc > 4 && !strcmp(argv[4], "cp");
     int ep = argc > 4 && !strcmp(argv[4], "moe_ep");
     MOE = (argc > 4 && !strcmp(argv[4], "moe")) || ep;
     int begun = dtrain_suite_begin(argc, argv, 4, &DTRAIN, &MPIRUN);
@@ -367,8 +429,14 @@ int main(int argc, char **argv)
     const struct CMUnitTest moe_ep[] = {cmocka_unit_test(expert_parallel), cmocka_unit_test(expert_parallel_zero),
                                         cmocka_unit_test(expert_parallel_overlap),
                                         cmocka_unit_test(expert_parallel_refusals)};
+    const struct CMUnitTest cp[] = {cmocka_unit_test(context_parallel_ring), cmocka_unit_test(context_parallel_all_gather),
+                                    cmocka_unit_test(context_parallel_ring_matches_all_gather),
+                                    cmocka_unit_test(context_parallel_fallbacks),
+                                    cmocka_unit_test(context_parallel_refusals)};
     if (ep)
         return cmocka_run_group_tests(moe_ep, setup, teardown);
+    if (CP)
+        return cmocka_run_group_tests(cp, setup, teardown);
     if (LLAMA)
         return cmocka_run_group_tests(llama, setup, teardown);
     if (MOE)
@@ -377,7 +445,6 @@ int main(int argc, char **argv)
         cmocka_unit_test(tensor_parallel),
         cmocka_unit_test(sequence_parallel),
         cmocka_unit_test(tp_comm_overlap),
-        cmocka_unit_test(context_parallel),
         cmocka_unit_test(pipeline_parallel_every_schedule),
         cmocka_unit_test(uneven_pipeline_layers),
         cmocka_unit_test(three_dimensional),
