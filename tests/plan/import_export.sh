@@ -70,7 +70,7 @@ roundtrip scenarios/llama3-405b-16k-h100.json "--set parallel.zero_stage=1" || f
 roundtrip scenarios/llama3-405b-16k-h100.json \
   "--set parallel.zero_stage=1 --set training.precision=fp8 --set training.fp8_recipe=tensorwise" || fail=1
 # Hugging Face: the model files of models/ come back from the released configs
-for m in llama3-8b llama3-70b mixtral-8x7b; do
+for m in llama3-8b llama3-70b mixtral-8x7b qwen3-30b-a3b; do
   "$dtsim" import hf "$data/$m-config.json" -o "$work/$m.json" 2>/dev/null || fail=1
   python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["model"]; b=json.load(open(sys.argv[2]))["model"];
 sys.exit(0 if a == b else print("hf", sys.argv[2], a, b) or 1)' "$work/$m.json" "models/$m.json" || fail=1
@@ -103,6 +103,15 @@ printf '{"architectures": ["BertModel"], "hidden_size": 768}\n' >"$work/bert.jso
 refuse "BertModel" "$dtsim" import hf "$work/bert.json"
 python3 -c 'import json; c=json.load(open("'"$data"'/llama3-8b-config.json")); del c["hidden_size"]; json.dump(c, open("'"$work"'/nohidden.json","w"))'
 refuse '"hidden_size" is required' "$dtsim" import hf "$work/nohidden.json"
+python3 -c 'import json; c=json.load(open("'"$data"'/qwen3-30b-a3b-config.json")); c["mlp_only_layers"]=[0]; json.dump(c, open("'"$work"'/mixed.json","w"))'
+refuse "mix dense and expert layers" "$dtsim" import hf "$work/mixed.json"
+# --kv-channels: Megatron's head width survives import and export
+"$dtsim" import megatron --gpus 8 -o "$work/kv.json" -- --num-layers 2 --hidden-size 2048 --num-attention-heads 32 \
+  --kv-channels 128 --group-query-attention --num-query-groups 4 --seq-length 64 --vocab-size 256 \
+  --micro-batch-size 1 --global-batch-size 8 --bf16 2>/dev/null || fail=1
+python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["model"]["kv_channels"] == 128 else 1)' \
+  "$work/kv.json" || { echo "import megatron lost --kv-channels"; fail=1; }
+"$dtsim" export megatron "$work/kv.json" 2>/dev/null | grep -q -- "--kv-channels 128" || { echo "export megatron lost --kv-channels"; fail=1; }
 python3 -c 'import json; c=json.load(open("'"$data"'/ds-zero3-offload.json")); c["train_batch_size"]=100; json.dump(c, open("'"$work"'/ds_bad.json","w"))'
 refuse "DeepSpeed's rule" "$dtsim" import deepspeed "$work/ds_bad.json" --model models/llama2-7b.json --gpus 16
 python3 -c 'import json; c=json.load(open("'"$data"'/ds-zero3-offload.json")); c["zero_optimization"]["reduce_bucket_size"]="auto"; json.dump(c, open("'"$work"'/ds_auto.json","w"))'
