@@ -69,7 +69,10 @@ static int megatron_line(const scenario_config *s, char *out, size_t len)
         s->model.rope ? "rope" : "learned_absolute");
     if (s->model.untie_embeddings)
         ARG(" --untie-embeddings-and-output-weights");
-    ARG(s->model.attention == ATTENTION_FLASH ? " --use-flash-attn" : " --attention-backend unfused");
+    if (s->model.attention != ATTENTION_FLASH)
+        ARG(" --attention-backend unfused");
+    else
+        ARG(s->model.attention_backend == ATTN_BACKEND_FUSED ? " --attention-backend fused" : " --use-flash-attn");
     if (s->model.num_experts > 0) {
         ARG(" --num-experts %lld --moe-router-topk %d", s->model.num_experts, s->model.moe_router_topk);
         if (s->model.moe_expert_capacity_factor > 0)

@@ -265,6 +265,8 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
     const char *backend = json_string_value(json_object_get(extra, "attention_backend"));
     json_object_set_new(model, "attention", json_string(backend && (!strcmp(backend, "unfused") ||
                                                                      !strcmp(backend, "local")) ? "unfused" : "flash"));
+    if (backend && !strcmp(backend, "fused")) /* Transformer Engine's cuDNN fused attention */
+        json_object_set_new(model, "attention_backend", json_string("fused"));
     int bf16 = json_is_true(json_object_get(extra, "bf16")), fp16 = json_is_true(json_object_get(extra, "fp16"));
     const char *fp8 = json_string_value(json_object_get(extra, "fp8_format"));
     if (bf16 + fp16 > 1)

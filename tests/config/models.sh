@@ -9,19 +9,23 @@ dtsim=$1 dtrain=$2 root=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail=0
-scen() { # scenario with MODEL (JSON) on one 8-GPU H100 node, TP 8
+scen() { # scenario with MODEL (JSON) on one 8-GPU H100 node, TP ${2:-8} x DP 8 / TP
+  local tp=${2:-8}
   printf '{"name": "m", "platform": "%s/platforms/dgx-h100-superpod.json", "model": %s,
   "training": {"global_batch_size": 8, "micro_batch_size": 1, "recompute_granularity": "full"},
-  "parallel": {"tensor_model_parallel_size": 8, "pipeline_model_parallel_size": 1, "data_parallel_size": 1}}\n' \
-    "$root" "$1" >"$work/s.json"
+  "parallel": {"tensor_model_parallel_size": %d, "pipeline_model_parallel_size": 1, "data_parallel_size": %d}}\n' \
+    "$root" "$1" "$tp" $((8 / tp)) >"$work/s.json"
 }
 for f in "$root"/models/*.json; do
   name=$(basename "$f")
-  scen "\"models/$name\""
+  # TP 8 where it divides the key-value groups (Qwen3-30B-A3B has 4)
+  tp=$(python3 -c 'import json,sys,math; m=json.load(open(sys.argv[1]))["model"];
+print(math.gcd(8, m.get("num_query_groups", m["num_attention_heads"])))' "$f")
+  scen "\"models/$name\"" "$tp"
   "$dtsim" run "$work/s.json" >"$work/out" 2>"$work/err"; rc=$?
   if [ "$rc" -ne 0 ] && [ "$rc" -ne 3 ]; then echo "$name: dtsim exit $rc"; cat "$work/err"; fail=1; fi
   printf '{"from": "%s", "num_layers": 2, "hidden_size": 64, "num_attention_heads": 8, "seq_length": 32,
-    "vocab_size": 256, "ffn_hidden_size": 128, "num_query_groups": 8}\n' "$f" >"$work/small.json"
+    "vocab_size": 256, "ffn_hidden_size": 128, "num_query_groups": 8, "kv_channels": 8}\n' "$f" >"$work/small.json"
   "$dtrain" --model "$work/small.json" --steps 1 --micro-batch 2 --global-batch 2 >/dev/null 2>"$work/err" ||
     { echo "$name: dtrain"; cat "$work/err"; fail=1; }
 done
