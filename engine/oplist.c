@@ -143,11 +143,12 @@ static void attention_widths(const layer_shape *sh, double *q, double *kv)
     *kv = g * head_dim(sh);
 }
 
-/* The MLP over `tokens` rows, split into `groups` equal GEMMs (a GPU's local experts, each
- * taking tokens / groups rows: the GEMM shape sets its efficiency), or one dense MLP. */
-static void mlp(op_list *l, const layer_shape *sh, double tokens, double groups)
+/* The MLP over `tokens` rows, its FFN split over t ranks, split into `groups` equal GEMMs (a
+ * GPU's local experts, each taking tokens / groups rows: the GEMM shape sets its efficiency), or
+ * one dense MLP. */
+static void mlp(op_list *l, const layer_shape *sh, double tokens, double groups, double t)
 {
-    double h = (double)sh->hidden, f = (double)sh->ffn_hidden, t = sh->tp, act = sh->act_bytes;
+    double h = (double)sh->hidden, f = (double)sh->ffn_hidden, act = sh->act_bytes;
     fp8_quantize(l, sh, "fc1_quantize", tokens * h);
     grouped_gemm(l, "fc1", groups, tokens / groups, (sh->swiglu ? 2 : 1) * f / t, h);
     if (sh->swiglu)
@@ -211,10 +212,17 @@ int layer_ops_forward(const layer_shape *sh, layer_op *out)
     tp_after_row(&l, sh, "tp_allreduce_attn", full);
     memory_op(&l, "residual1", OPCLASS_ELEMENTWISE, 3.0 * Tn * h * act + Tn * h);
     memory_op(&l, "ln2", norm, 2.0 * Tn * h * act);
-    tp_before_column(&l, sh, "tp_allgather_mlp", full);
+    /* Experts with a TP of their own of 1 (folded) under TP > 1 and SP: each GPU routes its own
+     * sequence shard and runs whole experts, so no TP gather or scatter around the MLP; EP then
+     * spans the stage's TP x CP x DP ranks (sim/config/layout.c). */
+    int folded = sh->num_experts > 0 && sh->etp > 0 && sh->etp < sh->tp;
+    if (!folded)
+        tp_before_column(&l, sh, "tp_allgather_mlp", full);
     if (sh->num_experts > 0) {
         double topk = sh->moe_topk > 0 ? sh->moe_topk : 1, load = sh->moe_load > 1 ? sh->moe_load : 1;
         double ep = sh->ep > 0 ? sh->ep : 1, local = (double)sh->num_experts / ep;
+        double split = folded ? sh->etp : t;
+        T = folded ? Tn : T; /* the tokens this GPU routes */
         gemm(&l, "router", T, (double)sh->num_experts, h);
         /* Megatron-Core's token dispatcher gathers each token's topk copies in expert order
          * before the dispatch (moe_utils.permute) and, after the combine, sums each token's
@@ -227,13 +235,14 @@ int layer_ops_forward(const layer_shape *sh, layer_op *out)
          * grouped GEMM (--moe-grouped-gemm), each expert's share of the rows a GEMM of its own
          * shape: small experts run small, less efficient GEMMs. */
         comm(&l, "ep_alltoall_dispatch", COMM_EP, COLL_ALL_TO_ALL, sh->ep, T * topk * load * h * act);
-        mlp(&l, sh, T * topk * load, local);
+        mlp(&l, sh, T * topk * load, local, split);
         comm(&l, "ep_alltoall_combine", COMM_EP, COLL_ALL_TO_ALL, sh->ep, T * topk * load * h * act);
         memory_op(&l, "moe_unpermute", OPCLASS_ELEMENTWISE, (T * topk + T) * h * act);
     } else {
-        mlp(&l, sh, T, 1);
+        mlp(&l, sh, T, 1, t);
     }
-    tp_after_row(&l, sh, "tp_allreduce_mlp", full);
+    if (!folded)
+        tp_after_row(&l, sh, "tp_allreduce_mlp", full);
     memory_op(&l, "residual2", OPCLASS_ELEMENTWISE, 3.0 * Tn * h * act + Tn * h);
     return l.n;
 }

@@ -68,6 +68,9 @@ typedef struct {
     long long num_experts;   /* 0 = dense MLP */
     int moe_topk;
     int tp, cp, ep;          /* tensor, context, expert parallel sizes */
+    int etp;                 /* the experts' tensor-parallel size: 0 or tp (split like the dense
+                                MLP), or 1 with tp > 1 and SP (whole experts on each GPU's own
+                                sequence shard: Megatron-Core's expert_tensor_parallel_size 1) */
     int sequence_parallel;   /* Megatron SP: norms/dropout split over TP, AG/RS instead of AR */
     attention_impl attention;
     int act_bytes;           /* bytes per activation element (2 for bf16/fp16, 4 fp32, 1 fp8 GEMM inputs still 2) */

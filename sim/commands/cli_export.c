@@ -122,6 +122,8 @@ static int megatron_line(const scenario_config *s, char *out, size_t len)
     }
     if (s->parallel.ep > 1)
         ARG(" --expert-model-parallel-size %d", s->parallel.ep);
+    if (s->parallel.etp > 0 && s->parallel.etp != s->parallel.tp)
+        ARG(" --expert-tensor-parallel-size %d", s->parallel.etp);
     if (s->parallel.sequence_parallel)
         ARG(" --sequence-parallel");
     if (s->parallel.zero_stage == 1)

@@ -113,6 +113,7 @@ static const struct {
     {"--context-parallel-size", MA_INT, "parallel.context_parallel_size"},
     {"--cp-comm-type", MA_WORD, "parallel.cp_comm_type"},
     {"--expert-model-parallel-size", MA_INT, "parallel.expert_model_parallel_size"},
+    {"--expert-tensor-parallel-size", MA_INT, "parallel.expert_tensor_parallel_size"},
     {"--sequence-parallel", MA_FLAG, "parallel.sequence_parallel"},
     {"--use-distributed-optimizer", MA_FLAG, "distributed_optimizer"},
     {"--overlap-grad-reduce", MA_FLAG, "parallel.overlap_grad_reduce"},

@@ -211,6 +211,9 @@ typedef struct {
     } training;
     struct {
         int tp, pp, dp, vpp, cp, ep;
+        int etp;                             /* expert_tensor_parallel_size (Megatron-Core's MoE
+                                                parallel folding): the experts' own TP, TP itself
+                                                (the default) or 1; EP then spans TP x CP x DP / ETP */
         int sequence_parallel;
         int tp_comm_overlap;                 /* Megatron's --tp-comm-overlap (needs SP): each SP
                                                 all-gather / reduce-scatter runs in chunks beside the
@@ -327,6 +330,10 @@ int scenario_activation_bytes(const scenario_config *s);
 /* One attention head's width (model.kv_channels, else hidden / heads), and the widths of the
  * queries (heads x it) and of the keys or values (query groups x it). */
 double scenario_head_dim(const scenario_config *s);
+/* The experts' tensor-parallel size (parallel.etp, else TP) and their data-parallel replicas:
+ * TP x CP x DP / (ETP x EP) GPUs of a stage hold each expert shard (Megatron-Core's expert grid). */
+int scenario_expert_tp(const scenario_config *s);
+int scenario_expert_dp(const scenario_config *s);
 double scenario_query_width(const scenario_config *s);
 double scenario_kv_width(const scenario_config *s);
 /* Of a chunk of chunk_layers layers, how many the backward recomputes: all of them (selective;

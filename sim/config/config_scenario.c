@@ -234,9 +234,25 @@ int scenario_validate_layout(const scenario_config *s, config_error *err)
     if (ep > 1 && (s->model.num_experts == 0 || s->model.num_experts % ep))
         return config_fail(err, "%s.expert_model_parallel_size: %lld does not divide num_experts=%lld", p, ep,
                            s->model.num_experts);
-    if (ep > 1 && (dp * cp) % ep)
+    /* Megatron-Core's MoE parallel folding: the experts' grid (ETP innermost, then EP, then
+     * expert DP) re-cuts a stage's TP x CP x DP ranks. dtsim models the experts' TP as TP itself
+     * or 1 (each GPU runs whole experts on its own sequence shard); with TP > 1 that needs
+     * sequence parallelism, as Megatron-Core requires for MoE. */
+    long long etp = s->parallel.etp > 0 ? s->parallel.etp : tp;
+    if (etp != tp && etp != 1)
+        return config_fail(err, "%s.expert_tensor_parallel_size: %lld; dtsim models 1 or tensor_model_parallel_size "
+                                "(%lld)", p, etp, tp);
+    if (etp != tp && s->model.num_experts == 0)
+        return config_fail(err, "%s.expert_tensor_parallel_size: needs num_experts", p);
+    if (etp != tp && !s->parallel.sequence_parallel)
+        return config_fail(err, "%s.expert_tensor_parallel_size: 1 with TP %lld needs sequence_parallel (Megatron-Core "
+                                "requires it for MoE with tensor parallelism)", p, tp);
+    if (ep > 1 && etp == tp && (dp * cp) % ep)
         return config_fail(err, "%s.expert_model_parallel_size: %lld does not divide data x context parallel = %lld", p,
                            ep, dp * cp);
+    if (ep > 1 && etp != tp && (tp * cp * dp) % ep)
+        return config_fail(err, "%s.expert_model_parallel_size: %lld does not divide tensor x context x data parallel "
+                                "= %lld (expert_tensor_parallel_size 1)", p, ep, tp * cp * dp);
     long long per_replica = s->training.micro_batch_size * dp;
     if (s->training.global_batch_size % per_replica)
         return config_fail(err, S ".training.global_batch_size: %lld is not a multiple of micro_batch_size x "
@@ -327,7 +343,7 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
     static const char *const keys[] = {"tensor_model_parallel_size", "pipeline_model_parallel_size",
                                        "data_parallel_size", "virtual_pipeline_model_parallel_size",
                                        "sequence_parallel", "context_parallel_size", "expert_model_parallel_size",
-                                       "zero_stage", "schedule", "overlap_grad_reduce", "overlap_p2p_comm",
+                                       "expert_tensor_parallel_size", "zero_stage", "schedule", "overlap_grad_reduce", "overlap_p2p_comm",
                                        "scatter_gather_p2p", "bucket_size_mb",
                                        "pipeline_layers", "grad_reduce_dtype", "grad_compression",
                                        "offload_optimizer", "offload_parameters", "nccl_algo",
@@ -339,7 +355,7 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
     int cp_comm;
     long long chunks;
     const char *p = S ".parallel";
-    long long tp, pp, dp, vpp, cp, ep, zero;
+    long long tp, pp, dp, vpp, cp, ep, etp, zero;
     int sched;
     if (config_check_keys(par, p, keys, err) ||
         config_int(par, p, "tensor_model_parallel_size", 0, 1, 1, 1048576, &tp, err) ||
@@ -347,6 +363,7 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
         config_int(par, p, "virtual_pipeline_model_parallel_size", 0, 1, 1, 1024, &vpp, err) ||
         config_int(par, p, "context_parallel_size", 0, 1, 1, 1048576, &cp, err) ||
         config_int(par, p, "expert_model_parallel_size", 0, 1, 1, 1048576, &ep, err) ||
+        config_int(par, p, "expert_tensor_parallel_size", 0, 0, 1, 1048576, &etp, err) ||
         config_int(par, p, "zero_stage", 0, 1, 0, 3, &zero, err) ||
         config_bool(par, p, "sequence_parallel", 0, &s->parallel.sequence_parallel, err) ||
         config_enum(par, p, "schedule", schedules, PIPELINE_1F1B, &sched, err) ||
@@ -382,6 +399,7 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
     s->parallel.vpp = (int)vpp;
     s->parallel.cp = (int)cp;
     s->parallel.ep = (int)ep;
+    s->parallel.etp = (int)etp; /* 0: TP, Megatron-Core's default */
     s->parallel.zero_stage = (int)zero;
     s->parallel.schedule = (pipeline_kind)sched;
     s->parallel.cp_comm = (cp_comm_kind)cp_comm;

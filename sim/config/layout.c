@@ -86,3 +86,16 @@ double scenario_kv_width(const scenario_config *s)
     long long g = s->model.num_query_groups > 0 ? s->model.num_query_groups : s->model.num_attention_heads;
     return (double)g * scenario_head_dim(s);
 }
+
+int scenario_expert_tp(const scenario_config *s)
+{
+    return s->parallel.etp > 0 ? s->parallel.etp : (s->parallel.tp > 0 ? s->parallel.tp : 1);
+}
+
+int scenario_expert_dp(const scenario_config *s)
+{
+    long long w = (long long)(s->parallel.tp > 0 ? s->parallel.tp : 1) * (s->parallel.cp > 0 ? s->parallel.cp : 1) *
+                  (s->parallel.dp > 0 ? s->parallel.dp : 1);
+    long long e = (long long)scenario_expert_tp(s) * (s->parallel.ep > 0 ? s->parallel.ep : 1);
+    return e > 0 && w % e == 0 ? (int)(w / e) : 1;
+}

@@ -155,12 +155,12 @@ int memory_model_stage(const scenario_config *s, int stage, int in_flight, memor
     if (stage_layers(s, stage, &L) != 0)
         return -1;
     int dp = s->parallel.dp > 0 ? s->parallel.dp : 1, cp_i = s->parallel.cp > 0 ? s->parallel.cp : 1;
-    int ep = s->parallel.ep > 0 ? s->parallel.ep : 1;
     int shards = dp * cp_i;
-    int expert_shards = shards / ep > 0 ? shards / ep : 1;
+    int expert_shards = scenario_expert_dp(s);
 
     /* Dense parameters shard over dp x cp, expert parameters over the expert-data-parallel
-     * group (dp x cp / ep): each expert has that many replicas. */
+     * group (tp x cp x dp / (etp x ep): dp x cp / ep with the experts split like the dense
+     * MLP): each expert shard has that many replicas. */
     layer_params lp = params_layer_per_gpu(s);
     double expert = (double)L * lp.expert;
     double dense = params_stage_per_gpu(s, stage) - expert;

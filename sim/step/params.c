@@ -2,7 +2,9 @@
 #include <stdlib.h>
 #include "params.h"
 
-static layer_params layer_params_split(const scenario_config *s, int tp, int ep)
+/* One layer's parameters with its attention and dense MLP over tp ranks, its experts over etp
+ * (their own TP) and ep. */
+static layer_params layer_params_split(const scenario_config *s, int tp, int etp, int ep)
 {
     double h = (double)s->model.hidden_size, f = (double)s->model.ffn_hidden_size;
     double q = scenario_query_width(s), kv = scenario_kv_width(s);
@@ -14,7 +16,8 @@ static layer_params layer_params_split(const scenario_config *s, int tp, int ep)
     double norms = (s->model.rmsnorm ? 2 : 4) * h; /* two norms: weight (and bias, LayerNorm) */
     layer_params p = {attn + norms, 0};
     if (s->model.num_experts > 0) {
-        p.expert = (double)s->model.num_experts * mlp / ep;
+        double expert_mlp = (mlp_mats * h * f + (s->model.swiglu ? 2 : 1) * f) / etp + h;
+        p.expert = (double)s->model.num_experts * expert_mlp / ep;
         p.dense += h * (double)s->model.num_experts; /* router */
     } else {
         p.dense += mlp;
@@ -28,11 +31,12 @@ double params_layer_small_per_gpu(const scenario_config *s, double threshold)
     double q = scenario_query_width(s), kv = scenario_kv_width(s);
     double E = (double)s->model.num_experts, ep = s->parallel.ep > 0 ? s->parallel.ep : 1;
     double mlps = E > 0 ? E / ep : 1, mats = s->model.swiglu ? 3 : 2, fc1_biases = s->model.swiglu ? 2 : 1;
+    double mlp_tp = E > 0 ? scenario_expert_tp(s) : tp;
     /* each tensor of one layer on one GPU: {how many, elements each}, as layer_params_split counts them */
     const double tensors[][2] = {
         {1, h * (q + 2 * kv) / tp}, {1, (q + 2 * kv) / tp}, /* QKV weight and bias */
         {1, q * h / tp}, {1, h},                             /* projection weight, replicated bias */
-        {mlps * mats, h * f / tp}, {mlps * fc1_biases, f / tp}, {mlps, h}, /* MLP(s): weights, biases */
+        {mlps * mats, h * f / mlp_tp}, {mlps * fc1_biases, f / mlp_tp}, {mlps, h}, /* MLP(s): weights, biases */
         {s->model.rmsnorm ? 2 : 4, h},                       /* two norms, weight (and bias, LayerNorm) */
         {E > 0 ? 1 : 0, h * E},                              /* MoE router */
     };
@@ -45,7 +49,7 @@ double params_layer_small_per_gpu(const scenario_config *s, double threshold)
 
 layer_params params_layer_per_gpu(const scenario_config *s)
 {
-    return layer_params_split(s, s->parallel.tp, s->parallel.ep);
+    return layer_params_split(s, s->parallel.tp, scenario_expert_tp(s), s->parallel.ep);
 }
 
 static double embedding_split(const scenario_config *s, int tp)
@@ -112,7 +116,7 @@ double params_grad_buffer_bytes(const scenario_config *s)
 
 double params_total(const scenario_config *s)
 {
-    layer_params lp = layer_params_split(s, 1, 1);
+    layer_params lp = layer_params_split(s, 1, 1, 1);
     return (double)s->model.num_layers * (lp.dense + lp.expert) + embedding_split(s, 1)
            + (s->model.rmsnorm ? 1.0 : 2.0) * (double)s->model.hidden_size
            + (s->model.untie_embeddings ? (double)s->model.vocab_size * (double)s->model.hidden_size : 0);

@@ -151,6 +151,7 @@ void workload_layer_shape(const scenario_config *s, layer_shape *sh)
     sh->heads = s->model.num_attention_heads;
     sh->kv_groups = s->model.num_query_groups;
     sh->head_dim = scenario_head_dim(s);
+    sh->etp = scenario_expert_tp(s);
     sh->ffn_hidden = s->model.ffn_hidden_size;
     sh->swiglu = s->model.swiglu;
     sh->rope = s->model.rope;
@@ -252,8 +253,11 @@ int workload_builder_init(builder *b, const scenario_config *s, config_error *er
     b->pp = group_for(b, &grid, GRID_PP, grid.size[GRID_PP]);
     /* Gradients are reduced over DP x CP: the DP replicas, each CP rank's partial sums. */
     b->dp = gradient_group(b, &grid);
-    /* expert parallelism spans data-parallel replicas (Megatron-LM's EP within DP) */
-    b->ep = group_for(b, &grid, GRID_DP, s->parallel.ep);
+    /* expert parallelism spans data-parallel replicas (Megatron-LM's EP within DP); with the
+     * experts' own TP of 1, consecutive ranks of the stage's TP x CP x DP (Megatron-Core's expert
+     * grid: ETP innermost, then EP) */
+    b->ep = scenario_expert_tp(s) < grid.size[GRID_TP] ? coll_group_of(s->parallel.ep, 1, b->gpn)
+                                                       : group_for(b, &grid, GRID_DP, s->parallel.ep);
 
     b->layers = calloc((size_t)b->P * b->V, sizeof(int));
     char why[256];

@@ -85,7 +85,7 @@ static void base_is_valid_and_defaults_apply(void **state)
 }
 
 typedef struct {
-    const char *set[4];
+    const char *set[5];
     const char *expect[2]; /* fragments the error must contain */
 } reject_case;
 
@@ -179,6 +179,11 @@ static const reject_case REJECTS[] = {
     {{"parallel.pipeline_layers={\"a\":1}"}, {"scenario.parallel.pipeline_layers", "list of 2"}},
     {{"model.num_experts=64", "model.moe_router_topk=2", "parallel.expert_model_parallel_size=32"}, {"scenario.parallel.expert_model_parallel_size", "data x context parallel = 16"}},
     {{"model.num_experts=6", "model.moe_router_topk=2", "parallel.expert_model_parallel_size=4"}, {"scenario.parallel.expert_model_parallel_size", "num_experts=6"}},
+    /* the experts' own TP: TP (2 here) or 1, the latter with SP; EP then spans TP x CP x DP = 32 */
+    {{"model.num_experts=64", "model.moe_router_topk=2", "parallel.expert_tensor_parallel_size=4"}, {"scenario.parallel.expert_tensor_parallel_size", "1 or tensor_model_parallel_size (2)"}},
+    {{"parallel.expert_tensor_parallel_size=1"}, {"scenario.parallel.expert_tensor_parallel_size", "needs num_experts"}},
+    {{"model.num_experts=64", "model.moe_router_topk=2", "parallel.expert_tensor_parallel_size=1"}, {"scenario.parallel.expert_tensor_parallel_size", "needs sequence_parallel"}},
+    {{"model.num_experts=128", "model.moe_router_topk=2", "parallel.sequence_parallel=true", "parallel.expert_tensor_parallel_size=1", "parallel.expert_model_parallel_size=64"}, {"scenario.parallel.expert_model_parallel_size", "tensor x context x data parallel = 32"}},
     {{"parallel.context_parallel_size=4", "platform.network.nodes=1"}, {"scenario.parallel", "more than the platform's 8"}},
     {{"parallel.data_parallel_size=4000"}, {"scenario.parallel.data_parallel_size", "more than the platform's 12288"}},
     {{"parallel.zero_stage=-1"}, {"scenario.parallel.zero_stage", "range"}},
@@ -267,7 +272,7 @@ static void every_rule_rejects(void **state)
     for (size_t i = 0; i < sizeof REJECTS / sizeof REJECTS[0]; i++) {
         const reject_case *c = &REJECTS[i];
         int n = 0;
-        while (n < 4 && c->set[n])
+        while (n < 5 && c->set[n])
             n++;
         scenario_config s;
         config_error err;

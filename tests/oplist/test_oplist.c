@@ -389,6 +389,38 @@ static void heads_may_be_wider_than_hidden_over_heads(void **state)
     assert_int_equal(find(f, n, "attn_fused")->k, 64);
 }
 
+/* Experts with their own TP of 1 under TP 4 and SP (Megatron-Core's expert_tensor_parallel_size
+ * 1; Qwen3-235B-like: h 4096, 128 experts of 1536, top-8, EP 32): each GPU routes its own s / 4
+ * tokens, runs 128 / 32 = 4 whole experts, and has no TP collective around the MoE block; the
+ * FLOPs of the GPU are still the layer's over TP (balanced routing). By hand. */
+static void folded_experts_route_their_own_sequence_shard(void **state)
+{
+    (void)state;
+    double s = 4096, h = 4096, f = 1536, k = 8;
+    layer_shape sh = shape(1, 4096, 4096, 64, 4, 1536, 1, 4, 1, ATTENTION_FLASH);
+    sh.head_dim = 128;
+    sh.num_experts = 128;
+    sh.moe_topk = 8;
+    sh.ep = 32;
+    sh.etp = 1;
+    layer_op ops[LAYER_OPS_MAX];
+    int n = layer_ops_forward(&sh, ops);
+    assert_int_equal(find(ops, n, "router")->m, 4096 / 4);
+    const layer_op *fc1 = find(ops, n, "fc1"), *fc2 = find(ops, n, "fc2");
+    assert_true(fc1->batch == 4 && fc1->m == 1024 * 8 / 4 && fc1->n == 2 * 1536 && fc1->k == 4096);
+    assert_true(fc2->batch == 4 && fc2->n == 4096 && fc2->k == 1536);
+    assert_null(find(ops, n, "tp_allgather_mlp"));
+    assert_null(find(ops, n, "tp_allreduce_mlp"));
+    assert_non_null(find(ops, n, "tp_allgather_attn")); /* attention keeps its TP */
+    const layer_op *d = find(ops, n, "ep_alltoall_dispatch");
+    assert_true(d && d->group == 32 && CLOSE(d->bytes, s / 4 * k * h * 2));
+    sh.tp = 1; /* the layer's FLOPs, unsplit, over the 4 GPUs of TP */
+    sh.etp = 0;
+    sh.sequence_parallel = 0;
+    assert_true(CLOSE(sum_flops(ops, n), layer_forward_flops_per_sequence(&sh) / 4));
+    (void)f;
+}
+
 static void backward_mirrors_the_forward(void **state)
 {
     layer_op f[LAYER_OPS_MAX], b[LAYER_OPS_MAX];
@@ -544,6 +576,7 @@ int main(void)
         cmocka_unit_test(context_parallel_rings_and_all_to_alls),
         cmocka_unit_test(moe_routes_tokens_through_its_experts),
         cmocka_unit_test(heads_may_be_wider_than_hidden_over_heads),
+        cmocka_unit_test(folded_experts_route_their_own_sequence_shard),
         cmocka_unit_test(backward_mirrors_the_forward),
         cmocka_unit_test(llama_layer_has_its_own_ops),
         cmocka_unit_test(fp8_gemms_quantize_their_operands),

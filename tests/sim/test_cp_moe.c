@@ -137,6 +137,22 @@ static void qwen3_moe_parameters_match_their_model_cards(void **state)
         assert_true(fabs(p / m[i].total - 1) < 0.005);
         s.model.kv_channels = 0;
         assert_true(params_total(&s) < 0.99 * m[i].total);
+        /* per GPU on Megatron-Bridge's H100 layout of the 235B (TP 2, SP, DP 16, EP 32 with the
+         * experts' own TP 1): 128 / 32 whole experts (3 h f weights, 2 f + h biases), one replica
+         * of each in the stage's 32 GPUs; with the experts split like the MLP (TP 2) and EP 8,
+         * 16 half experts, two replicas (DP 16 / EP 8) */
+        double h = (double)m[i].h, f = (double)m[i].f;
+        s.parallel.tp = 2;
+        s.parallel.sequence_parallel = 1;
+        s.parallel.dp = 16;
+        s.parallel.ep = 32;
+        s.parallel.etp = 1;
+        assert_true(fabs(params_layer_per_gpu(&s).expert - 4 * (3 * h * f + 2 * f + h)) < 1e-6);
+        assert_int_equal(scenario_expert_dp(&s), 1);
+        s.parallel.ep = 8;
+        s.parallel.etp = 0;
+        assert_true(fabs(params_layer_per_gpu(&s).expert - 16 * ((3 * h * f + 2 * f) / 2 + h)) < 1e-6);
+        assert_int_equal(scenario_expert_dp(&s), 2);
         fixture_free(&s);
     }
 }
