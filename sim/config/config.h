@@ -64,6 +64,11 @@ typedef struct {
         double switch_latency_us;
         int sharp;                           /* in-network reduction in the switches (InfiniBand
                                                 SHARP; NCCL's CollNet) */
+        int adaptive_routing;                /* the switches spread each flow's packets over every
+                                                uplink (InfiniBand adaptive routing): a leaf's (and a
+                                                pod's) uplinks act as one bundle; else one uplink per
+                                                destination (d-mod-k static routing), where flows to
+                                                destinations equal mod the uplinks collide */
     } network;
     /* The scenario's parallel.nccl_algo, as NCCL_ALGO forces it, per collective kind
      * (ALGO_AUTO: NCCL's own choice); copied here by the scenario loader because the collective

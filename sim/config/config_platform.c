@@ -32,7 +32,7 @@ int platform_parse(json_t *root, const char *path, const char *base_dir, int nee
                                             "nic_bandwidth_gbps", "pcie_bandwidth_gbs", "host_memory_bandwidth_gbs",
                                             "nvme_read_gbs", "nvme_write_gbs", "nvls", NULL};
     static const char *const net_keys[] = {"nodes", "topology", "tiers", "leaf_radix", "oversubscription",
-                                           "link_latency_us", "switch_latency_us", "sharp", NULL};
+                                           "link_latency_us", "switch_latency_us", "sharp", "adaptive_routing", NULL};
     static const char *const storage_keys[] = {"checkpoint_write_gbs", "checkpoint_read_gbs", "dataset_read_gbs", NULL};
     static const char *const topologies[] = {"rail_optimized_fat_tree", "fat_tree", "single_switch", NULL};
     memset(p, 0, sizeof *p);
@@ -113,7 +113,8 @@ int platform_parse(json_t *root, const char *path, const char *base_dir, int nee
     if (config_num(net, sub, "oversubscription", 0, 1, 1, 1e3, 0, &p->network.oversubscription, err) ||
         config_num(net, sub, "link_latency_us", 0, 0.5, 0, 1e6, 0, &p->network.link_latency_us, err) ||
         config_num(net, sub, "switch_latency_us", 0, 0.3, 0, 1e6, 0, &p->network.switch_latency_us, err) ||
-        config_bool(net, sub, "sharp", 0, &p->network.sharp, err))
+        config_bool(net, sub, "sharp", 0, &p->network.sharp, err) ||
+        config_bool(net, sub, "adaptive_routing", 0, &p->network.adaptive_routing, err))
         return -1;
     if ((long long)p->network.nodes * p->node.gpus > 1048576)
         return config_fail(err, "%s: %d nodes x %d GPUs is over the limit of 1,048,576 GPUs", path, p->network.nodes,

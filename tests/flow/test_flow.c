@@ -283,6 +283,31 @@ static void gradient_ring_runs_through_the_cp_ranks(void **state)
     fixture_free(&s);
 }
 
+/* Two DP rings that leave one leaf for destinations equal mod its uplinks: TP 8 x PP 2 x DP 6 on
+ * 12 nodes, four a leaf (4 uplinks a rail at 1:1). Stage 0's ring (nodes 0-5) goes 5 -> 0 and
+ * stage 1's (6-11) 7 -> 8, both out of leaf {4-7}; 0 and 8 are equal mod 4, so static d-mod-k
+ * routing puts both on one uplink and each crossing runs at half speed, which sets each ring's
+ * pace. With adaptive routing the leaf's four uplinks carry them side by side: the rings run at
+ * the NIC's rate, as with no spine at all (every node on one leaf). */
+static void adaptive_routing_spreads_what_d_mod_k_collides(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 12);
+    fixture_layout(&s, 8, 2, 6, 6);
+    s.platform.network.leaf_radix = 4;
+    double bytes = 4e9, t[3];
+    for (int k = 0; k < 3; k++) {
+        s.platform.network.adaptive_routing = k == 1;
+        s.platform.network.leaf_radix = k == 2 ? 12 : 4;
+        t[k] = collectives_only(&s, bytes);
+    }
+    print_message("two rings out of one leaf: d-mod-k %.4f s, adaptive %.4f s, one leaf %.4f s\n", t[0], t[1], t[2]);
+    assert_true(t[0] > 1.8 * t[1]);
+    assert_true(fabs(t[1] / t[2] - 1) < 0.01);
+    fixture_free(&s);
+}
+
 /* PP 2 x DP 4 of TP 8: stage 0 on nodes 0-3, stage 1 on nodes 4-7 (rank_grid.h), four nodes a
  * leaf. Every replica's stage 0 sends to its stage 1 at once: on each rail four flows leave leaf
  * {0-3} for leaf {4-7}. A rail's leaf has 4 down-links and ceil(4 / oversubscription) uplinks:
@@ -592,6 +617,7 @@ int main(void)
         cmocka_unit_test(failure_inside_a_step_is_lost_after_detection),
         cmocka_unit_test(gradient_ring_runs_through_the_cp_ranks),
         cmocka_unit_test(oversubscribed_spine_slows_the_transfers_that_share_it),
+        cmocka_unit_test(adaptive_routing_spreads_what_d_mod_k_collides),
         cmocka_unit_test(pp_transfer_shares_the_nic_with_a_gradient_bucket),
         cmocka_unit_test(fat_tree_leaf_uplinks_are_shared_by_a_nodes_nics),
         cmocka_unit_test(lockstep_tp_granularity_costs_little),

@@ -49,11 +49,11 @@ void flow_platform_describe(const platform_config *p, const calibration_config *
     char params[1024];
     snprintf(params, sizeof params,
              "nodes=%d;gpus=%d;topology=%d;leaf_radix=%d;tiers=%d;nvlink_Bps=%.17g;nvlink_lat=%.17g;nic_Bps=%.17g;"
-             "link_lat=%.17g;switch_lat=%.17g;oversubscription=%.17g",
+             "link_lat=%.17g;switch_lat=%.17g;oversubscription=%.17g;adaptive=%d",
              nodes_used, p->node.gpus, (int)p->network.topology, p->network.leaf_radix, p->network.tiers,
              usable_Bps(c, LINK_NVLINK, p->node.nvlink_bandwidth_gbs * 1e9), p->node.nvlink_latency_us * 1e-6,
              usable_Bps(c, LINK_NETWORK, p->node.nic_bandwidth_gbps / 8.0 * 1e9), p->network.link_latency_us * 1e-6,
-             p->network.switch_latency_us * 1e-6, p->network.oversubscription);
+             p->network.switch_latency_us * 1e-6, p->network.oversubscription, p->network.adaptive_routing);
     setenv("DTSIM_RAILZONE", params, 1);
 }
 

@@ -12,6 +12,9 @@
  * A leaf has ceil(leaf_radix x ports_per_node / oversubscription) uplinks, one per spine.
  * tiers 3: pods of leaf_radix leaves; between pods, spine k climbs to core c (d-mod-k) over
  * sc_r<r>_p<pod>_s<k>_c<c> links (non-blocking above the leaves).
+ * adaptive=1 (InfiniBand adaptive routing: the switch sends each packet out of its least-loaded
+ * uplink): a leaf's uplinks are one link of their summed bandwidth (ls_r<r>_l<a>_s0), a pod's core
+ * links likewise (sc_r<r>_p<pod>_s0_c0), so flows share the bundle and never collide on one link.
  *
  * ZeRO-Offload (offload=1): each node also has a CPU host n<n>cpu, its DRAM n<n>mem and its NVMe
  * n<n>nvme (created after every GPU). GPU <-> CPU: pcie_<gpu> (split duplex, one per GPU);
@@ -40,7 +43,7 @@ using simgrid::kernel::routing::Route;
 namespace {
 
 struct Params {
-    int nodes = 1, gpus = 8, topology = 0, leaf_radix = 32, tiers = 2;
+    int nodes = 1, gpus = 8, topology = 0, leaf_radix = 32, tiers = 2, adaptive = 0;
     double nvlink_Bps = 450e9, nvlink_lat = 0.7e-6, nic_Bps = 50e9, link_lat = 0.6e-6, switch_lat = 0.3e-6;
     double oversubscription = 1.0;
     int offload = 0;
@@ -82,6 +85,7 @@ Params parse_params()
     if (p.leaf_radix < 1)
         p.leaf_radix = 1;
     p.offload = (int)kv["offload"];
+    p.adaptive = (int)kv["adaptive"];
     p.pcie_Bps = kv["pcie_Bps"];
     p.hostmem_Bps = kv["hostmem_Bps"];
     p.nvme_read_Bps = kv["nvme_read_Bps"];
@@ -94,6 +98,7 @@ public:
     Params p;
     unsigned long first_id = 0;
     int rails = 1, leaves = 1, spines = 1, pods = 1;
+    int bundle = 1; /* uplinks one link stands for: adaptive routing's bundle, else 1 */
     std::vector<sg4::SplitDuplexLink *> nv, nic, ls; /* per GPU, per GPU, per (rail, leaf, spine) */
     std::vector<sg4::SplitDuplexLink *> sc;          /* per (rail, pod, spine, core): the third tier */
     std::vector<sg4::SplitDuplexLink *> pcie;        /* offload: per GPU */
@@ -110,6 +115,10 @@ public:
         /* Three tiers: a pod is leaf_radix leaves under its own spines; pods meet at the cores. */
         if (p.tiers >= 3 && spines > 0 && leaves > p.leaf_radix)
             pods = (leaves + p.leaf_radix - 1) / p.leaf_radix;
+        if (p.adaptive && spines > 0) { /* one link for the leaf's spines uplinks */
+            bundle = spines;
+            spines = 1;
+        }
     }
 
     static void add(std::vector<StandardLinkImpl *> &l, double *lat, sg4::Link *k)
@@ -221,14 +230,14 @@ extern "C" void load_platform(const sg4::Engine &)
         for (int l = 0; l < z->leaves; l++)
             for (int k = 0; k < z->spines; k++) {
                 std::snprintf(name, sizeof name, "ls_r%d_l%d_s%d", r, l, k);
-                z->ls.push_back(link(z, name, p.nic_Bps, p.link_lat));
+                z->ls.push_back(link(z, name, p.nic_Bps * z->bundle, p.link_lat));
             }
     for (int r = 0; r < z->rails; r++)
         for (int pd = 0; pd < (z->pods > 1 ? z->pods : 0); pd++)
             for (int k = 0; k < z->spines; k++)
                 for (int c = 0; c < z->spines; c++) {
                     std::snprintf(name, sizeof name, "sc_r%d_p%d_s%d_c%d", r, pd, k, c);
-                    z->sc.push_back(link(z, name, p.nic_Bps, p.link_lat));
+                    z->sc.push_back(link(z, name, p.nic_Bps * z->bundle * z->bundle, p.link_lat));
                 }
     if (p.offload) {
         for (int n = 0; n < p.nodes; n++)
