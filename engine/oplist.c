@@ -1,7 +1,8 @@
 /* The op list of one transformer layer on one GPU for one micro-batch (see oplist.h).
  *
  * Notation: T = b*s/cp tokens on this GPU, h hidden, a heads of width d (h/a unless the model
- * says otherwise), q = a*d the queries' width, kv = g*d the keys' or values' (GQA), f the FFN width, t the TP size, act the bytes of an activation element. With
+ * says otherwise), q = a*d the queries' width, kv = g*d the keys' or values' (GQA), f the FFN
+ * width, t the TP size, act the bytes of an activation element. With
  * sequence parallelism the norms and dropout/residual ops work on T/t tokens and the TP
  * all-reduces become all-gather (before QKV and FC1) + reduce-scatter (after projection and
  * FC2), as Megatron-LM does. */
