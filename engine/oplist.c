@@ -223,22 +223,23 @@ int layer_ops_forward(const layer_shape *sh, layer_op *out)
         double topk = sh->moe_topk > 0 ? sh->moe_topk : 1, load = sh->moe_load > 1 ? sh->moe_load : 1;
         double ep = sh->ep > 0 ? sh->ep : 1, local = (double)sh->num_experts / ep;
         double split = folded ? sh->etp : t;
-        T = folded ? Tn : T; /* the tokens this GPU routes */
-        gemm(&l, "router", T, (double)sh->num_experts, h);
+        double routed = folded ? Tn : T; /* the tokens this GPU routes */
+        double rows = routed * topk * load; /* the token copies the busiest EP rank runs */
+        gemm(&l, "router", routed, (double)sh->num_experts, h);
         /* Megatron-Core's token dispatcher gathers each token's topk copies in expert order
          * before the dispatch (moe_utils.permute) and, after the combine, sums each token's
          * copies weighted by its router probabilities (unpermute), as engine/gpt_moe.c does:
-         * memory-bound passes that read the T (or T x topk) rows once and write the other, the
-         * traffic of the fused kernels (--moe-permute-fusion). */
-        memory_op(&l, "moe_permute", OPCLASS_ELEMENTWISE, (T + T * topk) * h * act);
-        /* Each GPU routes T x topk token copies; the busiest EP rank receives and runs `load`
+         * memory-bound passes that read the routed (or routed x topk) rows once and write the
+         * other, the traffic of the fused kernels (--moe-permute-fusion). */
+        memory_op(&l, "moe_permute", OPCLASS_ELEMENTWISE, (routed + routed * topk) * h * act);
+        /* Each GPU routes routed x topk token copies; the busiest EP rank receives and runs `load`
          * times the mean of them, and every rank waits for it. Its E / ep experts run as one
          * grouped GEMM (--moe-grouped-gemm), each expert's share of the rows a GEMM of its own
          * shape: small experts run small, less efficient GEMMs. */
-        comm(&l, "ep_alltoall_dispatch", COMM_EP, COLL_ALL_TO_ALL, sh->ep, T * topk * load * h * act);
-        mlp(&l, sh, T * topk * load, local, split);
-        comm(&l, "ep_alltoall_combine", COMM_EP, COLL_ALL_TO_ALL, sh->ep, T * topk * load * h * act);
-        memory_op(&l, "moe_unpermute", OPCLASS_ELEMENTWISE, (T * topk + T) * h * act);
+        comm(&l, "ep_alltoall_dispatch", COMM_EP, COLL_ALL_TO_ALL, sh->ep, rows * h * act);
+        mlp(&l, sh, rows, local, split);
+        comm(&l, "ep_alltoall_combine", COMM_EP, COLL_ALL_TO_ALL, sh->ep, rows * h * act);
+        memory_op(&l, "moe_unpermute", OPCLASS_ELEMENTWISE, (routed * topk + routed) * h * act);
     } else {
         mlp(&l, sh, T, 1, t);
     }

@@ -25,8 +25,8 @@ long rank_grid_stride(const rank_grid *g, grid_dim d)
 
 long rank_grid_rank(const rank_grid *g, int tp_rank, int cp_rank, int pp_rank, int dp_rank)
 {
-    return tp_rank + rank_grid_stride(g, GRID_CP) * cp_rank + rank_grid_stride(g, GRID_DP) * dp_rank +
-           rank_grid_stride(g, GRID_PP) * pp_rank;
+    return tp_rank + (long)g->size[GRID_TP] *
+                         (cp_rank + (long)g->size[GRID_CP] * (dp_rank + (long)g->size[GRID_DP] * pp_rank));
 }
 
 int rank_grid_coord(const rank_grid *g, long rank, grid_dim d)

@@ -295,7 +295,6 @@ static void adaptive_routing_spreads_what_d_mod_k_collides(void **state)
     scenario_config s;
     fixture_scenario(&s, 12);
     fixture_layout(&s, 8, 2, 6, 6);
-    s.platform.network.leaf_radix = 4;
     double bytes = 4e9, t[3];
     for (int k = 0; k < 3; k++) {
         s.platform.network.adaptive_routing = k == 1;
