@@ -650,17 +650,36 @@ double dp_grad_sum_squares(dp_state *d, const gpt_model *m)
      * copy of the tied embedding, would otherwise be counted more than once. */
     /* Under expert parallelism each EP rank holds its own experts: theirs are summed over the EP
      * group, so every rank counts every expert once, as with EP 1. */
-    double s = 0, experts = 0;
+    /* Every counted tensor's share in one pass (the per-tensor sums are added in tensor order). */
+    const float **x = malloc((size_t)m->num_tensors * sizeof *x);
+    size_t *n = malloc((size_t)m->num_tensors * sizeof *n);
+    double *each = malloc((size_t)m->num_tensors * sizeof *each);
+    int *expert = malloc((size_t)m->num_tensors * sizeof *expert);
+    if (!x || !n || !each || !expert) {
+        fprintf(stderr, "dtrain: out of memory for the gradient norm's %d tensors\n", m->num_tensors);
+        exit(1);
+    }
+    int count = 0;
     for (int i = 0; i < m->num_tensors; i++) {
         size_t a = m->tensors[i].offset, b = a + m->tensors[i].count;
         if (a < lo)
             a = lo;
         if (b > hi)
             b = hi;
-        if (b > a && m->tensors[i].counted)
-            *(d->ep > 1 && m->tensors[i].expert ? &experts : &s) +=
-                m->k->sum_squares(m->grads + (a - m->grad_range.lo), b - a);
+        if (b > a && m->tensors[i].counted) {
+            x[count] = m->grads + (a - m->grad_range.lo);
+            n[count] = b - a;
+            expert[count++] = d->ep > 1 && m->tensors[i].expert;
+        }
     }
+    m->k->sum_squares(x, n, count, each);
+    double s = 0, experts = 0;
+    for (int c = 0; c < count; c++)
+        *(expert[c] ? &experts : &s) += each[c];
+    free(x);
+    free(n);
+    free(each);
+    free(expert);
     if (d->ep > 1)
         s += comm_allreduce_sum_double(d->comm->ep_group, experts);
     return d->zero >= 1 && d->ep == 1 ? comm_allreduce_sum_double(d->comm->dp_group, s) : s;

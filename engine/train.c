@@ -580,8 +580,18 @@ int train_run(const train_options *given)
             if (m.grad_range.n) /* this rank's first gradient (its shard's, under ZeRO-2/3) */
                 k->copy_to_device(m.grads, &inf, sizeof inf);
         }
-        int overflow = comm_allreduce_max_int(o->comm->world, dp_overflow(&dps, &m));
+        /* Megatron-LM's order: with fp16 the loss scaler's overflow check (found_inf) first, then
+         * the gradient norm; with bf16 and fp32 only the norm, and a non-finite norm skips the
+         * step (--check-for-nan-in-loss-and-grad) as an overflow does. One pass each. */
         double grad_norm = INFINITY, lr = train_lr(o, step);
+        profiler_begin(m.prof);
+        int overflow = o->precision == KPREC_FP16 ? comm_allreduce_max_int(o->comm->world, dp_overflow(&dps, &m)) : 0;
+        if (!overflow) {
+            grad_norm = sqrt(comm_allreduce_sum_double(o->comm->mp_group, dp_grad_sum_squares(&dps, &m))) / scale;
+            overflow = comm_allreduce_max_int(o->comm->world, !isfinite(grad_norm));
+        }
+        profiler_end(m.prof, "grad_norm", -1, "all parameters", 0,
+                     (double)m.num_params * 4 * (o->precision == KPREC_FP16 ? 2 : 1));
         if (overflow) {
             /* Skip the update. With fp16 this is the loss scaler's signal: halve the scale. */
             if (o->precision == KPREC_FP16)
@@ -591,7 +601,6 @@ int train_run(const train_options *given)
                 fprintf(stderr, "dtrain: step %d: gradients overflowed; step skipped%s\n", step,
                         o->precision == KPREC_FP16 ? ", loss scale halved" : "");
         } else {
-            grad_norm = sqrt(comm_allreduce_sum_double(o->comm->mp_group, dp_grad_sum_squares(&dps, &m))) / scale;
             double clip = o->grad_clip > 0 && grad_norm > o->grad_clip ? o->grad_clip / grad_norm : 1.0;
             float grad_scale = (float)(clip / scale);
             updates++;

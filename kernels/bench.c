@@ -168,7 +168,12 @@ static void op_adamw(const args *a)
 static void op_round(const args *a) { a->k->round_to_precision(a->f[1], a->n, a->prec); }
 static void op_cast_to(const args *a) { a->k->cast_to_half(a->h, a->f[0], a->n, a->prec); }
 static void op_cast_from(const args *a) { a->k->cast_from_half(a->f[1], a->h, a->n, a->prec); }
-static void op_sum_squares(const args *a) { (void)a->k->sum_squares(a->f[0], a->n); }
+static void op_sum_squares(const args *a)
+{
+    const float *x = a->f[0];
+    double s;
+    a->k->sum_squares(&x, &a->n, 1, &s);
+}
 static void op_has_inf(const args *a) { (void)a->k->has_inf_or_nan(a->f[0], a->n); }
 
 /* ---- the families, each at the given sizes ------------------------------------------- */

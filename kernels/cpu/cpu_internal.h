@@ -60,7 +60,7 @@ void cpu_adamw_update(float *params, const float *grads, float *m, float *v, siz
 void cpu_round_to_precision(float *x, size_t n, kernels_precision prec);
 void cpu_cast_to_half(uint16_t *out, const float *in, size_t n, kernels_precision prec);
 void cpu_cast_from_half(float *out, const uint16_t *in, size_t n, kernels_precision prec);
-double cpu_sum_squares(const float *x, size_t n);
+void cpu_sum_squares(const float *const *x, const size_t *n, int count, double *out);
 int cpu_has_inf_or_nan(const float *x, size_t n);
 
 /* A rounded copy of x (the caller frees), or NULL for fp32 (use x as is). */

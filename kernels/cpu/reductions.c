@@ -3,12 +3,14 @@
 #include <math.h>
 #include "cpu_internal.h"
 
-double cpu_sum_squares(const float *x, size_t n)
+void cpu_sum_squares(const float *const *x, const size_t *n, int count, double *out)
 {
-    double s = 0;
-    for (size_t i = 0; i < n; i++)
-        s += (double)x[i] * x[i];
-    return s;
+    for (int r = 0; r < count; r++) {
+        double s = 0;
+        for (size_t i = 0; i < n[r]; i++)
+            s += (double)x[r][i] * x[r][i];
+        out[r] = s;
+    }
 }
 
 int cpu_has_inf_or_nan(const float *x, size_t n)

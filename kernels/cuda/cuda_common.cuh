@@ -199,7 +199,7 @@ void cuda_adamw_update(float *params, const float *grads, float *m, float *v, si
 void cuda_round_to_precision(float *x, size_t n, kernels_precision prec);
 void cuda_cast_to_half(uint16_t *out, const float *in, size_t n, kernels_precision prec);
 void cuda_cast_from_half(float *out, const uint16_t *in, size_t n, kernels_precision prec);
-double cuda_sum_squares(const float *x, size_t n);
+void cuda_sum_squares(const float *const *x, const size_t *n, int count, double *out);
 /* dst[c] += sum over the rows of round(in[r][c]) (rows x C, row-major), in a fixed order
  * (reductions.cu); tmp holds cuda_column_sums_scratch_floats(rows, C) floats. */
 void cuda_column_sums_add(float *dst, const float *in, int rows, int C, kernels_precision prec, float *tmp);

@@ -34,22 +34,48 @@ __global__ static void inf_nan_kernel(int *flag, const float *x, size_t n)
     }
 }
 
-double cuda_sum_squares(const float *x, size_t n)
+static unsigned ss_blocks(size_t n)
 {
-    if (!n)
-        return 0.0;
-    unsigned blocks = blocks_for(n, SS_THREADS);
-    if (blocks > SS_MAX_BLOCKS)
-        blocks = SS_MAX_BLOCKS;
-    double *partial = (double *)cuda_scratch(SCRATCH_PARTIAL, blocks * sizeof(double));
-    sum_squares_kernel<<<blocks, SS_THREADS>>>(partial, x, n);
+    unsigned blocks = n ? blocks_for(n, SS_THREADS) : 0;
+    return blocks > SS_MAX_BLOCKS ? SS_MAX_BLOCKS : blocks;
+}
+
+/* Every range's blocks write their partials side by side; one copy brings them all back, and
+ * each range's partials are added in order (so out[i] does not depend on the other ranges). */
+void cuda_sum_squares(const float *const *x, const size_t *n, int count, double *out)
+{
+    size_t total = 0;
+    for (int r = 0; r < count; r++)
+        total += ss_blocks(n[r]);
+    if (!total) {
+        for (int r = 0; r < count; r++)
+            out[r] = 0.0;
+        return;
+    }
+    double *partial = (double *)cuda_scratch(SCRATCH_PARTIAL, total * sizeof(double));
+    size_t at = 0;
+    for (int r = 0; r < count; r++) {
+        unsigned blocks = ss_blocks(n[r]);
+        if (blocks)
+            sum_squares_kernel<<<blocks, SS_THREADS>>>(partial + at, x[r], n[r]);
+        at += blocks;
+    }
     LAUNCH_CHECK();
-    double host[SS_MAX_BLOCKS];
-    CUDA_CHECK(cudaMemcpy(host, partial, blocks * sizeof(double), cudaMemcpyDeviceToHost));
-    double total = 0.0;
-    for (unsigned b = 0; b < blocks; b++)
-        total += host[b];
-    return total;
+    double *host = (double *)malloc(total * sizeof(double));
+    if (!host) {
+        fprintf(stderr, "kernels(cuda): out of host memory for %zu partial sums\n", total);
+        abort();
+    }
+    CUDA_CHECK(cudaMemcpy(host, partial, total * sizeof(double), cudaMemcpyDeviceToHost));
+    at = 0;
+    for (int r = 0; r < count; r++) {
+        double s = 0.0;
+        for (unsigned b = 0, blocks = ss_blocks(n[r]); b < blocks; b++)
+            s += host[at + b];
+        out[r] = s;
+        at += ss_blocks(n[r]);
+    }
+    free(host);
 }
 
 int cuda_has_inf_or_nan(const float *x, size_t n)

@@ -1,7 +1,11 @@
 /* reductions: the two whose results come back to the host.
- *   sum_squares(x)    = sum_i x_i^2 (the global gradient norm squared), returned in double;
+ *   sum_squares(x_r)  = sum_i x_r,i^2 for each of several ranges (a model's gradient tensors:
+ *                       the global gradient norm squared), returned in double;
  *   has_inf_or_nan(x) = 1 when any element is +-inf or NaN (fp16 loss scaling), else 0.
- * The check covers a clean vector, then one with +inf last, -inf first, a NaN in the middle.
+ * sum_squares is checked over the whole vector and over it cut into ranges of unequal lengths
+ * (one empty, one of a single element), each against its own float64 sum; a range's result must not depend on the ranges beside it (the
+ * same bits as that range alone). has_inf_or_nan covers a clean vector, then one with +inf
+ * last, -inf first, a NaN in the middle.
  *
  * Tolerances: sum_squares rtol 1e-9 (the table accumulates in double, so only the order of the
  * additions may differ: n 2^-53 at worst, up to n = 10^7; an fp32 accumulator misses it by
@@ -19,8 +23,34 @@ static void check(lab_run *r)
     double ref = 0;
     for (size_t i = 0; i < n; i++)
         ref += (double)x[i] * x[i];
-    double got = r->k->sum_squares(d_x, n);
+    double got;
+    const float *whole = d_x;
+    r->k->sum_squares(&whole, &n, 1, &got);
     lab_compare_double(r, "sum_squares", KPREC_FP32, "sum", &got, &ref, 1, (lab_tol){1e-9, 0});
+
+    /* cut points: empty, one element, then thirds of the rest (clamped for small n) */
+    enum { RANGES = 5 };
+    size_t cut[RANGES + 1] = {0, 0, n > 0 ? 1 : 0, 0, 0, n};
+    cut[3] = cut[2] + (n - cut[2]) / 3;
+    cut[4] = cut[3] + (n - cut[3]) / 2;
+    const float *at[RANGES];
+    size_t len[RANGES];
+    double each[RANGES], each_ref[RANGES], alone[RANGES];
+    for (int c = 0; c < RANGES; c++) {
+        at[c] = d_x + cut[c];
+        len[c] = cut[c + 1] - cut[c];
+        each_ref[c] = 0;
+        for (size_t i = cut[c]; i < cut[c + 1]; i++)
+            each_ref[c] += (double)x[i] * x[i];
+    }
+    r->k->sum_squares(at, len, RANGES, each);
+    lab_compare_double(r, "sum_squares", KPREC_FP32, "ranges", each, each_ref, RANGES, (lab_tol){1e-9, 0});
+    size_t differ = 0;
+    for (int c = 0; c < RANGES; c++) {
+        r->k->sum_squares(&at[c], &len[c], 1, &alone[c]);
+        differ += alone[c] != each[c];
+    }
+    lab_exact(r, "sum_squares", KPREC_FP32, "ranges alone", differ, RANGES);
 
     /* (index, value) planted one at a time; -1: none */
     const struct {
@@ -50,7 +80,9 @@ typedef struct {
 static void call_ss(const void *p)
 {
     const red_args *a = p;
-    (void)a->k->sum_squares(a->x, a->n);
+    const float *x = a->x;
+    double s;
+    a->k->sum_squares(&x, &a->n, 1, &s);
 }
 
 static void call_inf(const void *p)

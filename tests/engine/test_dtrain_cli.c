@@ -97,6 +97,23 @@ static void fp16_overflow_skips_the_step_and_halves_the_scale(void **state)
     free_lines(L, n);
 }
 
+/* bf16 has no loss scaler: the gradient norm is the check, and a non-finite one skips the step
+ * (no separate overflow pass), leaving the scale at 1. */
+static void bf16_nonfinite_norm_skips_the_step(void **state)
+{
+    int n;
+    assert_int_equal(run_dtrain(DTRAIN, "--steps 4 --micro-batch 2 --precision bf16 --inject-overflow 2 --log-crc", L,
+                                64, &n, ERR, sizeof ERR), 0);
+    assert_int_equal(n, 5);
+    assert_true(json_number_value(json_object_get(L[1], "grad_norm")) == -1.0); /* logged as not finite */
+    assert_true(json_number_value(json_object_get(L[0], "grad_norm")) > 0);
+    assert_true(json_number_value(json_object_get(L[1], "loss_scale")) == 1.0);
+    assert_string_equal(crc_of(L[0]), crc_of(L[1]));     /* step 2 changed no weight */
+    assert_string_not_equal(crc_of(L[1]), crc_of(L[2])); /* step 3 trains */
+    assert_non_null(strstr(ERR, "overflow"));
+    free_lines(L, n);
+}
+
 static void fp16_scale_doubles_after_a_window_of_good_steps(void **state)
 {
     int n;
@@ -358,7 +375,7 @@ static void profile_lists_every_op_per_layer_and_a_chrome_trace(void **state)
     json_t *ops = json_object_get(doc, "ops");
     assert_true(json_array_size(ops) > 0);
     /* tiny has 4 layers: every layer has a timed qkv forward and backward with FLOPs */
-    int qkv[4] = {0}, qkv_bwd[4] = {0}, optimizer = 0;
+    int qkv[4] = {0}, qkv_bwd[4] = {0}, optimizer = 0, grad_norm = 0;
     for (size_t i = 0; i < json_array_size(ops); i++) {
         json_t *o = json_array_get(ops, i);
         const char *name = json_string_value(json_object_get(o, "op"));
@@ -377,10 +394,11 @@ static void profile_lists_every_op_per_layer_and_a_chrome_trace(void **state)
         if (!strcmp(name, "qkv_bwd") && layer >= 0 && layer < 4)
             qkv_bwd[layer] = 1;
         optimizer |= !strcmp(name, "optimizer");
+        grad_norm |= !strcmp(name, "grad_norm") && layer == -1; /* the simulator's grad_norm task */
     }
     for (int l = 0; l < 4; l++)
         assert_true(qkv[l] && qkv_bwd[l]);
-    assert_true(optimizer);
+    assert_true(optimizer && grad_norm);
     json_decref(doc);
     char trace[300];
     snprintf(trace, sizeof trace, "%s.trace.json", prof);
@@ -404,6 +422,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(same_seed_same_crc_other_seed_differs),
         cmocka_unit_test(megatron_names_are_aliases),
         cmocka_unit_test(fp16_overflow_skips_the_step_and_halves_the_scale),
+        cmocka_unit_test(bf16_nonfinite_norm_skips_the_step),
         cmocka_unit_test(gradient_accumulation_equals_the_full_batch),
         cmocka_unit_test(fp16_scale_doubles_after_a_window_of_good_steps),
         cmocka_unit_test(lr_warms_up_linearly_then_decays_by_cosine_to_a_tenth),

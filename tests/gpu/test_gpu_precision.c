@@ -119,22 +119,47 @@ static void test_fp16(void **state)
     check_cast_from_half(KPREC_FP16);
 }
 
+static double sum_squares1(const kernels_backend *k, const float *x, size_t n)
+{
+    double s = -1;
+    k->sum_squares(&x, &n, 1, &s);
+    return s;
+}
+
 static void test_sum_squares(void **state)
 {
     (void)state;
-    size_t sizes[] = {1, 1000, 1234567};
+    size_t sizes[] = {1, 1000, 1234567}; /* the last beyond one pass of the grid (1024 x 256) */
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         size_t n = sizes[k];
         float *x = gpu_rand(&P, n, 3);
         float *gx = gpu_upload(&P, x, n);
-        double want = P.cpu->sum_squares(x, n), got = P.gpu->sum_squares(gx, n), again = P.gpu->sum_squares(gx, n);
+        double want = sum_squares1(P.cpu, x, n), got = sum_squares1(P.gpu, gx, n), again = sum_squares1(P.gpu, gx, n);
         printf("  sum_squares n=%-8zu CPU %.17g GPU %.17g\n", n, want, got);
         assert_true(fabs(got - want) <= 1e-12 * want);
         assert_memory_equal(&got, &again, sizeof got); /* deterministic */
         free(x);
         P.gpu->free(gx);
     }
-    assert_true(P.gpu->sum_squares(NULL, 0) == 0.0);
+    assert_true(sum_squares1(P.gpu, NULL, 0) == 0.0);
+
+    /* ranges of one buffer at once (a model's tensors): each as the CPU's, and the same bits
+     * as that range alone */
+    size_t n = 1500000;
+    float *x = gpu_rand(&P, n, 3);
+    float *gx = gpu_upload(&P, x, n);
+    const float *hx[4] = {x, x + 7, x + 7, x + 300007}, *dx[4] = {gx, gx + 7, gx + 7, gx + 300007};
+    size_t len[4] = {7, 0, 300000, n - 300007};
+    double want[4], got[4];
+    P.cpu->sum_squares(hx, len, 4, want);
+    P.gpu->sum_squares(dx, len, 4, got);
+    for (int r = 0; r < 4; r++) {
+        assert_true(fabs(got[r] - want[r]) <= 1e-12 * want[r]);
+        double alone = sum_squares1(P.gpu, dx[r], len[r]);
+        assert_memory_equal(&got[r], &alone, sizeof alone);
+    }
+    free(x);
+    P.gpu->free(gx);
 }
 
 static void test_has_inf_or_nan(void **state)

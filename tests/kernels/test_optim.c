@@ -60,6 +60,14 @@ static void adamw_several_steps(void **state)
     free(p); free(m); free(v); free(P); free(M); free(Vv);
 }
 
+/* One range's sum of squares through the many-range call. */
+static double sum_squares1(const kernels_backend *K, const float *x, size_t n)
+{
+    double s = -1;
+    K->sum_squares(&x, &n, 1, &s);
+    return s;
+}
+
 static void reductions(void **state)
 {
     const kernels_backend *K = kernels_cpu();
@@ -71,9 +79,17 @@ static void reductions(void **state)
     for (size_t i = 1; i < n; i++)
         small += (double)x[i] * x[i];
     double s = 1e8 + small;
-    assert_true(fabs(K->sum_squares(x + 1, n - 1) - small) <= 1e-12 * small);
-    assert_true(fabs(K->sum_squares(x, n) - s) <= 1e-12 * s);
-    assert_true(K->sum_squares(x, 0) == 0);
+    assert_true(fabs(sum_squares1(K, x + 1, n - 1) - small) <= 1e-12 * small);
+    assert_true(fabs(sum_squares1(K, x, n) - s) <= 1e-12 * s);
+    assert_true(sum_squares1(K, x, 0) == 0);
+    /* several ranges at once: each its own sum, in the order given */
+    const float *at[3] = {x + 1, x, x + 5};
+    size_t len[3] = {n - 1, 0, 1};
+    double each[3] = {-1, -1, -1};
+    K->sum_squares(at, len, 3, each);
+    assert_true(fabs(each[0] - small) <= 1e-12 * small);
+    assert_true(each[1] == 0);
+    assert_true(each[2] == (double)x[5] * x[5]);
 
     x[0] = 0.5f;
     assert_false(K->has_inf_or_nan(x, n));
