@@ -425,9 +425,12 @@ int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quic
     /* Attention: the engine's fused kernel over (sequence, head dimension), FLOPs in the DESIGN
      * convention (4 B T^2 C forward, twice that backward); the table the simulator looks up, plus the efficiency of the
      * largest shape against the platform's peak (the best GEMM when no platform is given). */
-    int seqs_cpu[] = {64, 256}, seqs_gpu[] = {512, 2048, 8192}, hds_cpu[] = {32, 64}, hds_gpu[] = {64, 128};
+    /* Every octave of sequence on a GPU: the simulator takes the nearest measured sequence, and
+     * the rate changes fast with it (H100, 2026-11-26: 15.9 TFLOP/s at 512, 26.2 at 2048; GPT-2's
+     * 1,024 ran at 18.7 and, a tie between the two, was charged 512's rate). */
+    int seqs_cpu[] = {64, 256}, seqs_gpu[] = {512, 1024, 2048, 4096, 8192}, hds_cpu[] = {32, 64}, hds_gpu[] = {64, 128};
     int *seqs = gpu ? seqs_gpu : seqs_cpu, *hds = gpu ? hds_gpu : hds_cpu;
-    int nseq = gpu ? (quick ? 2 : 3) : 2, nhd = 2;
+    int nseq = gpu ? (quick ? 2 : 5) : 2, nhd = 2;
     json_t *att_table = json_array();
     double att_tf = 0;
     /* Each shape at a micro-batch's worth of tokens (B = tokens / T, at least 1), as a training
