@@ -134,6 +134,8 @@ static int megatron_line(const scenario_config *s, char *out, size_t len)
         ARG(" --overlap-param-gather");
     if (s->parallel.tp_comm_overlap)
         ARG(" --tp-comm-overlap");
+    if (s->parallel.overlap_moe_a2a)
+        ARG(" --overlap-moe-expert-parallel-comm");
     if (s->parallel.overlap_p2p_comm)
         ARG(" --overlap-p2p-communication");
     if (!s->parallel.scatter_gather_p2p)

@@ -119,6 +119,7 @@ static const struct {
     {"--overlap-grad-reduce", MA_FLAG, "parallel.overlap_grad_reduce"},
     {"--overlap-param-gather", MA_FLAG, "parallel.overlap_param_gather"},
     {"--tp-comm-overlap", MA_FLAG, "parallel.tp_comm_overlap"},
+    {"--overlap-moe-expert-parallel-comm", MA_FLAG, "parallel.overlap_moe_expert_parallel_comm"},
     {"--overlap-p2p-communication", MA_FLAG, "parallel.overlap_p2p_comm"},
     {"--no-scatter-gather-tensors-in-pipeline", MA_FLAG, "no_scatter_gather"},
     {"--ddp-bucket-size", MA_INT, "ddp_bucket_size"},

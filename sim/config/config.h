@@ -224,6 +224,11 @@ typedef struct {
                                                 all-gather / reduce-scatter runs in chunks beside the
                                                 GEMM it feeds or follows */
         int tp_comm_overlap_chunks;          /* chunks of that pipelining (4) */
+        int overlap_moe_a2a;                 /* overlap_moe_expert_parallel_comm (Megatron-Core's
+                                                --overlap-moe-expert-parallel-comm, combined 1F1B):
+                                                a backward and the next forward of a stage run as
+                                                one pass, each one's EP all-to-alls beside the
+                                                other's compute (sim/step/moe_overlap.h) */
         int overlap_param_gather;            /* Megatron's --overlap-param-gather (ZeRO-1/2 with
                                                 overlap_grad_reduce): the updated parameters'
                                                 all-gather runs beside the next step's forward */

@@ -253,6 +253,17 @@ int scenario_validate_layout(const scenario_config *s, config_error *err)
     if (ep > 1 && etp != tp && (tp * cp * dp) % ep)
         return config_fail(err, "%s.expert_model_parallel_size: %lld does not divide tensor x context x data parallel "
                                 "= %lld (expert_tensor_parallel_size 1)", p, ep, tp * cp * dp);
+    /* Megatron-Core's combined 1F1B (docs: moe_a2a_overlap): its hard requirements, and two
+     * combinations dtsim does not model */
+    if (s->parallel.overlap_moe_a2a && ep <= 1)
+        return config_fail(err, "%s.overlap_moe_expert_parallel_comm: needs expert_model_parallel_size > 1 (with EP 1 "
+                                "there is no all-to-all to overlap)", p);
+    if (s->parallel.overlap_moe_a2a && pp > 1 && vpp <= 1)
+        return config_fail(err, "%s.overlap_moe_expert_parallel_comm: with pipeline parallelism needs "
+                                "virtual_pipeline_model_parallel_size > 1, as Megatron-Core requires", p);
+    if (s->parallel.overlap_moe_a2a && (s->training.recompute == RECOMPUTE_FULL || s->parallel.zero_stage == 3))
+        return config_fail(err, "%s.overlap_moe_expert_parallel_comm: not modelled with %s", p,
+                           s->parallel.zero_stage == 3 ? "zero_stage 3" : "full recomputation");
     long long per_replica = s->training.micro_batch_size * dp;
     if (s->training.global_batch_size % per_replica)
         return config_fail(err, S ".training.global_batch_size: %lld is not a multiple of micro_batch_size x "
@@ -349,7 +360,8 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
                                        "offload_optimizer", "offload_parameters", "nccl_algo",
                                        "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
                                        "stage3_max_live_parameters", "reduce_bucket_size", "cp_comm_type",
-                                       "tp_comm_overlap", "tp_comm_overlap_chunks", "overlap_param_gather", NULL};
+                                       "tp_comm_overlap", "tp_comm_overlap_chunks", "overlap_param_gather",
+                                       "overlap_moe_expert_parallel_comm", NULL};
     static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
     static const char *const cp_comms[] = {"p2p", "all_gather", "a2a", NULL};
     int cp_comm;
@@ -372,6 +384,7 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
         config_bool(par, p, "tp_comm_overlap", 0, &s->parallel.tp_comm_overlap, err) ||
         config_int(par, p, "tp_comm_overlap_chunks", 0, 4, 1, 64, &chunks, err) ||
         config_bool(par, p, "overlap_param_gather", 0, &s->parallel.overlap_param_gather, err) ||
+        config_bool(par, p, "overlap_moe_expert_parallel_comm", 0, &s->parallel.overlap_moe_a2a, err) ||
         config_bool(par, p, "overlap_p2p_comm", 0, &s->parallel.overlap_p2p_comm, err) ||
         config_bool(par, p, "scatter_gather_p2p", 1, &s->parallel.scatter_gather_p2p, err) ||
         config_num(par, p, "bucket_size_mb", 0, 40, 0, 1e6, 1, &s->parallel.bucket_size_mb, err))

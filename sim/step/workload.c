@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "host_offload.h"
+#include "moe_overlap.h"
 #include "params.h"
 #include "workload_internal.h"
 
@@ -84,6 +85,26 @@ static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st
             dep = id;
     }
     return id;
+}
+
+/* A pass's pipeline send (activations to the next virtual stage, gradients to the previous),
+ * after its compute task `id`. */
+static void emit_send(step_workload *w, const builder *b, stage_state *st, int stage, const pipe_action *a, int id,
+                      int **fwd_p2p, int **bwd_p2p)
+{
+    int fwd = a->phase == PIPE_FORWARD, vs = pipeline_virtual_stage(b->P, stage, a->chunk);
+    int to = fwd ? vs + 1 : vs - 1;
+    if (to < 0 || to > b->P * b->V - 1)
+        return;
+    coll_group g = workload_pp_pair(b, stage, to % b->P);
+    int p = workload_add_comm(w, b, stage, LANE_P2P, fwd ? "pp_send_activation" : "pp_send_gradient", COMM_PP,
+                              COLL_SEND_RECV, b->p2p_bytes, g, id);
+    w->tasks[p].peer_stage = to % b->P;
+    w->tasks[p].micro_batch = a->micro_batch;
+    w->tasks[p].chunk = a->chunk;
+    w->tasks[p].phase = a->phase;
+    (fwd ? fwd_p2p : bwd_p2p)[vs][a->micro_batch] = p;
+    st->last_send = p;
 }
 
 /* One pass (forward or backward of one micro-batch through one model chunk) of a stage: its
@@ -210,20 +231,91 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
     }
     if (last_of_chunk && !split)
         st->pending_grad += L * b->grad_bytes_per_layer;
-
-    int to = fwd ? vs + 1 : vs - 1;
-    if (to >= 0 && to <= last_vs) {
-        coll_group g = workload_pp_pair(b, stage, to % P);
-        int p = workload_add_comm(w, b, stage, LANE_P2P, fwd ? "pp_send_activation" : "pp_send_gradient", COMM_PP,
-                                  COLL_SEND_RECV, b->p2p_bytes, g, id);
-        w->tasks[p].peer_stage = to % P;
-        w->tasks[p].micro_batch = a->micro_batch;
-        w->tasks[p].chunk = a->chunk;
-        w->tasks[p].phase = a->phase;
-        (fwd ? fwd_p2p : bwd_p2p)[vs][a->micro_batch] = p;
-        st->last_send = p;
-    }
+    emit_send(w, b, st, stage, a, id, fwd_p2p, bwd_p2p);
     return 0;
+}
+
+/* Would this backward be emitted layer by layer (emit_pass's split)? Such a pass is not paired. */
+static int backward_splits(const builder *b, const stage_state *st, const pipe_action *a)
+{
+    const scenario_config *s = b->s;
+    int dpcp = s->parallel.dp * s->parallel.cp;
+    return b->z3.active || (st->backwards_left[a->chunk] == 1 &&
+                            ((s->parallel.overlap_grad_reduce && dpcp > 1) ||
+                             (dpcp <= 1 && s->parallel.offload_optimizer != OFFLOAD_NONE)));
+}
+
+/* Adds a pass piece's embedding or head to a compute task. */
+static void add_piece(sim_task *t, const pass_cost *c)
+{
+    t->duration_s += c->time_s;
+    fold_comm(t, c, 1);
+    t->flops += c->flops;
+}
+
+/* parallel.overlap_moe_expert_parallel_comm (sim/step/moe_overlap.h): a backward (bk) and the
+ * stage's next forward (fw) as one compute task, their layers paired (the forward's first with
+ * the backward's last; layers one pass has more of run alone), then both passes' sends. The pair
+ * starts once both have what they receive, as Megatron-Core's combined step does. */
+static void emit_combined(step_workload *w, const builder *b, stage_state *st, int stage, const pipe_action *bk,
+                          const pipe_action *fw, int **fwd_p2p, int **bwd_p2p)
+{
+    const scenario_config *s = b->s;
+    int P = b->P, last_vs = P * b->V - 1;
+    int vb = pipeline_virtual_stage(P, stage, bk->chunk), vf = pipeline_virtual_stage(P, stage, fw->chunk);
+    int lb = b->layers[vb], lf = b->layers[vf], pairs = lb < lf ? lb : lf;
+    int last_of_chunk = --st->backwards_left[bk->chunk] == 0;
+    moe_pair_result r;
+    if (moe_pair_time(&b->moe_fwd, &b->moe_bwd, pairs, b->overlap_slowdown, &r) != 0)
+        memset(&r, 0, sizeof r); /* cannot fail on the builder's parts: they are costs >= 0 */
+    sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "fwd_bwd");
+    t.micro_batch = fw->micro_batch; /* the data loader's demand: the forward's micro-batch */
+    t.chunk = fw->chunk;
+    t.phase = PIPE_FORWARD;
+    int nr = scenario_recomputed_layers(s, lb); /* selective recomputation: the backward's reruns */
+    t.duration_s = r.time_s + (lf - pairs) * b->layer_fwd.time_s + (lb - pairs) * b->layer_bwd.time_s +
+                   nr * b->layer_recompute.time_s;
+    fold_comm(&t, &b->layer_fwd, lf);
+    fold_comm(&t, &b->layer_bwd, lb);
+    fold_comm(&t, &b->layer_recompute, nr);
+    /* the pairs' all-to-alls: what ran beside no compute, in place of each pass's own */
+    double ep_alone = pairs * (b->layer_fwd.comm_cls_s[COMM_EP] + b->layer_bwd.comm_cls_s[COMM_EP]);
+    t.comm_inside_s += r.comm_exposed_s - ep_alone;
+    t.comm_inside_cls[COMM_EP] += r.comm_exposed_s - ep_alone;
+    t.comm_hidden_cls[COMM_EP] += ep_alone - r.comm_exposed_s;
+    t.overlap_cost_s += r.overlap_cost_s;
+    t.tp_ring_bytes = lf * b->layer_fwd.tp_ring_bytes + lb * b->layer_bwd.tp_ring_bytes +
+                      nr * b->layer_recompute.tp_ring_bytes;
+    t.flops = lf * b->layer_fwd.flops + lb * b->layer_bwd.flops + nr * b->layer_recompute.flops;
+    if (vf == 0)
+        add_piece(&t, &b->embed_fwd);
+    if (vf == last_vs)
+        add_piece(&t, &b->head_fwd);
+    if (vb == last_vs)
+        add_piece(&t, &b->head_bwd);
+    if (vb == 0) {
+        t.duration_s += b->embed_bwd.time_s;
+        fold_comm(&t, &b->embed_bwd, 1);
+    }
+    if (vf > 0)
+        gather_received(&t, b);
+    if (vb < last_vs)
+        gather_received(&t, b);
+    int id = workload_add_task(w, &t);
+    if (vf > 0)
+        workload_add_dep(w, id, fwd_p2p[vf - 1][fw->micro_batch]);
+    if (vb < last_vs)
+        workload_add_dep(w, id, bwd_p2p[vb + 1][bk->micro_batch]);
+    wait_for_send(w, b, st, id);
+    if (st->forwards_done[fw->chunk] < 2 && st->gather_first[fw->chunk] >= 0)
+        workload_add_dep(w, id, st->forwards_done[fw->chunk] == 0 ? st->gather_first[fw->chunk]
+                                                                  : st->gather_last[fw->chunk]);
+    st->forwards_done[fw->chunk]++;
+    st->last_compute = id;
+    if (last_of_chunk)
+        st->pending_grad += lb * b->grad_bytes_per_layer;
+    emit_send(w, b, st, stage, fw, id, fwd_p2p, bwd_p2p);
+    emit_send(w, b, st, stage, bk, id, fwd_p2p, bwd_p2p);
 }
 
 /* Can stage's next action run, i.e. has what it waits for on other stages been emitted? */
@@ -283,19 +375,37 @@ int workload_build_scheduled(const scenario_config *s, const pipeline_schedule *
     int remaining = 0;
     for (int p = 0; p < b.P; p++)
         remaining += schedule->count[p];
-    int rc = 0;
+    int rc = 0, unpaired = 0; /* unpaired: a round without progress lets a pair's backward go alone */
     while (remaining > 0) {
         int progressed = 0;
         for (int p = 0; p < b.P; p++) {
             while (st[p].next < schedule->count[p] &&
                    action_ready(&b, p, &schedule->actions[p][st[p].next], fwd_p2p, bwd_p2p)) {
-                emit_pass(w, &b, &st[p], p, &schedule->actions[p][st[p].next], fwd_p2p, bwd_p2p);
-                st[p].next++;
-                remaining--;
+                const pipe_action *a = &schedule->actions[p][st[p].next];
+                const pipe_action *nx = st[p].next + 1 < schedule->count[p] ? a + 1 : NULL;
+                /* combined 1F1B: a backward and the next forward as one pass */
+                int pair = s->parallel.overlap_moe_a2a && a->phase == PIPE_BACKWARD && nx &&
+                           nx->phase == PIPE_FORWARD && !backward_splits(&b, &st[p], a);
+                if (pair && !action_ready(&b, p, nx, fwd_p2p, bwd_p2p) && !unpaired)
+                    break; /* the pair waits for the forward's input */
+                if (pair && action_ready(&b, p, nx, fwd_p2p, bwd_p2p)) {
+                    emit_combined(w, &b, &st[p], p, a, nx, fwd_p2p, bwd_p2p);
+                    st[p].next += 2;
+                    remaining -= 2;
+                } else {
+                    emit_pass(w, &b, &st[p], p, a, fwd_p2p, bwd_p2p);
+                    st[p].next++;
+                    remaining--;
+                }
                 progressed = 1;
+                unpaired = 0;
                 if (st[p].next == schedule->count[p])
                     workload_emit_grad_flush(w, &b, &st[p], p);
             }
+        }
+        if (!progressed && s->parallel.overlap_moe_a2a && !unpaired) {
+            unpaired = 1; /* every stage waits on a pair: the next round runs a backward alone */
+            continue;
         }
         if (!progressed) {
             snprintf(err->msg, sizeof err->msg, "internal error: the %s schedule deadlocks",

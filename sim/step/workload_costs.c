@@ -120,6 +120,37 @@ static pass_cost sum_ops(const builder *b, const layer_op *ops, int n, int atten
     return c;
 }
 
+/* Combined 1F1B's nodes of one layer's pass (moe_overlap.h): its op list cut at the two EP
+ * all-to-alls. A forward is attention (to the dispatch), dispatch, experts, combine (with what
+ * follows it: the unpermute); a backward is combine (with what precedes it), experts, dispatch,
+ * attention. A layer without two EP all-to-alls is all attention. */
+static void moe_parts(const builder *b, const layer_op *ops, int n, int backward, moe_layer_parts *out)
+{
+    int cut[2], k = 0;
+    for (int i = 0; i < n && k < 2; i++)
+        if (ops[i].kind == OPK_COMM && ops[i].comm == COMM_EP)
+            cut[k++] = i;
+    memset(out, 0, sizeof *out);
+    if (k < 2) {
+        out->attn = sum_ops(b, ops, n, 0).time_s;
+        return;
+    }
+    double head = sum_ops(b, ops, cut[0], 0).time_s, first = sum_ops(b, ops + cut[0], 1, 0).time_s;
+    double mid = sum_ops(b, ops + cut[0] + 1, cut[1] - cut[0] - 1, 0).time_s;
+    double second = sum_ops(b, ops + cut[1], 1, 0).time_s;
+    double tail = sum_ops(b, ops + cut[1] + 1, n - cut[1] - 1, 0).time_s;
+    out->experts = mid;
+    if (!backward) {
+        out->attn = head;
+        out->dispatch = first;
+        out->combine = second + tail;
+    } else {
+        out->combine = head + first;
+        out->dispatch = second;
+        out->attn = tail;
+    }
+}
+
 double workload_moe_load(const scenario_config *s)
 {
     if (s->model.num_experts <= 0)
@@ -271,12 +302,14 @@ int workload_builder_init(builder *b, const scenario_config *s, config_error *er
     layer_op ops[LAYER_OPS_MAX];
     int n = layer_ops_forward(&sh, ops);
     b->layer_fwd = sum_ops(b, ops, n, 0);
+    moe_parts(b, ops, n, 0, &b->moe_fwd);
     if (s->training.recompute == RECOMPUTE_FULL)
         b->layer_recompute = b->layer_fwd;
     else if (s->training.recompute == RECOMPUTE_SELECTIVE)
         b->layer_recompute = sum_ops(b, ops, n, 1);
     n = layer_ops_backward(&sh, ops);
     b->layer_bwd = sum_ops(b, ops, n, 0);
+    moe_parts(b, ops, n, 1, &b->moe_bwd);
     head_costs(b, &sh);
 
     /* Activations (and their gradients) between stages. With TP each rank sends through its own

@@ -7,6 +7,7 @@
 #include "collective.h"
 #include "compression.h"
 #include "cost.h"
+#include "moe_overlap.h"
 #include "workload.h"
 #include "zero3.h"
 
@@ -26,6 +27,7 @@ typedef struct {
     int *layers;                  /* layers per virtual stage */
     pass_cost layer_fwd, layer_bwd, layer_recompute;
     pass_cost embed_fwd, embed_bwd, head_fwd, head_bwd;
+    moe_layer_parts moe_fwd, moe_bwd; /* a layer's passes cut at the EP all-to-alls (combined 1F1B) */
     coll_group tp, cp, ep, pp, dp;
     double p2p_bytes;
     double p2p_gather_s;  /* the receiver's all-gather of what TP ranks sent in slices */
