@@ -372,6 +372,8 @@ int run_dir_start(run_dir *rd, const train_options *o, const gpt_config *cfg, si
         rd->flops_per_step, "dtrain", "git_revision", run_dir_git_revision(), "git_dirty",
         dirty < 0 ? json_null() : json_boolean(dirty), "start_time", rd->start_time, "hostname", host, "first_step",
         first_step, "resumes");
+    if (doc) /* expert parallelism: the experts' all-to-all group (1: every expert on each rank) */
+        json_object_set_new(json_object_get(doc, "layout"), "ep", json_integer(o->comm->ep > 1 ? o->comm->ep : 1));
     int rc = write_json_atomic(cfg_path, doc, err, errlen);
     json_decref(doc);
     if (rc == 0 && first_step > 1)

@@ -27,6 +27,7 @@
 #include "config_json.h"
 #include "engine_scenario.h"
 #include "run.h"
+#include "workload.h"
 
 static void usage(FILE *f)
 {
@@ -52,6 +53,7 @@ typedef struct {
     double step_time_s;          /* median after warm-up */
     double tokens_per_step, flops_per_step, peak_tflops; /* peak 0: unknown */
     double memory_gib;           /* -1: not recorded */
+    double moe_load;             /* median moe_load_imbalance after warm-up (dtrain's routing); 0: none */
     json_t *config;
 } measured_run;
 
@@ -102,8 +104,8 @@ static int load_measured(const char *dir, int warmup, measured_run *m)
         fprintf(stderr, "dtsim report: --measured %s: cannot read %s\n", dir, path);
         return 2;
     }
-    size_t cap = 256, n = 0;
-    double *times = malloc(cap * sizeof(double));
+    size_t cap = 256, n = 0, nload = 0;
+    double *times = malloc(cap * sizeof(double)), *loads = malloc(cap * sizeof(double));
     char line[16384];
     int lineno = 0, rc = 0;
     while (fgets(line, sizeof line, f)) {
@@ -123,11 +125,23 @@ static int load_measured(const char *dir, int warmup, measured_run *m)
             rc = 2;
             break;
         }
+        json_t *load = json_object_get(j, "moe_load_imbalance"); /* the busiest EP rank's rows over the mean */
+        if (load && !(json_is_number(load) && json_number_value(load) >= 1)) {
+            fprintf(stderr, "dtsim report: %s:%d: \"moe_load_imbalance\" must be a number >= 1\n", path, lineno);
+            json_decref(j);
+            rc = 2;
+            break;
+        }
         m->steps++;
         if (json_integer_value(step) > warmup) {
-            if (n == cap)
-                times = realloc(times, (cap *= 2) * sizeof(double));
+            if (n == cap) {
+                cap *= 2;
+                times = realloc(times, cap * sizeof(double));
+                loads = realloc(loads, cap * sizeof(double));
+            }
             times[n++] = json_number_value(dt);
+            if (load)
+                loads[nload++] = json_number_value(load);
         }
         json_decref(j);
     }
@@ -141,8 +155,13 @@ static int load_measured(const char *dir, int warmup, measured_run *m)
         qsort(times, n, sizeof(double), cmp_double);
         m->used = (int)n;
         m->step_time_s = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+        if (nload > 0) { /* the median, as the step time's (dtcal validate does the same) */
+            qsort(loads, nload, sizeof(double), cmp_double);
+            m->moe_load = nload % 2 ? loads[nload / 2] : 0.5 * (loads[nload / 2 - 1] + loads[nload / 2]);
+        }
     }
     free(times);
+    free(loads);
     return rc;
 }
 
@@ -186,6 +205,7 @@ static int load_run_scenario(const measured_run *m, const char *platform, const 
         .pp = (int)json_integer_value(json_object_get(lay, "pp")),
         .dp = (int)json_integer_value(json_object_get(lay, "dp")),
         .cp = (int)json_integer_value(json_object_get(lay, "cp")),
+        .ep = (int)json_integer_value(json_object_get(lay, "ep")), /* absent before dtrain recorded it: 1 */
         /* runs recorded before dtrain had ring attention gathered K and V */
         .cp_comm_type = json_string_value(json_object_get(opt, "cp_comm_type")) ?: "all_gather",
         .vpp = (int)json_integer_value(json_object_get(lay, "vpp")),
@@ -236,6 +256,9 @@ static json_t *mismatches(const measured_run *m, const scenario_config *s)
         {"parallel.context_parallel_size", json_integer_value(json_object_get(lay, "cp")) > 1
                                                ? json_integer_value(json_object_get(lay, "cp")) : 1,
          s->parallel.cp},
+        {"parallel.expert_model_parallel_size", json_integer_value(json_object_get(lay, "ep")) > 1
+                                                    ? json_integer_value(json_object_get(lay, "ep")) : 1,
+         s->parallel.ep},
     };
     char text[512];
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
@@ -318,6 +341,10 @@ int cli_report(int argc, char **argv)
         fprintf(stderr, "dtsim%s: %s\n", scenario_path ? "" : " report", err.msg);
         goto out;
     }
+    /* The run's own routing (its busiest EP rank's rows over the mean) in place of the balanced
+     * router's floor, as dtcal validate does; a SCENARIO keeps its own moe_load_imbalance. */
+    if (!scenario_path && m.moe_load > 0 && s.model.num_experts > 0)
+        s.model.moe_load_imbalance = m.moe_load;
     run_result r;
     if (run_scenario(&s, &r, &err) != 0) {
         fprintf(stderr, "dtsim: %s: %s\n", scenario_path ? scenario_path : run_path, err.msg);
@@ -340,6 +367,9 @@ int cli_report(int argc, char **argv)
     print_row(human, "MFU", m.peak_tflops > 0 ? "" : "(the run knew no peak: --peak-tflops)", mfu, r.mfu);
     print_row(human, "memory per GPU", m.memory_gib >= 0 ? "GiB" : "GiB (not recorded by the run)", m.memory_gib,
               r.memory.total);
+    if (s.model.num_experts > 0)
+        print_row(human, "MoE load imbalance", m.moe_load > 0 ? "busiest EP rank's rows / mean" : "(not recorded)",
+                  m.moe_load > 0 ? m.moe_load : -1, workload_moe_load(&s));
     for (size_t i = 0; i < json_array_size(diff); i++)
         fprintf(stderr, "dtsim report: warning: %s\n", json_string_value(json_array_get(diff, i)));
 
@@ -351,6 +381,8 @@ int cli_report(int argc, char **argv)
                                 "tokens_per_s", pair(tps, r.tokens_per_s), "model_tflops_per_gpu",
                                 pair(tflops, r.model_tflops_per_gpu), "mfu", pair(mfu, r.mfu), "memory_gib",
                                 pair(m.memory_gib, r.memory.total), "mismatches", json_incref(diff));
+        if (doc && s.model.num_experts > 0)
+            json_object_set_new(doc, "moe_load_imbalance", pair(m.moe_load > 0 ? m.moe_load : -1, workload_moe_load(&s)));
         if (cli_write_json(doc, json_path) != 0)
             rc = 1;
         json_decref(doc);

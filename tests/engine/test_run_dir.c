@@ -128,6 +128,7 @@ static void config_metrics_and_summary_match_the_run(void **state)
     json_t *lay = json_object_get(cfg, "layout");
     assert_int_equal(num(lay, "world_size"), 1);
     assert_int_equal(num(lay, "tp") * num(lay, "pp") * num(lay, "dp"), 1);
+    assert_int_equal(num(lay, "ep"), 1); /* no experts: every expert (none) on each rank */
     assert_true(json_is_null(json_object_get(json_object_get(cfg, "device"), "peak_tflops")));
     json_t *git = json_object_get(cfg, "dtrain");
     const char *rev = json_string_value(json_object_get(git, "git_revision"));

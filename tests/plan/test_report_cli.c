@@ -7,8 +7,12 @@
  *  - a scenario unlike the run is flagged (mismatches);
  *  - without a scenario, the run's own configuration simulated on the CPU box equals the same
  *    scenario written out by hand; a GPU run without --platform, or --set without a scenario, exits 2;
- *  - bad input exits 2 naming the file (and line): missing folder, malformed metrics line, no
- *    steps after the warm-up. argv[1]: dtsim, argv[2]: the repository root. */
+ *  - an expert-parallel run is simulated with its EP group and the median of its logged routing
+ *    (moe_load_imbalance) in place of the balanced router's floor; a scenario with another EP is
+ *    flagged;
+ *  - bad input exits 2 naming the file (and line): missing folder, malformed metrics line, a
+ *    routing figure under 1, no steps after the warm-up. argv[1]: dtsim, argv[2]: the repository
+ *    root. */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -202,6 +206,80 @@ static void without_a_scenario_the_run_itself_is_simulated(void **state)
                         RUN), 2);
 }
 
+/* A run of 4 experts, top-2, EP 2 over DP 2; steps 3-5 logged routing 1.3, 1.5, 1.4 (median
+ * 1.4) when `routing`, none otherwise. */
+static void write_moe_run(int routing)
+{
+    sh("rm -rf '%s' && mkdir -p '%s'", RUN, RUN);
+    char cfg[2048];
+    snprintf(cfg, sizeof cfg,
+             "{\"model\": {\"num_layers\": 4, \"hidden\": 128, \"heads\": 4, \"seq_len\": 64, \"vocab\": 256,"
+             " \"num_experts\": 4, \"moe_router_topk\": 2}, \"options\": {\"global_batch\": 4, \"micro_batch\": 2},"
+             " \"layout\": {\"world_size\": 2, \"tp\": 1, \"pp\": 1, \"dp\": 2, \"ep\": 2},"
+             " \"device\": {\"backend\": \"cpu\", \"peak_tflops\": %g}, \"precision\": \"fp32\","
+             " \"tokens_per_step\": %g, \"model_flops_per_step\": %g}",
+             PEAK, TOKENS, FLOPS);
+    write_file(RUN, "config.json", cfg);
+    const double load[5] = {1.9, 1.8, 1.3, 1.5, 1.4};
+    char lines[2048] = "", l[256];
+    for (int i = 0; i < 5; i++) {
+        snprintf(l, sizeof l, "{\"step\": %d, \"loss\": 5.0, \"step_time_s\": 0.5", i + 1);
+        strcat(lines, l);
+        if (routing) {
+            snprintf(l, sizeof l, ", \"moe_load_imbalance\": %g", load[i]);
+            strcat(lines, l);
+        }
+        strcat(lines, "}\n");
+    }
+    write_file(RUN, "metrics.jsonl", lines);
+}
+
+/* dtsim report --measured RUN --json (no scenario: the run's own configuration). */
+static json_t *report_own(void)
+{
+    char out[600];
+    snprintf(out, sizeof out, "%s.out.json", RUN);
+    assert_int_equal(sh("'%s' report --measured '%s' --json '%s' >/dev/null 2>&1", DTSIM, RUN, out), 0);
+    json_error_t je;
+    json_t *j = json_load_file(out, 0, &je);
+    assert_non_null(j);
+    return j;
+}
+
+static void a_moe_run_is_simulated_with_its_routing(void **state)
+{
+    (void)state;
+    write_moe_run(0);
+    json_t *floor = report_own();
+    write_moe_run(1);
+    json_t *own = report_own();
+    assert_true(json_is_null(json_object_get(json_object_get(floor, "moe_load_imbalance"), "measured")));
+    double floor_load = get(floor, "moe_load_imbalance", "simulated");
+    assert_true(floor_load > 1 && floor_load < 1.3); /* the balanced router's sampling floor */
+    close_to(get(own, "moe_load_imbalance", "measured"), 1.4);
+    close_to(get(own, "moe_load_imbalance", "simulated"), 1.4);
+    /* the busiest rank's experts and all-to-alls take longer */
+    assert_true(get(own, "step_time_s", "simulated") > get(floor, "step_time_s", "simulated"));
+    assert_int_equal(json_array_size(json_object_get(own, "mismatches")), 0);
+    json_decref(floor);
+    json_decref(own);
+    /* the dense scenario beside it: EP 1 and no experts, flagged */
+    json_t *rep = run_json("'%s' report '%s' --measured '%s' --json '%s' >/dev/null 2>&1", RUN);
+    json_t *mm = json_object_get(rep, "mismatches");
+    int ep = 0;
+    for (size_t i = 0; i < json_array_size(mm); i++)
+        ep |= strstr(json_string_value(json_array_get(mm, i)), "expert_model_parallel_size: the run has 2") != NULL;
+    assert_true(ep);
+    json_decref(rep);
+    /* a routing figure under 1 is refused naming the line */
+    char err[600];
+    snprintf(err, sizeof err, "%s.err", RUN);
+    write_file(RUN, "metrics.jsonl", "{\"step\": 1, \"step_time_s\": 0.5}\n"
+                                     "{\"step\": 2, \"step_time_s\": 0.5, \"moe_load_imbalance\": 0.5}\n");
+    assert_int_equal(sh("'%s' report --measured '%s' 2>'%s' >/dev/null", DTSIM, RUN, err), 2);
+    assert_int_equal(sh("grep -q 'metrics.jsonl:2' '%s'", err), 0);
+}
+
 static void bad_input_exits_2_naming_the_file(void **state)
 {
     (void)state;
@@ -248,6 +326,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(measured_medians_and_simulated_values),
         cmocka_unit_test(a_different_scenario_is_flagged),
         cmocka_unit_test(without_a_scenario_the_run_itself_is_simulated),
+        cmocka_unit_test(a_moe_run_is_simulated_with_its_routing),
         cmocka_unit_test(bad_input_exits_2_naming_the_file),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
