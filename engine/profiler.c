@@ -16,11 +16,17 @@
  * synchronize), when the table fills, and before writing. */
 #define PROFILE_PENDING 1024
 
+/* What an op is: its name, layer, step, shape and work. */
 typedef struct {
     const char *op;
     int layer, step;
     char shape[48];
-    double flops, bytes, start_s, dur_s;
+    double flops, bytes;
+} prof_op;
+
+typedef struct {
+    prof_op what;
+    double start_s, dur_s;
 } prof_event;
 
 /* An op's row: every call (total_s, count) and the calls after the first profiled step
@@ -39,10 +45,8 @@ typedef struct {
 /* An op recorded but not yet read: its two events, or (timed elsewhere) its end and duration. */
 typedef struct {
     kernels_event *start, *end;
-    const char *op;
-    int layer, step;
-    char shape[48];
-    double flops, bytes, dur_s; /* dur_s < 0: from the events */
+    prof_op what;
+    double dur_s; /* < 0: from the events */
 } prof_pending;
 
 struct profiler {
@@ -146,12 +150,8 @@ static void queue(profiler *p, const char *op, int layer, const char *shape, dou
 {
     prof_pending *q = slot_at(p, p->n_pending);
     p->k->event_record(q->end);
-    q->op = op;
-    q->layer = layer;
-    q->step = p->step;
-    snprintf(q->shape, sizeof q->shape, "%s", shape);
-    q->flops = flops;
-    q->bytes = bytes;
+    q->what = (prof_op){.op = op, .layer = layer, .step = p->step, .flops = flops, .bytes = bytes};
+    snprintf(q->what.shape, sizeof q->what.shape, "%s", shape);
     q->dur_s = dur;
     if (++p->n_pending == PROFILE_PENDING)
         flush(p);
@@ -178,23 +178,18 @@ void profiler_record(profiler *p, const char *op, int layer, const char *shape, 
 
 static void add_event(profiler *p, const prof_pending *q, double start_s, double dur)
 {
-    const char *op = q->op, *shape = q->shape;
-    int layer = q->layer;
-    double flops = q->flops, bytes = q->bytes;
+    const char *op = q->what.op, *shape = q->what.shape;
+    int layer = q->what.layer;
+    double flops = q->what.flops, bytes = q->what.bytes;
     if (p->n_events < PROFILE_MAX_EVENTS) {
         prof_event *e = &p->events[p->n_events++];
-        e->op = op;
-        e->layer = layer;
-        e->step = q->step;
-        snprintf(e->shape, sizeof e->shape, "%s", shape);
-        e->flops = flops;
-        e->bytes = bytes;
+        e->what = q->what;
         e->start_s = start_s;
         e->dur_s = dur;
     } else {
         p->dropped++;
     }
-    int warm = p->stepped && q->step != p->first_step;
+    int warm = p->stepped && q->what.step != p->first_step;
     for (int i = 0; i < p->n_rows; i++) {
         prof_row *r = &p->rows[i];
         if (r->op == op && r->layer == layer && !strcmp(r->shape, shape)) { /* shape: ZeRO's windows differ */
@@ -263,10 +258,10 @@ int profiler_write(profiler *p, const char *path, const char *dtype, const char 
     for (long i = 0; i < p->n_events; i++) {
         prof_event *e = &p->events[i];
         json_array_append_new(events,
-                              json_pack("{s:s,s:s,s:f,s:f,s:i,s:i,s:{s:i,s:i,s:s,s:f,s:f}}", "name", e->op, "ph", "X",
+                              json_pack("{s:s,s:s,s:f,s:f,s:i,s:i,s:{s:i,s:i,s:s,s:f,s:f}}", "name", e->what.op, "ph", "X",
                                         "ts", e->start_s * 1e6, "dur", e->dur_s * 1e6, "pid", 0, "tid", 0, "args",
-                                        "layer", e->layer, "step", e->step, "shape", e->shape, "flops", e->flops,
-                                        "bytes", e->bytes));
+                                        "layer", e->what.layer, "step", e->what.step, "shape", e->what.shape, "flops", e->what.flops,
+                                        "bytes", e->what.bytes));
     }
     json_t *trace = json_pack("{s:o,s:s}", "traceEvents", events, "displayTimeUnit", "ms");
     char tpath[4200];
