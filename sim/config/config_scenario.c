@@ -261,6 +261,9 @@ int scenario_validate_layout(const scenario_config *s, config_error *err)
     if (s->parallel.overlap_moe_a2a && pp > 1 && vpp <= 1)
         return config_fail(err, "%s.overlap_moe_expert_parallel_comm: with pipeline parallelism needs "
                                 "virtual_pipeline_model_parallel_size > 1, as Megatron-Core requires", p);
+    if (s->parallel.overlap_moe_a2a && sched == PIPELINE_GPIPE)
+        return config_fail(err, "%s.overlap_moe_expert_parallel_comm: needs the 1f1b or interleaved schedule (it "
+                                "pairs each backward with the next forward)", p);
     if (s->parallel.overlap_moe_a2a && (s->training.recompute == RECOMPUTE_FULL || s->parallel.zero_stage == 3))
         return config_fail(err, "%s.overlap_moe_expert_parallel_comm: not modelled with %s", p,
                            s->parallel.zero_stage == 3 ? "zero_stage 3" : "full recomputation");

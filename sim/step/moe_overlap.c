@@ -5,8 +5,8 @@
 #include "moe_overlap.h"
 
 /* The nodes of one pair, by stream position. */
-enum { F_ATTN, B_EXPERTS, F_EXPERTS, B_ATTN };       /* compute stream */
-enum { B_COMBINE, F_DISPATCH, B_DISPATCH, F_COMBINE }; /* communication stream */
+enum { B_PRE, F_ATTN, B_EXPERTS, F_EXPERTS, B_ATTN, F_POST, COMPUTE_NODES }; /* compute stream */
+enum { B_COMBINE, F_DISPATCH, B_DISPATCH, F_COMBINE, COMM_NODES };          /* communication stream */
 
 typedef struct {
     double work;   /* seconds alone (compute) or seconds (communication) */
@@ -18,8 +18,9 @@ int moe_pair_time(const moe_layer_parts *f, const moe_layer_parts *b, int pairs,
                   moe_pair_result *out)
 {
     memset(out, 0, sizeof *out);
-    const double parts[8] = {f->attn, f->dispatch, f->experts, f->combine, b->attn, b->dispatch, b->experts, b->combine};
-    for (int i = 0; i < 8; i++)
+    const double parts[10] = {f->attn, f->dispatch, f->experts, f->combine, f->combine_compute,
+                              b->attn, b->dispatch, b->experts, b->combine, b->combine_compute};
+    for (int i = 0; i < 10; i++)
         if (!(parts[i] >= 0) || !isfinite(parts[i]))
             return -1;
     if (pairs < 0)
@@ -27,26 +28,27 @@ int moe_pair_time(const moe_layer_parts *f, const moe_layer_parts *b, int pairs,
     if (pairs == 0)
         return 0;
     double slow = overlap_slowdown >= 1 ? overlap_slowdown : 1;
-    int n = 4 * pairs;
-    node *comp = calloc((size_t)n, sizeof *comp), *comm = calloc((size_t)n, sizeof *comm);
+    int nc = COMPUTE_NODES * pairs, nm = COMM_NODES * pairs;
+    node *comp = calloc((size_t)nc, sizeof *comp), *comm = calloc((size_t)nm, sizeof *comm);
     if (!comp || !comm) {
         free(comp);
         free(comm);
         return -1;
     }
-    /* Each node's dependency on the other stream (its own stream's order is implicit). Across
-     * pairs: the next forward attention waits for this pair's forward combine; the next
-     * backward combine for this pair's backward attention. */
+    /* Each node's dependency on the other stream (its own stream's order holds the rest: the
+     * next pair's B.pre and F.attn after this pair's B.attn and F.post). */
     for (int p = 0; p < pairs; p++) {
-        int c = 4 * p;
-        comp[c + F_ATTN] = (node){f->attn, p > 0 ? c - 4 + F_COMBINE : -1, -1};
-        comp[c + B_EXPERTS] = (node){b->experts, c + B_COMBINE, -1};
-        comp[c + F_EXPERTS] = (node){f->experts, c + F_DISPATCH, -1};
-        comp[c + B_ATTN] = (node){b->attn, c + B_DISPATCH, -1};
-        comm[c + B_COMBINE] = (node){b->combine, -1, p > 0 ? c - 4 + B_ATTN : -1};
-        comm[c + F_DISPATCH] = (node){f->dispatch, -1, c + F_ATTN};
-        comm[c + B_DISPATCH] = (node){b->dispatch, -1, c + B_EXPERTS};
-        comm[c + F_COMBINE] = (node){f->combine, -1, c + F_EXPERTS};
+        int c = COMPUTE_NODES * p, m = COMM_NODES * p;
+        comp[c + F_ATTN] = (node){f->attn, -1, -1};
+        comp[c + B_PRE] = (node){b->combine_compute, -1, -1};
+        comp[c + B_EXPERTS] = (node){b->experts, m + B_COMBINE, -1};
+        comp[c + F_EXPERTS] = (node){f->experts, m + F_DISPATCH, -1};
+        comp[c + B_ATTN] = (node){b->attn, m + B_DISPATCH, -1};
+        comp[c + F_POST] = (node){f->combine_compute, m + F_COMBINE, -1};
+        comm[m + B_COMBINE] = (node){b->combine, -1, c + B_PRE};
+        comm[m + F_DISPATCH] = (node){f->dispatch, -1, c + F_ATTN};
+        comm[m + B_DISPATCH] = (node){b->dispatch, -1, c + B_EXPERTS};
+        comm[m + F_COMBINE] = (node){f->combine, -1, c + F_EXPERTS};
     }
     /* Event by event: each stream runs its next node once what it waits for is done; the
      * compute progresses at 1 / slow while an all-to-all runs. */
@@ -56,7 +58,7 @@ int moe_pair_time(const moe_layer_parts *f, const moe_layer_parts *b, int pairs,
         /* start what can start; a node of no work ends at once, which may free the other stream */
         for (int moved = 1; moved;) {
             moved = 0;
-            while (!c_run && ci < n && (comp[ci].dep_comm < 0 || comp[ci].dep_comm < mi)) {
+            while (!c_run && ci < nc && (comp[ci].dep_comm < 0 || comp[ci].dep_comm < mi)) {
                 if (comp[ci].work > 0) {
                     c_run = 1;
                     c_left = comp[ci].work;
@@ -65,7 +67,7 @@ int moe_pair_time(const moe_layer_parts *f, const moe_layer_parts *b, int pairs,
                     moved = 1;
                 }
             }
-            while (!m_run && mi < n && (comm[mi].dep_comp < 0 || comm[mi].dep_comp < ci)) {
+            while (!m_run && mi < nm && (comm[mi].dep_comp < 0 || comm[mi].dep_comp < ci)) {
                 if (comm[mi].work > 0) {
                     m_run = 1;
                     m_left = comm[mi].work;
@@ -103,5 +105,5 @@ int moe_pair_time(const moe_layer_parts *f, const moe_layer_parts *b, int pairs,
     out->time_s = t;
     free(comp);
     free(comm);
-    return ci == n && mi == n ? 0 : -1;
+    return ci == nc && mi == nm ? 0 : -1;
 }

@@ -121,9 +121,9 @@ static pass_cost sum_ops(const builder *b, const layer_op *ops, int n, int atten
 }
 
 /* Combined 1F1B's nodes of one layer's pass (moe_overlap.h): its op list cut at the two EP
- * all-to-alls. A forward is attention (to the dispatch), dispatch, experts, combine (with what
- * follows it: the unpermute); a backward is combine (with what precedes it), experts, dispatch,
- * attention. A layer without two EP all-to-alls is all attention. */
+ * all-to-alls. A forward is attention (to the dispatch), dispatch, experts, combine, then the
+ * compute after it (the unpermute, to the layer's end); a backward is that compute's gradient,
+ * combine, experts, dispatch, attention. A layer without two EP all-to-alls is all attention. */
 static void moe_parts(const builder *b, const layer_op *ops, int n, int backward, moe_layer_parts *out)
 {
     int cut[2], k = 0;
@@ -143,9 +143,11 @@ static void moe_parts(const builder *b, const layer_op *ops, int n, int backward
     if (!backward) {
         out->attn = head;
         out->dispatch = first;
-        out->combine = second + tail;
+        out->combine = second;
+        out->combine_compute = tail;
     } else {
-        out->combine = head + first;
+        out->combine_compute = head;
+        out->combine = first;
         out->dispatch = second;
         out->attn = tail;
     }

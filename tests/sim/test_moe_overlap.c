@@ -22,7 +22,7 @@
 static void pairs_run_as_worked_by_hand(void **state)
 {
     (void)state;
-    moe_layer_parts f = {1, 2, 1, 2}, b = {2, 2, 2, 2};
+    moe_layer_parts f = {1, 2, 1, 2, 0}, b = {2, 2, 2, 2, 0};
     moe_pair_result r;
     assert_int_equal(moe_pair_time(&f, &b, 1, 1.0, &r), 0);
     assert_true(fabs(r.time_s - 8) < 1e-12 && fabs(r.compute_s - 6) < 1e-12);
@@ -31,7 +31,7 @@ static void pairs_run_as_worked_by_hand(void **state)
     assert_true(fabs(r.time_s - 24) < 1e-12 && fabs(r.comm_exposed_s - 6) < 1e-12);
 
     /* no all-to-all: the compute one after the other; only all-to-alls: the comm likewise */
-    moe_layer_parts fc = {1, 0, 3, 0}, bc = {2, 0, 5, 0}, fm = {0, 1, 0, 2}, bm = {0, 3, 0, 4};
+    moe_layer_parts fc = {1, 0, 3, 0, 0}, bc = {2, 0, 5, 0, 0}, fm = {0, 1, 0, 2, 0}, bm = {0, 3, 0, 4, 0};
     assert_int_equal(moe_pair_time(&fc, &bc, 4, 1.5, &r), 0);
     assert_true(fabs(r.time_s - 4 * 11) < 1e-12 && r.comm_total_s == 0 && r.overlap_cost_s == 0);
     assert_int_equal(moe_pair_time(&fm, &bm, 4, 1.5, &r), 0);
@@ -39,11 +39,24 @@ static void pairs_run_as_worked_by_hand(void **state)
 
     /* slowdown 2: F.attn (2 s alone) beside B.combine (1 s) does 0.5 s of work in that second,
      * then 1.5 s alone: it ends at 2.5, and the slowdown cost 0.5 s */
-    moe_layer_parts fs = {2, 0, 0, 0}, bs = {0, 0, 0, 1};
+    moe_layer_parts fs = {2, 0, 0, 0, 0}, bs = {0, 0, 0, 1, 0};
     assert_int_equal(moe_pair_time(&fs, &bs, 1, 2.0, &r), 0);
     assert_true(fabs(r.time_s - 2.5) < 1e-12 && fabs(r.overlap_cost_s - 0.5) < 1e-12 && r.comm_exposed_s == 0);
 
-    moe_layer_parts bad = {1, -1, 0, 0};
+    /* The compute on the combine's side (unpermute to the layer's end) is compute, never an
+     * exposed all-to-all. f = b = {attn 0.1, dispatch 1, experts 0.1, combine 1, its compute 3}:
+     *   compute: B.pre [0,3], F.attn [3,3.1], B.experts [4,4.1], F.experts [5,5.1],
+     *            B.attn [6,6.1], F.post [7,10] (after F.combine)
+     *   comm:    B.combine [3,4] (after B.pre), F.dispatch [4,5], B.dispatch [5,6], F.combine [6,7]
+     * span 10, compute 6.4, all-to-alls 4 of which 3.6 beside idle compute. */
+    moe_layer_parts t = {0.1, 1, 0.1, 1, 3};
+    assert_int_equal(moe_pair_time(&t, &t, 1, 1.0, &r), 0);
+    assert_true(fabs(r.time_s - 10) < 1e-12 && fabs(r.compute_s - 6.4) < 1e-12);
+    assert_true(fabs(r.comm_total_s - 4) < 1e-12 && fabs(r.comm_exposed_s - 3.6) < 1e-12);
+    assert_int_equal(moe_pair_time(&t, &t, 1, 2.0, &r), 0);
+    assert_true(r.comm_exposed_s <= r.comm_total_s + 1e-12 && r.overlap_cost_s <= 4 + 1e-12);
+
+    moe_layer_parts bad = {1, -1, 0, 0, 0};
     assert_int_equal(moe_pair_time(&bad, &b, 1, 1.0, &r), -1);
     assert_int_equal(moe_pair_time(&f, &b, -1, 1.0, &r), -1);
     assert_int_equal(moe_pair_time(&f, &b, 0, 1.0, &r), 0);
@@ -162,6 +175,10 @@ static void requirements_are_refused_by_name(void **state)
     assert_int_equal(scenario_validate_layout(&s, &err), -1); /* PP 2 without virtual stages */
     assert_non_null(strstr(err.msg, "virtual_pipeline_model_parallel_size"));
     s.parallel.pp = 1;
+    s.parallel.schedule = PIPELINE_GPIPE;
+    assert_int_equal(scenario_validate_layout(&s, &err), -1); /* no backward is followed by a forward */
+    assert_non_null(strstr(err.msg, "1f1b"));
+    s.parallel.schedule = PIPELINE_1F1B;
     s.training.recompute = RECOMPUTE_FULL;
     assert_int_equal(scenario_validate_layout(&s, &err), -1);
     assert_non_null(strstr(err.msg, "full recomputation"));
