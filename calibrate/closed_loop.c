@@ -315,6 +315,8 @@ int closed_loop_run(const closed_loop_options *o)
     json_t *prof_ops = p ? json_object_get(p, "ops") : NULL;
     for (size_t i = 0; i < json_array_size(prof_ops); i++) {
         json_t *e = json_array_get(prof_ops, i);
+        if (json_is_true(json_object_get(e, "inside"))) /* counted in the op it ran within */
+            continue;
         in_ops += json_number_value(json_object_get(e, "mean_s")) *
                   (double)json_integer_value(json_object_get(e, "count")) / profiled_steps;
     }

@@ -20,6 +20,7 @@
 typedef struct {
     const char *op;
     int layer, step;
+    int inside; /* recorded within a begun op, whose time holds it too */
     char shape[48];
     double flops, bytes;
 } prof_op;
@@ -40,6 +41,7 @@ typedef struct {
     char shape[48];
     double flops, bytes, total_s, warm_s;
     long count, warm_count;
+    int inside; /* some call was recorded within another op */
 } prof_row;
 
 /* An op recorded but not yet read: its two events, or (timed elsewhere) its end and duration. */
@@ -150,7 +152,8 @@ static void queue(profiler *p, const char *op, int layer, const char *shape, dou
 {
     prof_pending *q = slot_at(p, p->n_pending);
     p->k->event_record(q->end);
-    q->what = (prof_op){.op = op, .layer = layer, .step = p->step, .flops = flops, .bytes = bytes};
+    q->what = (prof_op){.op = op, .layer = layer, .step = p->step, .inside = dur >= 0 && p->open, .flops = flops,
+                        .bytes = bytes};
     snprintf(q->what.shape, sizeof q->what.shape, "%s", shape);
     q->dur_s = dur;
     if (++p->n_pending == PROFILE_PENDING)
@@ -195,6 +198,7 @@ static void add_event(profiler *p, const prof_pending *q, double start_s, double
         if (r->op == op && r->layer == layer && !strcmp(r->shape, shape)) { /* shape: ZeRO's windows differ */
             r->total_s += dur;
             r->count++;
+            r->inside |= q->what.inside;
             if (warm) {
                 r->warm_s += dur;
                 r->warm_count++;
@@ -217,6 +221,7 @@ static void add_event(profiler *p, const prof_pending *q, double start_s, double
     r->count = 1;
     r->warm_s = warm ? dur : 0;
     r->warm_count = warm;
+    r->inside = q->what.inside;
 }
 
 static int write_atomic(json_t *doc, const char *path, char *err, size_t errlen)
@@ -242,10 +247,12 @@ int profiler_write(profiler *p, const char *path, const char *dtype, const char 
         prof_row *r = &p->rows[i];
         /* a run of one step (or an op only its first step ran) has only the cold calls */
         double mean = r->warm_count ? r->warm_s / r->warm_count : r->total_s / r->count;
-        json_array_append_new(ops, json_pack("{s:s,s:i,s:s,s:s,s:f,s:f,s:f,s:i,s:f}", "op", r->op, "layer", r->layer,
-                                             "shape", r->shape, "dtype", dtype, "flops", r->flops, "bytes",
-                                             r->bytes, "mean_s", mean, "count", (int)r->count, "total_s",
-                                             r->total_s));
+        json_t *row = json_pack("{s:s,s:i,s:s,s:s,s:f,s:f,s:f,s:i,s:f}", "op", r->op, "layer", r->layer, "shape",
+                                r->shape, "dtype", dtype, "flops", r->flops, "bytes", r->bytes, "mean_s", mean,
+                                "count", (int)r->count, "total_s", r->total_s);
+        if (r->inside) /* its time is also in the op it was recorded within */
+            json_object_set_new(row, "inside", json_true());
+        json_array_append_new(ops, row);
     }
     json_t *doc = json_pack("{s:s,s:s,s:o,s:i}", "device", device, "dtype", dtype, "ops", ops, "trace_events_dropped",
                             (int)p->dropped);

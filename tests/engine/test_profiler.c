@@ -75,6 +75,10 @@ static void batched_reads_give_each_op_its_own_time(void **state)
     double outer = json_number_value(json_object_get(o, "mean_s"));
     assert_true(outer >= 0.005 && outer < 0.5);
     assert_true(json_number_value(json_object_get(e, "mean_s")) == 0.5);
+    /* recorded within "outer": marked, so that a sum over ops does not count it twice */
+    assert_true(json_is_true(json_object_get(e, "inside")));
+    assert_null(json_object_get(o, "inside"));
+    assert_null(json_object_get(q, "inside"));
     /* the mean is the warm step's; the total has the cold call too */
     assert_true(json_number_value(json_object_get(w, "mean_s")) < 0.01);
     assert_true(json_number_value(json_object_get(w, "total_s")) >= 0.02);
