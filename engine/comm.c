@@ -711,6 +711,17 @@ double comm_allreduce_sum_double(comm_group *g, double x)
     return y;
 }
 
+double comm_allreduce_max_double(comm_group *g, double x)
+{
+    if (g->size == 1)
+        return x;
+    double y;
+    wd_enter(g->wd, "all-reduce", g->size);
+    check(MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_MAX, g->mpi), "all-reduce");
+    wd_leave(g->wd);
+    return y;
+}
+
 int comm_allreduce_max_int(comm_group *g, int x)
 {
     if (g->size == 1)

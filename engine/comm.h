@@ -119,6 +119,7 @@ void comm_request_wait(comm_request *r);
 void comm_allgather_bytes(comm_group *g, const void *mine, size_t n, void *all);
 double comm_allreduce_sum_double(comm_group *g, double x);
 int comm_allreduce_max_int(comm_group *g, int x);
+double comm_allreduce_max_double(comm_group *g, double x);
 int comm_group_size(const comm_group *g);
 /* World rank of grid position (tp_rank, pp_rank, dp_rank). */
 /* The world rank at (tp_rank, pp_rank, dp_rank) with this rank's CP rank (pipeline peers share it). */

@@ -563,7 +563,11 @@ int train_run(const train_options *given)
         /* Mean loss over all tokens of the step, times the loss scale. */
         float dloss = (float)(scale / ((double)B * T * accum * dp));
         double loss_sum = run_pipeline(o, &pl, &m, &data, step, dloss, tokens, targets);
-        double moe_load = gpt_moe_load_take(&m); /* rank 0's EP group and layers; 0: dense */
+        /* the busiest EP group and pipeline stage's routing (each rank's: the mean over its MoE
+         * layers and micro-batches): the step waits for the slowest; 0: dense */
+        double moe_load = gpt_moe_load_take(&m);
+        if (m.cfg.num_experts > 0)
+            moe_load = comm_allreduce_max_double(o->comm->world, moe_load);
         data.position = (uint64_t)step * o->global_batch;
         /* The loss lives on the last stage: its TP rank 0 of each replica contributes. */
         int reports = o->comm->pp_rank == o->comm->pp - 1 && o->comm->tp_rank == 0;

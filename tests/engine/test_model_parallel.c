@@ -402,6 +402,41 @@ static void expert_parallel_overlap(void **state)
     equivalent(4, "--pp 2 --dp 2 --ep 2 --overlap-grad-reduce --bucket-mb 0.5");
 }
 
+/* The logged routing is the busiest EP group's and pipeline stage's (the step waits for the
+ * slowest). With PP 2 each stage's 4 layers have their own balance, and the single-stage run's
+ * figure is the mean of the two (the same data and weights route alike, layer by layer), so the
+ * PP run's is the larger: at least the single-stage figure at every step, at most 2 x it - 1 (the
+ * other stage's is at least 1). Rank 0's own figure alone (stage 0) falls below the single-stage
+ * one at the steps where stage 1 is the busier, as it does here from step 2. */
+static void expert_load_is_the_busiest_stages(void **state)
+{
+    (void)state;
+    json_t *A[64], *B[64];
+    int na, nb;
+    char launcher[4096], args[8192];
+    snprintf(args, sizeof args, "--dp 2 --ep 2 --model %s %s", MODEL, COMMON_MOE);
+    snprintf(launcher, sizeof launcher, "%s' --oversubscribe -np 2 '%s", MPIRUN, DTRAIN);
+    if (run_dtrain(launcher, args, A, 64, &na, ERR, sizeof ERR) != 0)
+        fail_msg("--dp 2 --ep 2: %s", ERR);
+    snprintf(args, sizeof args, "--pp 2 --dp 2 --ep 2 --model %s %s", MODEL, COMMON_MOE);
+    snprintf(launcher, sizeof launcher, "%s' --oversubscribe -np 4 '%s", MPIRUN, DTRAIN);
+    if (run_dtrain(launcher, args, B, 64, &nb, ERR, sizeof ERR) != 0)
+        fail_msg("--pp 2 --dp 2 --ep 2: %s", ERR);
+    assert_int_equal(na, nb);
+    int above = 0;
+    for (int i = 0; i < na - 1; i++) {
+        double a = json_number_value(json_object_get(A[i], "moe_load_imbalance"));
+        double b = json_number_value(json_object_get(B[i], "moe_load_imbalance"));
+        print_message("step %d: one stage %.9g, PP 2 %.9g\n", i + 1, a, b);
+        if (!(a >= 1 && b >= a - 1e-12 && b <= 2 * a - 1 + 1e-12))
+            fail_msg("step %d: PP 2 logged %.9g where the stages' mean is %.9g", i + 1, b, a);
+        above += b > a + 1e-12;
+    }
+    assert_true(above > 0); /* the stages differ: the figure is their larger, not their mean */
+    free_lines(A, na);
+    free_lines(B, nb);
+}
+
 /* Layouts expert parallelism cannot take stop every rank, naming the flag and the values. */
 static void expert_parallel_refusals(void **state)
 {
@@ -428,6 +463,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest moe[] = {cmocka_unit_test(experts)};
     const struct CMUnitTest moe_ep[] = {cmocka_unit_test(expert_parallel), cmocka_unit_test(expert_parallel_zero),
                                         cmocka_unit_test(expert_parallel_overlap),
+                                        cmocka_unit_test(expert_load_is_the_busiest_stages),
                                         cmocka_unit_test(expert_parallel_refusals)};
     const struct CMUnitTest cp[] = {cmocka_unit_test(context_parallel_ring), cmocka_unit_test(context_parallel_all_gather),
                                     cmocka_unit_test(context_parallel_ring_matches_all_gather),
