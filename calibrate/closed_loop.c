@@ -294,6 +294,26 @@ int closed_loop_run(const closed_loop_options *o)
                                                  pred, "error", (pred - meas) / meas));
         }
     }
+    /* The step's own compute tasks, once a step: the graph's task (stage 0's) against the
+     * profile's op of the same name. */
+    step_workload w;
+    config_error werr;
+    if (p && workload_build(&s, &w, &werr) == 0) {
+        static const char *const step_ops[] = {"grad_norm", "optimizer"};
+        for (size_t k = 0; k < sizeof step_ops / sizeof *step_ops; k++) {
+            double pred = -1, meas = measured_op_in(p, step_ops[k], -1);
+            for (int i = 0; i < w.n_tasks && pred < 0; i++)
+                if (w.tasks[i].stage == 0 && !strcmp(w.tasks[i].name, step_ops[k]))
+                    pred = w.tasks[i].duration_s;
+            if (pred < 0 || meas <= 0)
+                continue;
+            printf("%-14s %12.4f %12.4f %+8.1f%%  (once a step)\n", step_ops[k], meas * 1e3, pred * 1e3,
+                   100 * (pred - meas) / meas);
+            json_array_append_new(ops, json_pack("{s:s,s:f,s:f,s:f}", "op", step_ops[k], "measured_s", meas,
+                                                 "predicted_s", pred, "error", (pred - meas) / meas));
+        }
+        workload_free(&w);
+    }
     /* The DP reduction as a whole (with PowerSGD: its compression too), measured, and the
      * simulator's account of the compression: the part of the step the options change. */
     double reduce_s = p ? measured_op_in(p, "dp_grad_reduce", -1) : -1;
