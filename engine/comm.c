@@ -700,36 +700,35 @@ void comm_allgather_bytes(comm_group *g, const void *mine, size_t n, void *all)
     wd_leave(g->wd);
 }
 
+/* One host scalar all-reduced over g (x and y of `type`), under the watchdog. */
+static void allreduce_scalar(comm_group *g, const void *x, void *y, MPI_Datatype type, MPI_Op op)
+{
+    wd_enter(g->wd, "all-reduce", g->size);
+    check(MPI_Allreduce(x, y, 1, type, op, g->mpi), "all-reduce");
+    wd_leave(g->wd);
+}
+
 double comm_allreduce_sum_double(comm_group *g, double x)
 {
-    if (g->size == 1)
-        return x;
-    double y;
-    wd_enter(g->wd, "all-reduce", g->size);
-    check(MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, g->mpi), "all-reduce");
-    wd_leave(g->wd);
+    double y = x;
+    if (g->size > 1)
+        allreduce_scalar(g, &x, &y, MPI_DOUBLE, MPI_SUM);
     return y;
 }
 
 double comm_allreduce_max_double(comm_group *g, double x)
 {
-    if (g->size == 1)
-        return x;
-    double y;
-    wd_enter(g->wd, "all-reduce", g->size);
-    check(MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_MAX, g->mpi), "all-reduce");
-    wd_leave(g->wd);
+    double y = x;
+    if (g->size > 1)
+        allreduce_scalar(g, &x, &y, MPI_DOUBLE, MPI_MAX);
     return y;
 }
 
 int comm_allreduce_max_int(comm_group *g, int x)
 {
-    if (g->size == 1)
-        return x;
-    int y;
-    wd_enter(g->wd, "all-reduce", g->size);
-    check(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_MAX, g->mpi), "all-reduce");
-    wd_leave(g->wd);
+    int y = x;
+    if (g->size > 1)
+        allreduce_scalar(g, &x, &y, MPI_INT, MPI_MAX);
     return y;
 }
 
