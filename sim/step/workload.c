@@ -87,6 +87,39 @@ static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st
     return id;
 }
 
+/* Adds a pass's work to compute task t: nl layers (nr of them rerun first by recomputation: a
+ * backward's), and the embedding and the head where the pass meets them (a forward meets the
+ * embedding first, a backward the head). */
+static void add_pass_work(sim_task *t, const builder *b, int fwd, int nl, int nr, int with_embed, int with_head)
+{
+    const pass_cost *layer = fwd ? &b->layer_fwd : &b->layer_bwd;
+    t->duration_s += nl * layer->time_s + nr * b->layer_recompute.time_s;
+    fold_comm(t, layer, nl);
+    fold_comm(t, &b->layer_recompute, nr);
+    t->tp_ring_bytes += nl * layer->tp_ring_bytes + nr * b->layer_recompute.tp_ring_bytes;
+    t->flops += nl * layer->flops + nr * b->layer_recompute.flops;
+    const pass_cost *first = fwd ? &b->embed_fwd : &b->head_bwd, *then = fwd ? &b->head_fwd : &b->embed_bwd;
+    if (fwd ? with_embed : with_head) {
+        t->duration_s += first->time_s;
+        fold_comm(t, first, 1);
+        t->flops += first->flops;
+    }
+    if (fwd ? with_head : with_embed) {
+        t->duration_s += then->time_s;
+        fold_comm(t, then, 1);
+        t->flops += then->flops;
+    }
+}
+
+/* overlap_param_gather: a chunk's first forward waits for the updated parameters' first bucket,
+ * its second for all of them. */
+static void forward_after_param_gather(step_workload *w, stage_state *st, int id, int chunk)
+{
+    if (st->forwards_done[chunk] < 2 && st->gather_first[chunk] >= 0)
+        workload_add_dep(w, id, st->forwards_done[chunk] == 0 ? st->gather_first[chunk] : st->gather_last[chunk]);
+    st->forwards_done[chunk]++;
+}
+
 /* A pass's pipeline send (activations to the next virtual stage, gradients to the previous),
  * after its compute task `id`. */
 static void emit_send(step_workload *w, const builder *b, stage_state *st, int stage, const pipe_action *a, int id,
@@ -165,34 +198,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         t.micro_batch = a->micro_batch;
         t.chunk = a->chunk;
         t.phase = a->phase;
-        if (fwd) {
-            t.duration_s = nl * b->layer_fwd.time_s;
-            fold_comm(&t, &b->layer_fwd, nl);
-            t.tp_ring_bytes = nl * b->layer_fwd.tp_ring_bytes;
-            t.flops = nl * b->layer_fwd.flops;
-            if (with_embed) {
-                t.duration_s += b->embed_fwd.time_s;
-                fold_comm(&t, &b->embed_fwd, 1);
-            }
-            if (with_head) {
-                t.duration_s += b->head_fwd.time_s;
-                fold_comm(&t, &b->head_fwd, 1);
-                t.flops += b->head_fwd.flops;
-            }
-        } else {
-            t.duration_s = nl * b->layer_bwd.time_s + nr * b->layer_recompute.time_s;
-            fold_comm(&t, &b->layer_bwd, nl);
-            fold_comm(&t, &b->layer_recompute, nr);
-            t.tp_ring_bytes = nl * b->layer_bwd.tp_ring_bytes + nr * b->layer_recompute.tp_ring_bytes;
-            t.flops = nl * b->layer_bwd.flops + nr * b->layer_recompute.flops;
-            if (with_head) {
-                t.duration_s += b->head_bwd.time_s;
-                fold_comm(&t, &b->head_bwd, 1);
-                t.flops += b->head_bwd.flops;
-            }
-            if (with_embed)
-                t.duration_s += b->embed_bwd.time_s;
-        }
+        add_pass_work(&t, b, fwd, nl, nr, with_embed, with_head);
         if (first && (fwd ? vs > 0 : vs < last_vs))
             gather_received(&t, b);
         id = workload_add_task(w, &t);
@@ -202,11 +208,8 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
             wait_for_send(w, b, st, id);
         if (first && st->z3_epilogue >= 0)
             workload_add_dep(w, id, st->z3_epilogue);
-        if (first && fwd && st->forwards_done[a->chunk] < 2 && st->gather_first[a->chunk] >= 0)
-            workload_add_dep(w, id, st->forwards_done[a->chunk] == 0 ? st->gather_first[a->chunk]
-                                                                     : st->gather_last[a->chunk]);
         if (first && fwd)
-            st->forwards_done[a->chunk]++;
+            forward_after_param_gather(w, st, id, a->chunk);
         if (first)
             st->z3_epilogue = -1;
         if (gather >= 0)
@@ -245,14 +248,6 @@ static int backward_splits(const builder *b, const stage_state *st, const pipe_a
                              (dpcp <= 1 && s->parallel.offload_optimizer != OFFLOAD_NONE)));
 }
 
-/* Adds a pass piece's embedding or head to a compute task. */
-static void add_piece(sim_task *t, const pass_cost *c)
-{
-    t->duration_s += c->time_s;
-    fold_comm(t, c, 1);
-    t->flops += c->flops;
-}
-
 /* parallel.overlap_moe_expert_parallel_comm (sim/step/moe_overlap.h): a backward (bk) and the
  * stage's next forward (fw) as one compute task, their layers paired (the forward's first with
  * the backward's last; layers one pass has more of run alone), then both passes' sends. The pair
@@ -272,31 +267,16 @@ static void emit_combined(step_workload *w, const builder *b, stage_state *st, i
     t.micro_batch = fw->micro_batch; /* the data loader's demand: the forward's micro-batch */
     t.chunk = fw->chunk;
     t.phase = PIPE_FORWARD;
-    int nr = scenario_recomputed_layers(s, lb); /* selective recomputation: the backward's reruns */
-    t.duration_s = r.time_s + (lf - pairs) * b->layer_fwd.time_s + (lb - pairs) * b->layer_bwd.time_s +
-                   nr * b->layer_recompute.time_s;
-    fold_comm(&t, &b->layer_fwd, lf);
-    fold_comm(&t, &b->layer_bwd, lb);
-    fold_comm(&t, &b->layer_recompute, nr);
-    /* the pairs' all-to-alls: what ran beside no compute, in place of each pass's own */
+    /* both passes whole, then the pairs' span in place of their layers one after the other, and
+     * their all-to-alls' exposed part in place of each pass's own */
+    add_pass_work(&t, b, 1, lf, 0, vf == 0, vf == last_vs);
+    add_pass_work(&t, b, 0, lb, scenario_recomputed_layers(s, lb), vb == 0, vb == last_vs);
+    t.duration_s += r.time_s - pairs * (b->layer_fwd.time_s + b->layer_bwd.time_s);
     double ep_alone = pairs * (b->layer_fwd.comm_cls_s[COMM_EP] + b->layer_bwd.comm_cls_s[COMM_EP]);
     t.comm_inside_s += r.comm_exposed_s - ep_alone;
     t.comm_inside_cls[COMM_EP] += r.comm_exposed_s - ep_alone;
     t.comm_hidden_cls[COMM_EP] += ep_alone - r.comm_exposed_s;
     t.overlap_cost_s += r.overlap_cost_s;
-    t.tp_ring_bytes = lf * b->layer_fwd.tp_ring_bytes + lb * b->layer_bwd.tp_ring_bytes +
-                      nr * b->layer_recompute.tp_ring_bytes;
-    t.flops = lf * b->layer_fwd.flops + lb * b->layer_bwd.flops + nr * b->layer_recompute.flops;
-    if (vf == 0)
-        add_piece(&t, &b->embed_fwd);
-    if (vf == last_vs)
-        add_piece(&t, &b->head_fwd);
-    if (vb == last_vs)
-        add_piece(&t, &b->head_bwd);
-    if (vb == 0) {
-        t.duration_s += b->embed_bwd.time_s;
-        fold_comm(&t, &b->embed_bwd, 1);
-    }
     if (vf > 0)
         gather_received(&t, b);
     if (vb < last_vs)
@@ -307,10 +287,7 @@ static void emit_combined(step_workload *w, const builder *b, stage_state *st, i
     if (vb < last_vs)
         workload_add_dep(w, id, bwd_p2p[vb + 1][bk->micro_batch]);
     wait_for_send(w, b, st, id);
-    if (st->forwards_done[fw->chunk] < 2 && st->gather_first[fw->chunk] >= 0)
-        workload_add_dep(w, id, st->forwards_done[fw->chunk] == 0 ? st->gather_first[fw->chunk]
-                                                                  : st->gather_last[fw->chunk]);
-    st->forwards_done[fw->chunk]++;
+    forward_after_param_gather(w, st, id, fw->chunk);
     st->last_compute = id;
     if (last_of_chunk)
         st->pending_grad += lb * b->grad_bytes_per_layer;
