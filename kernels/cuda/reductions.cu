@@ -69,11 +69,12 @@ void cuda_sum_squares(const float *const *x, const size_t *n, int count, double 
     CUDA_CHECK(cudaMemcpy(host, partial, total * sizeof(double), cudaMemcpyDeviceToHost));
     at = 0;
     for (int r = 0; r < count; r++) {
+        unsigned blocks = ss_blocks(n[r]);
         double s = 0.0;
-        for (unsigned b = 0, blocks = ss_blocks(n[r]); b < blocks; b++)
+        for (unsigned b = 0; b < blocks; b++)
             s += host[at + b];
         out[r] = s;
-        at += ss_blocks(n[r]);
+        at += blocks;
     }
     free(host);
 }
