@@ -629,7 +629,7 @@ static void owned(const dp_state *d, size_t *lo, size_t *hi)
     *hi = sharded ? d->shard_hi : d->n;
 }
 
-int dp_overflow(dp_state *d, const gpt_model *m)
+static int dp_overflow(dp_state *d, const gpt_model *m)
 {
     size_t lo, hi;
     owned(d, &lo, &hi);
@@ -640,7 +640,43 @@ int dp_overflow(dp_state *d, const gpt_model *m)
     return d->zero >= 1 || d->ep > 1 ? comm_allreduce_max_int(d->comm->dp_group, bad) : bad;
 }
 
-double dp_grad_sum_squares(dp_state *d, const gpt_model *m)
+void grad_ranges_init(grad_ranges *r, int cap)
+{
+    r->x = malloc((size_t)(cap > 0 ? cap : 1) * sizeof *r->x);
+    r->n = malloc((size_t)(cap > 0 ? cap : 1) * sizeof *r->n);
+    r->kind = malloc((size_t)(cap > 0 ? cap : 1) * sizeof *r->kind);
+    r->count = 0;
+    if (!r->x || !r->n || !r->kind) {
+        fprintf(stderr, "dtrain: out of memory for the gradient norm's %d tensors\n", cap);
+        exit(1);
+    }
+}
+
+void grad_ranges_add(grad_ranges *r, const float *x, size_t n, int kind)
+{
+    r->x[r->count] = x;
+    r->n[r->count] = n;
+    r->kind[r->count++] = kind;
+}
+
+void grad_ranges_sum(grad_ranges *r, const kernels_backend *k, double total[2])
+{
+    double *each = malloc((size_t)(r->count > 0 ? r->count : 1) * sizeof *each);
+    if (!each) {
+        fprintf(stderr, "dtrain: out of memory for the gradient norm's %d sums\n", r->count);
+        exit(1);
+    }
+    k->sum_squares(r->x, r->n, r->count, each);
+    total[0] = total[1] = 0;
+    for (int c = 0; c < r->count; c++)
+        total[r->kind[c]] += each[c];
+    free(each);
+    free(r->x);
+    free(r->n);
+    free(r->kind);
+}
+
+static double dp_grad_sum_squares(dp_state *d, const gpt_model *m)
 {
     size_t lo, hi;
     if (dp_ep_grads_packed(d))
@@ -650,39 +686,34 @@ double dp_grad_sum_squares(dp_state *d, const gpt_model *m)
      * copy of the tied embedding, would otherwise be counted more than once. */
     /* Under expert parallelism each EP rank holds its own experts: theirs are summed over the EP
      * group, so every rank counts every expert once, as with EP 1. */
-    /* Every counted tensor's share in one pass (the per-tensor sums are added in tensor order). */
-    const float **x = malloc((size_t)m->num_tensors * sizeof *x);
-    size_t *n = malloc((size_t)m->num_tensors * sizeof *n);
-    double *each = malloc((size_t)m->num_tensors * sizeof *each);
-    int *expert = malloc((size_t)m->num_tensors * sizeof *expert);
-    if (!x || !n || !each || !expert) {
-        fprintf(stderr, "dtrain: out of memory for the gradient norm's %d tensors\n", m->num_tensors);
-        exit(1);
-    }
-    int count = 0;
+    grad_ranges r;
+    grad_ranges_init(&r, m->num_tensors);
     for (int i = 0; i < m->num_tensors; i++) {
         size_t a = m->tensors[i].offset, b = a + m->tensors[i].count;
         if (a < lo)
             a = lo;
         if (b > hi)
             b = hi;
-        if (b > a && m->tensors[i].counted) {
-            x[count] = m->grads + (a - m->grad_range.lo);
-            n[count] = b - a;
-            expert[count++] = d->ep > 1 && m->tensors[i].expert;
-        }
+        if (b > a && m->tensors[i].counted)
+            grad_ranges_add(&r, m->grads + (a - m->grad_range.lo), b - a, d->ep > 1 && m->tensors[i].expert);
     }
-    m->k->sum_squares(x, n, count, each);
-    double s = 0, experts = 0;
-    for (int c = 0; c < count; c++)
-        *(expert[c] ? &experts : &s) += each[c];
-    free(x);
-    free(n);
-    free(each);
-    free(expert);
+    double total[2];
+    grad_ranges_sum(&r, m->k, total);
+    double s = total[0];
     if (d->ep > 1)
-        s += comm_allreduce_sum_double(d->comm->ep_group, experts);
+        s += comm_allreduce_sum_double(d->comm->ep_group, total[1]);
     return d->zero >= 1 && d->ep == 1 ? comm_allreduce_sum_double(d->comm->dp_group, s) : s;
+}
+
+double dp_grad_norm(dp_state *d, const gpt_model *m, int fp16, double scale, int *overflow)
+{
+    double norm = INFINITY;
+    *overflow = fp16 ? comm_allreduce_max_int(d->comm->world, dp_overflow(d, m)) : 0;
+    if (!*overflow) {
+        norm = sqrt(comm_allreduce_sum_double(d->comm->mp_group, dp_grad_sum_squares(d, m))) / scale;
+        *overflow = comm_allreduce_max_int(d->comm->world, !isfinite(norm));
+    }
+    return norm;
 }
 
 void dp_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, int t, float grad_scale)

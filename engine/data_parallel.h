@@ -121,9 +121,25 @@ int dp_grads_sharded(const dp_state *d);
  * their copies this way.) */
 float *dp_grad_gather(dp_state *d, gpt_model *m, int t);
 void dp_grad_scatter(dp_state *d, gpt_model *m, int t);
-/* Global: any inf/NaN among the gradients this rank owns, and the sum of their squares. */
-int dp_overflow(dp_state *d, const gpt_model *m);
-double dp_grad_sum_squares(dp_state *d, const gpt_model *m);
+/* The global gradient norm (over every GPU, each gradient counted once, divided by the loss
+ * scale) and whether the step overflowed, the same on every rank. Megatron-LM's order: with fp16
+ * the loss scaler's overflow check (found_inf) first, then the norm; with bf16 and fp32 only the
+ * norm, a non-finite one skipping the step (--check-for-nan-in-loss-and-grad) as an overflow
+ * does. One pass over the gradients each. Collective over the world; the norm is INFINITY when
+ * the step overflowed. */
+double dp_grad_norm(dp_state *d, const gpt_model *m, int fp16, double scale, int *overflow);
+/* The squares of a norm's gradient ranges, summed by the kernels' sum_squares in one call (one
+ * wait) and added in the order given to their kind's total (0: dense, 1: experts). For
+ * data_parallel.c and data_parallel_ep.c. */
+typedef struct {
+    const float **x;
+    size_t *n;
+    int *kind;
+    int count;
+} grad_ranges;
+void grad_ranges_init(grad_ranges *r, int cap); /* exits naming what ran out of memory */
+void grad_ranges_add(grad_ranges *r, const float *x, size_t n, int kind);
+void grad_ranges_sum(grad_ranges *r, const kernels_backend *k, double total[2]); /* and frees r */
 /* AdamW on the parameters this rank owns, then (ZeRO 1-2) the all-gather of the result. */
 void dp_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, int t, float grad_scale);
 /* This rank's whole flat parameter buffer (num_params floats) on the host, e.g. for the CRC.

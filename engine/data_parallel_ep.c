@@ -1,5 +1,4 @@
 /* Data parallelism with expert parallelism; see data_parallel_ep.h. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "data_parallel_ep.h"
@@ -231,34 +230,21 @@ void dp_ep_keep_grad(dp_state *d, gpt_model *m, int t, const float *win)
 double dp_ep_grad_sum_squares(dp_state *d, const gpt_model *m)
 {
     size_t pos[2] = {0, 0};
-    const float **at = calloc((size_t)m->num_tensors, sizeof *at);
-    size_t *len = calloc((size_t)m->num_tensors, sizeof *len);
-    double *each = malloc((size_t)m->num_tensors * sizeof *each);
-    if (!at || !len || !each) {
-        fprintf(stderr, "dtrain: out of memory for the gradient norm's %d tensors\n", m->num_tensors);
-        exit(1);
-    }
-    int count = 0;
+    grad_ranges r;
+    grad_ranges_init(&r, m->num_tensors);
     for (int i = 0; i < m->num_tensors; i++) {
         const gpt_tensor *g = &m->tensors[i];
         int k = g->expert ? 1 : 0;
         size_t x = pos[k] > d->eps.lo[k] ? pos[k] : d->eps.lo[k];
         size_t y = pos[k] + g->count < d->eps.hi[k] ? pos[k] + g->count : d->eps.hi[k];
-        if (y > x && g->counted) {
-            at[count] = m->grads + shard_at(d, k, x);
-            len[count++] = y - x;
-        }
+        if (y > x && g->counted)
+            grad_ranges_add(&r, m->grads + shard_at(d, k, x), y - x, 0); /* dense and experts alike */
         pos[k] += g->count;
     }
-    m->k->sum_squares(at, len, count, each); /* one pass, added in tensor order */
-    double s = 0;
-    for (int c = 0; c < count; c++)
-        s += each[c];
-    free(at);
-    free(len);
-    free(each);
+    double total[2];
+    grad_ranges_sum(&r, m->k, total);
     /* every dense float is in one DP rank's shard, every expert float in one rank's expert shard */
-    return comm_allreduce_sum_double(d->comm->dp_group, s);
+    return comm_allreduce_sum_double(d->comm->dp_group, total[0]);
 }
 
 /* --overlap-grad-reduce with EP (ZeRO-0/1, whose gradients are reduced whole): a bucket [lo, hi)

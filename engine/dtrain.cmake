@@ -3,7 +3,7 @@ find_package(Threads REQUIRED)
 add_library(dtrain_lib STATIC ${CMAKE_CURRENT_LIST_DIR}/gpt.c ${CMAKE_CURRENT_LIST_DIR}/gpt_layout.c ${CMAKE_CURRENT_LIST_DIR}/gpt_acts.c ${CMAKE_CURRENT_LIST_DIR}/gpt_sp.c ${CMAKE_CURRENT_LIST_DIR}/gpt_config.c ${CMAKE_CURRENT_LIST_DIR}/gpt_cp.c ${CMAKE_CURRENT_LIST_DIR}/gpt_cp_ring.c ${CMAKE_CURRENT_LIST_DIR}/gpt_block.c ${CMAKE_CURRENT_LIST_DIR}/gpt_moe.c ${CMAKE_CURRENT_LIST_DIR}/gpt_moe_ep.c ${CMAKE_CURRENT_LIST_DIR}/data.c
             ${CMAKE_CURRENT_LIST_DIR}/checkpoint.c ${CMAKE_CURRENT_LIST_DIR}/checkpoint_manifest.c ${CMAKE_CURRENT_LIST_DIR}/comm.c ${CMAKE_CURRENT_LIST_DIR}/comm_nccl.c
             ${CMAKE_CURRENT_LIST_DIR}/data_parallel.c ${CMAKE_CURRENT_LIST_DIR}/data_parallel_ep.c ${CMAKE_CURRENT_LIST_DIR}/powersgd.c ${CMAKE_CURRENT_LIST_DIR}/offload.c
-            ${CMAKE_CURRENT_LIST_DIR}/rng.c ${CMAKE_CURRENT_LIST_DIR}/train.c ${CMAKE_CURRENT_LIST_DIR}/lr_schedule.c ${CMAKE_CURRENT_LIST_DIR}/train_log.c ${CMAKE_CURRENT_LIST_DIR}/profiler.c)
+            ${CMAKE_CURRENT_LIST_DIR}/rng.c ${CMAKE_CURRENT_LIST_DIR}/train.c ${CMAKE_CURRENT_LIST_DIR}/group_staging.c ${CMAKE_CURRENT_LIST_DIR}/lr_schedule.c ${CMAKE_CURRENT_LIST_DIR}/train_log.c ${CMAKE_CURRENT_LIST_DIR}/profiler.c)
 target_include_directories(dtrain_lib PUBLIC ${CMAKE_CURRENT_LIST_DIR})
 target_link_libraries(dtrain_lib PUBLIC dtengine_core dtkernels PkgConfig::JANSSON ZLIB::ZLIB Threads::Threads MPI::MPI_C ${MATH_LIB})
 target_compile_definitions(dtrain_lib PUBLIC _DEFAULT_SOURCE)

@@ -11,6 +11,7 @@
 #include "data.h"
 #include "data_parallel.h"
 #include "gpt.h"
+#include "group_staging.h"
 #include "profiler.h"
 #include "run_dir.h"
 #include "schedule.h"
@@ -132,121 +133,6 @@ static double run_pipeline(const train_options *o, pipeline_plan *pl, gpt_model 
     }
     comm_wait_sends(c);
     return loss_sum;
-}
-
-/* The TP (or CP) group's collectives on backend buffers (gpt_shard's callbacks): staged through
- * the host, or with NCCL in device memory. */
-typedef struct {
-    comm_request *req;
-    float *device_recv;
-    size_t n;
-} tp_ring_step;
-
-typedef struct {
-    comm_group *group;
-    const kernels_backend *k;
-    float *host;
-    size_t cap;
-    comm_nccl *nccl; /* NULL: MPI */
-    /* --tp-comm-overlap's ring step in flight (gpt_sp.c's rings wait for each before starting the
-     * next, so one set of host buffers serves them all) */
-    float *ring_send, *ring_recv;
-    size_t ring_cap;
-    tp_ring_step ring;
-} tp_staging;
-
-/* buf's n floats in the host staging buffer (grown as needed); returns it. */
-static float *tp_stage_in(tp_staging *t, const float *buf, size_t n)
-{
-    if (n > t->cap) {
-        free(t->host);
-        t->host = malloc(n * sizeof(float));
-        t->cap = n;
-    }
-    t->k->copy_to_host(t->host, buf, n * sizeof(float));
-    return t->host;
-}
-
-static void tp_allreduce_staged(float *buf, size_t n, void *ctx)
-{
-    tp_staging *t = ctx;
-    if (t->nccl) {
-        comm_nccl_allreduce_sum(t->nccl, buf, n);
-        return;
-    }
-    comm_allreduce_sum(t->group, tp_stage_in(t, buf, n), n);
-    t->k->copy_to_device(buf, t->host, n * sizeof(float));
-}
-
-/* Sequence parallelism's two collectives, in place on a whole-sequence backend buffer: all-gather
- * from each rank's block, reduce-scatter into it. */
-static void tp_allgather_staged(float *buf, size_t n, void *ctx)
-{
-    tp_staging *t = ctx;
-    if (t->nccl) {
-        comm_nccl_allgather(t->nccl, buf, n);
-        return;
-    }
-    comm_allgather(t->group, tp_stage_in(t, buf, n), n);
-    t->k->copy_to_device(buf, t->host, n * sizeof(float));
-}
-
-static void tp_reduce_scatter_staged(float *buf, size_t n, void *ctx)
-{
-    tp_staging *t = ctx;
-    if (t->nccl) {
-        comm_nccl_reduce_scatter_sum(t->nccl, buf, n);
-        return;
-    }
-    comm_reduce_scatter_sum(t->group, tp_stage_in(t, buf, n), n);
-    t->k->copy_to_device(buf, t->host, n * sizeof(float));
-}
-
-/* Expert parallelism's exchanges over the EP group (gpt_shard.ep_*; host buffers, as the MoE
- * layer routes on host copies on every backend). */
-static void ep_alltoall_int(const int *send, int *recv, size_t n, void *ctx)
-{
-    comm_alltoall_int(ctx, send, recv, n);
-}
-
-static void ep_alltoallv(const float *send, const size_t *send_counts, float *recv, const size_t *recv_counts,
-                         void *ctx)
-{
-    comm_alltoallv(ctx, send, send_counts, recv, recv_counts);
-}
-
-/* --tp-comm-overlap: one ring step over the TP group (gpt_shard.tp_ring_start), its send staged
- * through the host and its receive copied back to the device when waited for. */
-static void *tp_ring_start(const float *send, float *recv, size_t n, void *ctx)
-{
-    tp_staging *t = ctx;
-    if (n > t->ring_cap) {
-        free(t->ring_send);
-        free(t->ring_recv);
-        t->ring_send = malloc(n * sizeof(float));
-        t->ring_recv = malloc(n * sizeof(float));
-        t->ring_cap = n;
-    }
-    t->k->copy_to_host(t->ring_send, send, n * sizeof(float));
-    t->ring = (tp_ring_step){comm_iring_step(t->group, t->ring_send, t->ring_recv, n), recv, n};
-    return &t->ring;
-}
-
-static void tp_ring_wait(void *step, void *ctx)
-{
-    tp_staging *t = ctx;
-    tp_ring_step *s = step;
-    comm_request_wait(s->req);
-    t->k->copy_to_device(s->device_recv, t->ring_recv, s->n * sizeof(float));
-}
-
-static void tp_allreduce_host(float *buf, size_t n, int max, void *ctx)
-{
-    tp_staging *t = ctx;
-    if (max)
-        comm_allreduce_max(t->group, buf, n);
-    else
-        comm_allreduce_sum(t->group, buf, n);
 }
 
 /* The tied embedding's two copies (first and last stage) get the sum of both gradients. Under
@@ -485,7 +371,7 @@ int train_run(const train_options *given)
         if (leader) /* every rank has the same options: all stop here */
             fprintf(stderr, "dtrain: %s\n", err);
         dp_free(&dps);
-        comm_nccl_free(tps.nccl);
+        tp_staging_free(&tps);
         comm_nccl_free(embed_nccl);
         gpt_free(&m);
         pipeline_plan_free(&pl);
@@ -526,7 +412,7 @@ int train_run(const train_options *given)
         stop = 2;
     if (stop >= 0) {
         dp_free(&dps);
-        comm_nccl_free(tps.nccl);
+        tp_staging_free(&tps);
         comm_nccl_free(embed_nccl);
         gpt_free(&m);
         pipeline_plan_free(&pl);
@@ -584,26 +470,20 @@ int train_run(const train_options *given)
             if (m.grad_range.n) /* this rank's first gradient (its shard's, under ZeRO-2/3) */
                 k->copy_to_device(m.grads, &inf, sizeof inf);
         }
-        /* Megatron-LM's order: with fp16 the loss scaler's overflow check (found_inf) first, then
-         * the gradient norm; with bf16 and fp32 only the norm, and a non-finite norm skips the
-         * step (--check-for-nan-in-loss-and-grad) as an overflow does. One pass each. */
-        double grad_norm = INFINITY, lr = train_lr(o, step);
+        double lr = train_lr(o, step);
+        int overflow, fp16 = o->precision == KPREC_FP16;
         profiler_begin(m.prof);
-        int overflow = o->precision == KPREC_FP16 ? comm_allreduce_max_int(o->comm->world, dp_overflow(&dps, &m)) : 0;
-        if (!overflow) {
-            grad_norm = sqrt(comm_allreduce_sum_double(o->comm->mp_group, dp_grad_sum_squares(&dps, &m))) / scale;
-            overflow = comm_allreduce_max_int(o->comm->world, !isfinite(grad_norm));
-        }
+        double grad_norm = dp_grad_norm(&dps, &m, fp16, scale, &overflow); /* fp16: found_inf first */
         profiler_end(m.prof, "grad_norm", -1, "all parameters", 0,
-                     (double)m.num_params * 4 * (o->precision == KPREC_FP16 ? 2 : 1));
+                     (double)m.num_params * 4 * (fp16 ? 2 : 1));
         if (overflow) {
             /* Skip the update. With fp16 this is the loss scaler's signal: halve the scale. */
-            if (o->precision == KPREC_FP16)
+            if (fp16)
                 scale = scale > 1 ? scale / 2 : 1;
             good_steps = 0;
             if (leader)
                 fprintf(stderr, "dtrain: step %d: gradients overflowed; step skipped%s\n", step,
-                        o->precision == KPREC_FP16 ? ", loss scale halved" : "");
+                        fp16 ? ", loss scale halved" : "");
         } else {
             double clip = o->grad_clip > 0 && grad_norm > o->grad_clip ? o->grad_clip / grad_norm : 1.0;
             float grad_scale = (float)(clip / scale);
@@ -611,7 +491,7 @@ int train_run(const train_options *given)
             profiler_begin(m.prof);
             dp_optimizer_step(&dps, &m, (float)lr, (float)o->weight_decay, updates, grad_scale);
             profiler_end(m.prof, "optimizer", -1, "all parameters", 0, (double)m.num_params * 28);
-            if (o->precision == KPREC_FP16 && ++good_steps >= o->loss_scale_window) {
+            if (fp16 && ++good_steps >= o->loss_scale_window) {
                 scale *= 2;
                 good_steps = 0;
             }
@@ -770,11 +650,8 @@ int train_run(const train_options *given)
     free(global);
     dp_free(&dps);
     pipeline_plan_free(&pl);
-    free(tps.host);
-    free(tps.ring_send);
-    free(tps.ring_recv);
-    free(cps.host);
-    comm_nccl_free(tps.nccl);
+    tp_staging_free(&tps);
+    tp_staging_free(&cps);
     comm_nccl_free(embed_nccl);
 
     if (m.prof) {
