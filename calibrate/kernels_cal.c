@@ -270,6 +270,45 @@ double kernels_gemm_seconds(const kernels_backend *k, kernels_precision prec, in
  * 0.1 s at the engine's fp32 rate there (kernels_bench: 44 TFLOP/s). */
 #define GEMM_MAX_FLOP 4e12
 
+/* Attention rows of the calibration's table, appended to `rows`, each with the precision it
+ * ran in; returns the rate of the last (largest) shape. FLOPs in the DESIGN convention (4 B T^2 C
+ * forward, twice that backward). Every octave of sequence on a GPU: the simulator takes the
+ * nearest measured sequence, and the rate changes fast with it (H100, 2026-11-26: 15.9 TFLOP/s
+ * at 512, 26.2 at 2048). Each shape at a micro-batch's worth of tokens (B = tokens / T, at least
+ * 1), as a training step calls it (at batch 1 each call's fixed costs weighed more than in the
+ * run: on an H200 the batch-1 table put GPT-2 124M's attention, batch 8, 27% slow), and at
+ * several head counts: how many (sequence, head) pairs a call has sets how much of the device
+ * it fills (H100: T 1,024, B 8, 12 heads 18.7 TFLOP/s, 16 heads 21.1). */
+static double attention_rows(timer *t, bufs *b, int gpu, int quick, const char *prec_name, json_t *rows)
+{
+    int seqs_cpu[] = {64, 256}, seqs_gpu[] = {512, 1024, 2048, 4096, 8192}, hds_cpu[] = {32, 64}, hds_gpu[] = {64, 128};
+    int heads_cpu[] = {4}, heads_gpu[] = {8, 16, 32};
+    int *seqs = gpu ? seqs_gpu : seqs_cpu, *hds = gpu ? hds_gpu : hds_cpu, *heads = gpu ? heads_gpu : heads_cpu;
+    int nseq = gpu ? (quick ? 2 : 5) : 2, nhd = 2, nheads = gpu ? (quick ? 1 : 3) : 1;
+    if (gpu && quick)
+        heads = heads_gpu + 1; /* 16 */
+    int att_tokens = gpu ? 8192 : 512;
+    double tf = 0;
+    for (int si = 0; si < nseq; si++)
+        for (int hi = 0; hi < nhd; hi++)
+            for (int ni = 0; ni < nheads; ni++) {
+                b->B = seqs[si] < att_tokens ? att_tokens / seqs[si] : 1;
+                b->T = seqs[si];
+                b->NH = heads[ni];
+                b->C = b->NH * hds[hi];
+                double s = median_time(t, attention_op, b);
+                tf = 4.0 * b->B * (double)b->T * b->T * b->C / s / 1e12;
+                double sb = median_time(t, attention_bwd_op, b);
+                double bwd_tf = 8.0 * b->B * (double)b->T * b->T * b->C / sb / 1e12;
+                json_array_append_new(rows, json_pack("{s:i,s:i,s:i,s:s,s:f,s:f}", "seq", b->T, "head_dim", hds[hi],
+                                                      "batch", b->B * b->NH, "precision", prec_name, "tflops", tf,
+                                                      "tflops_backward", bwd_tf));
+                fprintf(stderr, "  attention    %s T=%-5d head dim %-4d B %-3d heads %-3d %.4f TFLOP/s, backward %.4f\n",
+                        prec_name, b->T, hds[hi], b->B, b->NH, tf, bwd_tf);
+            }
+    return tf;
+}
+
 int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quick, double peak_tflops, int gemm_only,
                       json_t *doc)
 {
@@ -369,8 +408,14 @@ int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quic
         json_object_set_new(doc, "gemm", gemm);
     }
     json_object_set_new(gemm, prec_name, table);
-    if (gemm_only)
+    if (gemm_only) {
+        /* the engine's attention runs differently in each precision (rounding passes around
+         * fp32 products): its rows in this one too, beside the first precision's */
+        json_t *att_table = json_object_get(json_object_get(json_object_get(doc, "ops"), "attention"), "table");
+        if (json_is_array(att_table))
+            attention_rows(&t, &b, gpu, quick, prec_name, att_table);
         goto done;
+    }
 
     /* Memory-bound ops at a large size: bytes moved / time. */
     json_t *ops = json_object();
@@ -422,36 +467,11 @@ int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quic
     s = median_time(&t, embedding_op, &b);
     json_object_set_new(ops, "embedding", json_pack("{s:f}", "gbs", 3.0 * b.T * b.C * 4 / s / 1e9));
 
-    /* Attention: the engine's fused kernel over (sequence, head dimension), FLOPs in the DESIGN
-     * convention (4 B T^2 C forward, twice that backward); the table the simulator looks up, plus the efficiency of the
-     * largest shape against the platform's peak (the best GEMM when no platform is given). */
-    /* Every octave of sequence on a GPU: the simulator takes the nearest measured sequence, and
-     * the rate changes fast with it (H100, 2026-11-26: 15.9 TFLOP/s at 512, 26.2 at 2048; GPT-2's
-     * 1,024 ran at 18.7 and, a tie between the two, was charged 512's rate). */
-    int seqs_cpu[] = {64, 256}, seqs_gpu[] = {512, 1024, 2048, 4096, 8192}, hds_cpu[] = {32, 64}, hds_gpu[] = {64, 128};
-    int *seqs = gpu ? seqs_gpu : seqs_cpu, *hds = gpu ? hds_gpu : hds_cpu;
-    int nseq = gpu ? (quick ? 2 : 5) : 2, nhd = 2;
+    /* Attention: the engine's fused kernel; the table the simulator looks up, plus the
+     * efficiency of the largest shape against the platform's peak (the best GEMM when no
+     * platform is given). Later precisions add their own rows (above, before `done`). */
     json_t *att_table = json_array();
-    double att_tf = 0;
-    /* Each shape at a micro-batch's worth of tokens (B = tokens / T, at least 1), as a training
-     * step calls it: at batch 1 each call's fixed costs weighed more than in the run (on an H200
-     * the batch-1 table put GPT-2 124M's attention, batch 8, 27% slow). */
-    int att_tokens = gpu ? 8192 : 512;
-    for (int si = 0; si < nseq; si++)
-        for (int hi = 0; hi < nhd; hi++) {
-            b.B = seqs[si] < att_tokens ? att_tokens / seqs[si] : 1;
-            b.T = seqs[si];
-            b.NH = gpu ? 16 : 4;
-            b.C = b.NH * hds[hi];
-            s = median_time(&t, attention_op, &b);
-            att_tf = 4.0 * b.B * (double)b.T * b.T * b.C / s / 1e12;
-            double sb = median_time(&t, attention_bwd_op, &b);
-            double bwd_tf = 8.0 * b.B * (double)b.T * b.T * b.C / sb / 1e12;
-            json_array_append_new(att_table, json_pack("{s:i,s:i,s:f,s:f}", "seq", b.T, "head_dim", hds[hi], "tflops",
-                                                       att_tf, "tflops_backward", bwd_tf));
-            fprintf(stderr, "  attention    T=%-5d head dim %-4d batch %-3d %.4f TFLOP/s, backward %.4f\n", b.T,
-                    hds[hi], b.B, att_tf, bwd_tf);
-        }
+    double att_tf = attention_rows(&t, &b, gpu, quick, prec_name, att_table);
     double peak = peak_tflops > 0 ? peak_tflops : best_gemm;
     json_object_set_new(ops, "attention", json_pack("{s:f,s:o}", "efficiency", fmin(1.0, att_tf / peak), "table", att_table));
     json_object_set_new(doc, "ops", ops);

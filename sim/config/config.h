@@ -107,12 +107,19 @@ typedef struct {
 typedef enum { LINK_NVLINK = 0, LINK_NETWORK = 1, LINK_CLASS_COUNT } link_class;
 
 /* Fused attention's measured speed: a table by shape, or one efficiency. */
+#define ATTENTION_TABLE_MAX 128
 typedef struct {
     double efficiency;                       /* fraction of the precision's peak (0 = unknown) */
     int points;                              /* entries of table (0 = none) */
     /* tflops: the forward's rate (4 B T^2 C FLOPs over its time); tflops_backward: the
-     * backward's (twice the FLOPs over its time), 0 where not measured: then the forward's */
-    struct { double seq, head_dim, tflops, tflops_backward; } table[32];
+     * backward's (twice the FLOPs over its time), 0 where not measured: then the forward's;
+     * batch: the (sequence, head) pairs of the call, B x heads (0: not recorded), which sets how
+     * much of the device one call fills; tagged: 1 where the row says which precision it ran in */
+    struct {
+        double seq, head_dim, tflops, tflops_backward, batch;
+        int tagged;
+        precision_kind precision;
+    } table[ATTENTION_TABLE_MAX];
 } attention_calibration;
 
 /* Megatron-LM's --attention-backend for fused attention: flash (the flash-attn library's kernels)

@@ -260,7 +260,7 @@ static int parse_collectives(json_t *colls, const char *path, calibration_config
 }
 
 /* ops.attention / ops.attention_fused: {efficiency} or {table: [{seq, head_dim, tflops[,
- * tflops_backward]}]} (efficiency optional beside a table). */
+ * tflops_backward][, batch][, precision]}]} (efficiency optional beside a table). */
 static int parse_attention(json_t *att, const char *op, attention_calibration *a, config_error *err)
 {
     static const char *const att_keys[] = {"efficiency", "table", NULL};
@@ -270,10 +270,10 @@ static int parse_attention(json_t *att, const char *op, attention_calibration *a
         return -1;
     if (!table)
         return 0;
-    if (!json_is_array(table) || json_array_size(table) == 0 || json_array_size(table) > 32)
-        return config_fail(err, "%s.table: expected a list of 1..32 {seq, head_dim, tflops}", op);
+    if (!json_is_array(table) || json_array_size(table) == 0 || json_array_size(table) > ATTENTION_TABLE_MAX)
+        return config_fail(err, "%s.table: expected a list of 1..%d {seq, head_dim, tflops}", op, ATTENTION_TABLE_MAX);
     for (size_t i = 0; i < json_array_size(table); i++) {
-        static const char *const keys[] = {"seq", "head_dim", "tflops", "tflops_backward", NULL};
+        static const char *const keys[] = {"seq", "head_dim", "tflops", "tflops_backward", "batch", "precision", NULL};
         char pt[2 * CFG_PATH_MAX + 96];
         snprintf(pt, sizeof pt, "%s.table[%zu]", op, i);
         json_t *e = json_array_get(table, i);
@@ -282,8 +282,14 @@ static int parse_attention(json_t *att, const char *op, attention_calibration *a
         if (config_check_keys(e, pt, keys, err) || config_num(e, pt, "seq", 1, 0, 0, 1e9, 1, &a->table[i].seq, err) ||
             config_num(e, pt, "head_dim", 1, 0, 0, 1e6, 1, &a->table[i].head_dim, err) ||
             config_num(e, pt, "tflops", 1, 0, 0, 1e6, 1, &a->table[i].tflops, err) ||
-            config_num(e, pt, "tflops_backward", 0, 0, 0, 1e6, 1, &a->table[i].tflops_backward, err))
+            config_num(e, pt, "tflops_backward", 0, 0, 0, 1e6, 1, &a->table[i].tflops_backward, err) ||
+            config_num(e, pt, "batch", 0, 0, 0, 1e9, 0, &a->table[i].batch, err))
             return -1;
+        int prec = 0;
+        a->table[i].tagged = json_object_get(e, "precision") != NULL;
+        if (a->table[i].tagged && config_enum(e, pt, "precision", precision_names, 0, &prec, err))
+            return -1;
+        a->table[i].precision = (precision_kind)prec;
     }
     a->points = (int)json_array_size(table);
     return 0;

@@ -237,6 +237,57 @@ static cost_model attention_core_model(const cost_model *cm)
     return core;
 }
 
+/* The rate of one attention call from the calibration's table: the rows measured in the run's
+ * precision where there are any (else the rows of no stated precision, else all); of those, the
+ * shape nearest in log(sequence, head dimension); where that shape was measured at several
+ * batches (B x heads a call), the time per FLOP interpolated linearly in log(batch) between the
+ * two that bracket the call's, the nearest one outside them. How much of the device one call
+ * fills changes the rate (H100, 2026-11-26, dtrain's attention at T 1,024, B 8: 12 heads 18.7
+ * TFLOP/s, 16 heads 21.1; docs/gpu-runs/2026-11-26-h100). */
+static double attention_table_tflops(const attention_calibration *a, precision_kind prec, double seq,
+                                     double head_dim, double batch, int backward)
+{
+    /* the rows that count: the run's precision's, else those that name none, else all */
+    int mine = 0, untagged = 0;
+    for (int i = 0; i < a->points; i++) {
+        mine |= a->table[i].tagged && a->table[i].precision == prec;
+        untagged |= !a->table[i].tagged;
+    }
+#define ATT_COUNTS(i) (mine ? a->table[i].tagged && a->table[i].precision == prec : untagged ? !a->table[i].tagged : 1)
+    int best = 0;
+    double best_d = INFINITY;
+    for (int i = 0; i < a->points; i++) {
+        if (!ATT_COUNTS(i))
+            continue;
+        double ds = log2(seq / a->table[i].seq), dh = log2(head_dim / a->table[i].head_dim);
+        if (ds * ds + dh * dh < best_d) {
+            best_d = ds * ds + dh * dh;
+            best = i;
+        }
+    }
+#define ATT_RATE(i) (backward && a->table[i].tflops_backward > 0 ? a->table[i].tflops_backward : a->table[i].tflops)
+    if (!(batch > 0) || !(a->table[best].batch > 0))
+        return ATT_RATE(best);
+    /* the same shape's rows at other batches: the nearest below and above the call's */
+    int lo = -1, hi = -1;
+    for (int i = 0; i < a->points; i++) {
+        if (!ATT_COUNTS(i) || a->table[i].seq != a->table[best].seq ||
+            a->table[i].head_dim != a->table[best].head_dim || !(a->table[i].batch > 0))
+            continue;
+        if (a->table[i].batch <= batch && (lo < 0 || a->table[i].batch > a->table[lo].batch))
+            lo = i;
+        if (a->table[i].batch >= batch && (hi < 0 || a->table[i].batch < a->table[hi].batch))
+            hi = i;
+    }
+    if (lo < 0 || hi < 0 || a->table[lo].batch == a->table[hi].batch)
+        return ATT_RATE(lo >= 0 ? lo : hi);
+    double f = log(batch / a->table[lo].batch) / log(a->table[hi].batch / a->table[lo].batch);
+    double per_flop = (1 - f) / ATT_RATE(lo) + f / ATT_RATE(hi);
+    return 1.0 / per_flop;
+#undef ATT_RATE
+#undef ATT_COUNTS
+}
+
 double cost_compute_op_s(const cost_model *cm, const layer_op *op)
 {
     switch (op->kind) {
@@ -257,20 +308,8 @@ double cost_compute_op_s(const cost_model *cm, const layer_op *op)
     case OPK_FUSED_ATTENTION: {
         const attention_calibration *a = cm->attention;
         if (a->points > 0 && op->n > 0 && op->k > 0) {
-            /* the measured shape nearest in log(sequence, head dimension) */
-            int best = 0;
-            double best_d = INFINITY;
-            for (int i = 0; i < a->points; i++) {
-                double ds = log2((double)op->n / a->table[i].seq);
-                double dh = log2((double)op->k / a->table[i].head_dim);
-                if (ds * ds + dh * dh < best_d) {
-                    best_d = ds * ds + dh * dh;
-                    best = i;
-                }
-            }
-            /* the backward at its own measured rate where the calibration has one */
-            double tflops = op->backward && a->table[best].tflops_backward > 0 ? a->table[best].tflops_backward
-                                                                               : a->table[best].tflops;
+            double tflops = attention_table_tflops(a, cm->precision, (double)op->n, (double)op->k,
+                                                   (double)op->batch, op->backward);
             return (op->flops / (tflops * 1e12) + cm->calibration->launch_overhead_us * 1e-6) * cm->pace;
         }
         double eff = a->efficiency;

@@ -225,6 +225,64 @@ static void attention_backward_uses_its_own_rate(void **state)
     fixture_free(&s);
 }
 
+/* The engine's attention table (dtcal kernels on a GPU): rows per precision and per batch (B x
+ * heads a call). A run takes its precision's rows, and between two measured batches of its
+ * shape the time per FLOP linear in log(batch); outside them the nearest. */
+static void attention_rate_by_precision_and_batch(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    s.calibration.launch_overhead_us = 0;
+    attention_calibration *a = &s.calibration.attention[ATTN_BACKEND_FLASH];
+    const struct { int prec; double batch, tf; } rows[] = {
+        {PREC_FP32, 64, 15}, {PREC_FP32, 128, 20}, {PREC_BF16, 64, 16}, {PREC_BF16, 128, 24}, {PREC_BF16, 256, 30}};
+    a->points = 5;
+    for (int i = 0; i < 5; i++) {
+        a->table[i].seq = 1024;
+        a->table[i].head_dim = 64;
+        a->table[i].batch = rows[i].batch;
+        a->table[i].tflops = rows[i].tf;
+        a->table[i].tagged = 1;
+        a->table[i].precision = (precision_kind)rows[i].prec;
+    }
+    layer_op op = {.name = "attn_fused", .kind = OPK_FUSED_ATTENTION, .m = 1024, .n = 1024, .k = 64, .batch = 96,
+                   .flops = 1e12};
+    cost_model cm;
+    s.training.precision = PREC_BF16;
+    cost_model_init(&cm, &s);
+    double f = log(96.0 / 64) / log(2.0); /* 0.585 of the way from 64 to 128 */
+    double want = 1e12 * ((1 - f) / 16e12 + f / 24e12);
+    assert_true(fabs(cost_compute_op_s(&cm, &op) - want) < 1e-12 * want);
+    op.batch = 128; /* a measured batch: its own rate */
+    assert_true(fabs(cost_compute_op_s(&cm, &op) - 1e12 / 24e12) < 1e-15);
+    op.batch = 512; /* past the largest: the largest's */
+    assert_true(fabs(cost_compute_op_s(&cm, &op) - 1e12 / 30e12) < 1e-15);
+    op.batch = 8; /* below the smallest: the smallest's */
+    assert_true(fabs(cost_compute_op_s(&cm, &op) - 1e12 / 16e12) < 1e-15);
+    /* an fp32 run takes the fp32 rows */
+    s.training.precision = PREC_FP32;
+    cost_model_init(&cm, &s);
+    op.batch = 96;
+    want = 1e12 * ((1 - f) / 15e12 + f / 20e12);
+    assert_true(fabs(cost_compute_op_s(&cm, &op) - want) < 1e-12 * want);
+    /* an fp16 run, with no rows of its own and no untagged ones, takes the nearest of all */
+    s.training.precision = PREC_FP16;
+    cost_model_init(&cm, &s);
+    op.batch = 128;
+    double got = cost_compute_op_s(&cm, &op);
+    assert_true(fabs(got - 1e12 / 20e12) < 1e-15 || fabs(got - 1e12 / 24e12) < 1e-15);
+    /* a table without batches: the nearest shape's rate whatever the call's batch */
+    for (int i = 0; i < 5; i++)
+        a->table[i].batch = 0;
+    s.training.precision = PREC_BF16;
+    cost_model_init(&cm, &s);
+    op.batch = 96;
+    got = cost_compute_op_s(&cm, &op);
+    assert_true(fabs(got - 1e12 / 16e12) < 1e-15); /* the first bf16 row at the nearest shape */
+    fixture_free(&s);
+}
+
 /* Ranks outnumbering a node's compute devices time-share them: every op's time is multiplied by
  * max(1, ranks on the node x the fraction of the step their stage computes / devices). */
 static void ranks_sharing_devices_time_share_them(void **state)
@@ -369,6 +427,7 @@ int main(void)
         cmocka_unit_test(activation_bytes_scale_the_memory_ops),
         cmocka_unit_test(fp8_recipe_sets_the_quantize_bytes),
         cmocka_unit_test(attention_backward_uses_its_own_rate),
+        cmocka_unit_test(attention_rate_by_precision_and_batch),
         cmocka_unit_test(a_new_table_is_not_answered_from_the_last),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
