@@ -10,6 +10,12 @@ FULL_SHARD = ZeRO-3, fused loss, flash attention) with the row's model, sequence
 micro-batch, accumulation and checkpointing, and prints the errors grouped by checkpointing.
 It is a check of where the error sits, never a fit: nothing here feeds back into dtsim.
 
+The rows ran Triton's attention, not FlashAttention-2 (the table's commit b2a43a147: sweep.sh
+passes no --attn_impl, submit_benchmarks.py defaults to 'triton' and installs '.[gpu]',
+flash-attn 1.0.9); this script predicts them with the case's FlashAttention-2 rates all the
+same, so the error's growth with sequence length is that kernel's, which no calibration here
+has measured (docs/validation.md).
+
 Usage: bench/llmfoundry_checkpointing_split.py [BUILD_DIR]   (default: build)
 """
 import json

@@ -98,6 +98,12 @@ int run_scenario(const scenario_config *s, run_result *r, config_error *err)
 
 int run_scenario_traced(const scenario_config *s, run_result *r, const char *trace_path, config_error *err)
 {
+    return run_scenario_stages(s, r, trace_path, NULL, err);
+}
+
+int run_scenario_stages(const scenario_config *s, run_result *r, const char *trace_path, double *stage_bubble_s,
+                        config_error *err)
+{
     double t0 = wall_clock_s();
     memset(r, 0, sizeof *r);
     snprintf(r->scenario, sizeof r->scenario, "%s", s->name);
@@ -170,6 +176,9 @@ int run_scenario_traced(const scenario_config *s, run_result *r, const char *tra
         for (int p = 0; p < m.stages; p++)
             r->compute_s += m.stage_compute_s[p] / m.stages;
         r->overlap_cost_s = m.overlap_cost_s;
+        if (stage_bubble_s)
+            for (int p = 0; p < m.stages; p++)
+                stage_bubble_s[p] = m.stage_bubble_s[p];
         replay_metrics_free(&m);
         if (s->training.data_loader.present) {
             /* input stalls on top of the replayed step (data_loader.h): the step waits for them */
@@ -194,6 +203,13 @@ int run_scenario_traced(const scenario_config *s, run_result *r, const char *tra
     if (rc != 0)
         return rc;
 
+    run_result_finish(s, r);
+    r->wall_s = wall_clock_s() - t0;
+    return 0;
+}
+
+void run_result_finish(const scenario_config *s, run_result *r)
+{
     double tokens = (double)s->training.global_batch_size * (double)s->model.seq_length;
     double peak = s->platform.gpu.peak_tflops[s->training.precision] * 1e12;
     r->tokens_per_s = tokens / r->step_time_s;
@@ -206,8 +222,6 @@ int run_scenario_traced(const scenario_config *s, run_result *r, const char *tra
     if (r->step_failed != 1)
         run_time_to_train(s, r->step_time_s, r->gpus, &r->to_train);
     r->price_per_gpu_hour = s->platform.price_per_gpu_hour;
-    r->wall_s = wall_clock_s() - t0;
-    return 0;
 }
 
 void run_time_to_train(const scenario_config *s, double step_time_s, int gpus, time_to_train *out)

@@ -55,6 +55,7 @@ typedef struct {
     run_memory memory;
     double wall_s;            /* wall-clock time of the simulation itself */
     long tasks;               /* tasks in the step graph */
+    int folded;               /* 1: from two short replays (run_scenario_folded), tasks extrapolated */
     long flows;               /* flow fidelity: network flows simulated */
     double flow_wall_s, flow_peak_rss_mib; /* flow fidelity: SimGrid's run time and memory */
     char slowest_comm[64];    /* flow fidelity: the longest communication of the step ... */
@@ -97,6 +98,23 @@ void run_memory_estimate(const scenario_config *s, run_memory *out);
  * trace_path, also writes a Chrome/Perfetto trace of the step. */
 int run_scenario(const scenario_config *s, run_result *r, config_error *err);
 int run_scenario_traced(const scenario_config *s, run_result *r, const char *trace_path, config_error *err);
+/* The same, also writing each pipeline stage's bubble (compute-lane seconds idle waiting for
+ * pipeline work) to stage_bubble_s[0 .. pp) when it is not NULL. */
+int run_scenario_stages(const scenario_config *s, run_result *r, const char *trace_path, double *stage_bubble_s,
+                        config_error *err);
+/* What follows from the step time: tokens/s, TFLOP/s, MFU and HFU, the time to train. */
+void run_result_finish(const scenario_config *s, run_result *r);
+/* run_scenario's result for a pipeline of many micro-batches, from two replays of few. The
+ * analytic step of a synchronous pipeline is periodic once its warm-up is past: every stage runs
+ * the same forward and backward tasks for each micro-batch, and the step, like every time summed
+ * over it, grows by the same amount per micro-batch, a max-plus linear system in its cycle. The step of m micro-batches is extrapolated from replays
+ * of m1 = RUN_FOLD_DEPTHS pipeline depths and m1 + one period; where m is not well beyond that,
+ * or the step is not periodic (flow fidelity, stragglers and degraded links, input stalls,
+ * gradient compression, ZeRO-3, interleaving: run_fold.c says why), the full replay runs. Memory and
+ * everything after the step time are the scenario's own. `dtsim plan` evaluates its layouts this
+ * way; tests/sim/test_run_fold.c holds every fitting layout of searches to the full replay. */
+#define RUN_FOLD_DEPTHS 2
+int run_scenario_folded(const scenario_config *s, run_result *r, config_error *err);
 
 /* The `dtsim run --json` document (jansson json_t*, caller decrefs). */
 void *run_result_to_json(const run_result *r);

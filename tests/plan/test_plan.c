@@ -1,6 +1,7 @@
 /* The planner: never worse than the scenario's own layout; for GPT-3 175B on 1,024 A100 the
  * best layout keeps TP inside a node and fits in memory; every returned layout obeys the
  * layout rules and fits; ranking is by step time. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -296,6 +297,51 @@ static void moe_models_search_expert_parallel(void **state)
     scenario_free(&s);
 }
 
+/* The planner's folded evaluation (run_scenario_folded: two short replays, extrapolated) against
+ * the full replay of every fitting layout of the GPT-3 175B search: step time, exposed and total
+ * communication, compute, bubbles and memory. A layout whose step is not yet periodic after
+ * RUN_FOLD_DEPTHS pipeline depths fails here (tests/plan/README.md: the other scenarios' searches
+ * were checked the same way when the fold was written). */
+static void folded_layouts_equal_the_full_replay(void **state)
+{
+    gpt3_plan *g = *state;
+    int folded = 0, foldable = 0;
+    double worst = 0, worst_bubble = 0;
+    for (int i = 0; i < g->p.count; i++) {
+        const plan_layout *l = &g->p.layouts[i];
+        scenario_config c;
+        config_error err;
+        plan_apply(&g->s, l, &c);
+        run_result full;
+        assert_int_equal(run_scenario(&c, &full, &err), 0);
+        const run_result *f = &l->result;
+        double rel = fabs(f->step_time_s - full.step_time_s) / full.step_time_s;
+        worst = rel > worst ? rel : worst;
+        if (rel > 1e-9) {
+            char label[128];
+            plan_layout_label(l, label, sizeof label);
+            fail_msg("%s: folded step %.9g s, full replay %.9g s", label, f->step_time_s, full.step_time_s);
+        }
+        for (int k = 0; k < COMM_CLASS_COUNT; k++) {
+            assert_float_equal(f->comm_exposed_s[k], full.comm_exposed_s[k], 1e-9 * full.step_time_s);
+            assert_float_equal(f->comm_total_s[k], full.comm_total_s[k], 1e-9 * (full.comm_total_s[k] + 1));
+        }
+        assert_float_equal(f->compute_s, full.compute_s, 1e-9 * full.step_time_s);
+        double db = fmax(fabs(f->bubble_mean - full.bubble_mean), fabs(f->bubble_max - full.bubble_max));
+        worst_bubble = db > worst_bubble ? db : worst_bubble;
+        assert_float_equal(f->memory.total, full.memory.total, 1e-12);
+        assert_float_equal(f->mfu, full.mfu, 1e-9);
+        folded += f->folded;
+        /* which layouts fold (run.h): no interleaving, no ZeRO-3, beyond 2 pp + 2 micro-batches */
+        foldable += l->vpp <= 1 && l->zero < 3 && scenario_micro_batches(&c) >= 2LL * l->pp + 2;
+    }
+    print_message("%d fitting layouts, %d of them folded; largest step difference %.3g, bubble %.3g\n", g->p.count,
+                  folded, worst, worst_bubble);
+    assert_true(worst_bubble < 1e-9);
+    assert_true(folded > 0);
+    assert_int_equal(folded, foldable); /* the fold is what the search ran, not a fallback */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -309,6 +355,7 @@ int main(void)
         cmocka_unit_test(dropped_candidates_are_counted_by_reason),
         cmocka_unit_test(json_layouts_load_back_through_the_loader),
         cmocka_unit_test(ties_are_broken_by_memory_then_enumeration),
+        cmocka_unit_test(folded_layouts_equal_the_full_replay),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     return failed + cmocka_run_group_tests(shared, search_once, free_search);

@@ -86,7 +86,7 @@ static int evaluate(const scenario_config *base, const plan_layout *cand, worker
         plan_oom_reason(&mem, &r->oom_by);
         return 0;
     }
-    if (run_scenario(&s, &l.result, &err) != 0) {
+    if (run_scenario_folded(&s, &l.result, &err) != 0) {
         r->invalid++;
         plan_tally_add(&r->invalid_by, err.msg);
         return 0;
