@@ -14,6 +14,9 @@ import sys
 
 import torch
 
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from torch_attention import timed  # noqa: E402  (median of CUDA-event timings after warm-ups)
+
 
 def tensors(n, d):
     """Layer-shaped fp32 tensors of about n parameters in all."""
@@ -23,21 +26,6 @@ def tensors(n, d):
     for _ in range(max(1, round(n / per_layer))):
         out += [torch.randn(s, device="cuda") * 0.02 for s in shapes]
     return out
-
-
-def timed(fn, repeats):
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    times.sort()
-    return times[len(times) // 2]
 
 
 def main():
