@@ -270,6 +270,9 @@ double kernels_gemm_seconds(const kernels_backend *k, kernels_precision prec, in
  * 0.1 s at the engine's fp32 rate there (kernels_bench: 44 TFLOP/s). */
 #define GEMM_MAX_FLOP 4e12
 
+#define ATT_TOKENS_GPU 8192 /* tokens of one attention call (a micro-batch's worth) */
+#define ATT_TOKENS_CPU 512
+
 /* Attention rows of the calibration's table, appended to `rows`, each with the precision it
  * ran in; returns the rate of the last (largest) shape. FLOPs in the DESIGN convention (4 B T^2 C
  * forward, twice that backward). Every octave of sequence on a GPU: the simulator takes the
@@ -287,7 +290,7 @@ static double attention_rows(timer *t, bufs *b, int gpu, int quick, const char *
     int nseq = gpu ? (quick ? 2 : 5) : 2, nhd = 2, nheads = gpu ? (quick ? 1 : 3) : 1;
     if (gpu && quick)
         heads = heads_gpu + 1; /* 16 */
-    int att_tokens = gpu ? 8192 : 512;
+    int att_tokens = gpu ? ATT_TOKENS_GPU : ATT_TOKENS_CPU;
     double tf = 0;
     for (int si = 0; si < nseq; si++)
         for (int hi = 0; hi < nhd; hi++)
@@ -354,6 +357,11 @@ int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quic
         rot_elems = (size_t)rows * C;
     if ((size_t)N * V > rot_elems)
         rot_elems = (size_t)N * V;
+    /* and attention_rows' largest q, k, v: its tokens a call x 3 x its most heads x its largest
+     * head dimension (the lists there) */
+    size_t att_qkv = gpu ? (size_t)ATT_TOKENS_GPU * 3 * 32 * 128 : (size_t)ATT_TOKENS_CPU * 3 * 4 * 64;
+    if (att_qkv > rot_elems)
+        rot_elems = att_qkv;
     if (rot_elems > max_out)
         max_out = rot_elems;
     bufs b;

@@ -112,7 +112,7 @@ void run_result_finish(const scenario_config *s, run_result *r);
  * or the step is not periodic (flow fidelity, stragglers and degraded links, input stalls,
  * gradient compression, ZeRO-3, interleaving: run_fold.c says why), the full replay runs. Memory and
  * everything after the step time are the scenario's own. `dtsim plan` evaluates its layouts this
- * way; tests/sim/test_run_fold.c holds every fitting layout of searches to the full replay. */
+ * way; tests/plan/test_plan.c holds every fitting layout of a search to the full replay. */
 #define RUN_FOLD_DEPTHS 2
 int run_scenario_folded(const scenario_config *s, run_result *r, config_error *err);
 

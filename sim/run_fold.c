@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cost.h"
 #include "run.h"
 
 /* Whether the analytic step repeats per micro-batch (see run.h). Not under ZeRO-3: its
@@ -11,12 +12,13 @@
  * (exposed DP time up to 50% off, the step up to 3.3%); nor interleaved pipelines: their step
  * folds exactly, but which stage waits for which transfer does not repeat with a period of pp
  * or 2 pp micro-batches even 4 depths in (GPT-3 2.7B's layouts: exposed PP time up to 5% off).
- * Those layouts replay in full. */
+ * Those layouts replay in full, as do ranks time-sharing a device (the CPU engine's closed
+ * loops): their pace depends on the micro-batch count (cost.h, cost_ranks_per_device). */
 static int foldable(const scenario_config *s)
 {
     return !s->run.fidelity_flow && s->faults.straggler_count == 0 && s->faults.degraded_count == 0 &&
            !s->training.data_loader.present && s->parallel.grad_compression == GRAD_COMPRESSION_NONE &&
-           s->parallel.zero_stage < 3 && s->parallel.vpp <= 1;
+           s->parallel.zero_stage < 3 && s->parallel.vpp <= 1 && cost_ranks_per_device(s) == 1.0;
 }
 
 static double extrapolate(double a, double b, double k)
@@ -42,9 +44,10 @@ int run_scenario_folded(const scenario_config *s, run_result *r, config_error *e
     }
     run_result ra, rb;
     if (run_scenario_stages(&a, &ra, NULL, bubble, err) != 0 ||
-        run_scenario_stages(&b, &rb, NULL, bubble + stages, err) != 0) {
+        run_scenario_stages(&b, &rb, NULL, bubble + stages, err) != 0 || !(ra.step_time_s > 0) ||
+        !(rb.step_time_s > 0)) {
         free(bubble);
-        return -1;
+        return run_scenario(s, r, err); /* the full replay says what went wrong, if anything */
     }
     double k = (double)(m - m1); /* micro-batches beyond the first replay's */
     *r = rb;

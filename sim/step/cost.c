@@ -247,11 +247,24 @@ static cost_model attention_core_model(const cost_model *cm)
 static double attention_table_tflops(const attention_calibration *a, precision_kind prec, double seq,
                                      double head_dim, double batch, int backward)
 {
-    /* the rows that count: the run's precision's, else those that name none, else all */
+    /* the rows that count: the attention's precision's (bf16 under fp8: attention_core_model),
+     * else its sibling's of the same width (fp16 for bf16 and back, fp32 for tf32 and back),
+     * else those that name none, else all */
     int mine = 0, untagged = 0;
     for (int i = 0; i < a->points; i++) {
         mine |= a->table[i].tagged && a->table[i].precision == prec;
         untagged |= !a->table[i].tagged;
+    }
+    if (!mine) {
+        precision_kind sibling = prec == PREC_FP16   ? PREC_BF16
+                                 : prec == PREC_BF16 ? PREC_FP16
+                                 : prec == PREC_TF32 ? PREC_FP32
+                                 : prec == PREC_FP32 ? PREC_TF32
+                                                     : prec;
+        for (int i = 0; i < a->points; i++)
+            mine |= a->table[i].tagged && a->table[i].precision == sibling;
+        if (mine)
+            prec = sibling;
     }
 #define ATT_COUNTS(i) (mine ? a->table[i].tagged && a->table[i].precision == prec : untagged ? !a->table[i].tagged : 1)
     int best = 0;
@@ -308,7 +321,7 @@ double cost_compute_op_s(const cost_model *cm, const layer_op *op)
     case OPK_FUSED_ATTENTION: {
         const attention_calibration *a = cm->attention;
         if (a->points > 0 && op->n > 0 && op->k > 0) {
-            double tflops = attention_table_tflops(a, cm->precision, (double)op->n, (double)op->k,
+            double tflops = attention_table_tflops(a, attention_core_model(cm).precision, (double)op->n, (double)op->k,
                                                    (double)op->batch, op->backward);
             return (op->flops / (tflops * 1e12) + cm->calibration->launch_overhead_us * 1e-6) * cm->pace;
         }

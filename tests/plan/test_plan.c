@@ -331,6 +331,9 @@ static void folded_layouts_equal_the_full_replay(void **state)
         worst_bubble = db > worst_bubble ? db : worst_bubble;
         assert_float_equal(f->memory.total, full.memory.total, 1e-12);
         assert_float_equal(f->mfu, full.mfu, 1e-9);
+        assert_float_equal(f->hfu, full.hfu, 1e-9);
+        assert_float_equal(f->overlap_cost_s, full.overlap_cost_s, 1e-9 * full.step_time_s);
+        assert_int_equal(f->tasks, full.tasks);
         folded += f->folded;
         /* which layouts fold (run.h): no interleaving, no ZeRO-3, beyond 2 pp + 2 micro-batches */
         foldable += l->vpp <= 1 && l->zero < 3 && scenario_micro_batches(&c) >= 2LL * l->pp + 2;
@@ -342,6 +345,37 @@ static void folded_layouts_equal_the_full_replay(void **state)
     assert_int_equal(folded, foldable); /* the fold is what the search ran, not a fallback */
 }
 
+/* The fold beside the full replay where a search does not go: GPipe (whose activation memory
+ * grows with the micro-batches), and ranks time-sharing devices (whose pace depends on the
+ * micro-batch count, so the fold must replay in full). */
+static void fold_on_gpipe_and_shared_devices(void **state)
+{
+    (void)state;
+    static const char *gpipe[] = {"parallel.schedule=gpipe", "parallel.virtual_pipeline_model_parallel_size=1",
+                                  "parallel.pipeline_model_parallel_size=8", "parallel.data_parallel_size=16",
+                                  "training.recompute_granularity=full", "training.global_batch_size=768"};
+    static const char *shared[] = {"parallel.schedule=1f1b", "parallel.virtual_pipeline_model_parallel_size=1",
+                                   "platform.node.compute_devices=2"};
+    const char *const *sets[] = {gpipe, shared};
+    size_t counts[] = {sizeof gpipe / sizeof *gpipe, sizeof shared / sizeof *shared};
+    for (int i = 0; i < 2; i++) {
+        scenario_config s;
+        config_error err;
+        if (scenario_load(DTSIM_SOURCE_DIR "/scenarios/gpt3-175b-1024-a100.json", (const char **)sets[i], counts[i], &s,
+                          &err) != 0)
+            fail_msg("%s", err.msg);
+        run_result folded, full;
+        assert_int_equal(run_scenario_folded(&s, &folded, &err), 0);
+        assert_int_equal(run_scenario(&s, &full, &err), 0);
+        assert_int_equal(folded.folded, i == 0); /* GPipe folds; shared devices replay in full */
+        assert_float_equal(folded.step_time_s, full.step_time_s, 1e-9 * full.step_time_s);
+        assert_float_equal(folded.bubble_mean, full.bubble_mean, 1e-9);
+        assert_float_equal(folded.memory.total, full.memory.total, 1e-12);
+        assert_float_equal(folded.memory.activations, full.memory.activations, 1e-12);
+        scenario_free(&s);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -350,6 +384,7 @@ int main(void)
         cmocka_unit_test(tally_folds_numbers_and_overflows_into_other),
         cmocka_unit_test(threads_do_not_change_the_result),
         cmocka_unit_test(moe_models_search_expert_parallel),
+        cmocka_unit_test(fold_on_gpipe_and_shared_devices),
     };
     const struct CMUnitTest shared[] = {
         cmocka_unit_test(dropped_candidates_are_counted_by_reason),

@@ -237,7 +237,7 @@ static void attention_rate_by_precision_and_batch(void **state)
     attention_calibration *a = &s.calibration.attention[ATTN_BACKEND_FLASH];
     const struct { int prec; double batch, tf; } rows[] = {
         {PREC_FP32, 64, 15}, {PREC_FP32, 128, 20}, {PREC_BF16, 64, 16}, {PREC_BF16, 128, 24}, {PREC_BF16, 256, 30}};
-    a->points = 5;
+    a->points = 6;
     for (int i = 0; i < 5; i++) {
         a->table[i].seq = 1024;
         a->table[i].head_dim = 64;
@@ -246,6 +246,13 @@ static void attention_rate_by_precision_and_batch(void **state)
         a->table[i].tagged = 1;
         a->table[i].precision = (precision_kind)rows[i].prec;
     }
+    /* another shape, at a batch between the two: interpolation stays within the nearest shape */
+    a->table[5].seq = 4096;
+    a->table[5].head_dim = 64;
+    a->table[5].batch = 100;
+    a->table[5].tflops = 99;
+    a->table[5].tagged = 1;
+    a->table[5].precision = PREC_BF16;
     layer_op op = {.name = "attn_fused", .kind = OPK_FUSED_ATTENTION, .m = 1024, .n = 1024, .k = 64, .batch = 96,
                    .flops = 1e12};
     cost_model cm;
@@ -266,12 +273,34 @@ static void attention_rate_by_precision_and_batch(void **state)
     op.batch = 96;
     want = 1e12 * ((1 - f) / 15e12 + f / 20e12);
     assert_true(fabs(cost_compute_op_s(&cm, &op) - want) < 1e-12 * want);
-    /* an fp16 run, with no rows of its own and no untagged ones, takes the nearest of all */
-    s.training.precision = PREC_FP16;
+    /* fp16, with no rows of its own, takes bf16's (the same width); fp8's attention runs in bf16 */
+    for (int p = PREC_FP16; p <= PREC_FP8; p += PREC_FP8 - PREC_FP16) {
+        s.training.precision = (precision_kind)p;
+        cost_model_init(&cm, &s);
+        op.batch = 128;
+        assert_true(fabs(cost_compute_op_s(&cm, &op) - 1e12 / 24e12) < 1e-15);
+    }
+    /* the backward at its own rates, interpolated alike */
+    s.training.precision = PREC_BF16;
+    for (int i = 0; i < 5; i++)
+        a->table[i].tflops_backward = rows[i].tf / 2;
+    cost_model_init(&cm, &s);
+    layer_op bwd = op;
+    bwd.backward = 1;
+    bwd.batch = 96;
+    bwd.flops = 2e12;
+    want = 2e12 * ((1 - f) / 8e12 + f / 12e12);
+    assert_true(fabs(cost_compute_op_s(&cm, &bwd) - want) < 1e-12 * want);
+    /* rows that name no precision serve every run when none names its own */
+    for (int i = 0; i < 6; i++)
+        a->table[i].tagged = 0;
+    a->table[0].tagged = a->table[1].tagged = 1; /* fp32's two stay tagged: a bf16 run skips them */
     cost_model_init(&cm, &s);
     op.batch = 128;
-    double got = cost_compute_op_s(&cm, &op);
-    assert_true(fabs(got - 1e12 / 20e12) < 1e-15 || fabs(got - 1e12 / 24e12) < 1e-15);
+    assert_true(fabs(cost_compute_op_s(&cm, &op) - 1e12 / 24e12) < 1e-15);
+    for (int i = 0; i < 6; i++)
+        a->table[i].tagged = 1;
+    double got;
     /* a table without batches: the nearest shape's rate whatever the call's batch */
     for (int i = 0; i < 5; i++)
         a->table[i].batch = 0;
