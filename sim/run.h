@@ -107,13 +107,14 @@ void run_result_finish(const scenario_config *s, run_result *r);
 /* run_scenario's result for a pipeline of many micro-batches, from two replays of few. The
  * analytic step of a synchronous pipeline is periodic once its warm-up is past: every stage runs
  * the same forward and backward tasks for each micro-batch, and the step, like every time summed
- * over it, grows by the same amount per micro-batch, a max-plus linear system in its cycle. The step of m micro-batches is extrapolated from replays
- * of m1 = RUN_FOLD_DEPTHS pipeline depths and m1 + one period; where m is not well beyond that,
+ * over it, grows by the same amount per micro-batch (per pp micro-batches when interleaved), a
+ * max-plus linear system in its cycle. The step of m micro-batches is extrapolated from replays
+ * of m1 = RUN_FOLD_DEPTHS pipeline depths and m1 + one period; where those two cost the full one,
  * or the step is not periodic (flow fidelity, stragglers and degraded links, input stalls,
- * gradient compression, ZeRO-3, interleaving: run_fold.c says why), the full replay runs. Memory and
+ * gradient compression, ZeRO-3, shared devices: run_fold.c says why), the full replay runs. Memory and
  * everything after the step time are the scenario's own. `dtsim plan` evaluates its layouts this
  * way; tests/plan/test_plan.c holds every fitting layout of a search to the full replay. */
-#define RUN_FOLD_DEPTHS 2
+#define RUN_FOLD_DEPTHS 2 /* 1 was not enough: Qwen3-30B-A3B's search, 51 of 1,445 layouts off */
 int run_scenario_folded(const scenario_config *s, run_result *r, config_error *err);
 
 /* The `dtsim run --json` document (jansson json_t*, caller decrefs). */

@@ -8,17 +8,15 @@
 
 /* Whether the analytic step repeats per micro-batch (see run.h). Not under ZeRO-3: its
  * per-micro-batch gathers and reduce-scatters, prefetched across micro-batch boundaries
- * (zero3.h), had not settled into a cycle after 2 pipeline depths on GPT-3 175B's layouts
- * (exposed DP time up to 50% off, the step up to 3.3%); nor interleaved pipelines: their step
- * folds exactly, but which stage waits for which transfer does not repeat with a period of pp
- * or 2 pp micro-batches even 4 depths in (GPT-3 2.7B's layouts: exposed PP time up to 5% off).
- * Those layouts replay in full, as do ranks time-sharing a device (the CPU engine's closed
- * loops): their pace depends on the micro-batch count (cost.h, cost_ranks_per_device). */
+ * (zero3.h), had not settled into a cycle 5 pipeline depths in on GPT-3 175B's layouts (exposed
+ * DP time up to 50% off, the step up to 3.3%). Nor where ranks time-share a device (the CPU
+ * engine's closed loops): their pace depends on the micro-batch count (cost.h,
+ * cost_ranks_per_device). Those replay in full. */
 static int foldable(const scenario_config *s)
 {
     return !s->run.fidelity_flow && s->faults.straggler_count == 0 && s->faults.degraded_count == 0 &&
            !s->training.data_loader.present && s->parallel.grad_compression == GRAD_COMPRESSION_NONE &&
-           s->parallel.zero_stage < 3 && s->parallel.vpp <= 1 && cost_ranks_per_device(s) == 1.0;
+           s->parallel.zero_stage < 3 && cost_ranks_per_device(s) == 1.0;
 }
 
 static double extrapolate(double a, double b, double k)
@@ -28,14 +26,17 @@ static double extrapolate(double a, double b, double k)
 
 int run_scenario_folded(const scenario_config *s, run_result *r, config_error *err)
 {
-    long long m = scenario_micro_batches(s);
-    long long m1 = RUN_FOLD_DEPTHS * (long long)(s->parallel.pp > 0 ? s->parallel.pp : 1);
-    if (!foldable(s) || m < m1 + 2)
+    /* one period: a micro-batch, or a round of pp when interleaved (its micro-batch count is a
+     * multiple of pp) */
+    long long pp = s->parallel.pp > 0 ? s->parallel.pp : 1, v = s->parallel.vpp > 1 ? s->parallel.vpp : 1;
+    long long m = scenario_micro_batches(s), period = v > 1 ? pp : 1;
+    long long m1 = (RUN_FOLD_DEPTHS * pp * v + period - 1) / period * period;
+    if (!foldable(s) || 2 * m1 + period >= m) /* the two replays would cost the full one or more */
         return run_scenario(s, r, err);
     scenario_config a = *s, b = *s;
     long long per = s->training.micro_batch_size * s->parallel.dp; /* sequences per micro-batch round */
     a.training.global_batch_size = m1 * per;
-    b.training.global_batch_size = (m1 + 1) * per;
+    b.training.global_batch_size = (m1 + period) * per;
     int stages = s->parallel.pp > 0 ? s->parallel.pp : 1;
     double *bubble = malloc(2 * (size_t)stages * sizeof *bubble);
     if (!bubble) {
@@ -49,7 +50,7 @@ int run_scenario_folded(const scenario_config *s, run_result *r, config_error *e
         free(bubble);
         return run_scenario(s, r, err); /* the full replay says what went wrong, if anything */
     }
-    double k = (double)(m - m1); /* micro-batches beyond the first replay's */
+    double k = (double)(m - m1) / (double)period; /* periods beyond the first replay's */
     *r = rb;
     r->step_time_s = extrapolate(ra.step_time_s, rb.step_time_s, k);
     for (int c = 0; c < COMM_CLASS_COUNT; c++) {

@@ -275,7 +275,10 @@ static int blocking_dep(const step_workload *w, const replay_times *t, const int
     int best = lane_prev[i];
     for (int d = 0; d < k->dep_count; d++) {
         int j = w->deps[k->dep_begin + d];
-        if (best < 0 || t->finish[j] > t->finish[best])
+        /* finishes equal but for rounding (sums of the same durations taken in another order)
+         * are a tie, kept by the first in order: else which of two equal waits is charged would
+         * flip with the rounding of ever larger times, step by step */
+        if (best < 0 || t->finish[j] > t->finish[best] + 1e-12 * fabs(t->finish[best]))
             best = j;
     }
     return best;
