@@ -282,14 +282,22 @@ double kernels_gemm_seconds(const kernels_backend *k, kernels_precision prec, in
  * run: on an H200 the batch-1 table put GPT-2 124M's attention, batch 8, 27% slow), and at
  * several head counts: how many (sequence, head) pairs a call has sets how much of the device
  * it fills (H100: T 1,024, B 8, 12 heads 18.7 TFLOP/s, 16 heads 21.1). */
+static const int att_seqs_cpu[] = {64, 256}, att_seqs_gpu[] = {512, 1024, 2048, 4096, 8192};
+static const int att_hds_cpu[] = {32, 64}, att_hds_gpu[] = {64, 128}; /* ascending: the last is the largest */
+static const int att_heads_cpu[] = {4}, att_heads_gpu[] = {8, 16, 32};
+
+/* Floats of the largest q, k, v attention_rows times: tokens x 3 x most heads x widest head. */
+static size_t attention_largest_qkv(int gpu)
+{
+    return gpu ? (size_t)ATT_TOKENS_GPU * 3 * att_heads_gpu[2] * att_hds_gpu[1]
+               : (size_t)ATT_TOKENS_CPU * 3 * att_heads_cpu[0] * att_hds_cpu[1];
+}
+
 static double attention_rows(timer *t, bufs *b, int gpu, int quick, const char *prec_name, json_t *rows)
 {
-    int seqs_cpu[] = {64, 256}, seqs_gpu[] = {512, 1024, 2048, 4096, 8192}, hds_cpu[] = {32, 64}, hds_gpu[] = {64, 128};
-    int heads_cpu[] = {4}, heads_gpu[] = {8, 16, 32};
-    int *seqs = gpu ? seqs_gpu : seqs_cpu, *hds = gpu ? hds_gpu : hds_cpu, *heads = gpu ? heads_gpu : heads_cpu;
+    const int *seqs = gpu ? att_seqs_gpu : att_seqs_cpu, *hds = gpu ? att_hds_gpu : att_hds_cpu;
+    const int *heads = gpu ? (quick ? att_heads_gpu + 1 /* 16 */ : att_heads_gpu) : att_heads_cpu;
     int nseq = gpu ? (quick ? 2 : 5) : 2, nhd = 2, nheads = gpu ? (quick ? 1 : 3) : 1;
-    if (gpu && quick)
-        heads = heads_gpu + 1; /* 16 */
     int att_tokens = gpu ? ATT_TOKENS_GPU : ATT_TOKENS_CPU;
     double tf = 0;
     for (int si = 0; si < nseq; si++)
@@ -357,11 +365,8 @@ int kernels_calibrate(const kernels_backend *k, kernels_precision prec, int quic
         rot_elems = (size_t)rows * C;
     if ((size_t)N * V > rot_elems)
         rot_elems = (size_t)N * V;
-    /* and attention_rows' largest q, k, v: its tokens a call x 3 x its most heads x its largest
-     * head dimension (the lists there) */
-    size_t att_qkv = gpu ? (size_t)ATT_TOKENS_GPU * 3 * 32 * 128 : (size_t)ATT_TOKENS_CPU * 3 * 4 * 64;
-    if (att_qkv > rot_elems)
-        rot_elems = att_qkv;
+    if (attention_largest_qkv(gpu) > rot_elems) /* and attention_rows' largest q, k, v */
+        rot_elems = attention_largest_qkv(gpu);
     if (rot_elems > max_out)
         max_out = rot_elems;
     bufs b;

@@ -22,39 +22,34 @@ static float *tp_stage_in(tp_staging *t, const float *buf, size_t n)
     return t->host;
 }
 
-void tp_allreduce_staged(float *buf, size_t n, void *ctx)
+/* One in-place collective on a backend buffer: NCCL's on the device where the group has a
+ * communicator, else MPI's on a host copy, copied back. */
+static void staged(tp_staging *t, float *buf, size_t n, void (*nccl)(comm_nccl *, float *, size_t),
+                   void (*mpi)(comm_group *, float *, size_t))
 {
-    tp_staging *t = ctx;
     if (t->nccl) {
-        comm_nccl_allreduce_sum(t->nccl, buf, n);
+        nccl(t->nccl, buf, n);
         return;
     }
-    comm_allreduce_sum(t->group, tp_stage_in(t, buf, n), n);
+    mpi(t->group, tp_stage_in(t, buf, n), n);
     t->k->copy_to_device(buf, t->host, n * sizeof(float));
+}
+
+void tp_allreduce_staged(float *buf, size_t n, void *ctx)
+{
+    staged(ctx, buf, n, comm_nccl_allreduce_sum, comm_allreduce_sum);
 }
 
 /* Sequence parallelism's two collectives, in place on a whole-sequence backend buffer: all-gather
  * from each rank's block, reduce-scatter into it. */
 void tp_allgather_staged(float *buf, size_t n, void *ctx)
 {
-    tp_staging *t = ctx;
-    if (t->nccl) {
-        comm_nccl_allgather(t->nccl, buf, n);
-        return;
-    }
-    comm_allgather(t->group, tp_stage_in(t, buf, n), n);
-    t->k->copy_to_device(buf, t->host, n * sizeof(float));
+    staged(ctx, buf, n, comm_nccl_allgather, comm_allgather);
 }
 
 void tp_reduce_scatter_staged(float *buf, size_t n, void *ctx)
 {
-    tp_staging *t = ctx;
-    if (t->nccl) {
-        comm_nccl_reduce_scatter_sum(t->nccl, buf, n);
-        return;
-    }
-    comm_reduce_scatter_sum(t->group, tp_stage_in(t, buf, n), n);
-    t->k->copy_to_device(buf, t->host, n * sizeof(float));
+    staged(ctx, buf, n, comm_nccl_reduce_scatter_sum, comm_reduce_scatter_sum);
 }
 
 /* Expert parallelism's exchanges over the EP group (gpt_shard.ep_*; host buffers, as the MoE

@@ -2,7 +2,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include "cost.h"
 #include "run.h"
 
@@ -37,7 +36,7 @@ int run_scenario_folded(const scenario_config *s, run_result *r, config_error *e
     long long per = s->training.micro_batch_size * s->parallel.dp; /* sequences per micro-batch round */
     a.training.global_batch_size = m1 * per;
     b.training.global_batch_size = (m1 + period) * per;
-    int stages = s->parallel.pp > 0 ? s->parallel.pp : 1;
+    int stages = (int)pp;
     double *bubble = malloc(2 * (size_t)stages * sizeof *bubble);
     if (!bubble) {
         snprintf(err->msg, sizeof err->msg, "out of memory for %d stages' bubbles", stages);
@@ -62,16 +61,9 @@ int run_scenario_folded(const scenario_config *s, run_result *r, config_error *e
     r->tasks = (long)llround(extrapolate((double)ra.tasks, (double)rb.tasks, k));
     /* each stage's bubble in seconds, which add up, then as fractions of the step again; the
      * largest may be another stage's than at m1 */
-    r->bubble_mean = r->bubble_max = 0;
-    r->bubble_max_stage = 0;
-    for (int p = 0; p < stages; p++) {
-        double f = extrapolate(bubble[p], bubble[stages + p], k) / r->step_time_s;
-        r->bubble_mean += f / stages;
-        if (f > r->bubble_max) {
-            r->bubble_max = f;
-            r->bubble_max_stage = p;
-        }
-    }
+    for (int p = 0; p < stages; p++)
+        bubble[p] = extrapolate(bubble[p], bubble[stages + p], k);
+    replay_bubble_summary(bubble, stages, r->step_time_s, &r->bubble_mean, &r->bubble_max, &r->bubble_max_stage);
     free(bubble);
     run_memory_estimate(s, &r->memory);
     run_result_finish(s, r);

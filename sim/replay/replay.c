@@ -335,6 +335,21 @@ double replay_inside_parts(const sim_task *k, double dur, double part[COMM_CLASS
     return inside;
 }
 
+void replay_bubble_summary(const double *stage_bubble_s, int stages, double step_time_s, double *mean, double *max,
+                           int *max_stage)
+{
+    *mean = *max = 0;
+    *max_stage = 0;
+    for (int s = 0; s < stages; s++) {
+        double f = step_time_s > 0 ? stage_bubble_s[s] / step_time_s : 0;
+        *mean += f / stages;
+        if (f > *max) {
+            *max = f;
+            *max_stage = s;
+        }
+    }
+}
+
 int replay_metrics_compute(const step_workload *w, const replay_times *t, replay_metrics *m)
 {
     memset(m, 0, sizeof *m);
@@ -401,14 +416,9 @@ int replay_metrics_compute(const step_workload *w, const replay_times *t, replay
     for (int s = 0; s < P; s++)
         m->stage_bubble_s[s] += fmax(0, m->step_time_s - last_finish[s]);
 
-    m->bubble_max_stage = 0;
+    replay_bubble_summary(m->stage_bubble_s, P, m->step_time_s, &m->bubble_mean, &m->bubble_max,
+                          &m->bubble_max_stage);
     for (int s = 0; s < P; s++) {
-        double f = m->step_time_s > 0 ? m->stage_bubble_s[s] / m->step_time_s : 0;
-        m->bubble_mean += f / P;
-        if (f > m->bubble_max) {
-            m->bubble_max = f;
-            m->bubble_max_stage = s;
-        }
         for (int c = 0; c < COMM_CLASS_COUNT; c++) {
             m->comm_total_s[c] += total[s * COMM_CLASS_COUNT + c] / P;
             m->comm_exposed_s[c] += exposed[s * COMM_CLASS_COUNT + c] / P;

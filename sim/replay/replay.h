@@ -35,6 +35,10 @@ void replay_times_free(replay_times *t);
  * collectives and transfers of its stage placed before it run beside it. */
 int replay_analytic(const step_workload *w, replay_times *t);
 
+/* The stages' bubbles (seconds each) as fractions of the step: their mean, the largest and its
+ * stage (the first of equals). */
+void replay_bubble_summary(const double *stage_bubble_s, int stages, double step_time_s, double *mean, double *max,
+                           int *max_stage);
 /* Derives the metrics from the task times. */
 int replay_metrics_compute(const step_workload *w, const replay_times *t, replay_metrics *m);
 /* The TP, CP and EP communication inside compute task k that ran for dur, by kind, into part:

@@ -237,35 +237,39 @@ static cost_model attention_core_model(const cost_model *cm)
     return core;
 }
 
-/* The rate of one attention call from the calibration's table: the rows measured in the run's
- * precision where there are any (else the rows of no stated precision, else all); of those, the
- * shape nearest in log(sequence, head dimension); where that shape was measured at several
- * batches (B x heads a call), the time per FLOP interpolated linearly in log(batch) between the
- * two that bracket the call's, the nearest one outside them. How much of the device one call
- * fills changes the rate (H100, 2026-11-26, dtrain's attention at T 1,024, B 8: 12 heads 18.7
- * TFLOP/s, 16 heads 21.1; docs/gpu-runs/2026-11-26-h100). */
+/* Whether the table has rows tagged with precision p. */
+static int has_rows_of(const attention_calibration *a, precision_kind p)
+{
+    for (int i = 0; i < a->points; i++)
+        if (a->table[i].tagged && a->table[i].precision == p)
+            return 1;
+    return 0;
+}
+
+/* The rate of one attention call from the calibration's table. The rows that count: those of
+ * the attention's precision (bf16 under fp8: attention_core_model), else of its sibling of the
+ * same width (fp16 for bf16 and back, fp32 for tf32 and back), else those that name none, else
+ * all. Of those, the shape nearest in log(sequence, head dimension); where that shape was
+ * measured at several batches (B x heads a call), the time per FLOP interpolated linearly in
+ * log(batch) between the two that bracket the call's, the nearest one outside them (a call that
+ * states no batch: the shape's first row). How much of the device one call fills changes the
+ * rate (H100, 2026-11-26, dtrain's attention at T 1,024, B 8: 12 heads 18.7 TFLOP/s, 16 heads
+ * 21.1; docs/gpu-runs/2026-11-26-h100-b). */
 static double attention_table_tflops(const attention_calibration *a, precision_kind prec, double seq,
                                      double head_dim, double batch, int backward)
 {
-    /* the rows that count: the attention's precision's (bf16 under fp8: attention_core_model),
-     * else its sibling's of the same width (fp16 for bf16 and back, fp32 for tf32 and back),
-     * else those that name none, else all */
-    int mine = 0, untagged = 0;
-    for (int i = 0; i < a->points; i++) {
-        mine |= a->table[i].tagged && a->table[i].precision == prec;
+    precision_kind sibling = prec == PREC_FP16   ? PREC_BF16
+                             : prec == PREC_BF16 ? PREC_FP16
+                             : prec == PREC_TF32 ? PREC_FP32
+                             : prec == PREC_FP32 ? PREC_TF32
+                                                 : prec;
+    int mine = has_rows_of(a, prec), untagged = 0;
+    if (!mine && has_rows_of(a, sibling)) {
+        prec = sibling;
+        mine = 1;
+    }
+    for (int i = 0; i < a->points; i++)
         untagged |= !a->table[i].tagged;
-    }
-    if (!mine) {
-        precision_kind sibling = prec == PREC_FP16   ? PREC_BF16
-                                 : prec == PREC_BF16 ? PREC_FP16
-                                 : prec == PREC_TF32 ? PREC_FP32
-                                 : prec == PREC_FP32 ? PREC_TF32
-                                                     : prec;
-        for (int i = 0; i < a->points; i++)
-            mine |= a->table[i].tagged && a->table[i].precision == sibling;
-        if (mine)
-            prec = sibling;
-    }
 #define ATT_COUNTS(i) (mine ? a->table[i].tagged && a->table[i].precision == prec : untagged ? !a->table[i].tagged : 1)
     int best = 0;
     double best_d = INFINITY;
