@@ -28,6 +28,10 @@ typedef enum { OPTIMIZER_ADAM = 0, OPTIMIZER_SGD } optimizer_kind;
 typedef enum { GRAD_COMPRESSION_NONE = 0, GRAD_COMPRESSION_TOPK, GRAD_COMPRESSION_POWERSGD } grad_compression_kind;
 /* Where ZeRO-Offload / ZeRO-Infinity keeps optimizer states or parameters */
 typedef enum { OFFLOAD_NONE = 0, OFFLOAD_CPU, OFFLOAD_NVME } offload_device;
+/* Whose engine runs the pipeline schedule (parallel.pipeline_engine): Megatron-LM's (batched
+ * send/recv pairs) or DeepSpeed's PipelineEngine (TrainSchedule's steps, each send and receive
+ * a blocking call of its own: sim/step/workload.c, deepspeed_schedule). */
+typedef enum { PIPELINE_ENGINE_MEGATRON = 0, PIPELINE_ENGINE_DEEPSPEED } pipeline_engine_kind;
 
 /* ---- platform ------------------------------------------------------------------------ */
 typedef struct {
@@ -246,6 +250,7 @@ typedef struct {
         int overlap_grad_reduce;
         int overlap_p2p_comm;                /* 1: pipeline sends run beside compute; 0: a stage's
                                                 next pass waits for its last send (blocking) */
+        pipeline_engine_kind pipeline_engine;
         int scatter_gather_p2p;              /* 1 (default): without SP each TP rank sends 1/TP of
                                                 the activation and the receivers all-gather it over
                                                 NVLink; 0: each sends all of it */

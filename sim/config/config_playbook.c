@@ -8,15 +8,17 @@
 
 #define S "scenario"
 
-/* parallel.grad_reduce_dtype, parallel.grad_compression, parallel.offload_*, DeepSpeed's stage-3 keys */
+/* parallel.grad_reduce_dtype, parallel.grad_compression, parallel.offload_*, DeepSpeed's stage-3
+ * keys, parallel.pipeline_engine */
 int config_parse_parallel_playbook(json_t *par, scenario_config *s, config_error *err)
 {
     static const char *const reduce_dtypes[] = {"auto", "fp32", "bf16", "fp16", "int8", NULL};
     static const char *const methods[] = {"none", "topk", "powersgd", NULL};
     static const char *const devices[] = {"none", "cpu", "nvme", NULL};
+    static const char *const engines[] = {"megatron", "deepspeed", NULL};
     static const char *const comp_keys[] = {"method", "topk_ratio", "powersgd_rank", NULL};
     const char *p = S ".parallel";
-    int dtype, method, opt_dev, par_dev;
+    int dtype, method, opt_dev, par_dev, engine;
     long long rank;
     json_t *comp;
     if (config_num(par, p, "stage3_prefetch_bucket_size", 0, 5e7, 0, 1e15, 0, &s->parallel.stage3_prefetch_bucket_size,
@@ -29,8 +31,10 @@ int config_parse_parallel_playbook(json_t *par, scenario_config *s, config_error
         config_enum(par, p, "grad_reduce_dtype", reduce_dtypes, 0, &dtype, err) ||
         config_object(par, p, "grad_compression", &comp, err) ||
         config_enum(par, p, "offload_optimizer", devices, OFFLOAD_NONE, &opt_dev, err) ||
-        config_enum(par, p, "offload_parameters", devices, OFFLOAD_NONE, &par_dev, err))
+        config_enum(par, p, "offload_parameters", devices, OFFLOAD_NONE, &par_dev, err) ||
+        config_enum(par, p, "pipeline_engine", engines, PIPELINE_ENGINE_MEGATRON, &engine, err))
         return -1;
+    s->parallel.pipeline_engine = (pipeline_engine_kind)engine;
     static const double dtype_bytes[] = {0, 4, 2, 2, 1 + 4.0 / GRAD_INT8_BLOCK};
     s->parallel.grad_reduce_bytes = dtype_bytes[dtype];
     s->parallel.grad_reduce_int8 = dtype == 4;
@@ -77,6 +81,23 @@ int config_validate_playbook(const scenario_config *s, config_error *err)
     if (par_dev != OFFLOAD_NONE && opt_dev == OFFLOAD_NONE)
         return config_fail(err, "%s.offload_parameters: %s needs offload_optimizer too (the optimizer step runs "
                                 "where the master weights are)", p, devices[par_dev]);
+    /* DeepSpeed's PipelineEngine runs TrainSchedule only (deepspeed/runtime/pipe/schedule.py: 1F1B
+     * order, no virtual stages), blocking sends (p2p.send), the gradient reduction after the last
+     * micro-batch (its ReduceGrads step), and refuses ZeRO stages 2 and 3 (engine.py asserts the
+     * stage is below gradient partitioning). */
+    if (s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED && s->parallel.pp > 1) {
+        const char *why = s->parallel.schedule != PIPELINE_1F1B ? "schedule 1f1b (its TrainSchedule)"
+                          : s->parallel.vpp > 1                 ? "virtual_pipeline_model_parallel_size 1"
+                          : s->parallel.overlap_p2p_comm        ? "overlap_p2p_comm false (its sends block)"
+                          : s->parallel.overlap_grad_reduce     ? "overlap_grad_reduce false (it reduces "
+                                                                  "gradients after the last micro-batch)"
+                          : s->parallel.zero_stage >= 2         ? "zero_stage 0 or 1 (it refuses ZeRO-2 and -3 "
+                                                                  "with pipeline parallelism)"
+                          : s->parallel.overlap_moe_a2a         ? "overlap_moe_expert_parallel_comm false"
+                                                                : NULL;
+        if (why)
+            return config_fail(err, "%s.pipeline_engine: deepspeed with pipeline parallelism needs %s", p, why);
+    }
     const platform_config *pl = &s->platform;
     for (int i = 0; i < 2; i++) {
         int dev = i ? par_dev : opt_dev;

@@ -145,7 +145,7 @@ static void emit_send(step_workload *w, const builder *b, stage_state *st, int s
  * and gradient reduce-scatters; DP buckets of the chunk's last backward when they overlap), then
  * the pipeline send. */
 static int emit_pass(step_workload *w, const builder *b, stage_state *st, int stage,
-                     const pipe_action *a, int **fwd_p2p, int **bwd_p2p)
+                     const pipe_action *a, int **fwd_p2p, int **bwd_p2p, int send)
 {
     const scenario_config *s = b->s;
     int P = b->P, V = b->V;
@@ -234,7 +234,8 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
     }
     if (last_of_chunk && !split)
         st->pending_grad += L * b->grad_bytes_per_layer;
-    emit_send(w, b, st, stage, a, id, fwd_p2p, bwd_p2p);
+    if (send)
+        emit_send(w, b, st, stage, a, id, fwd_p2p, bwd_p2p);
     return 0;
 }
 
@@ -304,6 +305,119 @@ static int action_ready(const builder *b, int stage, const pipe_action *a, int *
     return vs == b->P * b->V - 1 || bwd_p2p[vs + 1][a->micro_batch] >= 0;
 }
 
+/* DeepSpeed's PipelineEngine (parallel.pipeline_engine "deepspeed") runs TrainSchedule
+ * (deepspeed/runtime/pipe/schedule.py): 2 (m + P - 1) steps, step t of stage s a forward when t and
+ * s have the same parity and a backward otherwise, each on the micro-batch its formulas give (-1:
+ * none, the stage idles). Before a forward the stage receives its input and then sends the previous
+ * step's input gradient back; before a backward it sends the previous step's output on and then
+ * receives its output gradient. Each of these is its own blocking p2p.send / p2p.recv, so a
+ * transfer starts when both stages have reached it and both wait until it is through: neighbours
+ * meet at every step, and a step lasts as long as the slower of the two passes beside it (a
+ * backward beside a forward, in the steady state), where Megatron-LM's batched send/recv pairs
+ * let a stage run ahead. Same per-stage order of passes as 1F1B (P - s forwards before the first
+ * backward), which workload_build_scheduled checks against the schedule. */
+static void deepspeed_step(int P, int m, int s, int t, int *micro_batch, int *fwd)
+{
+    int mb;
+    *fwd = t % 2 == s % 2;
+    if (*fwd)
+        mb = (t % 2 == 0 ? t / 2 : (t - 1) / 2) - s / 2; /* _even/_odd_step_forward_id */
+    else if (t % 2 == 0)
+        mb = t / 2 - P + (s + 1) / 2; /* _even_step_backward_id */
+    else
+        mb = (t - 1) / 2 - P + 1 + s / 2; /* _odd_step_backward_id */
+    *micro_batch = mb >= 0 && mb < m ? mb : -1;
+}
+
+/* One blocking transfer between neighbouring stages: after what each stage's stream ran last. */
+static void deepspeed_transfer(step_workload *w, const builder *b, stage_state *st, int *stream, int from, int to,
+                               int micro_batch, int **fwd_p2p, int **bwd_p2p)
+{
+    int fwd = to > from;
+    int p = workload_add_comm(w, b, from, LANE_P2P, fwd ? "pp_send_activation" : "pp_send_gradient", COMM_PP,
+                              COLL_SEND_RECV, b->p2p_bytes, workload_pp_pair(b, from, to), stream[from]);
+    if (stream[to] >= 0)
+        workload_add_dep(w, p, stream[to]);
+    w->tasks[p].peer_stage = to;
+    w->tasks[p].micro_batch = micro_batch;
+    w->tasks[p].chunk = 0;
+    w->tasks[p].phase = fwd ? PIPE_FORWARD : PIPE_BACKWARD;
+    (fwd ? fwd_p2p : bwd_p2p)[from][micro_batch] = p;
+    st[from].last_send = p;
+    stream[from] = stream[to] = p;
+}
+
+/* Under bf16 DeepSpeed's pipeline engine trains through its BF16_Optimizer, which keeps the
+ * gradients in fp32: after every backward, every stage (_exec_backward_pass, or the optimizer's own
+ * backward on the last) calls update_hp_grads, which for each parameter casts the bf16 gradient to
+ * fp32 and adds it to the fp32 one (deepspeed/runtime/bf16_optimizer.py: hp_grad.add_(lp.grad.to(
+ * fp32))): 18 bytes a parameter (the cast reads 2 and writes 4, the add reads 4 + 4 and writes 4),
+ * on the compute stream, every micro-batch. Megatron-LM accumulates into its fp32 main_grad inside
+ * the weight-gradient GEMM instead (gradient_accumulation_fusion), at no extra pass. */
+static void update_hp_grads(step_workload *w, const builder *b, stage_state *st, int stage)
+{
+    sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "update_hp_grads");
+    t.duration_s = cost_memory_s(&b->cm, OPCLASS_ELEMENTWISE, 18.0 * params_stage_per_gpu(b->s, stage));
+    st->last_compute = workload_add_task(w, &t);
+}
+
+static int deepspeed_schedule(step_workload *w, const builder *b, const pipeline_schedule *sched, stage_state *st,
+                              int **fwd_p2p, int **bwd_p2p, config_error *err)
+{
+    int P = b->P, m = b->m, rc = 0;
+    int *mb = malloc((size_t)P * sizeof(int)), *fwd = malloc((size_t)P * sizeof(int));
+    int *prev = malloc((size_t)P * sizeof(int)), *stream = malloc((size_t)P * sizeof(int));
+    for (int p = 0; p < P; p++)
+        prev[p] = stream[p] = -1;
+    for (int t = 0; t < 2 * (m + P - 1) && rc == 0; t++) {
+        for (int p = 0; p < P; p++)
+            deepspeed_step(P, m, p, t, &mb[p], &fwd[p]);
+        /* the step's transfers: outputs forward first, then input gradients back (both stages
+         * of a pair list them in that order) */
+        for (int p = 0; p + 1 < P && rc == 0; p++)
+            if (!fwd[p] && prev[p] >= 0) {
+                if (!fwd[p + 1] || mb[p + 1] != prev[p])
+                    rc = -1;
+                else
+                    deepspeed_transfer(w, b, st, stream, p, p + 1, prev[p], fwd_p2p, bwd_p2p);
+            }
+        for (int p = 1; p < P && rc == 0; p++)
+            if (fwd[p] && prev[p] >= 0) {
+                if (fwd[p - 1] || mb[p - 1] != prev[p])
+                    rc = -1;
+                else
+                    deepspeed_transfer(w, b, st, stream, p, p - 1, prev[p], fwd_p2p, bwd_p2p);
+            }
+        for (int p = 0; p < P && rc == 0; p++) {
+            if (mb[p] >= 0) {
+                const pipe_action *a = st[p].next < sched->count[p] ? &sched->actions[p][st[p].next] : NULL;
+                if (!a || a->micro_batch != mb[p] || a->chunk != 0 || (a->phase == PIPE_FORWARD) != fwd[p]) {
+                    rc = -1;
+                    break;
+                }
+                emit_pass(w, b, &st[p], p, a, fwd_p2p, bwd_p2p, 0);
+                if (!fwd[p] && b->s->training.precision == PREC_BF16)
+                    update_hp_grads(w, b, &st[p], p);
+                stream[p] = st[p].last_compute;
+                if (++st[p].next == sched->count[p])
+                    workload_emit_grad_flush(w, b, &st[p], p);
+            }
+            prev[p] = mb[p];
+        }
+    }
+    for (int p = 0; p < P && rc == 0; p++)
+        if (st[p].next != sched->count[p])
+            rc = -1;
+    if (rc != 0)
+        snprintf(err->msg, sizeof err->msg, "internal error: DeepSpeed's TrainSchedule and the 1f1b schedule "
+                                            "disagree on %d stages, %d micro-batches", P, m);
+    free(mb);
+    free(fwd);
+    free(prev);
+    free(stream);
+    return rc;
+}
+
 int workload_build(const scenario_config *s, step_workload *w, config_error *err)
 {
     memset(w, 0, sizeof *w);
@@ -349,11 +463,14 @@ int workload_build_scheduled(const scenario_config *s, const pipeline_schedule *
     }
 
     /* Run the schedule: repeatedly advance every stage whose next action has its inputs. */
-    int remaining = 0;
-    for (int p = 0; p < b.P; p++)
-        remaining += schedule->count[p];
-    int rc = 0, unpaired = 0; /* unpaired: a round without progress lets a pair's backward go alone */
-    while (remaining > 0) {
+    int remaining = 0, rc = 0, unpaired = 0; /* unpaired: a round without progress lets a pair's
+                                                backward go alone */
+    if (s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED && b.P > 1)
+        rc = deepspeed_schedule(w, &b, schedule, st, fwd_p2p, bwd_p2p, err);
+    else
+        for (int p = 0; p < b.P; p++)
+            remaining += schedule->count[p];
+    while (rc == 0 && remaining > 0) {
         int progressed = 0;
         for (int p = 0; p < b.P; p++) {
             while (st[p].next < schedule->count[p] &&
@@ -370,7 +487,7 @@ int workload_build_scheduled(const scenario_config *s, const pipeline_schedule *
                     st[p].next += 2;
                     remaining -= 2;
                 } else {
-                    emit_pass(w, &b, &st[p], p, a, fwd_p2p, bwd_p2p);
+                    emit_pass(w, &b, &st[p], p, a, fwd_p2p, bwd_p2p, 1);
                     st[p].next++;
                     remaining--;
                 }

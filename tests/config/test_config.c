@@ -190,6 +190,13 @@ static const reject_case REJECTS[] = {
     {{"parallel.sequence_parallel=\"yes\""}, {"scenario.parallel.sequence_parallel", "true or false"}},
     {{"parallel.overlap_p2p_comm=1"}, {"scenario.parallel.overlap_p2p_comm", "true or false"}},
     {{"parallel.scatter_gather_p2p=\"no\""}, {"scenario.parallel.scatter_gather_p2p", "true or false"}},
+    /* DeepSpeed's PipelineEngine runs TrainSchedule only, with blocking sends, the gradient
+     * reduction after the last micro-batch and ZeRO below stage 2 */
+    {{"parallel.pipeline_engine=\"pipedream\""}, {"scenario.parallel.pipeline_engine", "not one of"}},
+    {{"parallel.pipeline_engine=\"deepspeed\"", "parallel.schedule=\"gpipe\""}, {"scenario.parallel.pipeline_engine", "schedule 1f1b"}},
+    {{"parallel.pipeline_engine=\"deepspeed\"", "parallel.overlap_p2p_comm=true"}, {"scenario.parallel.pipeline_engine", "overlap_p2p_comm false"}},
+    {{"parallel.pipeline_engine=\"deepspeed\"", "parallel.overlap_grad_reduce=true"}, {"scenario.parallel.pipeline_engine", "overlap_grad_reduce false"}},
+    {{"parallel.pipeline_engine=\"deepspeed\"", "parallel.zero_stage=2"}, {"scenario.parallel.pipeline_engine", "zero_stage 0 or 1"}},
     /* faults */
     {{"faults.degraded_links=[{\"node\":1,\"nic\":0,\"bandwidth_factor\":1.5}]"}, {"scenario.faults.degraded_links[0].bandwidth_factor", "range"}},
     {{"faults.degraded_links=[{\"node\":99,\"nic\":0,\"bandwidth_factor\":0.5}]"}, {"scenario.faults.degraded_links[0].node", "range"}},

@@ -117,5 +117,8 @@ refuse "DeepSpeed's rule" "$dtsim" import deepspeed "$work/ds_bad.json" --model 
 python3 -c 'import json; c=json.load(open("'"$data"'/ds-zero3-offload.json")); c["zero_optimization"]["reduce_bucket_size"]="auto"; json.dump(c, open("'"$work"'/ds_auto.json","w"))'
 refuse "zero_optimization.reduce_bucket_size is \"auto\"" "$dtsim" import deepspeed "$work/ds_auto.json" \
   --model models/llama2-7b.json --gpus 16
+refuse "Megatron-DeepSpeed's pipeline" "$dtsim" export megatron scenarios/gpt3-175b-1024-a100.json \
+  --set 'parallel.pipeline_engine="deepspeed"' --set 'parallel.schedule="1f1b"' \
+  --set parallel.virtual_pipeline_model_parallel_size=1 --set parallel.overlap_grad_reduce=false
 [ "$fail" -eq 0 ] && echo "import/export: Megatron, Hugging Face and DeepSpeed files; round trips; refusals"
 exit "$fail"

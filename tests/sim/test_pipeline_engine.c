@@ -1,0 +1,186 @@
+/* DeepSpeed's PipelineEngine (parallel.pipeline_engine "deepspeed", sim/step/workload.c): the
+ * replayed step against a clock-by-clock run of DeepSpeed's TrainSchedule, in which every
+ * transfer is a blocking call that starts once both stages reach it and holds both until it is
+ * through; the same step at both fidelities. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include "fixture.h"
+#include "params.h"
+
+/* deepspeed/runtime/pipe/schedule.py, TrainSchedule._step_to_micro_batch and the four
+ * _even/_odd_step_forward/backward_id helpers, as written there. */
+static int train_schedule_micro_batch(int stages, int stage_id, int step_id, int *is_forward)
+{
+    int even_step = step_id % 2 == 0, even_stage = stage_id % 2 == 0;
+    if (even_step && even_stage) {
+        *is_forward = 1;
+        return step_id / 2 - stage_id / 2;
+    }
+    if (!even_step && !even_stage) {
+        *is_forward = 1;
+        return (step_id - 1) / 2 - stage_id / 2;
+    }
+    *is_forward = 0;
+    if (even_step)
+        return step_id / 2 - stages + (stage_id + 1) / 2;
+    return ((step_id - 1) / 2) - stages + 1 + stage_id / 2;
+}
+
+/* Each stage a clock; each step's commands in TrainSchedule's order (a backward step: send the
+ * previous output, receive the output gradient; a forward step: receive the input, send the
+ * previous input gradient; then the pass). A transfer starts at the later of its two stages'
+ * clocks and sets both to its end. Writes when each stage's last pass ends. */
+static void train_schedule_clocks(int P, int m, const double *F, const double *B, double c, double *last)
+{
+    double clock[8];
+    int *prev = malloc((size_t)P * sizeof(int)), *mb = malloc((size_t)P * sizeof(int)),
+        *fwd = malloc((size_t)P * sizeof(int));
+    for (int s = 0; s < P; s++) {
+        clock[s] = 0;
+        prev[s] = -1;
+    }
+    for (int t = 0; t < 2 * (m + P - 1); t++) {
+        for (int s = 0; s < P; s++) {
+            mb[s] = train_schedule_micro_batch(P, s, t, &fwd[s]);
+            if (mb[s] >= m)
+                mb[s] = -1;
+        }
+        for (int s = 0; s + 1 < P; s++) /* SendActivation(prev) meets the next stage's RecvActivation */
+            if (!fwd[s] && prev[s] >= 0) {
+                double at = fmax(clock[s], clock[s + 1]) + c;
+                clock[s] = clock[s + 1] = at;
+            }
+        for (int s = 1; s < P; s++) /* SendGrad(prev) meets the previous stage's RecvGrad */
+            if (fwd[s] && prev[s] >= 0) {
+                double at = fmax(clock[s], clock[s - 1]) + c;
+                clock[s] = clock[s - 1] = at;
+            }
+        for (int s = 0; s < P; s++) {
+            if (mb[s] >= 0)
+                last[s] = clock[s] += fwd[s] ? F[s] : B[s];
+            prev[s] = mb[s];
+        }
+    }
+    free(prev);
+    free(mb);
+    free(fwd);
+}
+
+static void deepspeed_fixture(scenario_config *s, int P, int m)
+{
+    fixture_scenario(s, 2 * P);
+    fixture_layout(s, 1, P, 1, m * s->training.micro_batch_size);
+    s->parallel.overlap_grad_reduce = 0;
+    s->parallel.pipeline_engine = PIPELINE_ENGINE_DEEPSPEED;
+    s->training.recompute = RECOMPUTE_FULL; /* a backward three forwards long: stages wait on it */
+    s->training.recompute_num_layers = 1;
+    s->platform.node.nvlink_bandwidth_gbs = 2; /* the stages share a node: transfers of 2 MiB about
+                                                 as long as a forward, so that waiting matters */
+}
+
+static void replay_follows_the_train_schedule_clocks(void **state)
+{
+    (void)state;
+    static const int cases[][2] = {{2, 1}, {2, 5}, {3, 2}, {4, 4}, {4, 9}, {5, 3}, {6, 13}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int P = cases[k][0], m = cases[k][1];
+        scenario_config s;
+        deepspeed_fixture(&s, P, m);
+        step_workload w;
+        fixture_build(&s, &w);
+        double F[8] = {0}, B[8] = {0}, U[8] = {0}, c = 0, want[8], got[8] = {0};
+        int passes = 0, transfers = 0, updates = 0;
+        replay_times t;
+        fixture_replay_analytic(&w, &t);
+        for (int i = 0; i < w.n_tasks; i++) {
+            const sim_task *x = &w.tasks[i];
+            int fw = !strcmp(x->name, "fwd"), bw = !strcmp(x->name, "bwd"), up = !strcmp(x->name, "update_hp_grads");
+            if (fw || bw || up) { /* one duration per stage and kind: the clocks' inputs */
+                double *d = fw ? &F[x->stage] : bw ? &B[x->stage] : &U[x->stage];
+                assert_true(*d == 0 || fabs(*d - x->duration_s) < 1e-15);
+                *d = x->duration_s;
+                got[x->stage] = fmax(got[x->stage], t.finish[i]);
+                passes += !up;
+                updates += up;
+            } else if (x->kind == TASK_P2P) {
+                assert_true(c == 0 || fabs(c - x->duration_s) < 1e-15);
+                c = x->duration_s;
+                transfers++;
+            }
+        }
+        assert_int_equal(passes, 2 * P * m);
+        assert_int_equal(transfers, 2 * (P - 1) * m);
+        /* bf16: BF16_Optimizer's fp32 accumulation after every backward, 18 bytes a parameter of
+         * the stage at the fixture's 1,000 GB/s, on the compute stream (part of the backward's
+         * step, for the clocks) */
+        assert_int_equal(updates, P * m);
+        for (int p = 0; p < P; p++) {
+            assert_true(fabs(U[p] - 18 * params_stage_per_gpu(&s, p) / 1e12) <= 1e-12 * U[p]);
+            B[p] += U[p];
+        }
+        print_message("P %d m %d: F %.6f s, B %.6f s, transfer %.6f s\n", P, m, F[0], B[0], c);
+        assert_true(c > 0 && B[0] > 2 * F[0]);
+        train_schedule_clocks(P, m, F, B, c, want);
+        for (int p = 0; p < P; p++) {
+            print_message("P %d m %d stage %d: last pass ends %.6f s, TrainSchedule's clocks %.6f s\n", P, m, p,
+                          got[p], want[p]);
+            assert_true(fabs(got[p] - want[p]) <= 1e-9 * want[p]);
+        }
+        replay_times_free(&t);
+        workload_free(&w);
+        fixture_free(&s);
+    }
+}
+
+/* Where the two engines part: a stage's send waits for its neighbour to reach the matching
+ * receive. With a backward three forwards long, Megatron-LM's stage 0 sends its warm-up outputs
+ * as it makes them; DeepSpeed's waits, each time, for stage 1 to finish the pass it is in. The
+ * steady state costs the same (F + B + two transfers each way a micro-batch): what differs is
+ * bounded, and the DeepSpeed step is not the shorter. */
+static void deepspeed_step_against_megatron(void **state)
+{
+    (void)state;
+    scenario_config s;
+    deepspeed_fixture(&s, 4, 16);
+    s.parallel.pipeline_engine = PIPELINE_ENGINE_MEGATRON;
+    s.training.precision = PREC_FP16; /* no BF16_Optimizer pass: the schedules alone */
+    run_result mg = fixture_run(&s);
+    s.parallel.pipeline_engine = PIPELINE_ENGINE_DEEPSPEED;
+    run_result ds = fixture_run(&s);
+    step_workload w; /* fp16 trains through FP16_Optimizer: no fp32 accumulation pass */
+    fixture_build(&s, &w);
+    assert_int_equal(fixture_find_task(&w, "update_hp_grads"), -1);
+    workload_free(&w);
+    print_message("P 4 m 16: DeepSpeed %.6f s, Megatron-LM %.6f s\n", ds.step_time_s, mg.step_time_s);
+    assert_true(ds.step_time_s >= mg.step_time_s * (1 - 1e-12));
+    assert_true(ds.step_time_s < 1.2 * mg.step_time_s);
+    fixture_free(&s);
+}
+
+static void both_fidelities_agree(void **state)
+{
+    (void)state;
+    scenario_config s;
+    deepspeed_fixture(&s, 4, 6);
+    run_result a, f;
+    fixture_run_both(&s, &a, &f);
+    print_message("analytic %.6f s, flow %.6f s\n", a.step_time_s, f.step_time_s);
+    assert_true(fabs(f.step_time_s - a.step_time_s) <= 0.02 * a.step_time_s);
+    fixture_free(&s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(replay_follows_the_train_schedule_clocks),
+        cmocka_unit_test(deepspeed_step_against_megatron),
+        cmocka_unit_test(both_fidelities_agree),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
