@@ -56,11 +56,15 @@ static layer_op *push(op_list *l, const char *name, layer_op_kind kind)
     return op;
 }
 
-/* groups equal GEMMs of m x n x k each (a grouped GEMM: one per local expert), or one. */
+/* groups equal GEMMs of m x n x k each (a grouped GEMM: one per local expert), or one. Transformer
+ * Engine's GroupedLinear, which Megatron-Core's TEGroupedMLP runs, launches one cuBLASLt GEMM per
+ * expert (transformer_engine/pytorch/cpp_extensions/gemm.py general_grouped_gemm, looping
+ * nvte_cublas_gemm over its compute streams): one launch each. */
 static void grouped_gemm(op_list *l, const char *name, double groups, double m, double n, double k)
 {
     layer_op *op = push(l, name, OPK_GEMM);
     op->batch = (long long)groups;
+    op->launches = groups > 1 ? (int)groups : 1;
     op->m = (long long)m;
     op->n = (long long)n;
     op->k = (long long)k;
@@ -123,12 +127,18 @@ static void tp_after_row(op_list *l, const layer_shape *sh, const char *name, do
  * quantize_impl: nvte_compute_amax, then nvte_quantize): 6 bytes. Delayed scaling takes its scale
  * from the amax history and finds the new amax inside the cast: 4. sh->fp8_quantize_bytes holds
  * which (0: no FP8). Weights are quantized once a step, not per micro-batch: not here. */
-static void fp8_quantize(op_list *l, const layer_shape *sh, const char *name, double elements)
+static void fp8_quantize(op_list *l, const layer_shape *sh, const char *name, double elements, double groups)
 {
     if (sh->fp8_quantize_bytes <= 0)
         return;
     memory_op(l, name, OPCLASS_ELEMENTWISE, elements * sh->fp8_quantize_bytes);
-    l->ops[l->n - 1].quantize = 1;
+    layer_op *op = &l->ops[l->n - 1];
+    op->quantize = 1;
+    /* A grouped GEMM's input is split per expert and each part quantized on its own
+     * (transformer_engine/pytorch/module/grouped_linear.py, split_quantize), except under delayed
+     * scaling, whose casts TE fuses into one multi-tensor launch. */
+    int per_tensor = sh->fp8_quantize_kernels > 0 ? sh->fp8_quantize_kernels : 1;
+    op->launches = groups > 1 && sh->fp8_multi_cast ? 1 : per_tensor * (int)(groups > 1 ? groups : 1);
 }
 
 /* One head's width, and the queries' and the keys' (or values') widths. */
@@ -150,13 +160,13 @@ static void attention_widths(const layer_shape *sh, double *q, double *kv)
 static void mlp(op_list *l, const layer_shape *sh, double tokens, double groups, double t)
 {
     double h = (double)sh->hidden, f = (double)sh->ffn_hidden, act = sh->act_bytes;
-    fp8_quantize(l, sh, "fc1_quantize", tokens * h);
+    fp8_quantize(l, sh, "fc1_quantize", tokens * h, groups);
     grouped_gemm(l, "fc1", groups, tokens / groups, (sh->swiglu ? 2 : 1) * f / t, h);
     if (sh->swiglu)
         memory_op(l, "swiglu", OPCLASS_SWIGLU, 3.0 * tokens * f / t * act);
     else
         memory_op(l, "gelu", OPCLASS_GELU, 2.0 * tokens * f / t * act);
-    fp8_quantize(l, sh, "fc2_quantize", tokens * f / t);
+    fp8_quantize(l, sh, "fc2_quantize", tokens * f / t, groups);
     grouped_gemm(l, "fc2", groups, tokens / groups, h, f / t);
 }
 
@@ -174,7 +184,7 @@ int layer_ops_forward(const layer_shape *sh, layer_op *out)
     op_class norm = sh->rmsnorm ? OPCLASS_RMSNORM : OPCLASS_LAYERNORM;
     memory_op(&l, "ln1", norm, 2.0 * Tn * h * act);
     tp_before_column(&l, sh, "tp_allgather_attn", full);
-    fp8_quantize(&l, sh, "qkv_quantize", T * h);
+    fp8_quantize(&l, sh, "qkv_quantize", T * h, 1);
     gemm(&l, "qkv", T, (q + 2 * kv) / t, h);
     if (sh->rope) /* q and k turned in place (Megatron-Core's fused rope reads and writes them once) */
         memory_op(&l, "rope", OPCLASS_ROPE, 2.0 * T * (q + kv) / t * act);
@@ -208,7 +218,7 @@ int layer_ops_forward(const layer_shape *sh, layer_op *out)
     }
     if (ulysses) /* the attention output back to this rank's tokens of every head */
         comm(&l, "cp_alltoall_out", COMM_CP, COLL_ALL_TO_ALL, sh->cp, T * q / t * act);
-    fp8_quantize(&l, sh, "attn_proj_quantize", T * q / t);
+    fp8_quantize(&l, sh, "attn_proj_quantize", T * q / t, 1);
     gemm(&l, "attn_proj", T, h, q / t);
     tp_after_row(&l, sh, "tp_allreduce_attn", full);
     memory_op(&l, "residual1", OPCLASS_ELEMENTWISE, 3.0 * Tn * h * act + Tn * h);
@@ -286,7 +296,8 @@ int layer_ops_backward(const layer_shape *sh, layer_op *out)
             /* An FP8 GEMM's output gradient is quantized before its dgrad and wgrad (fp8_quantize);
              * the router runs in the training precision. */
             if (strcmp(f->name, "router"))
-                fp8_quantize(&l, sh, bwd_name(f->name, "quantize"), (double)f->batch * (double)f->m * (double)f->n);
+                fp8_quantize(&l, sh, bwd_name(f->name, "quantize"), (double)f->batch * (double)f->m * (double)f->n,
+                             (double)f->batch);
             /* dX[m,k] = dY[m,n] W[n,k]; dW[n,k] = dY^T[n,m] X[m,k]: same FLOPs each. */
             double g = (double)f->batch; /* a grouped GEMM's backward is grouped alike */
             grouped_gemm(&l, bwd_name(f->name, "dgrad"), g, (double)f->m, (double)f->k, (double)f->n);

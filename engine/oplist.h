@@ -80,6 +80,9 @@ typedef struct {
     double fp8_quantize_bytes; /* FP8 GEMMs (Transformer Engine): bytes moved per element of each
                                   operand quantized to fp8, the forward's activation input and the
                                   backward's output gradient; 0: no FP8 (oplist.c, fp8_quantize) */
+    int fp8_quantize_kernels;  /* kernels one tensor's quantization launches (0 read as 1) */
+    int fp8_multi_cast;        /* 1: a grouped GEMM's experts are cast in one launch (TE's fused
+                                  multi-tensor cast); 0: one quantization per expert */
 } layer_shape;
 
 typedef struct {
@@ -101,6 +104,9 @@ typedef struct {
     int overlaps_attention; /* OPK_COMM: runs beside the layer's attention, block by block */
     int quantize;         /* OPK_MEMORY: an FP8 quantization of a GEMM operand (its backward is the
                              quantization of that GEMM's output gradient, not twice its bytes) */
+    int launches;         /* kernels the op launches, each paying the calibration's launch overhead
+                             (0 read as 1): a grouped GEMM one per expert, a quantization as its
+                             recipe runs it (oplist.c) */
 } layer_op;
 
 #define LAYER_OPS_MAX 64

@@ -87,7 +87,6 @@ int config_validate_playbook(const scenario_config *s, config_error *err)
      * stage is below gradient partitioning). */
     if (s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED && s->parallel.pp > 1) {
         const char *why = s->parallel.schedule != PIPELINE_1F1B ? "schedule 1f1b (its TrainSchedule)"
-                          : s->parallel.vpp > 1                 ? "virtual_pipeline_model_parallel_size 1"
                           : s->parallel.overlap_p2p_comm        ? "overlap_p2p_comm false (its sends block)"
                           : s->parallel.overlap_grad_reduce     ? "overlap_grad_reduce false (it reduces "
                                                                   "gradients after the last micro-batch)"

@@ -305,7 +305,21 @@ static double attention_table_tflops(const attention_calibration *a, precision_k
 #undef ATT_COUNTS
 }
 
+static double cost_compute_op_once_s(const cost_model *cm, const layer_op *op);
+
+/* The launches an op makes beyond the one its time already holds (layer_op.launches). */
+static double extra_launches_s(const cost_model *cm, const layer_op *op)
+{
+    return (op->launches > 1 ? op->launches - 1 : 0) * cm->calibration->launch_overhead_us * 1e-6 * cm->pace;
+}
+
 double cost_compute_op_s(const cost_model *cm, const layer_op *op)
+{
+    double t = cost_compute_op_once_s(cm, op);
+    return t > 0 ? t + extra_launches_s(cm, op) : t;
+}
+
+static double cost_compute_op_once_s(const cost_model *cm, const layer_op *op)
 {
     switch (op->kind) {
     case OPK_GEMM: { /* a grouped GEMM (the experts') at the efficiency of each group's shape */

@@ -200,9 +200,15 @@ void workload_layer_shape(const scenario_config *s, layer_shape *sh)
     sh->moe_load = workload_moe_load(s);
     sh->act_bytes = scenario_activation_bytes(s);
     /* FP8 GEMMs quantize their operands (engine/oplist.c, fp8_quantize): 2 bytes read, 2 written
-     * an element; current scaling (tensorwise) reads it once more for its amax. */
-    if (s->training.precision == PREC_FP8)
+     * an element; current scaling (tensorwise) reads it once more for its amax, in four launches a
+     * tensor (Float8CurrentScalingQuantizer::quantize_impl: zero the amax, compute it, compute the
+     * scale, cast); delayed scaling casts with the scale it has, one launch, and TE fuses a grouped
+     * GEMM's per-expert casts into one (split_quantize's multi-tensor cast, delayed scaling only). */
+    if (s->training.precision == PREC_FP8) {
         sh->fp8_quantize_bytes = s->training.fp8_recipe == FP8_RECIPE_TENSORWISE ? 6 : 4;
+        sh->fp8_quantize_kernels = s->training.fp8_recipe == FP8_RECIPE_TENSORWISE ? 4 : 1;
+        sh->fp8_multi_cast = s->training.fp8_recipe == FP8_RECIPE_DELAYED;
+    }
 }
 
 /* The loss over this rank's logits, as the framework's code path moves them: bytes per logit

@@ -189,6 +189,58 @@ static void fp8_recipe_sets_the_quantize_bytes(void **state)
     fixture_free(&s);
 }
 
+/* Launches as Transformer Engine makes them (engine/oplist.c): a grouped GEMM one cuBLASLt GEMM
+ * per local expert; a tensor's FP8 quantization four kernels under current scaling (zero the
+ * amax, compute it, the scale, the cast) and one under delayed scaling, per expert, except that
+ * delayed scaling casts a grouped GEMM's experts in one launch. Each launch beyond the first
+ * costs the calibration's launch overhead once more. */
+static const layer_op *op_named(const layer_op *ops, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(ops[i].name, name))
+            return &ops[i];
+    fail_msg("no op %s", name);
+    return NULL;
+}
+
+static void launches_follow_transformer_engine(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    s.model.num_experts = 16;
+    s.model.moe_router_topk = 2;
+    s.training.precision = PREC_FP8;
+    s.calibration.launch_overhead_us = 10;
+    const int experts = 16;
+    for (int r = FP8_RECIPE_DELAYED; r <= FP8_RECIPE_TENSORWISE; r++) {
+        s.training.fp8_recipe = (fp8_recipe_kind)r;
+        layer_shape sh;
+        workload_layer_shape(&s, &sh);
+        layer_op f[LAYER_OPS_MAX], b[LAYER_OPS_MAX];
+        int nf = layer_ops_forward(&sh, f), nb = layer_ops_backward(&sh, b);
+        int per_tensor = r == FP8_RECIPE_TENSORWISE ? 4 : 1;
+        assert_int_equal(op_named(f, nf, "fc1")->launches, experts);
+        assert_int_equal(op_named(b, nb, "fc2_wgrad")->launches, experts);
+        assert_int_equal(op_named(f, nf, "qkv_quantize")->launches, per_tensor);
+        assert_int_equal(op_named(f, nf, "fc1_quantize")->launches, r == FP8_RECIPE_DELAYED ? 1 : 4 * experts);
+        assert_int_equal(op_named(b, nb, "fc2_grad_quantize")->launches, r == FP8_RECIPE_DELAYED ? 1 : 4 * experts);
+        assert_true(op_named(f, nf, "qkv")->launches <= 1);
+        /* the launches beyond the first, at 10 us each */
+        cost_model cm;
+        cost_model_init(&cm, &s);
+        for (int i = 0; i < nf; i++) {
+            layer_op once = f[i];
+            once.launches = 1;
+            double extra = cost_compute_op_s(&cm, &f[i]) - cost_compute_op_s(&cm, &once);
+            double want = f[i].kind == OPK_COMM ? 0 : ((f[i].launches > 1 ? f[i].launches : 1) - 1) * 10e-6;
+            if (fabs(extra - want) > 1e-12)
+                fail_msg("%s: %d launches cost %.3g s more, want %.3g", f[i].name, f[i].launches, extra, want);
+        }
+    }
+    fixture_free(&s);
+}
+
 /* Fused attention from the calibration's table: the forward at `tflops`, the backward (twice the
  * FLOPs) at `tflops_backward`, or at `tflops` where the point has none; per backend. */
 static void attention_backward_uses_its_own_rate(void **state)
@@ -455,6 +507,7 @@ int main(void)
         cmocka_unit_test(the_step_waits_for_the_slowest_device),
         cmocka_unit_test(activation_bytes_scale_the_memory_ops),
         cmocka_unit_test(fp8_recipe_sets_the_quantize_bytes),
+        cmocka_unit_test(launches_follow_transformer_engine),
         cmocka_unit_test(attention_backward_uses_its_own_rate),
         cmocka_unit_test(attention_rate_by_precision_and_batch),
         cmocka_unit_test(a_new_table_is_not_answered_from_the_last),

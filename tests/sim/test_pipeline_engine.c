@@ -39,6 +39,7 @@ static int train_schedule_micro_batch(int stages, int stage_id, int step_id, int
 static void train_schedule_clocks(int P, int m, const double *F, const double *B, double c, double *last)
 {
     double clock[8];
+    assert_true(P <= 8);
     int *prev = malloc((size_t)P * sizeof(int)), *mb = malloc((size_t)P * sizeof(int)),
         *fwd = malloc((size_t)P * sizeof(int));
     for (int s = 0; s < P; s++) {
@@ -163,6 +164,42 @@ static void deepspeed_step_against_megatron(void **state)
     fixture_free(&s);
 }
 
+/* Which DeepSpeed runs pay the BF16_Optimizer's fp32 accumulation: bf16 with fp32 gradients and
+ * ZeRO-1 at most, with or without pipeline parallelism, once per micro-batch's backward; not
+ * when the gradients are reduced in bf16 (DeepSpeed's ZeRO optimizer), not under ZeRO-2, not
+ * with Megatron-LM's engine. */
+static int hp_grad_updates(const scenario_config *s)
+{
+    step_workload w;
+    fixture_build(s, &w);
+    int n = 0;
+    for (int i = 0; i < w.n_tasks; i++)
+        n += !strcmp(w.tasks[i].name, "update_hp_grads");
+    workload_free(&w);
+    return n;
+}
+
+static void bf16_optimizer_runs_where_deepspeed_runs_it(void **state)
+{
+    (void)state;
+    scenario_config s;
+    deepspeed_fixture(&s, 1, 4);
+    s.parallel.dp = 2;
+    s.training.global_batch_size = 2 * 4 * s.training.micro_batch_size;
+    assert_int_equal(hp_grad_updates(&s), 4);
+    s.parallel.zero_stage = 1;
+    assert_int_equal(hp_grad_updates(&s), 4);
+    s.parallel.grad_reduce_bytes = 2; /* grad_reduce_dtype bf16 */
+    assert_int_equal(hp_grad_updates(&s), 0);
+    s.parallel.grad_reduce_bytes = 0;
+    s.parallel.zero_stage = 2;
+    assert_int_equal(hp_grad_updates(&s), 0);
+    s.parallel.zero_stage = 0;
+    s.parallel.pipeline_engine = PIPELINE_ENGINE_MEGATRON;
+    assert_int_equal(hp_grad_updates(&s), 0);
+    fixture_free(&s);
+}
+
 static void both_fidelities_agree(void **state)
 {
     (void)state;
@@ -180,6 +217,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(replay_follows_the_train_schedule_clocks),
         cmocka_unit_test(deepspeed_step_against_megatron),
+        cmocka_unit_test(bf16_optimizer_runs_where_deepspeed_runs_it),
         cmocka_unit_test(both_fidelities_agree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
