@@ -347,22 +347,14 @@ static void deepspeed_transfer(step_workload *w, const builder *b, stage_state *
     stream[from] = stream[to] = p;
 }
 
-/* DeepSpeed trains bf16 with fp32 gradients (accumulated and reduced in fp32; optimizer states
- * sharded as ZeRO-1 at most) through its BF16_Optimizer, which keeps the gradients in fp32: after
- * every backward, every stage (the pipeline engine's _exec_backward_pass, or the optimizer's own
- * backward on the last stage and without pipeline parallelism) calls update_hp_grads, which for
- * each parameter casts the bf16 gradient to fp32 and adds it to the fp32 one
+/* DeepSpeed's BF16_Optimizer (builder.bf16_optimizer) keeps the gradients in fp32: after every
+ * backward, every stage (the pipeline engine's _exec_backward_pass, or the optimizer's own backward
+ * on the last stage and without pipeline parallelism) calls update_hp_grads, which for each
+ * parameter casts the bf16 gradient to fp32 and adds it to the fp32 one
  * (deepspeed/runtime/bf16_optimizer.py: hp_grad.add_(lp.grad.to(fp32))): 18 bytes a parameter (the
  * cast reads 2 and writes 4, the add reads 4 + 4 and writes 4), on the compute stream, every
- * micro-batch. A bf16 run that reduces its gradients in bf16 (grad_reduce_dtype bf16) is
- * DeepSpeed's ZeRO optimizer instead, which accumulates in bf16: no pass. Megatron-LM accumulates
- * into its fp32 main_grad inside the weight-gradient GEMM (gradient_accumulation_fusion). */
-static int bf16_optimizer(const scenario_config *s)
-{
-    return s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED && s->training.precision == PREC_BF16 &&
-           s->parallel.zero_stage <= 1 && params_grad_reduce_bytes(s) == 4;
-}
-
+ * micro-batch. Megatron-LM accumulates into its fp32 main_grad inside the weight-gradient GEMM
+ * (gradient_accumulation_fusion), at no extra pass. */
 static void update_hp_grads(step_workload *w, const builder *b, stage_state *st, int stage)
 {
     sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "update_hp_grads");
@@ -405,7 +397,7 @@ static int deepspeed_schedule(step_workload *w, const builder *b, const pipeline
                     break;
                 }
                 emit_pass(w, b, &st[p], p, a, fwd_p2p, bwd_p2p, 0);
-                if (!fwd[p] && bf16_optimizer(b->s))
+                if (!fwd[p] && b->bf16_optimizer)
                     update_hp_grads(w, b, &st[p], p);
                 stream[p] = st[p].last_compute;
                 if (++st[p].next == sched->count[p])
@@ -497,7 +489,7 @@ int workload_build_scheduled(const scenario_config *s, const pipeline_schedule *
                     remaining -= 2;
                 } else {
                     emit_pass(w, &b, &st[p], p, a, fwd_p2p, bwd_p2p, 1);
-                    if (b.P == 1 && a->phase == PIPE_BACKWARD && bf16_optimizer(s)) /* no send to go before it */
+                    if (b.P == 1 && a->phase == PIPE_BACKWARD && b.bf16_optimizer) /* no send to go before it */
                         update_hp_grads(w, &b, &st[p], p);
                     st[p].next++;
                     remaining--;

@@ -278,6 +278,12 @@ int workload_builder_init(builder *b, const scenario_config *s, config_error *er
 {
     memset(b, 0, sizeof *b);
     b->s = s;
+    /* DeepSpeed trains bf16 with fp32 gradients (accumulated and reduced in fp32, optimizer states
+     * sharded as ZeRO-1 at most) through its BF16_Optimizer; a bf16 run that reduces in bf16
+     * (grad_reduce_dtype bf16) is its ZeRO optimizer instead, which accumulates in bf16. */
+    b->bf16_optimizer = s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED &&
+                        s->training.precision == PREC_BF16 && s->parallel.zero_stage <= 1 &&
+                        params_grad_reduce_bytes(s) == 4;
     workload_collective_memo_reset();
     cost_model_init(&b->cm, s);
     b->chunks = s->parallel.tp_comm_overlap_chunks > 0 ? s->parallel.tp_comm_overlap_chunks : 4;

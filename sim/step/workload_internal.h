@@ -41,6 +41,8 @@ typedef struct {
     int chunks;            /* parallel.tp_comm_overlap_chunks */
     double overlap_slowdown; /* a GEMM beside a collective: the calibration's factor (1: none) */
     zero3_plan z3;         /* ZeRO-3's units, prefetch and buckets (sim/step/zero3.h) */
+    int bf16_optimizer;    /* DeepSpeed's BF16_Optimizer (workload_costs.c says when): fp32 gradients
+                              accumulated after every backward and all-reduced whole */
 } builder;
 
 /* Per-stage state while emitting. */

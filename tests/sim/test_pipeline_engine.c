@@ -164,19 +164,24 @@ static void deepspeed_step_against_megatron(void **state)
     fixture_free(&s);
 }
 
-/* Which DeepSpeed runs pay the BF16_Optimizer's fp32 accumulation: bf16 with fp32 gradients and
- * ZeRO-1 at most, with or without pipeline parallelism, once per micro-batch's backward; not
- * when the gradients are reduced in bf16 (DeepSpeed's ZeRO optimizer), not under ZeRO-2, not
- * with Megatron-LM's engine. */
-static int hp_grad_updates(const scenario_config *s)
+/* Which DeepSpeed runs go through the BF16_Optimizer (its fp32 accumulation once per
+ * micro-batch's backward, its whole-gradient all-reduce): bf16 with fp32 gradients and ZeRO-1 at
+ * most, with or without pipeline parallelism; not when the gradients are reduced in bf16
+ * (DeepSpeed's ZeRO optimizer), not under ZeRO-2, not with Megatron-LM's engine. */
+static int tasks_named(const scenario_config *s, const char *name)
 {
     step_workload w;
     fixture_build(s, &w);
     int n = 0;
     for (int i = 0; i < w.n_tasks; i++)
-        n += !strcmp(w.tasks[i].name, "update_hp_grads");
+        n += !strcmp(w.tasks[i].name, name);
     workload_free(&w);
     return n;
+}
+
+static int hp_grad_updates(const scenario_config *s)
+{
+    return tasks_named(s, "update_hp_grads");
 }
 
 static void bf16_optimizer_runs_where_deepspeed_runs_it(void **state)
@@ -189,8 +194,14 @@ static void bf16_optimizer_runs_where_deepspeed_runs_it(void **state)
     assert_int_equal(hp_grad_updates(&s), 4);
     s.parallel.zero_stage = 1;
     assert_int_equal(hp_grad_updates(&s), 4);
-    s.parallel.grad_reduce_bytes = 2; /* grad_reduce_dtype bf16 */
+    /* its optimizer states are sharded, yet it all-reduces the whole fp32 gradient
+     * (_bf16_reduce_grads: buffered_allreduce_fallback) */
+    assert_true(tasks_named(&s, "dp_grad_allreduce") > 0);
+    assert_int_equal(tasks_named(&s, "dp_grad_reduce_scatter"), 0);
+    s.parallel.grad_reduce_bytes = 2; /* grad_reduce_dtype bf16: DeepSpeed's ZeRO-1 optimizer */
     assert_int_equal(hp_grad_updates(&s), 0);
+    assert_int_equal(tasks_named(&s, "dp_grad_allreduce"), 0);
+    assert_true(tasks_named(&s, "dp_grad_reduce_scatter") > 0);
     s.parallel.grad_reduce_bytes = 0;
     s.parallel.zero_stage = 2;
     assert_int_equal(hp_grad_updates(&s), 0);
