@@ -89,6 +89,11 @@ double params_grad_reduce_bytes(const scenario_config *s)
 {
     if (s->parallel.grad_reduce_bytes > 0)
         return s->parallel.grad_reduce_bytes;
+    /* DeepSpeed's engine reduces in its communication_data_type, by default the model's 16-bit
+     * type, whatever the gradients are kept in (deepspeed/runtime/engine.py: the
+     * communication_data_type property; allreduce_bucket casts to it before the all-reduce) */
+    if (s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED)
+        return s->training.precision == PREC_BF16 || s->training.precision == PREC_FP16 ? 2 : 4;
     switch (s->training.precision) {
     case PREC_BF16:
     case PREC_FP8:

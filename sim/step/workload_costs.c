@@ -278,12 +278,14 @@ int workload_builder_init(builder *b, const scenario_config *s, config_error *er
 {
     memset(b, 0, sizeof *b);
     b->s = s;
-    /* DeepSpeed trains bf16 with fp32 gradients (accumulated and reduced in fp32, optimizer states
-     * sharded as ZeRO-1 at most) through its BF16_Optimizer; a bf16 run that reduces in bf16
-     * (grad_reduce_dtype bf16) is its ZeRO optimizer instead, which accumulates in bf16. */
+    /* DeepSpeed trains bf16 through its BF16_Optimizer, which keeps fp32 gradients and shards its
+     * optimizer states itself (ZeRO stage 0 in DeepSpeed's config, "it implements its own zero stage
+     * 1", as BLOOM's launch script says), whenever it runs a pipeline (the pipeline engine's
+     * _exec_reduce_grads takes bf16 with ZeRO below stage 2 only through it); without a pipeline,
+     * ZeRO-1 and up are DeepSpeed's ZeRO optimizers, which accumulate in bf16. */
     b->bf16_optimizer = s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED &&
-                        s->training.precision == PREC_BF16 && s->parallel.zero_stage <= 1 &&
-                        params_grad_reduce_bytes(s) == 4;
+                        s->training.precision == PREC_BF16 &&
+                        s->parallel.zero_stage <= (s->parallel.pp > 1 ? 1 : 0);
     workload_collective_memo_reset();
     cost_model_init(&b->cm, s);
     b->chunks = s->parallel.tp_comm_overlap_chunks > 0 ? s->parallel.tp_comm_overlap_chunks : 4;

@@ -113,8 +113,9 @@ static void flush_bucket(step_workload *w, const builder *b, stage_state *st, in
         return;
     }
     /* ZeRO-1/2 reduce-scatter; DeepSpeed's BF16_Optimizer, though it shards its optimizer
-     * states, all-reduces the whole fp32 gradient (the pipeline engine's _bf16_reduce_grads:
-     * buffered_allreduce_fallback over the optimizer's fp32 gradients) */
+     * states, all-reduces the whole gradient (the pipeline engine's _bf16_reduce_grads:
+     * buffered_allreduce_fallback over the optimizer's fp32 gradients, sent in the
+     * communication dtype) */
     coll_kind coll = s->parallel.zero_stage >= 1 && !b->bf16_optimizer ? COLL_REDUCE_SCATTER : COLL_ALL_REDUCE;
     double unit = b->bucket_bytes, full = floor(st->pending_grad / unit);
     double group = workload_bucket_group(full, b->comp.active);

@@ -165,9 +165,10 @@ static void deepspeed_step_against_megatron(void **state)
 }
 
 /* Which DeepSpeed runs go through the BF16_Optimizer (its fp32 accumulation once per
- * micro-batch's backward, its whole-gradient all-reduce): bf16 with fp32 gradients and ZeRO-1 at
- * most, with or without pipeline parallelism; not when the gradients are reduced in bf16
- * (DeepSpeed's ZeRO optimizer), not under ZeRO-2, not with Megatron-LM's engine. */
+ * micro-batch's backward, its whole-gradient all-reduce): bf16 with ZeRO-1 at most under a
+ * pipeline (the pipeline engine takes bf16 only through it), ZeRO stage 0 without one (ZeRO-1 is
+ * then DeepSpeed's ZeRO optimizer, which reduce-scatters); not under ZeRO-2, not in fp16, not with
+ * Megatron-LM's engine. DeepSpeed sends gradients in the model's 16-bit type by default. */
 static int tasks_named(const scenario_config *s, const char *name)
 {
     step_workload w;
@@ -179,11 +180,6 @@ static int tasks_named(const scenario_config *s, const char *name)
     return n;
 }
 
-static int hp_grad_updates(const scenario_config *s)
-{
-    return tasks_named(s, "update_hp_grads");
-}
-
 static void bf16_optimizer_runs_where_deepspeed_runs_it(void **state)
 {
     (void)state;
@@ -191,23 +187,24 @@ static void bf16_optimizer_runs_where_deepspeed_runs_it(void **state)
     deepspeed_fixture(&s, 1, 4);
     s.parallel.dp = 2;
     s.training.global_batch_size = 2 * 4 * s.training.micro_batch_size;
-    assert_int_equal(hp_grad_updates(&s), 4);
-    s.parallel.zero_stage = 1;
-    assert_int_equal(hp_grad_updates(&s), 4);
-    /* its optimizer states are sharded, yet it all-reduces the whole fp32 gradient
-     * (_bf16_reduce_grads: buffered_allreduce_fallback) */
+    assert_int_equal(tasks_named(&s, "update_hp_grads"), 4);
+    assert_true(tasks_named(&s, "dp_grad_allreduce") > 0);
+    assert_true(params_grad_reduce_bytes(&s) == 2);
+    s.parallel.zero_stage = 1; /* no pipeline: DeepSpeed's ZeRO-1 optimizer */
+    assert_int_equal(tasks_named(&s, "update_hp_grads"), 0);
+    assert_true(tasks_named(&s, "dp_grad_reduce_scatter") > 0);
+    s.parallel.pp = 2; /* a pipeline: the BF16_Optimizer, its states sharded, the gradient all-reduced */
+    s.model.num_layers = 2;
+    s.training.global_batch_size = 2 * 4 * s.training.micro_batch_size;
+    assert_int_equal(tasks_named(&s, "update_hp_grads"), 2 * 4);
     assert_true(tasks_named(&s, "dp_grad_allreduce") > 0);
     assert_int_equal(tasks_named(&s, "dp_grad_reduce_scatter"), 0);
-    s.parallel.grad_reduce_bytes = 2; /* grad_reduce_dtype bf16: DeepSpeed's ZeRO-1 optimizer */
-    assert_int_equal(hp_grad_updates(&s), 0);
-    assert_int_equal(tasks_named(&s, "dp_grad_allreduce"), 0);
-    assert_true(tasks_named(&s, "dp_grad_reduce_scatter") > 0);
-    s.parallel.grad_reduce_bytes = 0;
-    s.parallel.zero_stage = 2;
-    assert_int_equal(hp_grad_updates(&s), 0);
-    s.parallel.zero_stage = 0;
+    s.training.precision = PREC_FP16;
+    assert_int_equal(tasks_named(&s, "update_hp_grads"), 0);
+    s.training.precision = PREC_BF16;
     s.parallel.pipeline_engine = PIPELINE_ENGINE_MEGATRON;
-    assert_int_equal(hp_grad_updates(&s), 0);
+    assert_int_equal(tasks_named(&s, "update_hp_grads"), 0);
+    assert_true(params_grad_reduce_bytes(&s) == 4); /* Megatron-LM: fp32 under bf16 */
     fixture_free(&s);
 }
 
