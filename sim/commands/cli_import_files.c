@@ -215,6 +215,24 @@ int import_deepspeed(const char *path, const char *model, const char *platform, 
     json_t *par = json_pack("{s:i,s:i,s:I,s:I}", "tensor_model_parallel_size", 1, "pipeline_model_parallel_size", 1,
                             "data_parallel_size", (json_int_t)gpus, "zero_stage", (json_int_t)stage);
     json_object_set_new(par, "overlap_grad_reduce", json_boolean(z && json_is_true(json_object_get(z, "overlap_comm"))));
+    /* DeepSpeed's engine runs the step (its BF16_Optimizer under bf16 at stage 0; its gradients
+     * sent in communication_data_type, by default the model's 16-bit type: docs/model.md) */
+    json_object_set_new(par, "pipeline_engine", json_string("deepspeed"));
+    const char *comm_dtype = json_string_value(json_object_get(c, "communication_data_type"));
+    if (comm_dtype) {
+        static const char *const dtypes[][2] = {{"fp32", "fp32"}, {"float32", "fp32"}, {"fp16", "fp16"},
+                                                {"float16", "fp16"}, {"bf16", "bf16"}, {"bfloat16", "bf16"}};
+        const char *as = NULL;
+        for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+            if (!strcmp(comm_dtype, dtypes[i][0]))
+                as = dtypes[i][1];
+        if (!as) {
+            import_fail("deepspeed", "%s: communication_data_type \"%s\": fp32, fp16 or bf16", path, comm_dtype);
+            json_decref(par);
+            goto out;
+        }
+        json_object_set_new(par, "grad_reduce_dtype", json_string(as));
+    }
     static const char *const knobs[] = {"reduce_bucket_size", "stage3_prefetch_bucket_size",
                                         "stage3_param_persistence_threshold", "stage3_max_live_parameters", NULL};
     for (int i = 0; z && knobs[i]; i++)
@@ -233,7 +251,7 @@ int import_deepspeed(const char *path, const char *model, const char *platform, 
                              json_object_get(c, "activation_checkpointing") ? "full" : "none", "parallel", par);
     static const char *const used_top[] = {"train_batch_size", "train_micro_batch_size_per_gpu",
                                            "gradient_accumulation_steps", "zero_optimization", "bf16", "fp16",
-                                           "activation_checkpointing", NULL};
+                                           "activation_checkpointing", "communication_data_type", NULL};
     static const char *const used_zero[] = {"stage", "overlap_comm", "reduce_bucket_size", "stage3_prefetch_bucket_size",
                                             "stage3_param_persistence_threshold", "stage3_max_live_parameters",
                                             "offload_optimizer", "offload_param", NULL};

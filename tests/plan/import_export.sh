@@ -84,6 +84,7 @@ sys.exit(0 if (m["num_layers"], m["hidden_size"], m["seq_length"], m["untie_embe
   2>"$work/err" || { cat "$work/err"; fail=1; }
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p,t=d["parallel"],d["training"];
 ok = (p["zero_stage"], p["offload_optimizer"], p["offload_parameters"], p["data_parallel_size"], p["overlap_grad_reduce"]) == (3, "cpu", "cpu", 16, True)
+ok &= p["pipeline_engine"] == "deepspeed" and "grad_reduce_dtype" not in p
 ok &= (t["global_batch_size"], t["micro_batch_size"], t["precision"]) == (128, 4, "bf16") and p["stage3_max_live_parameters"] == 1e9
 sys.exit(0 if ok else print("deepspeed", d) or 1)' "$work/ds.json" || fail=1
 grep -q 'stage3_max_reuse_distance' "$work/err" || { echo "deepspeed: ignored keys not listed"; fail=1; }
@@ -117,6 +118,9 @@ refuse "DeepSpeed's rule" "$dtsim" import deepspeed "$work/ds_bad.json" --model 
 python3 -c 'import json; c=json.load(open("'"$data"'/ds-zero3-offload.json")); c["zero_optimization"]["reduce_bucket_size"]="auto"; json.dump(c, open("'"$work"'/ds_auto.json","w"))'
 refuse "zero_optimization.reduce_bucket_size is \"auto\"" "$dtsim" import deepspeed "$work/ds_auto.json" \
   --model models/llama2-7b.json --gpus 16
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["communication_data_type"]="int4"; json.dump(d,open(sys.argv[2],"w"))' \
+  "$data/ds-zero3-offload.json" "$work/ds_dtype.json"
+refuse 'communication_data_type "int4"' "$dtsim" import deepspeed "$work/ds_dtype.json" --model models/llama2-7b.json --gpus 16
 refuse "Megatron-DeepSpeed's pipeline" "$dtsim" export megatron scenarios/gpt3-175b-1024-a100.json \
   --set 'parallel.pipeline_engine="deepspeed"' --set 'parallel.schedule="1f1b"' \
   --set parallel.virtual_pipeline_model_parallel_size=1 --set parallel.overlap_grad_reduce=false
