@@ -33,8 +33,9 @@ static const char *inexpressible(const scenario_config *s)
         return "parallel.grad_compression";
     if (s->parallel.schedule == PIPELINE_GPIPE && s->parallel.pp > 1)
         return "parallel.schedule gpipe";
-    if (s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED && s->parallel.pp > 1)
-        return "parallel.pipeline_engine deepspeed (Megatron-DeepSpeed's pipeline, not Megatron-LM's)";
+    if (s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED)
+        return "parallel.pipeline_engine deepspeed (DeepSpeed's engine: its pipeline, optimizer and reduction dtype, "
+               "not Megatron-LM's)";
     if (s->model.moe_load_imbalance > 0)
         return "model.moe_load_imbalance (a property of the data, not an argument)";
     if (s->parameter_server.present)

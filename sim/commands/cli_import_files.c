@@ -2,6 +2,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include "cli_import.h"
 #include "model_file.h"
 
@@ -220,12 +221,12 @@ int import_deepspeed(const char *path, const char *model, const char *platform, 
     json_object_set_new(par, "pipeline_engine", json_string("deepspeed"));
     const char *comm_dtype = json_string_value(json_object_get(c, "communication_data_type"));
     if (comm_dtype) {
-        static const char *const dtypes[][2] = {{"fp32", "fp32"}, {"float32", "fp32"}, {"fp16", "fp16"},
-                                                {"float16", "fp16"}, {"bf16", "bf16"}, {"bfloat16", "bf16"}};
+        /* DeepSpeed lower-cases the value and takes fp32, fp16 or bf16 (get_communication_data_type) */
+        static const char *const dtypes[] = {"fp32", "fp16", "bf16"};
         const char *as = NULL;
         for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
-            if (!strcmp(comm_dtype, dtypes[i][0]))
-                as = dtypes[i][1];
+            if (!strcasecmp(comm_dtype, dtypes[i]))
+                as = dtypes[i];
         if (!as) {
             import_fail("deepspeed", "%s: communication_data_type \"%s\": fp32, fp16 or bf16", path, comm_dtype);
             json_decref(par);

@@ -85,6 +85,12 @@ double params_stage_outside_layers_per_gpu(const scenario_config *s, int stage)
     return n;
 }
 
+int params_deepspeed_bf16_optimizer(const scenario_config *s)
+{
+    return s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED && s->training.precision == PREC_BF16 &&
+           s->parallel.zero_stage <= (s->parallel.pp > 1 ? 1 : 0);
+}
+
 double params_grad_reduce_bytes(const scenario_config *s)
 {
     if (s->parallel.grad_reduce_bytes > 0)
@@ -92,8 +98,8 @@ double params_grad_reduce_bytes(const scenario_config *s)
     /* DeepSpeed's engine reduces in its communication_data_type, by default the model's 16-bit
      * type, whatever the gradients are kept in (deepspeed/runtime/engine.py: the
      * communication_data_type property; allreduce_bucket casts to it before the all-reduce) */
-    if (s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED)
-        return s->training.precision == PREC_BF16 || s->training.precision == PREC_FP16 ? 2 : 4;
+    if (s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED) /* fp8 runs keep bf16 models */
+        return s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32 ? 4 : 2;
     switch (s->training.precision) {
     case PREC_BF16:
     case PREC_FP8:
@@ -114,6 +120,10 @@ double params_grad_buffer_bytes(const scenario_config *s)
 {
     double natural = (s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32) ? 4 : 2;
     double reduce = params_grad_reduce_bytes(s);
+    /* DeepSpeed's BF16_Optimizer keeps fp32 gradients whatever it sends (update_hp_grads, in
+     * sim/step/workload.c): the rule of workload_costs.c's builder.bf16_optimizer */
+    if (params_deepspeed_bf16_optimizer(s))
+        return 4;
     /* a reduction in a wider type accumulates into a buffer of that type (Megatron's main_grad);
      * a narrower one (bf16, int8 of an fp32 run) packs from the natural buffer */
     return reduce > natural ? reduce : natural;

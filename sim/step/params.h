@@ -28,6 +28,11 @@ double params_stage_outside_layers_per_gpu(const scenario_config *s, int stage);
 /* Bytes per gradient element in the data-parallel reduction: parallel.grad_reduce_dtype, or
  * with "auto" the framework's own choice (fp32 under bf16 and fp8 as Megatron-LM does, the
  * model's dtype under ZeRO-3 as DeepSpeed and FSDP do, fp16 under fp16). */
+/* Whether DeepSpeed trains the run through its BF16_Optimizer (fp32 gradients kept and
+ * accumulated after every backward, the whole gradient all-reduced, optimizer states sharded by
+ * itself): bf16 on DeepSpeed's engine, ZeRO-1 at most with a pipeline (the pipeline engine takes
+ * bf16 only through it), ZeRO stage 0 without one (ZeRO-1 and up are then its ZeRO optimizers). */
+int params_deepspeed_bf16_optimizer(const scenario_config *s);
 double params_grad_reduce_bytes(const scenario_config *s);
 /* Bytes per element of the gradient buffer a GPU accumulates micro-batches into: the wider of
  * the compute dtype and the reduction dtype (Megatron's fp32 main_grad under bf16). */

@@ -283,9 +283,7 @@ int workload_builder_init(builder *b, const scenario_config *s, config_error *er
      * 1", as BLOOM's launch script says), whenever it runs a pipeline (the pipeline engine's
      * _exec_reduce_grads takes bf16 with ZeRO below stage 2 only through it); without a pipeline,
      * ZeRO-1 and up are DeepSpeed's ZeRO optimizers, which accumulate in bf16. */
-    b->bf16_optimizer = s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED &&
-                        s->training.precision == PREC_BF16 &&
-                        s->parallel.zero_stage <= (s->parallel.pp > 1 ? 1 : 0);
+    b->bf16_optimizer = params_deepspeed_bf16_optimizer(s);
     workload_collective_memo_reset();
     cost_model_init(&b->cm, s);
     b->chunks = s->parallel.tp_comm_overlap_chunks > 0 ? s->parallel.tp_comm_overlap_chunks : 4;

@@ -121,7 +121,7 @@ refuse "zero_optimization.reduce_bucket_size is \"auto\"" "$dtsim" import deepsp
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["communication_data_type"]="int4"; json.dump(d,open(sys.argv[2],"w"))' \
   "$data/ds-zero3-offload.json" "$work/ds_dtype.json"
 refuse 'communication_data_type "int4"' "$dtsim" import deepspeed "$work/ds_dtype.json" --model models/llama2-7b.json --gpus 16
-refuse "Megatron-DeepSpeed's pipeline" "$dtsim" export megatron scenarios/gpt3-175b-1024-a100.json \
+refuse "pipeline_engine deepspeed (DeepSpeed's engine" "$dtsim" export megatron scenarios/gpt3-175b-1024-a100.json \
   --set 'parallel.pipeline_engine="deepspeed"' --set 'parallel.schedule="1f1b"' \
   --set parallel.virtual_pipeline_model_parallel_size=1 --set parallel.overlap_grad_reduce=false
 [ "$fail" -eq 0 ] && echo "import/export: Megatron, Hugging Face and DeepSpeed files; round trips; refusals"
