@@ -30,6 +30,12 @@ one "run, batch 1572864 (6.1M tasks)" "$dtsim" run "$g" --set training.global_ba
 one "run --fidelity flow, DP 16" "$dtsim" run "$g" --fidelity flow
 one "run --fidelity flow, DP 64" "$dtsim" run "$g" --fidelity flow --set parallel.data_parallel_size=64 \
   --set training.global_batch_size=6144 --set platform.network.nodes=4096
+one "run --fidelity flow, DP 64, d-mod-k (whole)" "$dtsim" run "$g" --fidelity flow \
+  --set parallel.data_parallel_size=64 --set training.global_batch_size=6144 --set platform.network.nodes=4096 \
+  --set platform.network.adaptive_routing=false
+one "run --fidelity flow, Llama 3 405B, 131,072" "$dtsim" run "$root/scenarios/llama3-405b-16k-h100.json" \
+  --fidelity flow --set parallel.data_parallel_size=1024 --set training.global_batch_size=16384 \
+  --set platform.network.nodes=16384
 one "plan, batch 1536" "$dtsim" plan "$g"
 one "plan, batch 49152" "$dtsim" plan "$g" --set training.global_batch_size=49152
 one "sweep, 3 batches" "$dtsim" sweep "$g" --vary training.global_batch_size=1536,12288,49152 --out "$work/sw"

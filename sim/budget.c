@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include "budget.h"
 #include "faults.h"
+#include "flow.h"
 #include "run.h"
 #include "workload_size.h"
 
@@ -20,16 +21,25 @@
 #define PLAN_S_PER_TASK 0.14e-6
 /* What any command holds before its work: a small run's peak RSS is 33-46 MB. */
 #define BASE_BYTES 50e6
-/* The flow replay: GPT-3 175B with DP 16, 64, 256 (1,024-16,384 GPUs; dtsim run ... --fidelity
- * flow --set parallel.data_parallel_size=D --set training.global_batch_size=96D): 50,176,
- * 200,704 and 802,816 flows in 0.44, 2.96 and 21.9 s of SimGrid, 89, 328 and 1,264 MiB peak.
- * A flow's cost grows with how many there are (SimGrid's sharing solves over more flows at
- * once): 8.8 us at 50,176, as (flows / 50,176)^0.4 above; 1.7 KB a flow. Llama 3 405B on 16,384
- * H100 (265,472 flows, 5.2 s, 370 MiB) is within 15% of both. */
-#define FLOW_S_PER_FLOW 8.8e-6
+/* The flow replay where it simulates every replica (static routing, faults: flow_replicas_of),
+ * a lane actor replaying up to 64 flows' worth of replicas: Llama 3 405B's layout on 16,384 and
+ * 65,536 H100 with every replica simulated (bench/flow_scale.sh's sizes, measured 2026-11-27
+ * before the replay folded replicas): 265,472 and
+ * 1,061,888 flows in about 2.5 and 16 s of SimGrid (run to run 1.8-3.1 and 15.1-17.8 s), 85 and
+ * 301 MiB peak. A flow's cost grows with how many there are (SimGrid's sharing solves over more
+ * flows at once): 9.4 us at 265,472, 15 us at 1,061,888, as flows^0.34; 5.3 us at 50,176. A flow
+ * ends before most others start: about 30 bytes a flow beside the platform (7 and 29 MiB over
+ * the same sizes folded). */
+#define FLOW_S_PER_FLOW 5.3e-6
 #define FLOW_FLOWS_REF 50176.0
-#define FLOW_GROWTH 0.4
-#define FLOW_BYTES_PER_FLOW 1.7e3
+#define FLOW_GROWTH 0.34
+#define FLOW_BYTES_PER_FLOW 30.0
+/* What the cluster itself costs the flow replay, its flows aside: Llama 3 405B's layout folded
+ * (flow_replicas_of: 4,148 flows at every size) on 16,384, 65,536 and 131,072 H100 (bench/
+ * flow_scale.sh, 2026-11-27): 0.3-0.4, 1.3 and 2.7-3.1 s, 78, 272 and 533 MiB peak: loading a
+ * host and its links per GPU, the routes' latencies: about 24 us and 4.0 KB a GPU. */
+#define FLOW_S_PER_GPU 24e-6
+#define FLOW_BYTES_PER_GPU 4.0e3
 /* dtsim async scenarios/gpt3-2.7b-32-a100-ps.json --steps 1000 / 10000 (32 workers, 4 servers):
  * 1.17 s and 10.5 s, 36 MB: 33 us a worker's step. */
 #define ASYNC_S_PER_WORKER_STEP 33e-6
@@ -82,14 +92,16 @@ void budget_estimate_run(const scenario_config *s, work_estimate *e)
         e->bytes = budget_analytic_bytes(z.tasks);
         return;
     }
-    /* The flow replay moves every communication task of every data-parallel replica as flows. */
-    double replicas = (double)(s->parallel.dp > 0 ? s->parallel.dp : 1) * (s->parallel.cp > 0 ? s->parallel.cp : 1);
-    double flows = z.comm_tasks * replicas;
+    /* The flow replay moves every communication task of every data-parallel replica it simulates
+     * (all, or folded a few standing for all: flow_replicas_of) as flows, over a platform of every
+     * GPU. */
+    double replicas = (double)flow_replicas_of(s, NULL).simulated * (s->parallel.cp > 0 ? s->parallel.cp : 1);
+    double flows = z.comm_tasks * replicas, gpus = (double)scenario_gpus(s);
     count_words(flows, n, sizeof n);
     snprintf(e->work, sizeof e->work, "%s flows (flow replay, SimGrid)", n);
     e->seconds = flows * FLOW_S_PER_FLOW * pow(fmax(flows, FLOW_FLOWS_REF) / FLOW_FLOWS_REF, FLOW_GROWTH) +
-                 budget_analytic_seconds(z.tasks);
-    e->bytes = budget_analytic_bytes(z.tasks) + flows * FLOW_BYTES_PER_FLOW;
+                 budget_analytic_seconds(z.tasks) + gpus * FLOW_S_PER_GPU;
+    e->bytes = budget_analytic_bytes(z.tasks) + flows * FLOW_BYTES_PER_FLOW + gpus * FLOW_BYTES_PER_GPU;
 }
 
 void budget_estimate_async(const scenario_config *s, int steps, work_estimate *e)

@@ -143,6 +143,7 @@ int run_scenario_stages(const scenario_config *s, run_result *r, const char *tra
         flow_report fr;
         rc = replay_flow(s, &w, &times, &fr, err);
         r->flows = fr.flows;
+        r->flows_represented = fr.flows_represented;
         r->flow_wall_s = fr.wall_s;
         r->flow_peak_rss_mib = fr.peak_rss_mib;
         memcpy(r->slowest_comm, fr.slowest_comm, sizeof r->slowest_comm);

@@ -178,7 +178,8 @@ void run_result_print(const run_result *r, const scenario_config *s, void *file)
     }
     fprintf(f, "  simulated    %ld tasks in %.3f s wall", r->tasks, r->wall_s);
     if (r->fidelity_flow)
-        fprintf(f, " (SimGrid: %ld flows, %.2f s, peak %.0f MiB)", r->flows, r->flow_wall_s, r->flow_peak_rss_mib);
+        fprintf(f, " (SimGrid: %ld flows standing for %ld, %.2f s, peak %.0f MiB)", r->flows, r->flows_represented,
+                r->flow_wall_s, r->flow_peak_rss_mib);
     fputc('\n', f);
     if (r->fidelity_flow && r->slowest_comm[0])
         fprintf(f, "  slowest comm %s on stage %d: %.4f s; slowest link on its routes: %s at %.1f GB/s\n",

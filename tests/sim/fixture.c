@@ -257,7 +257,7 @@ void fixture_replay_analytic(const step_workload *w, replay_times *t)
 void fixture_replay_flow(const scenario_config *s, const step_workload *w, const flow_options *o, replay_times *t,
                          flow_report *rep)
 {
-    flow_options defaults = {0, 0};
+    flow_options defaults = {0};
     config_error err;
     assert_int_equal(replay_times_alloc(t, w->n_tasks), 0);
     if (replay_flow_with(s, w, o ? o : &defaults, t, rep, &err) != 0)

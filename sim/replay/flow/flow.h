@@ -2,8 +2,11 @@
  * over a model of the cluster (railzone.cpp), so flows share links: DP rings of many replicas
  * crossing the spines, pipeline transfers meeting gradient buckets, degraded NICs, stragglers.
  *
- * Granularity (docs/flow.md): one actor per (pipeline stage, DP replica, lane); the TP (and CP)
- * ranks of a stage move in lockstep, so compute is one exec per group (on its first GPU's host)
+ * Granularity (docs/flow.md): one actor per (pipeline stage, lane) and group of DP replicas
+ * replayed in lockstep where the replicas are identical (no straggler, degraded link or failure),
+ * else one per (pipeline stage, DP replica, lane); where nothing above the NICs binds, a few
+ * replicas stand for all (folded, flow_replicas_of). The TP (and CP) ranks of a stage move in
+ * lockstep, so compute is one exec per group (on its first GPU's host)
  * and TP communication stays inside it (NVLink, nothing else contends there); a pipeline
  * transfer is one flow per rail (one per lockstep GPU; identical independent rails are
  * represented by one, see flow_options); a DP/ZeRO collective is one flow per node-crossing
@@ -44,13 +47,6 @@ typedef struct {
  * refuses (exit 2) with err, before anything ran. */
 #define FLOW_REFUSED (-2)
 
-/* Whether this machine can hold the flow replay of w, before it starts: its actors (one per
- * pipeline stage, data-parallel replica and lane with work) each take a SimGrid context whose
- * stack is one memory map (its mmap; the replay asks SimGrid for no guard page), and the kernel
- * allows a process vm.max_map_count of them, some already in use. 0, or FLOW_REFUSED with err naming the count,
- * the limit and what to do. max_map_count <= 0 reads /proc/sys/vm/max_map_count (none: no
- * check). */
-int flow_fits(const scenario_config *s, const step_workload *w, long max_map_count, config_error *err);
 
 /* Replays w on the scenario's cluster. t must be allocated for w->n_tasks. Returns 0, or -1
  * with err (SimGrid missing, platform module not found, child failure), or FLOW_REFUSED (above). */
@@ -73,7 +69,38 @@ typedef struct {
      * independent and, without faults, identical: rail 0 stands for all, and a rail with a
      * degraded NIC is simulated beside it. Exact there (tests/flow), and ~8x fewer flows. */
     int all_rails;
+    /* One actor per DP replica even where the replicas are identical. By default an actor per
+     * (stage, lane) replays a group of the stage's replicas in lockstep when nothing makes one
+     * replica differ from another (no straggler, degraded link or failure): the same flows, a
+     * compute exec per task and group in place of one per replica, fewer actors meeting at a DP
+     * collective's barriers. A group is as many replicas as start 64 flows a communication
+     * (flow_replicas_per_actor). Exact where no flow contends with one replica's and not
+     * another's (tests/flow); where one does, a group waits for its slowest replica's transfer,
+     * as all wait for it at the next DP collective. */
+    int per_replica;
+    /* Simulate every replica where folding would stand a few for all (flow_replicas_of): on a
+     * fabric where nothing above the NICs binds (one switch, one leaf, adaptive routing at 1:1),
+     * rail-aligned, with identical replicas, the replicas congruent mod k see the same rates, and
+     * the replay simulates k of them (k = 2 for an even DP). Exact there (tests/flow). */
+    int no_fold;
 } flow_options;
+
+/* Whether this machine can hold the flow replay of w (with o; NULL: defaults), before it starts:
+ * its actors (one per pipeline stage and lane with work, times the data-parallel replicas where
+ * they are replayed one actor each) each take a SimGrid context whose stack is one memory map
+ * (its mmap; the replay asks SimGrid for no guard page), and the kernel allows a process
+ * vm.max_map_count of them, some already in use. 0, or FLOW_REFUSED with err naming the count,
+ * the limit and what to do. max_map_count <= 0 reads /proc/sys/vm/max_map_count (none: no
+ * check). */
+int flow_fits(const scenario_config *s, const step_workload *w, const flow_options *o, long max_map_count,
+              config_error *err);
+/* Which DP replicas the replay simulates and how: replicas 0 .. simulated-1 (all, or, folded, the
+ * first k of them standing for every replica congruent mod k), per_actor of them an actor in
+ * lockstep (the last group of a stage may have fewer). */
+typedef struct {
+    int simulated, per_actor, fold;
+} flow_replicas;
+flow_replicas flow_replicas_of(const scenario_config *s, const flow_options *o);
 
 int replay_flow_with(const scenario_config *s, const step_workload *w, const flow_options *o, replay_times *t,
                      flow_report *r, config_error *err);

@@ -19,56 +19,41 @@
 #include "collective.h"
 #include "cost.h"
 #include "flow.h"
+#include "flow_ctx.h"
 #include "flow_internal.h"
 #include "host_offload.h"
 #include "wall_clock.h"
 
-#define FLOW_MAX_PARALLEL 64 /* flows one actor starts at once (one per lockstep GPU x channel) */
-/* memory maps one SimGrid actor's stack takes: its mmap, no guard page (flow_simgrid_start) */
-#define FLOW_MAPS_PER_ACTOR 1
-
-typedef struct {
-    const scenario_config *s;
-    const step_workload *w;
-    int P, R, tp, cp, gpn;
-    rank_grid grid;            /* the scenario's (config.h): where each (tp, cp, stage, replica) sits */
-    sg_host_t *hosts;          /* by global rank */
-    workload_index index;      /* each lane's tasks, each task's dependents (workload_graph.h) */
-    sg_sem_t *done;            /* [task * R + replica], created on first use */
-    sg_bar_t *bar_in, *bar_out;/* per task (collectives), created on first use */
-    double *slow;              /* [stage * R + replica]: straggler slowdown of the lockstep group */
-    double *start, *finish;    /* per task: the replica that finished last */
-    double *contention;        /* per task: what communication beside it added to its compute */
-    double beside_share;       /* of a GPU host, what a running collective takes (0: none) */
-    long flows, flows_all, waits;
-    int fine;                  /* TP communication as NVLink flows */
-    int *rail_on;              /* [local GPU index]: its rail's flows are simulated */
-    int rails_simulated;       /* 0 when every rail is */
-    /* the longest communication so far and its flows' end points */
-    double slowest_s;
-    int slowest_task, slowest_stage, slowest_n;
-    sg_host_t slowest_src[FLOW_MAX_PARALLEL], slowest_dst[FLOW_MAX_PARALLEL];
-    int flapping;              /* flapping links (faults.degraded_links with a period) */
-    struct flap_arg *flaps;    /* the flapping links' state, flapping of them */
-    sg_host_t *cpu, *mem, *nvme; /* ZeRO-Offload: per node (railzone.cpp), NULL without offload */
-    int failed;                /* faults.step_failure has happened */
-    double failed_at, detected_at;
-} flow_ctx;
-
-typedef struct {
-    flow_ctx *c;
-    int stage, replica, lane;
-} actor_arg;
-
-static int rank_of(const flow_ctx *c, int stage, int replica, int t, int cpi)
+/* Room for n flows in f. Out of memory in the SimGrid child ends it (the parent reports it). */
+static void flow_set_reserve(flow_set *f, int n)
 {
-    return (int)rank_grid_rank(&c->grid, t, cpi, stage, replica);
+    if (n <= f->cap)
+        return;
+    int cap = n > 2 * f->cap ? n : 2 * f->cap;
+    sg_host_t *src = realloc(f->src, (size_t)cap * sizeof *src);
+    f->src = src ? src : f->src;
+    sg_host_t *dst = realloc(f->dst, (size_t)cap * sizeof *dst);
+    f->dst = dst ? dst : f->dst;
+    sg_exec_t *e = realloc(f->e, (size_t)cap * sizeof *e);
+    f->e = e ? e : f->e;
+    double *left = realloc(f->left, (size_t)cap * sizeof *left);
+    f->left = left ? left : f->left;
+    double *piece = realloc(f->piece, (size_t)cap * sizeof *piece);
+    f->piece = piece ? piece : f->piece;
+    if (!src || !dst || !e || !left || !piece) {
+        fprintf(stderr, "dtsim flow: out of memory for %d flows of one communication\n", n);
+        exit(1);
+    }
+    f->cap = cap;
 }
 
-/* Whether the flows leaving this rank are simulated (flow_options.all_rails). */
-static int simulated(const flow_ctx *c, int rank)
+/* Appends the flow a -> b to f's n flows. */
+static void flow_add(flow_set *f, int *n, sg_host_t a, sg_host_t b)
 {
-    return c->rail_on[rank % c->gpn];
+    flow_set_reserve(f, *n + 1);
+    f->src[*n] = a;
+    f->dst[*n] = b;
+    (*n)++;
 }
 
 /* Compute on the actor's host: an exec of `seconds` at the host's speed (the platform's
@@ -99,14 +84,15 @@ static sg_exec_t beside_start(const flow_ctx *c)
 
 static sg_sem_t done_sem(flow_ctx *c, int task, int replica)
 {
-    sg_sem_t *s = &c->done[(size_t)task * c->R + replica];
+    sg_sem_t *s = &c->done[(size_t)task * c->groups + replica / c->G];
     if (!*s)
         *s = sg_sem_init(0); /* actors run one at a time: lazy creation is race-free */
     return *s;
 }
 
 /* Starts a host-to-host transfer with no receiving actor (a 2-host parallel task whose only
- * non-zero entry is src -> dst bytes: a plain network flow under the default host model). */
+ * non-zero entry is src -> dst bytes: a plain network flow under the default host model). s4u's
+ * Comm::sendto_async, C++ only in 3.32, costs the same (measured, 2026-11-27). */
 static sg_exec_t transfer(sg_host_t a, sg_host_t b, double bytes)
 {
     sg_host_t hosts[2] = {a, b};
@@ -131,8 +117,6 @@ static sg_link_t route_slowest_link(sg_host_t a, sg_host_t b)
     return slowest;
 }
 
-static double flap_next_up(const flow_ctx *c);
-
 /* Moves `bytes` from src[i] to dst[i] for each of the n flows of one communication and waits
  * for all; returns the flows started. SimGrid's CM02 caps a flow at its route's bandwidth as it
  * stands when the flow starts (network_cm02.cpp, comm_action_set_bounds): a flow started while a
@@ -140,15 +124,16 @@ static double flap_next_up(const flow_ctx *c);
  * flapping link is down, each flow first moves what its route's slowest link carries until that
  * link is back up, then the rest, starting afresh on the route as it is then (links that go down
  * later slow it through their capacity, as they should). */
-static int run_flows(const flow_ctx *c, sg_host_t *src, sg_host_t *dst, int n, double bytes)
+static int run_flows(const flow_ctx *c, flow_set *f, int n, double bytes)
 {
-    double left[FLOW_MAX_PARALLEL], piece[FLOW_MAX_PARALLEL];
+    sg_host_t *src = f->src, *dst = f->dst;
+    sg_exec_t *e = f->e;
+    double *left = f->left, *piece = f->piece;
     for (int i = 0; i < n; i++)
         left[i] = bytes;
     int started = 0;
     for (int more = n > 0; more;) {
         double until = flap_next_up(c) - simgrid_get_clock();
-        sg_exec_t e[FLOW_MAX_PARALLEL];
         for (int i = 0; i < n; i++) {
             piece[i] = left[i];
             sg_link_t slowest = until < INFINITY && left[i] > 0 ? route_slowest_link(src[i], dst[i]) : NULL;
@@ -170,7 +155,8 @@ static int run_flows(const flow_ctx *c, sg_host_t *src, sg_host_t *dst, int n, d
 
 /* Counts the flows of one communication (task) started at t0 between src[i] and dst[i], and
  * remembers the longest communication of the step and its end points. */
-static void note_flows(flow_ctx *c, int flows, int n, int task, int stage, double t0, sg_host_t *src, sg_host_t *dst)
+static void note_flows(flow_ctx *c, int flows, int n, int task, int stage, double t0, const sg_host_t *src,
+                       const sg_host_t *dst)
 {
     c->flows += flows;
     double d = simgrid_get_clock() - t0;
@@ -179,42 +165,144 @@ static void note_flows(flow_ctx *c, int flows, int n, int task, int stage, doubl
         c->slowest_task = task;
         c->slowest_stage = stage;
         c->slowest_n = n;
-        memcpy(c->slowest_src, src, (size_t)n * sizeof *src);
-        memcpy(c->slowest_dst, dst, (size_t)n * sizeof *dst);
+        flow_set_reserve(&c->slowest, n);
+        memcpy(c->slowest.src, src, (size_t)n * sizeof *src);
+        memcpy(c->slowest.dst, dst, (size_t)n * sizeof *dst);
     }
 }
 
 /* Waits for n started flows, then notes them (note_flows). */
-static void wait_all(flow_ctx *c, sg_exec_t *e, int n, int task, int stage, double t0, sg_host_t *src, sg_host_t *dst)
+static void wait_all(flow_ctx *c, const flow_set *f, int n, int task, int stage, double t0, int named)
 {
     for (int i = 0; i < n; i++)
-        sg_exec_wait(e[i]);
-    note_flows(c, n, n, task, stage, t0, src, dst);
+        sg_exec_wait(f->e[i]);
+    note_flows(c, n, n, task, stage, t0, named ? f->src : NULL, f->dst);
 }
 
-static void p2p(flow_ctx *c, int task, const sim_task *k, int stage, int d)
+/* Folded (flow_replicas_of): what the slowest route of a pipeline transfer from stage to peer over
+ * every replica takes beyond the slowest of the simulated replicas' (a crossing of the spines or
+ * of pods they do not make); cached per stage pair. */
+static double p2p_latency_extra(flow_ctx *c, int stage, int peer)
 {
-    sg_host_t src[FLOW_MAX_PARALLEL], dst[FLOW_MAX_PARALLEL];
-    int n = 0;
+    double *x = &c->p2p_extra[stage * c->P + peer];
+    if (isnan(*x)) {
+        double all = 0, sim = 0;
+        for (int d = 0; d < c->R; d++)
+            for (int ci = 0; ci < c->cp; ci++)
+                for (int t = 0; t < c->tp; t++) {
+                    int ra = rank_of(c, stage, d, t, ci);
+                    if (!simulated(c, ra))
+                        continue;
+                    double l = sg_host_get_route_latency(c->hosts[ra], c->hosts[rank_of(c, peer, d, t, ci)]);
+                    all = fmax(all, l);
+                    sim = d < c->sim_R ? fmax(sim, l) : sim;
+                }
+        *x = all - sim;
+    }
+    return *x;
+}
+
+/* A pipeline transfer of the actor's replicas: one flow per simulated rail and replica. */
+static void p2p(flow_ctx *c, actor_arg *x, int task, const sim_task *k)
+{
+    int n = 0, stage = x->stage, cross = 0;
     double t0 = simgrid_get_clock();
-    for (int ci = 0; ci < c->cp; ci++)
-        for (int t = 0; t < c->tp && n < FLOW_MAX_PARALLEL; t++) {
-            int ra = rank_of(c, stage, d, t, ci);
-            sg_host_t a = c->hosts[ra], b = c->hosts[rank_of(c, k->peer_stage, d, t, ci)];
-            if (a != b)
-                c->flows_all++;
-            if (a != b && simulated(c, ra)) {
-                src[n] = a;
-                dst[n] = b;
-                n++;
+    for (int d = x->replica; d < x->replica_end; d++) {
+        for (int ci = 0; ci < c->cp; ci++)
+            for (int t = 0; t < c->tp; t++) {
+                int ra = rank_of(c, stage, d, t, ci);
+                sg_host_t a = c->hosts[ra], b = c->hosts[rank_of(c, k->peer_stage, d, t, ci)];
+                if (a != b)
+                    c->flows_all += c->represent;
+                if (a != b && simulated(c, ra))
+                    flow_add(&x->flows, &n, a, b);
             }
-        }
-    note_flows(c, run_flows(c, src, dst, n, k->bytes), n, task, stage, t0, src, dst);
-    /* the call's fixed cost, as the analytic replay charges it (the links add their latency) */
-    int cross = rank_of(c, stage, d, 0, 0) / c->gpn != rank_of(c, k->peer_stage, d, 0, 0) / c->gpn;
+        cross |= rank_of(c, stage, d, 0, 0) / c->gpn != rank_of(c, k->peer_stage, d, 0, 0) / c->gpn;
+    }
+    int started = run_flows(c, &x->flows, n, k->bytes);
+    double extra = c->fold && n > 0 ? p2p_latency_extra(c, stage, k->peer_stage) : 0;
+    if (extra > 0)
+        sg_actor_sleep_for(extra);
+    note_flows(c, started, n, task, stage, t0, x->flows.src, x->flows.dst);
+    /* the call's fixed cost, as the analytic replay charges it (the links add their latency); in
+     * lockstep, the replicas wait for one whose transfer leaves its node */
     double alpha = collective_alpha_s(&c->s->calibration, cross ? LINK_NETWORK : LINK_NVLINK, COLL_SEND_RECV);
     if (alpha > 0)
         sg_actor_sleep_for(alpha);
+}
+
+/* The DP ring's edges a replica starts: j < ring_ways(c) of them per TP rank (its CP ranks' edges,
+ * or one per channel). */
+static int ring_ways(const flow_ctx *c)
+{
+    if (c->cp > 1)
+        return c->cp;
+    coll_group g = coll_group_of(c->R, c->tp * c->P, c->gpn);
+    int nics = c->s->platform.node.nics > 0 ? c->s->platform.node.nics : 1;
+    return g.per_node > 1 ? (g.per_node < nics ? g.per_node : nics) : 1;
+}
+
+/* Edge j of replica d's TP rank t on a ring of `wrap` replicas (R; folded, the replicas simulated):
+ * its end ranks ra -> rb. Returns -1 where there is no such edge, 0 for an edge that is no flow
+ * (an NVLink hop, in nvlink_s; a rail not simulated), 1 for a flow. */
+static int ring_edge(const flow_ctx *c, int stage, int d, int t, int j, int wrap, int *ra, int *rb)
+{
+    if (c->cp > 1) {
+        /* Gradients are reduced over DP x CP (sim/step/workload.c): one ring per TP rank through the
+         * R x cp GPUs, visiting a replica's CP ranks in turn, then the next replica's. */
+        int nd = j + 1 < c->cp ? d : (d + 1) % wrap;
+        *ra = rank_of(c, stage, d, t, j);
+        *rb = rank_of(c, stage, nd, t, (j + 1) % c->cp);
+        return simulated(c, *ra) && *ra / c->gpn != *rb / c->gpn;
+    }
+    /* Channel j visits each node's members rotated by j, so its node-to-node edge leaves from a
+     * different GPU (and NIC) than the other channels'. Folded, a replica fills its nodes
+     * (per_node 1) and the ring closes over the simulated ones. */
+    coll_group g = coll_group_of(c->R, c->tp * c->P, c->gpn);
+    int per = g.per_node, node = d / per, pos = d % per, nodes = c->fold ? wrap : g.nodes;
+    int me = node * per + (pos + j) % per;
+    int next_pos = (pos + 1) % per, next_node = next_pos == 0 ? (node + 1) % nodes : node;
+    int peer = next_node * per + (next_pos + j) % per;
+    if (me >= c->R || peer >= c->R || next_node == node) /* NVLink hops: in nvlink_s */
+        return -1;
+    *ra = rank_of(c, stage, me, t, 0);
+    *rb = rank_of(c, stage, peer, t, 0);
+    return simulated(c, *ra);
+}
+
+/* The node-crossing ring edges replica d starts for a collective (appended to the actor's
+ * flows; n counts them). */
+static void ring_edges(flow_ctx *c, actor_arg *x, const coll_split *split, int d, int *n)
+{
+    if (split->net_bytes <= 0 || (c->cp == 1 && c->R == 1))
+        return;
+    for (int t = 0; t < c->tp; t++)
+        for (int j = 0, ways = ring_ways(c); j < ways; j++) {
+            int ra, rb, e = ring_edge(c, x->stage, d, t, j, c->sim_R, &ra, &rb);
+            c->flows_all += e >= 0 ? c->represent : 0;
+            if (e > 0)
+                flow_add(&x->flows, n, c->hosts[ra], c->hosts[rb]);
+        }
+}
+
+/* The same for the stage's DP ring (p2p_latency_extra); cached per stage. */
+static double ring_latency_extra(flow_ctx *c, int stage)
+{
+    double *x = &c->ring_extra[stage];
+    if (isnan(*x)) {
+        double all = 0, sim = 0;
+        for (int d = 0; d < c->R; d++)
+            for (int t = 0; t < c->tp; t++)
+                for (int j = 0, ways = ring_ways(c); j < ways; j++) {
+                    int ra, rb;
+                    if (ring_edge(c, stage, d, t, j, c->R, &ra, &rb) > 0)
+                        all = fmax(all, sg_host_get_route_latency(c->hosts[ra], c->hosts[rb]));
+                    if (d < c->sim_R && ring_edge(c, stage, d, t, j, c->sim_R, &ra, &rb) > 0)
+                        sim = fmax(sim, sg_host_get_route_latency(c->hosts[ra], c->hosts[rb]));
+                }
+        *x = all - sim;
+    }
+    return *x;
 }
 
 /* A DP / ZeRO collective over the R replicas of this stage (times their CP ranks), with the
@@ -223,60 +311,30 @@ static void p2p(flow_ctx *c, int task, const sim_task *k, int stage, int d)
  * nodes through different NICs when the group shares nodes), each carrying the bytes that
  * algorithm sends through a NIC; all wait for the slowest; then the algorithm's fixed terms (per
  * call) and its NVLink time are added as the analytic model has them. Uncontended, flows and
- * formula agree; contention stretches only the network part. */
-static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int d)
+ * formula agree; contention stretches only the network part. The actors replaying the replicas
+ * meet at barriers before and after the flows (none when one actor replays all). */
+static void collective(flow_ctx *c, actor_arg *x, int task, const sim_task *k)
 {
-    int R = c->R;
-    if (!c->bar_in[task]) {
-        c->bar_in[task] = sg_barrier_init((unsigned)R);
-        c->bar_out[task] = sg_barrier_init((unsigned)R);
+    unsigned actors = (unsigned)c->groups;
+    if (actors > 1 && !c->bar_in[task]) {
+        c->bar_in[task] = sg_barrier_init(actors);
+        c->bar_out[task] = sg_barrier_init(actors);
     }
     coll_group whole = {k->group, k->span_nodes, k->group / (k->span_nodes > 0 ? k->span_nodes : 1)};
     coll_split split = collective_split(&c->s->platform, &c->s->calibration, k->coll, k->bytes, whole);
-    sg_barrier_wait(c->bar_in[task]);
+    if (actors > 1)
+        sg_barrier_wait(c->bar_in[task]);
     double t0 = simgrid_get_clock();
-    sg_host_t src[FLOW_MAX_PARALLEL], dst[FLOW_MAX_PARALLEL];
     int n = 0;
-    if (c->cp > 1 && split.net_bytes > 0) {
-        /* Gradients are reduced over DP x CP (sim/step/workload.c): one ring per TP rank through the
-         * R x cp GPUs, visiting a replica's CP ranks in turn, then the next replica's. */
-        for (int ci = 0; ci < c->cp; ci++)
-            for (int t = 0; t < c->tp && n < FLOW_MAX_PARALLEL; t++) {
-                int nd = ci + 1 < c->cp ? d : (d + 1) % R, nci = (ci + 1) % c->cp;
-                c->flows_all++;
-                int ra = rank_of(c, stage, d, t, ci), rb = rank_of(c, stage, nd, t, nci);
-                if (!simulated(c, ra) || ra / c->gpn == rb / c->gpn) /* NVLink hops: in nvlink_s */
-                    continue;
-                src[n] = c->hosts[ra];
-                dst[n] = c->hosts[rb];
-                n++;
-            }
-    } else if (R > 1 && split.net_bytes > 0) {
-        coll_group g = coll_group_of(R, c->tp * c->P, c->gpn);
-        int nics = c->s->platform.node.nics > 0 ? c->s->platform.node.nics : 1;
-        int channels = g.per_node > 1 ? (g.per_node < nics ? g.per_node : nics) : 1;
-        for (int t = 0; t < c->tp; t++)
-            for (int ch = 0; ch < channels && n < FLOW_MAX_PARALLEL; ch++) {
-                /* Channel ch visits each node's members rotated by ch, so its node-to-node
-                 * edge leaves from a different GPU (and NIC) than the other channels'. */
-                int per = g.per_node, node = d / per, pos = d % per;
-                int me = node * per + (pos + ch) % per;
-                int next_pos = (pos + 1) % per, next_node = next_pos == 0 ? (node + 1) % g.nodes : node;
-                int peer = next_node * per + (next_pos + ch) % per;
-                if (me >= R || peer >= R || next_node == node) /* NVLink hops: in nvlink_s */
-                    continue;
-                c->flows_all++;
-                int ra = rank_of(c, stage, me, t, 0);
-                if (!simulated(c, ra))
-                    continue;
-                sg_host_t a = c->hosts[ra], b = c->hosts[rank_of(c, stage, peer, t, 0)];
-                src[n] = a;
-                dst[n] = b;
-                n++;
-            }
-    }
-    note_flows(c, run_flows(c, src, dst, n, split.net_bytes), n, task, stage, t0, src, dst);
-    sg_barrier_wait(c->bar_out[task]);
+    for (int d = x->replica; d < x->replica_end; d++)
+        ring_edges(c, x, &split, d, &n);
+    int started = run_flows(c, &x->flows, n, split.net_bytes);
+    double extra = c->fold && n > 0 ? ring_latency_extra(c, x->stage) : 0;
+    if (extra > 0)
+        sg_actor_sleep_for(extra);
+    note_flows(c, started, n, task, x->stage, t0, x->flows.src, x->flows.dst);
+    if (actors > 1)
+        sg_barrier_wait(c->bar_out[task]);
     /* A gradient bucket here may stand for several of the scenario's (run.c coarsens them to
      * bound the flows): each of those would have paid the fixed cost of a collective call. */
     double calls = k->calls > 1 ? k->calls : 1;
@@ -288,15 +346,15 @@ static void collective(flow_ctx *c, int task, const sim_task *k, int stage, int 
 /* ZeRO-Offload: one flow per GPU of the lockstep group between the GPU, its node's CPU, DRAM and
  * NVMe (host_offload.h says which), every GPU simulated: they share the node's DRAM and NVMe links,
  * whatever the rails do. */
-static void host_transfer(flow_ctx *c, int task, const sim_task *k, offload_route route, int stage, int d)
+static void host_transfer(flow_ctx *c, actor_arg *x, int task, const sim_task *k, offload_route route)
 {
-    sg_exec_t e[FLOW_MAX_PARALLEL];
-    sg_host_t src[FLOW_MAX_PARALLEL], dst[FLOW_MAX_PARALLEL];
+    flow_set *f = &x->flows;
     int n = 0;
     double t0 = simgrid_get_clock();
-    for (int ci = 0; ci < c->cp; ci++)
-        for (int t = 0; t < c->tp && n < FLOW_MAX_PARALLEL; t++) {
-            int r = rank_of(c, stage, d, t, ci), node = r / c->gpn;
+    for (int d = x->replica; d < x->replica_end; d++)
+        for (int ci = 0; ci < c->cp; ci++)
+            for (int t = 0; t < c->tp; t++) {
+            int r = rank_of(c, x->stage, d, t, ci), node = r / c->gpn;
             sg_host_t gpu = c->hosts[r], a = c->cpu[node], b = gpu;
             switch (route) {
             case OFFLOAD_ROUTE_GPU_TO_CPU: a = gpu; b = c->cpu[node]; break;
@@ -306,70 +364,11 @@ static void host_transfer(flow_ctx *c, int task, const sim_task *k, offload_rout
             case OFFLOAD_ROUTE_NVME_TO_GPU: a = c->nvme[node]; break;
             default: b = c->mem[node]; break; /* the CPU step's DRAM traffic */
             }
-            src[n] = a;
-            dst[n] = b;
-            e[n++] = transfer(a, b, k->bytes);
-            c->flows_all++;
+            flow_add(f, &n, a, b);
+            f->e[n - 1] = transfer(a, b, k->bytes);
+            c->flows_all += c->represent;
         }
-    wait_all(c, e, n, task, stage, t0, src, dst);
-}
-
-/* A flapping link: up for flap_period_s - flap_down_s, then down (at its degraded bandwidth)
- * for flap_down_s, over and over until the step ends (a daemon: it does not keep the
- * simulation alive). SimGrid's CM02 model caps a flow at its route's bandwidth when the flow
- * starts, so a flow that starts while the link is down keeps the degraded rate until it ends;
- * starting each period up keeps the flows that start with the step exact. */
-typedef struct flap_arg {
-    sg_link_t link[2];
-    double up_Bps[2];
-    const degraded_link *d;
-    double up_at; /* while down: when it comes back up; else INFINITY */
-} flap_arg;
-
-/* When the first flapping link now down comes back up; INFINITY while none is down. */
-static double flap_next_up(const flow_ctx *c)
-{
-    double up = INFINITY;
-    for (int i = 0; c->flapping > 0 && i < c->s->faults.degraded_count; i++)
-        if (c->flaps[i].d && c->flaps[i].up_at < up)
-            up = c->flaps[i].up_at;
-    return up;
-}
-
-static void flapper_actor(int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    flap_arg *f = sg_actor_self_get_data();
-    for (;;) {
-        sg_actor_sleep_for(f->d->flap_period_s - f->d->flap_down_s);
-        for (int k = 0; k < 2; k++)
-            if (f->link[k])
-                sg_link_set_bandwidth(f->link[k], f->up_Bps[k] * f->d->bandwidth_factor);
-        f->up_at = simgrid_get_clock() + f->d->flap_down_s;
-        sg_actor_sleep_for(f->d->flap_down_s);
-        for (int k = 0; k < 2; k++)
-            if (f->link[k])
-                sg_link_set_bandwidth(f->link[k], f->up_Bps[k]);
-        f->up_at = INFINITY;
-    }
-}
-
-/* faults.step_failure: the GPU's host goes off; every lane stalls at its next task (a
- * synchronous job cannot go on without a rank) until the watchdog fires detect_s later and the
- * job is stopped: the step is lost. A daemon: when the step ends first, nothing happens. */
-static void failure_actor(int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    flow_ctx *c = sg_actor_self_get_data();
-    sg_actor_sleep_for(c->s->faults.step_failure_at_s);
-    c->failed = 1;
-    c->failed_at = simgrid_get_clock();
-    sg_host_turn_off(c->hosts[c->s->faults.step_failure_gpu]);
-    sg_actor_sleep_for(c->s->faults.detect_s);
-    c->detected_at = simgrid_get_clock();
-    sg_actor_kill_all();
+    wait_all(c, f, n, task, x->stage, t0, 1);
 }
 
 static void lane_actor(int argc, char **argv)
@@ -390,7 +389,7 @@ static void lane_actor(int argc, char **argv)
         double t0 = simgrid_get_clock(), contention = 0;
         offload_route route = c->cpu ? offload_task_route(c->s, k) : OFFLOAD_ROUTE_NONE;
         if (route != OFFLOAD_ROUTE_NONE) {
-            host_transfer(c, i, k, route, a->stage, a->replica);
+            host_transfer(c, a, i, k, route);
         } else if (k->kind == TASK_COMPUTE && c->fine && k->tp_ring_bytes > 0 && c->tp > 1) {
             /* compute, then the TP ring as flows (one per GPU of the group) */
             double bw = c->s->platform.node.nvlink_bandwidth_gbs * 1e9;
@@ -399,14 +398,16 @@ static void lane_actor(int argc, char **argv)
             double d = k->comm_inside_s - k->tp_ring_bytes / bw; /* latencies stay analytic */
             if (d > 0)
                 sg_actor_sleep_for(d);
-            sg_exec_t e[FLOW_MAX_PARALLEL];
             int n = 0;
-            for (int ci = 0; ci < c->cp; ci++)
-                for (int tt = 0; tt < c->tp && n < FLOW_MAX_PARALLEL; tt++, c->flows_all++)
-                    e[n++] = transfer(c->hosts[rank_of(c, a->stage, a->replica, tt, ci)],
-                                      c->hosts[rank_of(c, a->stage, a->replica, (tt + 1) % c->tp, ci)],
-                                      k->tp_ring_bytes);
-            wait_all(c, e, n, i, a->stage, 0, NULL, NULL);
+            for (int d = a->replica; d < a->replica_end; d++)
+                for (int ci = 0; ci < c->cp; ci++)
+                    for (int tt = 0; tt < c->tp; tt++, c->flows_all += c->represent) {
+                        sg_host_t from = c->hosts[rank_of(c, a->stage, d, tt, ci)];
+                        sg_host_t to = c->hosts[rank_of(c, a->stage, d, (tt + 1) % c->tp, ci)];
+                        flow_add(&a->flows, &n, from, to);
+                        a->flows.e[n - 1] = transfer(from, to, k->tp_ring_bytes);
+                    }
+            wait_all(c, &a->flows, n, i, a->stage, 0, 0);
         } else if (k->kind == TASK_COMPUTE) {
             double sl = c->slow[a->stage * c->R + a->replica];
             if (c->beside_share > 0 && a->lane == LANE_COMPUTE) {
@@ -422,9 +423,9 @@ static void lane_actor(int argc, char **argv)
         } else {
             sg_exec_t beside = a->lane == LANE_COMM || a->lane == LANE_P2P ? beside_start(c) : NULL;
             if (k->kind == TASK_P2P)
-                p2p(c, i, k, a->stage, a->replica);
+                p2p(c, a, i, k);
             else
-                collective(c, i, k, a->stage, a->replica);
+                collective(c, a, i, k);
             if (beside)
                 sg_exec_cancel(beside);
         }
@@ -455,6 +456,16 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
     c.cp = s->parallel.cp;
     c.grid = scenario_rank_grid(s);
     c.gpn = s->platform.node.gpus;
+    flow_replicas plan = flow_replicas_of(s, o);
+    c.sim_R = plan.simulated;
+    c.fold = plan.fold;
+    c.represent = c.fold ? c.R / c.sim_R : 1;
+    c.G = plan.per_actor;
+    c.groups = (c.sim_R + c.G - 1) / c.G;
+    c.ring_extra = malloc((size_t)c.P * sizeof *c.ring_extra);
+    c.p2p_extra = malloc((size_t)c.P * c.P * sizeof *c.p2p_extra);
+    for (int i = 0; c.ring_extra && c.p2p_extra && i < c.P * c.P; i++)
+        c.p2p_extra[i] = c.ring_extra[i % c.P] = NAN;
     int gpus = scenario_gpus(s), nodes = (gpus + c.gpn - 1) / c.gpn;
     flow_platform_describe(&s->platform, &s->calibration, nodes);
     int offload = s->parallel.offload_optimizer != OFFLOAD_NONE;
@@ -490,39 +501,7 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
             }
         }
     }
-    /* Degraded NICs: both directions of the NIC link at a fraction of their bandwidth. */
-    flap_arg *flaps = calloc((size_t)s->faults.degraded_count + 1, sizeof *flaps);
-    c.flaps = flaps;
-    for (int i = 0; i < s->faults.degraded_count; i++) {
-        const degraded_link *d = &s->faults.degraded[i];
-        const char *dir[2] = {"UP", "DOWN"};
-        for (int k = 0; k < 2; k++) {
-            snprintf(name, sizeof name, "nic_n%dg%d_%s", d->node, d->nic, dir[k]);
-            sg_link_t l = sg_link_by_name(name);
-            if (l && d->flap_period_s > 0) {
-                flaps[i].link[k] = l;
-                flaps[i].up_Bps[k] = sg_link_get_bandwidth(l);
-            } else if (l) {
-                sg_link_set_bandwidth(l, sg_link_get_bandwidth(l) * d->bandwidth_factor);
-            }
-        }
-        flaps[i].up_at = INFINITY;
-        if (d->flap_period_s > 0 && (flaps[i].link[0] || flaps[i].link[1])) {
-            flaps[i].d = d;
-            snprintf(name, sizeof name, "flap%d", i);
-            sg_actor_t act = sg_actor_init(name, c.hosts[0]);
-            sg_actor_set_data(act, &flaps[i]);
-            sg_actor_daemonize(act);
-            sg_actor_start(act, flapper_actor, 0, NULL);
-            c.flapping++;
-        }
-    }
-    if (s->faults.step_failure) {
-        sg_actor_t act = sg_actor_init("failure", c.hosts[0]);
-        sg_actor_set_data(act, &c);
-        sg_actor_daemonize(act);
-        sg_actor_start(act, failure_actor, 0, NULL);
-    }
+    flow_faults_start(&c);
     /* Rails: independent and identical when every flow is rail-aligned and no link joins two
      * rails (see flow_options); rail 0 then stands for all, beside any rail with a fault. */
     c.rail_on = calloc((size_t)c.gpn, sizeof *c.rail_on);
@@ -537,23 +516,12 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
             c.rail_on[s->faults.degraded[i].nic] = 1;
     for (int g = 0; one_rail && g < c.gpn; g++)
         c.rails_simulated += c.rail_on[g];
-    c.slow = malloc((size_t)c.P * c.R * sizeof *c.slow);
-    for (int i = 0; i < c.P * c.R; i++)
-        c.slow[i] = 1;
-    for (int i = 0; i < s->faults.straggler_count; i++) {
-        int r = s->faults.stragglers[i].gpu;
-        int stage = rank_grid_coord(&c.grid, r, GRID_PP), replica = rank_grid_coord(&c.grid, r, GRID_DP);
-        double *sl = &c.slow[stage * c.R + replica];
-        if (s->faults.stragglers[i].slowdown > *sl) /* the lockstep group goes at its slowest GPU */
-            *sl = s->faults.stragglers[i].slowdown;
-    }
-
     int n = w->n_tasks;
     if (workload_index_build(w, &c.index) != 0) {
         fprintf(stderr, "dtsim flow: out of memory indexing %d tasks\n", n);
         return 1;
     }
-    c.done = calloc((size_t)n * c.R, sizeof *c.done);
+    c.done = calloc((size_t)n * c.groups, sizeof *c.done);
     c.bar_in = calloc((size_t)n, sizeof *c.bar_in);
     c.bar_out = calloc((size_t)n, sizeof *c.bar_out);
     c.start = calloc((size_t)n, sizeof(double));
@@ -562,9 +530,9 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
     c.beside_share = cost_overlap_comm_share(w->overlap_slowdown);
 
     long actors = 0;
-    actor_arg *args = calloc((size_t)c.P * c.R * LANE_COUNT, sizeof *args);
+    actor_arg *args = calloc((size_t)c.P * c.groups * LANE_COUNT, sizeof *args);
     for (int p = 0; p < c.P; p++)
-        for (int d = 0; d < c.R; d++)
+        for (int d = 0; d < c.sim_R; d += c.G)
             for (int l = 0; l < LANE_COUNT; l++) {
                 if (c.index.lane_begin[p * LANE_COUNT + l + 1] == c.index.lane_begin[p * LANE_COUNT + l])
                     continue;
@@ -572,6 +540,7 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
                 a->c = &c;
                 a->stage = p;
                 a->replica = d;
+                a->replica_end = d + c.G < c.sim_R ? d + c.G : c.sim_R;
                 a->lane = l;
                 snprintf(name, sizeof name, "s%d.r%d.l%d", p, d, l);
                 sg_actor_t act = sg_actor_init(name, c.hosts[rank_of(&c, p, d, 0, 0)]);
@@ -606,7 +575,7 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
         rep.slowest_comm_s = c.slowest_s;
         rep.slowest_link_gbs = INFINITY;
         for (int i = 0; i < c.slowest_n; i++) {
-            sg_link_t l = route_slowest_link(c.slowest_src[i], c.slowest_dst[i]);
+            sg_link_t l = route_slowest_link(c.slowest.src[i], c.slowest.dst[i]);
             if (l && sg_link_get_bandwidth(l) / 1e9 < rep.slowest_link_gbs) {
                 rep.slowest_link_gbs = sg_link_get_bandwidth(l) / 1e9;
                 snprintf(rep.slowest_link, sizeof rep.slowest_link, "%s", sg_link_get_name(l));
@@ -640,65 +609,14 @@ static int read_replay(void *arg, int fd)
            flow_read_all(fd, x->t->finish, bytes) || flow_read_all(fd, x->t->contention, bytes);
 }
 
-/* Lines of a text file (the memory maps of this process), or -1. */
-static long count_lines(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    long n = 0;
-    int ch;
-    while ((ch = getc(f)) != EOF)
-        n += ch == '\n';
-    fclose(f);
-    return n;
-}
-
-int flow_fits(const scenario_config *s, const step_workload *w, long max_map_count, config_error *err)
-{
-    if (max_map_count <= 0) {
-        FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
-        if (!f || fscanf(f, "%ld", &max_map_count) != 1)
-            max_map_count = 0;
-        if (f)
-            fclose(f);
-        if (max_map_count <= 0)
-            return 0; /* no such limit here */
-    }
-    /* the lane actors of child_run: a (stage, lane) with tasks, once per replica; the flappers
-     * and the failure actor beside them */
-    long lanes = 0;
-    unsigned char *used = calloc((size_t)(w->stages > 0 ? w->stages : 1) * LANE_COUNT, 1);
-    for (int i = 0; used && i < w->n_tasks; i++) {
-        unsigned char *u = &used[(size_t)w->tasks[i].stage * LANE_COUNT + w->tasks[i].lane];
-        lanes += !*u;
-        *u = 1;
-    }
-    free(used);
-    long actors = lanes * (long)(s->parallel.dp > 0 ? s->parallel.dp : 1) + s->faults.degraded_count + 1;
-    long in_use = count_lines("/proc/self/maps");
-    /* what SimGrid, its platform module and the child's own allocations map besides the stacks
-     * (measured: a small replay's child holds under 1,000 maps) */
-    long margin = 2048, need = FLOW_MAPS_PER_ACTOR * actors + (in_use > 0 ? in_use : 0) + margin;
-    if (need <= max_map_count)
-        return 0;
-    snprintf(err->msg, sizeof err->msg,
-             "flow fidelity needs about %ld SimGrid actors (%ld stage lanes with work x %lld data-parallel replicas), "
-             "each a context stack in %d memory map(s): %ld maps with those in use, over this machine's "
-             "vm.max_map_count of %ld. Run it at analytic fidelity (--fidelity analytic), simulate fewer ranks, or "
-             "raise the limit (sysctl -w vm.max_map_count=%ld)",
-             actors, lanes, (long long)s->parallel.dp, FLOW_MAPS_PER_ACTOR, need, max_map_count, need + need / 4);
-    return FLOW_REFUSED;
-}
-
 int replay_flow_with(const scenario_config *s, const step_workload *w, const flow_options *o, replay_times *t,
                      flow_report *r, config_error *err)
 {
-    if (s->parallel.tp * s->parallel.cp * FLOW_MAX_PARALLEL < 1) {
+    if (s->parallel.tp * s->parallel.cp < 1) {
         snprintf(err->msg, sizeof err->msg, "flow fidelity: empty layout");
         return -1;
     }
-    if (flow_fits(s, w, 0, err) != 0)
+    if (flow_fits(s, w, o, 0, err) != 0)
         return FLOW_REFUSED;
     replay_ctx x = {.s = s, .w = w, .o = o, .t = t};
     if (flow_in_child("flow fidelity", "the SimGrid replay", child_replay, read_replay, &x, err) != 0)
@@ -711,13 +629,13 @@ int replay_flow_with(const scenario_config *s, const step_workload *w, const flo
 int replay_flow(const scenario_config *s, const step_workload *w, replay_times *t, flow_report *r,
                 config_error *err)
 {
-    flow_options o = {0, 0};
+    flow_options o = {0};
     return replay_flow_with(s, w, &o, t, r, err);
 }
 
 int replay_flow_fine(const scenario_config *s, const step_workload *w, replay_times *t, flow_report *r,
                      config_error *err)
 {
-    flow_options o = {1, 0};
+    flow_options o = {.fine = 1};
     return replay_flow_with(s, w, &o, t, r, err);
 }

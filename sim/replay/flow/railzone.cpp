@@ -93,16 +93,27 @@ Params parse_params()
     return p;
 }
 
+/* A link as routes take it: its kernel object and latency, looked up once when the link is
+ * made (s4u's Link::get_impl() is a dynamic_cast, which on every route cost a tenth of a large
+ * replay's time). The s4u link stays the one faults change: same kernel object. */
+struct Hop {
+    StandardLinkImpl *impl = nullptr;
+    double lat = 0;
+};
+struct Duplex {
+    Hop up, down;
+};
+
 class RailZone : public simgrid::kernel::routing::NetZoneImpl {
 public:
     Params p;
     unsigned long first_id = 0;
     int rails = 1, leaves = 1, spines = 1, pods = 1;
     int bundle = 1; /* uplinks one link stands for: adaptive routing's bundle, else 1 */
-    std::vector<sg4::SplitDuplexLink *> nv, nic, ls; /* per GPU, per GPU, per (rail, leaf, spine) */
-    std::vector<sg4::SplitDuplexLink *> sc;          /* per (rail, pod, spine, core): the third tier */
-    std::vector<sg4::SplitDuplexLink *> pcie;        /* offload: per GPU */
-    std::vector<sg4::Link *> hostmem, nvmer, nvmew;  /* offload: per node */
+    std::vector<Duplex> nv, nic, ls;         /* per GPU, per GPU, per (rail, leaf, spine) */
+    std::vector<Duplex> sc;                  /* per (rail, pod, spine, core): the third tier */
+    std::vector<Duplex> pcie;                /* offload: per GPU */
+    std::vector<Hop> hostmem, nvmer, nvmew;  /* offload: per node */
 
     explicit RailZone(const Params &params) : NetZoneImpl("dtsim-cluster"), p(params)
     {
@@ -121,37 +132,37 @@ public:
         }
     }
 
-    static void add(std::vector<StandardLinkImpl *> &l, double *lat, sg4::Link *k)
+    static void add(std::vector<StandardLinkImpl *> &l, double *lat, const Hop &k)
     {
-        l.push_back(k->get_impl());
+        l.push_back(k.impl);
         if (lat)
-            *lat += k->get_latency();
+            *lat += k.lat;
     }
 
     void rail_route(unsigned a, unsigned b, Route *r, double *lat)
     {
         unsigned na = a / p.gpus, nb = b / p.gpus;
-        add(r->link_list_, lat, nic[a]->get_link_up());
+        add(r->link_list_, lat, nic[a].up);
         unsigned la = na / p.leaf_radix, lb = nb / p.leaf_radix;
         if (lat)
             *lat += p.switch_lat;
         if (spines > 0 && la != lb) {
             unsigned rail = rails > 1 ? a % p.gpus : 0;
             unsigned k = (b / (rails > 1 ? p.gpus : 1)) % spines; /* d-mod-k by destination port */
-            add(r->link_list_, lat, ls[(rail * leaves + la) * spines + k]->get_link_up());
+            add(r->link_list_, lat, ls[(rail * leaves + la) * spines + k].up);
             unsigned pa = la / p.leaf_radix, pb = lb / p.leaf_radix;
             if (pods > 1 && pa != pb) {
                 unsigned c = (b / (rails > 1 ? p.gpus : 1) / spines) % spines; /* core, d-mod-k again */
-                add(r->link_list_, lat, sc[((rail * pods + pa) * spines + k) * spines + c]->get_link_up());
-                add(r->link_list_, lat, sc[((rail * pods + pb) * spines + k) * spines + c]->get_link_down());
+                add(r->link_list_, lat, sc[((rail * pods + pa) * spines + k) * spines + c].up);
+                add(r->link_list_, lat, sc[((rail * pods + pb) * spines + k) * spines + c].down);
                 if (lat)
                     *lat += 2 * p.switch_lat;
             }
-            add(r->link_list_, lat, ls[(rail * leaves + lb) * spines + k]->get_link_down());
+            add(r->link_list_, lat, ls[(rail * leaves + lb) * spines + k].down);
             if (lat)
                 *lat += 2 * p.switch_lat;
         }
-        add(r->link_list_, lat, nic[b]->get_link_down());
+        add(r->link_list_, lat, nic[b].down);
     }
 
     /* Offload endpoints: index >= GPUs; kind 0 cpu, 1 mem, 2 nvme; node n. */
@@ -163,13 +174,13 @@ public:
         if (na != nb)
             return; /* host transfers stay inside a node */
         if (ka < 0) { /* GPU -> cpu, or -> nvme through the cpu */
-            add(r->link_list_, lat, pcie[a]->get_link_up());
+            add(r->link_list_, lat, pcie[a].up);
             if (kb == 2)
                 add(r->link_list_, lat, nvmew[nb]);
         } else if (kb < 0) { /* cpu -> GPU, or nvme -> GPU */
             if (ka == 2)
                 add(r->link_list_, lat, nvmer[na]);
-            add(r->link_list_, lat, pcie[b]->get_link_down());
+            add(r->link_list_, lat, pcie[b].down);
         } else if (ka == 2 || kb == 2) {
             add(r->link_list_, lat, ka == 2 ? nvmer[na] : nvmew[na]);
         } else {
@@ -188,25 +199,36 @@ public:
             return;
         }
         if (a / p.gpus == b / p.gpus) {
-            add(r->link_list_, lat, nv[a]->get_link_up());
-            add(r->link_list_, lat, nv[b]->get_link_down());
+            add(r->link_list_, lat, nv[a].up);
+            add(r->link_list_, lat, nv[b].down);
         } else if (rails == 1 || a % p.gpus == b % p.gpus) {
             rail_route(a, b, r, lat);
         } else {
             unsigned relay = (a / p.gpus) * p.gpus + b % p.gpus; /* PXN */
-            add(r->link_list_, lat, nv[a]->get_link_up());
-            add(r->link_list_, lat, nv[relay]->get_link_down());
+            add(r->link_list_, lat, nv[a].up);
+            add(r->link_list_, lat, nv[relay].down);
             rail_route(relay, b, r, lat);
         }
     }
 };
 
-sg4::SplitDuplexLink *link(RailZone *z, const std::string &name, double bw, double lat)
+Hop hop(sg4::Link *l)
+{
+    Hop h;
+    h.impl = l->get_impl();
+    h.lat = l->get_latency();
+    return h;
+}
+
+Duplex link(RailZone *z, const std::string &name, double bw, double lat)
 {
     auto *l = z->create_split_duplex_link(name, {bw});
     l->set_latency(lat);
     l->seal();
-    return l;
+    Duplex d;
+    d.up = hop(l->get_link_up());
+    d.down = hop(l->get_link_down());
+    return d;
 }
 
 } // namespace
@@ -253,11 +275,11 @@ extern "C" void load_platform(const sg4::Engine &)
             }
         for (int n = 0; n < p.nodes; n++) {
             std::snprintf(name, sizeof name, "hostmem_n%d", n);
-            z->hostmem.push_back(z->create_link(name, {p.hostmem_Bps > 0 ? p.hostmem_Bps : 1e15})->seal());
+            z->hostmem.push_back(hop(z->create_link(name, {p.hostmem_Bps > 0 ? p.hostmem_Bps : 1e15})->seal()));
             std::snprintf(name, sizeof name, "nvmer_n%d", n);
-            z->nvmer.push_back(z->create_link(name, {p.nvme_read_Bps > 0 ? p.nvme_read_Bps : 1e15})->seal());
+            z->nvmer.push_back(hop(z->create_link(name, {p.nvme_read_Bps > 0 ? p.nvme_read_Bps : 1e15})->seal()));
             std::snprintf(name, sizeof name, "nvmew_n%d", n);
-            z->nvmew.push_back(z->create_link(name, {p.nvme_write_Bps > 0 ? p.nvme_write_Bps : 1e15})->seal());
+            z->nvmew.push_back(hop(z->create_link(name, {p.nvme_write_Bps > 0 ? p.nvme_write_Bps : 1e15})->seal()));
         }
     }
     z->seal();

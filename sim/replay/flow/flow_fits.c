@@ -1,0 +1,121 @@
+/* Whether the flow replay fits this machine before it starts (flow_fits), and which DP replicas
+ * it simulates, how many an actor (flow_replicas_of); see flow.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include "collective.h"
+#include "flow.h"
+
+/* memory maps one SimGrid actor's stack takes: its mmap, no guard page (flow_simgrid_start) */
+#define FLOW_MAPS_PER_ACTOR 1
+
+/* Flows one actor keeps pending at most. SimGrid 3.32 takes an ended activity out of its actor's
+ * list with std::list::remove (a walk of the whole list), so an actor with n flows pending pays
+ * O(n^2): one actor starting the rings of 512 replicas spent an eighth of a 65,536-GPU replay
+ * there (perf, 2026-11-27). A few dozen cost nothing beside SimGrid's own work per flow. */
+#define FLOW_PENDING_PER_ACTOR 64
+
+/* Whether nothing above the NICs can slow a flow: one switch, one leaf, or leaves whose uplinks
+ * adaptive routing bundles into as much bandwidth as the leaf's NICs have (oversubscription 1;
+ * the tier above the leaves is non-blocking, railzone.cpp). A flow leaving a leaf started at one
+ * of its NICs, so the flows on a bundle carry at most what those NICs do: the bundle never binds. */
+static int nonblocking_above_nics(const platform_config *p, int nodes)
+{
+    int radix = p->network.leaf_radix > 0 ? p->network.leaf_radix : 1;
+    return p->network.topology == TOPO_SINGLE_SWITCH || nodes <= radix ||
+           (p->network.adaptive_routing && p->network.oversubscription <= 1);
+}
+
+flow_replicas flow_replicas_of(const scenario_config *s, const flow_options *o)
+{
+    int dp = s->parallel.dp > 0 ? s->parallel.dp : 1, tp = s->parallel.tp > 0 ? s->parallel.tp : 1;
+    int cp = s->parallel.cp > 0 ? s->parallel.cp : 1, gpn = s->platform.node.gpus > 0 ? s->platform.node.gpus : 1;
+    flow_replicas r = {dp, 1, 0};
+    /* a straggler, a degraded or flapping link, a failure: one replica's timeline differs */
+    if ((o && o->per_replica) || s->faults.straggler_count > 0 || s->faults.degraded_count > 0 ||
+        s->faults.step_failure)
+        return r;
+    /* the flows a replica starts for one communication, at most: one per simulated rail of its TP
+     * ranks (flow_replay.c's rail representation), per CP rank, per ring channel */
+    int one_rail = tp % gpn == 0 && s->platform.network.topology != TOPO_FAT_TREE && !(o && (o->fine || o->all_rails));
+    coll_group g = coll_group_of(dp, tp * (s->parallel.pp > 0 ? s->parallel.pp : 1), gpn);
+    int nics = s->platform.node.nics > 0 ? s->platform.node.nics : 1;
+    int channels = g.per_node > 1 ? (g.per_node < nics ? g.per_node : nics) : 1;
+    long per_replica = (long)cp * (one_rail ? tp / gpn : tp) * channels;
+    /* Folded: a (stage, replica) fills whole nodes of its own, every flow stays on rail 0, and
+     * nothing above the NICs binds. A flow's rate then depends only on what shares its NICs, and
+     * shifting every replica by k (d -> d + k mod DP) maps the step's flows onto themselves: the
+     * replicas congruent mod k see the same rates. The replay simulates replicas 0 .. k-1, their
+     * ring edge from replica k-1 wrapping to replica 0, with k the smallest divisor >= 2 of DP (k = 2
+     * where DP is even; 1 would send a ring edge to its own NIC). Route latencies still differ
+     * between replicas (a crossing of the spines or of pods): flow_replay.c adds what the
+     * slowest replica's route has over the simulated ones. */
+    long nodes = ((long)dp * tp * cp * (s->parallel.pp > 0 ? s->parallel.pp : 1) + gpn - 1) / gpn;
+    if (one_rail && !(o && o->no_fold) && nonblocking_above_nics(&s->platform, (int)nodes) &&
+        s->parallel.offload_optimizer == OFFLOAD_NONE) {
+        int k = 2;
+        while (k < dp && dp % k)
+            k++;
+        if (k < dp) {
+            r.simulated = k;
+            r.fold = 1;
+        }
+    }
+    long group = FLOW_PENDING_PER_ACTOR / per_replica;
+    r.per_actor = group < 1 ? 1 : group > r.simulated ? r.simulated : (int)group;
+    return r;
+}
+
+/* Lines of a text file (the memory maps of this process), or -1. */
+static long count_lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    long n = 0;
+    int ch;
+    while ((ch = getc(f)) != EOF)
+        n += ch == '\n';
+    fclose(f);
+    return n;
+}
+
+int flow_fits(const scenario_config *s, const step_workload *w, const flow_options *o, long max_map_count,
+              config_error *err)
+{
+    if (max_map_count <= 0) {
+        FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+        if (!f || fscanf(f, "%ld", &max_map_count) != 1)
+            max_map_count = 0;
+        if (f)
+            fclose(f);
+        if (max_map_count <= 0)
+            return 0; /* no such limit here */
+    }
+    /* the lane actors of child_run: a (stage, lane) with tasks, once per group of replicas; the
+     * flappers and the failure actor beside them */
+    long lanes = 0;
+    unsigned char *used = calloc((size_t)(w->stages > 0 ? w->stages : 1) * LANE_COUNT, 1);
+    for (int i = 0; used && i < w->n_tasks; i++) {
+        unsigned char *u = &used[(size_t)w->tasks[i].stage * LANE_COUNT + w->tasks[i].lane];
+        lanes += !*u;
+        *u = 1;
+    }
+    free(used);
+    flow_replicas rep = flow_replicas_of(s, o);
+    long groups = (rep.simulated + rep.per_actor - 1) / rep.per_actor;
+    long actors = lanes * groups + s->faults.degraded_count + 1;
+    long in_use = count_lines("/proc/self/maps");
+    /* what SimGrid, its platform module and the child's own allocations map besides the stacks
+     * (measured: a small replay's child holds under 1,000 maps) */
+    long margin = 2048, need = FLOW_MAPS_PER_ACTOR * actors + (in_use > 0 ? in_use : 0) + margin;
+    if (need <= max_map_count)
+        return 0;
+    snprintf(err->msg, sizeof err->msg,
+             "flow fidelity needs about %ld SimGrid actors (%ld stage lanes with work x %ld data-parallel replicas replayed apart), "
+             "each a context stack in %d memory map(s): %ld maps with those in use, over this machine's "
+             "vm.max_map_count of %ld. Run it at analytic fidelity (--fidelity analytic), simulate fewer ranks, or "
+             "raise the limit (sysctl -w vm.max_map_count=%ld)",
+             actors, lanes, groups, FLOW_MAPS_PER_ACTOR, need, max_map_count, need + need / 4);
+    return FLOW_REFUSED;
+}
+
