@@ -166,9 +166,11 @@ int memory_model_stage(const scenario_config *s, int stage, int in_flight, memor
     double dense = params_stage_per_gpu(s, stage) - expert;
     memory_breakdown e;
     offload_device off_opt = s->parallel.offload_optimizer, off_par = s->parallel.offload_parameters;
-    memory_model_states_offload(dense, shards, s->parallel.zero_stage, s->training.precision, s->training.optimizer,
-                                off_opt, off_par, out);
-    memory_model_states_offload(expert, expert_shards, s->parallel.zero_stage, s->training.precision,
+    /* the BF16_Optimizer shards its optimizer states as ZeRO-1 does (params_optimizer_shards) */
+    int zero = s->parallel.zero_stage < 1 && params_optimizer_shards(s) > 1 ? 1 : s->parallel.zero_stage;
+    memory_model_states_offload(dense, shards, zero, s->training.precision, s->training.optimizer, off_opt, off_par,
+                                out);
+    memory_model_states_offload(expert, expert_shards, zero, s->training.precision,
                                 s->training.optimizer, off_opt, off_par, &e);
     out->weights += e.weights;
     out->gradients += e.gradients;

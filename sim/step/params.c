@@ -91,6 +91,12 @@ int params_deepspeed_bf16_optimizer(const scenario_config *s)
            s->parallel.zero_stage <= (s->parallel.pp > 1 ? 1 : 0);
 }
 
+int params_optimizer_shards(const scenario_config *s)
+{
+    int dp = s->parallel.dp > 0 ? s->parallel.dp : 1, cp = s->parallel.cp > 0 ? s->parallel.cp : 1;
+    return s->parallel.zero_stage >= 1 || params_deepspeed_bf16_optimizer(s) ? dp * cp : 1;
+}
+
 double params_grad_reduce_bytes(const scenario_config *s)
 {
     if (s->parallel.grad_reduce_bytes > 0)

@@ -33,6 +33,11 @@ double params_stage_outside_layers_per_gpu(const scenario_config *s, int stage);
  * itself): bf16 on DeepSpeed's engine, ZeRO-1 at most with a pipeline (the pipeline engine takes
  * bf16 only through it), ZeRO stage 0 without one (ZeRO-1 and up are then its ZeRO optimizers). */
 int params_deepspeed_bf16_optimizer(const scenario_config *s);
+/* The data-parallel ranks (x CP) the optimizer's states and step are split over: dp x cp under
+ * ZeRO-1 and up and under the BF16_Optimizer (deepspeed/runtime/bf16_optimizer.py: each rank keeps
+ * the fp32 master copy and Adam's moments of its 1/dp partition, steps it, then all-gathers the
+ * bf16 parameters), else 1. */
+int params_optimizer_shards(const scenario_config *s);
 double params_grad_reduce_bytes(const scenario_config *s);
 /* Bytes per element of the gradient buffer a GPU accumulates micro-batches into: the wider of
  * the compute dtype and the reduction dtype (Megatron's fp32 main_grad under bf16). */

@@ -49,6 +49,9 @@ void workload_size_estimate(const scenario_config *s, workload_size *z)
         /* one flush of the stage's gradients */
         comm += P * flush_tasks(V * layers_per_chunk * layer_grad, bucket, compressed);
     }
+    /* DeepSpeed's BF16_Optimizer adds each backward's gradients into its fp32 ones (workload.c) */
+    if (params_deepspeed_bf16_optimizer(s))
+        compute += passes / 2;
     /* the step's end on every stage: gradient norm, optimizer, buffers, syncs, parameter gathers */
     compute += P * 8;
     comm += P * 4;

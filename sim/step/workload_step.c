@@ -126,7 +126,9 @@ void workload_emit_step_sync(step_workload *w, const builder *b, stage_state *st
     }
     int gpus = scenario_gpus(s);
     coll_group world = coll_group_of(gpus, 1, b->gpn);
-    int shards = s->parallel.zero_stage >= 1 ? s->parallel.dp * s->parallel.cp : 1;
+    /* the norm reads a rank's share of the gradients: its ZeRO partition; the BF16_Optimizer's
+     * get_grads_for_norm reads its whole fp32 gradients */
+    int shards = s->parallel.zero_stage >= 1 && !b->bf16_optimizer ? s->parallel.dp * s->parallel.cp : 1;
     int scalars = s->training.precision == PREC_FP16 ? 2 : 1; /* found_inf, then the norm */
     int *norm = malloc((size_t)P * sizeof *norm);
     for (int p = 0; norm && p < P; p++) {
@@ -150,12 +152,13 @@ void workload_emit_step_sync(step_workload *w, const builder *b, stage_state *st
     free(ready);
 }
 
-/* The optimizer step, then (ZeRO-1/2) the all-gather of updated parameters. */
+/* The optimizer step, then (ZeRO-1/2, the BF16_Optimizer) the all-gather of updated parameters. */
 void workload_emit_optimizer(step_workload *w, const builder *b, stage_state *st, int stage)
 {
     const scenario_config *s = b->s;
     double params = params_stage_per_gpu(s, stage);
-    int shards = s->parallel.zero_stage >= 1 ? s->parallel.dp * s->parallel.cp : 1;
+    int shards = params_optimizer_shards(s);
+    int gathers = shards > 1 && (b->bf16_optimizer || (s->parallel.zero_stage >= 1 && s->parallel.zero_stage <= 2));
     /* AdamW reads fp32 master weights, both moments and the gradient, writes them back and
      * (mixed precision) writes the half-precision copy: ~30 bytes per parameter; SGD ~12. */
     double bytes_per_param = s->training.optimizer == OPTIMIZER_SGD ? 12 : (b->cm.act_bytes == 2 ? 30 : 28);
@@ -179,12 +182,11 @@ void workload_emit_optimizer(step_workload *w, const builder *b, stage_state *st
         st->last_compute = workload_add_task(w, &z);
     }
 
-    if (offload && !(s->parallel.zero_stage >= 1 && s->parallel.zero_stage <= 2 && shards > 1)) {
+    if (offload && !gathers) {
         sim_task end = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "step_end"); /* the GPU waits for the host */
         st->last_compute = workload_add_task(w, &end);
         workload_add_dep(w, st->last_compute, opt);
-    } else if (s->parallel.zero_stage >= 1 && s->parallel.zero_stage <= 2 && shards > 1 &&
-               !s->parallel.overlap_param_gather) { /* (with it: at the next step's start) */
+    } else if (gathers && !s->parallel.overlap_param_gather) { /* (with it: at the next step's start) */
         int first = -1, last = -1;
         param_gather_buckets(w, b, stage, params * b->cm.act_bytes, opt, &first, &last);
         sim_task end = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "step_end");

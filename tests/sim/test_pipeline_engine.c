@@ -190,6 +190,25 @@ static void bf16_optimizer_runs_where_deepspeed_runs_it(void **state)
     assert_int_equal(tasks_named(&s, "update_hp_grads"), 4);
     assert_true(tasks_named(&s, "dp_grad_allreduce") > 0);
     assert_true(params_grad_reduce_bytes(&s) == 2);
+    /* its own ZeRO-1 at stage 0 (bf16_optimizer.py: fp32 master and Adam states of a 1/dp
+     * partition, the bf16 parameters all-gathered after the step): the optimizer states of
+     * Megatron-LM's ZeRO-1, half those of its DDP at DP 2; fp32 gradients, whole */
+    assert_int_equal(params_optimizer_shards(&s), 2);
+    assert_true(tasks_named(&s, "zero_param_allgather") > 0);
+    run_memory ds, ddp, zero1;
+    run_memory_estimate(&s, &ds);
+    s.parallel.pipeline_engine = PIPELINE_ENGINE_MEGATRON;
+    run_memory_estimate(&s, &ddp);
+    assert_int_equal(tasks_named(&s, "zero_param_allgather"), 0);
+    s.parallel.zero_stage = 1;
+    run_memory_estimate(&s, &zero1);
+    s.parallel.zero_stage = 0;
+    s.parallel.pipeline_engine = PIPELINE_ENGINE_DEEPSPEED;
+    print_message("optimizer states: BF16_Optimizer %.4g GiB, Megatron ZeRO-1 %.4g, DDP %.4g\n", ds.optimizer,
+                  zero1.optimizer, ddp.optimizer);
+    assert_true(ds.optimizer > 0 && fabs(ds.optimizer - zero1.optimizer) < 1e-9 * zero1.optimizer);
+    assert_true(fabs(2 * ds.optimizer - ddp.optimizer) < 1e-9 * ddp.optimizer);
+    assert_true(fabs(ds.gradients - ddp.gradients) < 1e-9 * ddp.gradients); /* both fp32 */
     s.parallel.zero_stage = 1; /* no pipeline: DeepSpeed's ZeRO-1 optimizer */
     assert_int_equal(tasks_named(&s, "update_hp_grads"), 0);
     assert_true(tasks_named(&s, "dp_grad_reduce_scatter") > 0);
