@@ -502,22 +502,25 @@ static void replica_groups_replay_what_separate_replicas_do(void **state)
 
 /* Folded replicas (flow_replicas_of): where nothing above the NICs binds, replicas 0 .. k-1 stand
  * for every replica congruent mod k. Each case replays a full step (a pipeline, overlapped
- * gradient buckets, ZeRO-1) folded and with every replica simulated, and every task must end at
- * the same time: rings and transfers that cross the spines (adaptive routing, 1:1), pods (3 tiers,
- * so the folded routes are shorter than the slowest replica's and the replay adds the difference),
- * an odd DP (k = 3), the gradient ring through CP ranks, and a prime DP (k = DP: nothing folded). */
+ * gradient buckets and parameter gathers) folded and with every replica simulated, and every task
+ * must end at the same time: rings and transfers that cross the spines (adaptive routing, 1:1),
+ * pods (3 tiers, so the folded routes are shorter than the slowest replica's and the replay charges
+ * the longest), an odd DP (k = 3), the gradient ring through CP ranks, ZeRO-3 with virtual stages,
+ * and a prime DP (k = DP: nothing folded). */
 static void folded_replicas_stand_for_every_replica(void **state)
 {
     (void)state;
     struct {
         const char *what;
-        int nodes, tp, cp, pp, dp, radix, tiers, simulated;
+        int nodes, tp, cp, pp, dp, radix, tiers, simulated, zero, vpp;
     } cases[] = {
-        {"DP 6 across leaves", 12, 8, 1, 2, 6, 4, 2, 2},
-        {"DP 8 across pods", 16, 8, 1, 2, 8, 2, 3, 2},
-        {"DP 9 (k = 3)", 18, 8, 1, 2, 9, 4, 2, 3},
-        {"DP 4 x CP 2", 16, 8, 2, 2, 4, 4, 2, 2},
-        {"DP 5 (prime)", 10, 8, 1, 2, 5, 4, 2, 5},
+        {"DP 6 across leaves", 12, 8, 1, 2, 6, 4, 2, 2, 1, 1},
+        {"DP 8 across pods", 16, 8, 1, 2, 8, 2, 3, 2, 1, 1},
+        {"DP 9 (k = 3)", 18, 8, 1, 2, 9, 4, 2, 3, 1, 1},
+        {"DP 4 x CP 2", 16, 8, 2, 2, 4, 4, 2, 2, 1, 1},
+        {"DP 5 (prime)", 10, 8, 1, 2, 5, 4, 2, 5, 1, 1},
+        {"PP 4 x DP 8, ZeRO-3, interleaved, radix 3", 32, 8, 1, 4, 8, 3, 2, 2, 3, 2},
+        {"PP 2 x DP 6, ZeRO-1, interleaved, radix 5", 12, 8, 1, 2, 6, 5, 2, 2, 1, 2},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         scenario_config s;
@@ -525,7 +528,10 @@ static void folded_replicas_stand_for_every_replica(void **state)
         fixture_layout(&s, cases[c].tp, cases[c].pp, cases[c].dp, 4 * cases[c].dp);
         s.parallel.cp = cases[c].cp;
         s.parallel.overlap_grad_reduce = 1;
-        s.parallel.zero_stage = 1;
+        s.parallel.overlap_param_gather = 1;
+        s.parallel.zero_stage = cases[c].zero;
+        s.parallel.vpp = cases[c].vpp;
+        s.parallel.schedule = cases[c].vpp > 1 ? PIPELINE_INTERLEAVED : s.parallel.schedule;
         s.platform.network.leaf_radix = cases[c].radix;
         s.platform.network.tiers = cases[c].tiers;
         s.platform.network.adaptive_routing = 1;
@@ -567,6 +573,51 @@ static void folded_replicas_stand_for_every_replica(void **state)
     assert_int_equal(flow_replicas_of(&s, NULL).simulated, 6);
     s.platform.network.leaf_radix = 12; /* one leaf: no uplink at all */
     assert_int_equal(flow_replicas_of(&s, NULL).simulated, 2);
+    fixture_free(&s);
+}
+
+/* Flows of unequal route lengths share a NIC alike. SimGrid's CM02 would share it in inverse
+ * proportion to the routes' latency (TCP's round-trip unfairness); InfiniBand's switches and NVLink
+ * do not, and railzone.cpp tells SimGrid no latency (the replay charges it). TP 8 x PP 2 x DP 4, two
+ * nodes a leaf: stage 0's DP ring (in-leaf and cross-leaf edges) runs while each replica's stage 0
+ * sends 400 MB to stage 1, across the spines. Each ring edge shares its sender's NIC with that
+ * replica's send: at equal shares a 20 MB all-reduce's edges (30 MB a NIC at 25 GB/s, half of it)
+ * take 2.4 ms, whatever their route, and the folded replay (2 replicas) ends every task where the
+ * whole one and the one with an actor per replica do. */
+static void flows_of_unequal_routes_share_a_nic_alike(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 8);
+    fixture_layout(&s, 8, 2, 4, 32);
+    s.platform.network.leaf_radix = 2;
+    s.platform.network.adaptive_routing = 1;
+    s.platform.network.oversubscription = 1;
+    step_workload w;
+    fixture_graph(&w, 2);
+    int c0 = fixture_add(&w, fixture_compute(0, "c0", 1e-3), -1);
+    int tx = fixture_add(&w, fixture_transfer(0, 1, "pp_send_activation", 400e6, 1e-3), c0);
+    int ar = fixture_add(&w, fixture_collective(0, "dp_grad_allreduce", COMM_DP, COLL_ALL_REDUCE, 4, 20e6, 1e-3), c0);
+    fixture_add(&w, fixture_compute(1, "c1", 1e-4), tx);
+    flow_options whole = {.no_fold = 1}, apart = {.per_replica = 1};
+    replay_times f, a, p;
+    flow_report rf;
+    fixture_replay_flow(&s, &w, NULL, &f, &rf);
+    fixture_replay_flow(&s, &w, &whole, &a, NULL);
+    fixture_replay_flow(&s, &w, &apart, &p, NULL);
+    double ring = f.finish[ar] - 1e-3, B = s.platform.node.nic_bandwidth_gbps / 8 * 1e9;
+    print_message("all-reduce beside the sends: %.6f s (equal shares: %.6f s plus latencies), folded from %ld "
+                  "flows\n",
+                  ring, 2.0 * 3 / 4 * 20e6 / (B / 2), rf.flows);
+    assert_true(fabs(ring / (2.0 * 3 / 4 * 20e6 / (B / 2)) - 1) < 0.01);
+    for (int i = 0; i < w.n_tasks; i++) {
+        assert_true(fabs(f.finish[i] - a.finish[i]) <= 1e-12);
+        assert_true(fabs(p.finish[i] - a.finish[i]) <= 1e-12);
+    }
+    replay_times_free(&f);
+    replay_times_free(&a);
+    replay_times_free(&p);
+    workload_free(&w);
     fixture_free(&s);
 }
 
@@ -761,6 +812,7 @@ int main(void)
         cmocka_unit_test(one_rail_stands_for_identical_rails),
         cmocka_unit_test(replica_groups_replay_what_separate_replicas_do),
         cmocka_unit_test(folded_replicas_stand_for_every_replica),
+        cmocka_unit_test(flows_of_unequal_routes_share_a_nic_alike),
         cmocka_unit_test(degraded_nic_slows_a_dp_heavy_step_as_the_ring_predicts),
         cmocka_unit_test(third_tier_carries_traffic_between_pods),
         cmocka_unit_test(flow_uses_the_collective_the_analytic_replay_picks),

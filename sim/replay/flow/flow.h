@@ -74,9 +74,10 @@ typedef struct {
      * replica differ from another (no straggler, degraded link or failure): the same flows, a
      * compute exec per task and group in place of one per replica, fewer actors meeting at a DP
      * collective's barriers. A group is as many replicas as start 64 flows a communication
-     * (flow_replicas_per_actor). Exact where no flow contends with one replica's and not
-     * another's (tests/flow); where one does, a group waits for its slowest replica's transfer,
-     * as all wait for it at the next DP collective. */
+     * (flow_replicas_of). A group waits for its slowest replica's transfer, latency included,
+     * where each replica would otherwise go on at its own pace until the next DP collective: the
+     * two part by the latency differences of the replicas' routes and by uneven contention
+     * (microseconds, tests/flow). */
     int per_replica;
     /* Simulate every replica where folding would stand a few for all (flow_replicas_of): on a
      * fabric where nothing above the NICs binds (one switch, one leaf, adaptive routing at 1:1),

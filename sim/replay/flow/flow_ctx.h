@@ -34,7 +34,7 @@ typedef struct {
      * `represent`); G of them an actor, in lockstep; actors a lane */
     int sim_R, fold, G, groups;
     long represent;
-    double *ring_extra, *p2p_extra; /* folded: latency beyond the simulated routes, [stage], [stage][peer] */
+    double *ring_latency, *p2p_latency; /* folded: the longest route over every replica, [stage], [stage][peer] */
     rank_grid grid;            /* the scenario's (config.h): where each (tp, cp, stage, replica) sits */
     sg_host_t *hosts;          /* by global rank */
     workload_index index;      /* each lane's tasks, each task's dependents (workload_graph.h) */

@@ -37,7 +37,8 @@ flow_replicas flow_replicas_of(const scenario_config *s, const flow_options *o)
     /* the flows a replica starts for one communication, at most: one per simulated rail of its TP
      * ranks (flow_replay.c's rail representation), per CP rank, per ring channel */
     int one_rail = tp % gpn == 0 && s->platform.network.topology != TOPO_FAT_TREE && !(o && (o->fine || o->all_rails));
-    coll_group g = coll_group_of(dp, tp * (s->parallel.pp > 0 ? s->parallel.pp : 1), gpn);
+    rank_grid grid = scenario_rank_grid(s);
+    coll_group g = coll_group_of(dp, (int)rank_grid_stride(&grid, GRID_DP), gpn);
     int nics = s->platform.node.nics > 0 ? s->platform.node.nics : 1;
     int channels = g.per_node > 1 ? (g.per_node < nics ? g.per_node : nics) : 1;
     long per_replica = (long)cp * (one_rail ? tp / gpn : tp) * channels;

@@ -117,14 +117,39 @@ static sg_link_t route_slowest_link(sg_host_t a, sg_host_t b)
     return slowest;
 }
 
+/* The latency of the route from a to b: the sum of its links' (railzone.cpp puts each switch's in
+ * the links at its ends, and tells SimGrid none, so that flows share links alike). */
+static double route_latency(sg_host_t a, sg_host_t b)
+{
+    xbt_dynar_t links = xbt_dynar_new(sizeof(sg_link_t), NULL);
+    sg_host_get_route(a, b, links);
+    double lat = 0;
+    sg_link_t l;
+    unsigned int it;
+    xbt_dynar_foreach (links, it, l)
+        lat += sg_link_get_latency(l);
+    xbt_dynar_free(&links);
+    return lat;
+}
+
+/* The longest route latency of f's first n flows. */
+static double flows_latency(const flow_set *f, int n)
+{
+    double lat = 0;
+    for (int i = 0; i < n; i++)
+        lat = fmax(lat, route_latency(f->src[i], f->dst[i]));
+    return lat;
+}
+
 /* Moves `bytes` from src[i] to dst[i] for each of the n flows of one communication and waits
- * for all; returns the flows started. SimGrid's CM02 caps a flow at its route's bandwidth as it
+ * for all, then the latency of their longest route (latency; < 0: from the flows' routes, the
+ * communication done when its last byte is in); returns the flows started. SimGrid's CM02 caps a flow at its route's bandwidth as it
  * stands when the flow starts (network_cm02.cpp, comm_action_set_bounds): a flow started while a
  * flapping link is down would keep the degraded rate after the link comes back. So while some
  * flapping link is down, each flow first moves what its route's slowest link carries until that
  * link is back up, then the rest, starting afresh on the route as it is then (links that go down
  * later slow it through their capacity, as they should). */
-static int run_flows(const flow_ctx *c, flow_set *f, int n, double bytes)
+static int run_flows(const flow_ctx *c, flow_set *f, int n, double bytes, double latency)
 {
     sg_host_t *src = f->src, *dst = f->dst;
     sg_exec_t *e = f->e;
@@ -150,6 +175,10 @@ static int run_flows(const flow_ctx *c, flow_set *f, int n, double bytes)
             more |= left[i] > 0;
         }
     }
+    if (latency < 0)
+        latency = flows_latency(f, n);
+    if (n > 0 && latency > 0)
+        sg_actor_sleep_for(latency);
     return started;
 }
 
@@ -171,33 +200,34 @@ static void note_flows(flow_ctx *c, int flows, int n, int task, int stage, doubl
     }
 }
 
-/* Waits for n started flows, then notes them (note_flows). */
+/* Waits for n started flows and their longest route's latency, then notes them (note_flows). */
 static void wait_all(flow_ctx *c, const flow_set *f, int n, int task, int stage, double t0, int named)
 {
     for (int i = 0; i < n; i++)
         sg_exec_wait(f->e[i]);
+    double lat = flows_latency(f, n);
+    if (lat > 0)
+        sg_actor_sleep_for(lat);
     note_flows(c, n, n, task, stage, t0, named ? f->src : NULL, f->dst);
 }
 
-/* Folded (flow_replicas_of): what the slowest route of a pipeline transfer from stage to peer over
- * every replica takes beyond the slowest of the simulated replicas' (a crossing of the spines or
- * of pods they do not make); cached per stage pair. */
-static double p2p_latency_extra(flow_ctx *c, int stage, int peer)
+/* Folded (flow_replicas_of): the longest route latency of a pipeline transfer from stage to peer
+ * over every replica, the simulated ones and those they stand for (a crossing of the spines or of
+ * pods the simulated ones may not make); cached per stage pair. */
+static double p2p_latency_all(flow_ctx *c, int stage, int peer)
 {
-    double *x = &c->p2p_extra[stage * c->P + peer];
+    double *x = &c->p2p_latency[stage * c->P + peer];
     if (isnan(*x)) {
-        double all = 0, sim = 0;
+        double all = 0;
         for (int d = 0; d < c->R; d++)
             for (int ci = 0; ci < c->cp; ci++)
                 for (int t = 0; t < c->tp; t++) {
                     int ra = rank_of(c, stage, d, t, ci);
                     if (!simulated(c, ra))
                         continue;
-                    double l = sg_host_get_route_latency(c->hosts[ra], c->hosts[rank_of(c, peer, d, t, ci)]);
-                    all = fmax(all, l);
-                    sim = d < c->sim_R ? fmax(sim, l) : sim;
+                    all = fmax(all, route_latency(c->hosts[ra], c->hosts[rank_of(c, peer, d, t, ci)]));
                 }
-        *x = all - sim;
+        *x = all;
     }
     return *x;
 }
@@ -219,10 +249,8 @@ static void p2p(flow_ctx *c, actor_arg *x, int task, const sim_task *k)
             }
         cross |= rank_of(c, stage, d, 0, 0) / c->gpn != rank_of(c, k->peer_stage, d, 0, 0) / c->gpn;
     }
-    int started = run_flows(c, &x->flows, n, k->bytes);
-    double extra = c->fold && n > 0 ? p2p_latency_extra(c, stage, k->peer_stage) : 0;
-    if (extra > 0)
-        sg_actor_sleep_for(extra);
+    double lat = c->fold && n > 0 ? p2p_latency_all(c, stage, k->peer_stage) : -1;
+    int started = run_flows(c, &x->flows, n, k->bytes, lat);
     note_flows(c, started, n, task, stage, t0, x->flows.src, x->flows.dst);
     /* the call's fixed cost, as the analytic replay charges it (the links add their latency); in
      * lockstep, the replicas wait for one whose transfer leaves its node */
@@ -237,7 +265,7 @@ static int ring_ways(const flow_ctx *c)
 {
     if (c->cp > 1)
         return c->cp;
-    coll_group g = coll_group_of(c->R, c->tp * c->P, c->gpn);
+    coll_group g = coll_group_of(c->R, (int)rank_grid_stride(&c->grid, GRID_DP), c->gpn);
     int nics = c->s->platform.node.nics > 0 ? c->s->platform.node.nics : 1;
     return g.per_node > 1 ? (g.per_node < nics ? g.per_node : nics) : 1;
 }
@@ -258,7 +286,7 @@ static int ring_edge(const flow_ctx *c, int stage, int d, int t, int j, int wrap
     /* Channel j visits each node's members rotated by j, so its node-to-node edge leaves from a
      * different GPU (and NIC) than the other channels'. Folded, a replica fills its nodes
      * (per_node 1) and the ring closes over the simulated ones. */
-    coll_group g = coll_group_of(c->R, c->tp * c->P, c->gpn);
+    coll_group g = coll_group_of(c->R, (int)rank_grid_stride(&c->grid, GRID_DP), c->gpn);
     int per = g.per_node, node = d / per, pos = d % per, nodes = c->fold ? wrap : g.nodes;
     int me = node * per + (pos + j) % per;
     int next_pos = (pos + 1) % per, next_node = next_pos == 0 ? (node + 1) % nodes : node;
@@ -285,22 +313,20 @@ static void ring_edges(flow_ctx *c, actor_arg *x, const coll_split *split, int d
         }
 }
 
-/* The same for the stage's DP ring (p2p_latency_extra); cached per stage. */
-static double ring_latency_extra(flow_ctx *c, int stage)
+/* The same for the stage's DP ring (p2p_latency_all); cached per stage. */
+static double ring_latency_all(flow_ctx *c, int stage)
 {
-    double *x = &c->ring_extra[stage];
+    double *x = &c->ring_latency[stage];
     if (isnan(*x)) {
-        double all = 0, sim = 0;
+        double all = 0;
         for (int d = 0; d < c->R; d++)
             for (int t = 0; t < c->tp; t++)
                 for (int j = 0, ways = ring_ways(c); j < ways; j++) {
                     int ra, rb;
                     if (ring_edge(c, stage, d, t, j, c->R, &ra, &rb) > 0)
-                        all = fmax(all, sg_host_get_route_latency(c->hosts[ra], c->hosts[rb]));
-                    if (d < c->sim_R && ring_edge(c, stage, d, t, j, c->sim_R, &ra, &rb) > 0)
-                        sim = fmax(sim, sg_host_get_route_latency(c->hosts[ra], c->hosts[rb]));
+                        all = fmax(all, route_latency(c->hosts[ra], c->hosts[rb]));
                 }
-        *x = all - sim;
+        *x = all;
     }
     return *x;
 }
@@ -328,10 +354,7 @@ static void collective(flow_ctx *c, actor_arg *x, int task, const sim_task *k)
     int n = 0;
     for (int d = x->replica; d < x->replica_end; d++)
         ring_edges(c, x, &split, d, &n);
-    int started = run_flows(c, &x->flows, n, split.net_bytes);
-    double extra = c->fold && n > 0 ? ring_latency_extra(c, x->stage) : 0;
-    if (extra > 0)
-        sg_actor_sleep_for(extra);
+    int started = run_flows(c, &x->flows, n, split.net_bytes, c->fold && n > 0 ? ring_latency_all(c, x->stage) : -1);
     note_flows(c, started, n, task, x->stage, t0, x->flows.src, x->flows.dst);
     if (actors > 1)
         sg_barrier_wait(c->bar_out[task]);
@@ -462,10 +485,10 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
     c.represent = c.fold ? c.R / c.sim_R : 1;
     c.G = plan.per_actor;
     c.groups = (c.sim_R + c.G - 1) / c.G;
-    c.ring_extra = malloc((size_t)c.P * sizeof *c.ring_extra);
-    c.p2p_extra = malloc((size_t)c.P * c.P * sizeof *c.p2p_extra);
-    for (int i = 0; c.ring_extra && c.p2p_extra && i < c.P * c.P; i++)
-        c.p2p_extra[i] = c.ring_extra[i % c.P] = NAN;
+    c.ring_latency = malloc((size_t)c.P * sizeof *c.ring_latency);
+    c.p2p_latency = malloc((size_t)c.P * c.P * sizeof *c.p2p_latency);
+    for (int i = 0; c.ring_latency && c.p2p_latency && i < c.P * c.P; i++)
+        c.p2p_latency[i] = c.ring_latency[i % c.P] = NAN;
     int gpus = scenario_gpus(s), nodes = (gpus + c.gpn - 1) / c.gpn;
     flow_platform_describe(&s->platform, &s->calibration, nodes);
     int offload = s->parallel.offload_optimizer != OFFLOAD_NONE;

@@ -12,6 +12,9 @@
  * A leaf has ceil(leaf_radix x ports_per_node / oversubscription) uplinks, one per spine.
  * tiers 3: pods of leaf_radix leaves; between pods, spine k climbs to core c (d-mod-k) over
  * sc_r<r>_p<pod>_s<k>_c<c> links (non-blocking above the leaves).
+ * Latency: each link carries its own and that of the switches at its ends (half a switch at a NIC
+ * link, a whole one at a leaf-spine or spine-core link), so a route's latency is the sum of its
+ * links'; none is reported to SimGrid (get_local_route says why).
  * adaptive=1 (InfiniBand adaptive routing: the switch sends each packet out of its least-loaded
  * uplink): a leaf's uplinks are one link of their summed bandwidth (ls_r<r>_l<a>_s0), a pod's core
  * links likewise (sc_r<r>_p<pod>_s0_c0), so flows share the bundle and never collide on one link.
@@ -93,12 +96,11 @@ Params parse_params()
     return p;
 }
 
-/* A link as routes take it: its kernel object and latency, looked up once when the link is
- * made (s4u's Link::get_impl() is a dynamic_cast, which on every route cost a tenth of a large
- * replay's time). The s4u link stays the one faults change: same kernel object. */
+/* A link as routes take it: its kernel object, looked up once when the link is made (s4u's
+ * Link::get_impl() is a dynamic_cast, which on every route cost a tenth of a large replay's
+ * time). The s4u link stays the one faults change: same kernel object. */
 struct Hop {
     StandardLinkImpl *impl = nullptr;
-    double lat = 0;
 };
 struct Duplex {
     Hop up, down;
@@ -132,41 +134,30 @@ public:
         }
     }
 
-    static void add(std::vector<StandardLinkImpl *> &l, double *lat, const Hop &k)
-    {
-        l.push_back(k.impl);
-        if (lat)
-            *lat += k.lat;
-    }
+    static void add(std::vector<StandardLinkImpl *> &l, const Hop &k) { l.push_back(k.impl); }
 
-    void rail_route(unsigned a, unsigned b, Route *r, double *lat)
+    void rail_route(unsigned a, unsigned b, Route *r)
     {
         unsigned na = a / p.gpus, nb = b / p.gpus;
-        add(r->link_list_, lat, nic[a].up);
+        add(r->link_list_, nic[a].up);
         unsigned la = na / p.leaf_radix, lb = nb / p.leaf_radix;
-        if (lat)
-            *lat += p.switch_lat;
         if (spines > 0 && la != lb) {
             unsigned rail = rails > 1 ? a % p.gpus : 0;
             unsigned k = (b / (rails > 1 ? p.gpus : 1)) % spines; /* d-mod-k by destination port */
-            add(r->link_list_, lat, ls[(rail * leaves + la) * spines + k].up);
+            add(r->link_list_, ls[(rail * leaves + la) * spines + k].up);
             unsigned pa = la / p.leaf_radix, pb = lb / p.leaf_radix;
             if (pods > 1 && pa != pb) {
                 unsigned c = (b / (rails > 1 ? p.gpus : 1) / spines) % spines; /* core, d-mod-k again */
-                add(r->link_list_, lat, sc[((rail * pods + pa) * spines + k) * spines + c].up);
-                add(r->link_list_, lat, sc[((rail * pods + pb) * spines + k) * spines + c].down);
-                if (lat)
-                    *lat += 2 * p.switch_lat;
+                add(r->link_list_, sc[((rail * pods + pa) * spines + k) * spines + c].up);
+                add(r->link_list_, sc[((rail * pods + pb) * spines + k) * spines + c].down);
             }
-            add(r->link_list_, lat, ls[(rail * leaves + lb) * spines + k].down);
-            if (lat)
-                *lat += 2 * p.switch_lat;
+            add(r->link_list_, ls[(rail * leaves + lb) * spines + k].down);
         }
-        add(r->link_list_, lat, nic[b].down);
+        add(r->link_list_, nic[b].down);
     }
 
     /* Offload endpoints: index >= GPUs; kind 0 cpu, 1 mem, 2 nvme; node n. */
-    void offload_route(unsigned a, unsigned b, Route *r, double *lat)
+    void offload_route(unsigned a, unsigned b, Route *r)
     {
         unsigned G = (unsigned)(p.nodes * p.gpus), N = (unsigned)p.nodes;
         int ka = a < G ? -1 : (int)((a - G) / N), kb = b < G ? -1 : (int)((b - G) / N);
@@ -174,40 +165,47 @@ public:
         if (na != nb)
             return; /* host transfers stay inside a node */
         if (ka < 0) { /* GPU -> cpu, or -> nvme through the cpu */
-            add(r->link_list_, lat, pcie[a].up);
+            add(r->link_list_, pcie[a].up);
             if (kb == 2)
-                add(r->link_list_, lat, nvmew[nb]);
+                add(r->link_list_, nvmew[nb]);
         } else if (kb < 0) { /* cpu -> GPU, or nvme -> GPU */
             if (ka == 2)
-                add(r->link_list_, lat, nvmer[na]);
-            add(r->link_list_, lat, pcie[b].down);
+                add(r->link_list_, nvmer[na]);
+            add(r->link_list_, pcie[b].down);
         } else if (ka == 2 || kb == 2) {
-            add(r->link_list_, lat, ka == 2 ? nvmer[na] : nvmew[na]);
+            add(r->link_list_, ka == 2 ? nvmer[na] : nvmew[na]);
         } else {
-            add(r->link_list_, lat, hostmem[na]);
+            add(r->link_list_, hostmem[na]);
         }
     }
 
+    /* No latency goes to SimGrid (lat stays as it is): CM02 shares a link between flows in
+     * inverse proportion to their routes' latency (network_cm02.cpp: the sharing penalty is the
+     * latency, TCP's round-trip unfairness), where InfiniBand's credit-based switches and NVLink
+     * share it alike whatever the path's length. Every flow thus has the same penalty, and the flow
+     * replay charges a route's latency itself: the sum of its links' latencies (each fabric link
+     * carries the switch latency of its ends, half a switch at a NIC). */
     void get_local_route(const NetPoint *src, const NetPoint *dst, Route *r, double *lat) override
     {
+        (void)lat;
         unsigned a = (unsigned)(src->id() - first_id), b = (unsigned)(dst->id() - first_id);
         if (a == b)
             return;
         unsigned G = (unsigned)(p.nodes * p.gpus);
         if (a >= G || b >= G) {
-            offload_route(a, b, r, lat);
+            offload_route(a, b, r);
             return;
         }
         if (a / p.gpus == b / p.gpus) {
-            add(r->link_list_, lat, nv[a].up);
-            add(r->link_list_, lat, nv[b].down);
+            add(r->link_list_, nv[a].up);
+            add(r->link_list_, nv[b].down);
         } else if (rails == 1 || a % p.gpus == b % p.gpus) {
-            rail_route(a, b, r, lat);
+            rail_route(a, b, r);
         } else {
             unsigned relay = (a / p.gpus) * p.gpus + b % p.gpus; /* PXN */
-            add(r->link_list_, lat, nv[a].up);
-            add(r->link_list_, lat, nv[relay].down);
-            rail_route(relay, b, r, lat);
+            add(r->link_list_, nv[a].up);
+            add(r->link_list_, nv[relay].down);
+            rail_route(relay, b, r);
         }
     }
 };
@@ -216,7 +214,6 @@ Hop hop(sg4::Link *l)
 {
     Hop h;
     h.impl = l->get_impl();
-    h.lat = l->get_latency();
     return h;
 }
 
@@ -246,20 +243,20 @@ extern "C" void load_platform(const sg4::Engine &)
             if (n == 0 && g == 0)
                 z->first_id = h->get_netpoint()->id();
             z->nv.push_back(link(z, std::string("nv_") + name, p.nvlink_Bps, p.nvlink_lat));
-            z->nic.push_back(link(z, std::string("nic_") + name, p.nic_Bps, p.link_lat));
+            z->nic.push_back(link(z, std::string("nic_") + name, p.nic_Bps, p.link_lat + p.switch_lat / 2));
         }
     for (int r = 0; r < z->rails; r++)
         for (int l = 0; l < z->leaves; l++)
             for (int k = 0; k < z->spines; k++) {
                 std::snprintf(name, sizeof name, "ls_r%d_l%d_s%d", r, l, k);
-                z->ls.push_back(link(z, name, p.nic_Bps * z->bundle, p.link_lat));
+                z->ls.push_back(link(z, name, p.nic_Bps * z->bundle, p.link_lat + p.switch_lat));
             }
     for (int r = 0; r < z->rails; r++)
         for (int pd = 0; pd < (z->pods > 1 ? z->pods : 0); pd++)
             for (int k = 0; k < z->spines; k++)
                 for (int c = 0; c < z->spines; c++) {
                     std::snprintf(name, sizeof name, "sc_r%d_p%d_s%d_c%d", r, pd, k, c);
-                    z->sc.push_back(link(z, name, p.nic_Bps * z->bundle * z->bundle, p.link_lat));
+                    z->sc.push_back(link(z, name, p.nic_Bps * z->bundle * z->bundle, p.link_lat + p.switch_lat));
                 }
     if (p.offload) {
         for (int n = 0; n < p.nodes; n++)
