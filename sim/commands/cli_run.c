@@ -1,5 +1,5 @@
 /* dtsim run SCENARIO.json [--fidelity analytic|flow] [--steps N] [--set PATH=VALUE]...
- *                         [--json FILE|-] [--trace FILE] */
+ *                         [--json FILE|-] [--trace FILE] [--progress|--quiet] */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +8,7 @@
 #include "cli_args.h"
 #include "budget.h"
 #include "flow.h"
+#include "progress.h"
 #include "run.h"
 
 static void usage(FILE *f)
@@ -26,6 +27,9 @@ static void usage(FILE *f)
             "  --json FILE|-             write the result as JSON (\"-\": stdout only; the summary\n"
             "                            then goes to stderr)\n"
             "  --trace FILE              write a Chrome/Perfetto trace of the step\n"
+            "  --progress                at flow fidelity, the replay's tasks done on stderr every\n"
+            "                            2 s with the time left (default: on a terminal only)\n"
+            "  --quiet                   no progress, even on a terminal\n"
             BUDGET_HELP
             "  -h, --help                this help\n"
             "exit: 0 ok; 3 the layout does not fit in the GPUs' memory (the summary and --json are\n"
@@ -53,6 +57,7 @@ static int add_steps(const char *command, const char *flag, const char *value, v
 int cli_run(int argc, char **argv)
 {
     const char *scenario_path = NULL, *json_path = NULL, *trace_path = NULL;
+    int progress = 0, quiet = 0;
     cli_list sets = {0};
     budget_limits limits = {0, 0};
     const cli_option options[] = {
@@ -62,6 +67,8 @@ int cli_run(int argc, char **argv)
         CLI_OPT_APPEND("set", &sets),
         CLI_OPT_STRING("json", &json_path),
         CLI_OPT_STRING("trace", &trace_path),
+        CLI_OPT_FLAG("progress", &progress),
+        CLI_OPT_FLAG("quiet", &quiet),
         CLI_OPT_END,
     };
     const cli_spec spec = {"run", usage, options, &scenario_path, "scenario file"};
@@ -78,6 +85,7 @@ int cli_run(int argc, char **argv)
     }
     config_error err;
     run_result r;
+    s.run.flow_progress = 1 + (int)progress_mode_of(progress, quiet);
     int ran = run_scenario_traced(&s, &r, trace_path, &err);
     if (ran != 0) {
         fprintf(stderr, "dtsim: %s: %s\n", scenario_path, err.msg);

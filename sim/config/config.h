@@ -304,6 +304,9 @@ typedef struct {
         int fidelity_flow;                   /* 0 analytic, 1 flow */
         double flow_bucket_mb;               /* set by run.c for flow fidelity: buckets coarsened
                                                 to this size (0: the scenario's bucket_size_mb) */
+        int flow_progress;                   /* set by dtsim run, never read from a file: 0 the flow
+                                                replay is silent; else 1 + its progress_mode
+                                                (progress.h: its tasks on stderr) */
     } run;
 } scenario_config;
 

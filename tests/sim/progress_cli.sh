@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Progress of long commands on stderr (sim/progress.h), end to end, on runs long enough to print
-# some (a line every 2 s; these take 4 to 6 s on the 2-core CI machine): `dtsim async` and
-# `dtsim faults` with --progress print progress lines on stderr, without it nothing (stderr is a
+# some (a line every 2 s; these take 4 to 6 s on the 2-core CI machine): `dtsim async`,
+# `dtsim faults` and `dtsim run --fidelity flow` with --progress print progress lines on stderr, without it nothing (stderr is a
 # file here, not a terminal); and what they print on stdout (the summary, --json -) is byte for
 # byte the same with --progress as without.
 #   progress_cli.sh DTSIM REPO_ROOT
@@ -33,7 +33,22 @@ check async '^dtsim async: step [0-9]+ of 3000 \([0-9]+%\), [0-9]+ s elapsed, ab
   "$dtsim" faults "$faults" --runs 60000 --json - >"$work/faults.0" 2>"$work/faults.0.err" || { echo "faults failed"; fail=1; }
 check faults '^dtsim faults: timeline [0-9]+ of 62800 \([0-9]+%\), [0-9]+ s elapsed'
 
-for cmd in async faults; do
+# dtsim run at flow fidelity: the replay's tasks, from the SimGrid child. Static routing keeps
+# every replica simulated (docs/flow.md, folded replicas), so the replay of Llama 3 405B on 24,576
+# GPUs takes several seconds; its summary names its own wall time, so only the step is compared.
+export DTSIM_RAILZONE_SO=${DTSIM_RAILZONE_SO:-$(dirname "$dtsim")/../lib/libdtsim_railzone.so}
+flow=(run "$root/scenarios/llama3-405b-16k-h100.json" --fidelity flow --set parallel.data_parallel_size=192
+      --set training.global_batch_size=3072 --set platform.network.nodes=3072
+      --set platform.network.adaptive_routing=false)
+"$dtsim" "${flow[@]}" --progress >"$work/run.1" 2>"$work/run.1.err" &&
+  "$dtsim" "${flow[@]}" >"$work/run.0" 2>"$work/run.0.err" || { echo "run --fidelity flow failed"; fail=1; }
+grep -Eq '^dtsim run \(flow\): task [0-9]+ of [0-9]+ \([0-9]+%\), [0-9]+ s elapsed' "$work/run.1.err" ||
+  { echo "run --progress: no progress line on stderr:"; cat "$work/run.1.err"; fail=1; }
+! grep -q ' elapsed' "$work/run.0.err" || { echo "run without --progress: progress lines:"; cat "$work/run.0.err"; fail=1; }
+[ "$(grep 'step time' "$work/run.0")" = "$(grep 'step time' "$work/run.1")" ] && grep -q 'step time' "$work/run.0" ||
+  { echo "run: the step differs with --progress"; fail=1; }
+
+for cmd in async faults run; do
   "$dtsim" $cmd --help | grep -q -- '--progress' || { echo "$cmd --help: no --progress"; fail=1; }
   "$dtsim" $cmd --help | grep -q -- '--quiet' || { echo "$cmd --help: no --quiet"; fail=1; }
 done

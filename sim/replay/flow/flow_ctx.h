@@ -4,6 +4,7 @@
 #define DTSIM_SIM_FLOW_CTX_H
 #include <simgrid/forward.h>
 #include "config.h"
+#include "progress.h"
 #include "workload_graph.h"
 
 /* A flapping link: up for flap_period_s - flap_down_s, then down (at its degraded bandwidth)
@@ -55,6 +56,8 @@ typedef struct {
     int flapping;              /* flapping links (faults.degraded_links with a period) */
     flap_arg *flaps;           /* the flapping links' state, per degraded link */
     sg_host_t *cpu, *mem, *nvme; /* ZeRO-Offload: per node (railzone.cpp), NULL without offload */
+    progress_meter *meter;     /* dtsim run's progress (run.flow_progress), NULL: none */
+    long tasks_done, tasks_total; /* (task, replica group) pairs replayed, of all */
     int failed;                /* faults.step_failure has happened */
     double failed_at, detected_at;
 } flow_ctx;

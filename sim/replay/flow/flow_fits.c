@@ -112,11 +112,12 @@ int flow_fits(const scenario_config *s, const step_workload *w, const flow_optio
     if (need <= max_map_count)
         return 0;
     snprintf(err->msg, sizeof err->msg,
-             "flow fidelity needs about %ld SimGrid actors (%ld stage lanes with work x %ld data-parallel replicas replayed apart), "
+             "flow fidelity needs about %ld SimGrid actors (%ld stage lanes with work x %ld groups of up to %d "
+             "data-parallel replicas), "
              "each a context stack in %d memory map(s): %ld maps with those in use, over this machine's "
              "vm.max_map_count of %ld. Run it at analytic fidelity (--fidelity analytic), simulate fewer ranks, or "
              "raise the limit (sysctl -w vm.max_map_count=%ld)",
-             actors, lanes, groups, FLOW_MAPS_PER_ACTOR, need, max_map_count, need + need / 4);
+             actors, lanes, groups, rep.per_actor, FLOW_MAPS_PER_ACTOR, need, max_map_count, need + need / 4);
     return FLOW_REFUSED;
 }
 

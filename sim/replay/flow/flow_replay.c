@@ -462,6 +462,7 @@ static void lane_actor(int argc, char **argv)
         }
         for (int q = c->index.dependent_begin[i]; q < c->index.dependent_begin[i + 1]; q++)
             sg_sem_release(done_sem(c, i, a->replica));
+        progress_note(c->meter, (double)++c->tasks_done, (double)c->tasks_total);
     }
 }
 
@@ -571,9 +572,17 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
                 sg_actor_start(act, lane_actor, 0, NULL);
                 actors++;
             }
+    progress_meter meter;
+    if (s->run.flow_progress > 0) {
+        progress_start(&meter, "dtsim run (flow)", "task", (progress_mode)(s->run.flow_progress - 1));
+        c.meter = &meter;
+        c.tasks_total = (long)n * c.groups;
+    }
     double t1 = wall_clock_s();
     simgrid_run();
     double t_run = wall_clock_s() - t1;
+    if (c.meter)
+        progress_end(c.meter);
 
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
