@@ -42,6 +42,8 @@ flow_replicas flow_replicas_of(const scenario_config *s, const flow_options *o)
     int nics = s->platform.node.nics > 0 ? s->platform.node.nics : 1;
     int channels = g.per_node > 1 ? (g.per_node < nics ? g.per_node : nics) : 1;
     long per_replica = (long)cp * (one_rail ? tp / gpn : tp) * channels;
+    if (s->parallel.offload_optimizer != OFFLOAD_NONE && per_replica < (long)cp * tp)
+        per_replica = (long)cp * tp; /* ZeRO-Offload's host transfers: one per GPU, every rail */
     /* Folded: a (stage, replica) fills whole nodes of its own, every flow stays on rail 0, and
      * nothing above the NICs binds. A flow's rate then depends only on what shares its NICs, and
      * shifting every replica by k (d -> d + k mod DP) maps the step's flows onto themselves: the
