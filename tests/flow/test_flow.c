@@ -461,7 +461,11 @@ static void one_rail_stands_for_identical_rails(void **state)
 static void replica_groups_replay_what_separate_replicas_do(void **state)
 {
     (void)state;
-    for (int uneven = 0; uneven < 2; uneven++) {
+    const char *what[4] = {"no uneven contention", "uneven collisions", "a straggler", "a degraded NIC"};
+    straggler slow = {8 + 3, 1.3};            /* stage 0, replica 1 */
+    degraded_link nic = {2, 0, 0.5, 0, 0};    /* node 2: stage 0, replica 2, rail 0 */
+    for (int c = 0; c < 4; c++) {
+        int uneven = c == 1;
         scenario_config s;
         fixture_scenario(&s, uneven ? 12 : 8);
         fixture_layout(&s, 8, 2, uneven ? 6 : 4, uneven ? 12 : 16);
@@ -469,6 +473,9 @@ static void replica_groups_replay_what_separate_replicas_do(void **state)
         s.platform.network.oversubscription = uneven ? 2 : 1;
         s.platform.network.adaptive_routing = 0;
         s.parallel.overlap_grad_reduce = 1;
+        s.faults.stragglers = c == 2 ? &slow : NULL;
+        s.faults.straggler_count = c == 2;
+        fixture_degrade(&s, c == 3 ? &nic : NULL);
         step_workload w;
         fixture_build(&s, &w);
         flow_options apart = {.per_replica = 1}, grouped = {.no_fold = 1};
@@ -484,15 +491,17 @@ static void replica_groups_replay_what_separate_replicas_do(void **state)
         }
         print_message("%s: step %.6f s in %ld actors, %.6f s a replica an actor (%ld actors); flows %ld and %ld; "
                       "largest task difference %.3g s\n",
-                      uneven ? "uneven collisions" : "no uneven contention", end_g, rg.actors, end_a, ra.actors,
-                      rg.flows, ra.flows, diff);
+                      what[c], end_g, rg.actors, end_a, ra.actors, rg.flows, ra.flows, diff);
         assert_int_equal(rg.flows, ra.flows);
         assert_true(rg.actors < ra.actors);
-        if (!uneven) {
+        if (c == 0) {
             assert_true(diff <= 1e-9 * end_a);
         } else {
             assert_true(fabs(end_g / end_a - 1) < 0.01);
         }
+        s.faults.stragglers = NULL;
+        s.faults.straggler_count = 0;
+        fixture_degrade(&s, NULL);
         replay_times_free(&g);
         replay_times_free(&a);
         workload_free(&w);
@@ -728,9 +737,9 @@ static void third_tier_carries_traffic_between_pods(void **state)
 /* What the machine cannot hold is refused before the replay starts (flow_fits): each lane actor
  * costs a memory map, against the kernel's vm.max_map_count. A fixture of 1 stage and DP 32 uses
  * its compute and comm lanes. Replayed a replica an actor (flow_options.per_replica, or a
- * straggler) that is 2 x 32 actors and one failure slot: a limit of 200 maps refuses it naming
- * the count and the limit, one of a million passes. With identical replicas one actor a lane
- * replays a group of them. The replay itself refuses (FLOW_REFUSED) without running SimGrid at
+ * failure inside the step) that is 2 x 32 actors and one failure slot: a limit of 200 maps
+ * refuses it naming the count and the limit, one of a million passes. Otherwise one actor a lane
+ * replays a group of replicas, a straggler's replica alone. The replay itself refuses (FLOW_REFUSED) without running SimGrid at
  * this machine's own limit when the replicas, replayed apart, outnumber it. */
 static void flow_refuses_what_the_machine_cannot_hold(void **state)
 {
@@ -755,12 +764,13 @@ static void flow_refuses_what_the_machine_cannot_hold(void **state)
     assert_int_equal(flow_fits(&s, &w, NULL, 200, &err), FLOW_REFUSED);
     print_message("%s\n", err.msg);
     assert_non_null(strstr(err.msg, "9 SimGrid actors (2 stage lanes with work x 4 "));
-    /* a straggler makes one replica differ: a replica an actor again */
+    /* a straggler makes its replica (5) differ: it goes alone, the others in groups of 8 around
+     * it (0-4, 6-13, 14-21, 22-29, 30-31) */
     straggler g = {5, 1.1};
     s.faults.stragglers = &g;
     s.faults.straggler_count = 1;
     assert_int_equal(flow_fits(&s, &w, NULL, 200, &err), FLOW_REFUSED);
-    assert_non_null(strstr(err.msg, "65 SimGrid actors (2 stage lanes with work x 32"));
+    assert_non_null(strstr(err.msg, "13 SimGrid actors (2 stage lanes with work x 6 "));
     s.faults.stragglers = NULL;
     s.faults.straggler_count = 0;
     workload_free(&w);

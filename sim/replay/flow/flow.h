@@ -70,8 +70,8 @@ typedef struct {
      * degraded NIC is simulated beside it. Exact there (tests/flow), and ~8x fewer flows. */
     int all_rails;
     /* One actor per DP replica even where the replicas are identical. By default an actor per
-     * (stage, lane) replays a group of the stage's replicas in lockstep when nothing makes one
-     * replica differ from another (no straggler, degraded link or failure): the same flows, a
+     * (stage, lane) replays a group of the stage's replicas in lockstep, those a straggler or a
+     * degraded link touches alone, every replica alone with a failure inside the step: the same flows, a
      * compute exec per task and group in place of one per replica, fewer actors meeting at a DP
      * collective's barriers. A group is as many replicas as start 64 flows a communication
      * (flow_replicas_of). A group waits for its slowest replica's transfer, latency included,
@@ -102,6 +102,11 @@ typedef struct {
     int simulated, per_actor, fold;
 } flow_replicas;
 flow_replicas flow_replicas_of(const scenario_config *s, const flow_options *o);
+/* The groups the lane actors replay, in lockstep each: runs of at most r->per_actor replicas that
+ * no fault singles out, and each replica a straggler or a degraded NIC touches alone. Group g is
+ * replicas begin[g] .. begin[g+1]-1 (begin holds r->simulated + 1 entries). Returns the count, or
+ * -1 out of memory. */
+int flow_replica_groups(const scenario_config *s, const flow_replicas *r, int *begin);
 
 int replay_flow_with(const scenario_config *s, const step_workload *w, const flow_options *o, replay_times *t,
                      flow_report *r, config_error *err);

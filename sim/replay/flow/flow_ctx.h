@@ -32,14 +32,16 @@ typedef struct {
     const step_workload *w;
     int P, R, tp, cp, gpn;
     /* the DP replicas simulated (flow_replicas_of): 0 .. sim_R-1, all or folded (each standing for
-     * `represent`); G of them an actor, in lockstep; actors a lane */
-    int sim_R, fold, G, groups;
+     * `represent`); the groups an actor a lane replays in lockstep (flow_replica_groups): group g
+     * is replicas group_begin[g] .. group_begin[g+1]-1, group_of[replica] its group */
+    int sim_R, fold, groups;
+    int *group_begin, *group_of;
     long represent;
     double *ring_latency, *p2p_latency; /* folded: the longest route over every replica, [stage], [stage][peer] */
     rank_grid grid;            /* the scenario's (config.h): where each (tp, cp, stage, replica) sits */
     sg_host_t *hosts;          /* by global rank */
     workload_index index;      /* each lane's tasks, each task's dependents (workload_graph.h) */
-    sg_sem_t *done;            /* [task * groups + replica / G], created on first use */
+    sg_sem_t *done;            /* [task * groups + group_of[replica]], created on first use */
     sg_bar_t *bar_in, *bar_out;/* per task (collectives), created on first use */
     double *slow;              /* [stage * R + replica]: straggler slowdown of the lockstep group */
     double *start, *finish;    /* per task: the replica that finished last */

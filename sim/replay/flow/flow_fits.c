@@ -30,10 +30,12 @@ flow_replicas flow_replicas_of(const scenario_config *s, const flow_options *o)
     int dp = s->parallel.dp > 0 ? s->parallel.dp : 1, tp = s->parallel.tp > 0 ? s->parallel.tp : 1;
     int cp = s->parallel.cp > 0 ? s->parallel.cp : 1, gpn = s->platform.node.gpus > 0 ? s->platform.node.gpus : 1;
     flow_replicas r = {dp, 1, 0};
-    /* a straggler, a degraded or flapping link, a failure: one replica's timeline differs */
-    if ((o && o->per_replica) || s->faults.straggler_count > 0 || s->faults.degraded_count > 0 ||
-        s->faults.step_failure)
+    /* a failure inside the step stops every lane at once: a replica an actor */
+    if ((o && o->per_replica) || s->faults.step_failure)
         return r;
+    /* a straggler or a degraded link makes the replicas it touches differ from the others: they go
+     * apart (flow_replica_groups), and nothing folds */
+    int faulty = s->faults.straggler_count > 0 || s->faults.degraded_count > 0;
     /* the flows a replica starts for one communication, at most: one per simulated rail of its TP
      * ranks (flow_replay.c's rail representation), per CP rank, per ring channel */
     int one_rail = tp % gpn == 0 && s->platform.network.topology != TOPO_FAT_TREE && !(o && (o->fine || o->all_rails));
@@ -42,6 +44,8 @@ flow_replicas flow_replicas_of(const scenario_config *s, const flow_options *o)
     int nics = s->platform.node.nics > 0 ? s->platform.node.nics : 1;
     int channels = g.per_node > 1 ? (g.per_node < nics ? g.per_node : nics) : 1;
     long per_replica = (long)cp * (one_rail ? tp / gpn : tp) * channels;
+    if (one_rail && s->faults.degraded_count > 0) /* a degraded NIC's rail is simulated beside rail 0 */
+        per_replica *= 1 + (s->faults.degraded_count < gpn - 1 ? s->faults.degraded_count : gpn - 1);
     if (s->parallel.offload_optimizer != OFFLOAD_NONE && per_replica < (long)cp * tp)
         per_replica = (long)cp * tp; /* ZeRO-Offload's host transfers: one per GPU, every rail */
     /* Folded: a (stage, replica) fills whole nodes of its own, every flow stays on rail 0, and
@@ -50,10 +54,10 @@ flow_replicas flow_replicas_of(const scenario_config *s, const flow_options *o)
      * replicas congruent mod k see the same rates. The replay simulates replicas 0 .. k-1, their
      * ring edge from replica k-1 wrapping to replica 0, with k the smallest divisor >= 2 of DP (k = 2
      * where DP is even; 1 would send a ring edge to its own NIC). Route latencies still differ
-     * between replicas (a crossing of the spines or of pods): flow_replay.c adds what the
-     * slowest replica's route has over the simulated ones. */
+     * between replicas (a crossing of the spines or of pods): flow_replay.c charges the longest
+     * over every replica. */
     long nodes = ((long)dp * tp * cp * (s->parallel.pp > 0 ? s->parallel.pp : 1) + gpn - 1) / gpn;
-    if (one_rail && !(o && o->no_fold) && nonblocking_above_nics(&s->platform, (int)nodes) &&
+    if (one_rail && !faulty && !(o && o->no_fold) && nonblocking_above_nics(&s->platform, (int)nodes) &&
         s->parallel.offload_optimizer == OFFLOAD_NONE) {
         int k = 2;
         while (k < dp && dp % k)
@@ -66,6 +70,49 @@ flow_replicas flow_replicas_of(const scenario_config *s, const flow_options *o)
     long group = FLOW_PENDING_PER_ACTOR / per_replica;
     r.per_actor = group < 1 ? 1 : group > r.simulated ? r.simulated : (int)group;
     return r;
+}
+
+/* Marks the replicas a fault touches: a straggler's, and every replica with a GPU on a node whose
+ * NIC is degraded (its rings and transfers go through that NIC, PXN included). */
+static void mark_touched(const scenario_config *s, unsigned char *touched, int replicas)
+{
+    rank_grid grid = scenario_rank_grid(s);
+    int gpn = s->platform.node.gpus > 0 ? s->platform.node.gpus : 1;
+    long gpus = scenario_gpus(s);
+    for (int i = 0; i < s->faults.straggler_count; i++) {
+        long d = rank_grid_coord(&grid, s->faults.stragglers[i].gpu, GRID_DP);
+        if (d >= 0 && d < replicas)
+            touched[d] = 1;
+    }
+    for (int i = 0; i < s->faults.degraded_count; i++)
+        for (long r = (long)s->faults.degraded[i].node * gpn; r < ((long)s->faults.degraded[i].node + 1) * gpn; r++) {
+            long d = r < gpus ? rank_grid_coord(&grid, r, GRID_DP) : -1;
+            if (d >= 0 && d < replicas)
+                touched[d] = 1;
+        }
+}
+
+int flow_replica_groups(const scenario_config *s, const flow_replicas *r, int *begin)
+{
+    unsigned char *touched = calloc((size_t)r->simulated, 1);
+    if (!touched)
+        return -1;
+    mark_touched(s, touched, r->simulated);
+    int groups = 0;
+    for (int d = 0; d < r->simulated;) {
+        begin[groups++] = d;
+        if (touched[d]) {
+            d++;
+            continue;
+        }
+        int end = d;
+        while (end < r->simulated && end - d < r->per_actor && !touched[end])
+            end++;
+        d = end;
+    }
+    begin[groups] = r->simulated;
+    free(touched);
+    return groups;
 }
 
 /* Lines of a text file (the memory maps of this process), or -1. */
@@ -105,7 +152,9 @@ int flow_fits(const scenario_config *s, const step_workload *w, const flow_optio
     }
     free(used);
     flow_replicas rep = flow_replicas_of(s, o);
-    long groups = (rep.simulated + rep.per_actor - 1) / rep.per_actor;
+    int *begin = malloc(((size_t)rep.simulated + 1) * sizeof *begin);
+    long groups = begin ? flow_replica_groups(s, &rep, begin) : rep.simulated;
+    free(begin);
     long actors = lanes * groups + s->faults.degraded_count + 1;
     long in_use = count_lines("/proc/self/maps");
     /* what SimGrid, its platform module and the child's own allocations map besides the stacks

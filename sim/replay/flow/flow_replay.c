@@ -84,7 +84,7 @@ static sg_exec_t beside_start(const flow_ctx *c)
 
 static sg_sem_t done_sem(flow_ctx *c, int task, int replica)
 {
-    sg_sem_t *s = &c->done[(size_t)task * c->groups + replica / c->G];
+    sg_sem_t *s = &c->done[(size_t)task * c->groups + c->group_of[replica]];
     if (!*s)
         *s = sg_sem_init(0); /* actors run one at a time: lazy creation is race-free */
     return *s;
@@ -484,8 +484,16 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
     c.sim_R = plan.simulated;
     c.fold = plan.fold;
     c.represent = c.fold ? c.R / c.sim_R : 1;
-    c.G = plan.per_actor;
-    c.groups = (c.sim_R + c.G - 1) / c.G;
+    c.group_begin = malloc(((size_t)c.sim_R + 1) * sizeof *c.group_begin);
+    c.group_of = malloc((size_t)c.sim_R * sizeof *c.group_of);
+    c.groups = c.group_begin && c.group_of ? flow_replica_groups(s, &plan, c.group_begin) : -1;
+    if (c.groups < 0) {
+        fprintf(stderr, "dtsim flow: out of memory grouping %d replicas\n", c.sim_R);
+        return 1;
+    }
+    for (int g = 0; g < c.groups; g++)
+        for (int d = c.group_begin[g]; d < c.group_begin[g + 1]; d++)
+            c.group_of[d] = g;
     c.ring_latency = malloc((size_t)c.P * sizeof *c.ring_latency);
     c.p2p_latency = malloc((size_t)c.P * c.P * sizeof *c.p2p_latency);
     for (int i = 0; c.ring_latency && c.p2p_latency && i < c.P * c.P; i++)
@@ -556,15 +564,16 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
     long actors = 0;
     actor_arg *args = calloc((size_t)c.P * c.groups * LANE_COUNT, sizeof *args);
     for (int p = 0; p < c.P; p++)
-        for (int d = 0; d < c.sim_R; d += c.G)
+        for (int g = 0; g < c.groups; g++)
             for (int l = 0; l < LANE_COUNT; l++) {
                 if (c.index.lane_begin[p * LANE_COUNT + l + 1] == c.index.lane_begin[p * LANE_COUNT + l])
                     continue;
                 actor_arg *a = &args[actors];
                 a->c = &c;
                 a->stage = p;
+                int d = c.group_begin[g];
                 a->replica = d;
-                a->replica_end = d + c.G < c.sim_R ? d + c.G : c.sim_R;
+                a->replica_end = c.group_begin[g + 1];
                 a->lane = l;
                 snprintf(name, sizeof name, "s%d.r%d.l%d", p, d, l);
                 sg_actor_t act = sg_actor_init(name, c.hosts[rank_of(&c, p, d, 0, 0)]);
