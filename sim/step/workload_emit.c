@@ -92,6 +92,16 @@ double workload_bucket_group(double full, int pipelined)
     return pipelined ? ceil(full / WORKLOAD_BUCKET_TASKS) : full;
 }
 
+/* The scenario's collective calls a bucket of `one` bytes holds, its calls `call` bytes each: the
+ * flow replay's coarse buckets hold several (run.c), as many as the scenario's buckets their bytes
+ * fill, a fraction where a coarse bucket ends inside one of them (rounded up, each coarse bucket
+ * would add a call the scenario does not make: 16 of them cost Llama-sized DP rings 2% at 65,536
+ * GPUs, bench/fidelity_scale.sh); a bucket of the scenario's own size or smaller is one. */
+static double calls_in(double one, double call)
+{
+    return one > call ? one / call : 1;
+}
+
 int workload_add_buckets(step_workload *w, const builder *b, int stage, const char *name, comm_class cls,
                          coll_kind coll, double one, double repeat, double call, int dep)
 {
@@ -99,8 +109,7 @@ int workload_add_buckets(step_workload *w, const builder *b, int stage, const ch
     if (repeat > 1)
         w->tasks[id].duration_s =
             repeat * workload_collective_s(b, coll, one, b->dp);
-    /* the flow replay's coarse buckets hold several of the scenario's calls each (run.c) */
-    w->tasks[id].calls = repeat * ceil(one / call);
+    w->tasks[id].calls = repeat * calls_in(one, call);
     return id;
 }
 
@@ -124,7 +133,7 @@ static void flush_bucket(step_workload *w, const builder *b, stage_state *st, in
         double one = n >= 1 ? unit : st->pending_grad, repeat = n >= 1 ? n : 1;
         if (b->comp.active) { /* compressed: the bucket becomes compress, collective(s), decompress */
             st->last_comm = compression_emit_bucket(w, &b->comp, stage, dep, one / b->grad_elem,
-                                                    st->pending_embedding, b->dp, ceil(one / b->call_bytes), repeat);
+                                                    st->pending_embedding, b->dp, calls_in(one, b->call_bytes), repeat);
             st->pending_grad -= repeat * one;
             continue;
         }

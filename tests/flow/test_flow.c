@@ -450,7 +450,10 @@ static void one_rail_stands_for_identical_rails(void **state)
 }
 
 /* A lane actor replays a group of identical DP replicas in lockstep (flow_options.per_replica
- * off): the same flows, fewer actors. Where no flow meets one replica's and not another's, every
+ * off): the same flows, fewer actors. A straggler's replica and one on a degraded NIC's node go
+ * alone, the others stay grouped (one leaf here: nothing above the NICs binds), and every task
+ * ends as with an actor per replica; where an uplink can bind, faults put every replica alone
+ * (flow_replicas_of). Where no flow meets one replica's and not another's, every
  * task ends when it ends with a replica an actor. Where flows collide unevenly (TP 8 x PP 2 x DP 6
  * on 12 nodes, four a leaf, two uplinks a leaf at 2:1, static d-mod-k routing: replicas 0-3's
  * pipeline sends share an uplink two by two, replicas 4-5's do not), a group waits for its slowest
@@ -494,11 +497,10 @@ static void replica_groups_replay_what_separate_replicas_do(void **state)
                       what[c], end_g, rg.actors, end_a, ra.actors, rg.flows, ra.flows, diff);
         assert_int_equal(rg.flows, ra.flows);
         assert_true(rg.actors < ra.actors);
-        if (c == 0) {
-            assert_true(diff <= 1e-9 * end_a);
-        } else {
+        if (c == 1) /* lockstep under uneven collisions: the step, not each task */
             assert_true(fabs(end_g / end_a - 1) < 0.01);
-        }
+        else
+            assert_true(diff <= 1e-9 * end_a);
         s.faults.stragglers = NULL;
         s.faults.straggler_count = 0;
         fixture_degrade(&s, NULL);
@@ -627,6 +629,61 @@ static void flows_of_unequal_routes_share_a_nic_alike(void **state)
     replay_times_free(&a);
     replay_times_free(&p);
     workload_free(&w);
+    fixture_free(&s);
+}
+
+/* The flow replay coarsens gradient buckets to at most 16 a stage (run.c), each standing for as
+ * many of the scenario's calls as it holds: each pays a call's fixed cost and takes its algorithm
+ * for one call's size (collective_split), as the analytic replay prices the scenario's own
+ * buckets. DP 128 of TP 8, ZeRO-1, 4 MB buckets of a 200 MB gradient: 3.1 calls to a coarse bucket.
+ * Counted up to whole calls, the coarse buckets had paid 28% more fixed costs than the scenario
+ * makes (bench/fidelity_scale.sh: DP time +1.2% at 1,024 GPUs, +2.1% at 65,536); now both
+ * fidelities' DP time agree to 0.3%. */
+static void coarse_buckets_pay_the_calls_they_stand_for(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 128);
+    fixture_model(&s, 4, 4096, 32, 16384);
+    s.model.seq_length = 256;
+    fixture_layout(&s, 8, 1, 128, 128);
+    s.parallel.overlap_grad_reduce = 0;
+    s.parallel.zero_stage = 1;
+    s.parallel.bucket_size_mb = 4;
+    run_result a, f;
+    fixture_run_both(&s, &a, &f);
+    double da = a.comm_total_s[COMM_DP] + a.comm_total_s[COMM_ZERO];
+    double df = f.comm_total_s[COMM_DP] + f.comm_total_s[COMM_ZERO];
+    print_message("DP 128, 4 MB buckets: DP and ZeRO communication analytic %.6f s, flow %.6f s (%+.2f%%); step "
+                  "%.6f and %.6f s\n",
+                  da, df, 100 * (df / da - 1), a.step_time_s, f.step_time_s);
+    assert_true(fabs(df / da - 1) < 0.003);
+    assert_true(fabs(f.step_time_s / a.step_time_s - 1) < 0.003);
+    fixture_free(&s);
+}
+
+/* A degraded NIC on a node the job does not use (the scenario may name any node of the
+ * platform) carries none of its traffic: the flow replay skips it (SimGrid has no such link: the
+ * job's nodes alone are built) and the step is the healthy one. Static routing at 2:1 with a fault
+ * puts every replica alone. */
+static void a_degraded_nic_the_job_does_not_use_changes_nothing(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 16);
+    fixture_layout(&s, 8, 2, 4, 16); /* 8 of the 16 nodes */
+    run_result healthy = fixture_run_at(&s, 1);
+    degraded_link far = {12, 1, 0.25, 0, 0};
+    fixture_degrade(&s, &far);
+    run_result f = fixture_run_at(&s, 1);
+    print_message("NIC of unused node 12 at 0.25: step %.6f s, healthy %.6f s\n", f.step_time_s, healthy.step_time_s);
+    assert_true(fabs(f.step_time_s - healthy.step_time_s) <= 1e-12);
+    s.platform.network.leaf_radix = 4;
+    s.platform.network.adaptive_routing = 0;
+    s.platform.network.oversubscription = 2;
+    assert_int_equal(flow_replicas_of(&s, NULL).per_actor, 1);
+    fixture_degrade(&s, NULL);
+    assert_int_equal(flow_replicas_of(&s, NULL).per_actor, 4);
     fixture_free(&s);
 }
 
@@ -823,6 +880,8 @@ int main(void)
         cmocka_unit_test(replica_groups_replay_what_separate_replicas_do),
         cmocka_unit_test(folded_replicas_stand_for_every_replica),
         cmocka_unit_test(flows_of_unequal_routes_share_a_nic_alike),
+        cmocka_unit_test(coarse_buckets_pay_the_calls_they_stand_for),
+        cmocka_unit_test(a_degraded_nic_the_job_does_not_use_changes_nothing),
         cmocka_unit_test(degraded_nic_slows_a_dp_heavy_step_as_the_ring_predicts),
         cmocka_unit_test(third_tier_carries_traffic_between_pods),
         cmocka_unit_test(flow_uses_the_collective_the_analytic_replay_picks),

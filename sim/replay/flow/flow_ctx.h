@@ -37,7 +37,7 @@ typedef struct {
     int sim_R, fold, groups;
     int *group_begin, *group_of;
     long represent;
-    double *ring_latency, *p2p_latency; /* folded: the longest route over every replica, [stage], [stage][peer] */
+    double *p2p_latency;       /* folded: a transfer's longest route over every replica, [stage][peer] */
     rank_grid grid;            /* the scenario's (config.h): where each (tp, cp, stage, replica) sits */
     sg_host_t *hosts;          /* by global rank */
     workload_index index;      /* each lane's tasks, each task's dependents (workload_graph.h) */

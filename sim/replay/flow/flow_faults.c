@@ -61,9 +61,15 @@ void flow_faults_start(flow_ctx *c)
     /* Degraded NICs: both directions of the NIC link at a fraction of their bandwidth. */
     flap_arg *flaps = calloc((size_t)c->s->faults.degraded_count + 1, sizeof *flaps);
     c->flaps = flaps;
+    int nodes_used = (scenario_gpus(c->s) + c->gpn - 1) / c->gpn;
     for (int i = 0; i < c->s->faults.degraded_count; i++) {
         const degraded_link *d = &c->s->faults.degraded[i];
         const char *dir[2] = {"UP", "DOWN"};
+        flaps[i].up_at = INFINITY;
+        /* a NIC the job does not use carries none of its traffic (its node's links are not built:
+         * SimGrid's sg_link_by_name would throw) */
+        if (d->node >= nodes_used || d->nic >= c->gpn)
+            continue;
         for (int k = 0; k < 2; k++) {
             snprintf(name, sizeof name, "nic_n%dg%d_%s", d->node, d->nic, dir[k]);
             sg_link_t l = sg_link_by_name(name);
@@ -74,7 +80,6 @@ void flow_faults_start(flow_ctx *c)
                 sg_link_set_bandwidth(l, sg_link_get_bandwidth(l) * d->bandwidth_factor);
             }
         }
-        flaps[i].up_at = INFINITY;
         if (d->flap_period_s > 0 && (flaps[i].link[0] || flaps[i].link[1])) {
             flaps[i].d = d;
             snprintf(name, sizeof name, "flap%d", i);

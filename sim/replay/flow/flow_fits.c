@@ -33,9 +33,19 @@ flow_replicas flow_replicas_of(const scenario_config *s, const flow_options *o)
     /* a failure inside the step stops every lane at once: a replica an actor */
     if ((o && o->per_replica) || s->faults.step_failure)
         return r;
-    /* a straggler or a degraded link makes the replicas it touches differ from the others: they go
-     * apart (flow_replica_groups), and nothing folds */
+    /* A straggler or a degraded link makes the replicas it touches differ from the others: they go
+     * apart (flow_replica_groups), and nothing folds. The others stay grouped where their flows
+     * cannot meet a touched replica's above the NICs and nothing changes while they run; where an
+     * oversubscribed or statically routed uplink is shared, or a link flaps, lockstep parted from a
+     * replica an actor by up to 1.4% of the step (a review's 180 layouts, 2026-11-27): every
+     * replica goes alone there. */
     int faulty = s->faults.straggler_count > 0 || s->faults.degraded_count > 0;
+    long nodes = ((long)dp * tp * cp * (s->parallel.pp > 0 ? s->parallel.pp : 1) + gpn - 1) / gpn;
+    int flapping = 0;
+    for (int i = 0; i < s->faults.degraded_count; i++)
+        flapping |= s->faults.degraded[i].flap_period_s > 0;
+    if (faulty && (flapping || !nonblocking_above_nics(&s->platform, (int)nodes)))
+        return r;
     /* the flows a replica starts for one communication, at most: one per simulated rail of its TP
      * ranks (flow_replay.c's rail representation), per CP rank, per ring channel */
     int one_rail = tp % gpn == 0 && s->platform.network.topology != TOPO_FAT_TREE && !(o && (o->fine || o->all_rails));
@@ -56,7 +66,6 @@ flow_replicas flow_replicas_of(const scenario_config *s, const flow_options *o)
      * where DP is even; 1 would send a ring edge to its own NIC). Route latencies still differ
      * between replicas (a crossing of the spines or of pods): flow_replay.c charges the longest
      * over every replica. */
-    long nodes = ((long)dp * tp * cp * (s->parallel.pp > 0 ? s->parallel.pp : 1) + gpn - 1) / gpn;
     if (one_rail && !faulty && !(o && o->no_fold) && nonblocking_above_nics(&s->platform, (int)nodes) &&
         s->parallel.offload_optimizer == OFFLOAD_NONE) {
         int k = 2;

@@ -313,24 +313,6 @@ static void ring_edges(flow_ctx *c, actor_arg *x, const coll_split *split, int d
         }
 }
 
-/* The same for the stage's DP ring (p2p_latency_all); cached per stage. */
-static double ring_latency_all(flow_ctx *c, int stage)
-{
-    double *x = &c->ring_latency[stage];
-    if (isnan(*x)) {
-        double all = 0;
-        for (int d = 0; d < c->R; d++)
-            for (int t = 0; t < c->tp; t++)
-                for (int j = 0, ways = ring_ways(c); j < ways; j++) {
-                    int ra, rb;
-                    if (ring_edge(c, stage, d, t, j, c->R, &ra, &rb) > 0)
-                        all = fmax(all, route_latency(c->hosts[ra], c->hosts[rb]));
-                }
-        *x = all;
-    }
-    return *x;
-}
-
 /* A DP / ZeRO collective over the R replicas of this stage (times their CP ranks), with the
  * algorithm the analytic replay picks (sim/step/collective.h): every replica starts the node-crossing
  * edges of its rings (one ring per lockstep GPU, each split over `channels` rings that cross
@@ -347,21 +329,25 @@ static void collective(flow_ctx *c, actor_arg *x, int task, const sim_task *k)
         c->bar_out[task] = sg_barrier_init(actors);
     }
     coll_group whole = {k->group, k->span_nodes, k->group / (k->span_nodes > 0 ? k->span_nodes : 1)};
-    coll_split split = collective_split(&c->s->platform, &c->s->calibration, k->coll, k->bytes, whole);
+    /* A task may stand for several of the scenario's calls (run.c coarsens the buckets to bound
+     * the flows; a long flush is grouped): each is a collective of its share, its algorithm chosen
+     * for that size as the analytic replay chooses it for the scenario's own buckets, so the flows
+     * carry `calls` times one call's NIC bytes and the fixed and NVLink parts are paid per call. */
+    double calls = k->calls > 1 ? k->calls : 1;
+    coll_split split = collective_split(&c->s->platform, &c->s->calibration, k->coll, k->bytes / calls, whole);
     if (actors > 1)
         sg_barrier_wait(c->bar_in[task]);
     double t0 = simgrid_get_clock();
     int n = 0;
     for (int d = x->replica; d < x->replica_end; d++)
         ring_edges(c, x, &split, d, &n);
-    int started = run_flows(c, &x->flows, n, split.net_bytes, c->fold && n > 0 ? ring_latency_all(c, x->stage) : -1);
+    /* the ring's latency is in its fixed part (hops x the fabric's hop latency, collective.c), as
+     * the analytic replay has it: the flows carry bandwidth only */
+    int started = run_flows(c, &x->flows, n, split.net_bytes * calls, 0);
     note_flows(c, started, n, task, x->stage, t0, x->flows.src, x->flows.dst);
     if (actors > 1)
         sg_barrier_wait(c->bar_out[task]);
-    /* A gradient bucket here may stand for several of the scenario's (run.c coarsens them to
-     * bound the flows): each of those would have paid the fixed cost of a collective call. */
-    double calls = k->calls > 1 ? k->calls : 1;
-    double rest = split.fixed_s * calls + split.nvlink_s;
+    double rest = (split.fixed_s + split.nvlink_s) * calls;
     if (isfinite(rest) && rest > 0)
         sg_actor_sleep_for(rest);
 }
@@ -494,10 +480,9 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
     for (int g = 0; g < c.groups; g++)
         for (int d = c.group_begin[g]; d < c.group_begin[g + 1]; d++)
             c.group_of[d] = g;
-    c.ring_latency = malloc((size_t)c.P * sizeof *c.ring_latency);
     c.p2p_latency = malloc((size_t)c.P * c.P * sizeof *c.p2p_latency);
-    for (int i = 0; c.ring_latency && c.p2p_latency && i < c.P * c.P; i++)
-        c.p2p_latency[i] = c.ring_latency[i % c.P] = NAN;
+    for (int i = 0; c.p2p_latency && i < c.P * c.P; i++)
+        c.p2p_latency[i] = NAN;
     int gpus = scenario_gpus(s), nodes = (gpus + c.gpn - 1) / c.gpn;
     flow_platform_describe(&s->platform, &s->calibration, nodes);
     int offload = s->parallel.offload_optimizer != OFFLOAD_NONE;
