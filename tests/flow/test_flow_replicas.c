@@ -15,6 +15,24 @@
 #include "fixture.h"
 #include "wall_clock.h"
 
+/* The last task's finish: the step's end. */
+static double step_end(const replay_times *t, int n)
+{
+    double end = 0;
+    for (int i = 0; i < n; i++)
+        end = fmax(end, t->finish[i]);
+    return end;
+}
+
+/* The largest difference between two replays' task finish times. */
+static double largest_difference(const replay_times *x, const replay_times *y, int n)
+{
+    double diff = 0;
+    for (int i = 0; i < n; i++)
+        diff = fmax(diff, fabs(x->finish[i] - y->finish[i]));
+    return diff;
+}
+
 /* Step finish times with every rail simulated, or with rail 0 (and faulty rails) for all. */
 static void replay_both_ways(const scenario_config *s, replay_times *one, replay_times *all, flow_report *r1,
                              flow_report *ra, int *n)
@@ -44,11 +62,7 @@ static void one_rail_stands_for_identical_rails(void **state)
         flow_report r1, ra;
         int n;
         replay_both_ways(&s, &one, &all, &r1, &ra, &n);
-        double end = 0, diff = 0;
-        for (int i = 0; i < n; i++) {
-            end = fmax(end, all.finish[i]);
-            diff = fmax(diff, fabs(one.finish[i] - all.finish[i]));
-        }
+        double end = step_end(&all, n), diff = largest_difference(&one, &all, n);
         print_message("%s: step %.6f s; rails simulated %d (%ld flows) against 8 (%ld flows): largest task "
                       "difference %.3g s\n",
                       faulty ? "NIC n3g5 at 0.3" : "healthy", end, r1.rails_simulated, r1.flows, ra.flows, diff);
@@ -101,12 +115,8 @@ static void replica_groups_replay_what_separate_replicas_do(void **state)
         flow_report rg, ra;
         fixture_replay_flow(&s, &w, &grouped, &g, &rg);
         fixture_replay_flow(&s, &w, &apart, &a, &ra);
-        double end_g = 0, end_a = 0, diff = 0;
-        for (int i = 0; i < w.n_tasks; i++) {
-            end_g = fmax(end_g, g.finish[i]);
-            end_a = fmax(end_a, a.finish[i]);
-            diff = fmax(diff, fabs(g.finish[i] - a.finish[i]));
-        }
+        double end_g = step_end(&g, w.n_tasks), end_a = step_end(&a, w.n_tasks);
+        double diff = largest_difference(&g, &a, w.n_tasks);
         print_message("%s: step %.6f s in %ld actors, %.6f s a replica an actor (%ld actors); flows %ld and %ld; "
                       "largest task difference %.3g s\n",
                       what[c], end_g, rg.actors, end_a, ra.actors, rg.flows, ra.flows, diff);
@@ -171,11 +181,7 @@ static void folded_replicas_stand_for_every_replica(void **state)
         flow_report rf, ra;
         fixture_replay_flow(&s, &w, NULL, &f, &rf);
         fixture_replay_flow(&s, &w, &whole, &a, &ra);
-        double end = 0, diff = 0;
-        for (int i = 0; i < w.n_tasks; i++) {
-            end = fmax(end, a.finish[i]);
-            diff = fmax(diff, fabs(f.finish[i] - a.finish[i]));
-        }
+        double end = step_end(&a, w.n_tasks), diff = largest_difference(&f, &a, w.n_tasks);
         print_message("%s: step %.9f s; %ld flows folded, %ld whole (%ld represented); largest task difference "
                       "%.3g s\n",
                       cases[c].what, end, rf.flows, ra.flows, rf.flows_represented, diff);
@@ -236,10 +242,8 @@ static void flows_of_unequal_routes_share_a_nic_alike(void **state)
                   "flows\n",
                   ring, 2.0 * 3 / 4 * 20e6 / (B / 2), rf.flows);
     assert_true(fabs(ring / (2.0 * 3 / 4 * 20e6 / (B / 2)) - 1) < 0.01);
-    for (int i = 0; i < w.n_tasks; i++) {
-        assert_true(fabs(f.finish[i] - a.finish[i]) <= 1e-12);
-        assert_true(fabs(p.finish[i] - a.finish[i]) <= 1e-12);
-    }
+    assert_true(largest_difference(&f, &a, w.n_tasks) <= 1e-12);
+    assert_true(largest_difference(&p, &a, w.n_tasks) <= 1e-12);
     replay_times_free(&f);
     replay_times_free(&a);
     replay_times_free(&p);

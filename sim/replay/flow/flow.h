@@ -102,6 +102,9 @@ typedef struct {
     int simulated, per_actor, fold;
 } flow_replicas;
 flow_replicas flow_replicas_of(const scenario_config *s, const flow_options *o);
+/* Whether rail 0 stands for every rail (flow_options.all_rails): the layout's flows all stay on
+ * their rail, the rails share no link, and o asks for neither TP flows nor every rail. */
+int flow_one_rail(const scenario_config *s, const flow_options *o);
 /* The groups the lane actors replay, in lockstep each: runs of at most r->per_actor replicas that
  * no fault singles out, and each replica a straggler or a degraded NIC touches alone. Group g is
  * replicas begin[g] .. begin[g+1]-1 (begin holds r->simulated + 1 entries). Returns the count, or

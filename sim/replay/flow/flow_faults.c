@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include "flow_ctx.h"
 
-
 double flap_next_up(const flow_ctx *c)
 {
     double up = INFINITY;

@@ -25,6 +25,14 @@ static int nonblocking_above_nics(const platform_config *p, int nodes)
            (p->network.adaptive_routing && p->network.oversubscription <= 1);
 }
 
+int flow_one_rail(const scenario_config *s, const flow_options *o)
+{
+    int gpn = s->platform.node.gpus > 0 ? s->platform.node.gpus : 1, tp = s->parallel.tp > 0 ? s->parallel.tp : 1;
+    /* a TP group filling whole nodes keeps every transfer and ring edge between GPUs of the same
+     * index (the CP-extended gradient ring too); fat_tree's rails share their leaf's uplinks */
+    return tp % gpn == 0 && s->platform.network.topology != TOPO_FAT_TREE && !(o && (o->fine || o->all_rails));
+}
+
 flow_replicas flow_replicas_of(const scenario_config *s, const flow_options *o)
 {
     int dp = s->parallel.dp > 0 ? s->parallel.dp : 1, tp = s->parallel.tp > 0 ? s->parallel.tp : 1;
@@ -40,7 +48,7 @@ flow_replicas flow_replicas_of(const scenario_config *s, const flow_options *o)
      * replica an actor by up to 1.4% of the step (a review's 180 layouts, 2026-11-27): every
      * replica goes alone there. */
     int faulty = s->faults.straggler_count > 0 || s->faults.degraded_count > 0;
-    long nodes = ((long)dp * tp * cp * (s->parallel.pp > 0 ? s->parallel.pp : 1) + gpn - 1) / gpn;
+    long nodes = ((long)scenario_gpus(s) + gpn - 1) / gpn;
     int flapping = 0;
     for (int i = 0; i < s->faults.degraded_count; i++)
         flapping |= s->faults.degraded[i].flap_period_s > 0;
@@ -48,7 +56,7 @@ flow_replicas flow_replicas_of(const scenario_config *s, const flow_options *o)
         return r;
     /* the flows a replica starts for one communication, at most: one per simulated rail of its TP
      * ranks (flow_replay.c's rail representation), per CP rank, per ring channel */
-    int one_rail = tp % gpn == 0 && s->platform.network.topology != TOPO_FAT_TREE && !(o && (o->fine || o->all_rails));
+    int one_rail = flow_one_rail(s, o);
     rank_grid grid = scenario_rank_grid(s);
     coll_group g = coll_group_of(dp, (int)rank_grid_stride(&grid, GRID_DP), gpn);
     int nics = s->platform.node.nics > 0 ? s->platform.node.nics : 1;

@@ -363,20 +363,20 @@ static void host_transfer(flow_ctx *c, actor_arg *x, int task, const sim_task *k
     for (int d = x->replica; d < x->replica_end; d++)
         for (int ci = 0; ci < c->cp; ci++)
             for (int t = 0; t < c->tp; t++) {
-            int r = rank_of(c, x->stage, d, t, ci), node = r / c->gpn;
-            sg_host_t gpu = c->hosts[r], a = c->cpu[node], b = gpu;
-            switch (route) {
-            case OFFLOAD_ROUTE_GPU_TO_CPU: a = gpu; b = c->cpu[node]; break;
-            case OFFLOAD_ROUTE_CPU_TO_GPU: break;
-            case OFFLOAD_ROUTE_NVME_TO_CPU: a = c->nvme[node]; b = c->cpu[node]; break;
-            case OFFLOAD_ROUTE_CPU_TO_NVME: b = c->nvme[node]; break;
-            case OFFLOAD_ROUTE_NVME_TO_GPU: a = c->nvme[node]; break;
-            default: b = c->mem[node]; break; /* the CPU step's DRAM traffic */
+                int r = rank_of(c, x->stage, d, t, ci), node = r / c->gpn;
+                sg_host_t gpu = c->hosts[r], a = c->cpu[node], b = gpu;
+                switch (route) {
+                case OFFLOAD_ROUTE_GPU_TO_CPU: a = gpu; b = c->cpu[node]; break;
+                case OFFLOAD_ROUTE_CPU_TO_GPU: break;
+                case OFFLOAD_ROUTE_NVME_TO_CPU: a = c->nvme[node]; b = c->cpu[node]; break;
+                case OFFLOAD_ROUTE_CPU_TO_NVME: b = c->nvme[node]; break;
+                case OFFLOAD_ROUTE_NVME_TO_GPU: a = c->nvme[node]; break;
+                default: b = c->mem[node]; break; /* the CPU step's DRAM traffic */
+                }
+                flow_add(f, &n, a, b);
+                f->e[n - 1] = transfer(a, b, k->bytes);
+                c->flows_all += c->represent;
             }
-            flow_add(f, &n, a, b);
-            f->e[n - 1] = transfer(a, b, k->bytes);
-            c->flows_all += c->represent;
-        }
     wait_all(c, f, n, task, x->stage, t0, 1);
 }
 
@@ -481,7 +481,11 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
         for (int d = c.group_begin[g]; d < c.group_begin[g + 1]; d++)
             c.group_of[d] = g;
     c.p2p_latency = malloc((size_t)c.P * c.P * sizeof *c.p2p_latency);
-    for (int i = 0; c.p2p_latency && i < c.P * c.P; i++)
+    if (!c.p2p_latency) {
+        fprintf(stderr, "dtsim flow: out of memory for %d stages' transfer latencies\n", c.P);
+        return 1;
+    }
+    for (int i = 0; i < c.P * c.P; i++)
         c.p2p_latency[i] = NAN;
     int gpus = scenario_gpus(s), nodes = (gpus + c.gpn - 1) / c.gpn;
     flow_platform_describe(&s->platform, &s->calibration, nodes);
@@ -522,10 +526,7 @@ static int child_run(const scenario_config *s, const step_workload *w, const cha
     /* Rails: independent and identical when every flow is rail-aligned and no link joins two
      * rails (see flow_options); rail 0 then stands for all, beside any rail with a fault. */
     c.rail_on = calloc((size_t)c.gpn, sizeof *c.rail_on);
-    /* A TP group filling whole nodes keeps every transfer and ring edge between GPUs of the
-     * same index (the CP-extended gradient ring too). */
-    int aligned = c.tp % c.gpn == 0 && s->platform.network.topology != TOPO_FAT_TREE;
-    int one_rail = aligned && !o->fine && !o->all_rails;
+    int one_rail = flow_one_rail(s, o);
     for (int g = 0; g < c.gpn; g++)
         c.rail_on[g] = !one_rail || g == 0;
     for (int i = 0; i < s->faults.degraded_count; i++)
