@@ -49,6 +49,7 @@ typedef struct {
 typedef struct {
     const scenario_config *base;
     const plan_layout *cand;
+    const long *order;         /* the candidates in the order threads take them: costliest first */
     long total;
     atomic_long next, done;
     void (*progress)(long done, long total);
@@ -105,7 +106,7 @@ static void *work(void *arg)
             break;
         long end = start + PLAN_CHUNK < job->total ? start + PLAN_CHUNK : job->total;
         for (long i = start; i < end && !w->out.failed; i++)
-            if (evaluate(job->base, &job->cand[i], &w->out) != 0)
+            if (evaluate(job->base, &job->cand[job->order ? job->order[i] : i], &w->out) != 0)
                 w->out.failed = 1;
         long done = atomic_fetch_add(&job->done, end - start) + (end - start);
         if (w->reports_progress && job->progress && done < job->total)
@@ -217,6 +218,50 @@ static long enumerate(const scenario_config *base, int gpus, plan_layout **out)
     return n;
 }
 
+/* The order the threads take the candidates in: the costliest first (the step graph's tasks in
+ * closed form, workload_size_estimate; those a rule refuses cost nothing), so the few large
+ * simulations start early instead of leaving one thread alone at the end (longest processing
+ * time first). Which thread runs what does not change the result (see plan.h). NULL when out of
+ * memory: the enumeration order then. */
+typedef struct {
+    double cost;
+    long index;
+} cand_cost;
+
+static int costliest_first(const void *a, const void *b)
+{
+    const cand_cost *x = a, *y = b;
+    if (x->cost != y->cost)
+        return x->cost > y->cost ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static long *costliest_first_order(const scenario_config *base, const plan_layout *cand, long total)
+{
+    cand_cost *c = malloc((size_t)(total ? total : 1) * sizeof *c);
+    long *order = malloc((size_t)(total ? total : 1) * sizeof *order);
+    if (!c || !order) {
+        free(c);
+        free(order);
+        return NULL;
+    }
+    for (long i = 0; i < total; i++) {
+        scenario_config s;
+        config_error err;
+        workload_size z = {0};
+        plan_apply(base, &cand[i], &s);
+        if (scenario_validate_layout(&s, &err) == 0)
+            workload_size_estimate(&s, &z);
+        c[i].cost = z.tasks;
+        c[i].index = i;
+    }
+    qsort(c, (size_t)total, sizeof *c, costliest_first);
+    for (long i = 0; i < total; i++)
+        order[i] = c[i].index;
+    free(c);
+    return order;
+}
+
 int plan_estimate(const scenario_config *base, int gpus, int threads, work_estimate *e)
 {
     if (gpus <= 0)
@@ -286,7 +331,8 @@ int plan_search_threads(const scenario_config *base, int gpus, int threads, plan
         snprintf(err->msg, sizeof err->msg, "out of host memory enumerating layouts");
         return -1;
     }
-    search_job job = {.base = base, .cand = cand, .total = total, .progress = progress};
+    long *order = threads > 1 ? costliest_first_order(base, cand, total) : NULL;
+    search_job job = {.base = base, .cand = cand, .order = order, .total = total, .progress = progress};
     atomic_init(&job.next, 0);
     atomic_init(&job.done, 0);
     worker *w = calloc((size_t)threads, sizeof *w);
@@ -294,6 +340,7 @@ int plan_search_threads(const scenario_config *base, int gpus, int threads, plan
     int started = 0;
     if (!w) {
         free(cand);
+        free(order);
         snprintf(err->msg, sizeof err->msg, "out of host memory");
         return -1;
     }
@@ -336,6 +383,7 @@ int plan_search_threads(const scenario_config *base, int gpus, int threads, plan
     }
     free(w);
     free(cand);
+    free(order);
     if (failed) {
         snprintf(err->msg, sizeof err->msg, "out of host memory after %d simulated layouts", out->count);
         plan_result_free(out);
