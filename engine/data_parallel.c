@@ -108,6 +108,15 @@ static float *take_window(dp_state *d, dp_window_pool *p, size_t lo, size_t hi)
     return p->buf[i];
 }
 
+/* The pool's busy window that holds the range starting at lo, or NULL. */
+static float *held_window(const dp_window_pool *p, size_t lo)
+{
+    for (int i = 0; i < DP_WINDOWS; i++)
+        if (p->busy[i] && p->lo[i] == lo)
+            return p->buf[i];
+    return NULL;
+}
+
 /* Gives back the pool's window that holds the range starting at lo; returns it. */
 static float *give_window(dp_window_pool *p, size_t lo)
 {
@@ -138,7 +147,10 @@ static void profile_pass(gpt_model *m, const char *op, int first, size_t lo, siz
 /* A pass is about to use (before) or has used tensors [first, first + count). ZeRO-3 gathers
  * their parameters into a window for the pass; ZeRO-2/3 give a backward pass a zeroed gradient
  * window and reduce it into the shards after. Both windows go back to their pools, so the device
- * keeps its shards plus the windows of the passes under way. */
+ * keeps its shards plus the windows of the passes under way. A layer's re-run under full
+ * recomputation keeps its parameter window for its backward, which then gathers nothing: one
+ * gather serves both, as PyTorch FSDP and Megatron-FSDP do (sim/step/zero3.h; DeepSpeed gathers
+ * again, which dtsim models with parallel.pipeline_engine deepspeed). */
 static void zero_pass_hook(gpt_model *m, int first, int count, int before, int backward, void *ctx)
 {
     dp_state *d = ctx;
@@ -151,7 +163,7 @@ static void zero_pass_hook(gpt_model *m, int first, int count, int before, int b
      * copies and NCCL's wait synchronise), so the profile shows the pass's ZeRO traffic. */
     double t0 = wall_clock_s();
     if (before) {
-        if (params) {
+        if (params && !(backward && held_window(&d->param_windows, lo))) {
             float *w = take_window(d, &d->param_windows, lo, hi);
             gather_range(d, &m->param_range, m->params, lo, hi, w);
             gpt_map_range(&m->param_range, w, lo, hi);
@@ -173,7 +185,7 @@ static void zero_pass_hook(gpt_model *m, int first, int count, int before, int b
             reduce_window_into_shard(d, m, lo, hi, w);
         profile_pass(m, "dp_grad_reduce_scatter", first, lo, hi, wall_clock_s() - t0);
     }
-    if (params)
+    if (params && !(m->recomputing && !backward)) /* a re-run's window waits for its backward */
         gpt_unmap_range(&m->param_range, give_window(&d->param_windows, lo));
 }
 

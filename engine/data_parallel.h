@@ -20,8 +20,11 @@
 #include "comm_nccl.h"
 #include "powersgd.h"
 
-/* A pass uses at most this many ranges at once (the head: wte and the final norm). */
-enum { DP_WINDOWS = 2 };
+/* Windows a pool holds at most: a pass uses two ranges at once (the head: wte and the final
+ * norm), and under ZeRO-3 with full recomputation a recomputed group keeps its layers' gathered
+ * parameters from their re-run to their backward (zero_pass_hook): one window a layer of the
+ * group, so --recompute-num-layers is at most DP_WINDOWS with --zero 3. Allocated on first use. */
+enum { DP_WINDOWS = 16 };
 
 typedef struct {
     float *buf[DP_WINDOWS];

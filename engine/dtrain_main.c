@@ -540,6 +540,13 @@ static int run_flags(int argc, char **argv, comm_ctx *comm)
     }
     if (!o.recompute_layers)
         o.recompute_layers = 1;
+    if (o.zero >= 3 && dp > 1 && o.recompute == GPT_RECOMPUTE_FULL && !o.recompute_block &&
+        o.recompute_layers > DP_WINDOWS) {
+        fprintf(stderr, "dtrain: --zero 3 keeps a recomputed group's gathered layers until their backward: "
+                        "--recompute-num-layers %d is more than the %d it holds (use %d or fewer, or "
+                        "--recompute-method block)\n", o.recompute_layers, DP_WINDOWS, DP_WINDOWS);
+        return 2;
+    }
     if (o.grad_compress_rank && (dp < 2 || o.zero != 0 || o.grad_reduce_bf16)) {
         fprintf(stderr, "dtrain: --grad-compress powersgd:%d compresses the DP all-reduce: it needs --dp 2 or more "
                         "(got %d), --zero 0 (got %d) and --grad-reduce fp32 (got %s)\n",

@@ -356,8 +356,8 @@ residual2:
 
 /* Full recomputation: when the backward reaches the last layer of a recomputed group, the
  * group's forward runs again from the group's kept input, each layer with its own forward hooks
- * (under ZeRO-3 its parameters gathered for the rerun and let go after, then gathered again by
- * its backward, as DeepSpeed's stage 3 does under activation checkpointing). */
+ * (under ZeRO-3 its parameters gathered for the rerun and kept for its backward, as PyTorch FSDP
+ * and Megatron-FSDP do under activation checkpointing: data_parallel.c, zero_pass_hook). */
 static void recompute_group(gpt_model *m, gpt_acts *act, int l)
 {
     if (gpt_recompute_group_end(m, l) != l)

@@ -57,10 +57,11 @@ static void wait_for_send(step_workload *w, const builder *b, stage_state *st, i
 
 /* ZeRO-3: the all-gather(s) of one unit's parameters before a pass piece uses them (sim/step/zero3.h):
  * with prefetch depth d, the gather of the stage's u-th unit may start once unit u-d-1 has run
- * (the live set holds the running unit and d prefetched ones). Under full recomputation the
- * backward first gathers the recomputed layers' parameters (rerun_params) for their rerun, which
- * lets them go after, as DeepSpeed's stage 3 does (its post-forward hook); then the unit's for the
- * backward itself. The embedding and the head are not recomputed. With ZeRO-Infinity the rank's
+ * (the live set holds the running unit and d prefetched ones). Under full recomputation with
+ * DeepSpeed's engine (zero3_plan.regather_rerun) the backward first gathers the recomputed layers'
+ * parameters (rerun_params) for their rerun, which lets them go after (its post-forward hook); then
+ * the unit's for the backward itself. FSDP's one gather serves both (rerun_params 0). The embedding
+ * and the head are not recomputed. With ZeRO-Infinity the rank's
  * shard first comes in from the host or NVMe (host_offload.h). -1 when ZeRO-3 is off. */
 static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st, int stage, double rerun_params,
                              double params)
@@ -183,7 +184,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
                  : !split ? scenario_recomputed_layers(s, nl)
                  : nl > 0 ? scenario_recomputed_layers(s, L - piece) - scenario_recomputed_layers(s, L - piece - 1)
                           : 0;
-        double rerun = s->training.recompute == RECOMPUTE_FULL ? nr * b->z3.layer_params : 0;
+        double rerun = b->z3.regather_rerun ? nr * b->z3.layer_params : 0;
         int gather = zero3_unit_gather(w, b, st, stage, rerun, unit);
         /* The previous layer's gradients go out after this layer's gather on the one comm stream
          * both share here: the prefetch is not queued behind a reduction that waits for the

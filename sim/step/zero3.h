@@ -7,8 +7,14 @@
  * partitioned_param_coordinator.py; PyTorch FSDP with reshard_after_forward, the default, alike):
  *  - forward: each unit (a transformer layer, as FSDP's auto-wrap policy and DeepSpeed's module
  *    hooks give) all-gathers its partitioned parameters before it runs and frees them after;
- *  - backward: it all-gathers them again; with full recomputation the re-run forward gathers
- *    them once more (DeepSpeed's pre-forward hook fires again inside the checkpointed region);
+ *  - backward: it all-gathers them again; with full recomputation DeepSpeed's re-run forward
+ *    gathers them once more (its pre-forward hook fires again inside the checkpointed region and
+ *    its post-forward hook lets them go), where PyTorch FSDP and Megatron-FSDP gather once for
+ *    the re-run and the backward (torch/distributed/fsdp/_runtime_utils.py, _pre_forward: "For
+ *    fully_shard + checkpoint, skip pre-forward logic in the recomputed forward"; FSDP2 alike;
+ *    megatron/core/distributed/custom_fsdp/fully_sharded_data_parallel.py: "gather parameters
+ *    once for both the recomputation and backward computation", its post-forward hook keeping
+ *    them in the pre-backward state) and hold a recomputed group's layers until their backward;
  *  - every backward reduce-scatters the unit's gradients, in buckets of reduce_bucket_size
  *    elements (DeepSpeed reduces at every micro-batch; there is no unsharded accumulation);
  *  - parameters of fewer than stage3_param_persistence_threshold elements are not partitioned:
@@ -28,7 +34,11 @@ typedef struct {
     double layer_persistent;    /* one layer's parameters kept whole (below the threshold) */
     int prefetch_layers;        /* layers gathered ahead of the one running */
     double live_params;         /* gathered parameters held at once: the running layer and the
-                                   prefetched ones */
+                                   prefetched ones, or a recomputed group's layers kept from
+                                   their re-run to their backward, whichever is more */
+    int regather_rerun;         /* full recomputation's re-run gathers its layers again (DeepSpeed,
+                                   parallel.pipeline_engine deepspeed); else they stay gathered
+                                   for the backward */
     double reduce_bucket_params;/* gradient elements per reduce-scatter call */
 } zero3_plan;
 

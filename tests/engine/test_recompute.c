@@ -188,6 +188,8 @@ static void bad_values_exit_2(void **state)
         {"--recompute-granularity selective --recompute-num-layers 2", "full only"},
         {"--recompute-granularity full --recompute-method blocks", "not uniform or block"},
         {"--recompute-granularity full --recompute-num-layers 0", "--recompute-num-layers"},
+        /* ZeRO-3 holds a recomputed group's gathered layers until their backward: 16 at most */
+        {"--dp 2 --zero 3 --recompute-granularity full --recompute-num-layers 17", "more than the 16"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char args[512];

@@ -1,6 +1,7 @@
 /* ZeRO-3 as DeepSpeed's stage 3 runs it (sim/step/zero3.h): per micro-batch, every layer's
  * partitioned parameters are all-gathered in forward and again in backward (a third time under
- * full recomputation) and its gradients reduce-scattered; tensors below the persistence
+ * full recomputation with DeepSpeed's engine; FSDP's gather serves the re-run and the backward)
+ * and its gradients reduce-scattered; tensors below the persistence
  * threshold are never gathered; the prefetch depth decides how much of the gathering hides
  * behind compute, and the memory model holds the same gathered working set the workload uses. */
 #include <math.h>
@@ -70,10 +71,18 @@ static void every_micro_batch_gathers_and_reduces_each_layer(void **state)
     assert_true(REL(reduced, m * all * 2));
     assert_true(REL(params_layer_small_per_gpu(&s, 1e5), vectors));
 
-    s.training.recompute = RECOMPUTE_FULL; /* the re-run forward gathers each layer once more */
+    /* Full recomputation: PyTorch FSDP and Megatron-FSDP (the default engine) gather a layer once
+     * for its re-run and its backward, the same bytes as without; DeepSpeed's re-run gathers each
+     * layer once more (the embedding and head are not rerun). */
+    s.training.recompute = RECOMPUTE_FULL;
+    bytes_of(&s, &gathered, &reduced, &gathers);
+    assert_int_equal(gathers, (int)(m * 2 * L));
+    assert_true(REL(gathered, m * 2 * (L * matrices + ends) * 2));
+    s.parallel.pipeline_engine = PIPELINE_ENGINE_DEEPSPEED;
     bytes_of(&s, &gathered, &reduced, &gathers);
     assert_int_equal(gathers, (int)(m * 3 * L));
-    assert_true(REL(gathered, m * (3 * L * matrices + 2 * ends) * 2)); /* the embedding and head: not rerun */
+    assert_true(REL(gathered, m * (3 * L * matrices + 2 * ends) * 2));
+    s.parallel.pipeline_engine = PIPELINE_ENGINE_MEGATRON;
 
     s.training.recompute = RECOMPUTE_NONE;
     s.parallel.stage3_param_persistence_threshold = 0; /* every tensor partitioned */
@@ -150,6 +159,23 @@ static void memory_holds_the_gathered_working_set(void **state)
     s.parallel.stage3_max_live_parameters = 2 * layer; /* room for one layer ahead */
     zero3_plan_of(&s, &z);
     assert_int_equal(z.prefetch_layers, 1);
+    assert_true(REL(z.live_params, 2 * layer));
+    /* Full recomputation in groups of 3 (of the chunk's 4 layers): FSDP keeps a group's layers
+     * gathered from their re-run to their backward, 3 layers, more than the 2 prefetching holds;
+     * DeepSpeed lets each go after its re-run (prefetching's 2); block recomputation one at a time. */
+    s.training.recompute = RECOMPUTE_FULL;
+    s.training.recompute_num_layers = 3;
+    zero3_plan_of(&s, &z);
+    assert_int_equal(z.regather_rerun, 0);
+    assert_true(REL(z.live_params, 3 * layer));
+    s.training.recompute_block = 1;
+    zero3_plan_of(&s, &z);
+    assert_true(REL(z.live_params, 2 * layer));
+    s.training.recompute_block = 0;
+    s.parallel.pipeline_engine = PIPELINE_ENGINE_DEEPSPEED;
+    zero3_plan_of(&s, &z);
+    assert_int_equal(z.regather_rerun, 1);
+    assert_true(REL(z.live_params, 2 * layer));
     fixture_free(&s);
 }
 
