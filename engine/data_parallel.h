@@ -24,7 +24,7 @@
  * norm), and under ZeRO-3 with full recomputation a recomputed group keeps its layers' gathered
  * parameters from their re-run to their backward (zero_pass_hook): one window a layer of the
  * group, so --recompute-num-layers is at most DP_WINDOWS with --zero 3. Allocated on first use. */
-enum { DP_WINDOWS = 16 };
+enum { DP_WINDOWS = GPT_WINDOWS };
 
 typedef struct {
     float *buf[DP_WINDOWS];

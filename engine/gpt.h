@@ -67,9 +67,11 @@ int gpt_config_same(const gpt_config *a, const gpt_config *b);
 void gpt_config_describe(const gpt_config *cfg, char *out, size_t len);
 
 enum { LAYER_TENSORS = 13 };
-/* At most this many windows of parameters (and as many of gradients) are mapped at once (the
- * head uses wte and the final norm together). */
-enum { GPT_WINDOWS = 4 };
+/* At most this many windows of parameters (and as many of gradients) are mapped at once: the
+ * head uses wte and the final norm together, and under ZeRO-3 a recomputed group keeps each of
+ * its layers' parameters mapped from their re-run to their backward (data_parallel.c, whose pools
+ * hold as many: DP_WINDOWS). */
+enum { GPT_WINDOWS = 16 };
 
 /* A resident range [lo, lo + n) of the flat layout, and the windows mapped beside it. */
 typedef struct {

@@ -216,7 +216,7 @@ int memory_model_stage(const scenario_config *s, int stage, int in_flight, memor
         /* the gathered working set: the running layer and the prefetched ones, as the workload
          * gathers them (zero3.h); and the parameters below the persistence threshold, which every
          * rank keeps whole instead of its shard */
-        out->buffers += z3.live_params * act_bytes;
+        out->buffers += zero3_live_params(s, &z3, L / V) * act_bytes;
         if (off_par == OFFLOAD_NONE)
             out->weights += (double)L * z3.layer_persistent * act_bytes * (1.0 - 1.0 / shards);
     }

@@ -39,6 +39,8 @@ void workload_size_estimate(const scenario_config *s, workload_size *z)
     if (z3.active) {
         compute = passes * layers_per_chunk; /* a piece per layer */
         comm += passes * layers_per_chunk;   /* its gather */
+        if (z3.regather_rerun) /* DeepSpeed gathers a recomputed layer again for its re-run */
+            comm += passes / 2 * scenario_recomputed_layers(s, (int)layers_per_chunk);
         /* every backward piece's buckets */
         comm += passes / 2 * layers_per_chunk * flush_tasks(layer_grad, bucket, compressed);
     } else if (streams) {

@@ -29,19 +29,20 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z)
         ahead = 16;
     z->prefetch_layers = ahead;
     z->live_params = (1 + ahead) * z->layer_params;
-    int full = s->training.recompute == RECOMPUTE_FULL;
-    z->regather_rerun = full && s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED;
-    if (full && !z->regather_rerun) {
-        /* a recomputed group's layers stay gathered from their re-run to their backward: a group
-         * of recompute_num_layers (uniform, within the chunk), one layer at a time (block) */
-        long long chunk = s->model.num_layers / ((long long)(s->parallel.pp > 0 ? s->parallel.pp : 1) *
-                                                 (s->parallel.vpp > 1 ? s->parallel.vpp : 1));
-        long long n = s->training.recompute_block ? 1
-                      : s->training.recompute_num_layers > 0 ? s->training.recompute_num_layers : 1;
-        if (n > chunk)
-            n = chunk;
-        if (n * z->layer_params > z->live_params)
-            z->live_params = n * z->layer_params;
-    }
+    z->regather_rerun = s->training.recompute == RECOMPUTE_FULL &&
+                        s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED;
     z->reduce_bucket_params = s->parallel.reduce_bucket_size > 0 ? s->parallel.reduce_bucket_size : 5e8;
+}
+
+double zero3_live_params(const scenario_config *s, const zero3_plan *z, int chunk_layers)
+{
+    if (s->training.recompute != RECOMPUTE_FULL || z->regather_rerun)
+        return z->live_params;
+    /* a recomputed group's layers stay gathered from their re-run to their backward: a group of
+     * recompute_num_layers (uniform, within the chunk), one layer at a time (block) */
+    long long n = s->training.recompute_block ? 1
+                  : s->training.recompute_num_layers > 0 ? s->training.recompute_num_layers : 1;
+    if (n > chunk_layers)
+        n = chunk_layers;
+    return fmax(z->live_params, (double)n * z->layer_params);
 }

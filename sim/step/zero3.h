@@ -34,8 +34,7 @@ typedef struct {
     double layer_persistent;    /* one layer's parameters kept whole (below the threshold) */
     int prefetch_layers;        /* layers gathered ahead of the one running */
     double live_params;         /* gathered parameters held at once: the running layer and the
-                                   prefetched ones, or a recomputed group's layers kept from
-                                   their re-run to their backward, whichever is more */
+                                   prefetched ones (zero3_live_params: with recomputation) */
     int regather_rerun;         /* full recomputation's re-run gathers its layers again (DeepSpeed,
                                    parallel.pipeline_engine deepspeed); else they stay gathered
                                    for the backward */
@@ -43,5 +42,10 @@ typedef struct {
 } zero3_plan;
 
 void zero3_plan_of(const scenario_config *s, zero3_plan *z);
+/* The gathered parameters a GPU holds at once on a chunk of chunk_layers layers: live_params, or
+ * under full recomputation without DeepSpeed's re-gather a recomputed group's layers, kept from
+ * their re-run to their backward (recompute_num_layers of them, at most the chunk's; one under
+ * the block method), whichever is more. What the memory model holds. */
+double zero3_live_params(const scenario_config *s, const zero3_plan *z, int chunk_layers);
 
 #endif

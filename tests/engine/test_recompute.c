@@ -131,6 +131,8 @@ static void layouts_keep_the_same_weights(void **state)
         {2, "--pp 2 --schedule interleaved --vpp 2",
          "--recompute-granularity full --recompute-method block --recompute-num-layers 1"},
         {2, "--dp 2 --zero 3", "--recompute-granularity full --recompute-num-layers 3"},
+        /* all 8 layers one group: ZeRO-3 keeps 8 layers' gathered parameters mapped at once */
+        {2, "--dp 2 --zero 3", "--recompute-granularity full --recompute-num-layers 8"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         run_out base = run(cases[i].ranks, cases[i].layout, "", NULL);

@@ -55,6 +55,10 @@ static void estimates_are_near_the_graphs(void **state)
     check("gpt2-xl-dp32-powersgd.json", no_overlap, 1);
     const char *zero3[] = {"parallel.grad_compression={\"method\": \"none\"}", "parallel.zero_stage=3"};
     check("gpt2-xl-dp32-powersgd.json", zero3, 2);
+    /* DeepSpeed's stage 3 gathers each recomputed layer again for its re-run */
+    const char *zero3_rerun[] = {"parallel.grad_compression={\"method\": \"none\"}", "parallel.zero_stage=3",
+                                 "training.recompute_granularity=\"full\"", "parallel.pipeline_engine=\"deepspeed\""};
+    check("gpt2-xl-dp32-powersgd.json", zero3_rerun, 4);
     const char *zero3_llama[] = {"parallel.pipeline_model_parallel_size=1", "parallel.pipeline_layers=[126]",
                                  "parallel.virtual_pipeline_model_parallel_size=1", "parallel.schedule=\"1f1b\"",
                                  "parallel.data_parallel_size=2048", "parallel.zero_stage=3"};

@@ -167,15 +167,20 @@ static void memory_holds_the_gathered_working_set(void **state)
     s.training.recompute_num_layers = 3;
     zero3_plan_of(&s, &z);
     assert_int_equal(z.regather_rerun, 0);
-    assert_true(REL(z.live_params, 3 * layer));
+    assert_true(REL(zero3_live_params(&s, &z, 4), 3 * layer));
+    assert_true(REL(zero3_live_params(&s, &z, 1), 2 * layer)); /* a chunk of one layer: a group of one */
+    memory_breakdown grouped;
+    assert_int_equal(memory_model_stage(&s, 0, 1, &grouped), 0);
     s.training.recompute_block = 1;
     zero3_plan_of(&s, &z);
-    assert_true(REL(z.live_params, 2 * layer));
+    assert_true(REL(zero3_live_params(&s, &z, 4), 2 * layer));
+    assert_int_equal(memory_model_stage(&s, 0, 1, &without), 0);
+    assert_true(REL(grouped.buffers - without.buffers, layer * 2)); /* one layer more, in bf16 */
     s.training.recompute_block = 0;
     s.parallel.pipeline_engine = PIPELINE_ENGINE_DEEPSPEED;
     zero3_plan_of(&s, &z);
     assert_int_equal(z.regather_rerun, 1);
-    assert_true(REL(z.live_params, 2 * layer));
+    assert_true(REL(zero3_live_params(&s, &z, 4), 2 * layer));
     fixture_free(&s);
 }
 
