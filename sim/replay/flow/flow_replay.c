@@ -141,6 +141,18 @@ static double flows_latency(const flow_set *f, int n)
     return lat;
 }
 
+/* Once the last bytes of f's first n flows are in: the communication ends after its longest
+ * route's latency (latency; < 0: from the flows' routes). */
+static void await_latency(const flow_set *f, int n, double latency)
+{
+    if (n <= 0)
+        return;
+    if (latency < 0)
+        latency = flows_latency(f, n);
+    if (latency > 0)
+        sg_actor_sleep_for(latency);
+}
+
 /* Moves `bytes` from src[i] to dst[i] for each of the n flows of one communication and waits
  * for all, then the latency of their longest route (latency; < 0: from the flows' routes, the
  * communication done when its last byte is in); returns the flows started. SimGrid's CM02 caps a flow at its route's bandwidth as it
@@ -175,10 +187,7 @@ static int run_flows(const flow_ctx *c, flow_set *f, int n, double bytes, double
             more |= left[i] > 0;
         }
     }
-    if (latency < 0)
-        latency = flows_latency(f, n);
-    if (n > 0 && latency > 0)
-        sg_actor_sleep_for(latency);
+    await_latency(f, n, latency);
     return started;
 }
 
@@ -205,9 +214,7 @@ static void wait_all(flow_ctx *c, const flow_set *f, int n, int task, int stage,
 {
     for (int i = 0; i < n; i++)
         sg_exec_wait(f->e[i]);
-    double lat = flows_latency(f, n);
-    if (lat > 0)
-        sg_actor_sleep_for(lat);
+    await_latency(f, n, -1);
     note_flows(c, n, n, task, stage, t0, named ? f->src : NULL, f->dst);
 }
 
