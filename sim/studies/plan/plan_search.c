@@ -218,6 +218,18 @@ static long enumerate(const scenario_config *base, int gpus, plan_layout **out)
     return n;
 }
 
+/* Candidate l applied to base (into s) and, when the layout rules accept it, the size of its step
+ * graph in closed form; 0 accepted, -1 refused by a rule. */
+static int candidate_size(const scenario_config *base, const plan_layout *l, scenario_config *s, workload_size *z)
+{
+    config_error err;
+    plan_apply(base, l, s);
+    if (scenario_validate_layout(s, &err) != 0)
+        return -1;
+    workload_size_estimate(s, z);
+    return 0;
+}
+
 /* The order the threads take the candidates in: the costliest first (the step graph's tasks in
  * closed form, workload_size_estimate; those a rule refuses cost nothing), so the few large
  * simulations start early instead of leaving one thread alone at the end (longest processing
@@ -247,11 +259,8 @@ static long *costliest_first_order(const scenario_config *base, const plan_layou
     }
     for (long i = 0; i < total; i++) {
         scenario_config s;
-        config_error err;
         workload_size z = {0};
-        plan_apply(base, &cand[i], &s);
-        if (scenario_validate_layout(&s, &err) == 0)
-            workload_size_estimate(&s, &z);
+        candidate_size(base, &cand[i], &s, &z);
         c[i].cost = z.tasks;
         c[i].index = i;
     }
@@ -276,12 +285,9 @@ int plan_estimate(const scenario_config *base, int gpus, int threads, work_estim
     long simulated = 0;
     for (long i = 0; i < total; i++) {
         scenario_config s;
-        config_error err;
-        plan_apply(base, &cand[i], &s);
-        if (scenario_validate_layout(&s, &err) != 0)
-            continue; /* refused by a rule, as the search refuses it: no work */
         workload_size z;
-        workload_size_estimate(&s, &z);
+        if (candidate_size(base, &cand[i], &s, &z) != 0)
+            continue; /* refused by a rule, as the search refuses it: no work */
         /* The memory check walks the schedule (2 P V m passes): done here when that is small next to
          * what the candidate would cost, else the candidate is counted as if it fitted. */
         if (z.tasks < PLAN_ESTIMATE_MEMORY_TASKS) {
