@@ -10,7 +10,15 @@ heads, bf16, no checkpointing), stacks of L layers forward and backward, L growi
 stack no longer fits; per L: GPU ms per layer, peak memory allocated and reserved, and the
 allocator's retries and cudaMalloc calls over the timed steps.
 
-    python3 bench/torch_memory_pressure.py [--layers 8,16,...] [--repeats N] > pressure.csv
+The rest of an FSDP rank's memory (the sharded states, the gathered units, the logits) can be
+stood in for by a ballast: `--ballast-gib 0,4,8` allocates that much first and keeps it for the
+stack's run, one sweep of --layers per value. `--capacity-gib 79.2` caps the caching allocator
+at an H100 80GB's usable memory (torch.cuda.set_per_process_memory_fraction: past it the
+allocator frees its cache and retries, then fails, as at the physical limit), so a GPU with
+more memory (an H200) runs the H100's pressure.
+
+    python3 bench/torch_memory_pressure.py [--layers 8,16,...] [--repeats N]
+        [--capacity-gib G] [--ballast-gib B1,B2,...] > pressure.csv
 """
 import argparse
 import sys
@@ -63,20 +71,35 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--layers", default="4,8,16,20,24,26,28,30,32")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--capacity-gib", type=float, default=0.0,
+                    help="cap the caching allocator at this many GiB (0: the whole GPU)")
+    ap.add_argument("--ballast-gib", default="0",
+                    help="comma-separated GiB held before each sweep of --layers")
     args = ap.parse_args()
-    total = torch.cuda.get_device_properties(0).total_memory / 1024 ** 3
-    print(f"# {torch.cuda.get_device_name()}, {total:.1f} GiB, torch {torch.__version__}; MPT-7B layer, "
-          f"B 6, T 2048, bf16, no checkpointing; median and max of {args.repeats} steps after 2", file=sys.stderr)
-    print("layers,ms_per_layer_median,ms_per_layer_max,peak_allocated_gib,peak_reserved_gib,alloc_retries,"
-          "device_allocs", flush=True)
-    for n in (int(v) for v in args.layers.split(",")):
-        try:
-            r = run(n, 6, 2048, 4096, 32, args.repeats)
-        except torch.OutOfMemoryError:
-            print(f"# {n} layers: out of memory", flush=True)
-            torch.cuda.empty_cache()
-            break
-        print(f"{r[0]},{r[1]:.4f},{r[2]:.4f},{r[3]:.2f},{r[4]:.2f},{r[5]},{r[6]}", flush=True)
+    gib = 1024 ** 3
+    total = torch.cuda.get_device_properties(0).total_memory / gib
+    if args.capacity_gib > 0:
+        if args.capacity_gib > total:
+            sys.exit(f"torch_memory_pressure: --capacity-gib {args.capacity_gib} exceeds this GPU's {total:.1f} GiB")
+        torch.cuda.set_per_process_memory_fraction(args.capacity_gib / total)
+    cap = args.capacity_gib if args.capacity_gib > 0 else total
+    print(f"# {torch.cuda.get_device_name()}, {total:.1f} GiB, allocator capped at {cap:.1f} GiB, torch "
+          f"{torch.__version__}; MPT-7B layer, B 6, T 2048, bf16, no checkpointing; median and max of "
+          f"{args.repeats} steps after 2", file=sys.stderr)
+    print("ballast_gib,layers,ms_per_layer_median,ms_per_layer_max,peak_allocated_gib,peak_reserved_gib,"
+          "alloc_retries,device_allocs", flush=True)
+    for ballast_gib in (float(v) for v in args.ballast_gib.split(",")):
+        ballast = torch.empty(int(ballast_gib * gib), dtype=torch.uint8, device="cuda") if ballast_gib > 0 else None
+        for n in (int(v) for v in args.layers.split(",")):
+            try:
+                r = run(n, 6, 2048, 4096, 32, args.repeats)
+            except torch.OutOfMemoryError:
+                print(f"# ballast {ballast_gib:g} GiB, {n} layers: out of memory", flush=True)
+                torch.cuda.empty_cache()
+                break
+            print(f"{ballast_gib:g},{r[0]},{r[1]:.4f},{r[2]:.4f},{r[3]:.2f},{r[4]:.2f},{r[5]},{r[6]}", flush=True)
+        del ballast
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":
