@@ -37,7 +37,7 @@ static double median_time(timer *t, op_fn fn, void *ctx)
         /* On the CPU, as in training, each kernel follows other (single-threaded) work: BLAS
          * worker threads are idle again and caches hold other data. Not timed. */
         if (t->scratch)
-            t->k->gelu_forward(t->scratch, t->scratch + t->scratch_n / 2, t->scratch_n / 2);
+            t->k->gelu_forward(t->scratch, t->scratch + t->scratch_n / 2, t->scratch_n / 2, KPREC_FP32);
         if (t->beside)
             t->beside->before(t->beside->ctx);
         t->k->event_record(t->a);
@@ -103,13 +103,13 @@ static void layernorm_bwd_op(void *p, int i)
 static void gelu_bwd_op(void *p, int i)
 {
     bufs *b = p;
-    b->k->gelu_backward(b->out, b->in[i], b->in[(i + 1) % ROTATE], (size_t)b->m * b->C);
+    b->k->gelu_backward(b->out, b->in[i], b->in[(i + 1) % ROTATE], (size_t)b->m * b->C, KPREC_FP32);
 }
 
 static void gelu_op(void *p, int i)
 {
     bufs *b = p;
-    b->k->gelu_forward(b->out, b->in[i], (size_t)b->m * b->C);
+    b->k->gelu_forward(b->out, b->in[i], (size_t)b->m * b->C, KPREC_FP32);
 }
 
 /* RMSNorm as the LayerNorm above: rstd into w, the weight from w. */
@@ -130,13 +130,13 @@ static void rmsnorm_bwd_op(void *p, int i)
 static void swiglu_op(void *p, int i)
 {
     bufs *b = p;
-    b->k->swiglu_forward(b->out, b->in[i], b->m, b->C / 2);
+    b->k->swiglu_forward(b->out, b->in[i], b->m, b->C / 2, KPREC_FP32);
 }
 
 static void swiglu_bwd_op(void *p, int i)
 {
     bufs *b = p;
-    b->k->swiglu_backward(b->out, b->in[i], b->in[(i + 1) % ROTATE], b->m, b->C / 2);
+    b->k->swiglu_backward(b->out, b->in[i], b->in[(i + 1) % ROTATE], b->m, b->C / 2, KPREC_FP32);
 }
 
 /* Rotary embeddings over every head of rows of C (in place: the rotation keeps values bounded). */
@@ -155,7 +155,7 @@ static void rope_bwd_op(void *p, int i)
 static void residual_op(void *p, int i)
 {
     bufs *b = p;
-    b->k->residual_forward(b->out, b->in[i], b->in[(i + 1) % ROTATE], (size_t)b->m * b->C);
+    b->k->residual_forward(b->out, b->in[i], b->in[(i + 1) % ROTATE], (size_t)b->m * b->C, KPREC_FP32);
 }
 
 static void softmax_op(void *p, int i)
@@ -203,7 +203,7 @@ static void attention_bwd_op(void *p, int i)
 static void tiny_op(void *p, int i)
 {
     bufs *b = p;
-    b->k->residual_forward(b->out, b->in[i], b->in[i], 1);
+    b->k->residual_forward(b->out, b->in[i], b->in[i], 1, KPREC_FP32);
 }
 
 static timer timer_open(const kernels_backend *k, int repeats)
@@ -281,23 +281,27 @@ double kernels_gemm_seconds(const kernels_backend *k, kernels_precision prec, in
  * 1), as a training step calls it (at batch 1 each call's fixed costs weighed more than in the
  * run: on an H200 the batch-1 table put GPT-2 124M's attention, batch 8, 27% slow), and at
  * several head counts: how many (sequence, head) pairs a call has sets how much of the device
- * it fills (H100: T 1,024, B 8, 12 heads 18.7 TFLOP/s, 16 heads 21.1). */
+ * it fills (H100: T 1,024, B 8, 12 heads 18.7 TFLOP/s, 16 heads 21.1). 12 heads is measured, not
+ * interpolated: GPT-2 124M (the closed loop's model) has 12, and on an H200 its attention ran
+ * below the log-interpolation of 8 and 16 heads (2026-11-27, bf16 backward 16.5 TFLOP/s in the
+ * step; 8 heads 16.8, 16 heads 19.5). */
 static const int att_seqs_cpu[] = {64, 256}, att_seqs_gpu[] = {512, 1024, 2048, 4096, 8192};
 static const int att_hds_cpu[] = {32, 64}, att_hds_gpu[] = {64, 128}; /* ascending: the last is the largest */
-static const int att_heads_cpu[] = {4}, att_heads_gpu[] = {8, 16, 32};
+static const int att_heads_cpu[] = {4}, att_heads_gpu[] = {8, 12, 16, 32}; /* ascending */
+#define ATT_HEADS_GPU ((int)(sizeof att_heads_gpu / sizeof att_heads_gpu[0]))
 
 /* Floats of the largest q, k, v attention_rows times: tokens x 3 x most heads x widest head. */
 static size_t attention_largest_qkv(int gpu)
 {
-    return gpu ? (size_t)ATT_TOKENS_GPU * 3 * att_heads_gpu[2] * att_hds_gpu[1]
+    return gpu ? (size_t)ATT_TOKENS_GPU * 3 * att_heads_gpu[ATT_HEADS_GPU - 1] * att_hds_gpu[1]
                : (size_t)ATT_TOKENS_CPU * 3 * att_heads_cpu[0] * att_hds_cpu[1];
 }
 
 static double attention_rows(timer *t, bufs *b, int gpu, int quick, const char *prec_name, json_t *rows)
 {
     const int *seqs = gpu ? att_seqs_gpu : att_seqs_cpu, *hds = gpu ? att_hds_gpu : att_hds_cpu;
-    const int *heads = gpu ? (quick ? att_heads_gpu + 1 /* 16 */ : att_heads_gpu) : att_heads_cpu;
-    int nseq = gpu ? (quick ? 2 : 5) : 2, nhd = 2, nheads = gpu ? (quick ? 1 : 3) : 1;
+    const int *heads = gpu ? (quick ? att_heads_gpu + 2 /* 16 */ : att_heads_gpu) : att_heads_cpu;
+    int nseq = gpu ? (quick ? 2 : 5) : 2, nhd = 2, nheads = gpu ? (quick ? 1 : ATT_HEADS_GPU) : 1;
     int att_tokens = gpu ? ATT_TOKENS_GPU : ATT_TOKENS_CPU;
     double tf = 0;
     for (int si = 0; si < nseq; si++)

@@ -86,7 +86,7 @@ static void reduce_window_into_shard(dp_state *d, gpt_model *m, size_t lo, size_
     }
     if (mine) {
         float *g = m->grads + (a - m->grad_range.lo);
-        m->k->residual_forward(g, g, win + (a - lo), mine);
+        m->k->residual_forward(g, g, win + (a - lo), mine, KPREC_FP32);
     }
 }
 

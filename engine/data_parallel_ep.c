@@ -185,7 +185,7 @@ void dp_ep_reduce_window(dp_state *d, gpt_model *m, size_t lo, size_t hi, float 
         if (y > x) { /* the window is free now: it carries this rank's sum to the device */
             float *g = m->grads + shard_at(d, k, x);
             m->k->copy_to_device(win, d->packed + (x - plo), (y - x) * sizeof(float));
-            m->k->residual_forward(g, g, win, y - x);
+            m->k->residual_forward(g, g, win, y - x, KPREC_FP32);
         }
     }
     free(counts);

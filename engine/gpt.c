@@ -325,8 +325,7 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
     gpt_sp_row_forward(m, a->atty, w[J_PROJ_W], lead ? w[J_PROJ_B] : NULL, a->proj, Cl, C);
     PROF_END("attn_proj", l, m->flops_fwd.attn_proj, gemm_bytes(N, C, Cl), "m=%d n=%d k=%d", N, C, Cl);
     PROF_BEGIN();
-    k->residual_forward(a->res2, x, a->proj, NsC);
-    gpt_round_act(m, a->res2, NsC);
+    k->residual_forward(a->res2, x, a->proj, NsC, m->prec);
     PROF_END("residual1", l, 0, 3.0 * Ns * C * f / 4, "N=%d C=%d", Ns, C);
     PROF_BEGIN();
     gpt_norm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w[J_LN2_W], w[J_LN2_B]);
@@ -341,15 +340,13 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
     PROF_END("fc1", l, m->flops_fwd.fc1, gemm_bytes(N, F1, C), "m=%d n=%d k=%d", N, F1, C);
     PROF_BEGIN();
     gpt_mlp_act_forward(m, a->fch_gelu, a->fch);
-    gpt_round_act(m, a->fch_gelu, (size_t)N * F);
     PROF_END(m->cfg.swiglu ? "swiglu" : "gelu", l, 0, (double)N * (F1 + F) * f / 4, "n=%d", N * F);
     PROF_BEGIN();
     gpt_sp_row_forward(m, a->fch_gelu, w[J_FCPROJ_W], lead ? w[J_FCPROJ_B] : NULL, a->fcproj, F, C);
     PROF_END("fc2", l, m->flops_fwd.fc2, gemm_bytes(N, C, F), "m=%d n=%d k=%d", N, C, F);
 residual2:
     PROF_BEGIN();
-    k->residual_forward(a->res3, a->res2, a->fcproj, NsC);
-    gpt_round_act(m, a->res3, NsC);
+    k->residual_forward(a->res3, a->res2, a->fcproj, NsC, m->prec);
     PROF_END("residual2", l, 0, 3.0 * Ns * C * f / 4, "N=%d C=%d", Ns, C);
     hook(m, gpt_layer_tensor(m, l, 0), LAYER_TENSORS, 0, 0);
 }
@@ -451,7 +448,7 @@ static void vocab_parallel_embedding(gpt_model *m, gpt_acts *a, const int *token
         k->encoder_forward(m->vp_tmp, m->cp_positions, gpt_param(m, GPT_WPE), m->cp_zeros, B, T, C);
     else
         k->encoder_forward(m->vp_tmp, m->vp_zero_tokens, m->vp_zeros, gpt_param(m, GPT_WPE), B, T, C);
-    k->residual_forward(a->encoded, a->encoded, gpt_sp_own(m, m->vp_tmp), gpt_stream_floats(m));
+    k->residual_forward(a->encoded, a->encoded, gpt_sp_own(m, m->vp_tmp), gpt_stream_floats(m), KPREC_FP32);
 }
 
 static void vocab_parallel_embedding_backward(gpt_model *m, gpt_acts *a)
@@ -647,7 +644,6 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l, float dloss)
         PROF_BEGIN();
         k->memset_zero(m->d_big2, (size_t)N * F1 * sizeof(float));
         gpt_mlp_act_backward(m, m->d_big2, a->fch, m->d_big);
-        gpt_round_act(m, m->d_big2, (size_t)N * F1);
         PROF_END(m->cfg.swiglu ? "swiglu_bwd" : "gelu_bwd", l, 0, 4.0 * N * (2.0 * F1 + F), "n=%d", N * F);
         PROF_BEGIN();
         gpt_sp_column_backward(m, dnorm, g[J_FC_W], g[J_FC_B], m->d_big2, a->ln2, w[J_FC_W], C, F1, m->d_a);

@@ -116,18 +116,18 @@ void gpt_mlp_act_forward_rows(gpt_model *m, float *out, const float *fch, int ro
 {
     int F = gpt_mlp_width(m);
     if (m->cfg.swiglu)
-        m->k->swiglu_forward(out, fch, rows, F);
+        m->k->swiglu_forward(out, fch, rows, F, m->prec);
     else
-        m->k->gelu_forward(out, fch, (size_t)rows * F);
+        m->k->gelu_forward(out, fch, (size_t)rows * F, m->prec);
 }
 
 void gpt_mlp_act_backward_rows(gpt_model *m, float *dfch, const float *fch, const float *dout, int rows)
 {
     int F = gpt_mlp_width(m);
     if (m->cfg.swiglu)
-        m->k->swiglu_backward(dfch, fch, dout, rows, F);
+        m->k->swiglu_backward(dfch, fch, dout, rows, F, m->prec);
     else
-        m->k->gelu_backward(dfch, fch, dout, (size_t)rows * F);
+        m->k->gelu_backward(dfch, fch, dout, (size_t)rows * F, m->prec);
 }
 
 void gpt_mlp_act_forward(gpt_model *m, float *out, const float *fch)

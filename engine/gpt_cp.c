@@ -145,7 +145,7 @@ void gpt_cp_attention_backward(gpt_model *m, float *dqkv, const float *dout, con
     for (int q = 0; q < cp; q++)
         gpt_cp_rows(m, m->cp_dqkv, m->cp_blocks + q * blk, q, w, 0);
     m->shard.cp_reduce_scatter(m->cp_blocks, cp * blk, m->shard.cp_ctx);
-    m->k->residual_forward(dqkv, dqkv, m->cp_blocks + r * blk, blk);
+    m->k->residual_forward(dqkv, dqkv, m->cp_blocks + r * blk, blk, KPREC_FP32);
 }
 
 void gpt_cp_add_positions(gpt_model *m, float *x)
@@ -154,7 +154,7 @@ void gpt_cp_add_positions(gpt_model *m, float *x)
     size_t n = (size_t)m->B * m->T * C;
     /* wpe read as a token table at the global positions, beside an all-zero position table */
     m->k->encoder_forward(m->cp_pos_rows, m->cp_positions, gpt_param(m, GPT_WPE), m->cp_zeros, m->B, m->T, C);
-    m->k->residual_forward(x, x, m->cp_pos_rows, n);
+    m->k->residual_forward(x, x, m->cp_pos_rows, n, KPREC_FP32);
 }
 
 void gpt_cp_positions_backward(gpt_model *m, const float *dx)

@@ -93,9 +93,9 @@ static void kv_rows(const gpt_model *m, float *block, float *rows, int Tr, const
                 else if (how == KV_PUT)
                     m->k->copy(rp, bp, w * sizeof(float));
                 else if (how == KV_ADD)
-                    m->k->residual_forward(bp, bp, rp, w);
+                    m->k->residual_forward(bp, bp, rp, w, KPREC_FP32);
                 else
-                    m->k->residual_forward(rp, rp, bp, w);
+                    m->k->residual_forward(rp, rp, bp, w, KPREC_FP32);
             }
 }
 
@@ -186,7 +186,7 @@ void gpt_cp_ring_backward(gpt_model *m, float *dqkv, const float *dout, const fl
     /* dq and the own block's K/V gradient as qkv rows, then back to the rank's layout */
     kv_rows(m, R->dkv[dc], R->dq, d.half, chunk_first, KV_PUT);
     chunk_rows(m, R->dq, R->q, d.B, 3 * d.Cl, 0);
-    m->k->residual_forward(dqkv, dqkv, R->q, (size_t)d.B * d.T * 3 * d.Cl);
+    m->k->residual_forward(dqkv, dqkv, R->q, (size_t)d.B * d.T * 3 * d.Cl, KPREC_FP32);
 }
 
 void gpt_cp_ring_gather(gpt_model *m, const float *qkv)
@@ -224,7 +224,7 @@ void gpt_cp_ring_reduce(gpt_model *m, float *dqkv)
     whole_firsts(m, d.r, first);
     kv_rows(m, R->dkv[dc], m->cp_dqkv, Tf, first, KV_PUT);
     gpt_cp_rows(m, m->cp_dqkv, R->q, d.r, 3 * d.Cl, 0);
-    m->k->residual_forward(dqkv, dqkv, R->q, (size_t)d.B * d.T * 3 * d.Cl);
+    m->k->residual_forward(dqkv, dqkv, R->q, (size_t)d.B * d.T * 3 * d.Cl, KPREC_FP32);
 }
 
 void gpt_cp_ring_alloc(gpt_model *m)

@@ -279,7 +279,6 @@ void gpt_moe_forward(gpt_model *m, gpt_layer_acts *a, float *const *w, int layer
     PROF_END("fc1", layer, 2.0 * xrows * C * F1, 0, "m=%d n=%d k=%d", xrows, F1, C);
     PROF_BEGIN();
     gpt_mlp_act_forward_rows(m, a->fch_gelu, a->fch, xrows);
-    gpt_round_act(m, a->fch_gelu, (size_t)xrows * F);
     PROF_END(m->cfg.swiglu ? "swiglu" : "gelu", layer, 0, 4.0 * xrows * (F1 + F), "n=%d", xrows * F);
     PROF_BEGIN();
     for (int e = 0; e < El; e++) {
@@ -386,7 +385,6 @@ void gpt_moe_backward(gpt_model *m, gpt_layer_acts *a, float *const *w, float *c
     PROF_BEGIN();
     k->memset_zero(dfch, (size_t)xrows * F1 * sizeof(float));
     gpt_mlp_act_backward_rows(m, dfch, a->fch, dact, xrows);
-    gpt_round_act(m, dfch, (size_t)xrows * F1);
     PROF_END(m->cfg.swiglu ? "swiglu_bwd" : "gelu_bwd", layer, 0, 4.0 * xrows * (2.0 * F1 + F), "n=%d", xrows * F);
     PROF_BEGIN();
     k->memset_zero(drows, (size_t)xrows * C * sizeof(float));
@@ -445,7 +443,7 @@ void gpt_moe_backward(gpt_model *m, gpt_layer_acts *a, float *const *w, float *c
     /* every TP rank routes the same tokens with the same router: its input gradient counts once */
     k->copy_to_device(s->dev_nc, s->x, (size_t)N * C * sizeof(float));
     if (m->shard.tp_rank == 0)
-        k->residual_forward(s->dev_nc, s->dev_nc, s->dev_router_dx, (size_t)N * C);
+        k->residual_forward(s->dev_nc, s->dev_nc, s->dev_router_dx, (size_t)N * C, KPREC_FP32);
     PROF_END("router_bwd", layer, 4.0 * N * C * E, 0, "m=%d n=%d k=%d", N, E, C);
     gpt_sp_reduce(m, s->dev_nc, dnorm);
 }

@@ -81,9 +81,9 @@ void gpt_sp_norm_backward(gpt_model *m, float *dinp, float *dweight, float *dbia
     int with_bias = !m->cfg.rmsnorm;
     gpt_norm_backward_tokens(m, dinp, g, g + C, dout, inp, weight, mean, rstd);
     m->shard.tp_allreduce(g, (1 + with_bias) * (size_t)C, m->shard.tp_ctx);
-    m->k->residual_forward(dweight, dweight, g, (size_t)C);
+    m->k->residual_forward(dweight, dweight, g, (size_t)C, KPREC_FP32);
     if (with_bias)
-        m->k->residual_forward(dbias, dbias, g + C, (size_t)C);
+        m->k->residual_forward(dbias, dbias, g + C, (size_t)C, KPREC_FP32);
 }
 
 /* ---- the TP GEMMs with their collectives, overlapped in rings under --tp-comm-overlap ---- */
@@ -132,7 +132,7 @@ static void ring_reduce(gpt_model *m, int width, block_fn fn, float *out, void *
         float *b = m->sp_ring[s % 2]; /* not the block on its way out */
         fn(m, (r - 1 - s + 2 * tp) % tp, NULL, b, ctx);
         m->shard.tp_ring_wait(step, m->shard.tp_ctx);
-        m->k->residual_forward(b, b, m->sp_recv, blk);
+        m->k->residual_forward(b, b, m->sp_recv, blk, KPREC_FP32);
         if (s < tp - 1)
             step = m->shard.tp_ring_start(b, m->sp_recv, blk, m->shard.tp_ctx);
         else

@@ -144,9 +144,9 @@ static void op_layernorm_bwd(const args *a)
     a->k->layernorm_backward(a->f[1], a->f[5], a->f[5] + a->C, a->f[1], a->f[0], a->f[4], a->f[2], a->f[3], a->N,
                              a->C);
 }
-static void op_gelu_fwd(const args *a) { a->k->gelu_forward(a->f[1], a->f[0], a->n); }
-static void op_gelu_bwd(const args *a) { a->k->gelu_backward(a->f[2], a->f[0], a->f[1], a->n); }
-static void op_residual(const args *a) { a->k->residual_forward(a->f[2], a->f[0], a->f[1], a->n); }
+static void op_gelu_fwd(const args *a) { a->k->gelu_forward(a->f[1], a->f[0], a->n, KPREC_FP32); }
+static void op_gelu_bwd(const args *a) { a->k->gelu_backward(a->f[2], a->f[0], a->f[1], a->n, KPREC_FP32); }
+static void op_residual(const args *a) { a->k->residual_forward(a->f[2], a->f[0], a->f[1], a->n, KPREC_FP32); }
 static void op_softmax(const args *a) { a->k->softmax_forward(a->f[1], a->f[0], a->N, a->V); }
 static void op_ce_fwd(const args *a) { a->k->cross_entropy_forward(a->f[1], a->f[0], a->tok, a->N, a->V); }
 static void op_ce_bwd(const args *a)

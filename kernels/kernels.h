@@ -138,18 +138,24 @@ typedef struct kernels_backend {
     void (*kv_repeat_forward)(float *out, const float *inp, int B, int T, int NH, int G, int hd);
     void (*kv_repeat_backward)(float *dinp, const float *dout, int B, int T, int NH, int G, int hd);
 
-    /* SwiGLU (Megatron-LM's --swiglu): each of N rows of inp holds 2F floats, the gate half then
+    /* The activations and the residual add round what they store to prec in the same pass
+     * (KPREC_FP32: no rounding), as a framework's kernel writes its bf16 output: a pass of its
+     * own cost GPT-2 124M's GELU twice its traffic on an H200 (dtcal validate, 2026-11-27). A
+     * backward rounds the gradient it has added into.
+     *
+     * SwiGLU (Megatron-LM's --swiglu): each of N rows of inp holds 2F floats, the gate half then
      * the up half (as Megatron chunks fc1's output); out (N,F) = silu(gate) * up, silu(x) = x /
      * (1 + exp(-x)). The backward adds into dinp (N, 2F). */
-    void (*swiglu_forward)(float *out, const float *inp, int N, int F);
-    void (*swiglu_backward)(float *dinp, const float *inp, const float *dout, int N, int F);
+    void (*swiglu_forward)(float *out, const float *inp, int N, int F, kernels_precision prec);
+    void (*swiglu_backward)(float *dinp, const float *inp, const float *dout, int N, int F,
+                            kernels_precision prec);
 
     /* GELU, tanh approximation (as GPT-2) */
-    void (*gelu_forward)(float *out, const float *inp, size_t N);
-    void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t N);
+    void (*gelu_forward)(float *out, const float *inp, size_t N, kernels_precision prec);
+    void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t N, kernels_precision prec);
 
     /* out = a + b */
-    void (*residual_forward)(float *out, const float *a, const float *b, size_t N);
+    void (*residual_forward)(float *out, const float *a, const float *b, size_t N, kernels_precision prec);
 
     /* row softmax of (rows, cols) */
     void (*softmax_forward)(float *out, const float *inp, int rows, int cols);

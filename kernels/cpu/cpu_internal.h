@@ -27,8 +27,8 @@ void cpu_rope_forward(float *x, const int *pos, int B, int T, int row, int nhead
 void cpu_rope_backward(float *dx, const int *pos, int B, int T, int row, int nheads, int hd, float base);
 void cpu_kv_repeat_forward(float *out, const float *inp, int B, int T, int NH, int G, int hd);
 void cpu_kv_repeat_backward(float *dinp, const float *dout, int B, int T, int NH, int G, int hd);
-void cpu_swiglu_forward(float *out, const float *inp, int N, int F);
-void cpu_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F);
+void cpu_swiglu_forward(float *out, const float *inp, int N, int F, kernels_precision prec);
+void cpu_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F, kernels_precision prec);
 void cpu_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC,
                         kernels_precision prec);
 void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
@@ -49,9 +49,9 @@ void cpu_attention_block_backward(float *dqkv_q, float *dkv, const float *dout, 
                                   int Tk, int C, int NH, kernels_precision prec);
 void cpu_attention_merge(float *out, float *lse, const float *blk_out, const float *blk_lse, int B, int T, int C,
                          int NH);
-void cpu_gelu_forward(float *out, const float *inp, size_t N);
-void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N);
-void cpu_residual_forward(float *out, const float *a, const float *b, size_t N);
+void cpu_gelu_forward(float *out, const float *inp, size_t N, kernels_precision prec);
+void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N, kernels_precision prec);
+void cpu_residual_forward(float *out, const float *a, const float *b, size_t N, kernels_precision prec);
 void cpu_softmax_forward(float *out, const float *inp, int rows, int cols);
 void cpu_cross_entropy_forward(float *losses, const float *logits, const int *targets, int N, int V);
 void cpu_cross_entropy_backward(float *dlogits, const float *logits, const int *targets, float dloss, int N, int V);

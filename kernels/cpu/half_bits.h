@@ -89,4 +89,15 @@ static inline float half_bits_to_float_fp16(uint16_t h)
     }
     return half_float_of(sign | (exp << 23) | ((man & 0x3ffu) << 13));
 }
+
+/* f rounded to prec as a kernel stores it (KPREC_FP32: f itself): kernels.h's precisions are
+ * 0 fp32, 1 bf16, 2 fp16. */
+static inline float half_round_to(float f, int prec)
+{
+    if (prec == 1)
+        return half_bits_to_float_bf16(half_bits_from_float_bf16(f));
+    if (prec == 2)
+        return half_bits_to_float_fp16(half_bits_from_float_fp16(f));
+    return f;
+}
 #endif

@@ -129,6 +129,7 @@ typedef enum {
     SCRATCH_ATTN_DS,   /* attention backward: dP, then dS, of a chunk of heads */
     SCRATCH_INDEX,     /* encoder backward: token buckets */
     SCRATCH_ROPE,      /* rope: theta_i and the positions, kept between calls (rope.cu) */
+    SCRATCH_RANGES,    /* sum_squares: the table of ranges one launch reads (reductions.cu) */
     SCRATCH_SLOTS
 } cuda_scratch_slot;
 
@@ -186,11 +187,11 @@ void cuda_rope_forward(float *x, const int *pos, int B, int T, int row, int nhea
 void cuda_rope_backward(float *dx, const int *pos, int B, int T, int row, int nheads, int hd, float base);
 void cuda_kv_repeat_forward(float *out, const float *inp, int B, int T, int NH, int G, int hd);
 void cuda_kv_repeat_backward(float *dinp, const float *dout, int B, int T, int NH, int G, int hd);
-void cuda_swiglu_forward(float *out, const float *inp, int N, int F);
-void cuda_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F);
-void cuda_gelu_forward(float *out, const float *inp, size_t N);
-void cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N);
-void cuda_residual_forward(float *out, const float *a, const float *b, size_t N);
+void cuda_swiglu_forward(float *out, const float *inp, int N, int F, kernels_precision prec);
+void cuda_swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F, kernels_precision prec);
+void cuda_gelu_forward(float *out, const float *inp, size_t N, kernels_precision prec);
+void cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N, kernels_precision prec);
+void cuda_residual_forward(float *out, const float *a, const float *b, size_t N, kernels_precision prec);
 void cuda_softmax_forward(float *out, const float *inp, int rows, int cols);
 void cuda_cross_entropy_forward(float *losses, const float *logits, const int *targets, int N, int V);
 void cuda_cross_entropy_backward(float *dlogits, const float *logits, const int *targets, float dloss, int N, int V);

@@ -33,11 +33,11 @@ static void check(lab_run *r)
     float *d_dout = lab_upload(r, dout, n * 4), *d_dinp = lab_upload(r, dinp0, n * 4);
     double *ref = lab_dzeros(n), *rdinp = lab_widen(dinp0, n);
     lab_tol tol = {1e-5, 1e-6};
-    r->k->gelu_forward(d_out, d_x, n);
+    r->k->gelu_forward(d_out, d_x, n, KPREC_FP32);
     for (size_t i = 0; i < n; i++)
         ref[i] = ref_gelu(x[i]);
     lab_compare_dev(r, "gelu_forward", KPREC_FP32, "out", d_out, ref, n, tol);
-    r->k->gelu_backward(d_dinp, d_x, d_dout, n);
+    r->k->gelu_backward(d_dinp, d_x, d_dout, n, KPREC_FP32);
     for (size_t i = 0; i < n; i++)
         rdinp[i] += ref_dgelu(x[i]) * dout[i];
     lab_compare_dev(r, "gelu_backward", KPREC_FP32, "dinp", d_dinp, rdinp, n, tol);
@@ -61,13 +61,13 @@ typedef struct {
 static void call_fwd(const void *p)
 {
     const gelu_args *a = p;
-    a->k->gelu_forward(a->out, a->x, a->n);
+    a->k->gelu_forward(a->out, a->x, a->n, KPREC_FP32);
 }
 
 static void call_bwd(const void *p)
 {
     const gelu_args *a = p;
-    a->k->gelu_backward(a->dinp, a->x, a->dout, a->n);
+    a->k->gelu_backward(a->dinp, a->x, a->dout, a->n, KPREC_FP32);
 }
 
 /* Bytes: forward reads x, writes out; backward reads x and dout, reads and writes dinp. */

@@ -16,7 +16,7 @@ static void check(lab_run *r)
     double *ref = lab_dzeros(n);
     for (size_t i = 0; i < n; i++)
         ref[i] = (double)a[i] + (double)b[i];
-    r->k->residual_forward(d_out, d_a, d_b, n);
+    r->k->residual_forward(d_out, d_a, d_b, n, KPREC_FP32);
     lab_compare_dev(r, "residual_forward", KPREC_FP32, "out", d_out, ref, n, (lab_tol){0x1p-24, 0});
     free(a);
     free(b);
@@ -35,7 +35,7 @@ typedef struct {
 static void call_fwd(const void *p)
 {
     const res_args *a = p;
-    a->k->residual_forward(a->out, a->a, a->b, a->n);
+    a->k->residual_forward(a->out, a->a, a->b, a->n, KPREC_FP32);
 }
 
 /* Bytes: reads a and b, writes out. */

@@ -110,11 +110,11 @@ static void check(lab_run *r)
     float *d_inp = lab_upload(r, inp, n2 * 4), *d_out = lab_zeros(r, n * 4);
     float *d_dout = lab_upload(r, dout, n * 4), *d_dinp = lab_upload(r, dinp0, n2 * 4);
 
-    r->k->swiglu_forward(d_out, d_inp, N, F);
+    r->k->swiglu_forward(d_out, d_inp, N, F, KPREC_FP32);
     ref_forward(rout, inpd, N, F);
     lab_compare_dev(r, "swiglu_forward", KPREC_FP32, "out", d_out, rout, n, (lab_tol){1e-5, 1e-7});
 
-    r->k->swiglu_backward(d_dinp, d_inp, d_dout, N, F);
+    r->k->swiglu_backward(d_dinp, d_inp, d_dout, N, F, KPREC_FP32);
     ref_backward(rdinp, inpd, doutd, N, F);
     float *got = lab_download(r, d_dinp, n2);
     double *gotd = lab_widen(got, n2);
@@ -139,13 +139,13 @@ typedef struct {
 static void call_fwd(const void *p)
 {
     const swiglu_args *a = p;
-    a->k->swiglu_forward(a->out, a->inp, a->N, a->F);
+    a->k->swiglu_forward(a->out, a->inp, a->N, a->F, KPREC_FP32);
 }
 
 static void call_bwd(const void *p)
 {
     const swiglu_args *a = p;
-    a->k->swiglu_backward(a->dinp, a->inp, a->dout, a->N, a->F);
+    a->k->swiglu_backward(a->dinp, a->inp, a->dout, a->N, a->F, KPREC_FP32);
 }
 
 /* Bytes (in N F floats): the forward reads inp (2) and writes out (1); the backward reads inp

@@ -17,13 +17,21 @@ static void test_gelu(void **state)
     float *x = gpu_rand(&P, n, 6), *dy = gpu_rand(&P, n, 1), *dx = gpu_rand(&P, n, 1), *y = calloc(n, sizeof(float));
     float *gx = gpu_upload(&P, x, n), *gdy = gpu_upload(&P, dy, n), *gdx = gpu_upload(&P, dx, n),
           *gy = P.gpu->alloc(n * sizeof(float));
-    P.cpu->gelu_forward(y, x, n);
-    P.gpu->gelu_forward(gy, gx, n);
-    P.cpu->gelu_backward(dx, x, dy, n);
-    P.gpu->gelu_backward(gdx, gx, gdy, n);
+    P.cpu->gelu_forward(y, x, n, KPREC_FP32);
+    P.gpu->gelu_forward(gy, gx, n, KPREC_FP32);
+    P.cpu->gelu_backward(dx, x, dy, n, KPREC_FP32);
+    P.gpu->gelu_backward(gdx, gx, gdy, n, KPREC_FP32);
     printf("gelu n=%zu\n", n);
     gpu_expect_close(&P, "forward", y, gy, n, TOL_FP32);
     gpu_expect_close(&P, "backward", dx, gdx, n, TOL_FP32);
+    /* bf16 storage, rounded in the same kernel: at most one bf16 ulp apart (an fp32 difference
+     * in the last bit may cross a rounding boundary) */
+    P.cpu->gelu_forward(y, x, n, KPREC_BF16);
+    P.gpu->gelu_forward(gy, gx, n, KPREC_BF16);
+    P.cpu->gelu_backward(dx, x, dy, n, KPREC_BF16);
+    P.gpu->gelu_backward(gdx, gx, gdy, n, KPREC_BF16);
+    gpu_expect_close(&P, "forward, bf16", y, gy, n, TOL_BF16);
+    gpu_expect_close(&P, "backward, bf16", dx, gdx, n, TOL_BF16);
     free(x), free(dy), free(dx), free(y);
     P.gpu->free(gx), P.gpu->free(gdy), P.gpu->free(gdx), P.gpu->free(gy);
 }
@@ -35,10 +43,16 @@ static void test_residual(void **state)
     size_t n = 4097;
     float *a = gpu_rand(&P, n, 3), *b = gpu_rand(&P, n, 3), *y = calloc(n, sizeof(float));
     float *ga = gpu_upload(&P, a, n), *gb = gpu_upload(&P, b, n), *gy = P.gpu->alloc(n * sizeof(float));
-    P.cpu->residual_forward(y, a, b, n);
-    P.gpu->residual_forward(gy, ga, gb, n);
+    P.cpu->residual_forward(y, a, b, n, KPREC_FP32);
+    P.gpu->residual_forward(gy, ga, gb, n, KPREC_FP32);
     printf("residual n=%zu\n", n);
     gpu_expect_same_bytes(&P, "a + b", y, gy, n * sizeof(float));
+    P.cpu->residual_forward(y, a, b, n, KPREC_BF16); /* the same sum, the same round to nearest even */
+    P.gpu->residual_forward(gy, ga, gb, n, KPREC_BF16);
+    gpu_expect_same_bytes(&P, "a + b, bf16", y, gy, n * sizeof(float));
+    P.cpu->residual_forward(y, a, b, n, KPREC_FP16);
+    P.gpu->residual_forward(gy, ga, gb, n, KPREC_FP16);
+    gpu_expect_same_bytes(&P, "a + b, fp16", y, gy, n * sizeof(float));
     free(a), free(b), free(y);
     P.gpu->free(ga), P.gpu->free(gb), P.gpu->free(gy);
 }

@@ -55,7 +55,7 @@ static void test_events(void **state)
     kernels_event *a = P.gpu->event_create(), *b = P.gpu->event_create();
     P.gpu->event_record(a);
     for (int r = 0; r < 10; r++)
-        P.gpu->gelu_forward(y, x, n);
+        P.gpu->gelu_forward(y, x, n, KPREC_FP32);
     P.gpu->event_record(b);
     double s = P.gpu->event_elapsed_s(a, b);
     printf("  10 x gelu over %zu floats: %.3f ms\n", n, s * 1e3);

@@ -158,6 +158,25 @@ static void test_sum_squares(void **state)
         double alone = sum_squares1(P.gpu, dx[r], len[r]);
         assert_memory_equal(&got[r], &alone, sizeof alone);
     }
+
+    /* many ranges in one launch, as a model's ~150 tensors (empty ones, ones past one pass of
+     * the grid among them): each block must find its own range */
+    enum { MANY = 300 };
+    const float *hm[MANY], *dm[MANY];
+    size_t lm[MANY], at = 0;
+    double wm[MANY], gm[MANY];
+    for (int r = 0; r < MANY; r++) {
+        lm[r] = r % 37 == 5 ? 0 : r % 50 == 7 ? 400000 : (size_t)(r * 7919) % 3001;
+        if (at + lm[r] > n)
+            lm[r] = 0;
+        hm[r] = x + at;
+        dm[r] = gx + at;
+        at += lm[r] / 2; /* ranges may overlap: each is read on its own */
+    }
+    P.cpu->sum_squares(hm, lm, MANY, wm);
+    P.gpu->sum_squares(dm, lm, MANY, gm);
+    for (int r = 0; r < MANY; r++)
+        assert_true(fabs(gm[r] - wm[r]) <= 1e-12 * wm[r]);
     free(x);
     P.gpu->free(gx);
 }
