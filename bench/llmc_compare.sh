@@ -4,7 +4,9 @@
 #   bench/llmc_compare.sh LLMC_TRAIN_GPT2CU [BUILD] [B] [STEPS] [PEAK_TFLOPS]
 # LLMC_TRAIN_GPT2CU: llm.c's train_gpt2cu built for this GPU (make train_gpt2cu PRECISION=BF16;
 # with CUDA 13, llm.c's managed-memory fallback in llmc/cuda_utils.cuh needs the new
-# cudaMemAdvise signature or removing). Defaults: build, B 16, 30 steps, 989.4 TFLOP/s (H100/H200
+# cudaMemAdvise signature or removing; on a build machine with no libnvidia-ml, NVML off: make
+# llmc/mfu.h's __has_include(<nvml.h>) test false and drop -lnvidia-ml, which changes no step time;
+# docs/gpu-runs/2026-11-27-h200/README.md). Defaults: build, B 16, 30 steps, 989.4 TFLOP/s (H100/H200
 # SXM dense bf16, NVIDIA H100 datasheet; platforms/dgx-h100-node.json).
 # Both train from a random initialisation on random tokens (throughput does not depend on the
 # data): llm.c with -e d12, dtrain with --model small. Step time: the median after 3 warm-up steps.
