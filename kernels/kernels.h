@@ -6,9 +6,10 @@
  * Conventions
  *  - Storage is fp32, row-major, in the backend's memory (host memory for CPU, device memory
  *    for CUDA). Low precision (bf16/fp16) is a property of the computation: GEMM inputs are
- *    rounded to the precision and accumulated in fp32, and round_to_precision() emulates
- *    storing an activation in that precision. The CPU backend emulates exactly what the CUDA
- *    backend does, so the two agree to the precision's rounding.
+ *    rounded to the precision and accumulated in fp32; the kernels that take a precision
+ *    (GEMM, attention, the activations, the residual add) round what they store to it, and
+ *    round_to_precision() rounds any other stored value. The CPU backend emulates exactly
+ *    what the CUDA backend does, so the two agree to the precision's rounding.
  *  - Layouts follow karpathy/llm.c: activations (B,T,C), GEMM weights (OC, C), so
  *    matmul_forward computes out = inp @ weight^T + bias.
  *  - Every *_backward ADDS into its gradient outputs (dinp, dweight, dbias, ...): the caller

@@ -1,6 +1,6 @@
 /* GELU (tanh approximation, as GPT-2) and SwiGLU, forward and backward, and the residual add.
  * The formulas are the CPU backend's, term for term; each rounds what it stores to the
- * precision in the same pass (round_prec, bit for bit the CPU's half_round_to). */
+ * precision in the same pass (round_prec: the CPU's half_round_to, bit for bit but for NaN payloads). */
 #include "cuda_common.cuh"
 
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */

@@ -1,14 +1,33 @@
-/* CUDA GELU (forward, backward added into a non-zero dinp), residual add and row softmax
+/* CUDA GELU (forward, backward added into a non-zero dinp; fp32 and bf16 storage), SwiGLU in bf16,
+ * residual add (fp32, bf16, fp16) and row softmax
  * against the CPU's, at odd sizes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <cmocka.h>
 #include "gpu_check.h"
 
 static gpu_pair P;
+
+/* A bf16 value stored in an fp32 word has its low 16 bits zero: the kernel rounded it (an
+ * unrounded fp32 result would be within TOL_BF16 of the CPU's rounded one and pass that check). */
+static void expect_bf16_stored(const char *what, const float *dev, size_t n)
+{
+    float *h = gpu_download(&P, dev, n);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &h[i], sizeof u);
+        bad += (u & 0xffffu) != 0;
+    }
+    printf("  %s: %zu of %zu values not bf16\n", what, bad, n);
+    assert_int_equal(bad, 0);
+    free(h);
+}
 
 static void test_gelu(void **state)
 {
@@ -32,6 +51,31 @@ static void test_gelu(void **state)
     P.gpu->gelu_backward(gdx, gx, gdy, n, KPREC_BF16);
     gpu_expect_close(&P, "forward, bf16", y, gy, n, TOL_BF16);
     gpu_expect_close(&P, "backward, bf16", dx, gdx, n, TOL_BF16);
+    expect_bf16_stored("gelu forward", gy, n);
+    expect_bf16_stored("gelu backward", gdx, n);
+    free(x), free(dy), free(dx), free(y);
+    P.gpu->free(gx), P.gpu->free(gdy), P.gpu->free(gdx), P.gpu->free(gy);
+}
+
+/* SwiGLU over rows of [gate | up] in bf16 storage: close to the CPU's and rounded in the kernel
+ * (the backward adds into a non-zero dinp and rounds the sum). */
+static void test_swiglu_bf16(void **state)
+{
+    (void)state;
+    int N = 257, F = 129;
+    size_t n = (size_t)N * F, n2 = 2 * n;
+    float *x = gpu_rand(&P, n2, 4), *dy = gpu_rand(&P, n, 1), *dx = gpu_rand(&P, n2, 1), *y = calloc(n, sizeof(float));
+    float *gx = gpu_upload(&P, x, n2), *gdy = gpu_upload(&P, dy, n), *gdx = gpu_upload(&P, dx, n2),
+          *gy = P.gpu->alloc(n * sizeof(float));
+    P.cpu->swiglu_forward(y, x, N, F, KPREC_BF16);
+    P.gpu->swiglu_forward(gy, gx, N, F, KPREC_BF16);
+    P.cpu->swiglu_backward(dx, x, dy, N, F, KPREC_BF16);
+    P.gpu->swiglu_backward(gdx, gx, gdy, N, F, KPREC_BF16);
+    printf("swiglu bf16 N=%d F=%d\n", N, F);
+    gpu_expect_close(&P, "forward, bf16", y, gy, n, TOL_BF16);
+    gpu_expect_close(&P, "backward, bf16", dx, gdx, n2, TOL_BF16);
+    expect_bf16_stored("swiglu forward", gy, n);
+    expect_bf16_stored("swiglu backward", gdx, n2);
     free(x), free(dy), free(dx), free(y);
     P.gpu->free(gx), P.gpu->free(gdy), P.gpu->free(gdx), P.gpu->free(gy);
 }
@@ -85,6 +129,7 @@ int main(void)
         return rc;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_swiglu_bf16),
         cmocka_unit_test(test_residual),
         cmocka_unit_test(test_softmax),
     };
