@@ -11,9 +11,5 @@ float kernels_fp16_to_float(uint16_t h) { return half_bits_to_float_fp16(h); }
 
 float kernels_round(float f, kernels_precision prec)
 {
-    switch (prec) {
-    case KPREC_BF16: return kernels_bf16_to_float(kernels_float_to_bf16(f));
-    case KPREC_FP16: return kernels_fp16_to_float(kernels_float_to_fp16(f));
-    default: return f;
-    }
+    return half_round_to(f, prec);
 }

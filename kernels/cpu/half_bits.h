@@ -7,6 +7,7 @@
 #define DTSIM_KERNELS_CPU_HALF_BITS_H
 #include <stdint.h>
 #include <string.h>
+#include "kernels.h"
 
 static inline uint32_t half_bits_of(float f)
 {
@@ -90,13 +91,13 @@ static inline float half_bits_to_float_fp16(uint16_t h)
     return half_float_of(sign | (exp << 23) | ((man & 0x3ffu) << 13));
 }
 
-/* f rounded to prec as a kernel stores it (KPREC_FP32: f itself): kernels.h's precisions are
- * 0 fp32, 1 bf16, 2 fp16. */
-static inline float half_round_to(float f, int prec)
+/* f rounded to prec as a kernel stores it (KPREC_FP32: f itself): the one per-element rounding
+ * the CPU kernels, precision.c's loops and kernels_round share. */
+static inline float half_round_to(float f, kernels_precision prec)
 {
-    if (prec == 1)
+    if (prec == KPREC_BF16)
         return half_bits_to_float_bf16(half_bits_from_float_bf16(f));
-    if (prec == 2)
+    if (prec == KPREC_FP16)
         return half_bits_to_float_fp16(half_bits_from_float_fp16(f));
     return f;
 }

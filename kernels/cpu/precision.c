@@ -10,14 +10,13 @@
 /* dst[i] = x[i] rounded to prec (dst may be x). */
 static void round_into(float *dst, const float *x, size_t n, kernels_precision prec)
 {
-    if (prec == KPREC_BF16)
-        for (size_t i = 0; i < n; i++)
-            dst[i] = half_bits_to_float_bf16(half_bits_from_float_bf16(x[i]));
-    else if (prec == KPREC_FP16)
-        for (size_t i = 0; i < n; i++)
-            dst[i] = half_bits_to_float_fp16(half_bits_from_float_fp16(x[i]));
-    else if (dst != x)
-        memcpy(dst, x, n * sizeof(float));
+    if (prec != KPREC_BF16 && prec != KPREC_FP16) {
+        if (dst != x)
+            memcpy(dst, x, n * sizeof(float));
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        dst[i] = half_round_to(x[i], prec);
 }
 
 void cpu_round_to_precision(float *x, size_t n, kernels_precision prec)

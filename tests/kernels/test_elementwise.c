@@ -80,10 +80,10 @@ static void residual(void **state)
 }
 
 /* The stored precision: each output is the fp32 result rounded to bf16 / fp16 to nearest, in
- * the same kernel. Checked against the fp32 kernel's output: a bf16 value has its low 16 bits
- * zero and lies within half a unit in the last place (2^-8 relative for bf16, 2^-11 for a
- * normal fp16; half of fp16's subnormal spacing, 2^-25, below 2^-14) of the fp32 value, and no nearer representable value exists (the neighbours
- * one bf16 ulp either side are farther). */
+ * the same kernel. Checked against the fp32 kernel's output: it lies within half a unit in the
+ * last place of the fp32 value (2^-8 relative for bf16, 2^-11 for a normal fp16; below 2^-14,
+ * half of fp16's subnormal spacing, 2^-25); a bf16 value has its low 16 bits zero and no nearer
+ * neighbour (one bf16 ulp either side is farther); an fp16 value survives a trip through fp16. */
 static void assert_rounded(const float *got, const float *exact, size_t n, kernels_precision prec)
 {
     for (size_t i = 0; i < n; i++) {
