@@ -1,17 +1,17 @@
 /* dtsim plan SCENARIO.json [--gpus N] [--top K] [--confirm K] [--json FILE|-] [--report FILE.md]
- *            [--set P=V]... [--threads N]: the command line; the search is plan_search.c, the
+ *            [--set P=V]... [--threads N] [--progress|--quiet]: the command line; the search is plan_search.c, the
  * report markdown.c. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "cli.h"
 #include "cli_args.h"
 #include "budget.h"
 #include "plan.h"
 #include "markdown.h"
+#include "progress.h"
 
 static void usage(FILE *f)
 {
@@ -31,6 +31,10 @@ static void usage(FILE *f)
             "                    and the HTML page embeds them (one file to send)\n"
             "  --set PATH=VALUE  override a scenario value first (repeatable)\n"
             "  --threads N       worker threads for the search (default: $DTSIM_THREADS, else the CPUs)\n"
+            "  --progress        the candidate layouts done on stderr every 2 s, with the time left\n"
+            "                    (default: only when stderr is a terminal)\n"
+            "  --quiet           no progress, even on a terminal, nor --deadline-days' line per\n"
+            "                    cluster size searched\n"
             "  --deadline-days D the smallest bill that trains the scenario's tokens (training.tokens,\n"
             "                    train_iters or train_samples) within D days: cluster sizes from one node\n"
             "                    up (1, 2, 4, ... nodes, then halving the gap to the smallest that meets D,\n"
@@ -45,17 +49,6 @@ static void usage(FILE *f)
             "                    the range); layouts carry their training.global_batch_size\n"
             BUDGET_HELP
             "exit: 0 ok, 2 bad input, 1 runtime failure (or no layout fits, or meets the deadline)\n");
-}
-
-static void progress(long done, long total)
-{
-    if (isatty(2)) {
-        int width = 40, fill = (int)(width * done / (total ? total : 1));
-        fprintf(stderr, "\r  [%.*s%*s] %ld/%ld layouts", fill, "########################################", width - fill,
-                "", done, total);
-        if (done == total)
-            fputc('\n', stderr);
-    }
 }
 
 static void print_table(FILE *f, const plan_result *p, int top)
@@ -114,10 +107,11 @@ static int take_range(const char *command, const char *flag, const char *value, 
 }
 
 static int plan_to_deadline(const scenario_config *s, double days, int max_gpus, int threads, int top,
-                            const token_range *batch, const char *json_path)
+                            const token_range *batch, const char *json_path, int show_sizes)
 {
     plan_deadline_input in = {.deadline_days = days, .max_gpus = max_gpus, .threads = threads, .keep_per_size = top,
-                              .batch_tokens_min = batch->lo, .batch_tokens_max = batch->hi, .progress = size_done};
+                              .batch_tokens_min = batch->lo, .batch_tokens_max = batch->hi,
+                              .progress = show_sizes ? size_done : NULL};
     plan_deadline_result d;
     config_error err;
     fprintf(stderr, "dtsim plan: %s: the cheapest cluster and layout that train %.3g tokens within %g days\n",
@@ -182,7 +176,7 @@ int cli_plan(int argc, char **argv)
 {
     const char *path = NULL, *json_path = NULL, *report = NULL;
     cli_list sets = {0};
-    int gpus = 0, top = 10, confirm = 0, confirmed = 0, threads = 0, max_gpus = 0;
+    int gpus = 0, top = 10, confirm = 0, confirmed = 0, threads = 0, max_gpus = 0, show_progress = 0, quiet = 0;
     double deadline = 0;
     token_range batch = {0, 0};
     budget_limits limits = {0, 0};
@@ -195,6 +189,8 @@ int cli_plan(int argc, char **argv)
         CLI_OPT_INT("top", &top, 1, 100000),
         CLI_OPT_INT("confirm", &confirm, 0, 1000),
         CLI_OPT_INT("threads", &threads, 1, 64),
+        CLI_OPT_FLAG("progress", &show_progress),
+        CLI_OPT_FLAG("quiet", &quiet),
         CLI_OPT_STRING("json", &json_path),
         CLI_OPT_STRING("report", &report),
         CLI_OPT_APPEND("set", &sets),
@@ -245,13 +241,19 @@ int cli_plan(int argc, char **argv)
         goto out;
     }
     if (deadline > 0) {
-        rc = plan_to_deadline(&s, deadline, max_gpus, threads, top, &batch, json_path);
+        /* the sizes are its progress: each is a line once searched (on a terminal, with
+         * --progress, or unless --quiet to a file, as before) */
+        rc = plan_to_deadline(&s, deadline, max_gpus, threads, top, &batch, json_path, !quiet);
         scenario_free(&s);
         goto out;
     }
     config_error err;
     plan_result p;
-    if (plan_search_threads(&s, gpus, threads, &p, &err, progress) != 0) {
+    progress_meter meter;
+    progress_start(&meter, "dtsim plan", "layout", progress_mode_of(show_progress, quiet));
+    int searched = plan_search_threads(&s, gpus, threads, &p, &err, &meter);
+    progress_end(&meter);
+    if (searched != 0) {
         fprintf(stderr, "dtsim plan: %s\n", err.msg);
         scenario_free(&s);
         goto out;

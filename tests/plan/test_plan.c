@@ -91,6 +91,51 @@ static void nothing_fits_on_too_few_gpus(void **state)
     scenario_free(&s);
 }
 
+/* A clock that moves on by a progress interval every time the meter reads it: each note prints. */
+static double progress_now_s;
+static double stepping_clock(void)
+{
+    return progress_now_s += PROGRESS_INTERVAL_S;
+}
+
+/* The search tells a progress meter the candidates done of all it enumerated (what `dtsim plan
+ * --progress` prints): one thread, so the counts rise chunk by chunk to the total. */
+static void progress_counts_the_candidates(void **state)
+{
+    (void)state;
+    scenario_config s;
+    config_error err;
+    if (scenario_load(DTSIM_SOURCE_DIR "/scenarios/gpt3-175b-1024-a100.json", NULL, 0, &s, &err) != 0)
+        fail_msg("%s", err.msg);
+    FILE *out = tmpfile();
+    assert_non_null(out);
+    progress_meter m;
+    progress_start(&m, "dtsim plan", "layout", PROGRESS_ON);
+    m.out = out;
+    m.in_place = 0;
+    m.clock = stepping_clock;
+    m.start_s = m.last_s = progress_now_s = 0;
+    plan_result p;
+    assert_int_equal(plan_search_threads(&s, 8, 1, &p, &err, &m), 0); /* 8 GPUs: nothing fits, quick */
+    rewind(out);
+    char line[256];
+    long lines = 0, last = 0;
+    while (fgets(line, sizeof line, out)) {
+        long done, total;
+        if (sscanf(line, "dtsim plan: layout %ld of %ld (", &done, &total) != 2)
+            fail_msg("not a progress line: %s", line);
+        assert_int_equal(total, p.enumerated);
+        assert_true(done > last && done <= total);
+        last = done;
+        lines++;
+    }
+    assert_true(lines >= 2);
+    assert_int_equal(last, p.enumerated); /* the last chunk is reported too */
+    fclose(out);
+    plan_result_free(&p);
+    scenario_free(&s);
+}
+
 /* Every dropped candidate is counted under one reason, and a reason is a rule, not an
  * instance: its numbers are folded (no digits left). */
 static void dropped_candidates_are_counted_by_reason(void **state)
@@ -383,6 +428,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gpt3_on_1024_a100),
         cmocka_unit_test(nothing_fits_on_too_few_gpus),
+        cmocka_unit_test(progress_counts_the_candidates),
         cmocka_unit_test(tally_folds_numbers_and_overflows_into_other),
         cmocka_unit_test(threads_do_not_change_the_result),
         cmocka_unit_test(moe_models_search_expert_parallel),

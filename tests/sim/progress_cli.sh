@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Progress of long commands on stderr (sim/progress.h), end to end, on runs long enough to print
 # some (a line every 2 s; these take 4 to 6 s on the 2-core CI machine): `dtsim async`,
-# `dtsim faults` and `dtsim run --fidelity flow` with --progress print progress lines on stderr, without it nothing (stderr is a
-# file here, not a terminal); and what they print on stdout (the summary, --json -) is byte for
-# byte the same with --progress as without.
+# `dtsim faults` and `dtsim run --fidelity flow` with --progress print progress lines on stderr,
+# without it nothing (stderr is a file here, not a terminal); and what they print on stdout (the
+# summary, --json -) is byte for byte the same with --progress as without (but for the lines that
+# name their own wall time). `dtsim plan` takes the same flags.
 #   progress_cli.sh DTSIM REPO_ROOT
 set -u
 dtsim=$1 root=$2
@@ -33,6 +34,18 @@ check async '^dtsim async: step [0-9]+ of 3000 \([0-9]+%\), [0-9]+ s elapsed, ab
   "$dtsim" faults "$faults" --runs 60000 --json - >"$work/faults.0" 2>"$work/faults.0.err" || { echo "faults failed"; fail=1; }
 check faults '^dtsim faults: timeline [0-9]+ of 62800 \([0-9]+%\), [0-9]+ s elapsed'
 
+# dtsim plan: a search too short for a progress line here (tests/plan counts the candidates a
+# meter is told); with --progress its ranking on stdout is the same (the first line names its
+# wall time), and --quiet leaves stderr empty
+plan=(plan "$ps" --top 3)
+"$dtsim" "${plan[@]}" --progress >"$work/plan.1" 2>"$work/plan.1.err" &&
+  "$dtsim" "${plan[@]}" >"$work/plan.0" 2>"$work/plan.0.err" &&
+  "$dtsim" "${plan[@]}" --quiet >/dev/null 2>"$work/plan.q.err" || { echo "plan failed"; fail=1; }
+[ "$(sed 1d "$work/plan.0")" = "$(sed 1d "$work/plan.1")" ] && [ -n "$(sed 1d "$work/plan.0")" ] ||
+  { echo "plan: the ranking differs with --progress"; fail=1; }
+[ ! -s "$work/plan.q.err" ] || { echo "plan --quiet wrote to stderr:"; cat "$work/plan.q.err"; fail=1; }
+! grep -q ' elapsed' "$work/plan.0.err" || { echo "plan without --progress: progress lines:"; cat "$work/plan.0.err"; fail=1; }
+
 # dtsim run at flow fidelity: the replay's tasks, from the SimGrid child. Static routing keeps
 # every replica simulated (docs/flow.md, folded replicas), so the replay of Llama 3 405B on 24,576
 # GPUs takes several seconds; its summary names its own wall time, so only the step is compared.
@@ -48,7 +61,7 @@ grep -Eq '^dtsim run \(flow\): task [0-9]+ of [0-9]+ \([0-9]+%\), [0-9]+ s elaps
 [ "$(grep 'step time' "$work/run.0")" = "$(grep 'step time' "$work/run.1")" ] && grep -q 'step time' "$work/run.0" ||
   { echo "run: the step differs with --progress"; fail=1; }
 
-for cmd in async faults run; do
+for cmd in async faults plan run; do
   "$dtsim" $cmd --help | grep -q -- '--progress' || { echo "$cmd --help: no --progress"; fail=1; }
   "$dtsim" $cmd --help | grep -q -- '--quiet' || { echo "$cmd --help: no --quiet"; fail=1; }
 done

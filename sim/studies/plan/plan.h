@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include "run.h"
 #include "budget.h"
+#include "progress.h"
 
 typedef struct {
     int tp, pp, dp, cp, vpp, sp, zero;
@@ -48,14 +49,15 @@ typedef struct {
 } plan_result;
 
 /* Searches the layouts of base on `gpus` GPUs (0: the scenario's own count). progress, when
- * not NULL, is called now and then with (done, total), from one thread at a time. Uses
- * plan_default_threads() threads. Returns 0, or -1 with err. */
+ * not NULL, is told the candidates done of all enumerated (progress_note, from one thread only);
+ * the caller started it and ends it. Uses plan_default_threads() threads. Returns 0, or -1 with
+ * err. */
 int plan_search(const scenario_config *base, int gpus, plan_result *out, config_error *err,
-                void (*progress)(long done, long total));
+                progress_meter *progress);
 /* The same with `threads` worker threads (0: plan_default_threads()). The result does not
  * depend on the thread count: the ranking's last tie-breaker is the enumeration order. */
 int plan_search_threads(const scenario_config *base, int gpus, int threads, plan_result *out, config_error *err,
-                        void (*progress)(long done, long total));
+                        progress_meter *progress);
 /* ---- the cluster that meets a deadline (dtsim plan --deadline-days) ----------------------
  * Cluster sizes from one node up (1, 2, 4, ... nodes, then halving the gap to the smallest that
  * meets the deadline, and the two sizes above it), the layouts of each searched as plan_search

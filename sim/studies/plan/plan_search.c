@@ -52,7 +52,7 @@ typedef struct {
     const long *order;         /* the candidates in the order threads take them: costliest first */
     long total;
     atomic_long next, done;
-    void (*progress)(long done, long total);
+    progress_meter *progress;  /* NULL: none */
 } search_job;
 
 typedef struct {
@@ -109,8 +109,8 @@ static void *work(void *arg)
             if (evaluate(job->base, &job->cand[job->order ? job->order[i] : i], &w->out) != 0)
                 w->out.failed = 1;
         long done = atomic_fetch_add(&job->done, end - start) + (end - start);
-        if (w->reports_progress && job->progress && done < job->total)
-            job->progress(done, job->total);
+        if (w->reports_progress) /* one thread only: a meter is not shared */
+            progress_note(job->progress, (double)done, (double)job->total);
     }
     return NULL;
 }
@@ -309,13 +309,13 @@ int plan_estimate(const scenario_config *base, int gpus, int threads, work_estim
 }
 
 int plan_search(const scenario_config *base, int gpus, plan_result *out, config_error *err,
-                void (*progress)(long done, long total))
+                progress_meter *progress)
 {
     return plan_search_threads(base, gpus, 0, out, err, progress);
 }
 
 int plan_search_threads(const scenario_config *base, int gpus, int threads, plan_result *out, config_error *err,
-                        void (*progress)(long done, long total))
+                        progress_meter *progress)
 {
     memset(out, 0, sizeof *out);
     double t0 = wall_clock_s();
@@ -401,8 +401,6 @@ int plan_search_threads(const scenario_config *base, int gpus, int threads, plan
         qsort(out->layouts, (size_t)out->count, sizeof *out->layouts, plan_compare);
     plan_tally_sort(&out->invalid_by);
     plan_tally_sort(&out->oom_by);
-    if (progress)
-        progress(total, total);
     out->wall_s = wall_clock_s() - t0;
     out->threads = started + 1;
     return 0;
