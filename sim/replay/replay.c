@@ -325,13 +325,14 @@ static void attribute_gap(const step_workload *w, const replay_times *t, const i
     }
 }
 
-double replay_inside_parts(const sim_task *k, double dur, double part[COMM_CLASS_COUNT])
+double replay_inside_parts(const step_workload *w, const sim_task *k, double dur, double part[COMM_CLASS_COUNT])
 {
+    const double *cls = workload_task_parts(w, k)->inside;
     double inside = fmin(k->comm_inside_s, dur), booked = 0;
     for (int c = 0; c < COMM_CLASS_COUNT; c++)
-        booked += k->comm_inside_cls[c];
+        booked += cls[c];
     for (int c = 0; c < COMM_CLASS_COUNT; c++) /* in proportion when a replay ran the task shorter */
-        part[c] = booked > 0 ? inside * k->comm_inside_cls[c] / booked : (c == COMM_TP ? inside : 0);
+        part[c] = booked > 0 ? inside * cls[c] / booked : (c == COMM_TP ? inside : 0);
     return inside;
 }
 
@@ -399,12 +400,13 @@ int replay_metrics_compute(const step_workload *w, const replay_times *t, replay
         /* TP, CP and EP communication inside a layer is folded into compute tasks and blocks
          * the compute stream: all of it is exposed, booked by its kind. */
         double part[COMM_CLASS_COUNT];
-        double inside = replay_inside_parts(k, dur, part);
+        double inside = replay_inside_parts(w, k, dur, part);
+        const double *hidden = workload_task_parts(w, k)->hidden;
         /* by how much a replay ran the task shorter (stragglers aside), leaving out what
          * communication beside it added (booked as overlap cost below) */
         double ran = k->duration_s > 0 ? (dur - t->contention[i]) / k->duration_s : 0;
         for (int c = 0; c < COMM_CLASS_COUNT; c++) {
-            tot[c] += part[c] + k->comm_hidden_cls[c] * ran;
+            tot[c] += part[c] + hidden[c] * ran;
             ex[c] += part[c];
         }
         m->stage_compute_s[k->stage] += dur - inside;

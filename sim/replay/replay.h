@@ -41,10 +41,10 @@ void replay_bubble_summary(const double *stage_bubble_s, int stages, double step
                            int *max_stage);
 /* Derives the metrics from the task times. */
 int replay_metrics_compute(const step_workload *w, const replay_times *t, replay_metrics *m);
-/* The TP, CP and EP communication inside compute task k that ran for dur, by kind, into part:
- * comm_inside_s (at most dur) shared in proportion to comm_inside_cls (all TP when unbooked).
- * Returns the whole. What the metrics book as exposed, and the trace draws. */
-double replay_inside_parts(const sim_task *k, double dur, double part[COMM_CLASS_COUNT]);
+/* The TP, CP and EP communication inside compute task k of w that ran for dur, by kind, into
+ * part: comm_inside_s (at most dur) shared in proportion to its parts' inside (all TP when it has
+ * none). Returns the whole. What the metrics book as exposed, and the trace draws. */
+double replay_inside_parts(const step_workload *w, const sim_task *k, double dur, double part[COMM_CLASS_COUNT]);
 void replay_metrics_free(replay_metrics *m);
 
 #endif

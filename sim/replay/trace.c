@@ -15,10 +15,10 @@ static const char *lane_name(task_lane l)
 /* The TP, CP and EP communication a compute task holds (it blocks the compute stream between its
  * GEMMs) on a track of its own, by kind, drawn at the task's end: the replay knows how long it
  * is, not where between the GEMMs it falls. The parts the metrics book (replay_inside_parts). */
-static void inside_events(json_t *ev, const sim_task *k, double start, double dur)
+static void inside_events(json_t *ev, const step_workload *w, const sim_task *k, double start, double dur)
 {
     double part[COMM_CLASS_COUNT];
-    double at = start + dur - replay_inside_parts(k, dur, part);
+    double at = start + dur - replay_inside_parts(w, k, dur, part);
     for (int c = 0; c < COMM_CLASS_COUNT; c++) {
         if (part[c] <= 0)
             continue;
@@ -73,7 +73,7 @@ int trace_write_chrome(const char *path, const step_workload *w, const replay_ti
                 json_object_set_new(args, "to_stage", json_integer(k->peer_stage));
         }
         if (k->kind == TASK_COMPUTE && k->comm_inside_s > 0)
-            inside_events(ev, k, start, dur);
+            inside_events(ev, w, k, start, dur);
         const char *cat = k->kind == TASK_COMPUTE ? "compute" : comm_class_name(k->comm);
         json_array_append_new(ev, json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:o}", "name", k->name, "cat", cat,
                                             "ph", "X", "ts", start * 1e6, "dur", dur * 1e6, "pid", k->stage, "tid",

@@ -45,8 +45,8 @@ int step_faults_apply(const scenario_config *s, step_workload *w)
                 k->duration_s *= slow[k->stage];
                 k->comm_inside_s *= slow[k->stage];
                 k->overlap_cost_s *= slow[k->stage];
-                for (int c = 0; c < COMM_CLASS_COUNT; c++)
-                    k->comm_inside_cls[c] *= slow[k->stage];
+                /* its parts by kind (shared with other tasks) stay: the metrics split
+                 * comm_inside_s in their proportions, which a common factor leaves */
                 changed++;
             }
             continue;

@@ -27,22 +27,22 @@
 
 /* A pass that starts from what the previous stage sent first gathers its TP slices (folded into
  * the pass like TP communication: it runs on the compute stream, over the TP group's NVLink). */
-static void gather_received(sim_task *pass, const builder *b)
+static void gather_received(sim_task *pass, task_comm_parts *parts, const builder *b)
 {
     pass->duration_s += b->p2p_gather_s;
     pass->comm_inside_s += b->p2p_gather_s;
-    pass->comm_inside_cls[COMM_TP] += b->p2p_gather_s;
+    parts->inside[COMM_TP] += b->p2p_gather_s;
 }
 
 /* n times a pass's communication, folded into a compute task by kind (its time is already in
  * the task's duration). */
-static void fold_comm(sim_task *t, const pass_cost *c, double n)
+static void fold_comm(sim_task *t, task_comm_parts *parts, const pass_cost *c, double n)
 {
     t->comm_inside_s += n * c->comm_s;
     t->overlap_cost_s += n * c->overlap_cost_s;
     for (int k = 0; k < COMM_CLASS_COUNT; k++) {
-        t->comm_inside_cls[k] += n * c->comm_cls_s[k];
-        t->comm_hidden_cls[k] += n * c->comm_hidden_cls_s[k];
+        parts->inside[k] += n * c->comm_cls_s[k];
+        parts->hidden[k] += n * c->comm_hidden_cls_s[k];
     }
 }
 
@@ -91,23 +91,24 @@ static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st
 /* Adds a pass's work to compute task t: nl layers (nr of them rerun first by recomputation: a
  * backward's), and the embedding and the head where the pass meets them (a forward meets the
  * embedding first, a backward the head). */
-static void add_pass_work(sim_task *t, const builder *b, int fwd, int nl, int nr, int with_embed, int with_head)
+static void add_pass_work(sim_task *t, task_comm_parts *parts, const builder *b, int fwd, int nl, int nr,
+                          int with_embed, int with_head)
 {
     const pass_cost *layer = fwd ? &b->layer_fwd : &b->layer_bwd;
     t->duration_s += nl * layer->time_s + nr * b->layer_recompute.time_s;
-    fold_comm(t, layer, nl);
-    fold_comm(t, &b->layer_recompute, nr);
+    fold_comm(t, parts, layer, nl);
+    fold_comm(t, parts, &b->layer_recompute, nr);
     t->tp_ring_bytes += nl * layer->tp_ring_bytes + nr * b->layer_recompute.tp_ring_bytes;
     t->flops += nl * layer->flops + nr * b->layer_recompute.flops;
     const pass_cost *first = fwd ? &b->embed_fwd : &b->head_bwd, *then = fwd ? &b->head_fwd : &b->embed_bwd;
     if (fwd ? with_embed : with_head) {
         t->duration_s += first->time_s;
-        fold_comm(t, first, 1);
+        fold_comm(t, parts, first, 1);
         t->flops += first->flops;
     }
     if (fwd ? with_head : with_embed) {
         t->duration_s += then->time_s;
-        fold_comm(t, then, 1);
+        fold_comm(t, parts, then, 1);
         t->flops += then->flops;
     }
 }
@@ -199,10 +200,11 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         t.micro_batch = a->micro_batch;
         t.chunk = a->chunk;
         t.phase = a->phase;
-        add_pass_work(&t, b, fwd, nl, nr, with_embed, with_head);
+        task_comm_parts parts = {{0}};
+        add_pass_work(&t, &parts, b, fwd, nl, nr, with_embed, with_head);
         if (first && (fwd ? vs > 0 : vs < last_vs))
-            gather_received(&t, b);
-        id = workload_add_task(w, &t);
+            gather_received(&t, &parts, b);
+        id = workload_add_task_parts(w, &t, &parts);
         if (first && first_dep >= 0)
             workload_add_dep(w, id, first_dep);
         if (first)
@@ -271,19 +273,20 @@ static void emit_combined(step_workload *w, const builder *b, stage_state *st, i
     t.phase = PIPE_FORWARD;
     /* both passes whole, then the pairs' span in place of their layers one after the other, and
      * their all-to-alls' exposed part in place of each pass's own */
-    add_pass_work(&t, b, 1, lf, 0, vf == 0, vf == last_vs);
-    add_pass_work(&t, b, 0, lb, scenario_recomputed_layers(s, lb), vb == 0, vb == last_vs);
+    task_comm_parts parts = {{0}};
+    add_pass_work(&t, &parts, b, 1, lf, 0, vf == 0, vf == last_vs);
+    add_pass_work(&t, &parts, b, 0, lb, scenario_recomputed_layers(s, lb), vb == 0, vb == last_vs);
     t.duration_s += r.time_s - pairs * (b->layer_fwd.time_s + b->layer_bwd.time_s);
     double ep_alone = pairs * (b->layer_fwd.comm_cls_s[COMM_EP] + b->layer_bwd.comm_cls_s[COMM_EP]);
     t.comm_inside_s += r.comm_exposed_s - ep_alone;
-    t.comm_inside_cls[COMM_EP] += r.comm_exposed_s - ep_alone;
-    t.comm_hidden_cls[COMM_EP] += ep_alone - r.comm_exposed_s;
+    parts.inside[COMM_EP] += r.comm_exposed_s - ep_alone;
+    parts.hidden[COMM_EP] += ep_alone - r.comm_exposed_s;
     t.overlap_cost_s += r.overlap_cost_s;
     if (vf > 0)
-        gather_received(&t, b);
+        gather_received(&t, &parts, b);
     if (vb < last_vs)
-        gather_received(&t, b);
-    int id = workload_add_task(w, &t);
+        gather_received(&t, &parts, b);
+    int id = workload_add_task_parts(w, &t, &parts);
     if (vf > 0)
         workload_add_dep(w, id, fwd_p2p[vf - 1][fw->micro_batch]);
     if (vb < last_vs)

@@ -22,12 +22,40 @@ static void *grow(void *p, int *cap, int need, size_t elem)
 
 int workload_add_task(step_workload *w, const sim_task *t)
 {
+    return workload_add_task_parts(w, t, NULL);
+}
+
+/* How many of the newest parts an added task's are compared with: a pass's tasks repeat a few
+ * patterns (forward, backward, with the embedding or the head, a received activation's gather). */
+#define PARTS_LOOKBACK 8
+
+int workload_add_task_parts(step_workload *w, const sim_task *t, const task_comm_parts *parts)
+{
+    static const task_comm_parts none;
+    int at = -1;
+    if (parts && memcmp(parts, &none, sizeof none) != 0) {
+        for (int j = w->n_parts - 1; j >= 0 && j >= w->n_parts - PARTS_LOOKBACK && at < 0; j--)
+            if (memcmp(&w->parts[j], parts, sizeof *parts) == 0)
+                at = j;
+        if (at < 0) {
+            w->parts = grow(w->parts, &w->cap_parts, w->n_parts + 1, sizeof *w->parts);
+            w->parts[w->n_parts] = *parts;
+            at = w->n_parts++;
+        }
+    }
     w->tasks = grow(w->tasks, &w->cap_tasks, w->n_tasks + 1, sizeof *w->tasks);
     sim_task *dst = &w->tasks[w->n_tasks];
     *dst = *t;
+    dst->parts = at;
     dst->dep_begin = w->n_deps;
     dst->dep_count = 0;
     return w->n_tasks++;
+}
+
+const task_comm_parts *workload_task_parts(const step_workload *w, const sim_task *k)
+{
+    static const task_comm_parts none;
+    return k->parts >= 0 && k->parts < w->n_parts ? &w->parts[k->parts] : &none;
 }
 
 void workload_add_dep(step_workload *w, int task, int dep)
@@ -48,6 +76,7 @@ void workload_free(step_workload *w)
 {
     free(w->tasks);
     free(w->deps);
+    free(w->parts);
     memset(w, 0, sizeof *w);
 }
 

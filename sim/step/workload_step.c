@@ -90,8 +90,9 @@ static int blocking_collective(step_workload *w, const builder *b, int stage, co
     double comm = workload_collective_s(b, coll, bytes, g);
     t.duration_s = comm + extra_s;
     t.comm_inside_s = comm;
-    t.comm_inside_cls[cls] = comm;
-    return workload_add_task(w, &t);
+    task_comm_parts parts = {{0}};
+    parts.inside[cls] = comm;
+    return workload_add_task_parts(w, &t, &parts);
 }
 
 /* What every stage waits for once all stages' gradients are reduced (Megatron-LM's

@@ -188,7 +188,7 @@ int fixture_find_task(const step_workload *w, const char *name)
     return -1;
 }
 
-int fixture_first_task(const scenario_config *s, const char *name, sim_task *out)
+int fixture_first_task(const scenario_config *s, const char *name, sim_task *out, task_comm_parts *parts)
 {
     step_workload w;
     config_error err;
@@ -199,6 +199,8 @@ int fixture_first_task(const scenario_config *s, const char *name, sim_task *out
     int i = fixture_find_task(&w, name);
     if (i >= 0)
         *out = w.tasks[i];
+    if (i >= 0 && parts)
+        *parts = *workload_task_parts(&w, &w.tasks[i]);
     workload_free(&w);
     return i >= 0 ? 0 : -1;
 }

@@ -65,9 +65,10 @@ void fixture_run_both(scenario_config *s, run_result *analytic, run_result *flow
 void fixture_build(const scenario_config *s, step_workload *w);
 /* The index of w's first task named `name`, or -1. */
 int fixture_find_task(const step_workload *w, const char *name);
-/* Copies the first task named `name` of the scenario's workload into *out: 0, or -1 when the
- * workload cannot be built (the reason on stderr) or has no such task. */
-int fixture_first_task(const scenario_config *s, const char *name, sim_task *out);
+/* Copies the first task named `name` of the scenario's workload into *out, and its communication
+ * by kind into *parts when not NULL: 0, or -1 when the workload cannot be built (the reason on
+ * stderr) or has no such task. */
+int fixture_first_task(const scenario_config *s, const char *name, sim_task *out, task_comm_parts *parts);
 
 /* A hand-built graph: empty, of `stages` pipeline stages (workload_free after). */
 void fixture_graph(step_workload *w, int stages);

@@ -44,8 +44,9 @@ static void ring_attention_hides_behind_the_blocks(void **state)
                                     coll_group_of(4, 8, 8)).time_s;
         }
         sim_task fwd;
-        assert_int_equal(fixture_first_task(&s, "fwd", &fwd), 0);
-        double exposed = fwd.comm_inside_cls[COMM_CP], hidden = fwd.comm_hidden_cls[COMM_CP];
+        task_comm_parts parts;
+        assert_int_equal(fixture_first_task(&s, "fwd", &fwd, &parts), 0);
+        double exposed = parts.inside[COMM_CP], hidden = parts.hidden[COMM_CP];
         int L = (int)s.model.num_layers;
         double want_exposed = L * 3 * fmax(0, t - A / 4), want_total = L * 3 * t;
         print_message("%s network: pass %.3g s, attention %.3g s; exposed %.9g s (closed form %.9g), hidden %.4g s\n",

@@ -81,14 +81,15 @@ static void the_step_hides_the_all_to_alls(void **state)
     s.platform.node.nic_bandwidth_gbps = 20;
     run_result off = fixture_run(&s);
     sim_task f0, b0, pair;
-    assert_int_equal(fixture_first_task(&s, "fwd", &f0), 0);
-    assert_int_equal(fixture_first_task(&s, "bwd", &b0), 0);
+    task_comm_parts f0_parts, b0_parts;
+    assert_int_equal(fixture_first_task(&s, "fwd", &f0, &f0_parts), 0);
+    assert_int_equal(fixture_first_task(&s, "bwd", &b0, &b0_parts), 0);
     s.parallel.overlap_moe_a2a = 1;
     /* the pair holds both passes' work: at most both one after the other, at least that less
      * their exposed all-to-alls (the op lists are cut, none left out) */
-    assert_int_equal(fixture_first_task(&s, "fwd_bwd", &pair), 0);
+    assert_int_equal(fixture_first_task(&s, "fwd_bwd", &pair, NULL), 0);
     double serial = f0.duration_s + b0.duration_s;
-    double a2a = f0.comm_inside_cls[COMM_EP] + b0.comm_inside_cls[COMM_EP];
+    double a2a = f0_parts.inside[COMM_EP] + b0_parts.inside[COMM_EP];
     assert_true(a2a > 0 && pair.duration_s <= serial + 1e-12 && pair.duration_s >= serial - a2a - 1e-12);
     assert_true(pair.duration_s < serial - 0.2 * a2a);
     run_result on = fixture_run(&s);

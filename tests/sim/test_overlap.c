@@ -58,8 +58,9 @@ static void chunks_hide_behind_the_gemm_when_it_is_longer(void **state)
         double total, cost;
         double exposed = tp_exposed_by_hand(&s, &total, &cost);
         sim_task fwd;
-        assert_int_equal(fixture_first_task(&s, "fwd", &fwd), 0);
-        double tp = fwd.comm_inside_cls[COMM_TP], task_cost = fwd.overlap_cost_s;
+        task_comm_parts parts;
+        assert_int_equal(fixture_first_task(&s, "fwd", &fwd, &parts), 0);
+        double tp = parts.inside[COMM_TP], task_cost = fwd.overlap_cost_s;
         /* the first forward (the only one: one layer) also holds the embedding's TP all-reduce
          * and the unfused loss's three all-reduces of one float per token, whole */
         layer_shape sh;

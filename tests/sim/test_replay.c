@@ -301,8 +301,8 @@ static int step_end_tasks(const scenario_config *s, const char *name, double *by
     for (int i = 0; i < w.n_tasks; i++)
         if (!strcmp(w.tasks[i].name, name)) {
             n++;
-            *bytes_or_s = w.tasks[i].comm_inside_cls[COMM_DP];
-            assert_true(w.tasks[i].comm_inside_s == w.tasks[i].comm_inside_cls[COMM_DP]);
+            *bytes_or_s = workload_task_parts(&w, &w.tasks[i])->inside[COMM_DP];
+            assert_true(w.tasks[i].comm_inside_s == *bytes_or_s);
         }
     workload_free(&w);
     return n;

@@ -86,7 +86,7 @@ static void trace_matches_the_replay(void **state)
     for (int i = 0; i < w.n_tasks; i++)
         for (int c = 0; c < COMM_CLASS_COUNT; c++)
             if (c != COMM_TP && w.tasks[i].kind == TASK_COMPUTE)
-                total_bubble -= fmin(w.tasks[i].comm_inside_cls[c], t.finish[i] - t.start[i]);
+                total_bubble -= fmin(workload_task_parts(&w, &w.tasks[i])->inside[c], t.finish[i] - t.start[i]);
     assert_true(fabs(bubble_time * 1e-6 + tails - total_bubble) < 1e-6 * m.step_time_s + 1e-9);
     /* the TP track holds what the metrics book as exposed TP, over the 4 stages */
     assert_true(inside_time > 0);
