@@ -200,7 +200,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         t.micro_batch = a->micro_batch;
         t.chunk = a->chunk;
         t.phase = a->phase;
-        task_comm_parts parts = {{0}};
+        task_comm_parts parts = {0};
         add_pass_work(&t, &parts, b, fwd, nl, nr, with_embed, with_head);
         if (first && (fwd ? vs > 0 : vs < last_vs))
             gather_received(&t, &parts, b);
@@ -273,7 +273,7 @@ static void emit_combined(step_workload *w, const builder *b, stage_state *st, i
     t.phase = PIPE_FORWARD;
     /* both passes whole, then the pairs' span in place of their layers one after the other, and
      * their all-to-alls' exposed part in place of each pass's own */
-    task_comm_parts parts = {{0}};
+    task_comm_parts parts = {0};
     add_pass_work(&t, &parts, b, 1, lf, 0, vf == 0, vf == last_vs);
     add_pass_work(&t, &parts, b, 0, lb, scenario_recomputed_layers(s, lb), vb == 0, vb == last_vs);
     t.duration_s += r.time_s - pairs * (b->layer_fwd.time_s + b->layer_bwd.time_s);

@@ -26,10 +26,12 @@ typedef enum { TASK_COMPUTE = 0, TASK_COLLECTIVE, TASK_P2P } task_kind;
 
 /* The communication folded into a compute task, by kind: read by the metrics and the trace only,
  * so it is kept beside the tasks (step_workload.parts), not in them. The passes over every task
- * (the build, the index, the replay's costs, the metrics) then stream 120 bytes a task instead of
- * 216 (2026-11-27, back to back on the 2-core VM: GPT-3 175B's plan search 11-16% faster on one
- * thread; its 6.1M-task step at batch 1,572,864 in 3.4 s and 1.16 GB, from 4.8 s and 1.73 GB).
- * Tasks with the same parts share one entry. */
+ * (the build, the index, the replay's costs, the metrics) stream the task records, so their size
+ * is what those passes cost: 96 bytes more made GPT-3 175B's plan search 48% slower. With these
+ * parts beside the tasks and sim_task's enums in a byte each, a task is 104 bytes, not 216
+ * (2026-11-27, back to back on the 2-core VM: the plan search 1.3-1.4 times as fast; GPT-3 175B's
+ * 6.1M-task step at batch 1,572,864 in 1.06 GB, from 1.73). Tasks with the same parts share
+ * one entry. */
 typedef struct {
     double inside[COMM_CLASS_COUNT]; /* comm_inside_s by kind (TP, CP all-gathers and ring passes,
                                         EP all-to-alls, small per-step reductions booked as DP); they
@@ -38,22 +40,24 @@ typedef struct {
                                         by it (ring attention's K/V passes): total, never exposed */
 } task_comm_parts;
 
+/* The enums are stored in a byte each, the chunk in two: the passes over every task stream these
+ * records, and their size is what those passes cost (task_comm_parts). */
 typedef struct {
-    task_kind kind;
-    task_lane lane;
+    unsigned char kind;   /* task_kind */
+    unsigned char lane;   /* task_lane */
+    unsigned char comm;   /* comm_class (communication) */
+    unsigned char coll;   /* coll_kind (communication) */
+    signed char phase;    /* PIPE_FORWARD, PIPE_BACKWARD, or -1 (optimizer, grad sync) */
+    short chunk;          /* model chunk, -1 when not tied to one */
     int stage;            /* pipeline stage that runs it (P2P: the sender) */
     int peer_stage;       /* P2P: the receiving stage; -1 otherwise */
     int micro_batch;      /* -1 when not tied to one */
-    int chunk;            /* model chunk, -1 when not tied to one */
-    int phase;            /* PIPE_FORWARD, PIPE_BACKWARD, or -1 (optimizer, grad sync) */
     int parts;            /* its communication by kind: step_workload.parts[parts]; -1: none (all of
                              comm_inside_s is TP). Set by workload_add_task_parts */
     const char *name;     /* static string: "fwd", "bwd", "recompute", "optimizer", "dp_grad_allreduce", ... */
     /* compute */
     double flops;         /* hardware FLOPs on one GPU (includes recomputation) */
     /* communication */
-    comm_class comm;
-    coll_kind coll;
     int group;            /* ranks taking part */
     int span_nodes;       /* nodes the group spans: 1 = inside a node (NVLink) */
     double bytes;         /* payload bytes per rank (nccl-tests "size") */

@@ -90,7 +90,7 @@ static int blocking_collective(step_workload *w, const builder *b, int stage, co
     double comm = workload_collective_s(b, coll, bytes, g);
     t.duration_s = comm + extra_s;
     t.comm_inside_s = comm;
-    task_comm_parts parts = {{0}};
+    task_comm_parts parts = {0};
     parts.inside[cls] = comm;
     return workload_add_task_parts(w, &t, &parts);
 }
