@@ -103,7 +103,7 @@ typedef struct {
     unsigned char *how;
 } task_costs;
 
-static int task_costs_build(const step_workload *w, task_costs *c)
+static int task_costs_build(const step_workload *w, task_costs *c, int *pending)
 {
     size_t n = (size_t)w->n_tasks + 1;
     c->work = malloc(n * sizeof(double));
@@ -117,6 +117,7 @@ static int task_costs_build(const step_workload *w, task_costs *c)
         c->tail[i] = shared ? fmin(k->comm_inside_s, k->duration_s) : k->duration_s;
         c->work[i] = shared ? k->duration_s - c->tail[i] : 0;
         c->how[i] = shared ? RUNS_SHARED : contends(k) ? RUNS_CONTENDING : RUNS_FIXED;
+        pending[i] = k->dep_count; /* the inputs it waits for: here, while the record is read */
     }
     return 0;
 }
@@ -162,10 +163,8 @@ static int replay_shared(const step_workload *w, replay_times *t)
     int *touched = malloc(ln * sizeof(int)), *dirty = malloc(((size_t)P + 1) * sizeof(int));
     unsigned char *is_touched = calloc(ln, 1), *is_dirty = calloc((size_t)P + 1, 1);
     task_costs c = {0};
-    int ok = task_costs_build(w, &c) == 0 && pending && comm_running && l.run && l.next && l.work && l.since && l.rate && l.tail && h.lane &&
-             h.pos && h.key && touched && dirty && is_touched && is_dirty;
-    for (int i = 0; ok && i < n; i++)
-        pending[i] = w->tasks[i].dep_count;
+    int ok = pending && task_costs_build(w, &c, pending) == 0 && comm_running && l.run && l.next && l.work && l.since &&
+             l.rate && l.tail && h.lane && h.pos && h.key && touched && dirty && is_touched && is_dirty;
     int n_touched = 0, n_dirty = 0, done = 0;
     for (int q = 0; ok && q < nl; q++) {
         l.next[q] = x.lane_begin[q];
@@ -376,14 +375,14 @@ int replay_metrics_compute(const step_workload *w, const replay_times *t, replay
     }
     for (int q = 0; q < P * LANE_COUNT; q++)
         lane_last[q] = -1;
-    for (int i = 0; i < w->n_tasks; i++) {
-        int *last = &lane_last[w->tasks[i].stage * LANE_COUNT + w->tasks[i].lane];
-        lane_prev[i] = *last;
-        *last = i;
-    }
 
     for (int i = 0; i < w->n_tasks; i++) {
         const sim_task *k = &w->tasks[i];
+        /* the task before it on its lane, known here: what a gap is attributed to (below) walks
+         * back to earlier tasks only */
+        int *last = &lane_last[k->stage * LANE_COUNT + k->lane];
+        lane_prev[i] = *last;
+        *last = i;
         double *ex = &exposed[k->stage * COMM_CLASS_COUNT];
         double *tot = &total[k->stage * COMM_CLASS_COUNT];
         double dur = t->finish[i] - t->start[i];
