@@ -13,11 +13,11 @@
  * run scenarios/gpt3-175b-1024-a100.json --set training.global_batch_size=B, under
  * /usr/bin/time): 7,139 to 6,096,035 tasks at 0.29-0.69 us a task (run to run and size to size;
  * 0.47 us at the largest on a quiet machine). Peak memory 2026-11-27, since a task's communication
- * by kind is kept beside it and its enums in a byte each (sim_task 216 -> 104 bytes): 100 MB at
- * 382,115 tasks, 1,086 MB at 6,096,035, 173 bytes a task between them (285 before, measured the
- * same way back to back). */
+ * by kind is kept beside it and its enums in a byte each (sim_task 216 -> 112 bytes): 100,148 KiB
+ * at 382,115 tasks, 1,107,696 KiB at 6,096,035, 181 bytes a task between them (285 before,
+ * measured the same way back to back). */
 #define ANALYTIC_S_PER_TASK 0.5e-6
-#define ANALYTIC_BYTES_PER_TASK 180.0
+#define ANALYTIC_BYTES_PER_TASK 190.0
 /* The planner's candidates, each a small graph evaluated on its own thread: bench/plan_bench.sh's
  * plan (GPT-3 175B on 1,024 A100, 1,078 simulated) holds 1.68e7 tasks by plan_estimate's count
  * and takes 1.12 s on 2 threads: 0.13 us a task and thread. */

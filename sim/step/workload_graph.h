@@ -28,10 +28,10 @@ typedef enum { TASK_COMPUTE = 0, TASK_COLLECTIVE, TASK_P2P } task_kind;
  * so it is kept beside the tasks (step_workload.parts), not in them. The passes over every task
  * (the build, the index, the replay's costs, the metrics) stream the task records, so their size
  * is what those passes cost: 96 bytes more made GPT-3 175B's plan search 48% slower. With these
- * parts beside the tasks and sim_task's enums in a byte each, a task is 104 bytes, not 216
- * (2026-11-27, back to back on the 2-core VM: the plan search 1.3-1.4 times as fast; GPT-3 175B's
- * 6.1M-task step at batch 1,572,864 in 1.06 GB, from 1.73). Tasks with the same parts share
- * one entry. */
+ * parts beside the tasks and sim_task's enums in a byte each, a task is 112 bytes, not 216
+ * (2026-11-27, back to back on the 2-core VM, with two passes fewer in the replay and metrics:
+ * the plan search about 1.3 times as fast; GPT-3 175B's 6.1M-task step at batch 1,572,864 in
+ * 1.06 GiB, from 1.65: docs/planning.md). Tasks with the same parts share one entry. */
 typedef struct {
     double inside[COMM_CLASS_COUNT]; /* comm_inside_s by kind (TP, CP all-gathers and ring passes,
                                         EP all-to-alls, small per-step reductions booked as DP); they
@@ -40,15 +40,16 @@ typedef struct {
                                         by it (ring attention's K/V passes): total, never exposed */
 } task_comm_parts;
 
-/* The enums are stored in a byte each, the chunk in two: the passes over every task stream these
- * records, and their size is what those passes cost (task_comm_parts). */
+/* The enums are stored in a byte each: the passes over every task stream these records, and
+ * their size is what those passes cost (task_comm_parts). */
 typedef struct {
     unsigned char kind;   /* task_kind */
     unsigned char lane;   /* task_lane */
     unsigned char comm;   /* comm_class (communication) */
     unsigned char coll;   /* coll_kind (communication) */
     signed char phase;    /* PIPE_FORWARD, PIPE_BACKWARD, or -1 (optimizer, grad sync) */
-    short chunk;          /* model chunk, -1 when not tied to one */
+    int chunk;            /* model chunk, -1 when not tied to one (up to 50,000: 100,000 layers on
+                             two stages) */
     int stage;            /* pipeline stage that runs it (P2P: the sender) */
     int peer_stage;       /* P2P: the receiving stage; -1 otherwise */
     int micro_batch;      /* -1 when not tied to one */
