@@ -33,6 +33,8 @@ def run(dtsim, layout, global_batch):
     sets = {"parallel.tensor_model_parallel_size": p["tensor_model_parallel_size"],
             "parallel.pipeline_model_parallel_size": p["pipeline_model_parallel_size"],
             "parallel.data_parallel_size": p["data_parallel_size"],
+            "parallel.context_parallel_size": p["context_parallel_size"],
+            "parallel.expert_model_parallel_size": p["expert_model_parallel_size"],
             "parallel.virtual_pipeline_model_parallel_size": p["virtual_pipeline_model_parallel_size"],
             "parallel.sequence_parallel": json.dumps(p["sequence_parallel"]),
             "parallel.zero_stage": 3, "parallel.schedule": p["schedule"],

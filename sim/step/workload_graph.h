@@ -35,7 +35,8 @@ typedef enum { TASK_COMPUTE = 0, TASK_COLLECTIVE, TASK_P2P } task_kind;
 typedef struct {
     double inside[COMM_CLASS_COUNT]; /* comm_inside_s by kind (TP, CP all-gathers and ring passes,
                                         EP all-to-alls, small per-step reductions booked as DP); they
-                                        sum to it */
+                                        sum to it as built, and read as its proportions (a slowed
+                                        stage scales comm_inside_s alone: step_faults.c) */
     double hidden[COMM_CLASS_COUNT]; /* communication running beside this task's compute and hidden
                                         by it (ring attention's K/V passes): total, never exposed */
 } task_comm_parts;
@@ -91,7 +92,9 @@ typedef struct {
 void workload_free(step_workload *w);
 
 /* Builders (used by workload_build, the techniques, and tests that make small graphs by hand). */
-int workload_add_task(step_workload *w, const sim_task *t); /* returns the index; no parts */
+int workload_add_task(step_workload *w, const sim_task *t); /* returns the index; no parts (a task
+                                                                copied from another workload is
+                                                                added with its parts, below) */
 /* The same with the task's communication by kind (NULL or all zero: none). */
 int workload_add_task_parts(step_workload *w, const sim_task *t, const task_comm_parts *parts);
 /* Task k's communication by kind (all zero when it has none). */

@@ -201,6 +201,8 @@ int fixture_first_task(const scenario_config *s, const char *name, sim_task *out
         *out = w.tasks[i];
     if (i >= 0 && parts)
         *parts = *workload_task_parts(&w, &w.tasks[i]);
+    if (i >= 0)
+        out->parts = -1; /* its index pointed into the workload freed below */
     workload_free(&w);
     return i >= 0 ? 0 : -1;
 }

@@ -15,6 +15,47 @@ static sim_task compute(int stage, double d)
     return fixture_compute(stage, "c", d);
 }
 
+/* A task's communication by kind is kept beside the tasks: none is -1, equal parts are one entry,
+ * different ones two, and each task reads back its own. A step of a real layout holds a handful
+ * of distinct parts however many tasks it has (what the budget's bytes a task assume). */
+static void task_parts_are_shared_and_read_back(void **state)
+{
+    (void)state;
+    step_workload w;
+    fixture_graph(&w, 1);
+    task_comm_parts tp = {0}, ep = {0}, zero = {0};
+    tp.inside[COMM_TP] = 0.25;
+    ep.inside[COMM_EP] = 0.5;
+    ep.hidden[COMM_EP] = 0.125;
+    sim_task t = compute(0, 1);
+    int a = workload_add_task_parts(&w, &t, &tp), b = workload_add_task_parts(&w, &t, &ep);
+    int c = workload_add_task_parts(&w, &t, &tp), d = workload_add_task_parts(&w, &t, &zero);
+    int e = workload_add_task(&w, &t), f = workload_add_task_parts(&w, &t, NULL);
+    assert_int_equal(w.n_parts, 2);
+    assert_int_equal(w.tasks[a].parts, w.tasks[c].parts);
+    assert_int_not_equal(w.tasks[a].parts, w.tasks[b].parts);
+    assert_int_equal(w.tasks[d].parts, -1);
+    assert_int_equal(w.tasks[e].parts, -1);
+    assert_int_equal(w.tasks[f].parts, -1);
+    assert_true(workload_task_parts(&w, &w.tasks[c])->inside[COMM_TP] == 0.25);
+    assert_true(workload_task_parts(&w, &w.tasks[b])->hidden[COMM_EP] == 0.125);
+    assert_true(workload_task_parts(&w, &w.tasks[e])->inside[COMM_TP] == 0);
+    workload_free(&w);
+
+    scenario_config s;
+    fixture_scenario(&s, 8);
+    fixture_layout(&s, 2, 4, 2, 64); /* TP 2: every pass holds TP communication */
+    fixture_build(&s, &w);
+    int with_parts = 0;
+    for (int i = 0; i < w.n_tasks; i++)
+        with_parts += w.tasks[i].parts >= 0;
+    print_message("%d tasks, %d with parts, %d distinct\n", w.n_tasks, with_parts, w.n_parts);
+    assert_true(with_parts > 100);
+    assert_true(w.n_parts > 0 && w.n_parts <= 16);
+    workload_free(&w);
+    fixture_free(&s);
+}
+
 static void critical_path_of_a_hand_built_graph(void **state)
 {
     /* stage 0: a(1) -> b(2); stage 1: c(4) waits for a; d(1) on stage 1 waits for b and c.
@@ -413,6 +454,7 @@ static void recompute_method_sets_the_layers_rerun(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(task_parts_are_shared_and_read_back),
         cmocka_unit_test(critical_path_of_a_hand_built_graph),
         cmocka_unit_test(compute_beside_communication_runs_at_its_share),
         cmocka_unit_test(event_replay_matches_list_scheduling_without_cost),
