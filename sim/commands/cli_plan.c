@@ -1,6 +1,6 @@
 /* dtsim plan SCENARIO.json [--gpus N] [--top K] [--confirm K] [--json FILE|-] [--report FILE.md]
- *            [--set P=V]... [--threads N] [--progress|--quiet]: the command line; the search is plan_search.c, the
- * report markdown.c. */
+ *            [--set P=V]... [--threads N] [--progress|--quiet]: the command line; the search is
+ * plan_search.c, the report markdown.c. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -241,8 +241,7 @@ int cli_plan(int argc, char **argv)
         goto out;
     }
     if (deadline > 0) {
-        /* the sizes are its progress: each is a line once searched (on a terminal, with
-         * --progress, or unless --quiet to a file, as before) */
+        /* the sizes are its progress: a line each once searched, unless --quiet */
         rc = plan_to_deadline(&s, deadline, max_gpus, threads, top, &batch, json_path, !quiet);
         scenario_free(&s);
         goto out;

@@ -29,11 +29,13 @@ int workload_add_task(step_workload *w, const sim_task *t)
  * patterns (forward, backward, with the embedding or the head, a received activation's gather). */
 #define PARTS_LOOKBACK 8
 
+/* What a task without parts reads, and what parts equal to it are stored as: none. */
+static const task_comm_parts no_parts;
+
 int workload_add_task_parts(step_workload *w, const sim_task *t, const task_comm_parts *parts)
 {
-    static const task_comm_parts none;
     int at = -1;
-    if (parts && memcmp(parts, &none, sizeof none) != 0) {
+    if (parts && memcmp(parts, &no_parts, sizeof no_parts) != 0) {
         for (int j = w->n_parts - 1; j >= 0 && j >= w->n_parts - PARTS_LOOKBACK && at < 0; j--)
             if (memcmp(&w->parts[j], parts, sizeof *parts) == 0)
                 at = j;
@@ -54,8 +56,7 @@ int workload_add_task_parts(step_workload *w, const sim_task *t, const task_comm
 
 const task_comm_parts *workload_task_parts(const step_workload *w, const sim_task *k)
 {
-    static const task_comm_parts none;
-    return k->parts >= 0 && k->parts < w->n_parts ? &w->parts[k->parts] : &none;
+    return k->parts >= 0 && k->parts < w->n_parts ? &w->parts[k->parts] : &no_parts;
 }
 
 void workload_add_dep(step_workload *w, int task, int dep)

@@ -197,12 +197,12 @@ int fixture_first_task(const scenario_config *s, const char *name, sim_task *out
         return -1;
     }
     int i = fixture_find_task(&w, name);
-    if (i >= 0)
+    if (i >= 0) {
         *out = w.tasks[i];
-    if (i >= 0 && parts)
-        *parts = *workload_task_parts(&w, &w.tasks[i]);
-    if (i >= 0)
-        out->parts = -1; /* its index pointed into the workload freed below */
+        out->parts = -1; /* its index points into the workload freed below */
+        if (parts)
+            *parts = *workload_task_parts(&w, &w.tasks[i]);
+    }
     workload_free(&w);
     return i >= 0 ? 0 : -1;
 }
