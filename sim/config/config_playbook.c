@@ -9,16 +9,17 @@
 #define S "scenario"
 
 /* parallel.grad_reduce_dtype, parallel.grad_compression, parallel.offload_*, DeepSpeed's stage-3
- * keys, parallel.pipeline_engine */
+ * keys, parallel.pipeline_engine, parallel.fsdp_reshard_after_forward */
 int config_parse_parallel_playbook(json_t *par, scenario_config *s, config_error *err)
 {
     static const char *const reduce_dtypes[] = {"auto", "fp32", "bf16", "fp16", "int8", NULL};
     static const char *const methods[] = {"none", "topk", "powersgd", NULL};
     static const char *const devices[] = {"none", "cpu", "nvme", NULL};
     static const char *const engines[] = {"megatron", "deepspeed", NULL};
+    static const char *const reshards[] = {"always", "never", "default", NULL};
     static const char *const comp_keys[] = {"method", "topk_ratio", "powersgd_rank", NULL};
     const char *p = S ".parallel";
-    int dtype, method, opt_dev, par_dev, engine;
+    int dtype, method, opt_dev, par_dev, engine, reshard;
     long long rank;
     json_t *comp;
     if (config_num(par, p, "stage3_prefetch_bucket_size", 0, 5e7, 0, 1e15, 0, &s->parallel.stage3_prefetch_bucket_size,
@@ -32,9 +33,11 @@ int config_parse_parallel_playbook(json_t *par, scenario_config *s, config_error
         config_object(par, p, "grad_compression", &comp, err) ||
         config_enum(par, p, "offload_optimizer", devices, OFFLOAD_NONE, &opt_dev, err) ||
         config_enum(par, p, "offload_parameters", devices, OFFLOAD_NONE, &par_dev, err) ||
-        config_enum(par, p, "pipeline_engine", engines, PIPELINE_ENGINE_MEGATRON, &engine, err))
+        config_enum(par, p, "pipeline_engine", engines, PIPELINE_ENGINE_MEGATRON, &engine, err) ||
+        config_enum(par, p, "fsdp_reshard_after_forward", reshards, FSDP_RESHARD_ALWAYS, &reshard, err))
         return -1;
     s->parallel.pipeline_engine = (pipeline_engine_kind)engine;
+    s->parallel.fsdp_reshard_after_forward = (fsdp_reshard_kind)reshard;
     static const double dtype_bytes[] = {0, 4, 2, 2, 1 + 4.0 / GRAD_INT8_BLOCK};
     s->parallel.grad_reduce_bytes = dtype_bytes[dtype];
     s->parallel.grad_reduce_int8 = dtype == 4;
@@ -97,6 +100,11 @@ int config_validate_playbook(const scenario_config *s, config_error *err)
         if (why)
             return config_fail(err, "%s.pipeline_engine: deepspeed with pipeline parallelism needs %s", p, why);
     }
+    if (s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED &&
+        s->parallel.fsdp_reshard_after_forward != FSDP_RESHARD_ALWAYS)
+        return config_fail(err, "%s.fsdp_reshard_after_forward: only \"always\" with pipeline_engine deepspeed (DeepSpeed's "
+                                "stage 3 lets a layer's parameters go after every pass; the key is PyTorch FSDP's, "
+                                "as torchtitan sets it)", p);
     const platform_config *pl = &s->platform;
     for (int i = 0; i < 2; i++) {
         int dev = i ? par_dev : opt_dev;

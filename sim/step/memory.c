@@ -216,7 +216,15 @@ int memory_model_stage(const scenario_config *s, int stage, int in_flight, memor
         /* the gathered working set: the running layer and the prefetched ones, as the workload
          * gathers them (zero3.h); and the parameters below the persistence threshold, which every
          * rank keeps whole instead of its shard */
-        out->buffers += zero3_live_params(s, &z3, L / V) * act_bytes;
+        if (z3.keep == ZERO3_KEEP_FOR_STEP) {
+            /* the stage whole from its first forward to its last backward, and its gradients
+             * accumulated unsharded in the wider of the compute and reduction dtypes (FSDP2's
+             * unsharded_accumulated_grad) until that backward reduce-scatters them */
+            out->buffers += params_stage_per_gpu(s, stage) * act_bytes;
+            out->gradients += params_stage_per_gpu(s, stage) * params_grad_buffer_bytes(s);
+        } else {
+            out->buffers += zero3_live_params(s, &z3, L / V) * act_bytes;
+        }
         if (off_par == OFFLOAD_NONE)
             out->weights += (double)L * z3.layer_persistent * act_bytes * (1.0 - 1.0 / shards);
     }

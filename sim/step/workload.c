@@ -145,7 +145,9 @@ static void emit_send(step_workload *w, const builder *b, stage_state *st, int s
 /* One pass (forward or backward of one micro-batch through one model chunk) of a stage: its
  * compute as one task, or per layer where something happens between layers (ZeRO-3's gathers
  * and gradient reduce-scatters; DP buckets of the chunk's last backward when they overlap), then
- * the pipeline send. */
+ * the pipeline send. ZeRO-3 that keeps its units gathered (zero3.h) gathers only in a forward
+ * (kept for the step: the chunk's first), and kept for the step reduces its gradients as DP
+ * buckets do, after the chunk's last backward. */
 static int emit_pass(step_workload *w, const builder *b, stage_state *st, int stage,
                      const pipe_action *a, int **fwd_p2p, int **bwd_p2p, int send)
 {
@@ -155,12 +157,16 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
     int last_vs = P * V - 1;
     int L = b->layers[vs];
     int fwd = a->phase == PIPE_FORWARD, z3 = b->z3.active;
+    int z3_step = z3 && b->z3.keep == ZERO3_KEEP_FOR_STEP; /* reduces as DP buckets do */
+    int gathers = z3 && (b->z3.keep == ZERO3_RESHARD_EACH_PASS || (fwd && (b->z3.keep == ZERO3_KEEP_FOR_BACKWARD ||
+                                                                        st->forwards_done[a->chunk] == 0)));
     int last_of_chunk = !fwd && --st->backwards_left[a->chunk] == 0;
     int dpcp = s->parallel.dp * s->parallel.cp;
     /* The chunk's last backward produces its final gradients layer by layer: emitted per layer
      * when DP buckets go out as they fill, or (one GPU with ZeRO-Offload) stream to the host. */
-    int split = z3 || (last_of_chunk && ((s->parallel.overlap_grad_reduce && dpcp > 1) ||
-                                         (dpcp <= 1 && s->parallel.offload_optimizer != OFFLOAD_NONE)));
+    int split = gathers || (z3 && !z3_step && !fwd) ||
+                (last_of_chunk && ((s->parallel.overlap_grad_reduce && dpcp > 1) ||
+                                   (dpcp <= 1 && s->parallel.offload_optimizer != OFFLOAD_NONE)));
     int pieces = split ? (L > 0 ? L : 1) : 1;
     int first_dep = fwd ? (vs > 0 ? fwd_p2p[vs - 1][a->micro_batch] : -1)
                         : (vs < last_vs ? bwd_p2p[vs + 1][a->micro_batch] : -1);
@@ -186,7 +192,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
                  : nl > 0 ? scenario_recomputed_layers(s, L - piece) - scenario_recomputed_layers(s, L - piece - 1)
                           : 0;
         double rerun = b->z3.regather_rerun ? nr * b->z3.layer_params : 0;
-        int gather = zero3_unit_gather(w, b, st, stage, rerun, unit);
+        int gather = gathers ? zero3_unit_gather(w, b, st, stage, rerun, unit) : -1;
         /* The previous layer's gradients go out after this layer's gather on the one comm stream
          * both share here: the prefetch is not queued behind a reduction that waits for the
          * compute it should overlap (DeepSpeed runs them on two streams that share the NIC; one
@@ -220,7 +226,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         st->last_compute = id;
         if (z3)
             st->z3_history[st->z3_units++ % Z3_HISTORY] = id;
-        if (!fwd && z3) { /* every micro-batch's gradients, reduce-scattered as buckets fill */
+        if (!fwd && z3 && !z3_step) { /* every micro-batch's gradients, reduce-scattered as buckets fill */
             st->pending_grad += (nl * b->grad_bytes_per_layer) +
                                 ((with_embed ? embed_params : 0) + (with_head ? head_grads : 0)) * b->grad_elem;
             if (last) { /* DeepSpeed's backward epilogue waits for the reduce stream
@@ -247,7 +253,7 @@ static int backward_splits(const builder *b, const stage_state *st, const pipe_a
 {
     const scenario_config *s = b->s;
     int dpcp = s->parallel.dp * s->parallel.cp;
-    return b->z3.active || (st->backwards_left[a->chunk] == 1 &&
+    return (b->z3.active && b->z3.keep != ZERO3_KEEP_FOR_STEP) || (st->backwards_left[a->chunk] == 1 &&
                             ((s->parallel.overlap_grad_reduce && dpcp > 1) ||
                              (dpcp <= 1 && s->parallel.offload_optimizer != OFFLOAD_NONE)));
 }

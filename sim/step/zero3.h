@@ -22,14 +22,32 @@
  *  - up to stage3_prefetch_bucket_size elements are fetched ahead of use, bounded by
  *    stage3_max_live_parameters gathered at once.
  * Defaults are DeepSpeed's (deepspeed/runtime/zero/config.py: prefetch_bucket_size 5e7,
- * param_persistence_threshold 1e5, max_live_parameters 1e9, reduce_bucket_size 5e8). */
+ * param_persistence_threshold 1e5, max_live_parameters 1e9, reduce_bucket_size 5e8).
+ *
+ * parallel.fsdp_reshard_after_forward changes when a unit lets its parameters go (keep):
+ *  - never, PP = 1 (FSDP2's reshard_after_forward=False): a forward's gather serves its backward;
+ *    the gradients are still reduce-scattered every backward;
+ *  - never or torchtitan's "default", PP > 1: PyTorch's pipeline stage also turns off the
+ *    resharding after backward and the gradient sync of every backward but a chunk's last
+ *    (torch/distributed/pipelining/stage.py, backward_maybe_with_nosync), so a chunk gathers its
+ *    layers in its first forward, holds them to its last backward, accumulates its gradients
+ *    unsharded (FSDP2 in the reduction dtype: unsharded_accumulated_grad) and reduce-scatters
+ *    them there, as DP buckets do under ZeRO-1/2. */
 #ifndef DTSIM_SIM_ZERO3_H
 #define DTSIM_SIM_ZERO3_H
 
 #include "config.h"
 
+/* How long a gathered unit stays gathered (zero3_plan.keep). */
+typedef enum {
+    ZERO3_RESHARD_EACH_PASS = 0, /* let go after every forward and backward */
+    ZERO3_KEEP_FOR_BACKWARD,     /* from a micro-batch's forward to its backward */
+    ZERO3_KEEP_FOR_STEP          /* from a chunk's first forward to its last backward */
+} zero3_keep;
+
 typedef struct {
     int active;                 /* zero_stage 3 with more than one shard, or parameters offloaded */
+    zero3_keep keep;            /* parallel.fsdp_reshard_after_forward, as the layout applies it */
     double layer_params;        /* one layer's partitioned parameters on one GPU (TP/EP split) */
     double layer_persistent;    /* one layer's parameters kept whole (below the threshold) */
     int prefetch_layers;        /* layers gathered ahead of the one running */
@@ -45,7 +63,8 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z);
 /* The gathered parameters a GPU holds at once on a chunk of chunk_layers layers: live_params, or
  * under full recomputation without DeepSpeed's re-gather a recomputed group's layers, kept from
  * their re-run to their backward (recompute_num_layers of them, at most the chunk's; one under
- * the block method), whichever is more. What the memory model holds. */
+ * the block method), whichever is more; every layer of the chunk when kept for the backward.
+ * What the memory model holds (kept for the step: memory.c holds the stage whole). */
 double zero3_live_params(const scenario_config *s, const zero3_plan *z, int chunk_layers);
 
 #endif

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "plan.h"
+#include "zero3.h"
 
 /* One search of GPT-3 175B on its 1,024 GPUs, shared by the tests that only read it. */
 typedef struct {
@@ -347,16 +348,17 @@ static void moe_models_search_expert_parallel(void **state)
  * communication, compute, bubbles and memory. A layout whose step is not yet periodic after
  * RUN_FOLD_DEPTHS pipeline depths fails here (tests/plan/README.md: the other scenarios' searches
  * were checked the same way when the fold was written). */
-static void folded_layouts_equal_the_full_replay(void **state)
+static void check_folds(const gpt3_plan *g)
 {
-    gpt3_plan *g = *state;
-    int folded = 0, foldable = 0;
+    int folded = 0, foldable = 0, zero3_folded = 0;
     double worst = 0, worst_bubble = 0;
     for (int i = 0; i < g->p.count; i++) {
         const plan_layout *l = &g->p.layouts[i];
         scenario_config c;
         config_error err;
         plan_apply(&g->s, l, &c);
+        zero3_plan z3;
+        zero3_plan_of(&c, &z3);
         run_result full;
         assert_int_equal(run_scenario(&c, &full, &err), 0);
         const run_result *f = &l->result;
@@ -380,16 +382,44 @@ static void folded_layouts_equal_the_full_replay(void **state)
         assert_float_equal(f->overlap_cost_s, full.overlap_cost_s, 1e-9 * full.step_time_s);
         assert_int_equal(f->tasks, full.tasks);
         folded += f->folded;
-        /* which layouts fold (run.h): no ZeRO-3, and two replays of m1 = 2 pipeline depths and
-         * m1 + a period (pp micro-batches when interleaved) cheaper than the full one */
+        zero3_folded += f->folded && l->zero == 3;
+        /* which layouts fold (run.h): no ZeRO-3 but one kept gathered for the step, and two
+         * replays of m1 = 2 pipeline depths and m1 + a period (pp micro-batches when interleaved)
+         * cheaper than the full one */
         long long period = l->vpp > 1 ? l->pp : 1, m1 = 2LL * l->pp * (l->vpp > 1 ? l->vpp : 1);
-        foldable += l->zero < 3 && 2 * m1 + period < scenario_micro_batches(&c);
+        foldable += (l->zero < 3 || z3.keep == ZERO3_KEEP_FOR_STEP) && 2 * m1 + period < scenario_micro_batches(&c);
     }
-    print_message("%d fitting layouts, %d of them folded; largest step difference %.3g, bubble %.3g\n", g->p.count,
-                  folded, worst, worst_bubble);
+    print_message("%d fitting layouts, %d of them folded (%d ZeRO-3); largest step difference %.3g, bubble %.3g\n",
+                  g->p.count, folded, zero3_folded, worst, worst_bubble);
     assert_true(worst_bubble < 1e-9);
     assert_true(folded > 0);
     assert_int_equal(folded, foldable); /* the fold is what the search ran, not a fallback */
+}
+
+static void folded_layouts_equal_the_full_replay(void **state)
+{
+    check_folds(*state);
+}
+
+/* The same search with ZeRO-3 as torchtitan runs it under pipeline parallelism
+ * (parallel.fsdp_reshard_after_forward "default": a chunk gathers once a step and reduces once),
+ * whose layouts with PP > 1 fold too: each one against its full replay. */
+static void folded_zero3_kept_for_the_step(void **state)
+{
+    (void)state;
+    gpt3_plan g;
+    config_error err;
+    const char *set[] = {"parallel.fsdp_reshard_after_forward=\"default\""};
+    if (scenario_load(DTSIM_SOURCE_DIR "/scenarios/gpt3-175b-1024-a100.json", set, 1, &g.s, &err) != 0 ||
+        plan_search(&g.s, 0, &g.p, &err, NULL) != 0)
+        fail_msg("%s", err.msg);
+    int kept = 0;
+    for (int i = 0; i < g.p.count; i++)
+        kept += g.p.layouts[i].zero == 3 && g.p.layouts[i].pp > 1;
+    assert_true(kept > 0);
+    check_folds(&g);
+    plan_result_free(&g.p);
+    scenario_free(&g.s);
 }
 
 /* The fold beside the full replay where a search does not go: GPipe (whose activation memory
@@ -433,6 +463,7 @@ int main(void)
         cmocka_unit_test(threads_do_not_change_the_result),
         cmocka_unit_test(moe_models_search_expert_parallel),
         cmocka_unit_test(fold_on_gpipe_and_shared_devices),
+        cmocka_unit_test(folded_zero3_kept_for_the_step),
     };
     const struct CMUnitTest shared[] = {
         cmocka_unit_test(dropped_candidates_are_counted_by_reason),

@@ -64,6 +64,13 @@ static void estimates_are_near_the_graphs(void **state)
                                  "parallel.data_parallel_size=2048", "parallel.zero_stage=3"};
     check("llama3-405b-16k-h100.json", zero3_llama, 6);
     check("llama3-405b-16k-h100.json", NULL, 0);
+    /* ZeRO-3 kept gathered (parallel.fsdp_reshard_after_forward): for the backward on one stage,
+     * for the step under pipeline parallelism */
+    const char *zero3_never[] = {"parallel.grad_compression={\"method\": \"none\"}", "parallel.zero_stage=3",
+                                 "parallel.fsdp_reshard_after_forward=\"never\""};
+    check("gpt2-xl-dp32-powersgd.json", zero3_never, 3);
+    const char *zero3_pipelined[] = {"parallel.zero_stage=3", "parallel.fsdp_reshard_after_forward=\"default\""};
+    check("llama3-405b-16k-h100.json", zero3_pipelined, 2);
     const char *small_buckets[] = {"parallel.bucket_size_mb=1"};
     check("llama3-405b-16k-h100.json", small_buckets, 1);
     check("gpt3-13b-1gpu-zero-offload.json", NULL, 0);

@@ -184,12 +184,91 @@ static void memory_holds_the_gathered_working_set(void **state)
     fixture_free(&s);
 }
 
+/* parallel.fsdp_reshard_after_forward (zero3.h), the same hand-written sizes as above. "never" on
+ * one stage: a forward's gather serves its backward, so each micro-batch gathers once and still
+ * reduce-scatters everything. Under pipeline parallelism ("default" = torchtitan's policy), each
+ * stage gathers its layers in its first forward and reduce-scatters its gradients once, after its
+ * last backward: the bytes of one step, whatever the micro-batch count; the last stage's tied LM
+ * head is its own copy of the table (V h), the final norm (2 h) a vector reduced with the rest. */
+static void reshard_after_forward_gathers_once(void **state)
+{
+    (void)state;
+    scenario_config s;
+    zero3_fixture(&s, 4);
+    double h = 1024, f = 4096, V = 32000, T = 1024, L = 4;
+    double matrices = 4 * h * h + 2 * h * f;
+    double vectors = 3 * h + h + f + h + 4 * h;
+    double ends = (V * h + T * h) + V * h;
+    double gathered, reduced, m = 2;
+    int gathers;
+    run_result always = fixture_run(&s);
+    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_DEFAULT; /* torchtitan's: always on one stage */
+    run_result policy = fixture_run(&s);
+    assert_true(policy.step_time_s == always.step_time_s);
+    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_NEVER;
+    bytes_of(&s, &gathered, &reduced, &gathers);
+    print_message("never, one stage: %d gathers, %.4g B gathered, %.4g B reduce-scattered\n", gathers, gathered,
+                  reduced);
+    assert_int_equal(gathers, (int)(m * L));
+    assert_true(REL(gathered, m * (L * matrices + ends) * 2));
+    assert_true(REL(reduced, m * (L * (matrices + vectors) + V * h + T * h + 2 * h) * 2));
+    run_result never = fixture_run(&s);
+    /* the same calls, half of them: half the gathering time, and no step longer */
+    assert_true(REL(never.comm_total_s[COMM_ZERO], always.comm_total_s[COMM_ZERO] / 2));
+    assert_true(never.step_time_s <= always.step_time_s);
+
+    /* two stages, 8 micro-batches */
+    fixture_layout(&s, 1, 2, 8, 64);
+    m = 8;
+    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_ALWAYS;
+    bytes_of(&s, &gathered, &reduced, &gathers);
+    assert_true(REL(gathered, m * 2 * (L * matrices + ends) * 2));
+    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_DEFAULT;
+    bytes_of(&s, &gathered, &reduced, &gathers);
+    print_message("default, two stages, %g micro-batches: %d gathers, %.4g B gathered, %.4g B reduce-scattered\n", m,
+                  gathers, gathered, reduced);
+    assert_int_equal(gathers, (int)L);
+    assert_true(REL(gathered, (L * matrices + ends) * 2));
+    assert_true(REL(reduced, (L * (matrices + vectors) + V * h + T * h + V * h + 2 * h) * 2));
+
+    /* memory: the stage whole in bf16 while gathered, and its gradients unsharded (bf16: ZeRO-3
+     * reduces in the model's dtype) on top of what always holds */
+    memory_breakdown kept, resharded;
+    assert_int_equal(memory_model_stage(&s, 0, 1, &kept), 0);
+    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_ALWAYS;
+    assert_int_equal(memory_model_stage(&s, 0, 1, &resharded), 0);
+    double stage0 = L / 2 * (matrices + vectors) + V * h + T * h;
+    assert_true(REL(kept.gradients - resharded.gradients, stage0 * 2));
+    zero3_plan z;
+    zero3_plan_of(&s, &z);
+    assert_true(REL(kept.buffers - resharded.buffers, (stage0 - z.live_params) * 2));
+    fixture_free(&s);
+}
+
+/* DeepSpeed's stage 3 has no such switch: the pair is refused by name. */
+static void reshard_after_forward_is_not_deepspeeds(void **state)
+{
+    (void)state;
+    scenario_config s;
+    zero3_fixture(&s, 4);
+    config_error err = {0};
+    s.parallel.pipeline_engine = PIPELINE_ENGINE_DEEPSPEED;
+    assert_int_equal(scenario_validate_layout(&s, &err), 0);
+    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_NEVER;
+    assert_int_not_equal(scenario_validate_layout(&s, &err), 0);
+    print_message("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, "fsdp_reshard_after_forward"));
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_micro_batch_gathers_and_reduces_each_layer),
         cmocka_unit_test(prefetch_hides_the_gathers_behind_compute),
         cmocka_unit_test(memory_holds_the_gathered_working_set),
+        cmocka_unit_test(reshard_after_forward_gathers_once),
+        cmocka_unit_test(reshard_after_forward_is_not_deepspeeds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
