@@ -32,13 +32,18 @@ typedef enum { OFFLOAD_NONE = 0, OFFLOAD_CPU, OFFLOAD_NVME } offload_device;
  * send/recv pairs) or DeepSpeed's PipelineEngine (TrainSchedule's steps, each send and receive
  * a blocking call of its own: sim/step/workload.c, deepspeed_schedule). */
 typedef enum { PIPELINE_ENGINE_MEGATRON = 0, PIPELINE_ENGINE_DEEPSPEED } pipeline_engine_kind;
-/* When ZeRO-3 lets a gathered unit go (parallel.fsdp_reshard_after_forward, torchtitan's
- * --parallelism.fsdp_reshard_after_forward): after every pass (Megatron-FSDP, DeepSpeed stage 3,
- * PyTorch FSDP's default), never (kept from a forward to its backward; under pipeline parallelism
- * PyTorch's pipelining also skips the resharding and the gradient sync of every backward but a
- * chunk's last, so a chunk gathers and reduce-scatters once a step), or torchtitan's policy
- * "default": never under pipeline parallelism, always without. sim/step/zero3.h. */
-typedef enum { FSDP_RESHARD_ALWAYS = 0, FSDP_RESHARD_NEVER, FSDP_RESHARD_DEFAULT } fsdp_reshard_kind;
+/* ZeRO-3 as PyTorch FSDP2 runs it, as torchtitan sets it (parallel.fsdp_reshard_after_forward,
+ * its --parallelism.fsdp_reshard_after_forward): whether a forward lets its layers go (always,
+ * never, or torchtitan's "default": never under pipeline parallelism, always without), and under
+ * pipeline parallelism PyTorch's pipelining, which keeps them after every backward and reduces the
+ * gradients once a step. Unset: Megatron-FSDP's and DeepSpeed stage 3's rule, a gather before
+ * every pass and a reduction after every backward. sim/step/zero3.h. */
+typedef enum {
+    FSDP_RESHARD_UNSET = 0,
+    FSDP_RESHARD_ALWAYS,
+    FSDP_RESHARD_NEVER,
+    FSDP_RESHARD_DEFAULT
+} fsdp_reshard_kind;
 
 /* ---- platform ------------------------------------------------------------------------ */
 typedef struct {
@@ -258,7 +263,7 @@ typedef struct {
         int overlap_p2p_comm;                /* 1: pipeline sends run beside compute; 0: a stage's
                                                 next pass waits for its last send (blocking) */
         pipeline_engine_kind pipeline_engine;
-        fsdp_reshard_kind fsdp_reshard_after_forward; /* ZeRO-3's resharding (above) */
+        fsdp_reshard_kind fsdp_reshard_after_forward; /* ZeRO-3 as FSDP2 runs it (above) */
         int scatter_gather_p2p;              /* 1 (default): without SP each TP rank sends 1/TP of
                                                 the activation and the receivers all-gather it over
                                                 NVLink; 0: each sends all of it */

@@ -34,10 +34,10 @@ int config_parse_parallel_playbook(json_t *par, scenario_config *s, config_error
         config_enum(par, p, "offload_optimizer", devices, OFFLOAD_NONE, &opt_dev, err) ||
         config_enum(par, p, "offload_parameters", devices, OFFLOAD_NONE, &par_dev, err) ||
         config_enum(par, p, "pipeline_engine", engines, PIPELINE_ENGINE_MEGATRON, &engine, err) ||
-        config_enum(par, p, "fsdp_reshard_after_forward", reshards, FSDP_RESHARD_ALWAYS, &reshard, err))
+        config_enum(par, p, "fsdp_reshard_after_forward", reshards, -1, &reshard, err))
         return -1;
     s->parallel.pipeline_engine = (pipeline_engine_kind)engine;
-    s->parallel.fsdp_reshard_after_forward = (fsdp_reshard_kind)reshard;
+    s->parallel.fsdp_reshard_after_forward = (fsdp_reshard_kind)(reshard + 1); /* absent: unset */
     static const double dtype_bytes[] = {0, 4, 2, 2, 1 + 4.0 / GRAD_INT8_BLOCK};
     s->parallel.grad_reduce_bytes = dtype_bytes[dtype];
     s->parallel.grad_reduce_int8 = dtype == 4;
@@ -100,11 +100,14 @@ int config_validate_playbook(const scenario_config *s, config_error *err)
         if (why)
             return config_fail(err, "%s.pipeline_engine: deepspeed with pipeline parallelism needs %s", p, why);
     }
-    if (s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED &&
-        s->parallel.fsdp_reshard_after_forward != FSDP_RESHARD_ALWAYS)
-        return config_fail(err, "%s.fsdp_reshard_after_forward: only \"always\" with pipeline_engine deepspeed (DeepSpeed's "
-                                "stage 3 lets a layer's parameters go after every pass; the key is PyTorch FSDP's, "
-                                "as torchtitan sets it)", p);
+    if (s->parallel.fsdp_reshard_after_forward != FSDP_RESHARD_UNSET &&
+        s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED)
+        return config_fail(err, "%s.fsdp_reshard_after_forward: not with pipeline_engine deepspeed (the key is "
+                                "PyTorch FSDP2's, as torchtitan sets it; DeepSpeed's stage 3 gathers before every "
+                                "pass)", p);
+    if (s->parallel.fsdp_reshard_after_forward != FSDP_RESHARD_UNSET && par_dev != OFFLOAD_NONE)
+        return config_fail(err, "%s.fsdp_reshard_after_forward: not with offload_parameters (dtsim offloads "
+                                "parameters as DeepSpeed's ZeRO-Infinity does, not as FSDP2)", p);
     const platform_config *pl = &s->platform;
     for (int i = 0; i < 2; i++) {
         int dev = i ? par_dev : opt_dev;

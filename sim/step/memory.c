@@ -211,22 +211,28 @@ int memory_model_stage(const scenario_config *s, int stage, int in_flight, memor
     /* In flight: two buckets, but never more than the gradients they hold: with a bucket larger
      * than the stage's (bucket_size_mb up to 1e6, Megatron-LM's bucket_size=None) there is one. */
     double in_flight_grads = fmin(2 * bucket, params_stage_per_gpu(s, stage) * elem);
+    if (z3.active && !z3.reduce_every_backward) /* FSDP2 reduce-scatters a layer's (a unit's) at a time */
+        in_flight_grads = fmin(in_flight_grads, 2 * (z3.layer_params + z3.layer_persistent) * elem);
     out->buffers = (shards > 1 || offload ? in_flight_grads : 0) + (P > 1 ? 4 * tokens * h * act_bytes : 0);
     if (z3.active) {
         /* the gathered working set: the running layer and the prefetched ones, as the workload
          * gathers them (zero3.h); and the parameters below the persistence threshold, which every
          * rank keeps whole instead of its shard */
-        if (z3.keep == ZERO3_KEEP_FOR_STEP) {
-            /* the stage whole from its first forward to its last backward, and its gradients
-             * accumulated unsharded in the wider of the compute and reduction dtypes (FSDP2's
-             * unsharded_accumulated_grad) until that backward reduce-scatters them */
-            out->buffers += params_stage_per_gpu(s, stage) * act_bytes;
-            out->gradients += params_stage_per_gpu(s, stage) * params_grad_buffer_bytes(s);
+        double whole = params_stage_per_gpu(s, stage);
+        if (!z3.reshard_after_backward) {
+            /* FSDP2 under pipeline parallelism (zero3.h): the stage whole, gathered after a backward
+             * (every chunk has had one by the steady state), and its gradients accumulated unsharded
+             * in the wider of the compute and reduction dtypes (unsharded_accumulated_grad) until
+             * the chunk's last backward reduce-scatters them; the persistent tensors are in it */
+            out->buffers += whole * act_bytes;
+            out->gradients += whole * params_grad_buffer_bytes(s);
         } else {
             out->buffers += zero3_live_params(s, &z3, L / V) * act_bytes;
+            if (!z3.reshard_after_forward) /* the embedding and head gathered with their layers */
+                out->buffers += params_stage_outside_layers_per_gpu(s, stage) * act_bytes;
+            if (off_par == OFFLOAD_NONE)
+                out->weights += (double)L * z3.layer_persistent * act_bytes * (1.0 - 1.0 / shards);
         }
-        if (off_par == OFFLOAD_NONE)
-            out->weights += (double)L * z3.layer_persistent * act_bytes * (1.0 - 1.0 / shards);
     }
     out->total = out->weights + out->gradients + out->optimizer + out->activations + out->buffers;
     out->capacity = s->platform.gpu.memory_gib * 1073741824.0;

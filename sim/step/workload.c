@@ -88,6 +88,18 @@ static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st
     return id;
 }
 
+/* FSDP2 without gradient sync (zero3.h): a backward's gradients of `params` parameters added into
+ * the unsharded ones, kept in the reduction dtype r (to_accumulated_grad_if_needed casts the
+ * chunk's first, accumulate_unsharded_grad_if_needed adds the later ones: read the new gradient
+ * in the compute dtype c, read and write the sum); in the compute dtype autograd adds them into
+ * the parameter's gradient (read both, write one) and the first costs nothing. */
+static double accumulate_unsharded_s(const builder *b, int first, double params)
+{
+    double c = b->cm.act_bytes, r = params_grad_buffer_bytes(b->s);
+    double bytes = r > c ? (first ? c + r : c + 2 * r) : (first ? 0 : 3 * c);
+    return bytes > 0 ? cost_memory_s(&b->cm, OPCLASS_ELEMENTWISE, bytes * params) : 0;
+}
+
 /* Adds a pass's work to compute task t: nl layers (nr of them rerun first by recomputation: a
  * backward's), and the embedding and the head where the pass meets them (a forward meets the
  * embedding first, a backward the head). */
@@ -145,9 +157,9 @@ static void emit_send(step_workload *w, const builder *b, stage_state *st, int s
 /* One pass (forward or backward of one micro-batch through one model chunk) of a stage: its
  * compute as one task, or per layer where something happens between layers (ZeRO-3's gathers
  * and gradient reduce-scatters; DP buckets of the chunk's last backward when they overlap), then
- * the pipeline send. ZeRO-3 that keeps its units gathered (zero3.h) gathers only in a forward
- * (kept for the step: the chunk's first), and kept for the step reduces its gradients as DP
- * buckets do, after the chunk's last backward. */
+ * the pipeline send. ZeRO-3 as FSDP2 runs it (zero3.h) gathers only where the chunk's layers are
+ * not still gathered from its last pass, and under pipeline parallelism adds each backward's
+ * gradients into unsharded ones and reduce-scatters them after the chunk's last backward. */
 static int emit_pass(step_workload *w, const builder *b, stage_state *st, int stage,
                      const pipe_action *a, int **fwd_p2p, int **bwd_p2p, int send)
 {
@@ -157,16 +169,17 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
     int last_vs = P * V - 1;
     int L = b->layers[vs];
     int fwd = a->phase == PIPE_FORWARD, z3 = b->z3.active;
-    int z3_step = z3 && b->z3.keep == ZERO3_KEEP_FOR_STEP; /* reduces as DP buckets do */
-    int gathers = z3 && (b->z3.keep == ZERO3_RESHARD_EACH_PASS || (fwd && (b->z3.keep == ZERO3_KEEP_FOR_BACKWARD ||
-                                                                        st->forwards_done[a->chunk] == 0)));
+    int z3_once = z3 && !b->z3.reduce_every_backward; /* reduces once, after the chunk's last backward */
+    int gathers = z3 && !st->z3_held[a->chunk];
+    int first_of_chunk = !fwd && st->backwards_left[a->chunk] == b->m;
     int last_of_chunk = !fwd && --st->backwards_left[a->chunk] == 0;
     int dpcp = s->parallel.dp * s->parallel.cp;
     /* The chunk's last backward produces its final gradients layer by layer: emitted per layer
      * when DP buckets go out as they fill, or (one GPU with ZeRO-Offload) stream to the host. */
-    int split = gathers || (z3 && !z3_step && !fwd) ||
-                (last_of_chunk && ((s->parallel.overlap_grad_reduce && dpcp > 1) ||
-                                   (dpcp <= 1 && s->parallel.offload_optimizer != OFFLOAD_NONE)));
+    int split = gathers || (z3 && !z3_once && !fwd) ||
+                (!z3_once && last_of_chunk &&
+                 ((s->parallel.overlap_grad_reduce && dpcp > 1) ||
+                  (dpcp <= 1 && s->parallel.offload_optimizer != OFFLOAD_NONE)));
     int pieces = split ? (L > 0 ? L : 1) : 1;
     int first_dep = fwd ? (vs > 0 ? fwd_p2p[vs - 1][a->micro_batch] : -1)
                         : (vs < last_vs ? bwd_p2p[vs + 1][a->micro_batch] : -1);
@@ -210,6 +223,10 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         add_pass_work(&t, &parts, b, fwd, nl, nr, with_embed, with_head);
         if (first && (fwd ? vs > 0 : vs < last_vs))
             gather_received(&t, &parts, b);
+        if (!fwd && z3_once) /* the piece's gradients into the unsharded ones */
+            t.duration_s += accumulate_unsharded_s(b, first_of_chunk,
+                                                   nl * (b->z3.layer_params + b->z3.layer_persistent) +
+                                                       (with_embed ? embed_params : 0) + (with_head ? head_grads : 0));
         id = workload_add_task_parts(w, &t, &parts);
         if (first && first_dep >= 0)
             workload_add_dep(w, id, first_dep);
@@ -226,7 +243,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         st->last_compute = id;
         if (z3)
             st->z3_history[st->z3_units++ % Z3_HISTORY] = id;
-        if (!fwd && z3 && !z3_step) { /* every micro-batch's gradients, reduce-scattered as buckets fill */
+        if (!fwd && z3 && !z3_once) { /* every micro-batch's gradients, reduce-scattered as buckets fill */
             st->pending_grad += (nl * b->grad_bytes_per_layer) +
                                 ((with_embed ? embed_params : 0) + (with_head ? head_grads : 0)) * b->grad_elem;
             if (last) { /* DeepSpeed's backward epilogue waits for the reduce stream
@@ -236,13 +253,19 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
             } else {
                 reduce_after = id;
             }
-        } else if (!fwd && split) {
+        } else if (!fwd && split && !z3_once) {
             st->pending_grad += nl * b->grad_bytes_per_layer;
             workload_flush_and_offload(w, b, st, stage, id, 0);
         }
     }
-    if (last_of_chunk && !split)
+    if (z3)
+        st->z3_held[a->chunk] = fwd ? !b->z3.reshard_after_forward : !b->z3.reshard_after_backward;
+    if (last_of_chunk && z3_once) { /* FSDP's post-backward, run by hand after the whole pass */
         st->pending_grad += L * b->grad_bytes_per_layer;
+        workload_flush_and_offload(w, b, st, stage, id, 1);
+    } else if (last_of_chunk && !split) {
+        st->pending_grad += L * b->grad_bytes_per_layer;
+    }
     if (send)
         emit_send(w, b, st, stage, a, id, fwd_p2p, bwd_p2p);
     return 0;
@@ -253,9 +276,10 @@ static int backward_splits(const builder *b, const stage_state *st, const pipe_a
 {
     const scenario_config *s = b->s;
     int dpcp = s->parallel.dp * s->parallel.cp;
-    return (b->z3.active && b->z3.keep != ZERO3_KEEP_FOR_STEP) || (st->backwards_left[a->chunk] == 1 &&
-                            ((s->parallel.overlap_grad_reduce && dpcp > 1) ||
-                             (dpcp <= 1 && s->parallel.offload_optimizer != OFFLOAD_NONE)));
+    if (b->z3.active) /* it gathers, or it reduces as buckets fill */
+        return b->z3.reduce_every_backward || !st->z3_held[a->chunk];
+    return st->backwards_left[a->chunk] == 1 && ((s->parallel.overlap_grad_reduce && dpcp > 1) ||
+                                                 (dpcp <= 1 && s->parallel.offload_optimizer != OFFLOAD_NONE));
 }
 
 /* parallel.overlap_moe_expert_parallel_comm (sim/step/moe_overlap.h): a backward (bk) and the
@@ -466,6 +490,7 @@ int workload_build_scheduled(const scenario_config *s, const pipeline_schedule *
         st[p].gather_first = malloc((size_t)b.V * sizeof(int));
         st[p].gather_last = malloc((size_t)b.V * sizeof(int));
         st[p].forwards_done = calloc((size_t)b.V, sizeof(int));
+        st[p].z3_held = calloc((size_t)b.V, sizeof(int));
         for (int c = 0; c < b.V; c++) {
             st[p].backwards_left[c] = b.m;
             st[p].gather_first[c] = st[p].gather_last[c] = -1;
@@ -536,6 +561,7 @@ int workload_build_scheduled(const scenario_config *s, const pipeline_schedule *
         free(st[p].gather_first);
         free(st[p].gather_last);
         free(st[p].forwards_done);
+        free(st[p].z3_held);
     }
     free(fwd_p2p);
     free(bwd_p2p);

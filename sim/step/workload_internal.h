@@ -57,6 +57,7 @@ typedef struct {
     int *gather_first, *gather_last; /* overlap_param_gather: per chunk, its first and last
                                         parameter all-gather (-1: none) */
     int *forwards_done;    /* per chunk: forward passes emitted */
+    int *z3_held;          /* per chunk: ZeRO-3 as FSDP2 runs it, its layers still gathered */
     int last_send;         /* the stage's last pipeline send, which a blocking send waits for */
     int z3_epilogue;       /* ZeRO-3: the last backward's final reduction, which the next pass waits for */
     int z3_units;          /* ZeRO-3: units (pass pieces) run so far, and the compute task of */

@@ -36,19 +36,17 @@ void workload_size_estimate(const scenario_config *s, workload_size *z)
                   (dpcp <= 1 && s->parallel.offload_optimizer != OFFLOAD_NONE);
     if (P * V > 1)
         comm += passes; /* a send after every pass but the pipeline's ends */
-    if (z3.active && z3.keep == ZERO3_KEEP_FOR_STEP) {
-        /* a chunk's first forward per layer, with its gathers; its gradients as DP buckets */
-        compute += P * V * (layers_per_chunk - 1);
-        comm += P * V * layers_per_chunk;
-        if (streams) {
-            compute += P * V * (layers_per_chunk - 1);
-            comm += P * V * layers_per_chunk * flush_tasks(layer_grad, bucket, compressed);
-        } else {
-            comm += P * flush_tasks(V * layers_per_chunk * layer_grad, bucket, compressed);
-        }
+    if (z3.active && !z3.reduce_every_backward) {
+        /* FSDP2 under PP (zero3.h): the passes that gather, per layer with their gathers (a chunk's
+         * first forward; without reshard_after_forward nothing more, with it every backward and
+         * the forwards before a chunk's first backward, about P of them), the rest whole; each
+         * chunk's gradients in one flush after its last backward */
+        double gathering = z3.reshard_after_forward ? passes / 2 + P * V * P : P * V;
+        compute += gathering * (layers_per_chunk - 1);
+        comm += gathering * layers_per_chunk + P * V * flush_tasks(layers_per_chunk * layer_grad, bucket, compressed);
     } else if (z3.active) {
         compute = passes * layers_per_chunk; /* a piece per layer */
-        comm += (z3.keep == ZERO3_KEEP_FOR_BACKWARD ? passes / 2 : passes) * layers_per_chunk; /* its gathers */
+        comm += (z3.reshard_after_forward ? passes : passes / 2) * layers_per_chunk; /* its gathers */
         if (z3.regather_rerun) /* DeepSpeed gathers a recomputed layer again for its re-run */
             comm += passes / 2 * scenario_recomputed_layers(s, (int)layers_per_chunk);
         /* every backward piece's buckets */

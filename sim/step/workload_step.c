@@ -61,8 +61,8 @@ void workload_emit_param_gathers(step_workload *w, const builder *b, stage_state
 void workload_emit_grad_flush(step_workload *w, const builder *b, stage_state *st, int stage)
 {
     const scenario_config *s = b->s;
-    if (b->z3.active && b->z3.keep != ZERO3_KEEP_FOR_STEP) /* ZeRO-3 reduced every micro-batch's
-                                                               gradients in its backward */
+    if (b->z3.active && b->z3.reduce_every_backward) /* ZeRO-3 reduced every micro-batch's gradients
+                                                        in its backward */
         return;
     /* the gradients outside the layers: the embedding, the final norm, the LM-head copy */
     double outside = params_stage_outside_layers_per_gpu(s, stage);

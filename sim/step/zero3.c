@@ -33,17 +33,15 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z)
                         s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED;
     z->reduce_bucket_params = s->parallel.reduce_bucket_size > 0 ? s->parallel.reduce_bucket_size : 5e8;
     fsdp_reshard_kind r = s->parallel.fsdp_reshard_after_forward;
-    int pipelined = s->parallel.pp > 1;
-    z->keep = r == FSDP_RESHARD_ALWAYS || (r == FSDP_RESHARD_DEFAULT && !pipelined) ? ZERO3_RESHARD_EACH_PASS
-              : pipelined                                                            ? ZERO3_KEEP_FOR_STEP
-                                                                                     : ZERO3_KEEP_FOR_BACKWARD;
-    if (z->keep != ZERO3_RESHARD_EACH_PASS)
-        z->regather_rerun = 0; /* a re-run finds its layers gathered */
+    int fsdp2 = r != FSDP_RESHARD_UNSET, pipelined = s->parallel.pp > 1;
+    z->reshard_after_forward = r == FSDP_RESHARD_UNSET || r == FSDP_RESHARD_ALWAYS ||
+                               (r == FSDP_RESHARD_DEFAULT && !pipelined);
+    z->reshard_after_backward = z->reduce_every_backward = !(fsdp2 && pipelined);
 }
 
 double zero3_live_params(const scenario_config *s, const zero3_plan *z, int chunk_layers)
 {
-    if (z->keep != ZERO3_RESHARD_EACH_PASS)
+    if (!z->reshard_after_forward || !z->reshard_after_backward)
         return fmax(z->live_params, (double)chunk_layers * z->layer_params);
     if (s->training.recompute != RECOMPUTE_FULL || z->regather_rerun)
         return z->live_params;

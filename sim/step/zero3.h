@@ -24,30 +24,31 @@
  * Defaults are DeepSpeed's (deepspeed/runtime/zero/config.py: prefetch_bucket_size 5e7,
  * param_persistence_threshold 1e5, max_live_parameters 1e9, reduce_bucket_size 5e8).
  *
- * parallel.fsdp_reshard_after_forward changes when a unit lets its parameters go (keep):
- *  - never, PP = 1 (FSDP2's reshard_after_forward=False): a forward's gather serves its backward;
- *    the gradients are still reduce-scattered every backward;
- *  - never or torchtitan's "default", PP > 1: PyTorch's pipeline stage also turns off the
- *    resharding after backward and the gradient sync of every backward but a chunk's last
- *    (torch/distributed/pipelining/stage.py, backward_maybe_with_nosync), so a chunk gathers its
- *    layers in its first forward, holds them to its last backward, accumulates its gradients
- *    unsharded (FSDP2 in the reduction dtype: unsharded_accumulated_grad) and reduce-scatters
- *    them there, as DP buckets do under ZeRO-1/2. */
+ * parallel.fsdp_reshard_after_forward asks for PyTorch FSDP2 as torchtitan runs it instead:
+ *  - a forward lets its layers go unless the key (or torchtitan's policy "default", which says
+ *    never under pipeline parallelism, always without) says never; a layer still gathered when
+ *    its next pass comes is not gathered again;
+ *  - without pipeline parallelism a backward lets them go and reduce-scatters every micro-batch;
+ *  - under it, PyTorch's pipeline stage turns off the resharding after backward and the gradient
+ *    sync of every backward but a chunk's last, then runs FSDP's post-backward by hand after that
+ *    whole backward (torch/distributed/pipelining/stage.py, backward_maybe_with_nosync): the
+ *    layers stay gathered after every backward (never: from the chunk's first forward on; always:
+ *    until the next forward ends, so a backward gathers and the forward after it does not), each
+ *    backward adds its gradients into unsharded ones in the reduction dtype (FSDP2's
+ *    unsharded_accumulated_grad, to_accumulated_grad_if_needed / accumulate_unsharded_grad_if_needed:
+ *    a pass on the compute stream), and the chunk reduce-scatters them once, after its last
+ *    backward, unoverlapped with it. */
 #ifndef DTSIM_SIM_ZERO3_H
 #define DTSIM_SIM_ZERO3_H
 
 #include "config.h"
 
-/* How long a gathered unit stays gathered (zero3_plan.keep). */
-typedef enum {
-    ZERO3_RESHARD_EACH_PASS = 0, /* let go after every forward and backward */
-    ZERO3_KEEP_FOR_BACKWARD,     /* from a micro-batch's forward to its backward */
-    ZERO3_KEEP_FOR_STEP          /* from a chunk's first forward to its last backward */
-} zero3_keep;
-
 typedef struct {
     int active;                 /* zero_stage 3 with more than one shard, or parameters offloaded */
-    zero3_keep keep;            /* parallel.fsdp_reshard_after_forward, as the layout applies it */
+    int reshard_after_forward;  /* a forward lets its layers go (else they stay for the backward) */
+    int reshard_after_backward; /* a backward lets them go (else they stay until a forward ends) */
+    int reduce_every_backward;  /* gradients reduce-scattered in every backward (else accumulated
+                                   unsharded and reduced once, after the chunk's last backward) */
     double layer_params;        /* one layer's partitioned parameters on one GPU (TP/EP split) */
     double layer_persistent;    /* one layer's parameters kept whole (below the threshold) */
     int prefetch_layers;        /* layers gathered ahead of the one running */
@@ -63,8 +64,9 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z);
 /* The gathered parameters a GPU holds at once on a chunk of chunk_layers layers: live_params, or
  * under full recomputation without DeepSpeed's re-gather a recomputed group's layers, kept from
  * their re-run to their backward (recompute_num_layers of them, at most the chunk's; one under
- * the block method), whichever is more; every layer of the chunk when kept for the backward.
- * What the memory model holds (kept for the step: memory.c holds the stage whole). */
+ * the block method), whichever is more; every layer of the chunk when a forward keeps them for
+ * the backward. What the memory model holds (kept after a backward too: memory.c holds the stage
+ * whole). */
 double zero3_live_params(const scenario_config *s, const zero3_plan *z, int chunk_layers);
 
 #endif

@@ -2,8 +2,8 @@
  * collective and pipeline transfer running beside the compute stream takes 1 - 1/s of its GPU
  * (sim/step/cost.h). The analytic replay integrates the compute at its share; the flow replay gets
  * the same from SimGrid's sharing of the GPU host. On uncontended layouts with gradient-reduce,
- * parameter-gather, pipeline and ZeRO-3 overlap (resharded every pass or kept) they agree within 2% on the step and within 10%
- * on the overlap cost itself, and both steps grow with s. */
+ * parameter-gather, pipeline and ZeRO-3 overlap (Megatron-FSDP's or FSDP2's) they agree within 2%
+ * on the step and within 10% on the overlap cost itself, and both steps grow with s. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -57,10 +57,13 @@ static void zero3_prefetch_overlap_costs_the_same_at_both_fidelities(void **stat
     check_layout(&s, "ZeRO-3 DP 8");
     s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_NEVER;
     check_layout(&s, "... kept from forward to backward");
-    /* torchtitan's policy under PP: a chunk gathers once a step, reduces once */
+    /* FSDP2 under PP: a chunk gathers once a step (torchtitan's policy), or in every backward
+     * (always), and reduces once */
     fixture_layout(&s, 1, 2, 4, 16);
     s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_DEFAULT;
-    check_layout(&s, "ZeRO-3 PP 2 x DP 4, kept for the step");
+    check_layout(&s, "ZeRO-3 PP 2 x DP 4, FSDP2 kept for the step");
+    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_ALWAYS;
+    check_layout(&s, "... resharded after each forward");
     fixture_free(&s);
 }
 

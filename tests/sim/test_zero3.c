@@ -14,6 +14,7 @@
 #include "fixture.h"
 #include "memory.h"
 #include "params.h"
+#include "cost.h"
 #include "run.h"
 #include "workload.h"
 #include "zero3.h"
@@ -184,27 +185,29 @@ static void memory_holds_the_gathered_working_set(void **state)
     fixture_free(&s);
 }
 
-/* parallel.fsdp_reshard_after_forward (zero3.h), the same hand-written sizes as above. "never" on
- * one stage: a forward's gather serves its backward, so each micro-batch gathers once and still
- * reduce-scatters everything. Under pipeline parallelism ("default" = torchtitan's policy), each
- * stage gathers its layers in its first forward and reduce-scatters its gradients once, after its
- * last backward: the bytes of one step, whatever the micro-batch count; the last stage's tied LM
- * head is its own copy of the table (V h), the final norm (2 h) a vector reduced with the rest. */
-static void reshard_after_forward_gathers_once(void **state)
+/* parallel.fsdp_reshard_after_forward: FSDP2 as torchtitan runs it (zero3.h), the same hand-written
+ * sizes as above. On one stage "always" (and torchtitan's "default") is the rule above; "never"
+ * keeps a forward's gather for its backward: one gather a micro-batch, every gradient still
+ * reduce-scattered each backward, and the chunk with its embedding and head held gathered. */
+static void fsdp2_on_one_stage(void **state)
 {
     (void)state;
     scenario_config s;
     zero3_fixture(&s, 4);
-    double h = 1024, f = 4096, V = 32000, T = 1024, L = 4;
+    double h = 1024, f = 4096, V = 32000, T = 1024, L = 4, m = 2;
     double matrices = 4 * h * h + 2 * h * f;
     double vectors = 3 * h + h + f + h + 4 * h;
     double ends = (V * h + T * h) + V * h;
-    double gathered, reduced, m = 2;
+    double gathered, reduced;
     int gathers;
-    run_result always = fixture_run(&s);
-    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_DEFAULT; /* torchtitan's: always on one stage */
-    run_result policy = fixture_run(&s);
-    assert_true(policy.step_time_s == always.step_time_s);
+    run_result unset = fixture_run(&s);
+    memory_breakdown megatron, kept;
+    assert_int_equal(memory_model_stage(&s, 0, 1, &megatron), 0);
+    for (int r = FSDP_RESHARD_ALWAYS; r <= FSDP_RESHARD_DEFAULT; r += 2) {
+        s.parallel.fsdp_reshard_after_forward = (fsdp_reshard_kind)r;
+        run_result same = fixture_run(&s);
+        assert_true(same.step_time_s == unset.step_time_s);
+    }
     s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_NEVER;
     bytes_of(&s, &gathered, &reduced, &gathers);
     print_message("never, one stage: %d gathers, %.4g B gathered, %.4g B reduce-scattered\n", gathers, gathered,
@@ -214,39 +217,112 @@ static void reshard_after_forward_gathers_once(void **state)
     assert_true(REL(reduced, m * (L * (matrices + vectors) + V * h + T * h + 2 * h) * 2));
     run_result never = fixture_run(&s);
     /* the same calls, half of them: half the gathering time, and no step longer */
-    assert_true(REL(never.comm_total_s[COMM_ZERO], always.comm_total_s[COMM_ZERO] / 2));
-    assert_true(never.step_time_s <= always.step_time_s);
-
-    /* two stages, 8 micro-batches */
-    fixture_layout(&s, 1, 2, 8, 64);
-    m = 8;
-    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_ALWAYS;
-    bytes_of(&s, &gathered, &reduced, &gathers);
-    assert_true(REL(gathered, m * 2 * (L * matrices + ends) * 2));
-    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_DEFAULT;
-    bytes_of(&s, &gathered, &reduced, &gathers);
-    print_message("default, two stages, %g micro-batches: %d gathers, %.4g B gathered, %.4g B reduce-scattered\n", m,
-                  gathers, gathered, reduced);
-    assert_int_equal(gathers, (int)L);
-    assert_true(REL(gathered, (L * matrices + ends) * 2));
-    assert_true(REL(reduced, (L * (matrices + vectors) + V * h + T * h + V * h + 2 * h) * 2));
-
-    /* memory: the stage whole in bf16 while gathered, and its gradients unsharded (bf16: ZeRO-3
-     * reduces in the model's dtype) on top of what always holds */
-    memory_breakdown kept, resharded;
+    assert_true(REL(never.comm_total_s[COMM_ZERO], unset.comm_total_s[COMM_ZERO] / 2));
+    assert_true(never.step_time_s <= unset.step_time_s);
+    /* held from the forward to the backward: every layer (here fewer than the prefetching holds
+     * anyway: 1 + 4 layers of 12.6M), the embedding (V h + T h; the tied head is the same table)
+     * and the final norm (2 h), in bf16 */
     assert_int_equal(memory_model_stage(&s, 0, 1, &kept), 0);
-    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_ALWAYS;
-    assert_int_equal(memory_model_stage(&s, 0, 1, &resharded), 0);
-    double stage0 = L / 2 * (matrices + vectors) + V * h + T * h;
-    assert_true(REL(kept.gradients - resharded.gradients, stage0 * 2));
     zero3_plan z;
     zero3_plan_of(&s, &z);
-    assert_true(REL(kept.buffers - resharded.buffers, (stage0 - z.live_params) * 2));
+    assert_true(REL(z.live_params, 5 * matrices));
+    assert_true(REL(kept.buffers - megatron.buffers, (V * h + T * h + 2 * h) * 2));
+    s.parallel.stage3_prefetch_bucket_size = 0; /* no prefetch: one layer live, or the whole chunk kept */
+    assert_int_equal(memory_model_stage(&s, 0, 1, &kept), 0);
+    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_UNSET;
+    assert_int_equal(memory_model_stage(&s, 0, 1, &megatron), 0);
+    assert_true(REL(kept.buffers - megatron.buffers, ((L - 1) * matrices + V * h + T * h + 2 * h) * 2));
+    assert_true(REL(kept.gradients, megatron.gradients));
     fixture_free(&s);
 }
 
-/* DeepSpeed's stage 3 has no such switch: the pair is refused by name. */
-static void reshard_after_forward_is_not_deepspeeds(void **state)
+/* Under pipeline parallelism (two stages of two layers, 8 micro-batches, 1F1B) PyTorch's
+ * pipelining keeps the layers after every backward and reduces once a step, after each chunk's
+ * last backward. "never" ("default" under PP): each stage gathers in its first forward only.
+ * "always": a forward lets them go, so the passes that follow a forward gather, and so do the
+ * forwards before a stage's first backward: the P - s forwards before it (s the stage's index) and
+ * the m backwards but the P - s - 1 of the cool-down that follow a backward, m + 1 passes a
+ * stage. Either way the gradients are reduced once: every
+ * parameter, the last stage's tied head its own copy of the table (V h), in bf16. Each backward
+ * but a chunk's first adds its bf16 gradients into the accumulated ones (read both, write one:
+ * 6 bytes a parameter). */
+static void fsdp2_under_pipeline_parallelism(void **state)
+{
+    (void)state;
+    scenario_config s;
+    zero3_fixture(&s, 4);
+    fixture_layout(&s, 1, 2, 8, 64);
+    double h = 1024, f = 4096, V = 32000, T = 1024, L = 4, m = 8;
+    double matrices = 4 * h * h + 2 * h * f;
+    double vectors = 3 * h + h + f + h + 4 * h;
+    double reduced_once = (L * (matrices + vectors) + V * h + T * h + V * h + 2 * h) * 2;
+    double gathered, reduced;
+    int gathers;
+    bytes_of(&s, &gathered, &reduced, &gathers); /* unset: Megatron-FSDP, two gathers a micro-batch */
+    assert_true(REL(gathered, m * 2 * (L * matrices + (V * h + T * h) + V * h) * 2));
+    double megatron_bwd[2] = {0, 0};
+    step_workload w;
+    fixture_build(&s, &w);
+    for (int i = 0; i < w.n_tasks; i++)
+        if (!strcmp(w.tasks[i].name, "bwd"))
+            megatron_bwd[w.tasks[i].stage] += w.tasks[i].duration_s;
+    workload_free(&w);
+
+    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_DEFAULT;
+    bytes_of(&s, &gathered, &reduced, &gathers);
+    print_message("default, two stages: %d gathers, %.4g B gathered, %.4g B reduce-scattered\n", gathers, gathered,
+                  reduced);
+    assert_int_equal(gathers, (int)L);
+    assert_true(REL(gathered, (L * matrices + (V * h + T * h) + V * h) * 2));
+    assert_true(REL(reduced, reduced_once));
+    /* no backward is cut into layers (nothing goes out during one), and each carries the
+     * accumulation but a chunk's first */
+    fixture_build(&s, &w);
+    int bwd_tasks[2] = {0, 0};
+    double bwd[2] = {0, 0};
+    for (int i = 0; i < w.n_tasks; i++)
+        if (!strcmp(w.tasks[i].name, "bwd")) {
+            bwd_tasks[w.tasks[i].stage]++;
+            bwd[w.tasks[i].stage] += w.tasks[i].duration_s;
+        }
+    workload_free(&w);
+    cost_model cm;
+    cost_model_init(&cm, &s);
+    double stage_params[2] = {2 * (matrices + vectors) + V * h + T * h, 2 * (matrices + vectors) + V * h + 2 * h};
+    for (int p = 0; p < 2; p++) {
+        assert_int_equal(bwd_tasks[p], (int)m);
+        double added = (m - 1) * cost_memory_s(&cm, OPCLASS_ELEMENTWISE, 6 * stage_params[p]);
+        assert_true(fabs(bwd[p] - megatron_bwd[p] - added) < 1e-9 * bwd[p]);
+    }
+
+    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_ALWAYS;
+    bytes_of(&s, &gathered, &reduced, &gathers);
+    print_message("always, two stages: %d gathers, %.4g B gathered, %.4g B reduce-scattered\n", gathers, gathered,
+                  reduced);
+    assert_int_equal(gathers, (int)(2 * (m + 1) * 2));
+    assert_true(REL(gathered, (m + 1) * ((2 * matrices + V * h + T * h) + (2 * matrices + V * h)) * 2));
+    assert_true(REL(reduced, reduced_once));
+
+    /* memory against Megatron-FSDP's rule on stage 0: the stage whole in bf16 in place of the
+     * gathered working set, its gradients unsharded in bf16 (ZeRO-3 reduces in the model's dtype),
+     * two layers' reduce-scatter input in flight in place of the stage's, and the persistent
+     * vectors counted in the whole stage instead of beside the shards */
+    memory_breakdown kept, megatron;
+    assert_int_equal(memory_model_stage(&s, 0, 1, &kept), 0);
+    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_UNSET;
+    assert_int_equal(memory_model_stage(&s, 0, 1, &megatron), 0);
+    zero3_plan z;
+    zero3_plan_of(&s, &z);
+    assert_true(REL(kept.gradients - megatron.gradients, stage_params[0] * 2));
+    double in_flight = fmin(stage_params[0], 2 * (matrices + vectors)) * 2;
+    assert_true(REL(kept.buffers - megatron.buffers, (stage_params[0] - z.live_params) * 2 + in_flight -
+                                                         stage_params[0] * 2));
+    assert_true(REL(megatron.weights - kept.weights, 2 * vectors * 2 * (1 - 1.0 / 8)));
+    fixture_free(&s);
+}
+
+/* The key is FSDP2's: with DeepSpeed's engine or ZeRO-Infinity's offload it is refused by name. */
+static void fsdp2_key_is_refused_where_it_cannot_run(void **state)
 {
     (void)state;
     scenario_config s;
@@ -254,10 +330,16 @@ static void reshard_after_forward_is_not_deepspeeds(void **state)
     config_error err = {0};
     s.parallel.pipeline_engine = PIPELINE_ENGINE_DEEPSPEED;
     assert_int_equal(scenario_validate_layout(&s, &err), 0);
-    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_NEVER;
+    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_ALWAYS;
     assert_int_not_equal(scenario_validate_layout(&s, &err), 0);
     print_message("%s\n", err.msg);
     assert_non_null(strstr(err.msg, "fsdp_reshard_after_forward"));
+    /* nor with parameters offloaded, which dtsim runs as ZeRO-Infinity does */
+    s.parallel.pipeline_engine = PIPELINE_ENGINE_MEGATRON;
+    s.parallel.offload_optimizer = s.parallel.offload_parameters = OFFLOAD_CPU;
+    assert_int_not_equal(scenario_validate_layout(&s, &err), 0);
+    print_message("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, "offload_parameters"));
     fixture_free(&s);
 }
 
@@ -267,8 +349,9 @@ int main(void)
         cmocka_unit_test(every_micro_batch_gathers_and_reduces_each_layer),
         cmocka_unit_test(prefetch_hides_the_gathers_behind_compute),
         cmocka_unit_test(memory_holds_the_gathered_working_set),
-        cmocka_unit_test(reshard_after_forward_gathers_once),
-        cmocka_unit_test(reshard_after_forward_is_not_deepspeeds),
+        cmocka_unit_test(fsdp2_on_one_stage),
+        cmocka_unit_test(fsdp2_under_pipeline_parallelism),
+        cmocka_unit_test(fsdp2_key_is_refused_where_it_cannot_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

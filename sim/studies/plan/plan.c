@@ -149,8 +149,10 @@ static void plan_parallel_extras_to_json(const scenario_config *s, json_t *par)
     json_object_set_new(par, "overlap_param_gather", json_boolean(s->parallel.overlap_param_gather));
     json_object_set_new(par, "pipeline_engine",
                         json_string(s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED ? "deepspeed" : "megatron"));
-    static const char *const reshards[] = {"always", "never", "default"};
-    json_object_set_new(par, "fsdp_reshard_after_forward", json_string(reshards[s->parallel.fsdp_reshard_after_forward]));
+    static const char *const reshards[] = {NULL, "always", "never", "default"};
+    if (s->parallel.fsdp_reshard_after_forward != FSDP_RESHARD_UNSET) /* unset: Megatron-FSDP's rule */
+        json_object_set_new(par, "fsdp_reshard_after_forward",
+                            json_string(reshards[s->parallel.fsdp_reshard_after_forward]));
     json_object_set_new(par, "stage3_prefetch_bucket_size", json_real(s->parallel.stage3_prefetch_bucket_size));
     json_object_set_new(par, "stage3_param_persistence_threshold",
                         json_real(s->parallel.stage3_param_persistence_threshold));
