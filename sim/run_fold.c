@@ -20,7 +20,7 @@ static int foldable(const scenario_config *s)
     zero3_plan_of(s, &z3);
     return !s->run.fidelity_flow && s->faults.straggler_count == 0 && s->faults.degraded_count == 0 &&
            !s->training.data_loader.present && s->parallel.grad_compression == GRAD_COMPRESSION_NONE &&
-           (!z3.active || (!z3.reduce_every_backward && !z3.reshard_after_forward)) &&
+           (s->parallel.zero_stage < 3 || (z3.active && !z3.reduce_every_backward && !z3.reshard_after_forward)) &&
            cost_ranks_per_device(s) == 1.0;
 }
 

@@ -187,7 +187,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
      * the LM head (a tied one re-gathers the embedding's table) where it ends */
     double embed_params = vs == 0 ? params_embedding_per_gpu(s) : 0;
     double h = (double)s->model.hidden_size;
-    double head_params = vs == last_vs ? (h < s->parallel.stage3_param_persistence_threshold ? 0 : 2 * h) +
+    double head_params = vs == last_vs ? (h < b->z3.persistence_threshold ? 0 : 2 * h) +
                                              (double)s->model.vocab_size * h / s->parallel.tp
                                        : 0;
     double head_grads = vs == last_vs ? params_stage_outside_layers_per_gpu(s, P - 1) - (P == 1 ? embed_params : 0) : 0;
@@ -260,9 +260,12 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
     }
     if (z3)
         st->z3_held[a->chunk] = fwd ? !b->z3.reshard_after_forward : !b->z3.reshard_after_backward;
-    if (last_of_chunk && z3_once) { /* FSDP's post-backward, run by hand after the whole pass */
+    if (last_of_chunk && z3_once) { /* FSDP's post-backward, run by hand after the whole pass; its
+                                        final callback makes the compute stream wait for the
+                                        reductions (finalize_backward, _wait_for_post_backward) */
         st->pending_grad += L * b->grad_bytes_per_layer;
         workload_flush_and_offload(w, b, st, stage, id, 1);
+        st->z3_epilogue = st->last_comm;
     } else if (last_of_chunk && !split) {
         st->pending_grad += L * b->grad_bytes_per_layer;
     }

@@ -38,10 +38,10 @@ void workload_size_estimate(const scenario_config *s, workload_size *z)
         comm += passes; /* a send after every pass but the pipeline's ends */
     if (z3.active && !z3.reduce_every_backward) {
         /* FSDP2 under PP (zero3.h): the passes that gather, per layer with their gathers (a chunk's
-         * first forward; without reshard_after_forward nothing more, with it every backward and
-         * the forwards before a chunk's first backward, about P of them), the rest whole; each
-         * chunk's gradients in one flush after its last backward */
-        double gathering = z3.reshard_after_forward ? passes / 2 + P * V * P : P * V;
+         * first forward; with reshard_after_forward the m + 1 passes of a chunk that follow a
+         * forward or start it), the rest whole; each chunk's gradients in one flush after its last
+         * backward */
+        double gathering = z3.reshard_after_forward ? passes / 2 + P * V : P * V;
         compute += gathering * (layers_per_chunk - 1);
         comm += gathering * layers_per_chunk + P * V * flush_tasks(layers_per_chunk * layer_grad, bucket, compressed);
     } else if (z3.active) {

@@ -11,7 +11,9 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z)
     z->active = s->parallel.zero_stage >= 3 && (shards > 1 || s->parallel.offload_parameters != OFFLOAD_NONE);
     layer_params lp = params_layer_per_gpu(s);
     double whole = lp.dense + lp.expert;
-    z->layer_persistent = params_layer_small_per_gpu(s, s->parallel.stage3_param_persistence_threshold);
+    int fsdp2 = s->parallel.fsdp_reshard_after_forward != FSDP_RESHARD_UNSET;
+    z->persistence_threshold = fsdp2 ? 0 : s->parallel.stage3_param_persistence_threshold; /* FSDP2 shards all */
+    z->layer_persistent = params_layer_small_per_gpu(s, z->persistence_threshold);
     if (z->layer_persistent > whole)
         z->layer_persistent = whole;
     z->layer_params = whole - z->layer_persistent;
@@ -33,10 +35,19 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z)
                         s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED;
     z->reduce_bucket_params = s->parallel.reduce_bucket_size > 0 ? s->parallel.reduce_bucket_size : 5e8;
     fsdp_reshard_kind r = s->parallel.fsdp_reshard_after_forward;
-    int fsdp2 = r != FSDP_RESHARD_UNSET, pipelined = s->parallel.pp > 1;
+    int pipelined = s->parallel.pp > 1;
     z->reshard_after_forward = r == FSDP_RESHARD_UNSET || r == FSDP_RESHARD_ALWAYS ||
                                (r == FSDP_RESHARD_DEFAULT && !pipelined);
     z->reshard_after_backward = z->reduce_every_backward = !(fsdp2 && pipelined);
+    if (fsdp2) {
+        /* FSDP2 has none of DeepSpeed's knobs: it shards every tensor, and each unit (a layer)
+         * gathers one ahead (the next layer's all-gather issued as the current one runs, forward
+         * and backward prefetch alike) and reduce-scatters its gradients in one call
+         * (foreach_reduce) */
+        z->prefetch_layers = z->layer_params > 0 ? 1 : 0;
+        z->live_params = (1 + z->prefetch_layers) * z->layer_params;
+        z->reduce_bucket_params = whole > 0 ? whole : 1;
+    }
 }
 
 double zero3_live_params(const scenario_config *s, const zero3_plan *z, int chunk_layers)

@@ -387,7 +387,7 @@ static void check_folds(const gpt3_plan *g)
          * replays of m1 = 2 pipeline depths and m1 + a period (pp micro-batches when interleaved)
          * cheaper than the full one */
         long long period = l->vpp > 1 ? l->pp : 1, m1 = 2LL * l->pp * (l->vpp > 1 ? l->vpp : 1);
-        foldable += (l->zero < 3 || (!z3.reduce_every_backward && !z3.reshard_after_forward)) &&
+        foldable += (l->zero < 3 || (z3.active && !z3.reduce_every_backward && !z3.reshard_after_forward)) &&
                     2 * m1 + period < scenario_micro_batches(&c);
     }
     print_message("%d fitting layouts, %d of them folded (%d ZeRO-3); largest step difference %.3g, bubble %.3g\n",

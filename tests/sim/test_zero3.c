@@ -15,6 +15,7 @@
 #include "memory.h"
 #include "params.h"
 #include "cost.h"
+#include "replay.h"
 #include "run.h"
 #include "workload.h"
 #include "zero3.h"
@@ -186,53 +187,52 @@ static void memory_holds_the_gathered_working_set(void **state)
 }
 
 /* parallel.fsdp_reshard_after_forward: FSDP2 as torchtitan runs it (zero3.h), the same hand-written
- * sizes as above. On one stage "always" (and torchtitan's "default") is the rule above; "never"
- * keeps a forward's gather for its backward: one gather a micro-batch, every gradient still
- * reduce-scattered each backward, and the chunk with its embedding and head held gathered. */
+ * sizes as above. FSDP2 shards every tensor, so a layer gathers its vectors too and the head its
+ * final norm (2 h); it prefetches one layer and reduce-scatters a layer in one call. On one stage
+ * "always" gathers before every pass, two a micro-batch; "never" keeps a forward's gather for its
+ * backward: one a micro-batch, the same calls, and the chunk with its embedding and head held
+ * gathered. Both reduce-scatter every gradient each backward. */
 static void fsdp2_on_one_stage(void **state)
 {
     (void)state;
     scenario_config s;
     zero3_fixture(&s, 4);
     double h = 1024, f = 4096, V = 32000, T = 1024, L = 4, m = 2;
-    double matrices = 4 * h * h + 2 * h * f;
-    double vectors = 3 * h + h + f + h + 4 * h;
-    double ends = (V * h + T * h) + V * h;
+    double layer = 4 * h * h + 2 * h * f + 3 * h + h + f + h + 4 * h; /* matrices and vectors */
+    double ends = (V * h + T * h) + (V * h + 2 * h);
+    double all = L * layer + V * h + T * h + 2 * h;
     double gathered, reduced;
     int gathers;
-    run_result unset = fixture_run(&s);
-    memory_breakdown megatron, kept;
-    assert_int_equal(memory_model_stage(&s, 0, 1, &megatron), 0);
-    for (int r = FSDP_RESHARD_ALWAYS; r <= FSDP_RESHARD_DEFAULT; r += 2) {
-        s.parallel.fsdp_reshard_after_forward = (fsdp_reshard_kind)r;
-        run_result same = fixture_run(&s);
-        assert_true(same.step_time_s == unset.step_time_s);
-    }
+    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_ALWAYS;
+    bytes_of(&s, &gathered, &reduced, &gathers);
+    assert_int_equal(gathers, (int)(m * 2 * L));
+    assert_true(REL(gathered, m * 2 * (L * layer + ends) * 2));
+    assert_true(REL(reduced, m * all * 2));
+    run_result always = fixture_run(&s);
+    memory_breakdown resharded, kept;
+    assert_int_equal(memory_model_stage(&s, 0, 1, &resharded), 0);
+    zero3_plan z;
+    zero3_plan_of(&s, &z);
+    assert_int_equal(z.prefetch_layers, 1);
+    assert_true(REL(z.live_params, 2 * layer));
+    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_DEFAULT; /* torchtitan's: always on one stage */
+    assert_true(fixture_run(&s).step_time_s == always.step_time_s);
+
     s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_NEVER;
     bytes_of(&s, &gathered, &reduced, &gathers);
     print_message("never, one stage: %d gathers, %.4g B gathered, %.4g B reduce-scattered\n", gathers, gathered,
                   reduced);
     assert_int_equal(gathers, (int)(m * L));
-    assert_true(REL(gathered, m * (L * matrices + ends) * 2));
-    assert_true(REL(reduced, m * (L * (matrices + vectors) + V * h + T * h + 2 * h) * 2));
+    assert_true(REL(gathered, m * (L * layer + ends) * 2));
+    assert_true(REL(reduced, m * all * 2));
     run_result never = fixture_run(&s);
-    /* the same calls, half of them: half the gathering time, and no step longer */
-    assert_true(REL(never.comm_total_s[COMM_ZERO], unset.comm_total_s[COMM_ZERO] / 2));
-    assert_true(never.step_time_s <= unset.step_time_s);
-    /* held from the forward to the backward: every layer (here fewer than the prefetching holds
-     * anyway: 1 + 4 layers of 12.6M), the embedding (V h + T h; the tied head is the same table)
-     * and the final norm (2 h), in bf16 */
+    assert_true(REL(never.comm_total_s[COMM_ZERO], always.comm_total_s[COMM_ZERO] / 2));
+    assert_true(never.step_time_s <= always.step_time_s);
+    /* held from the forward to the backward: every layer in place of the two live, the embedding
+     * (V h + T h; the tied head is the same table) and the final norm (2 h), in bf16 */
     assert_int_equal(memory_model_stage(&s, 0, 1, &kept), 0);
-    zero3_plan z;
-    zero3_plan_of(&s, &z);
-    assert_true(REL(z.live_params, 5 * matrices));
-    assert_true(REL(kept.buffers - megatron.buffers, (V * h + T * h + 2 * h) * 2));
-    s.parallel.stage3_prefetch_bucket_size = 0; /* no prefetch: one layer live, or the whole chunk kept */
-    assert_int_equal(memory_model_stage(&s, 0, 1, &kept), 0);
-    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_UNSET;
-    assert_int_equal(memory_model_stage(&s, 0, 1, &megatron), 0);
-    assert_true(REL(kept.buffers - megatron.buffers, ((L - 1) * matrices + V * h + T * h + 2 * h) * 2));
-    assert_true(REL(kept.gradients, megatron.gradients));
+    assert_true(REL(kept.buffers - resharded.buffers, ((L - 2) * layer + V * h + T * h + 2 * h) * 2));
+    assert_true(REL(kept.gradients, resharded.gradients) && REL(kept.weights, resharded.weights));
     fixture_free(&s);
 }
 
@@ -242,10 +242,9 @@ static void fsdp2_on_one_stage(void **state)
  * "always": a forward lets them go, so the passes that follow a forward gather, and so do the
  * forwards before a stage's first backward: the P - s forwards before it (s the stage's index) and
  * the m backwards but the P - s - 1 of the cool-down that follow a backward, m + 1 passes a
- * stage. Either way the gradients are reduced once: every
- * parameter, the last stage's tied head its own copy of the table (V h), in bf16. Each backward
- * but a chunk's first adds its bf16 gradients into the accumulated ones (read both, write one:
- * 6 bytes a parameter). */
+ * stage. Either way the gradients are reduced once: every parameter, the last stage's tied head
+ * its own copy of the table (V h), in bf16. Each backward but a chunk's first adds its bf16
+ * gradients into the accumulated ones (read both, write one: 6 bytes a parameter). */
 static void fsdp2_under_pipeline_parallelism(void **state)
 {
     (void)state;
@@ -253,16 +252,14 @@ static void fsdp2_under_pipeline_parallelism(void **state)
     zero3_fixture(&s, 4);
     fixture_layout(&s, 1, 2, 8, 64);
     double h = 1024, f = 4096, V = 32000, T = 1024, L = 4, m = 8;
-    double matrices = 4 * h * h + 2 * h * f;
-    double vectors = 3 * h + h + f + h + 4 * h;
-    double reduced_once = (L * (matrices + vectors) + V * h + T * h + V * h + 2 * h) * 2;
+    double layer = 4 * h * h + 2 * h * f + 3 * h + h + f + h + 4 * h;
+    double stage_params[2] = {2 * layer + V * h + T * h, 2 * layer + V * h + 2 * h};
+    double reduced_once = (stage_params[0] + stage_params[1]) * 2;
     double gathered, reduced;
     int gathers;
-    bytes_of(&s, &gathered, &reduced, &gathers); /* unset: Megatron-FSDP, two gathers a micro-batch */
-    assert_true(REL(gathered, m * 2 * (L * matrices + (V * h + T * h) + V * h) * 2));
     double megatron_bwd[2] = {0, 0};
     step_workload w;
-    fixture_build(&s, &w);
+    fixture_build(&s, &w); /* unset: Megatron-FSDP's rule */
     for (int i = 0; i < w.n_tasks; i++)
         if (!strcmp(w.tasks[i].name, "bwd"))
             megatron_bwd[w.tasks[i].stage] += w.tasks[i].duration_s;
@@ -273,7 +270,7 @@ static void fsdp2_under_pipeline_parallelism(void **state)
     print_message("default, two stages: %d gathers, %.4g B gathered, %.4g B reduce-scattered\n", gathers, gathered,
                   reduced);
     assert_int_equal(gathers, (int)L);
-    assert_true(REL(gathered, (L * matrices + (V * h + T * h) + V * h) * 2));
+    assert_true(REL(gathered, (stage_params[0] + stage_params[1]) * 2));
     assert_true(REL(reduced, reduced_once));
     /* no backward is cut into layers (nothing goes out during one), and each carries the
      * accumulation but a chunk's first */
@@ -288,7 +285,6 @@ static void fsdp2_under_pipeline_parallelism(void **state)
     workload_free(&w);
     cost_model cm;
     cost_model_init(&cm, &s);
-    double stage_params[2] = {2 * (matrices + vectors) + V * h + T * h, 2 * (matrices + vectors) + V * h + 2 * h};
     for (int p = 0; p < 2; p++) {
         assert_int_equal(bwd_tasks[p], (int)m);
         double added = (m - 1) * cost_memory_s(&cm, OPCLASS_ELEMENTWISE, 6 * stage_params[p]);
@@ -300,24 +296,100 @@ static void fsdp2_under_pipeline_parallelism(void **state)
     print_message("always, two stages: %d gathers, %.4g B gathered, %.4g B reduce-scattered\n", gathers, gathered,
                   reduced);
     assert_int_equal(gathers, (int)(2 * (m + 1) * 2));
-    assert_true(REL(gathered, (m + 1) * ((2 * matrices + V * h + T * h) + (2 * matrices + V * h)) * 2));
+    assert_true(REL(gathered, (m + 1) * (stage_params[0] + stage_params[1]) * 2));
     assert_true(REL(reduced, reduced_once));
 
     /* memory against Megatron-FSDP's rule on stage 0: the stage whole in bf16 in place of the
      * gathered working set, its gradients unsharded in bf16 (ZeRO-3 reduces in the model's dtype),
-     * two layers' reduce-scatter input in flight in place of the stage's, and the persistent
-     * vectors counted in the whole stage instead of beside the shards */
+     * two layers' reduce-scatter input in flight in place of the stage's (DeepSpeed's 5e8-element
+     * buckets hold it), and no persistent vectors beside the shards (FSDP2 shards them) */
     memory_breakdown kept, megatron;
     assert_int_equal(memory_model_stage(&s, 0, 1, &kept), 0);
     s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_UNSET;
     assert_int_equal(memory_model_stage(&s, 0, 1, &megatron), 0);
     zero3_plan z;
     zero3_plan_of(&s, &z);
+    double vectors = 3 * h + h + f + h + 4 * h;
     assert_true(REL(kept.gradients - megatron.gradients, stage_params[0] * 2));
-    double in_flight = fmin(stage_params[0], 2 * (matrices + vectors)) * 2;
-    assert_true(REL(kept.buffers - megatron.buffers, (stage_params[0] - z.live_params) * 2 + in_flight -
-                                                         stage_params[0] * 2));
+    assert_true(REL(kept.buffers - megatron.buffers,
+                    (stage_params[0] - z.live_params) * 2 + 2 * layer * 2 - stage_params[0] * 2));
     assert_true(REL(megatron.weights - kept.weights, 2 * vectors * 2 * (1 - 1.0 / 8)));
+    fixture_free(&s);
+}
+
+/* Interleaved (two stages, two chunks of one layer each, 4 micro-batches): each chunk gathers in
+ * its first forward under "default" (4 gathers), in m + 1 passes under "always" (P V (m + 1)).
+ * With the gradients reduced in fp32 a chunk's first backward casts its bf16 gradients (2 + 4
+ * bytes a parameter) and the later ones add into them (2 + 4 + 4); the embedding goes with
+ * virtual stage 0, the head's table copy and the final norm with the last. A chunk's reductions
+ * end before its stage's next pass starts (FSDP's final callback waits for them). */
+static void fsdp2_interleaved(void **state)
+{
+    (void)state;
+    scenario_config s;
+    zero3_fixture(&s, 4);
+    fixture_layout(&s, 1, 2, 8, 32);
+    s.parallel.vpp = 2;
+    s.parallel.schedule = PIPELINE_INTERLEAVED;
+    s.parallel.grad_reduce_bytes = 4; /* grad_reduce_dtype fp32, as torchtitan reduces */
+    double h = 1024, f = 4096, V = 32000, T = 1024, m = 4;
+    double layer = 4 * h * h + 2 * h * f + 3 * h + h + f + h + 4 * h;
+    double gathered, reduced;
+    int gathers;
+    double megatron_bwd[2] = {0, 0};
+    step_workload w;
+    fixture_build(&s, &w);
+    for (int i = 0; i < w.n_tasks; i++)
+        if (!strcmp(w.tasks[i].name, "bwd"))
+            megatron_bwd[w.tasks[i].stage] += w.tasks[i].duration_s;
+    workload_free(&w);
+    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_ALWAYS;
+    bytes_of(&s, &gathered, &reduced, &gathers);
+    assert_int_equal(gathers, (int)(2 * 2 * (m + 1)));
+    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_DEFAULT;
+    bytes_of(&s, &gathered, &reduced, &gathers);
+    assert_int_equal(gathers, 4);
+    assert_true(REL(reduced, (4 * layer + V * h + T * h + V * h + 2 * h) * 4));
+
+    fixture_build(&s, &w);
+    replay_times t;
+    assert_int_equal(replay_times_alloc(&t, w.n_tasks), 0);
+    assert_int_equal(replay_analytic(&w, &t), 0);
+    cost_model cm;
+    cost_model_init(&cm, &s);
+    for (int p = 0; p < 2; p++) {
+        double bwd = 0, added = 0;
+        for (int c = 0; c < 2; c++) {
+            int vs = c * 2 + p;
+            double params = layer + (vs == 0 ? V * h + T * h : 0) + (vs == 3 ? V * h + 2 * h : 0);
+            added += cost_memory_s(&cm, OPCLASS_ELEMENTWISE, 6 * params) +
+                     (m - 1) * cost_memory_s(&cm, OPCLASS_ELEMENTWISE, 10 * params);
+        }
+        /* after each chunk's last backward: its reduce-scatters, then the stage's next pass */
+        double reduced_by = -1;
+        int checked = 0;
+        for (int i = 0; i < w.n_tasks; i++) {
+            const sim_task *k = &w.tasks[i];
+            if (k->stage != p)
+                continue;
+            if (!strcmp(k->name, "bwd"))
+                bwd += k->duration_s;
+            if (!strcmp(k->name, "dp_grad_reduce_scatter"))
+                reduced_by = fmax(reduced_by, t.finish[i]);
+            else if (k->kind == TASK_COMPUTE && k->lane == LANE_COMPUTE && reduced_by >= 0 &&
+                     (!strcmp(k->name, "bwd") || !strcmp(k->name, "fwd"))) {
+                assert_true(t.start[i] >= reduced_by - 1e-12);
+                reduced_by = -1;
+                checked++;
+            }
+        }
+        print_message("stage %d: backward %.6f s, Megatron-FSDP's %.6f s, %d passes after a reduction\n", p, bwd,
+                      megatron_bwd[p], checked);
+        assert_true(checked >= 1);
+        assert_true(fabs(bwd - megatron_bwd[p] - added) < 1e-9 * bwd);
+    }
+    replay_times_free(&t);
+    workload_free(&w);
     fixture_free(&s);
 }
 
@@ -351,6 +423,7 @@ int main(void)
         cmocka_unit_test(memory_holds_the_gathered_working_set),
         cmocka_unit_test(fsdp2_on_one_stage),
         cmocka_unit_test(fsdp2_under_pipeline_parallelism),
+        cmocka_unit_test(fsdp2_interleaved),
         cmocka_unit_test(fsdp2_key_is_refused_where_it_cannot_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
