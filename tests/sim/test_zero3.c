@@ -48,6 +48,21 @@ static void bytes_of(const scenario_config *s, double *gathered, double *reduced
     workload_free(&w);
 }
 
+/* The backward passes' compute time on each of two stages. */
+static void backward_s_by_stage(const scenario_config *s, double bwd[2], int tasks[2])
+{
+    step_workload w;
+    fixture_build(s, &w);
+    bwd[0] = bwd[1] = 0;
+    tasks[0] = tasks[1] = 0;
+    for (int i = 0; i < w.n_tasks; i++)
+        if (!strcmp(w.tasks[i].name, "bwd")) {
+            bwd[w.tasks[i].stage] += w.tasks[i].duration_s;
+            tasks[w.tasks[i].stage]++;
+        }
+    workload_free(&w);
+}
+
 /* Written out by hand: a layer's matrices are QKV 3h^2, projection h^2, MLP 2hf, each far above
  * the 1e5-element threshold; every bias and norm is a vector of at most f = 4,096 elements,
  * kept whole. The embedding (V h + s h) is gathered where the model starts; the LM head, tied,
@@ -257,13 +272,9 @@ static void fsdp2_under_pipeline_parallelism(void **state)
     double reduced_once = (stage_params[0] + stage_params[1]) * 2;
     double gathered, reduced;
     int gathers;
-    double megatron_bwd[2] = {0, 0};
-    step_workload w;
-    fixture_build(&s, &w); /* unset: Megatron-FSDP's rule */
-    for (int i = 0; i < w.n_tasks; i++)
-        if (!strcmp(w.tasks[i].name, "bwd"))
-            megatron_bwd[w.tasks[i].stage] += w.tasks[i].duration_s;
-    workload_free(&w);
+    double megatron_bwd[2], bwd[2];
+    int bwd_tasks[2];
+    backward_s_by_stage(&s, megatron_bwd, bwd_tasks); /* unset: Megatron-FSDP's rule */
 
     s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_DEFAULT;
     bytes_of(&s, &gathered, &reduced, &gathers);
@@ -274,15 +285,7 @@ static void fsdp2_under_pipeline_parallelism(void **state)
     assert_true(REL(reduced, reduced_once));
     /* no backward is cut into layers (nothing goes out during one), and each carries the
      * accumulation but a chunk's first */
-    fixture_build(&s, &w);
-    int bwd_tasks[2] = {0, 0};
-    double bwd[2] = {0, 0};
-    for (int i = 0; i < w.n_tasks; i++)
-        if (!strcmp(w.tasks[i].name, "bwd")) {
-            bwd_tasks[w.tasks[i].stage]++;
-            bwd[w.tasks[i].stage] += w.tasks[i].duration_s;
-        }
-    workload_free(&w);
+    backward_s_by_stage(&s, bwd, bwd_tasks);
     cost_model cm;
     cost_model_init(&cm, &s);
     for (int p = 0; p < 2; p++) {
@@ -336,13 +339,9 @@ static void fsdp2_interleaved(void **state)
     double layer = 4 * h * h + 2 * h * f + 3 * h + h + f + h + 4 * h;
     double gathered, reduced;
     int gathers;
-    double megatron_bwd[2] = {0, 0};
-    step_workload w;
-    fixture_build(&s, &w);
-    for (int i = 0; i < w.n_tasks; i++)
-        if (!strcmp(w.tasks[i].name, "bwd"))
-            megatron_bwd[w.tasks[i].stage] += w.tasks[i].duration_s;
-    workload_free(&w);
+    double megatron_bwd[2], bwd[2];
+    int bwd_tasks[2];
+    backward_s_by_stage(&s, megatron_bwd, bwd_tasks);
     s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_ALWAYS;
     bytes_of(&s, &gathered, &reduced, &gathers);
     assert_int_equal(gathers, (int)(2 * 2 * (m + 1)));
@@ -350,7 +349,9 @@ static void fsdp2_interleaved(void **state)
     bytes_of(&s, &gathered, &reduced, &gathers);
     assert_int_equal(gathers, 4);
     assert_true(REL(reduced, (4 * layer + V * h + T * h + V * h + 2 * h) * 4));
+    backward_s_by_stage(&s, bwd, bwd_tasks);
 
+    step_workload w;
     fixture_build(&s, &w);
     replay_times t;
     assert_int_equal(replay_times_alloc(&t, w.n_tasks), 0);
@@ -358,7 +359,7 @@ static void fsdp2_interleaved(void **state)
     cost_model cm;
     cost_model_init(&cm, &s);
     for (int p = 0; p < 2; p++) {
-        double bwd = 0, added = 0;
+        double added = 0;
         for (int c = 0; c < 2; c++) {
             int vs = c * 2 + p;
             double params = layer + (vs == 0 ? V * h + T * h : 0) + (vs == 3 ? V * h + 2 * h : 0);
@@ -372,8 +373,6 @@ static void fsdp2_interleaved(void **state)
             const sim_task *k = &w.tasks[i];
             if (k->stage != p)
                 continue;
-            if (!strcmp(k->name, "bwd"))
-                bwd += k->duration_s;
             if (!strcmp(k->name, "dp_grad_reduce_scatter"))
                 reduced_by = fmax(reduced_by, t.finish[i]);
             else if (k->kind == TASK_COMPUTE && k->lane == LANE_COMPUTE && reduced_by >= 0 &&
@@ -383,10 +382,10 @@ static void fsdp2_interleaved(void **state)
                 checked++;
             }
         }
-        print_message("stage %d: backward %.6f s, Megatron-FSDP's %.6f s, %d passes after a reduction\n", p, bwd,
+        print_message("stage %d: backward %.6f s, Megatron-FSDP's %.6f s, %d passes after a reduction\n", p, bwd[p],
                       megatron_bwd[p], checked);
         assert_true(checked >= 1);
-        assert_true(fabs(bwd - megatron_bwd[p] - added) < 1e-9 * bwd);
+        assert_true(fabs(bwd[p] - megatron_bwd[p] - added) < 1e-9 * bwd[p]);
     }
     replay_times_free(&t);
     workload_free(&w);
