@@ -14,14 +14,18 @@
  * backward, around the same steady state as ZeRO-1/2 (tests/plan checks it layout by layout). Nor
  * where ranks time-share a device (the CPU engine's closed loops): their pace depends on the
  * micro-batch count (cost.h, cost_ranks_per_device). Those replay in full. */
-static int foldable(const scenario_config *s)
+static int zero3_folds(const scenario_config *s)
 {
     zero3_plan z3;
     zero3_plan_of(s, &z3);
+    return z3.active && !z3.reduce_every_backward && !z3.reshard_after_forward;
+}
+
+static int foldable(const scenario_config *s)
+{
     return !s->run.fidelity_flow && s->faults.straggler_count == 0 && s->faults.degraded_count == 0 &&
            !s->training.data_loader.present && s->parallel.grad_compression == GRAD_COMPRESSION_NONE &&
-           (s->parallel.zero_stage < 3 || (z3.active && !z3.reduce_every_backward && !z3.reshard_after_forward)) &&
-           cost_ranks_per_device(s) == 1.0;
+           (s->parallel.zero_stage < 3 || zero3_folds(s)) && cost_ranks_per_device(s) == 1.0;
 }
 
 static double extrapolate(double a, double b, double k)

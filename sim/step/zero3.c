@@ -52,7 +52,7 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z)
 
 double zero3_live_params(const scenario_config *s, const zero3_plan *z, int chunk_layers)
 {
-    if (!z->reshard_after_forward || !z->reshard_after_backward)
+    if (!z->reshard_after_forward)
         return fmax(z->live_params, (double)chunk_layers * z->layer_params);
     if (s->training.recompute != RECOMPUTE_FULL || z->regather_rerun)
         return z->live_params;

@@ -67,8 +67,8 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z);
  * under full recomputation without DeepSpeed's re-gather a recomputed group's layers, kept from
  * their re-run to their backward (recompute_num_layers of them, at most the chunk's; one under
  * the block method), whichever is more; every layer of the chunk when a forward keeps them for
- * the backward. What the memory model holds (kept after a backward too: memory.c holds the stage
- * whole). */
+ * the backward. What the memory model holds where a backward lets them go (where it does not,
+ * memory.c holds the stage whole). */
 double zero3_live_params(const scenario_config *s, const zero3_plan *z, int chunk_layers);
 
 #endif

@@ -354,8 +354,7 @@ static void fsdp2_interleaved(void **state)
     step_workload w;
     fixture_build(&s, &w);
     replay_times t;
-    assert_int_equal(replay_times_alloc(&t, w.n_tasks), 0);
-    assert_int_equal(replay_analytic(&w, &t), 0);
+    fixture_replay_analytic(&w, &t);
     cost_model cm;
     cost_model_init(&cm, &s);
     for (int p = 0; p < 2; p++) {
