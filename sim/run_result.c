@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "run.h"
+#include "zero3.h"
 
 void *run_result_to_json(const run_result *r)
 {
@@ -101,12 +102,24 @@ void run_result_print(const run_result *r, const scenario_config *s, void *file)
     if (s->model.num_experts > 0)
         snprintf(ep, sizeof ep, " (EP %d: %lld experts, top-%d, busiest rank x%.3f)", s->parallel.ep,
                  s->model.num_experts, s->model.moe_router_topk, workload_moe_load(s));
-    fprintf(f, "  layout       TP %d x PP %d x DP %d x CP %d%s%s%s, %s schedule%s, ZeRO-%d, micro-batch %lld, "
-               "%lld micro-batches per pipeline\n",
+    /* ZeRO-3 under FSDP's rule says whether a forward lets its layers go (torchtitan's "default"
+     * resolved); the framework, where the scenario names one, closes the line */
+    char zero[64], framework[48] = "";
+    snprintf(zero, sizeof zero, "ZeRO-%d", s->parallel.zero_stage);
+    if (s->parallel.zero_stage == 3 && s->parallel.fsdp_reshard_after_forward != FSDP_RESHARD_UNSET) {
+        zero3_plan z3;
+        zero3_plan_of(s, &z3);
+        snprintf(zero, sizeof zero, "ZeRO-3 (FSDP units, %s after forward)",
+                 z3.reshard_after_forward ? "resharded" : "kept");
+    }
+    if (s->parallel.framework != FRAMEWORK_UNSET)
+        snprintf(framework, sizeof framework, ", framework %s", framework_kind_name(s->parallel.framework));
+    fprintf(f, "  layout       TP %d x PP %d x DP %d x CP %d%s%s%s, %s schedule%s, %s, micro-batch %lld, "
+               "%lld micro-batches per pipeline%s\n",
             s->parallel.tp, s->parallel.pp, s->parallel.dp, s->parallel.cp, s->parallel.cp > 1 ? " (" : "",
             s->parallel.cp > 1 ? cp_comms[s->parallel.cp_comm] : "", s->parallel.cp > 1 ? ")" : "",
-            pipeline_kind_name(s->parallel.schedule), s->parallel.vpp > 1 ? " (interleaved chunks)" : "",
-            s->parallel.zero_stage, s->training.micro_batch_size, scenario_micro_batches(s));
+            pipeline_kind_name(s->parallel.schedule), s->parallel.vpp > 1 ? " (interleaved chunks)" : "", zero,
+            s->training.micro_batch_size, scenario_micro_batches(s), framework);
     if (ep[0])
         fprintf(f, "  experts     %s\n", ep);
     if (r->step_failed == 1)

@@ -36,6 +36,8 @@ static const char *inexpressible(const scenario_config *s)
     if (s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED)
         return "parallel.pipeline_engine deepspeed (DeepSpeed's engine: its pipeline, optimizer and reduction dtype, "
                "not Megatron-LM's)";
+    if (s->parallel.framework == FRAMEWORK_FSDP || s->parallel.framework == FRAMEWORK_TORCHTITAN)
+        return "parallel.framework fsdp or torchtitan (PyTorch FSDP's runs, not Megatron-LM's)";
     if (s->model.moe_load_imbalance > 0)
         return "model.moe_load_imbalance (a property of the data, not an argument)";
     if (s->parameter_server.present)

@@ -318,6 +318,7 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
     if (gpus % (tp * pp * cp))
         return import_fail("megatron", "%lld GPUs are not a multiple of TP x PP x CP = %lld", gpus, tp * pp * cp);
     json_object_set_new(par, "data_parallel_size", json_integer(gpus / (tp * pp * cp)));
+    json_object_set_new(par, "framework", json_string("megatron")); /* its defaults, and no FSDP key */
     long long bucket = got_int(extra, "ddp_bucket_size");
     if (bucket > 0) { /* elements, as they travel: fp32 under bf16/fp16 as Megatron accumulates (params.c) */
         const char *prec = json_string_value(json_object_get(tr, "precision"));

@@ -216,9 +216,10 @@ int import_deepspeed(const char *path, const char *model, const char *platform, 
     json_t *par = json_pack("{s:i,s:i,s:I,s:I}", "tensor_model_parallel_size", 1, "pipeline_model_parallel_size", 1,
                             "data_parallel_size", (json_int_t)gpus, "zero_stage", (json_int_t)stage);
     json_object_set_new(par, "overlap_grad_reduce", json_boolean(z && json_is_true(json_object_get(z, "overlap_comm"))));
-    /* DeepSpeed's engine runs the step (its BF16_Optimizer under bf16 at stage 0; its gradients
-     * sent in communication_data_type, by default the model's 16-bit type: docs/model.md) */
-    json_object_set_new(par, "pipeline_engine", json_string("deepspeed"));
+    /* DeepSpeed's engine runs the step (framework deepspeed: its pipeline engine, its BF16_Optimizer
+     * under bf16 at stage 0, its gradients sent in communication_data_type, by default the model's
+     * 16-bit type: docs/model.md) */
+    json_object_set_new(par, "framework", json_string("deepspeed"));
     const char *comm_dtype = json_string_value(json_object_get(c, "communication_data_type"));
     if (comm_dtype) {
         /* DeepSpeed lower-cases the value and takes fp32, fp16 or bf16 (get_communication_data_type) */

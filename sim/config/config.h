@@ -44,6 +44,24 @@ typedef enum {
     FSDP_RESHARD_NEVER,
     FSDP_RESHARD_DEFAULT
 } fsdp_reshard_kind;
+/* Which framework ran the step (parallel.framework): it decides the defaults of the keys above
+ * and of grad_reduce_dtype's "auto", and which ZeRO stages and pipelines exist. Unset: Megatron-LM's
+ * defaults with whatever pipeline_engine and fsdp_reshard_after_forward say (as before the key).
+ *  - megatron: Megatron-LM / Megatron-Core (ZeRO-3 is Megatron-FSDP's rule);
+ *  - deepspeed: DeepSpeed's engine (pipeline_engine deepspeed; stage 3 with its stage3_* keys);
+ *  - fsdp: PyTorch FSDP1 (FullyShardedDataParallel) as Composer / llm-foundry and Hugging Face
+ *    Accelerate run it: NO_SHARD = ZeRO 0, FULL_SHARD = ZeRO-3 with FSDP's unit resharded after
+ *    forward (fsdp_reshard_after_forward always), SHARD_GRAD_OP = ZeRO-3 with never; no pipeline;
+ *  - torchtitan: PyTorch FSDP2 (fully_shard) and PyTorch's pipelining as torchtitan runs them
+ *    (fsdp_reshard_after_forward default; gradients reduced in fp32). */
+typedef enum {
+    FRAMEWORK_UNSET = 0,
+    FRAMEWORK_MEGATRON,
+    FRAMEWORK_DEEPSPEED,
+    FRAMEWORK_FSDP,
+    FRAMEWORK_TORCHTITAN
+} framework_kind;
+const char *framework_kind_name(framework_kind f); /* "megatron", ...; "unset" */
 
 /* ---- platform ------------------------------------------------------------------------ */
 typedef struct {
@@ -264,6 +282,7 @@ typedef struct {
                                                 next pass waits for its last send (blocking) */
         pipeline_engine_kind pipeline_engine;
         fsdp_reshard_kind fsdp_reshard_after_forward; /* ZeRO-3 as FSDP2 runs it (above) */
+        framework_kind framework;            /* whose defaults (above); unset: Megatron-LM's */
         int scatter_gather_p2p;              /* 1 (default): without SP each TP rank sends 1/TP of
                                                 the activation and the receivers all-gather it over
                                                 NVLink; 0: each sends all of it */

@@ -1,5 +1,6 @@
-/* Scenario keys of the techniques beyond 3D parallelism and ZeRO: gradient compression,
- * ZeRO-Offload / ZeRO-Infinity, the data loader and asynchronous parameter servers. Parsed
+/* Scenario keys of the techniques beyond 3D parallelism and ZeRO and of the framework that runs
+ * them: parallel.framework with the pipeline engine and FSDP rule it implies, gradient
+ * compression, ZeRO-Offload / ZeRO-Infinity, the data loader and asynchronous parameter servers. Parsed
  * here so that config_scenario.c keeps the core formats; the models that use them live in
  * workload.c (compression, offload), data_loader.c and async_ps.c. */
 #include "config_internal.h"
@@ -8,18 +9,49 @@
 
 #define S "scenario"
 
-/* parallel.grad_reduce_dtype, parallel.grad_compression, parallel.offload_*, DeepSpeed's stage-3
- * keys, parallel.pipeline_engine, parallel.fsdp_reshard_after_forward */
+/* parallel.framework's values, in framework_kind's order after FRAMEWORK_UNSET; pipeline_engine's
+ * in pipeline_engine_kind's */
+static const char *const frameworks[] = {"megatron", "deepspeed", "fsdp", "torchtitan", NULL};
+static const char *const engines[] = {"megatron", "deepspeed", NULL};
+
+const char *framework_kind_name(framework_kind f)
+{
+    return f > FRAMEWORK_UNSET && f <= FRAMEWORK_TORCHTITAN ? frameworks[f - 1] : "unset";
+}
+
+/* The framework's pipeline engine and ZeRO-3 rule where the scenario leaves them out (engine -1,
+ * reshard unset), and a refusal where it sets one the framework does not run (config.h). */
+static int framework_defaults(framework_kind fw, int *engine, fsdp_reshard_kind *reshard, const char *p,
+                              config_error *err)
+{
+    int own_engine = fw == FRAMEWORK_DEEPSPEED ? PIPELINE_ENGINE_DEEPSPEED : PIPELINE_ENGINE_MEGATRON;
+    if (*engine < 0)
+        *engine = own_engine;
+    else if (fw != FRAMEWORK_UNSET && *engine != own_engine)
+        return config_fail(err, "%s.pipeline_engine: %s is not framework %s's pipeline (leave the key out, or say "
+                                "framework %s)", p, engines[*engine], framework_kind_name(fw), engines[*engine]);
+    if (*reshard != FSDP_RESHARD_UNSET && (fw == FRAMEWORK_MEGATRON || fw == FRAMEWORK_DEEPSPEED))
+        return config_fail(err, "%s.fsdp_reshard_after_forward: PyTorch FSDP's, not framework %s's (its ZeRO-3 "
+                                "gathers before every pass: leave the key out, or say framework fsdp or "
+                                "torchtitan)", p, framework_kind_name(fw));
+    if (*reshard == FSDP_RESHARD_UNSET && fw == FRAMEWORK_FSDP)
+        *reshard = FSDP_RESHARD_ALWAYS; /* FSDP1's FULL_SHARD */
+    if (*reshard == FSDP_RESHARD_UNSET && fw == FRAMEWORK_TORCHTITAN)
+        *reshard = FSDP_RESHARD_DEFAULT; /* torchtitan's own policy */
+    return 0;
+}
+
+/* parallel.framework, parallel.grad_reduce_dtype, parallel.grad_compression, parallel.offload_*,
+ * DeepSpeed's stage-3 keys, parallel.pipeline_engine, parallel.fsdp_reshard_after_forward */
 int config_parse_parallel_playbook(json_t *par, scenario_config *s, config_error *err)
 {
     static const char *const reduce_dtypes[] = {"auto", "fp32", "bf16", "fp16", "int8", NULL};
     static const char *const methods[] = {"none", "topk", "powersgd", NULL};
     static const char *const devices[] = {"none", "cpu", "nvme", NULL};
-    static const char *const engines[] = {"megatron", "deepspeed", NULL};
     static const char *const reshards[] = {"always", "never", "default", NULL};
     static const char *const comp_keys[] = {"method", "topk_ratio", "powersgd_rank", NULL};
     const char *p = S ".parallel";
-    int dtype, method, opt_dev, par_dev, engine, reshard;
+    int dtype, method, opt_dev, par_dev, engine, reshard, fw;
     long long rank;
     json_t *comp;
     if (config_num(par, p, "stage3_prefetch_bucket_size", 0, 5e7, 0, 1e15, 0, &s->parallel.stage3_prefetch_bucket_size,
@@ -33,11 +65,16 @@ int config_parse_parallel_playbook(json_t *par, scenario_config *s, config_error
         config_object(par, p, "grad_compression", &comp, err) ||
         config_enum(par, p, "offload_optimizer", devices, OFFLOAD_NONE, &opt_dev, err) ||
         config_enum(par, p, "offload_parameters", devices, OFFLOAD_NONE, &par_dev, err) ||
-        config_enum(par, p, "pipeline_engine", engines, PIPELINE_ENGINE_MEGATRON, &engine, err) ||
-        config_enum(par, p, "fsdp_reshard_after_forward", reshards, -1, &reshard, err))
+        config_enum(par, p, "pipeline_engine", engines, -1, &engine, err) ||
+        config_enum(par, p, "fsdp_reshard_after_forward", reshards, -1, &reshard, err) ||
+        config_enum(par, p, "framework", frameworks, -1, &fw, err))
+        return -1;
+    s->parallel.framework = (framework_kind)(fw + 1); /* absent: unset */
+    fsdp_reshard_kind rule = (fsdp_reshard_kind)(reshard + 1); /* absent: unset */
+    if (framework_defaults(s->parallel.framework, &engine, &rule, p, err))
         return -1;
     s->parallel.pipeline_engine = (pipeline_engine_kind)engine;
-    s->parallel.fsdp_reshard_after_forward = (fsdp_reshard_kind)(reshard + 1); /* absent: unset */
+    s->parallel.fsdp_reshard_after_forward = rule;
     static const double dtype_bytes[] = {0, 4, 2, 2, 1 + 4.0 / GRAD_INT8_BLOCK};
     s->parallel.grad_reduce_bytes = dtype_bytes[dtype];
     s->parallel.grad_reduce_int8 = dtype == 4;
@@ -105,6 +142,22 @@ int config_validate_playbook(const scenario_config *s, config_error *err)
         return config_fail(err, "%s.fsdp_reshard_after_forward: not with pipeline_engine deepspeed (the key is "
                                 "PyTorch FSDP2's, as torchtitan sets it; DeepSpeed's stage 3 gathers before every "
                                 "pass)", p);
+    /* what the framework runs (config.h), on the struct so that the planner's candidates obey it */
+    framework_kind fw = s->parallel.framework;
+    int pytorch = fw == FRAMEWORK_FSDP || fw == FRAMEWORK_TORCHTITAN;
+    if (fw == FRAMEWORK_FSDP && s->parallel.pp > 1)
+        return config_fail(err, "%s.framework: fsdp (PyTorch FSDP1) runs no pipeline: pipeline_model_parallel_size 1, "
+                                "or framework torchtitan (FSDP2 with PyTorch's pipelining), not %d", p, s->parallel.pp);
+    if (pytorch && (s->parallel.zero_stage == 1 || s->parallel.zero_stage == 2))
+        return config_fail(err, "%s.framework: %s shards all of the model state or none of it: zero_stage 0 (%s) or 3 "
+                                "(%s), not %d", p, framework_kind_name(fw),
+                           fw == FRAMEWORK_FSDP ? "NO_SHARD" : "data_parallel_replicate_degree",
+                           fw == FRAMEWORK_FSDP ? "FULL_SHARD; SHARD_GRAD_OP is 3 with fsdp_reshard_after_forward never"
+                                                : "data_parallel_shard_degree",
+                           s->parallel.zero_stage);
+    if (pytorch && opt_dev != OFFLOAD_NONE)
+        return config_fail(err, "%s.offload_optimizer: DeepSpeed's ZeRO-Offload, not framework %s's", p,
+                           framework_kind_name(fw));
     if (s->parallel.fsdp_reshard_after_forward != FSDP_RESHARD_UNSET && par_dev != OFFLOAD_NONE)
         return config_fail(err, "%s.fsdp_reshard_after_forward: not with offload_parameters (dtsim offloads "
                                 "parameters as DeepSpeed's ZeRO-Infinity does, not as FSDP2)", p);

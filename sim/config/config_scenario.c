@@ -365,7 +365,7 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
                                        "stage3_max_live_parameters", "reduce_bucket_size", "cp_comm_type",
                                        "tp_comm_overlap", "tp_comm_overlap_chunks", "overlap_param_gather",
                                        "overlap_moe_expert_parallel_comm", "pipeline_engine",
-                                       "fsdp_reshard_after_forward", NULL};
+                                       "fsdp_reshard_after_forward", "framework", NULL};
     static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
     static const char *const cp_comms[] = {"p2p", "all_gather", "a2a", NULL};
     int cp_comm;

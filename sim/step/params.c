@@ -104,8 +104,19 @@ double params_grad_reduce_bytes(const scenario_config *s)
     /* DeepSpeed's engine reduces in its communication_data_type, by default the model's 16-bit
      * type, whatever the gradients are kept in (deepspeed/runtime/engine.py: the
      * communication_data_type property; allreduce_bucket casts to it before the all-reduce) */
+    int wide = s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32;
     if (s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED) /* fp8 runs keep bf16 models */
-        return s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32 ? 4 : 2;
+        return wide ? 4 : 2;
+    /* PyTorch FSDP1 reduces in MixedPrecision.reduce_dtype, which left None takes param_dtype, the
+     * model's 16-bit type (torch/distributed/fsdp/api.py, MixedPrecision's docstring); Composer's
+     * own DEFAULT policy reduces in fp32 and must be said (grad_reduce_dtype fp32). torchtitan
+     * reduces in fp32 (its training.mixed_precision_reduce, default "float32",
+     * torchtitan/config/configs.py), and without FSDP it runs DDP under autocast, fp32 gradients
+     * (torchtitan/distributed/utils.py, maybe_enable_amp). */
+    if (s->parallel.framework == FRAMEWORK_FSDP)
+        return wide ? 4 : 2;
+    if (s->parallel.framework == FRAMEWORK_TORCHTITAN)
+        return 4;
     switch (s->training.precision) {
     case PREC_BF16:
     case PREC_FP8:

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 #include "collective.h"
 #include "config.h"
+#include "params.h"
 
 /* A valid scenario on the shipped A100 platform: 64 GPUs of 8-GPU nodes. */
 static const char *BASE =
@@ -197,6 +198,17 @@ static const reject_case REJECTS[] = {
     {{"parallel.pipeline_engine=\"deepspeed\"", "parallel.overlap_p2p_comm=true"}, {"scenario.parallel.pipeline_engine", "overlap_p2p_comm false"}},
     {{"parallel.pipeline_engine=\"deepspeed\"", "parallel.overlap_grad_reduce=true"}, {"scenario.parallel.pipeline_engine", "overlap_grad_reduce false"}},
     {{"parallel.pipeline_engine=\"deepspeed\"", "parallel.zero_stage=2"}, {"scenario.parallel.pipeline_engine", "zero_stage 0 or 1"}},
+    /* parallel.framework: its values, and what each framework does not run (BASE: PP 2, ZeRO-1) */
+    {{"parallel.framework=\"jax\""}, {"scenario.parallel.framework", "not one of"}},
+    {{"parallel.framework=\"fsdp\"", "parallel.zero_stage=3"}, {"scenario.parallel.framework", "runs no pipeline"}},
+    {{"parallel.framework=\"torchtitan\""}, {"scenario.parallel.framework", "zero_stage 0 (data_parallel_replicate_degree) or 3"}},
+    {{"parallel.framework=\"fsdp\"", "parallel.pipeline_model_parallel_size=1", "parallel.data_parallel_size=32",
+      "parallel.zero_stage=2"}, {"scenario.parallel.framework", "SHARD_GRAD_OP is 3 with fsdp_reshard_after_forward never"}},
+    {{"parallel.framework=\"megatron\"", "parallel.fsdp_reshard_after_forward=\"never\""}, {"scenario.parallel.fsdp_reshard_after_forward", "not framework megatron's"}},
+    {{"parallel.framework=\"deepspeed\"", "parallel.fsdp_reshard_after_forward=\"always\""}, {"scenario.parallel.fsdp_reshard_after_forward", "not framework deepspeed's"}},
+    {{"parallel.framework=\"torchtitan\"", "parallel.pipeline_engine=\"deepspeed\""}, {"scenario.parallel.pipeline_engine", "not framework torchtitan's pipeline"}},
+    {{"parallel.framework=\"deepspeed\"", "parallel.pipeline_engine=\"megatron\""}, {"scenario.parallel.pipeline_engine", "not framework deepspeed's pipeline"}},
+    {{"parallel.framework=\"torchtitan\"", "parallel.zero_stage=3", "parallel.offload_optimizer=\"cpu\""}, {"scenario.parallel.offload_optimizer", "not framework torchtitan's"}},
     /* faults */
     {{"faults.degraded_links=[{\"node\":1,\"nic\":0,\"bandwidth_factor\":1.5}]"}, {"scenario.faults.degraded_links[0].bandwidth_factor", "range"}},
     {{"faults.degraded_links=[{\"node\":99,\"nic\":0,\"bandwidth_factor\":0.5}]"}, {"scenario.faults.degraded_links[0].node", "range"}},
@@ -436,6 +448,71 @@ static void precision_names_round_trip(void **state)
 }
 
 /* The planner checks candidate layouts on the struct: the same rules as the loader. */
+/* parallel.framework resolves the pipeline engine, the ZeRO-3 rule and grad_reduce_dtype's auto
+ * as each framework's code does (config.h; the reduction dtypes: Megatron-LM's validate_args fp32
+ * under bf16, DeepSpeed's communication_data_type and PyTorch FSDP1's MixedPrecision.reduce_dtype
+ * the model's bf16, torchtitan's mixed_precision_reduce fp32), and a key the scenario sets wins;
+ * the planner's candidates (other ZeRO stages, PP) obey the framework's rules. */
+static void framework_decides_the_defaults(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *set[4];
+        pipeline_engine_kind engine;
+        fsdp_reshard_kind reshard;
+        double reduce_bytes;
+    } cases[] = {
+        {{"parallel.zero_stage=1"}, PIPELINE_ENGINE_MEGATRON, FSDP_RESHARD_UNSET, 4},
+        {{"parallel.framework=\"megatron\"", "parallel.zero_stage=3"}, PIPELINE_ENGINE_MEGATRON, FSDP_RESHARD_UNSET, 2},
+        {{"parallel.framework=\"deepspeed\"", "parallel.zero_stage=1"}, PIPELINE_ENGINE_DEEPSPEED, FSDP_RESHARD_UNSET, 2},
+        {{"parallel.framework=\"fsdp\"", "parallel.pipeline_model_parallel_size=1", "parallel.zero_stage=3"},
+         PIPELINE_ENGINE_MEGATRON, FSDP_RESHARD_ALWAYS, 2},
+        {{"parallel.framework=\"fsdp\"", "parallel.pipeline_model_parallel_size=1", "parallel.zero_stage=0"},
+         PIPELINE_ENGINE_MEGATRON, FSDP_RESHARD_ALWAYS, 2},
+        {{"parallel.framework=\"fsdp\"", "parallel.pipeline_model_parallel_size=1", "parallel.zero_stage=3",
+          "parallel.fsdp_reshard_after_forward=\"never\""}, PIPELINE_ENGINE_MEGATRON, FSDP_RESHARD_NEVER, 2},
+        {{"parallel.framework=\"torchtitan\"", "parallel.zero_stage=3"}, PIPELINE_ENGINE_MEGATRON, FSDP_RESHARD_DEFAULT, 4},
+        {{"parallel.framework=\"torchtitan\"", "parallel.zero_stage=0"}, PIPELINE_ENGINE_MEGATRON, FSDP_RESHARD_DEFAULT, 4},
+        {{"parallel.framework=\"torchtitan\"", "parallel.zero_stage=3", "parallel.grad_reduce_dtype=\"bf16\""},
+         PIPELINE_ENGINE_MEGATRON, FSDP_RESHARD_DEFAULT, 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int n = 0;
+        while (n < 4 && cases[i].set[n])
+            n++;
+        scenario_config s;
+        config_error err;
+        if (load_with(cases[i].set, n, &s, &err))
+            fail_msg("case %zu: %s", i, err.msg);
+        assert_int_equal(s.parallel.pipeline_engine, cases[i].engine);
+        assert_int_equal(s.parallel.fsdp_reshard_after_forward, cases[i].reshard);
+        if (params_grad_reduce_bytes(&s) != cases[i].reduce_bytes)
+            fail_msg("case %zu (%s): reduces in %g bytes, not %g", i, cases[i].set[0], params_grad_reduce_bytes(&s),
+                     cases[i].reduce_bytes);
+        scenario_free(&s);
+    }
+    /* the planner varies ZeRO and PP on the struct: torchtitan's candidates at ZeRO-2 and fsdp's
+     * at PP 2 are refused there too */
+    const char *tt[] = {"parallel.framework=\"torchtitan\"", "parallel.zero_stage=3"};
+    scenario_config s;
+    config_error err;
+    if (load_with(tt, 2, &s, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(scenario_validate_layout(&s, &err), 0);
+    s.parallel.zero_stage = 2;
+    assert_int_equal(scenario_validate_layout(&s, &err), -1);
+    assert_non_null(strstr(err.msg, "framework: torchtitan"));
+    scenario_free(&s);
+    const char *fs[] = {"parallel.framework=\"fsdp\"", "parallel.pipeline_model_parallel_size=1", "parallel.zero_stage=3"};
+    if (load_with(fs, 3, &s, &err))
+        fail_msg("%s", err.msg);
+    s.parallel.pp = 2;
+    s.parallel.dp = 16;
+    assert_int_equal(scenario_validate_layout(&s, &err), -1);
+    assert_non_null(strstr(err.msg, "runs no pipeline"));
+    scenario_free(&s);
+}
+
 static void layout_rules_on_the_struct(void **state)
 {
     scenario_config s;
@@ -556,6 +633,7 @@ int main(void)
         cmocka_unit_test(training_defaults),
         cmocka_unit_test(more_overrides),
         cmocka_unit_test(precision_names_round_trip),
+        cmocka_unit_test(framework_decides_the_defaults),
         cmocka_unit_test(layout_rules_on_the_struct),
         cmocka_unit_test(data_parallel_size_is_derived),
         cmocka_unit_test(files_load_from_disk_and_bad_json_is_located),

@@ -24,7 +24,7 @@ m, t, p = d["model"], d["training"], d["parallel"]
 ok = (m["num_layers"], m["hidden_size"], m["num_attention_heads"], m["seq_length"]) == (96, 12288, 96, 2048)
 ok &= m["vocab_size"] == 51200                     # 50,257 padded to 128 x TP 8 = 1024
 ok &= (p["tensor_model_parallel_size"], p["pipeline_model_parallel_size"], p["data_parallel_size"]) == (8, 16, 8)
-ok &= p["zero_stage"] == 0 and t["precision"] == "fp16" and t["train_iters"] == 500000
+ok &= p["zero_stage"] == 0 and t["precision"] == "fp16" and t["train_iters"] == 500000 and p["framework"] == "megatron"
 ok &= (t["micro_batch_size"], t["global_batch_size"]) == (1, 1536)
 print("megatron GPT-3 175B:", "ok" if ok else f"WRONG {d}")
 sys.exit(0 if ok else 1)
@@ -84,7 +84,7 @@ sys.exit(0 if (m["num_layers"], m["hidden_size"], m["seq_length"], m["untie_embe
   2>"$work/err" || { cat "$work/err"; fail=1; }
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p,t=d["parallel"],d["training"];
 ok = (p["zero_stage"], p["offload_optimizer"], p["offload_parameters"], p["data_parallel_size"], p["overlap_grad_reduce"]) == (3, "cpu", "cpu", 16, True)
-ok &= p["pipeline_engine"] == "deepspeed" and "grad_reduce_dtype" not in p
+ok &= p["framework"] == "deepspeed" and "pipeline_engine" not in p and "grad_reduce_dtype" not in p
 ok &= (t["global_batch_size"], t["micro_batch_size"], t["precision"]) == (128, 4, "bf16") and p["stage3_max_live_parameters"] == 1e9
 sys.exit(0 if ok else print("deepspeed", d) or 1)' "$work/ds.json" || fail=1
 grep -q 'stage3_max_reuse_distance' "$work/err" || { echo "deepspeed: ignored keys not listed"; fail=1; }

@@ -402,22 +402,44 @@ static void folded_layouts_equal_the_full_replay(void **state)
     check_folds(*state);
 }
 
-/* The same search with ZeRO-3 as torchtitan runs it under pipeline parallelism
- * (parallel.fsdp_reshard_after_forward "default": a chunk gathers once a step and reduces once),
- * whose layouts with PP > 1 fold too: each one against its full replay. */
+/* The same search as torchtitan runs it (parallel.framework "torchtitan": FSDP2's ZeRO-3, under
+ * pipeline parallelism a chunk gathering once a step and reducing once, and DDP; no ZeRO-1 or -2),
+ * whose ZeRO-3 layouts with PP > 1 fold too: each one against its full replay. A layout's JSON
+ * names the framework and runs the same step loaded back. */
 static void folded_zero3_kept_for_the_step(void **state)
 {
     (void)state;
     gpt3_plan g;
     config_error err;
-    const char *set[] = {"parallel.fsdp_reshard_after_forward=\"default\""};
-    if (scenario_load(DTSIM_SOURCE_DIR "/scenarios/gpt3-175b-1024-a100.json", set, 1, &g.s, &err) != 0 ||
+    const char *set[] = {"parallel.framework=\"torchtitan\"", "parallel.zero_stage=3"}; /* the file's: ZeRO-1 */
+    if (scenario_load(DTSIM_SOURCE_DIR "/scenarios/gpt3-175b-1024-a100.json", set, 2, &g.s, &err) != 0 ||
         plan_search(&g.s, 0, &g.p, &err, NULL) != 0)
         fail_msg("%s", err.msg);
     int kept = 0;
-    for (int i = 0; i < g.p.count; i++)
+    for (int i = 0; i < g.p.count; i++) {
         kept += g.p.layouts[i].zero == 3 && g.p.layouts[i].pp > 1;
+        assert_true(g.p.layouts[i].zero == 0 || g.p.layouts[i].zero == 3);
+    }
     assert_true(kept > 0);
+    json_t *j = plan_layout_to_json(&g.s, &g.p.layouts[0]), *par = json_object_get(j, "parallel");
+    assert_string_equal(json_string_value(json_object_get(par, "framework")), "torchtitan");
+    json_decref(j);
+    scenario_config c;
+    plan_apply(&g.s, &g.p.layouts[0], &c);
+    run_result r, r16;
+    assert_int_equal(run_scenario(&c, &r, &err), 0);
+    assert_float_equal(r.step_time_s, g.p.layouts[0].result.step_time_s, 1e-9 * r.step_time_s);
+    /* torchtitan's fp32 reduction costs the best layout's step time or memory against bf16 */
+    const char *bf16[] = {"parallel.framework=\"torchtitan\"", "parallel.zero_stage=3",
+                          "parallel.grad_reduce_dtype=\"bf16\""};
+    scenario_config b;
+    if (scenario_load(DTSIM_SOURCE_DIR "/scenarios/gpt3-175b-1024-a100.json", bf16, 3, &b, &err) != 0)
+        fail_msg("%s", err.msg);
+    scenario_config c16;
+    plan_apply(&b, &g.p.layouts[0], &c16);
+    assert_int_equal(run_scenario(&c16, &r16, &err), 0);
+    assert_true(r.step_time_s > r16.step_time_s || r.memory.total > r16.memory.total);
+    scenario_free(&b);
     check_folds(&g);
     plan_result_free(&g.p);
     scenario_free(&g.s);
