@@ -28,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # MPT sizes from the yamls the benchmark names (scripts/train/yamls/pretrain/mpt-*.yaml):
 # d_model, n_heads, n_layers (expansion_ratio 4, vocab 50368)
 DIMS = {"1b": (2048, 16, 24), "3b": (2560, 20, 32), "7b": (4096, 32, 32), "13b": (5120, 40, 40),
-        "30b": (7168, 56, 48)}
+        "30b": (7168, 56, 48), "70b": (8192, 64, 80)}
 # model, seq, GPUs, micro-batch, grad accum, activation checkpointing, published tokens/s
 H100_ROWS = [("7b", 2048, 8, 6, 1, False, 85144), ("7b", 1024, 8, 64, 2, True, 81628),
         ("7b", 4096, 8, 16, 2, True, 68893), ("7b", 8192, 8, 8, 2, True, 55481),
@@ -66,27 +66,38 @@ def main():
             predict_table(dtsim, base, title, platform, rows, os.path.join(tmp, "row.json"))
 
 
+def predict(dtsim, base, platform, row, path, parallel=None, sets=()):
+    """dtsim's tokens/s for one row (model, seq, GPUs, micro-batch, accumulation, checkpointing)
+    on the published case's scenario base; parallel: more keys of the row's layout; sets: dtsim
+    run --set overrides."""
+    model, seq, gpus, mb, ga, ckpt = row
+    s = json.loads(json.dumps(base))
+    h, heads, layers = DIMS[model]
+    s["name"] = "llmfoundry-mpt%s-%d-%dgpu" % (model, seq, gpus)
+    s["platform"] = platform
+    s["model"].update(num_layers=layers, hidden_size=h, num_attention_heads=heads,
+                      num_query_groups=heads, ffn_hidden_size=4 * h, seq_length=seq)
+    s["training"].update(global_batch_size=mb * ga * gpus, micro_batch_size=mb,
+                         recompute_granularity="full" if ckpt else "none")
+    s["parallel"]["data_parallel_size"] = gpus
+    s["parallel"].update(parallel or {})
+    with open(path, "w") as f:
+        json.dump(s, f)
+    cmd = [dtsim, "run", path, "--json", "-"]
+    for kv in sets:
+        cmd += ["--set", kv]
+    run = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if run.returncode not in (0, 3):
+        sys.exit("dtsim failed on %s: %s" % (s["name"], run.stderr.strip()))
+    return json.loads(run.stdout)["tokens_per_s"]
+
+
 def predict_table(dtsim, base, title, platform, rows, path):
     errors = {True: [], False: []}
     print("%s (%s)" % (title, platform))
     print("model  seq gpus  mb  ga  checkpointing  published tok/s  dtsim tok/s   error")
     for model, seq, gpus, mb, ga, ckpt, published in rows:
-        s = json.loads(json.dumps(base))
-        h, heads, layers = DIMS[model]
-        s["name"] = "llmfoundry-mpt%s-%d-%dgpu" % (model, seq, gpus)
-        s["platform"] = platform
-        s["model"].update(num_layers=layers, hidden_size=h, num_attention_heads=heads,
-                          num_query_groups=heads, ffn_hidden_size=4 * h, seq_length=seq)
-        s["training"].update(global_batch_size=mb * ga * gpus, micro_batch_size=mb,
-                             recompute_granularity="full" if ckpt else "none")
-        s["parallel"]["data_parallel_size"] = gpus
-        with open(path, "w") as f:
-            json.dump(s, f)
-        run = subprocess.run([dtsim, "run", path, "--json", "-"], capture_output=True, text=True,
-                             cwd=ROOT)
-        if run.returncode not in (0, 3):
-            sys.exit("dtsim failed on %s: %s" % (s["name"], run.stderr.strip()))
-        predicted = json.loads(run.stdout)["tokens_per_s"]
+        predicted = predict(dtsim, base, platform, (model, seq, gpus, mb, ga, ckpt), path)
         err = predicted / published - 1
         errors[ckpt].append(err)
         print("%5s %5d %4d %3d %3d  %-13s %15d %12.0f %+7.1f%%" %
@@ -96,6 +107,7 @@ def predict_table(dtsim, base, title, platform, rows, path):
         print("checkpointing %-4s: %2d rows, mean error %+.1f%%, from %+.1f%% to %+.1f%%" %
               ("full" if ckpt else "none", len(e), 100 * sum(e) / len(e), 100 * min(e), 100 * max(e)))
     print()
+
 
 if __name__ == "__main__":
     main()
