@@ -25,6 +25,12 @@ static void usage(FILE *f)
 /* A setting Megatron-LM cannot express that would change the step: its name, or NULL. */
 static const char *inexpressible(const scenario_config *s)
 {
+    /* another framework's run first: nothing below says more */
+    if (s->parallel.framework == FRAMEWORK_DEEPSPEED)
+        return "parallel.framework deepspeed (DeepSpeed's engine: its pipeline, optimizer and reduction dtype, "
+               "not Megatron-LM's)";
+    if (framework_is_pytorch_fsdp(s->parallel.framework))
+        return "parallel.framework fsdp or torchtitan (PyTorch FSDP's runs, not Megatron-LM's)";
     if (s->parallel.zero_stage >= 2)
         return "parallel.zero_stage 2 or 3 (Megatron-LM's distributed optimizer is ZeRO-1)";
     if (s->parallel.offload_optimizer || s->parallel.offload_parameters)
@@ -36,8 +42,6 @@ static const char *inexpressible(const scenario_config *s)
     if (s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED)
         return "parallel.pipeline_engine deepspeed (DeepSpeed's engine: its pipeline, optimizer and reduction dtype, "
                "not Megatron-LM's)";
-    if (s->parallel.framework == FRAMEWORK_FSDP || s->parallel.framework == FRAMEWORK_TORCHTITAN)
-        return "parallel.framework fsdp or torchtitan (PyTorch FSDP's runs, not Megatron-LM's)";
     if (s->model.moe_load_imbalance > 0)
         return "model.moe_load_imbalance (a property of the data, not an argument)";
     if (s->parameter_server.present)

@@ -62,6 +62,13 @@ typedef enum {
     FRAMEWORK_TORCHTITAN
 } framework_kind;
 const char *framework_kind_name(framework_kind f); /* "megatron", ...; "unset" */
+const char *pipeline_engine_name(pipeline_engine_kind e); /* "megatron", "deepspeed" */
+const char *fsdp_reshard_name(fsdp_reshard_kind r);       /* "always", "never", "default"; "unset" */
+/* PyTorch's FSDP runs it (framework fsdp or torchtitan): what Megatron-LM cannot express */
+static inline int framework_is_pytorch_fsdp(framework_kind f)
+{
+    return f == FRAMEWORK_FSDP || f == FRAMEWORK_TORCHTITAN;
+}
 
 /* ---- platform ------------------------------------------------------------------------ */
 typedef struct {

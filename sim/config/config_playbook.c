@@ -13,10 +13,21 @@
  * in pipeline_engine_kind's */
 static const char *const frameworks[] = {"megatron", "deepspeed", "fsdp", "torchtitan", NULL};
 static const char *const engines[] = {"megatron", "deepspeed", NULL};
+static const char *const reshards[] = {"always", "never", "default", NULL}; /* after FSDP_RESHARD_UNSET */
 
 const char *framework_kind_name(framework_kind f)
 {
     return f > FRAMEWORK_UNSET && f <= FRAMEWORK_TORCHTITAN ? frameworks[f - 1] : "unset";
+}
+
+const char *pipeline_engine_name(pipeline_engine_kind e)
+{
+    return engines[e == PIPELINE_ENGINE_DEEPSPEED];
+}
+
+const char *fsdp_reshard_name(fsdp_reshard_kind r)
+{
+    return r > FSDP_RESHARD_UNSET && r <= FSDP_RESHARD_DEFAULT ? reshards[r - 1] : "unset";
 }
 
 /* The framework's pipeline engine and ZeRO-3 rule where the scenario leaves them out (engine -1,
@@ -48,7 +59,6 @@ int config_parse_parallel_playbook(json_t *par, scenario_config *s, config_error
     static const char *const reduce_dtypes[] = {"auto", "fp32", "bf16", "fp16", "int8", NULL};
     static const char *const methods[] = {"none", "topk", "powersgd", NULL};
     static const char *const devices[] = {"none", "cpu", "nvme", NULL};
-    static const char *const reshards[] = {"always", "never", "default", NULL};
     static const char *const comp_keys[] = {"method", "topk_ratio", "powersgd_rank", NULL};
     const char *p = S ".parallel";
     int dtype, method, opt_dev, par_dev, engine, reshard, fw;
@@ -75,6 +85,15 @@ int config_parse_parallel_playbook(json_t *par, scenario_config *s, config_error
         return -1;
     s->parallel.pipeline_engine = (pipeline_engine_kind)engine;
     s->parallel.fsdp_reshard_after_forward = rule;
+    static const char *const deepspeed_knobs[] = {"stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
+                                                  "stage3_max_live_parameters", "reduce_bucket_size", NULL};
+    for (int i = 0; rule != FSDP_RESHARD_UNSET && deepspeed_knobs[i]; i++)
+        if (json_object_get(par, deepspeed_knobs[i]))
+            return config_fail(err, "%s.%s: DeepSpeed's stage-3 knob, which FSDP's rule (%s) does not have: FSDP "
+                                    "shards every tensor, gathers one layer ahead and reduces a layer in one call",
+                               p, deepspeed_knobs[i],
+                               s->parallel.framework == FRAMEWORK_UNSET ? "fsdp_reshard_after_forward"
+                                                                        : framework_kind_name(s->parallel.framework));
     static const double dtype_bytes[] = {0, 4, 2, 2, 1 + 4.0 / GRAD_INT8_BLOCK};
     s->parallel.grad_reduce_bytes = dtype_bytes[dtype];
     s->parallel.grad_reduce_int8 = dtype == 4;
@@ -144,7 +163,7 @@ int config_validate_playbook(const scenario_config *s, config_error *err)
                                 "pass)", p);
     /* what the framework runs (config.h), on the struct so that the planner's candidates obey it */
     framework_kind fw = s->parallel.framework;
-    int pytorch = fw == FRAMEWORK_FSDP || fw == FRAMEWORK_TORCHTITAN;
+    int pytorch = framework_is_pytorch_fsdp(fw);
     if (fw == FRAMEWORK_FSDP && s->parallel.pp > 1)
         return config_fail(err, "%s.framework: fsdp (PyTorch FSDP1) runs no pipeline: pipeline_model_parallel_size 1, "
                                 "or framework torchtitan (FSDP2 with PyTorch's pipelining), not %d", p, s->parallel.pp);
@@ -155,9 +174,16 @@ int config_validate_playbook(const scenario_config *s, config_error *err)
                            fw == FRAMEWORK_FSDP ? "FULL_SHARD; SHARD_GRAD_OP is 3 with fsdp_reshard_after_forward never"
                                                 : "data_parallel_shard_degree",
                            s->parallel.zero_stage);
-    if (pytorch && opt_dev != OFFLOAD_NONE)
-        return config_fail(err, "%s.offload_optimizer: DeepSpeed's ZeRO-Offload, not framework %s's", p,
-                           framework_kind_name(fw));
+    /* torchtitan/models/llama3/infra/parallelize.py: without FSDP, DDP must be the whole mesh ("DDP has
+     * not supported > 1D parallelism") */
+    if (fw == FRAMEWORK_TORCHTITAN && s->parallel.zero_stage == 0 &&
+        (s->parallel.tp > 1 || s->parallel.pp > 1 || s->parallel.cp > 1 || s->parallel.ep > 1))
+        return config_fail(err, "%s.framework: torchtitan runs DDP (zero_stage 0) only as the whole layout (its "
+                                "parallelize.py refuses DDP beside any other parallelism): TP, PP, CP and EP 1, or "
+                                "zero_stage 3", p);
+    if (pytorch && (opt_dev != OFFLOAD_NONE || par_dev != OFFLOAD_NONE))
+        return config_fail(err, "%s.%s: dtsim models DeepSpeed's ZeRO-Offload, not framework %s's CPU offload", p,
+                           opt_dev != OFFLOAD_NONE ? "offload_optimizer" : "offload_parameters", framework_kind_name(fw));
     if (s->parallel.fsdp_reshard_after_forward != FSDP_RESHARD_UNSET && par_dev != OFFLOAD_NONE)
         return config_fail(err, "%s.fsdp_reshard_after_forward: not with offload_parameters (dtsim offloads "
                                 "parameters as DeepSpeed's ZeRO-Infinity does, not as FSDP2)", p);

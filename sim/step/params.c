@@ -103,18 +103,16 @@ double params_grad_reduce_bytes(const scenario_config *s)
         return s->parallel.grad_reduce_bytes;
     /* DeepSpeed's engine reduces in its communication_data_type, by default the model's 16-bit
      * type, whatever the gradients are kept in (deepspeed/runtime/engine.py: the
-     * communication_data_type property; allreduce_bucket casts to it before the all-reduce) */
-    int wide = s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32;
-    if (s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED) /* fp8 runs keep bf16 models */
-        return wide ? 4 : 2;
-    /* PyTorch FSDP1 reduces in MixedPrecision.reduce_dtype, which left None takes param_dtype, the
+     * communication_data_type property; allreduce_bucket casts to it before the all-reduce).
+     * PyTorch FSDP1 reduces in MixedPrecision.reduce_dtype, which left None takes param_dtype, the
      * model's 16-bit type (torch/distributed/fsdp/api.py, MixedPrecision's docstring); Composer's
      * own DEFAULT policy reduces in fp32 and must be said (grad_reduce_dtype fp32). torchtitan
      * reduces in fp32 (its training.mixed_precision_reduce, default "float32",
      * torchtitan/config/configs.py), and without FSDP it runs DDP under autocast, fp32 gradients
      * (torchtitan/distributed/utils.py, maybe_enable_amp). */
-    if (s->parallel.framework == FRAMEWORK_FSDP)
-        return wide ? 4 : 2;
+    int wide = s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32;
+    if (s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED || s->parallel.framework == FRAMEWORK_FSDP)
+        return wide ? 4 : 2; /* fp8 runs keep bf16 models */
     if (s->parallel.framework == FRAMEWORK_TORCHTITAN)
         return 4;
     switch (s->training.precision) {
@@ -122,9 +120,11 @@ double params_grad_reduce_bytes(const scenario_config *s)
     case PREC_FP8:
         /* Megatron-LM (megatron/training/arguments.py, validate_args): "bfloat16 requires gradient
          * accumulation and all-reduce to be done in fp32" sets accumulate_allreduce_grads_in_fp32
-         * (fp8 runs keep bf16 parameters through Transformer Engine, so the same). DeepSpeed's
-         * stage 3 sends in the model's dtype (its communication_data_type defaults to it), as
-         * PyTorch FSDP's MixedPrecision.reduce_dtype defaults to param_dtype. */
+         * (fp8 runs keep bf16 parameters through Transformer Engine, so the same). Its ZeRO-3,
+         * Megatron-FSDP, keeps and reduces its main gradients in the model's gradient dtype unless
+         * told (--megatron-fsdp-main-grads-dtype, default auto: "the native model gradient
+         * data-type", megatron/training/arguments.py); DeepSpeed's stage 3 sends in the model's
+         * dtype (its communication_data_type defaults to it). */
         return s->parallel.zero_stage >= 3 ? 2 : 4;
     case PREC_FP16:
         return 2; /* Megatron keeps fp16 gradients (no fp32 accumulation unless asked) */

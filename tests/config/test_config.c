@@ -209,6 +209,10 @@ static const reject_case REJECTS[] = {
     {{"parallel.framework=\"torchtitan\"", "parallel.pipeline_engine=\"deepspeed\""}, {"scenario.parallel.pipeline_engine", "not framework torchtitan's pipeline"}},
     {{"parallel.framework=\"deepspeed\"", "parallel.pipeline_engine=\"megatron\""}, {"scenario.parallel.pipeline_engine", "not framework deepspeed's pipeline"}},
     {{"parallel.framework=\"torchtitan\"", "parallel.zero_stage=3", "parallel.offload_optimizer=\"cpu\""}, {"scenario.parallel.offload_optimizer", "not framework torchtitan's"}},
+    {{"parallel.framework=\"torchtitan\"", "parallel.zero_stage=0"}, {"scenario.parallel.framework", "DDP (zero_stage 0) only as the whole layout"}},
+    {{"parallel.framework=\"fsdp\"", "parallel.pipeline_model_parallel_size=1", "parallel.data_parallel_size=32",
+      "parallel.zero_stage=3", "parallel.stage3_max_live_parameters=1e9"}, {"scenario.parallel.stage3_max_live_parameters", "FSDP's rule (fsdp)"}},
+    {{"parallel.fsdp_reshard_after_forward=\"always\"", "parallel.reduce_bucket_size=1e8"}, {"scenario.parallel.reduce_bucket_size", "FSDP's rule (fsdp_reshard_after_forward)"}},
     /* faults */
     {{"faults.degraded_links=[{\"node\":1,\"nic\":0,\"bandwidth_factor\":1.5}]"}, {"scenario.faults.degraded_links[0].bandwidth_factor", "range"}},
     {{"faults.degraded_links=[{\"node\":99,\"nic\":0,\"bandwidth_factor\":0.5}]"}, {"scenario.faults.degraded_links[0].node", "range"}},
@@ -447,7 +451,6 @@ static void precision_names_round_trip(void **state)
     assert_int_equal(precision_from_name("BF16"), -1); /* names are exact */
 }
 
-/* The planner checks candidate layouts on the struct: the same rules as the loader. */
 /* parallel.framework resolves the pipeline engine, the ZeRO-3 rule and grad_reduce_dtype's auto
  * as each framework's code does (config.h; the reduction dtypes: Megatron-LM's validate_args fp32
  * under bf16, DeepSpeed's communication_data_type and PyTorch FSDP1's MixedPrecision.reduce_dtype
@@ -463,6 +466,8 @@ static void framework_decides_the_defaults(void **state)
         double reduce_bytes;
     } cases[] = {
         {{"parallel.zero_stage=1"}, PIPELINE_ENGINE_MEGATRON, FSDP_RESHARD_UNSET, 4},
+        {{"parallel.zero_stage=3"}, PIPELINE_ENGINE_MEGATRON, FSDP_RESHARD_UNSET, 2},
+        {{"parallel.pipeline_engine=\"deepspeed\"", "parallel.zero_stage=1"}, PIPELINE_ENGINE_DEEPSPEED, FSDP_RESHARD_UNSET, 2},
         {{"parallel.framework=\"megatron\"", "parallel.zero_stage=3"}, PIPELINE_ENGINE_MEGATRON, FSDP_RESHARD_UNSET, 2},
         {{"parallel.framework=\"deepspeed\"", "parallel.zero_stage=1"}, PIPELINE_ENGINE_DEEPSPEED, FSDP_RESHARD_UNSET, 2},
         {{"parallel.framework=\"fsdp\"", "parallel.pipeline_model_parallel_size=1", "parallel.zero_stage=3"},
@@ -472,7 +477,8 @@ static void framework_decides_the_defaults(void **state)
         {{"parallel.framework=\"fsdp\"", "parallel.pipeline_model_parallel_size=1", "parallel.zero_stage=3",
           "parallel.fsdp_reshard_after_forward=\"never\""}, PIPELINE_ENGINE_MEGATRON, FSDP_RESHARD_NEVER, 2},
         {{"parallel.framework=\"torchtitan\"", "parallel.zero_stage=3"}, PIPELINE_ENGINE_MEGATRON, FSDP_RESHARD_DEFAULT, 4},
-        {{"parallel.framework=\"torchtitan\"", "parallel.zero_stage=0"}, PIPELINE_ENGINE_MEGATRON, FSDP_RESHARD_DEFAULT, 4},
+        {{"parallel.framework=\"torchtitan\"", "parallel.zero_stage=0", "parallel.pipeline_model_parallel_size=1",
+          "parallel.tensor_model_parallel_size=1"}, PIPELINE_ENGINE_MEGATRON, FSDP_RESHARD_DEFAULT, 4},
         {{"parallel.framework=\"torchtitan\"", "parallel.zero_stage=3", "parallel.grad_reduce_dtype=\"bf16\""},
          PIPELINE_ENGINE_MEGATRON, FSDP_RESHARD_DEFAULT, 2},
     };
@@ -513,6 +519,7 @@ static void framework_decides_the_defaults(void **state)
     scenario_free(&s);
 }
 
+/* The planner checks candidate layouts on the struct: the same rules as the loader. */
 static void layout_rules_on_the_struct(void **state)
 {
     scenario_config s;

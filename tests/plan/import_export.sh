@@ -124,5 +124,15 @@ refuse 'communication_data_type "int4"' "$dtsim" import deepspeed "$work/ds_dtyp
 refuse "pipeline_engine deepspeed (DeepSpeed's engine" "$dtsim" export megatron scenarios/gpt3-175b-1024-a100.json \
   --set 'parallel.pipeline_engine="deepspeed"' --set 'parallel.schedule="1f1b"' \
   --set parallel.virtual_pipeline_model_parallel_size=1 --set parallel.overlap_grad_reduce=false
+refuse "parallel.framework deepspeed (DeepSpeed's engine" "$dtsim" export megatron scenarios/gpt3-175b-1024-a100.json \
+  --set 'parallel.framework="deepspeed"' --set 'parallel.schedule="1f1b"' \
+  --set parallel.virtual_pipeline_model_parallel_size=1 --set parallel.overlap_grad_reduce=false
+refuse "parallel.framework fsdp or torchtitan" "$dtsim" export megatron scenarios/gpt3-175b-1024-a100.json \
+  --set 'parallel.framework="torchtitan"' --set parallel.zero_stage=3
+# the summary names the framework and, resolved, its ZeRO-3 rule (torchtitan's default under PP: kept)
+"$dtsim" run scenarios/gpt3-175b-1024-a100.json --set 'parallel.framework="torchtitan"' --set parallel.zero_stage=3 \
+  >"$work/summary" 2>&1 || { cat "$work/summary"; fail=1; }
+grep -q 'ZeRO-3 (FSDP units, kept after forward), .*, framework torchtitan$' "$work/summary" ||
+  { echo "summary lacks the framework's ZeRO-3 rule:"; grep layout "$work/summary"; fail=1; }
 [ "$fail" -eq 0 ] && echo "import/export: Megatron, Hugging Face and DeepSpeed files; round trips; refusals"
 exit "$fail"

@@ -147,14 +147,12 @@ static void plan_parallel_extras_to_json(const scenario_config *s, json_t *par)
     json_object_set_new(par, "tp_comm_overlap", json_boolean(s->parallel.tp_comm_overlap));
     json_object_set_new(par, "tp_comm_overlap_chunks", json_integer(s->parallel.tp_comm_overlap_chunks));
     json_object_set_new(par, "overlap_param_gather", json_boolean(s->parallel.overlap_param_gather));
-    json_object_set_new(par, "pipeline_engine",
-                        json_string(s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED ? "deepspeed" : "megatron"));
+    json_object_set_new(par, "pipeline_engine", json_string(pipeline_engine_name(s->parallel.pipeline_engine)));
     if (s->parallel.framework != FRAMEWORK_UNSET) /* it decides grad_reduce_dtype's auto */
         json_object_set_new(par, "framework", json_string(framework_kind_name(s->parallel.framework)));
-    static const char *const reshards[] = {NULL, "always", "never", "default"};
     if (s->parallel.fsdp_reshard_after_forward != FSDP_RESHARD_UNSET) /* unset: Megatron-FSDP's rule */
         json_object_set_new(par, "fsdp_reshard_after_forward",
-                            json_string(reshards[s->parallel.fsdp_reshard_after_forward]));
+                            json_string(fsdp_reshard_name(s->parallel.fsdp_reshard_after_forward)));
     json_object_set_new(par, "stage3_prefetch_bucket_size", json_real(s->parallel.stage3_prefetch_bucket_size));
     json_object_set_new(par, "stage3_param_persistence_threshold",
                         json_real(s->parallel.stage3_param_persistence_threshold));
