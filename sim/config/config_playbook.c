@@ -94,6 +94,11 @@ int config_parse_parallel_playbook(json_t *par, scenario_config *s, config_error
                                p, deepspeed_knobs[i],
                                s->parallel.framework == FRAMEWORK_UNSET ? "fsdp_reshard_after_forward"
                                                                         : framework_kind_name(s->parallel.framework));
+    for (int i = 0; s->parallel.framework == FRAMEWORK_MEGATRON && deepspeed_knobs[i]; i++)
+        if (json_object_get(par, deepspeed_knobs[i]))
+            return config_fail(err, "%s.%s: DeepSpeed's stage-3 knob, which Megatron-FSDP (framework megatron) does "
+                                    "not have: it shards every tensor and prefetches by its own size "
+                                    "(docs/model.md, Which framework)", p, deepspeed_knobs[i]);
     static const double dtype_bytes[] = {0, 4, 2, 2, 1 + 4.0 / GRAD_INT8_BLOCK};
     s->parallel.grad_reduce_bytes = dtype_bytes[dtype];
     s->parallel.grad_reduce_int8 = dtype == 4;

@@ -39,6 +39,21 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z)
     z->reshard_after_forward = r == FSDP_RESHARD_UNSET || r == FSDP_RESHARD_ALWAYS ||
                                (r == FSDP_RESHARD_DEFAULT && !pipelined);
     z->reshard_after_backward = z->reduce_every_backward = !(fsdp2 && pipelined);
+    if (s->parallel.framework == FRAMEWORK_MEGATRON && !fsdp2) {
+        /* Megatron-FSDP as Megatron-LM runs it (megatron/core/distributed/fsdp/src/megatron_fsdp): it
+         * shards every tensor; a gather prefetches the next layers' buckets until they hold
+         * suggested_AG_prefetch_size elements, half of suggested_communication_unit_size, which
+         * defaults to max(1e9, twice a unit's parameters) (megatron_fsdp.py; the loop in
+         * param_and_grad_buffer.py all_gather_params adds a layer while it holds less): at least one
+         * layer, ceil(max(5e8, P) / P) of P elements; a layer's gradients go out as its bucket */
+        z->persistence_threshold = 0;
+        z->layer_persistent = 0;
+        z->layer_params = whole;
+        int megatron_ahead = whole > 0 ? (int)ceil(fmax(5e8, whole) / whole) : 0;
+        z->prefetch_layers = megatron_ahead > 16 ? 16 : megatron_ahead; /* the cap above */
+        z->live_params = (1 + z->prefetch_layers) * z->layer_params;
+        z->reduce_bucket_params = whole > 0 ? whole : 1;
+    }
     if (fsdp2) {
         /* FSDP2 has none of DeepSpeed's knobs: it shards every tensor, and each unit (a layer)
          * gathers one ahead (the next layer's all-gather issued as the current one runs, forward

@@ -24,6 +24,9 @@
  * Defaults are DeepSpeed's (deepspeed/runtime/zero/config.py: prefetch_bucket_size 5e7,
  * param_persistence_threshold 1e5, max_live_parameters 1e9, reduce_bucket_size 5e8).
  *
+ * parallel.framework megatron asks for Megatron-FSDP's own unit instead (zero3.c): every tensor
+ * sharded, the prefetch by its suggested_AG_prefetch_size, a layer's gradients one bucket.
+ *
  * parallel.fsdp_reshard_after_forward asks for PyTorch FSDP2 as torchtitan runs it instead:
  *  - a forward lets its layers go unless the key (or torchtitan's policy "default", which says
  *    never under pipeline parallelism, always without) says never; a layer still gathered when

@@ -213,6 +213,7 @@ static const reject_case REJECTS[] = {
     {{"parallel.framework=\"fsdp\"", "parallel.pipeline_model_parallel_size=1", "parallel.data_parallel_size=32",
       "parallel.zero_stage=3", "parallel.stage3_max_live_parameters=1e9"}, {"scenario.parallel.stage3_max_live_parameters", "FSDP's rule (fsdp)"}},
     {{"parallel.fsdp_reshard_after_forward=\"always\"", "parallel.reduce_bucket_size=1e8"}, {"scenario.parallel.reduce_bucket_size", "FSDP's rule (fsdp_reshard_after_forward)"}},
+    {{"parallel.framework=\"megatron\"", "parallel.stage3_prefetch_bucket_size=1e8"}, {"scenario.parallel.stage3_prefetch_bucket_size", "which Megatron-FSDP (framework megatron) does not have"}},
     /* faults */
     {{"faults.degraded_links=[{\"node\":1,\"nic\":0,\"bandwidth_factor\":1.5}]"}, {"scenario.faults.degraded_links[0].bandwidth_factor", "range"}},
     {{"faults.degraded_links=[{\"node\":99,\"nic\":0,\"bandwidth_factor\":0.5}]"}, {"scenario.faults.degraded_links[0].node", "range"}},

@@ -413,12 +413,61 @@ static void fsdp2_key_is_refused_where_it_cannot_run(void **state)
     fixture_free(&s);
 }
 
+/* parallel.framework megatron: Megatron-FSDP's own rule (zero3.c), written out from its code: every
+ * tensor sharded (the layer's norms and biases gathered too), one bucket of gradients a layer, and
+ * a gather prefetching the next layers until they hold max(5e8, P) elements, P a layer's: 40 of
+ * the fixture's 12.6M-element layers (dtsim's cap: 16), 3 of a 201M one, 1 of an 805M one. The
+ * unset rule, DeepSpeed's knobs, prefetches ceil(5e7 / P) within max_live_parameters 1e9: 4, 1
+ * and 0. */
+static void megatron_fsdp_prefetches_by_its_size(void **state)
+{
+    (void)state;
+    static const struct {
+        long long h, f;
+        int megatron_ahead, deepspeed_ahead;
+    } sizes[] = {{1024, 4096, 16, 4}, {4096, 16384, 3, 1}, {8192, 32768, 1, 0}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        scenario_config s;
+        zero3_fixture(&s, 4);
+        fixture_model(&s, 4, sizes[i].h, 16, sizes[i].f);
+        double h = (double)sizes[i].h, f = (double)sizes[i].f;
+        double matrices = 4 * h * h + 2 * h * f, vectors = 3 * h + h + f + h + 4 * h;
+        zero3_plan z, d;
+        zero3_plan_of(&s, &d);
+        s.parallel.framework = FRAMEWORK_MEGATRON;
+        zero3_plan_of(&s, &z);
+        print_message("h %lld: Megatron-FSDP %d layers ahead, DeepSpeed's knobs %d\n", sizes[i].h, z.prefetch_layers,
+                      d.prefetch_layers);
+        assert_true(REL(z.layer_params, matrices + vectors));
+        assert_true(z.layer_persistent == 0);
+        assert_int_equal(z.prefetch_layers, sizes[i].megatron_ahead);
+        assert_true(REL(z.live_params, (1 + sizes[i].megatron_ahead) * (matrices + vectors)));
+        assert_true(REL(z.reduce_bucket_params, matrices + vectors));
+        assert_int_equal(d.prefetch_layers, sizes[i].deepspeed_ahead);
+        fixture_free(&s);
+    }
+    /* what a step gathers: every tensor, as with no persistence threshold (the first test) */
+    scenario_config s;
+    zero3_fixture(&s, 4);
+    s.parallel.framework = FRAMEWORK_MEGATRON;
+    double h = 1024, f = 4096, V = 32000, T = 1024, L = 4, m = 2;
+    double matrices = 4 * h * h + 2 * h * f, vectors = 3 * h + h + f + h + 4 * h;
+    double ends = (V * h + T * h) + V * h;
+    double gathered, reduced;
+    int gathers;
+    bytes_of(&s, &gathered, &reduced, &gathers);
+    assert_int_equal(gathers, (int)(m * 2 * L));
+    assert_true(REL(gathered, m * 2 * (L * (matrices + vectors) + ends + 2 * h) * 2));
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_micro_batch_gathers_and_reduces_each_layer),
         cmocka_unit_test(prefetch_hides_the_gathers_behind_compute),
         cmocka_unit_test(memory_holds_the_gathered_working_set),
+        cmocka_unit_test(megatron_fsdp_prefetches_by_its_size),
         cmocka_unit_test(fsdp2_on_one_stage),
         cmocka_unit_test(fsdp2_under_pipeline_parallelism),
         cmocka_unit_test(fsdp2_interleaved),

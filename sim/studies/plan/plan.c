@@ -150,10 +150,10 @@ static void plan_parallel_extras_to_json(const scenario_config *s, json_t *par)
     json_object_set_new(par, "pipeline_engine", json_string(pipeline_engine_name(s->parallel.pipeline_engine)));
     if (s->parallel.framework != FRAMEWORK_UNSET) /* it decides grad_reduce_dtype's auto */
         json_object_set_new(par, "framework", json_string(framework_kind_name(s->parallel.framework)));
-    if (s->parallel.fsdp_reshard_after_forward != FSDP_RESHARD_UNSET) { /* FSDP's rule, with no DeepSpeed knobs */
+    if (s->parallel.fsdp_reshard_after_forward != FSDP_RESHARD_UNSET) { /* FSDP's rule: no DeepSpeed knobs */
         json_object_set_new(par, "fsdp_reshard_after_forward",
                             json_string(fsdp_reshard_name(s->parallel.fsdp_reshard_after_forward)));
-    } else { /* Megatron-FSDP's and DeepSpeed's rule, with DeepSpeed's knobs */
+    } else if (s->parallel.framework != FRAMEWORK_MEGATRON) { /* DeepSpeed's knobs (Megatron-FSDP has its own) */
         json_object_set_new(par, "stage3_prefetch_bucket_size", json_real(s->parallel.stage3_prefetch_bucket_size));
         json_object_set_new(par, "stage3_param_persistence_threshold",
                             json_real(s->parallel.stage3_param_persistence_threshold));
