@@ -116,6 +116,8 @@ static const struct {
     {"--expert-tensor-parallel-size", MA_INT, "parallel.expert_tensor_parallel_size"},
     {"--sequence-parallel", MA_FLAG, "parallel.sequence_parallel"},
     {"--use-distributed-optimizer", MA_FLAG, "distributed_optimizer"},
+    {"--use-megatron-fsdp", MA_FLAG, "megatron_fsdp"},
+    {"--data-parallel-sharding-strategy", MA_WORD, "dp_sharding_strategy"},
     {"--overlap-grad-reduce", MA_FLAG, "parallel.overlap_grad_reduce"},
     {"--overlap-param-gather", MA_FLAG, "parallel.overlap_param_gather"},
     {"--tp-comm-overlap", MA_FLAG, "parallel.tp_comm_overlap"},
@@ -281,6 +283,23 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
         strcat(ignored, *ignored ? ", --fp8-recipe (without --fp8-format)" : "--fp8-recipe (without --fp8-format)");
     if (json_is_true(json_object_get(extra, "distributed_optimizer")))
         json_object_set_new(par, "zero_stage", json_integer(1));
+    /* Megatron-FSDP: --data-parallel-sharding-strategy, default optim_grads_params, says what it
+     * shards (megatron/training/arguments.py): ZeRO 0 to 3 */
+    const char *sharding = json_string_value(json_object_get(extra, "dp_sharding_strategy"));
+    if (json_is_true(json_object_get(extra, "megatron_fsdp"))) {
+        static const char *const strategies[] = {"no_shard", "optim", "optim_grads", "optim_grads_params"};
+        int zero = -1;
+        for (int i = 0; i < 4; i++)
+            if (!strcmp(sharding ? sharding : "optim_grads_params", strategies[i]))
+                zero = i;
+        if (zero < 0)
+            return import_fail("megatron", "--data-parallel-sharding-strategy %s: no_shard, optim, optim_grads or "
+                                           "optim_grads_params", sharding);
+        json_object_set_new(par, "zero_stage", json_integer(zero));
+    } else if (sharding) {
+        strcat(ignored, *ignored ? ", --data-parallel-sharding-strategy (without --use-megatron-fsdp)"
+                                 : "--data-parallel-sharding-strategy (without --use-megatron-fsdp)");
+    }
     if (json_is_true(json_object_get(extra, "no_scatter_gather")))
         json_object_set_new(par, "scatter_gather_p2p", json_false());
     long long pp = got_int(par, "pipeline_model_parallel_size");
