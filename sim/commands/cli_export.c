@@ -31,8 +31,8 @@ static const char *inexpressible(const scenario_config *s)
                "not Megatron-LM's)";
     if (framework_is_pytorch_fsdp(s->parallel.framework))
         return "parallel.framework fsdp or torchtitan (PyTorch FSDP's runs, not Megatron-LM's)";
-    if (s->parallel.zero_stage >= 2 && s->parallel.framework != FRAMEWORK_MEGATRON)
-        return "parallel.zero_stage 2 or 3 (Megatron-LM's distributed optimizer is ZeRO-1; as Megatron-FSDP, "
+    if (s->parallel.zero_stage == 2 || (s->parallel.zero_stage == 3 && s->parallel.framework != FRAMEWORK_MEGATRON))
+        return "parallel.zero_stage 2 or 3 (Megatron-LM's distributed optimizer is ZeRO-1; ZeRO-3 as Megatron-FSDP: "
                "say parallel.framework megatron)";
     if (s->parallel.offload_optimizer || s->parallel.offload_parameters)
         return "parallel.offload_* (DeepSpeed's ZeRO-Offload)";
@@ -138,11 +138,11 @@ static int megatron_line(const scenario_config *s, char *out, size_t len)
         ARG(" --sequence-parallel");
     if (s->parallel.zero_stage == 1)
         ARG(" --use-distributed-optimizer");
-    /* ZeRO-2/3 under framework megatron: Megatron-FSDP (v1 runs with the distributed optimizer and
+    /* ZeRO-3 under framework megatron: Megatron-FSDP (v1 runs with the distributed optimizer and
      * requires the fsdp_dtensor checkpoint format: megatron/training/arguments.py) */
-    if (s->parallel.zero_stage >= 2)
-        ARG(" --use-distributed-optimizer --use-megatron-fsdp --data-parallel-sharding-strategy %s "
-            "--ckpt-format fsdp_dtensor", s->parallel.zero_stage == 2 ? "optim_grads" : "optim_grads_params");
+    if (s->parallel.zero_stage == 3) /* framework megatron refuses ZeRO-2 (Megatron-FSDP's optim_grads) */
+        ARG(" --use-distributed-optimizer --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params "
+            "--ckpt-format fsdp_dtensor");
     if (s->parallel.overlap_grad_reduce)
         ARG(" --overlap-grad-reduce");
     if (s->parallel.overlap_param_gather)

@@ -284,7 +284,11 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
     if (json_is_true(json_object_get(extra, "distributed_optimizer")))
         json_object_set_new(par, "zero_stage", json_integer(1));
     /* Megatron-FSDP: --data-parallel-sharding-strategy, default optim_grads_params, says what it
-     * shards (megatron/training/arguments.py): ZeRO 0 to 3 */
+     * shards (megatron/training/arguments.py). no_shard and optim reduce after the last micro-batch
+     * as DDP and the distributed optimizer do: ZeRO 0 and 1; optim_grads_params is ZeRO-3, its
+     * parameter gather overlapped by its own prefetch (megatron_fsdp.py sets overlap_param_gather
+     * for it); optim_grads reduce-scatters every micro-batch (grad_reduce_every_bprop), which
+     * dtsim's ZeRO-2 does not */
     const char *sharding = json_string_value(json_object_get(extra, "dp_sharding_strategy"));
     if (json_is_true(json_object_get(extra, "megatron_fsdp"))) {
         static const char *const strategies[] = {"no_shard", "optim", "optim_grads", "optim_grads_params"};
@@ -295,7 +299,15 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
         if (zero < 0)
             return import_fail("megatron", "--data-parallel-sharding-strategy %s: no_shard, optim, optim_grads or "
                                            "optim_grads_params", sharding);
+        if (zero == 2)
+            return import_fail("megatron", "--data-parallel-sharding-strategy optim_grads: Megatron-FSDP reduce-scatters "
+                                           "every micro-batch there, which dtsim's ZeRO-2 does not model");
         json_object_set_new(par, "zero_stage", json_integer(zero));
+        if (zero == 3 && json_object_get(par, "overlap_param_gather")) {
+            json_object_del(par, "overlap_param_gather");
+            strcat(ignored, *ignored ? ", --overlap-param-gather (Megatron-FSDP's own prefetch at ZeRO-3)"
+                                     : "--overlap-param-gather (Megatron-FSDP's own prefetch at ZeRO-3)");
+        }
     } else if (sharding) {
         strcat(ignored, *ignored ? ", --data-parallel-sharding-strategy (without --use-megatron-fsdp)"
                                  : "--data-parallel-sharding-strategy (without --use-megatron-fsdp)");

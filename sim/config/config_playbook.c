@@ -181,12 +181,18 @@ int config_validate_playbook(const scenario_config *s, config_error *err)
                            s->parallel.zero_stage);
     /* torchtitan/models/llama3/infra/parallelize.py: without FSDP, DDP must be the whole mesh ("DDP has
      * not supported > 1D parallelism") */
-    if (fw == FRAMEWORK_TORCHTITAN && s->parallel.zero_stage == 0 &&
+    if (fw == FRAMEWORK_TORCHTITAN && s->parallel.zero_stage == 0 && s->parallel.dp > 1 &&
         (s->parallel.tp > 1 || s->parallel.pp > 1 || s->parallel.cp > 1 || s->parallel.ep > 1))
         return config_fail(err, "%s.framework: torchtitan runs DDP (zero_stage 0) only as the whole layout (its "
-                                "parallelize.py refuses DDP beside any other parallelism): TP, PP, CP and EP 1, or "
-                                "zero_stage 3", p);
-    if (pytorch && (opt_dev != OFFLOAD_NONE || par_dev != OFFLOAD_NONE))
+                                "parallelize.py refuses DDP beside any other parallelism): TP, PP, CP and EP 1, DP "
+                                "1, or zero_stage 3", p);
+    /* Megatron-LM shards gradients only through Megatron-FSDP, whose optim_grads reduce-scatters
+     * every micro-batch (megatron_fsdp.py, grad_reduce_every_bprop), unlike dtsim's ZeRO-2 */
+    if (fw == FRAMEWORK_MEGATRON && s->parallel.zero_stage == 2)
+        return config_fail(err, "%s.framework: megatron runs ZeRO-2 only as Megatron-FSDP's optim_grads, which "
+                                "reduce-scatters every micro-batch and is not modelled: zero_stage 1 (the distributed "
+                                "optimizer) or 3 (Megatron-FSDP)", p);
+    if ((pytorch || fw == FRAMEWORK_MEGATRON) && (opt_dev != OFFLOAD_NONE || par_dev != OFFLOAD_NONE))
         return config_fail(err, "%s.%s: dtsim models DeepSpeed's ZeRO-Offload, not framework %s's CPU offload", p,
                            opt_dev != OFFLOAD_NONE ? "offload_optimizer" : "offload_parameters", framework_kind_name(fw));
     if (s->parallel.fsdp_reshard_after_forward != FSDP_RESHARD_UNSET && par_dev != OFFLOAD_NONE)

@@ -4,6 +4,18 @@
 #include "params.h"
 #include "zero3.h"
 
+/* The fewest layers a model chunk holds (a stage's over its virtual chunks). */
+static int fewest_chunk_layers(const scenario_config *s)
+{
+    int pp = s->parallel.pp > 0 ? s->parallel.pp : 1, vpp = s->parallel.vpp > 0 ? s->parallel.vpp : 1;
+    long long fewest = s->model.num_layers / pp;
+    for (int i = 0; s->parallel.pipeline_layers && i < s->parallel.pipeline_layers_count; i++)
+        if (s->parallel.pipeline_layers[i] < fewest)
+            fewest = s->parallel.pipeline_layers[i];
+    fewest /= vpp;
+    return fewest > 0 ? (int)fewest : 1;
+}
+
 void zero3_plan_of(const scenario_config *s, zero3_plan *z)
 {
     memset(z, 0, sizeof *z);
@@ -45,11 +57,15 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z)
          * suggested_AG_prefetch_size elements, half of suggested_communication_unit_size, which
          * defaults to max(1e9, twice a unit's parameters) (megatron_fsdp.py; the loop in
          * param_and_grad_buffer.py all_gather_params adds a layer while it holds less): at least one
-         * layer, ceil(max(5e8, P) / P) of P elements; a layer's gradients go out as its bucket */
+         * layer, ceil(max(5e8, P) / P) of P elements, and no further than its model chunk's last
+         * bucket (next_bucket_id: a chunk is a module of its own); a layer's gradients go out as its
+         * bucket */
         z->persistence_threshold = 0;
         z->layer_persistent = 0;
         z->layer_params = whole;
         int megatron_ahead = whole > 0 ? (int)ceil(fmax(5e8, whole) / whole) : 0;
+        if (megatron_ahead > fewest_chunk_layers(s) - 1)
+            megatron_ahead = fewest_chunk_layers(s) - 1;
         z->prefetch_layers = megatron_ahead > 16 ? 16 : megatron_ahead; /* the cap above */
         z->live_params = (1 + z->prefetch_layers) * z->layer_params;
         z->reduce_bucket_params = whole > 0 ? whole : 1;

@@ -55,7 +55,8 @@ typedef struct {
     double layer_params;        /* one layer's partitioned parameters on one GPU (TP/EP split) */
     double layer_persistent;    /* one layer's parameters kept whole (below the threshold) */
     double persistence_threshold; /* elements below which a tensor is kept whole: DeepSpeed's
-                                     stage3_param_persistence_threshold; 0 under FSDP2 */
+                                     stage3_param_persistence_threshold; 0 under FSDP2 and
+                                     Megatron-FSDP */
     int prefetch_layers;        /* layers gathered ahead of the one running */
     double live_params;         /* gathered parameters held at once: the running layer and the
                                    prefetched ones (zero3_live_params: with recomputation) */

@@ -214,6 +214,8 @@ static const reject_case REJECTS[] = {
       "parallel.zero_stage=3", "parallel.stage3_max_live_parameters=1e9"}, {"scenario.parallel.stage3_max_live_parameters", "FSDP's rule (fsdp)"}},
     {{"parallel.fsdp_reshard_after_forward=\"always\"", "parallel.reduce_bucket_size=1e8"}, {"scenario.parallel.reduce_bucket_size", "FSDP's rule (fsdp_reshard_after_forward)"}},
     {{"parallel.framework=\"megatron\"", "parallel.stage3_prefetch_bucket_size=1e8"}, {"scenario.parallel.stage3_prefetch_bucket_size", "which Megatron-FSDP (framework megatron) does not have"}},
+    {{"parallel.framework=\"megatron\"", "parallel.zero_stage=2"}, {"scenario.parallel.framework", "runs ZeRO-2 only as Megatron-FSDP's optim_grads"}},
+    {{"parallel.framework=\"megatron\"", "parallel.offload_optimizer=\"cpu\""}, {"scenario.parallel.offload_optimizer", "not framework megatron's CPU offload"}},
     /* faults */
     {{"faults.degraded_links=[{\"node\":1,\"nic\":0,\"bandwidth_factor\":1.5}]"}, {"scenario.faults.degraded_links[0].bandwidth_factor", "range"}},
     {{"faults.degraded_links=[{\"node\":99,\"nic\":0,\"bandwidth_factor\":0.5}]"}, {"scenario.faults.degraded_links[0].node", "range"}},
@@ -480,6 +482,9 @@ static void framework_decides_the_defaults(void **state)
         {{"parallel.framework=\"torchtitan\"", "parallel.zero_stage=3"}, PIPELINE_ENGINE_MEGATRON, FSDP_RESHARD_DEFAULT, 4},
         {{"parallel.framework=\"torchtitan\"", "parallel.zero_stage=0", "parallel.pipeline_model_parallel_size=1",
           "parallel.tensor_model_parallel_size=1"}, PIPELINE_ENGINE_MEGATRON, FSDP_RESHARD_DEFAULT, 4},
+        /* without DDP (DP 1), TP and PP are torchtitan's to run at ZeRO 0 */
+        {{"parallel.framework=\"torchtitan\"", "parallel.zero_stage=0", "parallel.data_parallel_size=1"},
+         PIPELINE_ENGINE_MEGATRON, FSDP_RESHARD_DEFAULT, 4},
         {{"parallel.framework=\"torchtitan\"", "parallel.zero_stage=3", "parallel.grad_reduce_dtype=\"bf16\""},
          PIPELINE_ENGINE_MEGATRON, FSDP_RESHARD_DEFAULT, 2},
     };

@@ -131,6 +131,25 @@ refuse "parallel.framework deepspeed (DeepSpeed's engine" "$dtsim" export megatr
   --set parallel.virtual_pipeline_model_parallel_size=1 --set parallel.overlap_grad_reduce=false
 refuse "parallel.framework fsdp or torchtitan" "$dtsim" export megatron scenarios/gpt3-175b-1024-a100.json \
   --set 'parallel.framework="torchtitan"' --set parallel.zero_stage=3
+# Megatron-FSDP as Megatron-LM's own example launches it: the default strategy is ZeRO-3, whose
+# parameter gather overlaps by Megatron-FSDP's own prefetch (--overlap-param-gather dropped, listed)
+fsdp_args="--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --vocab-size 32000
+  --micro-batch-size 1 --global-batch-size 64 --bf16 --use-distributed-optimizer --overlap-grad-reduce
+  --overlap-param-gather --use-megatron-fsdp --ckpt-format fsdp_dtensor"
+# shellcheck disable=SC2086
+"$dtsim" import megatron --gpus 16 -o "$work/mfsdp.json" -- $fsdp_args 2>"$work/err" || { cat "$work/err"; fail=1; }
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["parallel"];
+sys.exit(0 if (p["zero_stage"], p["framework"], "overlap_param_gather" in p) == (3, "megatron", False) else print("mfsdp", p) or 1)' \
+  "$work/mfsdp.json" || fail=1
+grep -q -- "--overlap-param-gather (Megatron-FSDP's own prefetch" "$work/err" || { echo "mfsdp: dropped flag not listed"; fail=1; }
+"$dtsim" run "$work/mfsdp.json" >/dev/null 2>&1 || { echo "imported Megatron-FSDP scenario does not run"; fail=1; }
+# shellcheck disable=SC2086
+"$dtsim" import megatron --gpus 16 -o "$work/mfsdp1.json" -- $fsdp_args --data-parallel-sharding-strategy optim \
+  2>/dev/null && python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["parallel"]["zero_stage"] != 1)' \
+  "$work/mfsdp1.json" || { echo "mfsdp: optim is not ZeRO-1"; fail=1; }
+# shellcheck disable=SC2086
+refuse "optim_grads: Megatron-FSDP reduce-scatters every micro-batch" "$dtsim" import megatron --gpus 16 -- $fsdp_args \
+  --data-parallel-sharding-strategy optim_grads
 # the summary names the framework and, resolved, its ZeRO-3 rule (torchtitan's default under PP: kept)
 "$dtsim" run scenarios/gpt3-175b-1024-a100.json --set 'parallel.framework="torchtitan"' --set parallel.zero_stage=3 \
   >"$work/summary" 2>&1 || { cat "$work/summary"; fail=1; }

@@ -415,29 +415,29 @@ static void fsdp2_key_is_refused_where_it_cannot_run(void **state)
 
 /* parallel.framework megatron: Megatron-FSDP's own rule (zero3.c), written out from its code: every
  * tensor sharded (the layer's norms and biases gathered too), one bucket of gradients a layer, and
- * a gather prefetching the next layers until they hold max(5e8, P) elements, P a layer's: 40 of
- * the fixture's 12.6M-element layers (dtsim's cap: 16), 3 of a 201M one, 1 of an 805M one. The
- * unset rule, DeepSpeed's knobs, prefetches ceil(5e7 / P) within max_live_parameters 1e9: 4, 1
- * and 0. */
+ * a gather prefetching the next layers until they hold max(5e8, P) elements, P a layer's, within
+ * its model chunk: on 32 layers 40 of the fixture's 12.6M-element layers (dtsim's cap: 16), 3 of a
+ * 201M one, 1 of an 805M one; on a 4-layer chunk the chunk's 3 others at most. The unset rule,
+ * DeepSpeed's knobs, prefetches ceil(5e7 / P) within max_live_parameters 1e9: 4, 1 and 0. */
 static void megatron_fsdp_prefetches_by_its_size(void **state)
 {
     (void)state;
     static const struct {
         long long h, f;
-        int megatron_ahead, deepspeed_ahead;
-    } sizes[] = {{1024, 4096, 16, 4}, {4096, 16384, 3, 1}, {8192, 32768, 1, 0}};
+        int layers, megatron_ahead, deepspeed_ahead;
+    } sizes[] = {{1024, 4096, 32, 16, 4}, {4096, 16384, 32, 3, 1}, {8192, 32768, 32, 1, 0}, {1024, 4096, 4, 3, 4}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         scenario_config s;
-        zero3_fixture(&s, 4);
-        fixture_model(&s, 4, sizes[i].h, 16, sizes[i].f);
+        zero3_fixture(&s, sizes[i].layers);
+        fixture_model(&s, sizes[i].layers, sizes[i].h, 16, sizes[i].f);
         double h = (double)sizes[i].h, f = (double)sizes[i].f;
         double matrices = 4 * h * h + 2 * h * f, vectors = 3 * h + h + f + h + 4 * h;
         zero3_plan z, d;
         zero3_plan_of(&s, &d);
         s.parallel.framework = FRAMEWORK_MEGATRON;
         zero3_plan_of(&s, &z);
-        print_message("h %lld: Megatron-FSDP %d layers ahead, DeepSpeed's knobs %d\n", sizes[i].h, z.prefetch_layers,
-                      d.prefetch_layers);
+        print_message("h %lld, %d layers: Megatron-FSDP %d layers ahead, DeepSpeed's knobs %d\n", sizes[i].h,
+                      sizes[i].layers, z.prefetch_layers, d.prefetch_layers);
         assert_true(REL(z.layer_params, matrices + vectors));
         assert_true(z.layer_persistent == 0);
         assert_int_equal(z.prefetch_layers, sizes[i].megatron_ahead);
@@ -458,6 +458,8 @@ static void megatron_fsdp_prefetches_by_its_size(void **state)
     bytes_of(&s, &gathered, &reduced, &gathers);
     assert_int_equal(gathers, (int)(m * 2 * L));
     assert_true(REL(gathered, m * 2 * (L * (matrices + vectors) + ends + 2 * h) * 2));
+    /* every parameter's gradient each micro-batch, the table once, in the model's bf16 */
+    assert_true(REL(reduced, m * (L * (matrices + vectors) + V * h + T * h + 2 * h) * 2));
     fixture_free(&s);
 }
 
