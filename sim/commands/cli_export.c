@@ -138,9 +138,10 @@ static int megatron_line(const scenario_config *s, char *out, size_t len)
         ARG(" --sequence-parallel");
     if (s->parallel.zero_stage == 1)
         ARG(" --use-distributed-optimizer");
-    /* ZeRO-3 under framework megatron: Megatron-FSDP (v1 runs with the distributed optimizer and
-     * requires the fsdp_dtensor checkpoint format: megatron/training/arguments.py) */
-    if (s->parallel.zero_stage == 3) /* framework megatron refuses ZeRO-2 (Megatron-FSDP's optim_grads) */
+    /* ZeRO-3 (only under framework megatron, which refuses ZeRO-2): Megatron-FSDP, v1 with the
+     * distributed optimizer and the fsdp_dtensor checkpoint format it requires
+     * (megatron/training/arguments.py) */
+    if (s->parallel.zero_stage == 3)
         ARG(" --use-distributed-optimizer --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params "
             "--ckpt-format fsdp_dtensor");
     if (s->parallel.overlap_grad_reduce)

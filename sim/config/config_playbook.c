@@ -87,18 +87,21 @@ int config_parse_parallel_playbook(json_t *par, scenario_config *s, config_error
     s->parallel.fsdp_reshard_after_forward = rule;
     static const char *const deepspeed_knobs[] = {"stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
                                                   "stage3_max_live_parameters", "reduce_bucket_size", NULL};
-    for (int i = 0; rule != FSDP_RESHARD_UNSET && deepspeed_knobs[i]; i++)
+    /* the ZeRO-3 rules that have none of them, and what they do instead */
+    char owner[64] = "";
+    const char *instead = "FSDP shards every tensor, gathers one layer ahead and reduces a layer in one call";
+    if (rule != FSDP_RESHARD_UNSET)
+        snprintf(owner, sizeof owner, "FSDP's rule (%s)",
+                 s->parallel.framework == FRAMEWORK_UNSET ? "fsdp_reshard_after_forward"
+                                                          : framework_kind_name(s->parallel.framework));
+    else if (s->parallel.framework == FRAMEWORK_MEGATRON) {
+        snprintf(owner, sizeof owner, "Megatron-FSDP (framework megatron)");
+        instead = "it shards every tensor and prefetches by its own size (docs/model.md, Which framework)";
+    }
+    for (int i = 0; owner[0] && deepspeed_knobs[i]; i++)
         if (json_object_get(par, deepspeed_knobs[i]))
-            return config_fail(err, "%s.%s: DeepSpeed's stage-3 knob, which FSDP's rule (%s) does not have: FSDP "
-                                    "shards every tensor, gathers one layer ahead and reduces a layer in one call",
-                               p, deepspeed_knobs[i],
-                               s->parallel.framework == FRAMEWORK_UNSET ? "fsdp_reshard_after_forward"
-                                                                        : framework_kind_name(s->parallel.framework));
-    for (int i = 0; s->parallel.framework == FRAMEWORK_MEGATRON && deepspeed_knobs[i]; i++)
-        if (json_object_get(par, deepspeed_knobs[i]))
-            return config_fail(err, "%s.%s: DeepSpeed's stage-3 knob, which Megatron-FSDP (framework megatron) does "
-                                    "not have: it shards every tensor and prefetches by its own size "
-                                    "(docs/model.md, Which framework)", p, deepspeed_knobs[i]);
+            return config_fail(err, "%s.%s: DeepSpeed's stage-3 knob, which %s does not have: %s", p, deepspeed_knobs[i],
+                               owner, instead);
     static const double dtype_bytes[] = {0, 4, 2, 2, 1 + 4.0 / GRAD_INT8_BLOCK};
     s->parallel.grad_reduce_bytes = dtype_bytes[dtype];
     s->parallel.grad_reduce_int8 = dtype == 4;

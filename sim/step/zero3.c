@@ -4,6 +4,9 @@
 #include "params.h"
 #include "zero3.h"
 
+/* Layers ahead counted at most: further ahead than this changes nothing a layer's compute can hide */
+#define ZERO3_MAX_AHEAD 16
+
 /* The fewest layers a model chunk holds (a stage's over its virtual chunks). */
 static int fewest_chunk_layers(const scenario_config *s)
 {
@@ -39,8 +42,8 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z)
         if (fit < ahead)
             ahead = fit < 0 ? 0 : (int)fit;
     }
-    if (ahead > 16) /* further ahead than this changes nothing a layer's compute can hide */
-        ahead = 16;
+    if (ahead > ZERO3_MAX_AHEAD)
+        ahead = ZERO3_MAX_AHEAD;
     z->prefetch_layers = ahead;
     z->live_params = (1 + ahead) * z->layer_params;
     z->regather_rerun = s->training.recompute == RECOMPUTE_FULL &&
@@ -64,9 +67,10 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z)
         z->layer_persistent = 0;
         z->layer_params = whole;
         int megatron_ahead = whole > 0 ? (int)ceil(fmax(5e8, whole) / whole) : 0;
-        if (megatron_ahead > fewest_chunk_layers(s) - 1)
-            megatron_ahead = fewest_chunk_layers(s) - 1;
-        z->prefetch_layers = megatron_ahead > 16 ? 16 : megatron_ahead; /* the cap above */
+        int in_chunk = fewest_chunk_layers(s) - 1;
+        if (megatron_ahead > in_chunk)
+            megatron_ahead = in_chunk;
+        z->prefetch_layers = megatron_ahead > ZERO3_MAX_AHEAD ? ZERO3_MAX_AHEAD : megatron_ahead;
         z->live_params = (1 + z->prefetch_layers) * z->layer_params;
         z->reduce_bucket_params = whole > 0 ? whole : 1;
     }
