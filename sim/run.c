@@ -52,7 +52,7 @@ double run_flow_bucket_mb(const scenario_config *s)
 {
     int half = s->training.precision != PREC_FP32 && s->training.precision != PREC_TF32;
     double grad_mb = params_stage_per_gpu(s, 0) * (half ? 2 : 4) / 1048576.0;
-    double mb = s->parallel.bucket_size_mb > 0 ? s->parallel.bucket_size_mb : 40;
+    double mb = params_dp_bucket_bytes(s) / 1048576.0;
     return grad_mb / FLOW_MAX_BUCKETS > mb ? grad_mb / FLOW_MAX_BUCKETS : mb;
 }
 

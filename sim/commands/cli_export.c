@@ -158,7 +158,8 @@ static int megatron_line(const scenario_config *s, char *out, size_t len)
         ARG(" --no-scatter-gather-tensors-in-pipeline");
     /* buckets in gradient elements as they travel (fp32 under bf16/fp16 as Megatron accumulates) */
     double bytes = s->training.precision == PREC_FP16 ? 2 : 4;
-    ARG(" --ddp-bucket-size %.0f", s->parallel.bucket_size_mb * 1048576.0 / bytes);
+    if (s->parallel.bucket_size_mb > 0) /* else Megatron-LM's own default, which dtsim models */
+        ARG(" --ddp-bucket-size %.0f", s->parallel.bucket_size_mb * 1048576.0 / bytes);
     return n < (int)len ? 0 : -3;
 }
 

@@ -71,6 +71,13 @@ static inline int framework_is_pytorch_fsdp(framework_kind f)
 }
 
 /* ---- platform ------------------------------------------------------------------------ */
+/* What runs the collectives (sim/step/collective.h): NCCL (GPU platforms, the default) or MPI (the
+ * CPU engine's ranks) */
+typedef enum { COLL_LIBRARY_NCCL = 0, COLL_LIBRARY_MPI } coll_library;
+/* The host CPU's vendor, which NCCL's tuner reads (src/graph/tuning.cc: the network post
+ * overhead, the LL protocol's bandwidth cap across nodes) */
+typedef enum { CPU_VENDOR_OTHER = 0, CPU_VENDOR_INTEL, CPU_VENDOR_AMD } cpu_vendor_kind;
+
 typedef struct {
     char name[CFG_NAME_MAX];
     struct {
@@ -94,6 +101,7 @@ typedef struct {
         double nvme_read_gbs, nvme_write_gbs; /* the node's local NVMe, GB/s (0 = not given) */
         int nvls;                            /* NVLink SHARP: the NVSwitch reduces and multicasts
                                                 (Hopper and newer; NCCL's NVLS, NVLSTree) */
+        cpu_vendor_kind cpu_vendor;          /* "intel", "amd", "other" (default) */
     } node;
     struct {
         int nodes;
@@ -115,6 +123,7 @@ typedef struct {
      * (ALGO_AUTO: NCCL's own choice); copied here by the scenario loader because the collective
      * model reads the platform. */
     int nccl_algo[COLL_KIND_COUNT];
+    coll_library collective_library;         /* "nccl" (default) or "mpi" */
     struct {
         double checkpoint_write_gbs;
         double checkpoint_read_gbs;
@@ -293,7 +302,7 @@ typedef struct {
         int scatter_gather_p2p;              /* 1 (default): without SP each TP rank sends 1/TP of
                                                 the activation and the receivers all-gather it over
                                                 NVLink; 0: each sends all of it */
-        double bucket_size_mb;
+        double bucket_size_mb;               /* 0: the framework's default (params_dp_bucket_bytes) */
         double grad_reduce_bytes;            /* DP gradient reduction, bytes per element: 4 fp32,
                                                 2 bf16/fp16, 1 + 4/GRAD_INT8_BLOCK int8 (a fp32 scale
                                                 per block), 0 the training precision's ("auto") */

@@ -26,11 +26,13 @@ int platform_parse(json_t *root, const char *path, const char *base_dir, int nee
                    config_error *err)
 {
     static const char *const top[] = {"name", "gpu", "node", "network", "storage", "calibration",
-                                      "price_per_gpu_hour", NULL};
+                                      "price_per_gpu_hour", "collective_library", NULL};
+    static const char *const libraries[] = {"nccl", "mpi", NULL};
+    static const char *const cpu_vendors[] = {"other", "intel", "amd", NULL};
     static const char *const gpu_keys[] = {"name", "memory_gib", "hbm_bandwidth_gbs", "peak_tflops", NULL};
     static const char *const node_keys[] = {"gpus", "compute_devices", "nvlink_bandwidth_gbs", "nvlink_latency_us", "nics",
                                             "nic_bandwidth_gbps", "pcie_bandwidth_gbs", "host_memory_bandwidth_gbs",
-                                            "nvme_read_gbs", "nvme_write_gbs", "nvls", NULL};
+                                            "nvme_read_gbs", "nvme_write_gbs", "nvls", "cpu_vendor", NULL};
     static const char *const net_keys[] = {"nodes", "topology", "tiers", "leaf_radix", "oversubscription",
                                            "link_latency_us", "switch_latency_us", "sharp", "adaptive_routing", NULL};
     static const char *const storage_keys[] = {"checkpoint_write_gbs", "checkpoint_read_gbs", "dataset_read_gbs", NULL};
@@ -42,6 +44,10 @@ int platform_parse(json_t *root, const char *path, const char *base_dir, int nee
     if (config_check_keys(root, path, top, err) || config_str(root, path, "name", 1, NULL, p->name, sizeof p->name, err) ||
         config_num(root, path, "price_per_gpu_hour", 0, 0, 0, 1e6, 0, &p->price_per_gpu_hour, err))
         return -1;
+    int library, vendor;
+    if (config_enum(root, path, "collective_library", libraries, COLL_LIBRARY_NCCL, &library, err))
+        return -1;
+    p->collective_library = (coll_library)library;
 
     if (config_object(root, path, "gpu", &gpu, err))
         return -1;
@@ -89,8 +95,10 @@ int platform_parse(json_t *root, const char *path, const char *base_dir, int nee
         config_num(node, sub, "host_memory_bandwidth_gbs", 0, 0, 0, 1e6, 0, &p->node.host_memory_bandwidth_gbs, err) ||
         config_num(node, sub, "nvme_read_gbs", 0, 0, 0, 1e6, 0, &p->node.nvme_read_gbs, err) ||
         config_num(node, sub, "nvme_write_gbs", 0, 0, 0, 1e6, 0, &p->node.nvme_write_gbs, err) ||
-        config_bool(node, sub, "nvls", 0, &p->node.nvls, err))
+        config_bool(node, sub, "nvls", 0, &p->node.nvls, err) ||
+        config_enum(node, sub, "cpu_vendor", cpu_vendors, CPU_VENDOR_OTHER, &vendor, err))
         return -1;
+    p->node.cpu_vendor = (cpu_vendor_kind)vendor;
 
     if (config_object(root, path, "network", &net, err))
         return -1;

@@ -391,7 +391,7 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
         config_bool(par, p, "overlap_moe_expert_parallel_comm", 0, &s->parallel.overlap_moe_a2a, err) ||
         config_bool(par, p, "overlap_p2p_comm", 0, &s->parallel.overlap_p2p_comm, err) ||
         config_bool(par, p, "scatter_gather_p2p", 1, &s->parallel.scatter_gather_p2p, err) ||
-        config_num(par, p, "bucket_size_mb", 0, 40, 0, 1e6, 1, &s->parallel.bucket_size_mb, err))
+        config_num(par, p, "bucket_size_mb", 0, 0, 0, 1e6, 1, &s->parallel.bucket_size_mb, err))
         return -1;
     long long platform_gpus = (long long)s->platform.network.nodes * s->platform.node.gpus;
     long long model_ranks = tp * pp * cp;

@@ -1,21 +1,25 @@
-/* Collective communication times on an idle fabric (alpha-beta), with the algorithm chosen
- * as NCCL's tuner does: the fastest predicted of its algorithms that the platform has, unless
+/* Collective communication times on an idle fabric, with the algorithm chosen as NCCL's tuner
+ * does: the fastest predicted of its algorithms (and protocols) that the platform has, unless
  * the scenario forces one (parallel.nccl_algo, as NCCL_ALGO does). One model for both replays:
  * the analytic replay takes time_s; the flow replay moves net_bytes through the NICs as SimGrid
  * flows (contention decides how long they take) and charges the rest (fixed_s per call and
- * nvlink_s) exactly as here, so the two agree wherever nothing contends.
+ * node_s) exactly as here, so the two agree wherever nothing contends.
  *
- * Link classes: NVLink inside a node, the GPU's NIC across nodes. Each has
- *  - a per-step latency from the platform (nvlink_latency_us; NIC->leaf->(spine->leaf)->NIC
- *    link and switch latencies),
- *  - a bus bandwidth per GPU: the calibration's busbw for that collective and link class
- *    (nccl-tests definition) when present, else the platform's raw per-direction rate,
- *  - a fixed per-call cost: the calibration's alpha_us (launch and synchronisation).
- * Ring all-reduce over n ranks of bandwidth B and step latency a costs
- *     alpha + 2(n-1) a + 2(n-1)/n * S / B,
- * the closed form the tests check. A group spread over N nodes with g GPUs in each runs g
- * rings in parallel, one per NIC (rail), so its inter-node bandwidth is g NICs. Every
- * algorithm's formula and its source are in docs/model.md, "Collectives". */
+ * Link classes: NVLink inside a node, the GPU's NIC across nodes. Each has a bus bandwidth per
+ * GPU: the calibration's busbw for that collective and link class (nccl-tests definition, which
+ * at large sizes is NCCL's Simple protocol) when present, else the platform's raw per-direction
+ * rate. What a call costs besides its bytes depends on the library that runs it
+ * (platform.collective_library):
+ *  - nccl (GPU platforms): NCCL's own tuner model (nccl_tuner.h): per protocol (LL, LL128,
+ *    Simple) a base latency, a latency per ring or tree step, and a share of the bus bandwidth,
+ *    the constants of NCCL's src/graph/tuning.cc;
+ *  - mpi (the CPU engine's MPI collectives): alpha-beta, with the calibration's alpha_us per call
+ *    and the platform's hop latencies per step (nvlink_latency_us; NIC->leaf->(spine->leaf)->NIC
+ *    link and switch latencies). Ring all-reduce over n ranks of bandwidth B and step latency a
+ *    costs alpha + 2(n-1) a + 2(n-1)/n * S / B.
+ * A group spread over N nodes with g GPUs in each runs g rings in parallel, one per NIC (rail),
+ * so its inter-node bandwidth is g NICs. Point-to-point and all-to-all (no tuner in NCCL) are
+ * alpha-beta under both. Every formula and its source are in docs/model.md, "Collectives". */
 #ifndef DTSIM_SIM_COLLECTIVE_H
 #define DTSIM_SIM_COLLECTIVE_H
 
@@ -49,20 +53,28 @@ typedef struct {
  * gpus_per_node GPUs. */
 coll_group coll_group_of(int size, int stride, int gpus_per_node);
 
+/* NCCL's protocols (NCCL_PROTO's names): LL moves 8-byte lines of 4 data and 4 flag bytes, LL128
+ * 128-byte lines of 120 data bytes, Simple plain buffers with a synchronisation per chunk. */
+typedef enum { PROTO_LL = 0, PROTO_LL128, PROTO_SIMPLE, PROTO_COUNT } coll_proto;
+const char *coll_proto_name(coll_proto p); /* "LL", "LL128", "Simple" */
+
 typedef struct {
     double time_s;
     coll_algo algo;
+    coll_proto proto;
 } coll_cost;
 
-/* One call of an algorithm, split as the flow replay needs it (time_s = fixed_s + nvlink_s +
+/* One call of an algorithm, split as the flow replay needs it (time_s = fixed_s + node_s +
  * net_s; INFINITY where the algorithm does not apply). */
 typedef struct {
     double time_s;
-    double fixed_s;   /* alpha and link latencies: paid once per call */
-    double nvlink_s;  /* bandwidth time of the phases inside nodes */
+    double fixed_s;   /* latencies: paid once per call */
+    double node_s;    /* bandwidth time beyond the NIC transfer: the phases inside nodes, and
+                         what the protocol's bandwidth share leaves slower than the wire */
     double net_s;     /* bandwidth time of the bytes through the NICs on an idle fabric */
-    double net_bytes; /* bytes each GPU sends through its NIC(s) */
+    double net_bytes; /* bytes each GPU sends through its NIC(s), the protocol's flags included */
     coll_algo algo;
+    coll_proto proto; /* PROTO_SIMPLE under mpi and for point-to-point */
 } coll_split;
 
 /* bytes: the nccl-tests "size" (the full buffer of one rank). The platform's nccl_algo for
@@ -77,6 +89,14 @@ double collective_time_algo(const platform_config *p, const calibration_config *
                             double bytes, coll_group g, coll_algo algo);
 coll_split collective_split_algo(const platform_config *p, const calibration_config *c, coll_kind kind,
                                  double bytes, coll_group g, coll_algo algo);
+
+/* A tensor-parallel all-gather or reduce-scatter that Transformer Engine's userbuffers runs beside
+ * its GEMM (Megatron-LM's --tp-comm-overlap): TE's own kernels and copies pass the chunks around
+ * the NVLink ring (transformer_engine/common/comm_gemm_overlap), no NCCL call and so none of
+ * NCCL's protocol latencies; priced as the alpha-beta ring: the calibration's alpha, the
+ * platform's NVLink step latency per step, the bytes at the NVLink bus bandwidth. */
+double collective_userbuffers_time(const platform_config *p, const calibration_config *c, coll_kind kind,
+                                   double bytes, coll_group g);
 
 /* The fixed cost of one call (the calibration's alpha for this collective, or its link class's
  * all-reduce alpha when it was not measured), without the links' latency. */

@@ -197,7 +197,7 @@ int memory_model_stage(const scenario_config *s, int stage, int in_flight, memor
     /* Buffers: two DP gradient buckets in flight, pipeline send/receive buffers (a forward
      * activation and a gradient each way), and with ZeRO-3 the gathered weights of two layers
      * (current + prefetched). */
-    double bucket = (s->parallel.bucket_size_mb > 0 ? s->parallel.bucket_size_mb : 40) * 1048576.0;
+    double bucket = params_dp_bucket_bytes(s);
     /* Offload: the reduced buckets are staged on the GPU for their copy to the host even on
      * one GPU; offloaded parameters are fetched into the two-layer working set even unsharded. */
     int offload = off_opt != OFFLOAD_NONE;

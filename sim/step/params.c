@@ -1,4 +1,5 @@
 /* Parameter counts; see params.h. */
+#include <math.h>
 #include <stdlib.h>
 #include "params.h"
 
@@ -152,4 +153,29 @@ double params_total(const scenario_config *s)
     return (double)s->model.num_layers * (lp.dense + lp.expert) + embedding_split(s, 1)
            + (s->model.rmsnorm ? 1.0 : 2.0) * (double)s->model.hidden_size
            + (s->model.untie_embeddings ? (double)s->model.vocab_size * (double)s->model.hidden_size : 0);
+}
+
+double params_dp_bucket_bytes(const scenario_config *s)
+{
+    const double mib = 1048576.0;
+    if (s->parallel.bucket_size_mb > 0)
+        return s->parallel.bucket_size_mb * mib;
+    double elem = params_grad_reduce_bytes(s);
+    if (s->parallel.framework == FRAMEWORK_DEEPSPEED || s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED)
+        /* ZeRO-1/2 reduce in reduce_bucket_size elements (deepspeed/runtime/zero/config.py, default
+         * 5e8); the engine's own all-reduce (no ZeRO, BF16_Optimizer) in MEMORY_OPT_ALLREDUCE_SIZE
+         * = 5e8 (deepspeed/runtime/engine.py, allreduce_gradients) */
+        return (s->parallel.zero_stage == 1 || s->parallel.zero_stage == 2 ? s->parallel.reduce_bucket_size : 5e8) *
+               elem;
+    if (framework_is_pytorch_fsdp(s->parallel.framework))
+        return 25 * mib; /* DistributedDataParallel's bucket_cap_mb, default 25 (torch/nn/parallel/distributed.py) */
+    /* Megatron-LM: megatron/core/distributed/distributed_data_parallel.py, "bucket_size =
+     * max(40000000, 1000000 * dp_group.size())" parameters ("larger DP sizes need larger buckets to
+     * ensure collectives do not become latency-bound"), over the data-parallel group with its
+     * context-parallel ranks (megatron/training/training.py: dp_cp_group); "Set bucket_size to
+     * infinity if overlap_grad_reduce is False" */
+    if (!s->parallel.overlap_grad_reduce)
+        return PARAMS_BUCKET_WHOLE_MB * mib;
+    double dp = (double)s->parallel.dp * (s->parallel.cp > 0 ? s->parallel.cp : 1);
+    return fmax(4e7, 1e6 * dp) * elem;
 }

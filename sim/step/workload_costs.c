@@ -94,9 +94,12 @@ static pass_cost sum_ops(const builder *b, const layer_op *ops, int n, int atten
         if (attention_only && !is_attention_op(op))
             continue;
         if (op->kind == OPK_COMM) {
-            double t = comm_op_time(b, op), steps = op->steps > 0 ? op->steps : 1, total = steps * t;
-            double exposed = op->overlaps_attention ? steps * fmax(0, t - attention_s / (steps + 1)) : total;
             const layer_op *gemm = tp_overlap_partner(b, ops, n, i);
+            /* userbuffers moves the chunks itself, not through NCCL (collective.h) */
+            double t = gemm ? collective_userbuffers_time(&b->s->platform, &b->s->calibration, op->coll, op->bytes, b->tp)
+                            : comm_op_time(b, op);
+            double steps = op->steps > 0 ? op->steps : 1, total = steps * t;
+            double exposed = op->overlaps_attention ? steps * fmax(0, t - attention_s / (steps + 1)) : total;
             if (gemm) { /* chunked beside its GEMM (parallel.tp_comm_overlap) */
                 double k = b->chunks, G = cost_compute_op_s(&b->cm, gemm), slow = b->overlap_slowdown;
                 double pair = t / k + (k - 1) * fmax(t / k, slow * G / k) + G / k;
@@ -358,7 +361,7 @@ int workload_builder_init(builder *b, const scenario_config *s, config_error *er
 void workload_bucket_bytes(const scenario_config *s, const zero3_plan *z3, double grad_elem, double *call,
                            double *bucket)
 {
-    *call = s->parallel.bucket_size_mb > 0 ? s->parallel.bucket_size_mb * 1048576.0 : 40 * 1048576.0;
+    *call = params_dp_bucket_bytes(s);
     if (z3->active) /* DeepSpeed stage 3 reduces in reduce_bucket_size elements */
         *call = z3->reduce_bucket_params * grad_elem;
     /* A call reduces whole elements (Megatron-LM's --ddp-bucket-size counts them; no framework

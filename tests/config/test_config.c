@@ -50,7 +50,7 @@ static void base_is_valid_and_defaults_apply(void **state)
     assert_false(s.parallel.overlap_grad_reduce); /* Megatron-LM's default */
     assert_false(s.parallel.overlap_p2p_comm);    /* likewise: blocking pipeline sends */
     assert_true(s.parallel.scatter_gather_p2p);   /* Megatron-LM's pipeline scatter/gather */
-    assert_true(s.parallel.bucket_size_mb == 40);
+    assert_true(s.parallel.bucket_size_mb == 0); /* the framework's default (params_dp_bucket_bytes) */
     assert_int_equal(s.training.recompute, RECOMPUTE_NONE);
     assert_int_equal(s.run.steps, 1);
     assert_int_equal(s.run.fidelity_flow, 0);
@@ -110,6 +110,8 @@ static const reject_case REJECTS[] = {
      {"scenario.parallel.nccl_algo.all_gather", "does not implement"}},
     {{"platform.node.nvls=1"}, {"scenario.platform.node.nvls", "expected true or false"}},
     {{"platform.network.sharp=\"yes\""}, {"scenario.platform.network.sharp", "expected true or false, got a string"}},
+    {{"platform.collective_library=\"gloo\""}, {"scenario.platform.collective_library", "nccl"}},
+    {{"platform.node.cpu_vendor=\"arm\""}, {"scenario.platform.node.cpu_vendor", "amd"}},
     {{"model.hidden_size=1000"}, {"scenario.model.hidden_size", "num_attention_heads"}},
     {{"model.num_query_groups=3"}, {"scenario.model.num_query_groups", "does not divide"}},
     {{"model.num_experts=8", "model.moe_router_topk=9"}, {"scenario.model.moe_router_topk", "num_experts"}},

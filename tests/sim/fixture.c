@@ -66,6 +66,8 @@ void fixture_free_communication(scenario_config *s)
     s->platform.node.nvlink_latency_us = 0;
     s->platform.network.link_latency_us = 0;
     s->platform.network.switch_latency_us = 0;
+    /* alpha-beta with no alpha and no hop latency: NCCL's tuner has latencies of its own */
+    s->platform.collective_library = COLL_LIBRARY_MPI;
     s->platform.gpu.hbm_bandwidth_gbs = 1e12;
     for (int i = 0; i < OPCLASS_COUNT; i++)
         s->calibration.op_gbs[i] = 1e12;

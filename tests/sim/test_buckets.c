@@ -157,6 +157,42 @@ static void test_huge_buckets_hold_the_gradients(void **state)
     fixture_free(&s);
 }
 
+/* Left out, bucket_size_mb is the framework's own default (params.h), written out here from the
+ * frameworks' code: Megatron-LM max(4e7, 1e6 x DP x CP) parameters in fp32 under bf16 when it
+ * overlaps the reduction (distributed_data_parallel.py), all of them when not; DeepSpeed's
+ * reduce_bucket_size under ZeRO-1/2 and 5e8 otherwise, in bf16; PyTorch DDP's 25 MiB. */
+static void test_default_buckets_are_the_frameworks(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 4);
+    s.training.precision = PREC_BF16;
+    fixture_layout(&s, 1, 1, 8, 16);
+    s.parallel.bucket_size_mb = 0;
+    s.parallel.overlap_grad_reduce = 1;
+    assert_true(params_dp_bucket_bytes(&s) == 4e7 * 4);
+    s.parallel.dp = 48;
+    assert_true(params_dp_bucket_bytes(&s) == 4.8e7 * 4);
+    s.parallel.cp = 2;
+    assert_true(params_dp_bucket_bytes(&s) == 9.6e7 * 4);
+    s.parallel.overlap_grad_reduce = 0;
+    assert_true(params_dp_bucket_bytes(&s) == 1e6 * 1048576.0);
+    s.parallel.cp = 1;
+    s.parallel.framework = FRAMEWORK_DEEPSPEED;
+    s.parallel.pipeline_engine = PIPELINE_ENGINE_DEEPSPEED; /* as the loader sets it for deepspeed */
+    s.parallel.zero_stage = 1;
+    s.parallel.reduce_bucket_size = 2e8;
+    assert_true(params_dp_bucket_bytes(&s) == 2e8 * 2);
+    s.parallel.zero_stage = 0;
+    assert_true(params_dp_bucket_bytes(&s) == 5e8 * 2);
+    s.parallel.framework = FRAMEWORK_TORCHTITAN;
+    s.parallel.pipeline_engine = PIPELINE_ENGINE_MEGATRON;
+    assert_true(params_dp_bucket_bytes(&s) == 25 * 1048576.0);
+    s.parallel.bucket_size_mb = 7;
+    assert_true(params_dp_bucket_bytes(&s) == 7 * 1048576.0);
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -165,6 +201,7 @@ int main(void)
         cmocka_unit_test(test_tiny_param_gather_buckets),
         cmocka_unit_test(test_tiny_zero3_reduce_buckets),
         cmocka_unit_test(test_huge_buckets_hold_the_gradients),
+        cmocka_unit_test(test_default_buckets_are_the_frameworks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

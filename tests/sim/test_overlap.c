@@ -30,8 +30,9 @@ static double tp_exposed_by_hand(const scenario_config *s, double *total, double
     for (int i = 0; i < n; i++) {
         if (ops[i].kind != OPK_COMM || ops[i].comm != COMM_TP)
             continue;
-        double t = collective_time(&s->platform, &s->calibration, ops[i].coll, ops[i].bytes,
-                                   coll_group_of(8, 1, 8)).time_s;
+        /* userbuffers' chunks, not NCCL calls (collective.h) */
+        double t = collective_userbuffers_time(&s->platform, &s->calibration, ops[i].coll, ops[i].bytes,
+                                               coll_group_of(8, 1, 8));
         const layer_op *g = ops[i].coll == COLL_ALL_GATHER ? &ops[i + 1] : &ops[i - 1];
         assert_int_equal(g->kind, OPK_GEMM);
         double G = cost_compute_op_s(&cm, g);

@@ -279,7 +279,7 @@ static int ring_ways(const flow_ctx *c)
 
 /* Edge j of replica d's TP rank t on a ring of `wrap` replicas (R; folded, the replicas simulated):
  * its end ranks ra -> rb. Returns -1 where there is no such edge, 0 for an edge that is no flow
- * (an NVLink hop, in nvlink_s; a rail not simulated), 1 for a flow. */
+ * (an NVLink hop, in node_s; a rail not simulated), 1 for a flow. */
 static int ring_edge(const flow_ctx *c, int stage, int d, int t, int j, int wrap, int *ra, int *rb)
 {
     if (c->cp > 1) {
@@ -298,7 +298,7 @@ static int ring_edge(const flow_ctx *c, int stage, int d, int t, int j, int wrap
     int me = node * per + (pos + j) % per;
     int next_pos = (pos + 1) % per, next_node = next_pos == 0 ? (node + 1) % nodes : node;
     int peer = next_node * per + (next_pos + j) % per;
-    if (me >= c->R || peer >= c->R || next_node == node) /* NVLink hops: in nvlink_s */
+    if (me >= c->R || peer >= c->R || next_node == node) /* NVLink hops: in node_s */
         return -1;
     *ra = rank_of(c, stage, me, t, 0);
     *rb = rank_of(c, stage, peer, t, 0);
@@ -354,7 +354,7 @@ static void collective(flow_ctx *c, actor_arg *x, int task, const sim_task *k)
     note_flows(c, started, n, task, x->stage, t0, x->flows.src, x->flows.dst);
     if (actors > 1)
         sg_barrier_wait(c->bar_out[task]);
-    double rest = (split.fixed_s + split.nvlink_s) * calls;
+    double rest = (split.fixed_s + split.node_s) * calls;
     if (isfinite(rest) && rest > 0)
         sg_actor_sleep_for(rest);
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "collective.h"
+#include "params.h"
 #include "plan.h"
 
 const char *recompute_name(recompute_kind r)
@@ -173,15 +174,16 @@ void *plan_layout_to_json(const scenario_config *base, const plan_layout *l)
     const run_result *r = &l->result;
     scenario_config s;
     plan_apply(base, l, &s);
-    json_t *par = json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:i,s:i,s:s,s:b,s:b,s:b,s:f}",
+    json_t *par = json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:i,s:i,s:s,s:b,s:b,s:b}",
                             "tensor_model_parallel_size", l->tp,
                             "pipeline_model_parallel_size", l->pp, "data_parallel_size", l->dp,
                             "context_parallel_size", l->cp, "virtual_pipeline_model_parallel_size", l->vpp,
                             "sequence_parallel", l->sp, "expert_model_parallel_size", s.parallel.ep, "zero_stage",
                             l->zero, "schedule", pipeline_kind_name(l->schedule), "overlap_grad_reduce",
                             s.parallel.overlap_grad_reduce, "overlap_p2p_comm", s.parallel.overlap_p2p_comm,
-                            "scatter_gather_p2p", s.parallel.scatter_gather_p2p, "bucket_size_mb",
-                            s.parallel.bucket_size_mb);
+                            "scatter_gather_p2p", s.parallel.scatter_gather_p2p);
+    /* the bucket the layout ran with: the scenario's, or the framework's default at its DP */
+    json_object_set_new(par, "bucket_size_mb", json_real(params_dp_bucket_bytes(&s) / 1048576.0));
     plan_parallel_extras_to_json(&s, par);
     if (s.parallel.pipeline_layers_count > 0) { /* the scenario's own uneven split, kept */
         json_t *pl = json_array();
