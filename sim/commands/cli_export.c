@@ -50,6 +50,9 @@ static const char *inexpressible(const scenario_config *s)
     for (int k = 0; k < COLL_KIND_COUNT; k++)
         if (s->platform.nccl_algo[k] != ALGO_AUTO)
             return "parallel.nccl_algo (NCCL_ALGO, an environment variable)";
+    for (int k = 0; k < COLL_KIND_COUNT; k++)
+        if (s->platform.nccl_proto[k] > 0)
+            return "parallel.nccl_proto (NCCL_PROTO, an environment variable)";
     if (s->parallel.grad_reduce_bytes > 0)
         return "parallel.grad_reduce_dtype";
     if (s->parallel.tp_comm_overlap && s->parallel.tp_comm_overlap_chunks != 4)

@@ -123,6 +123,9 @@ typedef struct {
      * (ALGO_AUTO: NCCL's own choice); copied here by the scenario loader because the collective
      * model reads the platform. */
     int nccl_algo[COLL_KIND_COUNT];
+    /* parallel.nccl_proto likewise, as NCCL_PROTO forces a protocol (0: NCCL's choice, as a
+     * zeroed struct has it; else 1 + a coll_proto of sim/step/collective.h) */
+    int nccl_proto[COLL_KIND_COUNT];
     coll_library collective_library;         /* "nccl" (default) or "mpi" */
     struct {
         double checkpoint_write_gbs;

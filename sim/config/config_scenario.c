@@ -352,6 +352,42 @@ static int parse_nccl_algo(json_t *obj, scenario_config *s, config_error *err)
     return 0;
 }
 
+/* parallel.nccl_proto: {"all_reduce": "simple", ...}, as NCCL_PROTO forces one protocol (LL,
+ * LL128, Simple, in any case) for NCCL's collectives; "auto" is NCCL's choice. NCCL's
+ * point-to-point and all-to-all and the mpi library have no protocols to force. */
+static int parse_nccl_proto(json_t *obj, scenario_config *s, config_error *err)
+{
+    const char *p = S ".parallel.nccl_proto";
+    for (int k = 0; k < COLL_KIND_COUNT; k++)
+        s->platform.nccl_proto[k] = 0;
+    if (!obj)
+        return 0;
+    if (!json_is_object(obj))
+        return config_fail(err, "%s: expected an object such as {\"all_reduce\": \"simple\"}", p);
+    if (s->platform.collective_library != COLL_LIBRARY_NCCL && json_object_size(obj) > 0)
+        return config_fail(err, "%s: NCCL's protocols, and the platform's collective_library is mpi", p);
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        int kind = -1;
+        for (int k = 0; k < COLL_KIND_COUNT; k++)
+            if (!strcmp(key, coll_kind_name((coll_kind)k)))
+                kind = k;
+        if (kind < 0)
+            return config_fail(err, "%s.%s: not a collective (all_reduce, all_gather, reduce_scatter, broadcast)", p,
+                               key);
+        if (kind == COLL_ALL_TO_ALL || kind == COLL_SEND_RECV)
+            return config_fail(err, "%s.%s: NCCL's point-to-point has no protocol to force here (all_reduce, "
+                                    "all_gather, reduce_scatter, broadcast)", p, key);
+        const char *name = json_is_string(v) ? json_string_value(v) : "";
+        int pr = !strcmp(name, "auto") ? -1 : coll_proto_from_name(name);
+        if (pr < 0 && strcmp(name, "auto"))
+            return config_fail(err, "%s.%s: expected one of auto, ll, ll128, simple (NCCL_PROTO's names)", p, key);
+        s->platform.nccl_proto[kind] = pr + 1;
+    }
+    return 0;
+}
+
 static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
 {
     static const char *const keys[] = {"tensor_model_parallel_size", "pipeline_model_parallel_size",
@@ -360,7 +396,7 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
                                        "expert_tensor_parallel_size", "zero_stage", "schedule", "overlap_grad_reduce", "overlap_p2p_comm",
                                        "scatter_gather_p2p", "bucket_size_mb",
                                        "pipeline_layers", "grad_reduce_dtype", "grad_compression",
-                                       "offload_optimizer", "offload_parameters", "nccl_algo",
+                                       "offload_optimizer", "offload_parameters", "nccl_algo", "nccl_proto",
                                        "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
                                        "stage3_max_live_parameters", "reduce_bucket_size", "cp_comm_type",
                                        "tp_comm_overlap", "tp_comm_overlap_chunks", "overlap_param_gather",
@@ -441,7 +477,8 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
             return config_fail(err, "%s.pipeline_layers: sum to %lld, not num_layers=%lld", p, sum,
                                s->model.num_layers);
     }
-    if (parse_nccl_algo(json_object_get(par, "nccl_algo"), s, err))
+    if (parse_nccl_proto(json_object_get(par, "nccl_proto"), s, err) ||
+        parse_nccl_algo(json_object_get(par, "nccl_algo"), s, err))
         return -1;
     /* the playbook keys are parsed after the layout and checked with it (config_validate_playbook) */
     if (config_parse_parallel_playbook(par, s, err))

@@ -3,6 +3,7 @@
  * collective.h. */
 #include <math.h>
 #include <string.h>
+#include <strings.h>
 #include "collective_internal.h"
 
 static const char *const algo_names[ALGO_COUNT] = {"auto", "ring", "tree", "hierarchical", "direct", "pat",
@@ -34,6 +35,14 @@ static const char *const proto_names[PROTO_COUNT] = {"LL", "LL128", "Simple"};
 const char *coll_proto_name(coll_proto p)
 {
     return p >= 0 && p < PROTO_COUNT ? proto_names[p] : "?";
+}
+
+int coll_proto_from_name(const char *name)
+{
+    for (int p = 0; p < PROTO_COUNT; p++)
+        if (!strcasecmp(name, proto_names[p]))
+            return p;
+    return -1;
 }
 
 coll_group coll_group_of(int size, int stride, int gpus_per_node)

@@ -57,6 +57,8 @@ coll_group coll_group_of(int size, int stride, int gpus_per_node);
  * 128-byte lines of 120 data bytes, Simple plain buffers with a synchronisation per chunk. */
 typedef enum { PROTO_LL = 0, PROTO_LL128, PROTO_SIMPLE, PROTO_COUNT } coll_proto;
 const char *coll_proto_name(coll_proto p); /* "LL", "LL128", "Simple" */
+/* -1 if unknown; NCCL_PROTO's names in any case ("ll", "LL128", "simple") */
+int coll_proto_from_name(const char *name);
 
 typedef struct {
     double time_s;

@@ -100,6 +100,14 @@ static coll_split faster(coll_split a, coll_split b)
     return b.time_s < a.time_s ? b : a;
 }
 
+/* Whether protocol pr may run this kind of call: all unless the scenario forces one
+ * (parallel.nccl_proto, as NCCL_PROTO does: "^LL128" style lists are not modelled). */
+static int proto_enabled(const platform_config *p, coll_kind kind, int pr)
+{
+    int forced = kind >= 0 && kind < COLL_KIND_COUNT ? p->nccl_proto[kind] - 1 : -1;
+    return forced < 0 || forced == pr;
+}
+
 /* Ring: nsteps = 2(n-1) (all-reduce), n-1 (gathers); N-1 of a pass's steps cross nodes. latency
  * base + (nsteps - nInter) intraLat + nInter interLat, intraLat at least the network post
  * overhead (x3 on Simple) across nodes; Simple all-reduce across nodes x1.4 from Ampere (x1.9
@@ -127,6 +135,8 @@ coll_split nccl_ring_split(const platform_config *p, const calibration_config *c
     }
     coll_split best = COLL_NONE;
     for (int pr = 0; pr < PROTO_COUNT; pr++) {
+        if (!proto_enabled(p, kind, pr))
+            continue;
         double busbw = pr == PROTO_LL ? fmin(0.5 * B, ll_max_bw(p, g)) : pr == PROTO_LL128 ? LL128_BW * B : B;
         double lat = base_us[T_RING][pr] * 1e-6;
         if (kind == COLL_BROADCAST) {
@@ -158,6 +168,8 @@ coll_split nccl_tree_split(const platform_config *p, const calibration_config *c
     double nic = coll_nic_bw(p, c, kind), B = rails * nic;
     coll_split best = COLL_NONE;
     for (int pr = 0; pr < PROTO_COUNT; pr++) {
+        if (!proto_enabled(p, kind, pr))
+            continue;
         double busbw = LL128_BW * B;
         if (pr == PROTO_LL)
             busbw = fmin(busbw / 3.8, ll_max_bw(p, g));
@@ -181,7 +193,8 @@ coll_split nccl_tree_split(const platform_config *p, const calibration_config *c
 coll_split nccl_pat_split(const platform_config *p, const calibration_config *c, coll_kind kind, double bytes,
                           coll_group g)
 {
-    if ((kind != COLL_ALL_GATHER && kind != COLL_REDUCE_SCATTER) || g.per_node != 1 || g.nodes <= 1)
+    if ((kind != COLL_ALL_GATHER && kind != COLL_REDUCE_SCATTER) || g.per_node != 1 || g.nodes <= 1 ||
+        !proto_enabled(p, kind, PROTO_SIMPLE))
         return COLL_NONE;
     double nic = coll_nic_bw(p, c, kind);
     double lat = base_us[T_PAT][PROTO_SIMPLE] * 1e-6 +
@@ -227,7 +240,7 @@ static coll_split innet_split(const platform_config *p, const calibration_config
 coll_split nccl_nvls_split(const platform_config *p, const calibration_config *c, coll_kind kind, double bytes,
                            coll_group g)
 {
-    if (!p->node.nvls || g.per_node < 2 ||
+    if (!p->node.nvls || g.per_node < 2 || !proto_enabled(p, kind, PROTO_SIMPLE) ||
         (kind != COLL_ALL_REDUCE && kind != COLL_ALL_GATHER && kind != COLL_REDUCE_SCATTER))
         return COLL_NONE;
     double nvl = nvls_node_s(p, c, kind, bytes, g), intra = nvlink_us[T_NVLS][PROTO_SIMPLE] * 1e-6;
@@ -246,7 +259,8 @@ coll_split nccl_nvls_split(const platform_config *p, const calibration_config *c
 coll_split nccl_nvls_tree_split(const platform_config *p, const calibration_config *c, coll_kind kind, double bytes,
                                 coll_group g)
 {
-    if (!p->node.nvls || kind != COLL_ALL_REDUCE || g.nodes <= 1 || g.per_node < 2)
+    if (!p->node.nvls || kind != COLL_ALL_REDUCE || g.nodes <= 1 || g.per_node < 2 ||
+        !proto_enabled(p, kind, PROTO_SIMPLE))
         return COLL_NONE;
     double fixed = nvlink_us[T_NVLS_TREE][PROTO_SIMPLE] * 1e-6 +
                    2 * log2i(g.nodes) * inter_lat_s(g, T_NVLS_TREE, PROTO_SIMPLE);
@@ -265,7 +279,7 @@ coll_split nccl_nvls_tree_split(const platform_config *p, const calibration_conf
 coll_split nccl_collnet_split(const platform_config *p, const calibration_config *c, coll_kind kind, double bytes,
                               coll_group g, coll_algo a)
 {
-    if (!p->network.sharp || kind != COLL_ALL_REDUCE || g.nodes <= 1)
+    if (!p->network.sharp || kind != COLL_ALL_REDUCE || g.nodes <= 1 || !proto_enabled(p, kind, PROTO_SIMPLE))
         return COLL_NONE;
     int r = coll_nic_rails(p, g), local = g.per_node - 1;
     double nvl = 0, fixed;

@@ -111,6 +111,12 @@ static const reject_case REJECTS[] = {
     {{"platform.node.nvls=1"}, {"scenario.platform.node.nvls", "expected true or false"}},
     {{"platform.network.sharp=\"yes\""}, {"scenario.platform.network.sharp", "expected true or false, got a string"}},
     {{"platform.collective_library=\"gloo\""}, {"scenario.platform.collective_library", "nccl"}},
+    /* parallel.nccl_proto */
+    {{"parallel.nccl_proto=\"simple\""}, {"scenario.parallel.nccl_proto", "expected an object"}},
+    {{"parallel.nccl_proto={\"all_reduce\": \"LL64\"}"}, {"scenario.parallel.nccl_proto.all_reduce", "ll128"}},
+    {{"parallel.nccl_proto={\"send_recv\": \"simple\"}"}, {"scenario.parallel.nccl_proto.send_recv", "point-to-point"}},
+    {{"platform.collective_library=\"mpi\"", "parallel.nccl_proto={\"all_reduce\": \"simple\"}"},
+     {"scenario.parallel.nccl_proto", "collective_library is mpi"}},
     {{"platform.node.cpu_vendor=\"arm\""}, {"scenario.platform.node.cpu_vendor", "amd"}},
     {{"model.hidden_size=1000"}, {"scenario.model.hidden_size", "num_attention_heads"}},
     {{"model.num_query_groups=3"}, {"scenario.model.num_query_groups", "does not divide"}},

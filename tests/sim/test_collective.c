@@ -490,6 +490,26 @@ static void nccl_model_meets_a_published_dgx_h100_all_reduce(void **state)
     assert_true(sum_nccl < sum_ab && worst_nccl < worst_ab);
 }
 
+/* parallel.nccl_proto forces a protocol as NCCL_PROTO does: a 1 KiB all-reduce on a node runs
+ * Simple (8.4 + 14 x 3.4 us) when told, and NVLS, Simple only, does not run under LL. */
+static void a_forced_protocol_is_used(void **state)
+{
+    scenario_config *s = *state;
+    coll_group g = coll_group_of(8, 1, 8);
+    double S = 1024;
+    assert_int_equal(collective_time(&s->platform, &s->calibration, COLL_ALL_REDUCE, S, g).proto, PROTO_LL);
+    s->platform.nccl_proto[COLL_ALL_REDUCE] = 1 + PROTO_SIMPLE;
+    coll_cost t = collective_time(&s->platform, &s->calibration, COLL_ALL_REDUCE, S, g);
+    assert_int_equal(t.proto, PROTO_SIMPLE);
+    assert_true(fabs(t.time_s - ((8.4 + 14 * 3.4) * 1e-6 + 2.0 * 7 / 8 * S / 300e9)) <= 1e-9 * t.time_s);
+    s->platform.node.nvls = 1;
+    s->platform.nccl_proto[COLL_ALL_REDUCE] = 1 + PROTO_LL;
+    assert_true(isinf(collective_time_algo(&s->platform, &s->calibration, COLL_ALL_REDUCE, 1e9, g, ALGO_NVLS)));
+    assert_int_equal(collective_time(&s->platform, &s->calibration, COLL_ALL_GATHER, S, g).proto, PROTO_LL);
+    s->platform.nccl_proto[COLL_ALL_REDUCE] = 0;
+    assert_int_equal(collective_time(&s->platform, &s->calibration, COLL_ALL_REDUCE, 1e9, g).algo, ALGO_NVLS);
+}
+
 /* Userbuffers (tensor-parallel overlap) is no NCCL call: the alpha-beta ring, whatever the
  * library. */
 static void userbuffers_is_the_alpha_beta_ring(void **state)
@@ -526,6 +546,7 @@ int main(void)
         TEST(nccl_pat_closed_form),
         TEST(nccl_model_meets_a_published_dgx_h100_all_reduce),
         TEST(userbuffers_is_the_alpha_beta_ring),
+        TEST(a_forced_protocol_is_used),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

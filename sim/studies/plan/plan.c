@@ -167,6 +167,12 @@ static void plan_parallel_extras_to_json(const scenario_config *s, json_t *par)
             json_object_set_new(algo, coll_kind_name((coll_kind)k),
                                 json_string(coll_algo_name((coll_algo)s->platform.nccl_algo[k])));
     json_object_set_new(par, "nccl_algo", algo);
+    json_t *proto = json_object();
+    for (int k = 0; k < COLL_KIND_COUNT; k++)
+        if (s->platform.nccl_proto[k] > 0)
+            json_object_set_new(proto, coll_kind_name((coll_kind)k),
+                                json_string(coll_proto_name((coll_proto)(s->platform.nccl_proto[k] - 1))));
+    json_object_set_new(par, "nccl_proto", proto);
 }
 
 void *plan_layout_to_json(const scenario_config *base, const plan_layout *l)
