@@ -232,8 +232,8 @@ static coll_split pat_split(const platform_config *p, const calibration_config *
         return NONE;
     double steps = ceil(log2((double)g.nodes));
     double wire = coll_ring_factor(kind, g.ranks) * bytes;
-    return split_of(alpha_s(c, LINK_NETWORK, kind) + steps * net_lat(p, g.nodes), 0, wire / coll_nic_bw(p, c, kind), wire,
-                    ALGO_PAT);
+    return split_of(alpha_s(c, LINK_NETWORK, kind) + steps * net_lat(p, g.nodes), 0, wire / coll_nic_bw(p, c, kind),
+                    wire, ALGO_PAT);
 }
 
 /* Recursive halving-doubling (Thakur, Rabenseifner and Gropp, "Optimization of Collective

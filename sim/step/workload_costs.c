@@ -96,7 +96,8 @@ static pass_cost sum_ops(const builder *b, const layer_op *ops, int n, int atten
         if (op->kind == OPK_COMM) {
             const layer_op *gemm = tp_overlap_partner(b, ops, n, i);
             /* userbuffers moves the chunks itself, not through NCCL (collective.h) */
-            double t = gemm ? collective_userbuffers_time(&b->s->platform, &b->s->calibration, op->coll, op->bytes, b->tp)
+            double t = gemm ? collective_userbuffers_time(&b->s->platform, &b->s->calibration, op->coll, op->bytes,
+                                                          b->tp)
                             : comm_op_time(b, op);
             double steps = op->steps > 0 ? op->steps : 1, total = steps * t;
             double exposed = op->overlaps_attention ? steps * fmax(0, t - attention_s / (steps + 1)) : total;

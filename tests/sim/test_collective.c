@@ -517,7 +517,8 @@ static void userbuffers_is_the_alpha_beta_ring(void **state)
     scenario_config *s = *state;
     double B = 300e9, a = 1e-6, S = 5e7;
     for (int n = 2; n <= 8; n *= 2) {
-        double t = collective_userbuffers_time(&s->platform, &s->calibration, COLL_ALL_GATHER, S, coll_group_of(n, 1, 8));
+        double t =
+            collective_userbuffers_time(&s->platform, &s->calibration, COLL_ALL_GATHER, S, coll_group_of(n, 1, 8));
         assert_true(fabs(t - ((n - 1.0) / n * S / B + (n - 1) * a)) <= 1e-9 * t);
     }
 }
