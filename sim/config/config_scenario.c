@@ -301,6 +301,15 @@ int scenario_validate_layout(const scenario_config *s, config_error *err)
     return config_validate_playbook(s, err);
 }
 
+/* The collective kind a key of nccl_algo / nccl_proto names ("all_reduce", ...), or -1. */
+static int coll_kind_of_key(const char *key)
+{
+    for (int k = 0; k < COLL_KIND_COUNT; k++)
+        if (!strcmp(key, coll_kind_name((coll_kind)k)))
+            return k;
+    return -1;
+}
+
 /* parallel.nccl_algo: {"all_reduce": "ring", ...}, as NCCL_ALGO forces NCCL's choice; each
  * algorithm only for the collectives it implements. Kept in the platform, which the collective
  * model reads. */
@@ -324,10 +333,7 @@ static int parse_nccl_algo(json_t *obj, scenario_config *s, config_error *err)
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v) {
-        int kind = -1;
-        for (int k = 0; k < COLL_KIND_COUNT; k++)
-            if (!strcmp(key, coll_kind_name((coll_kind)k)))
-                kind = k;
+        int kind = coll_kind_of_key(key);
         if (kind < 0)
             return config_fail(err, "%s.%s: not a collective (all_reduce, all_gather, reduce_scatter, all_to_all, "
                                     "send_recv, broadcast)", p, key);
@@ -369,10 +375,7 @@ static int parse_nccl_proto(json_t *obj, scenario_config *s, config_error *err)
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v) {
-        int kind = -1;
-        for (int k = 0; k < COLL_KIND_COUNT; k++)
-            if (!strcmp(key, coll_kind_name((coll_kind)k)))
-                kind = k;
+        int kind = coll_kind_of_key(key);
         if (kind < 0)
             return config_fail(err, "%s.%s: not a collective (all_reduce, all_gather, reduce_scatter, broadcast)", p,
                                key);

@@ -101,9 +101,12 @@ int engine_scenario_load(const engine_run_shape *r, const char *platform_path, c
                                 json_integer(r->recompute_num_layers > 0 ? r->recompute_num_layers : 1));
         }
     }
-    /* dtrain's buckets: its --bucket-mb, default 40 MiB (engine/dtrain_main.c), not a framework's */
-    json_object_set_new(json_object_get(scen, "parallel"), "bucket_size_mb",
-                        json_real(r->bucket_mb > 0 ? r->bucket_mb : 40));
+    /* dtrain's buckets: with --overlap-grad-reduce its --bucket-mb, default 40 MiB
+     * (engine/dtrain_main.c); without, one all-reduce of every gradient (engine/data_parallel.c,
+     * dp_reduce_gradients), the default's one bucket */
+    if (r->overlap_grad_reduce)
+        json_object_set_new(json_object_get(scen, "parallel"), "bucket_size_mb",
+                            json_real(r->bucket_mb > 0 ? r->bucket_mb : 40));
     if (r->powersgd_rank > 0)
         json_object_set_new(json_object_get(scen, "parallel"), "grad_compression",
                             json_pack("{s:s,s:i}", "method", "powersgd", "powersgd_rank", r->powersgd_rank));

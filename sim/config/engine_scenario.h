@@ -23,7 +23,7 @@ typedef struct {
     const char *grad_reduce;   /* fp32 | bf16; NULL: fp32 */
     int powersgd_rank;         /* 0: none */
     int overlap_grad_reduce;   /* dtrain --overlap-grad-reduce: DP buckets during the backward */
-    double bucket_mb;          /* their size (MiB); 0: the scenario's default */
+    double bucket_mb;          /* their size (MiB) with overlap; 0: dtrain's default, 40 */
     int sequence_parallel;     /* dtrain --sequence-parallel */
     int overlap_param_gather;  /* dtrain --overlap-param-gather (ZeRO-1) */
     int tp_comm_overlap;       /* dtrain --tp-comm-overlap (with sequence_parallel) */

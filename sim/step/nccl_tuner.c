@@ -12,7 +12,7 @@
  *    report it (src/transport/net_ib/init.cc, net_socket.cc: "props->latency = 0; // Not set"):
  *    the per-step constants are NCCL's measurements and hold the wire's latency;
  *  - the compute capability is told by the platform's peaks (fp8: Hopper, bf16: Ampere, else
- *    Volta); the CPU vendor is platform.node.cpu_vendor;
+ *    Volta; an fp8 Ada or Blackwell reads as Hopper); the CPU vendor is platform.node.cpu_vendor;
  *  - LL128 is taken as enabled (NCCL enables it on NVLink nodes whose NICs sit on the GPUs' PCIe
  *    switches, as DGX and HGX nodes have them), the tree's pattern as the balanced tree NCCL
  *    builds across nodes (not NCCL_TOPO_PATTERN_TREE's extra 0.85).
@@ -202,7 +202,11 @@ coll_split nccl_pat_split(const platform_config *p, const calibration_config *c,
     return timed(lat, bytes / (0.75 * nic), coll_ring_factor(kind, g.ranks) * bytes, nic, ALGO_PAT, PROTO_SIMPLE);
 }
 
-/* ---- NVLink SHARP and in-network reduction (Simple, the only protocol they run) ----------- */
+/* ---- NVLink SHARP and in-network reduction (Simple, the only protocol they run) -------------
+ * Two departures from tuning.cc, kept because they follow the bytes (docs/model.md): NVLS across
+ * nodes is priced by what each NIC moves, S / r each way, where tuning.cc's min(intraBw,
+ * interBw) converted by n / 2(n-1) gives about twice that network time; CollNet takes the slower
+ * of its NVLink and network phases, where tuning.cc reads bwIntra alone. */
 
 /* NVLS through the node's NVSwitch (n ranks, g of them per node, g >= 2: NVLS needs two
  * channels, one per local GPU). All-reduce: intraBw = bwIntra * nvlsEfficiency * (nCh-1)/nCh,

@@ -167,7 +167,10 @@ double params_dp_bucket_bytes(const scenario_config *s)
          * = 5e8 (deepspeed/runtime/engine.py, allreduce_gradients) */
         return (s->parallel.zero_stage == 1 || s->parallel.zero_stage == 2 ? s->parallel.reduce_bucket_size : 5e8) *
                elem;
-    if (framework_is_pytorch_fsdp(s->parallel.framework))
+    if (s->parallel.framework == FRAMEWORK_TORCHTITAN)
+        return 100 * mib; /* its apply_ddp: replicate(model, device_mesh=dp_mesh, bucket_cap_mb=100)
+                             (torchtitan/models/llama3/infra/parallelize.py) */
+    if (s->parallel.framework == FRAMEWORK_FSDP)
         return 25 * mib; /* DistributedDataParallel's bucket_cap_mb, default 25 (torch/nn/parallel/distributed.py) */
     /* Megatron-LM: megatron/core/distributed/distributed_data_parallel.py, "bucket_size =
      * max(40000000, 1000000 * dp_group.size())" parameters ("larger DP sizes need larger buckets to

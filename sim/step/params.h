@@ -43,7 +43,7 @@ double params_grad_reduce_bytes(const scenario_config *s);
  * collective call each: parallel.bucket_size_mb, or where the scenario leaves it out the
  * framework's default: Megatron-LM max(4e7, 1e6 x DP x CP) parameters when it overlaps the
  * reduction, the whole of a chunk's gradients when not; DeepSpeed reduce_bucket_size elements
- * (ZeRO-1/2; 5e8 otherwise); PyTorch DDP (fsdp, torchtitan) 25 MiB. */
+ * (ZeRO-1/2; 5e8 otherwise); PyTorch DDP 25 MiB (fsdp), torchtitan's DDP 100 MiB. */
 double params_dp_bucket_bytes(const scenario_config *s);
 #define PARAMS_BUCKET_WHOLE_MB 1e6 /* bucket_size_mb's largest: one bucket holds all (Megatron's None) */
 /* Bytes per element of the gradient buffer a GPU accumulates micro-batches into: the wider of

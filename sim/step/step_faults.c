@@ -58,7 +58,8 @@ int step_faults_apply(const scenario_config *s, step_workload *w)
             f = rate[k->peer_stage];
         if (f >= 1)
             continue;
-        coll_group g = {k->group, k->span_nodes, k->group / k->span_nodes};
+        int span = k->span_nodes > 0 ? k->span_nodes : 1;
+        coll_group g = {k->group, span, (k->group + span - 1) / span}; /* as coll_group_of has it */
         /* a group of tiny buckets (workload_emit.c) is that many calls of its bytes / calls each */
         double calls = k->calls > 1 ? k->calls : 1;
         coll_split x = collective_split(&s->platform, &s->calibration, k->coll, k->bytes / calls, g);

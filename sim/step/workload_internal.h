@@ -85,7 +85,7 @@ void workload_bucket_bytes(const scenario_config *s, const zero3_plan *z3, doubl
 /* Gradient buckets one flush emits as separate tasks at most; past it they are one task (a
  * group of WORKLOAD_BUCKET_TASKS tasks for compressed, pipelined ones) standing for their calls
  * in closed form (workload_emit.c says why that is exact). Normal sizes never reach it: a layer
- * of GPT-3 175B at TP 8 fills about 22 buckets of 40 MiB. */
+ * of GPT-3 175B at TP 8 fills about 22 buckets of 40 MiB, fewer of Megatron-LM's default. */
 #define WORKLOAD_BUCKET_TASKS 64
 /* Buckets each task of a flush of `full` whole buckets stands for: 1, or more past the bound. */
 double workload_bucket_group(double full, int pipelined);

@@ -160,7 +160,8 @@ static void test_huge_buckets_hold_the_gradients(void **state)
 /* Left out, bucket_size_mb is the framework's own default (params.h), written out here from the
  * frameworks' code: Megatron-LM max(4e7, 1e6 x DP x CP) parameters in fp32 under bf16 when it
  * overlaps the reduction (distributed_data_parallel.py), all of them when not; DeepSpeed's
- * reduce_bucket_size under ZeRO-1/2 and 5e8 otherwise, in bf16; PyTorch DDP's 25 MiB. */
+ * reduce_bucket_size under ZeRO-1/2 and 5e8 otherwise, in bf16; PyTorch DDP's 25 MiB (Composer's
+ * fsdp NO_SHARD runs it), torchtitan's replicate(bucket_cap_mb=100). */
 static void test_default_buckets_are_the_frameworks(void **state)
 {
     (void)state;
@@ -187,6 +188,8 @@ static void test_default_buckets_are_the_frameworks(void **state)
     assert_true(params_dp_bucket_bytes(&s) == 5e8 * 2);
     s.parallel.framework = FRAMEWORK_TORCHTITAN;
     s.parallel.pipeline_engine = PIPELINE_ENGINE_MEGATRON;
+    assert_true(params_dp_bucket_bytes(&s) == 100 * 1048576.0);
+    s.parallel.framework = FRAMEWORK_FSDP;
     assert_true(params_dp_bucket_bytes(&s) == 25 * 1048576.0);
     s.parallel.bucket_size_mb = 7;
     assert_true(params_dp_bucket_bytes(&s) == 7 * 1048576.0);

@@ -383,7 +383,8 @@ static void nccl_ring_inside_a_node_closed_form(void **state)
 
 /* Ring across N = 16 nodes of g = 8 (n = 128): of nsteps = 2 (n-1) = 254, 2 (N-1) = 30 cross a
  * NIC at hwLatencies[NET][Ring] (2.7, 4.0, 14 us), the rest at the NVLink step but at least the
- * network overhead (1 us, x3 on Simple: 3 < 3.4); Simple x1.4. Bandwidth: 8 rails of 25 GB/s
+ * network overhead (1 us, x3 on Simple: 3 < 3.4); Simple x1.4 once S / n >= 64 B; an all-gather
+ * 127 steps, 15 across, no plateau. Bandwidth: 8 rails of 25 GB/s
  * (below NVLink's 300); LL at most llMaxBws[Intel/other][3+ nodes] = 20.4 GB/s. Each NIC carries
  * 1/8 of the ring's bytes, LL's twice (4 data bytes a line of 8), LL128's x 128/120. With an AMD
  * CPU the overhead is 2 us (6 us on Simple) and LL's cap 19.0 GB/s. */
@@ -398,14 +399,20 @@ static void nccl_ring_across_nodes_closed_form(void **state)
     for (int amd = 0; amd < 2; amd++) {
         s->platform.node.cpu_vendor = amd ? CPU_VENDOR_AMD : CPU_VENDOR_OTHER;
         double ov = amd ? 2 : 1, bw[3] = {fmin(0.5 * B, amd ? 19.0e9 : 20.4e9), 0.92 * B, B};
-        double lat[3] = {(6.6 + 224 * fmax(0.6, ov) + 30 * 2.7) * 1e-6, (14 + 224 * fmax(1.9, ov) + 30 * 4.0) * 1e-6,
-                         (8.4 + 224 * fmax(3.4, 3 * ov) + 30 * 14) * 1.4e-6};
         for (double S = 1e3; S <= 1e10; S *= 3.7) {
+            double lat[3] = {(6.6 + 224 * fmax(0.6, ov) + 30 * 2.7) * 1e-6,
+                             (14 + 224 * fmax(1.9, ov) + 30 * 4.0) * 1e-6,
+                             (8.4 + 224 * fmax(3.4, 3 * ov) + 30 * 14) * (S / 128 >= 64 ? 1.4 : 1) * 1e-6};
             double wire = 2.0 * 127 / 128 * S;
             coll_split x = collective_split_algo(p, c, COLL_ALL_REDUCE, S, g, ALGO_RING);
             assert_true(fabs(x.time_s - fastest(lat, bw, wire)) <= 1e-9 * x.time_s);
             assert_true(fabs(x.net_bytes - wire / 8 * wire_per[x.proto]) <= 1e-9 * x.net_bytes);
             assert_true(fabs(x.net_s - x.net_bytes / 25e9) <= 1e-12 + 1e-9 * x.net_s);
+            double ag_lat[3] = {(6.6 + 112 * fmax(0.6, ov) + 15 * 2.7) * 1e-6,
+                                (14 + 112 * fmax(1.9, ov) + 15 * 4.0) * 1e-6,
+                                (8.4 + 112 * fmax(3.4, 3 * ov) + 15 * 14) * 1e-6};
+            double ag = collective_time_algo(p, c, COLL_ALL_GATHER, S, g, ALGO_RING);
+            assert_true(fabs(ag - fastest(ag_lat, bw, 127.0 / 128 * S)) <= 1e-9 * ag);
         }
     }
 }
@@ -413,8 +420,8 @@ static void nccl_ring_across_nodes_closed_form(void **state)
 /* Tree all-reduce across N = 16 nodes of g = 8: base (6.8, 14, 8.4 us) + 2 ((g-1) hwLatencies
  * [NVLINK][Tree] (0.6, 1.25, 4 us) + log2 N hwLatencies[NET][Tree] (5, 8.5, 14 us)); bus bandwidth
  * 8 x 25 GB/s x 0.92, then / 3.8 (LL, at most 20.4 GB/s) or x 120/128 (LL128), times
- * treeCorrectionFactor at log2(S / 64); 2 S through it. At S = 64 KiB (index 10) the factors are
- * 0.6, 0.6, 0.6; at 1 GiB, past the table, 1. */
+ * treeCorrectionFactor at log2(S / 64) for LL, LL128, Simple: 4 MiB (index 16) 0.7, 0.8, 0.7;
+ * 256 MiB (index 22) 1.0, 1.0, 0.9; 512 MiB (index 23), past the table, 1. */
 static void nccl_tree_closed_form(void **state)
 {
     scenario_config *s = *state;
@@ -422,9 +429,9 @@ static void nccl_tree_closed_form(void **state)
     double bus = 0.92 * 200e9;
     double lat[3] = {(6.8 + 2 * (7 * 0.6 + 4 * 5.0)) * 1e-6, (14 + 2 * (7 * 1.25 + 4 * 8.5)) * 1e-6,
                      (8.4 + 2 * (7 * 4.0 + 4 * 14)) * 1e-6};
-    double sizes[2] = {65536, 1073741824}, corr[2] = {0.6, 1.0};
-    for (int i = 0; i < 2; i++) {
-        double bw[3] = {fmin(bus / 3.8, 20.4e9) * corr[i], bus * 120 / 128 * corr[i], bus * corr[i]};
+    double sizes[3] = {4194304, 268435456, 536870912}, corr[3][3] = {{0.7, 0.8, 0.7}, {1, 1, 0.9}, {1, 1, 1}};
+    for (int i = 0; i < 3; i++) {
+        double bw[3] = {fmin(bus / 3.8, 20.4e9) * corr[i][0], bus * 120 / 128 * corr[i][1], bus * corr[i][2]};
         double t = collective_time_algo(&s->platform, &s->calibration, COLL_ALL_REDUCE, sizes[i], g, ALGO_TREE);
         assert_true(fabs(t - fastest(lat, bw, 2 * sizes[i])) <= 1e-9 * t);
     }
@@ -449,6 +456,22 @@ static void nccl_pat_closed_form(void **state)
     double ring = collective_time_algo(p, c, COLL_ALL_GATHER, S, g, ALGO_RING);
     assert_true(fabs(ring - fastest(lat, bw, 255.0 / 256 * S)) <= 1e-9 * ring);
     assert_int_equal(collective_time(p, c, COLL_ALL_GATHER, 1e6, g).algo, ALGO_PAT);
+}
+
+/* Broadcast (NCCL's ring, sameChannels): base + one step, S at the bus bandwidth: inside a node
+ * the NVLink step (0.6, 1.9, 3.4 us), across nodes the network's (2.7, 4.0, 14 us). */
+static void nccl_broadcast_closed_form(void **state)
+{
+    scenario_config *s = *state;
+    double Bn = 300e9, Bx = 200e9;
+    double in_lat[3] = {7.2e-6, 15.9e-6, 11.8e-6}, in_bw[3] = {fmin(0.5 * Bn, 87.7e9), 0.92 * Bn, Bn};
+    double x_lat[3] = {9.3e-6, 18e-6, 22.4e-6}, x_bw[3] = {fmin(0.5 * Bx, 20.4e9), 0.92 * Bx, Bx};
+    for (double S = 1e3; S <= 1e10; S *= 9.1) {
+        double t1 = collective_time(&s->platform, &s->calibration, COLL_BROADCAST, S, coll_group_of(8, 1, 8)).time_s;
+        double t2 = collective_time(&s->platform, &s->calibration, COLL_BROADCAST, S, coll_group_of(64, 1, 8)).time_s;
+        assert_true(fabs(t1 - fastest(in_lat, in_bw, S)) <= 1e-9 * t1);
+        assert_true(fabs(t2 - fastest(x_lat, x_bw, S)) <= 1e-9 * t2);
+    }
 }
 
 /* NCCL's model against a measurement it was not fitted to: NVIDIA's published all_reduce_perf of
@@ -545,6 +568,7 @@ int main(void)
         TEST(nccl_ring_across_nodes_closed_form),
         TEST(nccl_tree_closed_form),
         TEST(nccl_pat_closed_form),
+        TEST(nccl_broadcast_closed_form),
         TEST(nccl_model_meets_a_published_dgx_h100_all_reduce),
         TEST(userbuffers_is_the_alpha_beta_ring),
         TEST(a_forced_protocol_is_used),

@@ -335,7 +335,9 @@ static void collective(flow_ctx *c, actor_arg *x, int task, const sim_task *k)
         c->bar_in[task] = sg_barrier_init(actors);
         c->bar_out[task] = sg_barrier_init(actors);
     }
-    coll_group whole = {k->group, k->span_nodes, k->group / (k->span_nodes > 0 ? k->span_nodes : 1)};
+    /* the group as the analytic replay priced it: coll_group_of rounds a node's members up */
+    int span = k->span_nodes > 0 ? k->span_nodes : 1;
+    coll_group whole = {k->group, span, (k->group + span - 1) / span};
     /* A task may stand for several of the scenario's calls (run.c coarsens the buckets to bound
      * the flows; a long flush is grouped): each is a collective of its share, its algorithm chosen
      * for that size as the analytic replay chooses it for the scenario's own buckets, so the flows
