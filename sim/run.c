@@ -198,7 +198,7 @@ int run_scenario_stages(const scenario_config *s, run_result *r, const char *tra
         rc = -1;
     }
     if (rc == 0 && trace_path)
-        rc = trace_write_chrome(trace_path, &w, &times, s->name, err);
+        rc = trace_write_chrome(trace_path, &w, &times, s, err);
     replay_times_free(&times);
     workload_free(&w);
     if (rc != 0)

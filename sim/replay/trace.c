@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include "trace.h"
 #include "atomic_file.h"
+#include "collective.h"
 
 static const char *lane_name(task_lane l)
 {
@@ -32,9 +33,10 @@ static void inside_events(json_t *ev, const step_workload *w, const sim_task *k,
     }
 }
 
-int trace_write_chrome(const char *path, const step_workload *w, const replay_times *t, const char *scenario_name,
+int trace_write_chrome(const char *path, const step_workload *w, const replay_times *t, const scenario_config *sc,
                        config_error *err)
 {
+    const char *scenario_name = sc->name;
     json_t *ev = json_array();
     for (int s = 0; s < w->stages; s++) {
         char name[64];
@@ -69,6 +71,14 @@ int trace_write_chrome(const char *path, const step_workload *w, const replay_ti
             json_object_set_new(args, "collective", json_string(coll_kind_name(k->coll)));
             json_object_set_new(args, "ranks", json_integer(k->group));
             json_object_set_new(args, "nodes", json_integer(k->span_nodes));
+            if (k->kind == TASK_COLLECTIVE && k->lane != LANE_HOST && k->group > 1) { /* one call of its share, as it was priced */
+                int span = k->span_nodes > 0 ? k->span_nodes : 1;
+                coll_group g = {k->group, span, (k->group + span - 1) / span};
+                coll_split x = collective_split(&sc->platform, &sc->calibration, k->coll,
+                                                k->bytes / (k->calls > 1 ? k->calls : 1), g);
+                json_object_set_new(args, "algorithm", json_string(coll_algo_name(x.algo)));
+                json_object_set_new(args, "protocol", json_string(coll_proto_name(x.proto)));
+            }
             if (k->peer_stage >= 0)
                 json_object_set_new(args, "to_stage", json_integer(k->peer_stage));
         }

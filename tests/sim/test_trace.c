@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <cmocka.h>
 #include "../private_dir.h"
+#include "collective.h"
 #include "fixture.h"
 #include "replay.h"
 #include "trace.h"
@@ -32,7 +33,7 @@ static void trace_matches_the_replay(void **state)
     replay_times_alloc(&t, w.n_tasks);
     replay_analytic(&w, &t);
     const char *path = "dtsim_test_trace.json";
-    assert_int_equal(trace_write_chrome(path, &w, &t, "fixture", &err), 0);
+    assert_int_equal(trace_write_chrome(path, &w, &t, &s, &err), 0);
     json_error_t je;
     json_t *doc = json_load_file(path, 0, &je);
     assert_non_null(doc);
@@ -99,9 +100,60 @@ static void trace_matches_the_replay(void **state)
     fixture_free(&s);
 }
 
+/* A collective's slice names the algorithm and protocol its calls were priced with: the model's
+ * choice for one call of its share, here for the DP reductions of TP 8 x DP 4 (one GPU of the
+ * group on each of 4 nodes). */
+static void collectives_name_their_algorithm(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 4);
+    fixture_layout(&s, 8, 1, 4, 8);
+    step_workload w;
+    config_error err;
+    assert_int_equal(workload_build(&s, &w, &err), 0);
+    replay_times t;
+    replay_times_alloc(&t, w.n_tasks);
+    replay_analytic(&w, &t);
+    const char *path = "dtsim_test_trace_algo.json";
+    assert_int_equal(trace_write_chrome(path, &w, &t, &s, &err), 0);
+    json_error_t je;
+    json_t *doc = json_load_file(path, 0, &je);
+    assert_non_null(doc);
+    json_t *ev = json_object_get(doc, "traceEvents");
+    int named = 0;
+    for (size_t i = 0; i < json_array_size(ev); i++) {
+        json_t *args = json_object_get(json_array_get(ev, i), "args");
+        json_t *coll = json_object_get(args, "collective");
+        if (!coll || json_integer_value(json_object_get(args, "ranks")) != 4)
+            continue;
+        const char *algo = json_string_value(json_object_get(args, "algorithm"));
+        const char *proto = json_string_value(json_object_get(args, "protocol"));
+        assert_non_null(algo);
+        assert_non_null(proto);
+        int kind = -1;
+        for (int k = 0; k < COLL_KIND_COUNT; k++)
+            if (!strcmp(json_string_value(coll), coll_kind_name((coll_kind)k)))
+                kind = k;
+        assert_true(kind >= 0);
+        coll_split x = collective_split(&s.platform, &s.calibration, (coll_kind)kind,
+                                        json_number_value(json_object_get(args, "bytes")), coll_group_of(4, 8, 8));
+        assert_string_equal(algo, coll_algo_name(x.algo));
+        assert_string_equal(proto, coll_proto_name(x.proto));
+        named++;
+    }
+    assert_true(named > 0);
+    json_decref(doc);
+    remove(path);
+    replay_times_free(&t);
+    workload_free(&w);
+    fixture_free(&s);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(trace_matches_the_replay)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(trace_matches_the_replay),
+                                       cmocka_unit_test(collectives_name_their_algorithm)};
     char dir[] = "/tmp/test_trace_XXXXXX";
     if (enter_private_dir(dir) != 0)
         return 1;
