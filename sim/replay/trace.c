@@ -5,7 +5,6 @@
 #include <unistd.h>
 #include "trace.h"
 #include "atomic_file.h"
-#include "collective.h"
 
 static const char *lane_name(task_lane l)
 {
@@ -71,11 +70,8 @@ int trace_write_chrome(const char *path, const step_workload *w, const replay_ti
             json_object_set_new(args, "collective", json_string(coll_kind_name(k->coll)));
             json_object_set_new(args, "ranks", json_integer(k->group));
             json_object_set_new(args, "nodes", json_integer(k->span_nodes));
-            if (k->kind == TASK_COLLECTIVE && k->lane != LANE_HOST && k->group > 1) { /* one call of its share, as it was priced */
-                int span = k->span_nodes > 0 ? k->span_nodes : 1;
-                coll_group g = {k->group, span, (k->group + span - 1) / span};
-                coll_split x = collective_split(&sc->platform, &sc->calibration, k->coll,
-                                                k->bytes / (k->calls > 1 ? k->calls : 1), g);
+            if (k->kind == TASK_COLLECTIVE && k->lane != LANE_HOST && k->group > 1) { /* one call, as priced */
+                coll_split x = workload_task_call_split(sc, k);
                 json_object_set_new(args, "algorithm", json_string(coll_algo_name(x.algo)));
                 json_object_set_new(args, "protocol", json_string(coll_proto_name(x.proto)));
             }

@@ -3,8 +3,8 @@
  * bytes, FLOPs), the compute lane's idle gaps as "bubble / wait" slices, and on a track of its
  * own (TRACE_INSIDE_TID) the TP, CP and EP communication each compute task holds, by kind, at
  * the task's end. A collective's args name the algorithm and protocol NCCL's choice (or the
- * scenario's nccl_algo / nccl_proto) gives one of its calls (sim/step/collective.h). Written to a temporary name and renamed. Open it in ui.perfetto.dev or
- * chrome://tracing. */
+ * scenario's nccl_algo / nccl_proto) gives one of its calls (sim/step/collective.h). Written to a
+ * temporary name and renamed. Open it in ui.perfetto.dev or chrome://tracing. */
 #ifndef DTSIM_SIM_TRACE_H
 #define DTSIM_SIM_TRACE_H
 

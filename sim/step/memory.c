@@ -211,13 +211,7 @@ int memory_model_stage(const scenario_config *s, int stage, int in_flight, memor
     /* In flight: two buckets, but never more than the gradients they hold: with a bucket larger
      * than the stage's (bucket_size_mb up to 1e6, Megatron-LM's bucket_size=None) there is one. */
     double in_flight_grads = fmin(2 * bucket, params_stage_per_gpu(s, stage) * elem);
-    /* Megatron-LM's one bucket per chunk (its default without overlap; bucket_size_mb 1e6, as the
-     * plan JSON writes it back) is its gradient buffer itself, reduced in place
-     * (param_and_grad_buffer.py: a bucket's grad_data is a view of the buffer, counted in
-     * `gradients`) */
-    int megatron = s->parallel.pipeline_engine != PIPELINE_ENGINE_DEEPSPEED &&
-                   (s->parallel.framework == FRAMEWORK_UNSET || s->parallel.framework == FRAMEWORK_MEGATRON);
-    if (megatron && bucket >= PARAMS_BUCKET_WHOLE_MB * 1048576.0)
+    if (!z3.active && params_dp_bucket_in_place(s)) /* the gradient buffer itself, in `gradients` */
         in_flight_grads = 0;
     if (z3.active && !z3.reduce_every_backward) /* FSDP2 reduce-scatters a layer's (a unit's) at a time */
         in_flight_grads = fmin(in_flight_grads, 2 * (z3.layer_params + z3.layer_persistent) * elem);

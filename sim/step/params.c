@@ -155,13 +155,24 @@ double params_total(const scenario_config *s)
            + (s->model.untie_embeddings ? (double)s->model.vocab_size * (double)s->model.hidden_size : 0);
 }
 
+static int deepspeed_engine(const scenario_config *s)
+{
+    return s->parallel.framework == FRAMEWORK_DEEPSPEED || s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED;
+}
+
+int params_dp_bucket_in_place(const scenario_config *s)
+{
+    return !deepspeed_engine(s) && !framework_is_pytorch_fsdp(s->parallel.framework) &&
+           params_dp_bucket_bytes(s) >= PARAMS_BUCKET_WHOLE_MB * 1048576.0;
+}
+
 double params_dp_bucket_bytes(const scenario_config *s)
 {
     const double mib = 1048576.0;
     if (s->parallel.bucket_size_mb > 0)
         return s->parallel.bucket_size_mb * mib;
     double elem = params_grad_reduce_bytes(s);
-    if (s->parallel.framework == FRAMEWORK_DEEPSPEED || s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED)
+    if (deepspeed_engine(s))
         /* ZeRO-1/2 reduce in reduce_bucket_size elements (deepspeed/runtime/zero/config.py, default
          * 5e8); the engine's own all-reduce (no ZeRO, BF16_Optimizer) in MEMORY_OPT_ALLREDUCE_SIZE
          * = 5e8 (deepspeed/runtime/engine.py, allreduce_gradients) */

@@ -46,6 +46,11 @@ double params_grad_reduce_bytes(const scenario_config *s);
  * (ZeRO-1/2; 5e8 otherwise); PyTorch DDP 25 MiB (fsdp), torchtitan's DDP 100 MiB. */
 double params_dp_bucket_bytes(const scenario_config *s);
 #define PARAMS_BUCKET_WHOLE_MB 1e6 /* bucket_size_mb's largest: one bucket holds all (Megatron's None) */
+/* Whether that bucket is reduced in place, no buffer of its own: Megatron-LM's one bucket of all
+ * (its default without overlap, or bucket_size_mb 1e6) is its gradient buffer
+ * (param_and_grad_buffer.py: a bucket's grad_data is a view of the buffer); DeepSpeed's reduce
+ * buckets and PyTorch DDP's are copies. */
+int params_dp_bucket_in_place(const scenario_config *s);
 /* Bytes per element of the gradient buffer a GPU accumulates micro-batches into: the wider of
  * the compute dtype and the reduction dtype (Megatron's fp32 main_grad under bf16). */
 double params_grad_buffer_bytes(const scenario_config *s);

@@ -58,12 +58,9 @@ int step_faults_apply(const scenario_config *s, step_workload *w)
             f = rate[k->peer_stage];
         if (f >= 1)
             continue;
-        int span = k->span_nodes > 0 ? k->span_nodes : 1;
-        coll_group g = {k->group, span, (k->group + span - 1) / span}; /* as coll_group_of has it */
         /* a group of tiny buckets (workload_emit.c) is that many calls of its bytes / calls each */
-        double calls = k->calls > 1 ? k->calls : 1;
-        coll_split x = collective_split(&s->platform, &s->calibration, k->coll, k->bytes / calls, g);
-        k->duration_s += calls * x.net_s * (1 / f - 1);
+        coll_split x = workload_task_call_split(s, k);
+        k->duration_s += workload_task_calls(k) * x.net_s * (1 / f - 1);
         changed++;
     }
     free(slow);

@@ -59,6 +59,18 @@ const task_comm_parts *workload_task_parts(const step_workload *w, const sim_tas
     return k->parts >= 0 && k->parts < w->n_parts ? &w->parts[k->parts] : &no_parts;
 }
 
+double workload_task_calls(const sim_task *k)
+{
+    return k->calls > 1 ? k->calls : 1;
+}
+
+coll_split workload_task_call_split(const scenario_config *s, const sim_task *k)
+{
+    int span = k->span_nodes > 0 ? k->span_nodes : 1;
+    coll_group g = {k->group, span, (k->group + span - 1) / span};
+    return collective_split(&s->platform, &s->calibration, k->coll, k->bytes / workload_task_calls(k), g);
+}
+
 void workload_add_dep(step_workload *w, int task, int dep)
 {
     /* Dependencies are appended contiguously, so only the newest task may receive them, and

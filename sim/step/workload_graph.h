@@ -11,6 +11,7 @@
 #ifndef DTSIM_SIM_STEP_WORKLOAD_GRAPH_H
 #define DTSIM_SIM_STEP_WORKLOAD_GRAPH_H
 
+#include "collective.h"
 #include "config.h"
 
 typedef enum {
@@ -99,6 +100,11 @@ int workload_add_task(step_workload *w, const sim_task *t); /* returns the index
 int workload_add_task_parts(step_workload *w, const sim_task *t, const task_comm_parts *parts);
 /* Task k's communication by kind (all zero when it has none). */
 const task_comm_parts *workload_task_parts(const step_workload *w, const sim_task *k);
+/* The calls collective task k stands for (at least 1: a coarsened or grouped bucket is several)
+ * and one of them as the workload priced it: its group (GPUs per node rounded up, as
+ * coll_group_of has it) and its share of the bytes, split as the replays need it. */
+double workload_task_calls(const sim_task *k);
+coll_split workload_task_call_split(const scenario_config *s, const sim_task *k);
 /* A task of `stage` tied to no micro-batch, chunk or phase, its group one rank in one node:
  * the fields a builder then fills in. */
 static inline sim_task workload_task(task_kind kind, task_lane lane, int stage, const char *name)

@@ -19,6 +19,21 @@
 #include "replay.h"
 #include "trace.h"
 
+/* s's step built, replayed at analytic fidelity and written as a trace at path; the trace read
+ * back (w and t hold the step and its times). */
+static json_t *replayed_trace(scenario_config *s, const char *path, step_workload *w, replay_times *t)
+{
+    config_error err;
+    assert_int_equal(workload_build(s, w, &err), 0);
+    replay_times_alloc(t, w->n_tasks);
+    replay_analytic(w, t);
+    assert_int_equal(trace_write_chrome(path, w, t, s, &err), 0);
+    json_error_t je;
+    json_t *doc = json_load_file(path, 0, &je);
+    assert_non_null(doc);
+    return doc;
+}
+
 static void trace_matches_the_replay(void **state)
 {
     scenario_config s;
@@ -27,16 +42,9 @@ static void trace_matches_the_replay(void **state)
     s.parallel.tp = 2; /* TP communication inside the compute tasks */
     s.training.global_batch_size = 8;
     step_workload w;
-    config_error err;
-    assert_int_equal(workload_build(&s, &w, &err), 0);
     replay_times t;
-    replay_times_alloc(&t, w.n_tasks);
-    replay_analytic(&w, &t);
     const char *path = "dtsim_test_trace.json";
-    assert_int_equal(trace_write_chrome(path, &w, &t, &s, &err), 0);
-    json_error_t je;
-    json_t *doc = json_load_file(path, 0, &je);
-    assert_non_null(doc);
+    json_t *doc = replayed_trace(&s, path, &w, &t);
     json_t *ev = json_object_get(doc, "traceEvents");
     int tasks = 0, bubbles = 0, named[4] = {0};
     double bubble_time = 0, inside_time = 0;
@@ -110,16 +118,9 @@ static void collectives_name_their_algorithm(void **state)
     fixture_scenario(&s, 4);
     fixture_layout(&s, 8, 1, 4, 8);
     step_workload w;
-    config_error err;
-    assert_int_equal(workload_build(&s, &w, &err), 0);
     replay_times t;
-    replay_times_alloc(&t, w.n_tasks);
-    replay_analytic(&w, &t);
     const char *path = "dtsim_test_trace_algo.json";
-    assert_int_equal(trace_write_chrome(path, &w, &t, &s, &err), 0);
-    json_error_t je;
-    json_t *doc = json_load_file(path, 0, &je);
-    assert_non_null(doc);
+    json_t *doc = replayed_trace(&s, path, &w, &t);
     json_t *ev = json_object_get(doc, "traceEvents");
     int named = 0;
     for (size_t i = 0; i < json_array_size(ev); i++) {

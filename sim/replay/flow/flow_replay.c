@@ -335,15 +335,12 @@ static void collective(flow_ctx *c, actor_arg *x, int task, const sim_task *k)
         c->bar_in[task] = sg_barrier_init(actors);
         c->bar_out[task] = sg_barrier_init(actors);
     }
-    /* the group as the analytic replay priced it: coll_group_of rounds a node's members up */
-    int span = k->span_nodes > 0 ? k->span_nodes : 1;
-    coll_group whole = {k->group, span, (k->group + span - 1) / span};
     /* A task may stand for several of the scenario's calls (run.c coarsens the buckets to bound
      * the flows; a long flush is grouped): each is a collective of its share, its algorithm chosen
      * for that size as the analytic replay chooses it for the scenario's own buckets, so the flows
      * carry `calls` times one call's NIC bytes and the fixed and NVLink parts are paid per call. */
-    double calls = k->calls > 1 ? k->calls : 1;
-    coll_split split = collective_split(&c->s->platform, &c->s->calibration, k->coll, k->bytes / calls, whole);
+    double calls = workload_task_calls(k);
+    coll_split split = workload_task_call_split(c->s, k);
     if (actors > 1)
         sg_barrier_wait(c->bar_in[task]);
     double t0 = simgrid_get_clock();
