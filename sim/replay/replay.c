@@ -267,13 +267,16 @@ int replay_analytic(const step_workload *w, replay_times *t)
 }
 
 /* What task i waited for: of its dependencies and the task before it on its lane (lane_prev,
- * -1 for none), the one that finished last. -1 if none. */
-static int blocking_dep(const step_workload *w, const replay_times *t, const int *lane_prev, int i)
+ * -1 for none), the one that finished last; with stage >= 0, of those on that stage only. -1 if
+ * none. */
+static int blocking_dep(const step_workload *w, const replay_times *t, const int *lane_prev, int i, int stage)
 {
     const sim_task *k = &w->tasks[i];
     int best = lane_prev[i];
     for (int d = 0; d < k->dep_count; d++) {
         int j = w->deps[k->dep_begin + d];
+        if (stage >= 0 && w->tasks[j].stage != stage)
+            continue;
         /* finishes equal but for rounding (sums of the same durations taken in another order)
          * are a tie, kept by the first in order: else which of two equal waits is charged would
          * flip with the rounding of ever larger times, step by step */
@@ -305,12 +308,24 @@ static void attribute_gap(const step_workload *w, const replay_times *t, const i
     double end = gap_end;
     int cur = i;
     while (end > gap_start) {
-        int j = blocking_dep(w, t, lane_prev, cur);
+        int j = blocking_dep(w, t, lane_prev, cur, -1);
         int cls = j >= 0 ? sync_class(&w->tasks[j]) : -1;
-        /* another stage's own reduction (what the step's global all-reduces wait for) is that
-         * stage's communication: for this one the wait is imbalance between stages, a bubble */
-        if (cls >= 0 && w->tasks[j].kind != TASK_P2P && w->tasks[j].stage != w->tasks[i].stage)
-            cls = -1;
+        /* another stage's work (what the step's global all-reduces wait for: its reduction, the
+         * embedding sum) is that stage's: for this one the wait past its own reduction is imbalance
+         * between stages, a bubble; its own reduction, which it waited for as well (Megatron's
+         * gradient all-reduce before the norm), is still its exposed communication */
+        if (j >= 0 && w->tasks[j].kind != TASK_P2P && w->tasks[j].stage != w->tasks[i].stage) {
+            int own = blocking_dep(w, t, lane_prev, cur, w->tasks[i].stage);
+            int own_cls = own >= 0 ? sync_class(&w->tasks[own]) : -1;
+            if (own_cls >= 0 && t->finish[own] > gap_start) {
+                *bubble += end - fmax(t->finish[own], gap_start);
+                end = fmax(t->finish[own], gap_start);
+                j = own;
+                cls = own_cls;
+            } else {
+                cls = -1;
+            }
+        }
         if (cls < 0) {
             *bubble += end - gap_start;
             return;

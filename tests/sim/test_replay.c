@@ -207,11 +207,12 @@ static void bubble_matches_closed_forms(void **state)
         }
 }
 
-static run_result run_dp(int overlap)
+static run_result run_dp(int overlap, int pp)
 {
     scenario_config s;
     fixture_scenario(&s, 8);
-    fixture_layout(&s, 1, 1, 16, 16 * 2); /* DP 16: two nodes, DP ring over NVLink + NICs */
+    /* DP 16 / pp: two nodes, DP rings over NVLink + NICs; 8 micro-batches under a pipeline */
+    fixture_layout(&s, 1, pp, 16 / pp, (pp > 1 ? 8 : 2) * (16 / pp));
     s.parallel.overlap_grad_reduce = overlap;
     s.parallel.zero_stage = 0;
     return fixture_run_free(&s);
@@ -219,7 +220,15 @@ static run_result run_dp(int overlap)
 
 static void dp_gradient_reduction_is_exposed_unless_overlapped(void **state)
 {
-    run_result serial = run_dp(0), overlapped = run_dp(1);
+    /* Under a pipeline too: each stage's reduction runs after its last backward, while its
+     * compute stream waits for it and then, at the gradient norm, for the stage that ends last.
+     * Its own reduction is still exposed there, not a bubble (it was, before 2026-11-28: a middle
+     * stage's wait at the norm was charged to the end stages' embedding sum and called bubble). */
+    run_result piped = run_dp(0, 4);
+    assert_true(piped.comm_total_s[COMM_DP] > 0);
+    assert_true(fabs(piped.comm_exposed_s[COMM_DP] - piped.comm_total_s[COMM_DP]) <=
+                1e-9 + 1e-6 * piped.comm_total_s[COMM_DP]);
+    run_result serial = run_dp(0, 1), overlapped = run_dp(1, 1);
     assert_true(serial.comm_total_s[COMM_DP] > 0);
     /* Without overlap the optimizer waits for every bucket: all of it is exposed. */
     assert_true(fabs(serial.comm_exposed_s[COMM_DP] - serial.comm_total_s[COMM_DP]) <=
