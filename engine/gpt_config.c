@@ -126,6 +126,13 @@ static int read_choices(const char *name, json_t *model, gpt_config *cfg, char *
         }
         cfg->moe_capacity_factor = json_number_value(v);
     }
+    /* Megatron-Core's group-limited routing changes which experts a token gets: dtrain's router
+     * takes the top-k of all of them */
+    if (json_object_get(model, "moe_router_num_groups") || json_object_get(model, "moe_router_group_topk")) {
+        snprintf(err, errlen, "%s: model.moe_router_num_groups / moe_router_group_topk: dtrain's router picks its "
+                              "top-k among all experts; group-limited routing runs in dtsim only", name);
+        return -1;
+    }
     /* dtsim's kv_channels (Megatron's --kv-channels): dtrain's heads are hidden / heads wide */
     if ((v = json_object_get(model, "kv_channels")) &&
         (!json_is_integer(v) || cfg->heads < 1 || json_integer_value(v) * cfg->heads != cfg->hidden)) {
@@ -179,7 +186,8 @@ static int read_model_file(const char *name, int tokenizer_vocab, gpt_config *cf
                                          "moe_router_topk", "attention", "untie_embeddings_and_output_weights",
                                          "cross_entropy_loss_fusion", "cross_entropy_fusion_impl",
                                          "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
-                                         "moe_load_imbalance", "kv_channels"};
+                                         "moe_load_imbalance", "kv_channels", "moe_router_num_groups",
+                                         "moe_router_group_topk"};
     int *dst[N_SIZES] = {&cfg->num_layers, &cfg->hidden, &cfg->heads, &cfg->seq_len, &cfg->vocab, &cfg->kv_groups,
                          &cfg->ffn_hidden};
     int got[N_SIZES] = {0};

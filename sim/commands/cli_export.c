@@ -92,6 +92,11 @@ static int megatron_line(const scenario_config *s, char *out, size_t len)
             ARG(" --moe-expert-capacity-factor %.17g", s->model.moe_expert_capacity_factor);
         if (s->model.moe_pad_expert_input_to_capacity)
             ARG(" --moe-pad-expert-input-to-capacity");
+        if (s->model.moe_router_num_groups > 0)
+            ARG(" --moe-router-num-groups %lld --moe-router-group-topk %d", s->model.moe_router_num_groups,
+                s->model.moe_router_group_topk);
+        /* dtsim models these two (Megatron-Core's own default is allgather) */
+        ARG(" --moe-token-dispatcher-type %s", s->parallel.moe_flex_dispatcher ? "flex" : "alltoall");
     }
     if (s->model.cross_entropy_loss_fusion)
         ARG(" --cross-entropy-loss-fusion --cross-entropy-fusion-impl %s",

@@ -221,6 +221,11 @@ typedef struct {
         long long kv_channels;               /* Megatron-LM's --kv-channels (Hugging Face head_dim): one
                                                 attention head's width; 0: hidden_size / heads */
         int moe_router_topk;
+        long long moe_router_num_groups;     /* Megatron-Core's group-limited routing: the experts in
+                                                this many equal groups (0: none) ... */
+        int moe_router_group_topk;           /* ... a token's experts from this many of them
+                                                (DeepSeek-V3's node-limited routing: groups = the EP
+                                                group's nodes) */
         int swiglu;
         attention_impl attention;            /* "attention": "flash" (default: what Megatron-Core runs
                                                 today) | "unfused" (2021-2023 Megatron/DeepSpeed runs) */
@@ -292,6 +297,11 @@ typedef struct {
         int overlap_param_gather;            /* Megatron's --overlap-param-gather (ZeRO-1/2 with
                                                 overlap_grad_reduce): the updated parameters'
                                                 all-gather runs beside the next step's forward */
+        int moe_flex_dispatcher;             /* moe_token_dispatcher_type: "alltoall" (0, NCCL's
+                                                all-to-all, a token's every copy sent on its own) |
+                                                "flex" (1: DeepEP / HybridEP, a token sent once to
+                                                each node that holds one of its experts, fanned out
+                                                over NVLink there; collective.h) */
         cp_comm_kind cp_comm;                /* cp_comm_type: "p2p" (Megatron-Core's default: ring
                                                 attention), "all_gather", "a2a" (Ulysses) */
         int zero_stage;

@@ -64,14 +64,15 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
                                        "moe_router_topk", "attention", "untie_embeddings_and_output_weights",
                                        "cross_entropy_loss_fusion", "cross_entropy_fusion_impl", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
                                        "moe_load_imbalance", "normalization", "position_embedding_type",
-                                       "attention_backend", "kv_channels", NULL};
+                                       "attention_backend", "kv_channels", "moe_router_num_groups",
+                                       "moe_router_group_topk", NULL};
     static const char *const normalization[] = {"LayerNorm", "RMSNorm", NULL};
     static const char *const positions[] = {"learned_absolute", "rope", NULL};
     static const char *const attention[] = {"unfused", "flash", NULL};
     static const char *const backends[] = {"flash", "fused", NULL};
     static const char *const fusion_impl[] = {"native", "te", NULL};
     const char *p = S ".model";
-    long long v;
+    long long v, group_topk;
     int e, backend;
     if (config_check_keys(m, p, keys, err) ||
         config_int(m, p, "num_layers", 1, 0, 1, 100000, &s->model.num_layers, err) ||
@@ -85,6 +86,8 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
         config_bool(m, p, "swiglu", 0, &s->model.swiglu, err) ||
         config_int(m, p, "num_experts", 0, 0, 0, 100000, &s->model.num_experts, err) ||
         config_int(m, p, "moe_router_topk", 0, 0, 0, 100000, &v, err) ||
+        config_int(m, p, "moe_router_num_groups", 0, 0, 1, 100000, &s->model.moe_router_num_groups, err) ||
+        config_int(m, p, "moe_router_group_topk", 0, 0, 1, 100000, &group_topk, err) ||
         config_enum(m, p, "attention", attention, ATTENTION_FLASH, &e, err) ||
         config_enum(m, p, "attention_backend", backends, ATTN_BACKEND_FLASH, &backend, err) ||
         config_bool(m, p, "untie_embeddings_and_output_weights", 0, &s->model.untie_embeddings, err) ||
@@ -126,6 +129,18 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
                            s->model.moe_router_topk, s->model.num_experts);
     if (s->model.num_experts == 0 && s->model.moe_router_topk != 0)
         return config_fail(err, "%s.moe_router_topk: %d without num_experts", p, s->model.moe_router_topk);
+    /* group-limited routing, as Megatron-Core's TransformerConfig asks: both keys or neither, the
+     * experts in equal groups, a token's groups among them and no more than its experts */
+    s->model.moe_router_group_topk = (int)group_topk;
+    long long groups = s->model.moe_router_num_groups;
+    if ((groups > 0) != (group_topk > 0))
+        return config_fail(err, "%s: moe_router_num_groups and moe_router_group_topk go together", p);
+    if (groups > 0 && (s->model.num_experts == 0 || s->model.num_experts % groups))
+        return config_fail(err, "%s.moe_router_num_groups: %lld must divide num_experts=%lld", p, groups,
+                           s->model.num_experts);
+    if (groups > 0 && (group_topk > groups || group_topk > s->model.moe_router_topk))
+        return config_fail(err, "%s.moe_router_group_topk: %lld must be at most moe_router_num_groups=%lld and "
+                                "moe_router_topk=%d", p, group_topk, groups, s->model.moe_router_topk);
     return 0;
 }
 
@@ -403,11 +418,12 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
                                        "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
                                        "stage3_max_live_parameters", "reduce_bucket_size", "cp_comm_type",
                                        "tp_comm_overlap", "tp_comm_overlap_chunks", "overlap_param_gather",
-                                       "overlap_moe_expert_parallel_comm", "pipeline_engine",
+                                       "overlap_moe_expert_parallel_comm", "moe_token_dispatcher_type", "pipeline_engine",
                                        "fsdp_reshard_after_forward", "framework", NULL};
     static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
     static const char *const cp_comms[] = {"p2p", "all_gather", "a2a", NULL};
-    int cp_comm;
+    static const char *const dispatchers[] = {"alltoall", "flex", NULL};
+    int cp_comm, dispatcher;
     long long chunks;
     const char *p = S ".parallel";
     long long tp, pp, dp, vpp, cp, ep, etp, zero;
@@ -428,6 +444,7 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
         config_int(par, p, "tp_comm_overlap_chunks", 0, 4, 1, 64, &chunks, err) ||
         config_bool(par, p, "overlap_param_gather", 0, &s->parallel.overlap_param_gather, err) ||
         config_bool(par, p, "overlap_moe_expert_parallel_comm", 0, &s->parallel.overlap_moe_a2a, err) ||
+        config_enum(par, p, "moe_token_dispatcher_type", dispatchers, 0, &dispatcher, err) ||
         config_bool(par, p, "overlap_p2p_comm", 0, &s->parallel.overlap_p2p_comm, err) ||
         config_bool(par, p, "scatter_gather_p2p", 1, &s->parallel.scatter_gather_p2p, err) ||
         config_num(par, p, "bucket_size_mb", 0, 0, 0, 1e6, 1, &s->parallel.bucket_size_mb, err))
@@ -459,6 +476,10 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
     s->parallel.zero_stage = (int)zero;
     s->parallel.schedule = (pipeline_kind)sched;
     s->parallel.cp_comm = (cp_comm_kind)cp_comm;
+    s->parallel.moe_flex_dispatcher = dispatcher;
+    if (dispatcher && s->model.num_experts == 0)
+        return config_fail(err, "%s.moe_token_dispatcher_type: \"flex\" dispatches tokens to experts: it needs "
+                                "model.num_experts", p);
     s->parallel.tp_comm_overlap_chunks = (int)chunks;
 
     json_t *layers = json_object_get(par, "pipeline_layers");

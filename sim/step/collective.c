@@ -285,6 +285,33 @@ static coll_split direct_split(const platform_config *p, const calibration_confi
     return split_of(alpha_s(c, lc, kind) + lat, slowest - net - lat, net, g.nodes > 1 ? inter : 0, ALGO_DIRECT);
 }
 
+double moe_remote_nodes(int nodes, double groups, double group_topk)
+{
+    if (nodes <= 1)
+        return 0;
+    /* a node misses a token when all group_topk draws (without replacement) fall elsewhere */
+    double elsewhere = groups - groups / nodes, miss = 1;
+    for (int i = 0; i < (int)group_topk && miss > 0; i++)
+        miss *= fmax(0, (elsewhere - i) / (groups - i));
+    return (nodes - 1) * (1 - miss);
+}
+
+double collective_moe_flex_time(const platform_config *p, const calibration_config *c, double bytes, coll_group g,
+                                double copies, double groups, double group_topk)
+{
+    if (g.nodes <= 1 || g.ranks <= 1)
+        return collective_time(p, c, COLL_ALL_TO_ALL, bytes, g).time_s;
+    /* over RDMA: a token once to each other node it reaches, through this GPU's own NIC; over
+     * NVLink: every copy but those for this GPU's local rank, sent here or forwarded for another
+     * node's GPU of the same local rank (by symmetry each GPU forwards what it sent away), both
+     * at once (DeepEP's pipelined kernels): the slower sets the time */
+    double rdma = bytes / copies * moe_remote_nodes(g.nodes, groups, group_topk);
+    double nvlink = bytes * (g.per_node - 1) / g.per_node;
+    double net = rdma / coll_nic_bw(p, c, COLL_ALL_TO_ALL);
+    double node = g.per_node > 1 ? nvlink / coll_nvlink_bw(p, c, COLL_ALL_TO_ALL) + (g.per_node - 1) * nvlink_lat(p) : 0;
+    return alpha_s(c, LINK_NETWORK, COLL_ALL_TO_ALL) + fmax(net + net_lat(p, g.nodes), node);
+}
+
 double collective_userbuffers_time(const platform_config *p, const calibration_config *c, coll_kind kind,
                                    double bytes, coll_group g)
 {

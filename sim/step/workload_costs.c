@@ -46,6 +46,16 @@ static double comm_op_time(const builder *b, const layer_op *op)
     coll_group g = b->tp;
     if (op->comm == COMM_CP) g = b->cp;
     else if (op->comm == COMM_EP) g = b->ep;
+    const scenario_config *s = b->s;
+    if (op->comm == COMM_EP && op->coll == COLL_ALL_TO_ALL && s->parallel.moe_flex_dispatcher) {
+        /* DeepEP / HybridEP (collective.h): the groups a token draws from, its experts without
+         * group-limited routing */
+        double k = s->model.moe_router_topk > 0 ? s->model.moe_router_topk : 1;
+        int grouped = s->model.moe_router_num_groups > 0;
+        return collective_moe_flex_time(&s->platform, &s->calibration, op->bytes, g, k,
+                                        (double)(grouped ? s->model.moe_router_num_groups : s->model.num_experts),
+                                        grouped ? s->model.moe_router_group_topk : k);
+    }
     return workload_collective_s(b, op->coll, op->bytes, g);
 }
 

@@ -50,5 +50,15 @@ printf '{"from": "%s/loop.json"}\n' "$work" >"$work/loop.json"
 scen "{\"from\": \"$work/loop.json\"}"
 "$dtsim" run "$work/s.json" >/dev/null 2>"$work/err"; rc=$?
 [ "$rc" -eq 2 ] && grep -q 'chained by "from"' "$work/err" || { echo "loop: exit $rc"; cat "$work/err"; fail=1; }
+# group-limited routing: dtsim reads it, dtrain (whose router takes the top-k of all experts) refuses it
+printf '{"from": "models/qwen3-30b-a3b.json", "num_layers": 2, "hidden_size": 64, "num_attention_heads": 8,
+  "seq_length": 32, "vocab_size": 256, "kv_channels": 8, "num_query_groups": 8, "moe_router_num_groups": 8, "moe_router_group_topk": 2}\n' \
+  >"$work/grouped.json"
+scen "\"$work/grouped.json\""
+"$dtsim" run "$work/s.json" >/dev/null 2>"$work/err"; rc=$?
+[ "$rc" -eq 0 ] || [ "$rc" -eq 3 ] || { echo "grouped routing: dtsim exit $rc"; cat "$work/err"; fail=1; }
+"$dtrain" --model "$work/grouped.json" --steps 1 --micro-batch 2 --global-batch 2 >/dev/null 2>"$work/err"; rc=$?
+[ "$rc" -ne 0 ] && grep -q "moe_router_num_groups" "$work/err" ||
+  { echo "grouped routing: dtrain exit $rc"; cat "$work/err"; fail=1; }
 [ "$fail" -eq 0 ] && echo "models/: every file simulated and trained; from, overrides, --set; missing and looping files refused"
 exit "$fail"

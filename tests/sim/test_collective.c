@@ -561,6 +561,49 @@ static void userbuffers_is_the_alpha_beta_ring(void **state)
     }
 }
 
+/* Hypergeometric closed forms written out by hand: a token's 8 of 128 experts over two nodes of
+ * 64 misses the other node with probability C(64,8)/C(128,8); DeepSeek-V3's node-limited routing
+ * (8 nodes as 8 groups, 4 of them a token) reaches 7 (1 - C(7,4)/C(8,4)) = 3.5 other nodes; 2 of
+ * 4 groups on 4 nodes, 3 (1 - C(3,2)/C(4,2)) = 1.5. */
+static void moe_remote_nodes_closed_forms(void **state)
+{
+    (void)state;
+    double miss = exp(lgamma(65) - lgamma(9) - lgamma(57) - (lgamma(129) - lgamma(9) - lgamma(121)));
+    assert_true(fabs(moe_remote_nodes(2, 128, 8) - (1 - miss)) <= 1e-12);
+    assert_true(miss > 0.003 && miss < 0.004);
+    assert_true(fabs(moe_remote_nodes(8, 8, 4) - 3.5) <= 1e-12);
+    assert_true(fabs(moe_remote_nodes(4, 4, 2) - 1.5) <= 1e-12);
+    assert_true(moe_remote_nodes(1, 128, 8) == 0);
+    assert_true(fabs(moe_remote_nodes(4, 64, 64) - 3) <= 1e-12); /* every expert: every node */
+}
+
+/* The flex dispatcher (DeepEP / HybridEP) against NCCL's all-to-all: the same inside a node;
+ * across two nodes at top-8, a token crosses once instead of its four copies for the other node,
+ * and at a size where the NIC sets the pace the time is that once-a-token traffic at the NIC's
+ * bandwidth (the datasheet's: no calibration fit) plus the call's fixed latencies. */
+static void flex_dispatch_sends_a_token_once_a_node(void **state)
+{
+    scenario_config *s = *state;
+    double S = 1.34e8, k = 8; /* 4,096 tokens x 8 copies x 2,048 x bf16 */
+    coll_group one = coll_group_of(8, 1, 8), two = coll_group_of(16, 1, 8);
+    assert_int_equal(two.nodes, 2);
+    double inside = collective_moe_flex_time(&s->platform, &s->calibration, S, one, k, 128, k);
+    assert_true(inside == collective_time(&s->platform, &s->calibration, COLL_ALL_TO_ALL, S, one).time_s);
+    double flex = collective_moe_flex_time(&s->platform, &s->calibration, S, two, k, 128, k);
+    double a2a = collective_time(&s->platform, &s->calibration, COLL_ALL_TO_ALL, S, two).time_s;
+    double nic = s->platform.node.nic_bandwidth_gbps / 8.0 * 1e9;
+    double once = S / k * moe_remote_nodes(2, 128, 8) / nic, copies = S * 8.0 / 16.0 / nic;
+    print_message("flex %.3f ms, all-to-all %.3f ms; NIC terms %.3f and %.3f ms\n", 1e3 * flex, 1e3 * a2a, 1e3 * once,
+                  1e3 * copies);
+    assert_true(flex > once && flex < once + 50e-6);
+    assert_true(a2a > copies && a2a < copies + 100e-6);
+    assert_true(a2a / flex > 3.5 && a2a / flex < 4.1);
+    /* node-limited routing over more nodes sends less again than free routing */
+    coll_group eight = coll_group_of(64, 1, 8);
+    assert_true(collective_moe_flex_time(&s->platform, &s->calibration, S, eight, k, 8, 4) <
+                collective_moe_flex_time(&s->platform, &s->calibration, S, eight, k, 256, k));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -588,6 +631,8 @@ int main(void)
         TEST(nccl_model_meets_a_published_aws_p5_all_reduce),
         TEST(userbuffers_is_the_alpha_beta_ring),
         TEST(a_forced_protocol_is_used),
+        TEST(moe_remote_nodes_closed_forms),
+        TEST(flex_dispatch_sends_a_token_once_a_node),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -158,12 +158,55 @@ static void qwen3_moe_parameters_match_their_model_cards(void **state)
     }
 }
 
+/* An EP group over two nodes: the flex dispatcher (DeepEP / HybridEP, one RDMA copy of a token a
+ * node) makes each all-to-all the closed form of collective_moe_flex_time for the layer's own
+ * dispatch bytes, costs the step less than NCCL's all-to-all, and both fidelities charge it the
+ * same (the dispatch is folded into the layer's pass, which both replay). */
+static void flex_dispatcher_prices_the_layers_all_to_alls(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 2);
+    s.model.num_experts = 16;
+    s.model.moe_router_topk = 4;
+    fixture_layout(&s, 1, 1, 16, 16);
+    s.parallel.ep = 16;
+    s.model.moe_load_imbalance = 1;
+    layer_shape sh;
+    workload_layer_shape(&s, &sh);
+    layer_op ops[LAYER_OPS_MAX];
+    int n = layer_ops_forward(&sh, ops);
+    double bytes = 0;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(ops[i].name, "ep_alltoall_dispatch"))
+            bytes = ops[i].bytes;
+    assert_true(bytes > 0);
+    coll_group g = coll_group_of(16, 1, 8);
+    double flex = collective_moe_flex_time(&s.platform, &s.calibration, bytes, g, 4, 16, 4);
+    double a2a = collective_time(&s.platform, &s.calibration, COLL_ALL_TO_ALL, bytes, g).time_s;
+    assert_true(flex < a2a);
+    run_result nccl_a, nccl_f, deep_a, deep_f;
+    fixture_run_both(&s, &nccl_a, &nccl_f);
+    s.parallel.moe_flex_dispatcher = 1;
+    fixture_run_both(&s, &deep_a, &deep_f);
+    /* four all-to-alls a layer a micro-batch (dispatch and combine, each way), two layers */
+    double m = (double)scenario_micro_batches(&s);
+    assert_true(fabs(deep_a.comm_total_s[COMM_EP] - 2 * 4 * m * flex) <= 1e-9 * deep_a.comm_total_s[COMM_EP]);
+    assert_true(fabs(nccl_a.comm_total_s[COMM_EP] - 2 * 4 * m * a2a) <= 1e-9 * nccl_a.comm_total_s[COMM_EP]);
+    assert_true(deep_a.step_time_s < nccl_a.step_time_s);
+    assert_true(fabs(deep_f.step_time_s - deep_a.step_time_s) <= 1e-6 * deep_a.step_time_s);
+    assert_true(fabs(deep_f.comm_total_s[COMM_EP] - deep_a.comm_total_s[COMM_EP]) <=
+                1e-6 * deep_a.comm_total_s[COMM_EP]);
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(ring_attention_hides_behind_the_blocks),
         cmocka_unit_test(the_busiest_expert_rank_sets_the_pace),
         cmocka_unit_test(qwen3_moe_parameters_match_their_model_cards),
+        cmocka_unit_test(flex_dispatcher_prices_the_layers_all_to_alls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
