@@ -13,6 +13,7 @@
 #include "kernels_cal.h"
 #include "collectives_cal.h"
 #include "nccl_import.h"
+#include "nccl_model_check.h"
 #include "gemm_import.h"
 #include "variability.h"
 #include "overlap.h"
@@ -30,9 +31,13 @@ static void usage(FILE *f)
             "      and write a calibration file (default: stdout); P: fp32 (default), bf16, fp16, a GEMM\n"
             "      table each; the first also times the memory-bound ops, attention and launches\n"
             "  import-nccl-tests LOG... [--kind NAME] [--link nvlink|network] [--into CAL.json] [-o FILE]\n"
+            "                   [--platform FILE [--ranks N --hosts H] [--min-bytes B]]\n"
             "      fit alpha and bus bandwidth per collective from nccl-tests output; link class from\n"
             "      the hosts the log's ranks ran on (one: nvlink, several: network), or --link for\n"
-            "      every log (needed for a log without its '# Using devices' block)\n"
+            "      every log (needed for a log without its '# Using devices' block). --platform: print\n"
+            "      dtsim's model of each size from B bytes up (default 1024) beside the measured time,\n"
+            "      given only the fit and that platform (NCCL's tuner model unless it says mpi); --ranks and\n"
+            "      --hosts for a log that does not list its ranks\n"
             "  import-gemm CSV... [--precision P] [--column FIELD=HEADER]... [--where HEADER=VALUE]...\n"
             "              [--device NAME] [--into CAL.json] [-o FILE]\n"
             "      read GEMM measurements made by another tool (cuBLAS sweeps, torch.matmul benchmarks) into\n"
@@ -155,7 +160,8 @@ static int cmd_kernels(int argc, char **argv)
     return rc;
 }
 
-static int add_fit(json_t *colls, const char *path, const char *kind, const char *link, const char *who);
+static int add_fit(json_t *colls, const char *path, const char *kind, const char *link, const char *who,
+                   const nccl_model_check_opts *chk);
 static int write_collectives(json_t *colls, const char *into, const char *out, const char *device, const char *source,
                              int argc, char **argv, const char *who);
 
@@ -164,10 +170,13 @@ static int cmd_import(int argc, char **argv)
     const char *out = "-", *kind = NULL, *into = NULL, *link = NULL;
     const char **logs = malloc((size_t)argc * sizeof *logs); /* the options apply to every log */
     json_t *colls = json_object();
+    nccl_model_check_opts chk = {.min_bytes = 1024};
     int files = 0, rc = 0;
     for (int i = 2; i < argc && rc == 0; i++) {
         if (!strcmp(argv[i], "-o") && i + 1 < argc) {
             out = argv[++i];
+        } else if (nccl_model_check_option(argc, argv, &i, &chk, &rc)) {
+            /* --platform, --ranks, --hosts, --min-bytes (nccl_model_check.h) */
         } else if (!strcmp(argv[i], "--kind") && i + 1 < argc) {
             kind = argv[++i];
         } else if (!strcmp(argv[i], "--into") && i + 1 < argc) {
@@ -185,8 +194,11 @@ static int cmd_import(int argc, char **argv)
             logs[files++] = argv[i];
         }
     }
+    if (rc == 0 && !chk.present && (chk.ranks || chk.hosts))
+        fprintf(stderr, "dtcal import-nccl-tests: --ranks and --hosts describe the log for --platform's comparison; "
+                        "without --platform they do nothing\n");
     for (int i = 0; i < files && rc == 0; i++)
-        rc = add_fit(colls, logs[i], kind, link, "import-nccl-tests");
+        rc = add_fit(colls, logs[i], kind, link, "import-nccl-tests", chk.present ? &chk : NULL);
     free(logs);
     if (rc == 0 && files == 0) {
         fprintf(stderr, "dtcal import-nccl-tests: no log given\n");
@@ -200,7 +212,8 @@ static int cmd_import(int argc, char **argv)
 
 /* Fits one log into colls[class][collective]; 0, or 2 with the reason printed. link: the class
  * given on the command line, or NULL: from the hosts the log lists. */
-static int add_fit(json_t *colls, const char *path, const char *kind, const char *link, const char *who)
+static int add_fit(json_t *colls, const char *path, const char *kind, const char *link, const char *who,
+                   const nccl_model_check_opts *chk)
 {
     nccl_fit fit;
     char err[1024];
@@ -211,6 +224,7 @@ static int add_fit(json_t *colls, const char *path, const char *kind, const char
     if (!link && fit.hosts == 0) {
         fprintf(stderr, "dtcal %s: %s: the log lists no ranks (no '# Using devices' block), so whether they ran on "
                         "one host (nvlink) or several (network) is unknown: give --link nvlink|network\n", who, path);
+        nccl_fit_free(&fit);
         return 2;
     }
     const char *cls = link ? link : fit.hosts > 1 ? "network" : "nvlink";
@@ -221,7 +235,9 @@ static int add_fit(json_t *colls, const char *path, const char *kind, const char
     if (!c)
         json_object_set_new(colls, cls, c = json_object());
     json_object_set_new(c, fit.collective, json_pack("{s:f,s:f}", "alpha_us", fit.alpha_us, "busbw_gbs", fit.busbw_gbs));
-    return 0;
+    int rc = chk ? nccl_model_check_log(path, &fit, strcmp(cls, "network") ? LINK_NVLINK : LINK_NETWORK, chk, who) : 0;
+    nccl_fit_free(&fit);
+    return rc;
 }
 
 /* Writes the collectives section: into an existing calibration (--into) or a new document. */
@@ -500,7 +516,7 @@ static int cmd_collectives(int argc, char **argv)
             for (size_t k = 0; k < sizeof logs / sizeof logs[0] && rc == 0; k++) {
                 char path[4200];
                 snprintf(path, sizeof path, "%s/%s.log", dir, logs[k]);
-                rc = add_fit(colls, path, NULL, NULL, "collectives");
+                rc = add_fit(colls, path, NULL, NULL, "collectives", NULL);
             }
             if (rc == 0)
                 rc = write_collectives(colls, into, out, strcmp(be.name, "nccl") ? "MPI host memory" : "NCCL device memory",

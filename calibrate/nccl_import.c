@@ -49,6 +49,10 @@ int nccl_import_file(const char *path, const char *kind_hint, nccl_fit *out, cha
     double *size = malloc((size_t)cap * sizeof(double)), *time_us = malloc((size_t)cap * sizeof(double)),
            *busbw = malloc((size_t)cap * sizeof(double));
     int rc = -1;
+    if (!size || !time_us || !busbw) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        goto out;
+    }
     while (fgets(line, sizeof line, f)) {
         lineno++;
         if (!strchr(line, '\n') && !feof(f)) {
@@ -104,9 +108,16 @@ int nccl_import_file(const char *path, const char *kind_hint, nccl_fit *out, cha
         }
         if (n == cap) {
             cap *= 2;
-            size = realloc(size, (size_t)cap * sizeof(double));
-            time_us = realloc(time_us, (size_t)cap * sizeof(double));
-            busbw = realloc(busbw, (size_t)cap * sizeof(double));
+            double *a = realloc(size, (size_t)cap * sizeof(double));
+            size = a ? a : size;
+            double *b = realloc(time_us, (size_t)cap * sizeof(double));
+            time_us = b ? b : time_us;
+            double *c = realloc(busbw, (size_t)cap * sizeof(double));
+            busbw = c ? c : busbw;
+            if (!a || !b || !c) {
+                snprintf(err, errlen, "%s:%d: out of memory for %d result lines", path, lineno, cap);
+                goto out;
+            }
         }
         size[n] = sz;
         time_us[n] = tm;
@@ -142,6 +153,9 @@ int nccl_import_file(const char *path, const char *kind_hint, nccl_fit *out, cha
         }
     out->busbw_gbs = sum / m;
     out->max_bytes = maxb;
+    out->size = size; /* the caller's now (nccl_fit_free) */
+    out->time_us = time_us;
+    size = time_us = NULL;
     rc = 0;
 out:
     fclose(f);
@@ -149,4 +163,11 @@ out:
     free(time_us);
     free(busbw);
     return rc;
+}
+
+void nccl_fit_free(nccl_fit *fit)
+{
+    free(fit->size);
+    free(fit->time_us);
+    fit->size = fit->time_us = NULL;
 }

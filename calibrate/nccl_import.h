@@ -14,9 +14,12 @@ typedef struct {
     int ranks, hosts;     /* from the '# Using devices' block: 0 and 0 when the log has none */
     int points;
     double alpha_us, busbw_gbs, max_bytes;
+    double *size, *time_us; /* the log's points: size (B) and out-of-place time, `points` of each */
 } nccl_fit;
 
 /* Parses one log. kind_hint: the collective when the log does not say (NULL: from the file
- * name). Returns 0, or -1 with err naming the file and line. */
+ * name). Returns 0 (free the fit with nccl_fit_free), or -1 with err naming the file and line
+ * (nothing to free). */
 int nccl_import_file(const char *path, const char *kind_hint, nccl_fit *out, char *err, size_t errlen);
+void nccl_fit_free(nccl_fit *fit);
 #endif

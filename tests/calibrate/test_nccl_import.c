@@ -65,6 +65,8 @@ static void fits_come_back(void **state)
             /* The plateau's busbw: within 2% of the model's (printing rounds to 0.01 GB/s). */
             print_message("hosts %d root %d: alpha %.3f us busbw %.2f GB/s\n", hosts, root, fit.alpha_us, fit.busbw_gbs);
             assert_true(fabs(fit.busbw_gbs - 300.0) < 0.02 * 300.0);
+            assert_true(fit.points > 3 && fit.size[0] > 0 && fit.time_us[0] > 0);
+            nccl_fit_free(&fit);
         }
 }
 
@@ -118,6 +120,10 @@ static void published_h100_logs(void **state)
         assert_true(fit.max_bytes == 17179869184.0);
         assert_true(fabs(fit.busbw_gbs - logs[i].busbw_16g) < 0.02 * logs[i].busbw_16g);
         assert_true(fabs(fit.alpha_us - logs[i].first_time_us) < 0.15 * logs[i].first_time_us);
+        /* the points as the log prints them: the first (8 B) and the last out-of-place time */
+        assert_true(fit.size[0] == 8 && fit.size[fit.points - 1] == 17179869184.0);
+        assert_true(fabs(fit.time_us[0] - logs[i].first_time_us) < 1e-9);
+        nccl_fit_free(&fit);
     }
 }
 
@@ -141,6 +147,8 @@ static void tagged_lines_read_as_plain(void **state)
     assert_int_equal(tagged.hosts, 2);
     assert_int_equal(tagged.points, plain.points);
     assert_true(tagged.busbw_gbs == plain.busbw_gbs && tagged.alpha_us == plain.alpha_us);
+    nccl_fit_free(&plain);
+    nccl_fit_free(&tagged);
     remove("dtcal_all_reduce_plain.log");
     remove("dtcal_all_reduce_tagged.log");
 }

@@ -7,7 +7,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *path = fuzz_write_file("all_reduce_perf.log", data, size);
     nccl_fit fit;
     char err[1024] = "";
-    if (nccl_import_file(path, "all_reduce", &fit, err, sizeof err) != 0 && !err[0])
-        abort();
+    if (nccl_import_file(path, "all_reduce", &fit, err, sizeof err) != 0) {
+        if (!err[0])
+            abort();
+        return 0;
+    }
+    nccl_fit_free(&fit);
     return 0;
 }
