@@ -272,7 +272,7 @@ int replay_analytic(const step_workload *w, replay_times *t)
 static int blocking_dep(const step_workload *w, const replay_times *t, const int *lane_prev, int i, int stage)
 {
     const sim_task *k = &w->tasks[i];
-    int best = lane_prev[i];
+    int best = lane_prev[i] >= 0 && (stage < 0 || w->tasks[lane_prev[i]].stage == stage) ? lane_prev[i] : -1;
     for (int d = 0; d < k->dep_count; d++) {
         int j = w->deps[k->dep_begin + d];
         if (stage >= 0 && w->tasks[j].stage != stage)
@@ -315,7 +315,10 @@ static void attribute_gap(const step_workload *w, const replay_times *t, const i
          * between stages, a bubble; its own reduction, which it waited for as well (Megatron's
          * gradient all-reduce before the norm), is still its exposed communication */
         if (j >= 0 && w->tasks[j].kind != TASK_P2P && w->tasks[j].stage != w->tasks[i].stage) {
-            int own = blocking_dep(w, t, lane_prev, cur, w->tasks[i].stage);
+            /* (only while the walk is still on this stage: past a transfer from another stage,
+             * that stage's own tasks are not this one's) */
+            int own = w->tasks[cur].stage == w->tasks[i].stage ? blocking_dep(w, t, lane_prev, cur, w->tasks[i].stage)
+                                                                : -1;
             int own_cls = own >= 0 ? sync_class(&w->tasks[own]) : -1;
             if (own_cls >= 0 && t->finish[own] > gap_start) {
                 *bubble += end - fmax(t->finish[own], gap_start);
