@@ -98,10 +98,11 @@ void run_result_print(const run_result *r, const scenario_config *s, void *file)
     fprintf(f, "dtsim: %s on %d x %s (%s), %s fidelity\n", r->scenario, r->gpus, s->platform.gpu.name,
             s->platform.name, r->fidelity_flow ? "flow" : "analytic");
     static const char *const cp_comms[] = {"ring attention", "K/V all-gather", "Ulysses all-to-all"};
-    char ep[96] = "";
+    char ep[128] = "";
     if (s->model.num_experts > 0)
-        snprintf(ep, sizeof ep, " (EP %d: %lld experts, top-%d, busiest rank x%.3f)", s->parallel.ep,
-                 s->model.num_experts, s->model.moe_router_topk, workload_moe_load(s));
+        snprintf(ep, sizeof ep, " (EP %d: %lld experts, top-%d, busiest rank x%.3f, %s dispatcher)", s->parallel.ep,
+                 s->model.num_experts, s->model.moe_router_topk, workload_moe_load(s),
+                 s->parallel.moe_flex_dispatcher ? "flex" : "alltoall");
     /* ZeRO-3 under FSDP's rule says whether a forward lets its layers go (torchtitan's "default"
      * resolved); the framework, where the scenario names one, closes the line */
     char zero[64], framework[48] = "";

@@ -88,9 +88,9 @@ static const struct {
     {"--untie-embeddings-and-output-weights", MA_FLAG, "model.untie_embeddings_and_output_weights"},
     {"--num-experts", MA_INT, "model.num_experts"},
     {"--moe-router-topk", MA_INT, "model.moe_router_topk"},
-    {"--moe-router-num-groups", MA_INT, "model.moe_router_num_groups"},
-    {"--moe-router-group-topk", MA_INT, "model.moe_router_group_topk"},
-    {"--moe-token-dispatcher-type", MA_WORD, "parallel.moe_token_dispatcher_type"},
+    {"--moe-router-num-groups", MA_INT, "moe_router_num_groups"},
+    {"--moe-router-group-topk", MA_INT, "moe_router_group_topk"},
+    {"--moe-token-dispatcher-type", MA_WORD, "moe_token_dispatcher_type"},
     {"--moe-expert-capacity-factor", MA_REAL, "model.moe_expert_capacity_factor"},
     {"--moe-pad-expert-input-to-capacity", MA_FLAG, "model.moe_pad_expert_input_to_capacity"},
     {"--cross-entropy-loss-fusion", MA_FLAG, "model.cross_entropy_loss_fusion"},
@@ -284,6 +284,31 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
         json_object_set_new(tr, "fp8_recipe", json_string(recipe));
     else if (recipe)
         strcat(ignored, *ignored ? ", --fp8-recipe (without --fp8-format)" : "--fp8-recipe (without --fp8-format)");
+    /* Megatron-Core's token dispatcher and group-limited routing, read only with experts: alltoall
+     * or flex as given; allgather, TransformerConfig's default when the flag is left out, is not
+     * modelled; the groups only with their top-k (Megatron routes ungrouped without it) */
+    const char *dispatcher = json_string_value(json_object_get(extra, "moe_token_dispatcher_type"));
+    long long groups = got_int(extra, "moe_router_num_groups"), group_topk = got_int(extra, "moe_router_group_topk");
+    if (got_int(model, "num_experts") > 0) {
+        if (dispatcher && strcmp(dispatcher, "alltoall") && strcmp(dispatcher, "flex"))
+            return import_fail("megatron", "--moe-token-dispatcher-type %s: dtsim models alltoall and flex", dispatcher);
+        if (!dispatcher)
+            fprintf(stderr, "dtsim import megatron: no --moe-token-dispatcher-type: Megatron-Core's default, allgather, "
+                            "is not modelled; imported as alltoall\n");
+        json_object_set_new(par, "moe_token_dispatcher_type", json_string(dispatcher ? dispatcher : "alltoall"));
+        if (group_topk > 0 && groups <= 0)
+            return import_fail("megatron", "--moe-router-group-topk needs --moe-router-num-groups");
+        if (group_topk > 0) {
+            json_object_set_new(model, "moe_router_num_groups", json_integer(groups));
+            json_object_set_new(model, "moe_router_group_topk", json_integer(group_topk));
+        } else if (groups > 0) {
+            snprintf(ignored + strlen(ignored), sizeof ignored - strlen(ignored), "%s%s", *ignored ? ", " : "",
+                     "--moe-router-num-groups (without --moe-router-group-topk Megatron routes ungrouped)");
+        }
+    } else if (dispatcher || groups > 0 || group_topk > 0) {
+        snprintf(ignored + strlen(ignored), sizeof ignored - strlen(ignored), "%s%s", *ignored ? ", " : "",
+                 "--moe-token-dispatcher-type and --moe-router-* (without --num-experts)");
+    }
     if (json_is_true(json_object_get(extra, "distributed_optimizer")))
         json_object_set_new(par, "zero_stage", json_integer(1));
     /* Megatron-FSDP: --data-parallel-sharding-strategy, default optim_grads_params, says what it

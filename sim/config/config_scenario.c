@@ -135,12 +135,17 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
     long long groups = s->model.moe_router_num_groups;
     if ((groups > 0) != (group_topk > 0))
         return config_fail(err, "%s: moe_router_num_groups and moe_router_group_topk go together", p);
-    if (groups > 0 && (s->model.num_experts == 0 || s->model.num_experts % groups))
+    if (groups > 0 && s->model.num_experts == 0)
+        return config_fail(err, "%s.moe_router_num_groups: group-limited routing needs num_experts", p);
+    if (groups > 0 && s->model.num_experts % groups)
         return config_fail(err, "%s.moe_router_num_groups: %lld must divide num_experts=%lld", p, groups,
                            s->model.num_experts);
     if (groups > 0 && (group_topk > groups || group_topk > s->model.moe_router_topk))
         return config_fail(err, "%s.moe_router_group_topk: %lld must be at most moe_router_num_groups=%lld and "
                                 "moe_router_topk=%d", p, group_topk, groups, s->model.moe_router_topk);
+    if (groups > 0 && s->model.moe_router_topk > group_topk * (s->model.num_experts / groups))
+        return config_fail(err, "%s.moe_router_topk: %d experts cannot come from moe_router_group_topk=%lld groups "
+                                "of %lld", p, s->model.moe_router_topk, group_topk, s->model.num_experts / groups);
     return 0;
 }
 
@@ -480,6 +485,11 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
     if (dispatcher && s->model.num_experts == 0)
         return config_fail(err, "%s.moe_token_dispatcher_type: \"flex\" dispatches tokens to experts: it needs "
                                 "model.num_experts", p);
+    /* Megatron-Core's flex dispatcher runs over the experts' TP x EP ranks with topk x TP copies
+     * a token; dtsim prices it over EP alone */
+    if (dispatcher && (etp > 0 ? etp : tp) > 1)
+        return config_fail(err, "%s.moe_token_dispatcher_type: \"flex\" with the experts' own tensor parallelism "
+                                "%lld is not modelled (give expert_tensor_parallel_size 1)", p, etp > 0 ? etp : tp);
     s->parallel.tp_comm_overlap_chunks = (int)chunks;
 
     json_t *layers = json_object_get(par, "pipeline_layers");

@@ -285,28 +285,47 @@ static coll_split direct_split(const platform_config *p, const calibration_confi
     return split_of(alpha_s(c, lc, kind) + lat, slowest - net - lat, net, g.nodes > 1 ? inter : 0, ALGO_DIRECT);
 }
 
-double moe_remote_nodes(int nodes, double groups, double group_topk)
+/* log C(n, k); -INFINITY where C(n, k) is 0 */
+static double lchoose(double n, double k)
 {
-    if (nodes <= 1)
-        return 0;
-    /* a node misses a token when all group_topk draws (without replacement) fall elsewhere */
-    double elsewhere = groups - groups / nodes, miss = 1;
-    for (int i = 0; i < (int)group_topk && miss > 0; i++)
-        miss *= fmax(0, (elsewhere - i) / (groups - i));
-    return (nodes - 1) * (1 - miss);
+    if (k < 0 || k > n)
+        return -INFINITY;
+    return lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1);
+}
+
+double moe_reach(int units, double experts, double groups, double group_topk, double topk)
+{
+    if (units <= 1)
+        return 1;
+    double G = groups, j = group_topk, k = topk, U = j * experts / G; /* the experts of the chosen groups */
+    double miss;
+    if (fmod(G, units) == 0) { /* a unit holds G/units whole groups: t of them chosen, none of k in them */
+        double mine = G / units;
+        miss = 0;
+        for (int t = 0; t <= mine && t <= j; t++)
+            miss += exp(lchoose(mine, t) + lchoose(G - mine, j - t) - lchoose(G, j) +
+                        lchoose(U - t * experts / G, k) - lchoose(U, k));
+    } else if (units % (int)G == 0) { /* a group spans units/G units: its group chosen, none of k here */
+        miss = (1 - j / G) + j / G * exp(lchoose(U - experts / units, k) - lchoose(U, k));
+    } else {
+        return NAN;
+    }
+    return units * (1 - miss);
 }
 
 double collective_moe_flex_time(const platform_config *p, const calibration_config *c, double bytes, coll_group g,
-                                double copies, double groups, double group_topk)
+                                double experts, double topk, double groups, double group_topk)
 {
     if (g.nodes <= 1 || g.ranks <= 1)
         return collective_time(p, c, COLL_ALL_TO_ALL, bytes, g).time_s;
-    /* over RDMA: a token once to each other node it reaches, through this GPU's own NIC; over
-     * NVLink: every copy but those for this GPU's local rank, sent here or forwarded for another
-     * node's GPU of the same local rank (by symmetry each GPU forwards what it sent away), both
-     * at once (DeepEP's pipelined kernels): the slower sets the time */
-    double rdma = bytes / copies * moe_remote_nodes(g.nodes, groups, group_topk);
-    double nvlink = bytes * (g.per_node - 1) / g.per_node;
+    /* over RDMA: a token once to each node it reaches, its own included, as DeepEP counts and
+     * measures its RDMA traffic (tests/legacy/test_internode.py: num_rdma_token_sent); over
+     * NVLink: once to each GPU it reaches but the relay (the same local rank), sent or forwarded
+     * (by symmetry each GPU forwards what it sent away); both at once (DeepEP's pipelined
+     * kernels): the slower sets the time */
+    double token = bytes / topk;
+    double rdma = token * moe_reach(g.nodes, experts, groups, group_topk, topk);
+    double nvlink = token * moe_reach(g.ranks, experts, groups, group_topk, topk) * (g.per_node - 1) / g.per_node;
     double net = rdma / coll_nic_bw(p, c, COLL_ALL_TO_ALL);
     double node = g.per_node > 1 ? nvlink / coll_nvlink_bw(p, c, COLL_ALL_TO_ALL) + (g.per_node - 1) * nvlink_lat(p) : 0;
     return alpha_s(c, LINK_NETWORK, COLL_ALL_TO_ALL) + fmax(net + net_lat(p, g.nodes), node);

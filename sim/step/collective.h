@@ -102,17 +102,19 @@ double collective_userbuffers_time(const platform_config *p, const calibration_c
 
 /* An MoE token dispatch or combine by a hierarchical dispatcher (Megatron-Core's
  * moe_token_dispatcher_type "flex": DeepEP's internode kernels, HybridEP): a token goes once
- * over RDMA to each other node that holds one of its experts (to the GPU of the same local rank
- * there) and is fanned out over NVLink to the GPUs holding them; the combine mirrors it. bytes:
- * the rank's token copies (the all-to-all buffer: tokens x copies x hidden x bytes an element);
- * copies: a token's copies (top-k); groups / group_topk: the expert groups a token may draw from
- * (group-limited routing; without it the experts and top-k). Inside one node it is the all-to-all
- * of collective_time. */
+ * over RDMA to each node that holds one of its experts (to the GPU of the same local rank there)
+ * and is fanned out over NVLink to the GPUs holding them; the combine mirrors it. bytes: the
+ * rank's token copies (the all-to-all buffer: tokens x topk x hidden x bytes an element);
+ * groups / group_topk: the expert groups a token draws from (group-limited routing; without it
+ * the experts and topk). Inside one node it is the all-to-all of collective_time. */
 double collective_moe_flex_time(const platform_config *p, const calibration_config *c, double bytes, coll_group g,
-                                double copies, double groups, double group_topk);
-/* Of N nodes holding `groups` expert groups evenly, how many other nodes a token's draw of
- * group_topk distinct groups reaches on average: (N - 1) (1 - C(G - G/N, k) / C(G, k)). */
-double moe_remote_nodes(int nodes, double groups, double group_topk);
+                                double experts, double topk, double groups, double group_topk);
+/* How many of `units` equal parts (nodes, GPUs) holding the experts in order a token's experts
+ * reach on average, its own part included: group_topk of the `groups` equal expert groups drawn
+ * evenly, then topk experts evenly among theirs (group-limited routing; without it groups =
+ * experts and group_topk = topk). Exact where a part holds whole groups or a group spans whole
+ * parts; NAN otherwise. */
+double moe_reach(int units, double experts, double groups, double group_topk, double topk);
 
 /* The fixed cost of one call (the calibration's alpha for this collective, or its link class's
  * all-reduce alpha when it was not measured), without the links' latency. */

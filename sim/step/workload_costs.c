@@ -50,10 +50,10 @@ static double comm_op_time(const builder *b, const layer_op *op)
     if (op->comm == COMM_EP && op->coll == COLL_ALL_TO_ALL && s->parallel.moe_flex_dispatcher) {
         /* DeepEP / HybridEP (collective.h): the groups a token draws from, its experts without
          * group-limited routing */
-        double k = s->model.moe_router_topk > 0 ? s->model.moe_router_topk : 1;
+        double k = s->model.moe_router_topk > 0 ? s->model.moe_router_topk : 1, E = (double)s->model.num_experts;
         int grouped = s->model.moe_router_num_groups > 0;
-        return collective_moe_flex_time(&s->platform, &s->calibration, op->bytes, g, k,
-                                        (double)(grouped ? s->model.moe_router_num_groups : s->model.num_experts),
+        return collective_moe_flex_time(&s->platform, &s->calibration, op->bytes, g, E, k,
+                                        grouped ? (double)s->model.moe_router_num_groups : E,
                                         grouped ? s->model.moe_router_group_topk : k);
     }
     return workload_collective_s(b, op->coll, op->bytes, g);
@@ -317,6 +317,17 @@ int workload_builder_init(builder *b, const scenario_config *s, config_error *er
      * grid: ETP innermost, then EP) */
     b->ep = scenario_expert_tp(s) < grid.size[GRID_TP] ? coll_group_of(s->parallel.ep, 1, b->gpn)
                                                        : group_for(b, &grid, GRID_DP, s->parallel.ep);
+    /* the flex dispatcher's reach (collective.h, moe_reach) is modelled where the expert groups
+     * fit in whole nodes and GPUs of the EP group or span whole ones */
+    long long groups = s->model.moe_router_num_groups;
+    if (s->parallel.moe_flex_dispatcher && groups > 0 &&
+        (isnan(moe_reach(b->ep.nodes, (double)s->model.num_experts, (double)groups, 1, 1)) ||
+         isnan(moe_reach(b->ep.ranks, (double)s->model.num_experts, (double)groups, 1, 1)))) {
+        snprintf(err->msg, sizeof err->msg, "scenario.model.moe_router_num_groups: %lld expert groups over the EP "
+                 "group's %d nodes and %d GPUs: the flex dispatcher is modelled where the groups are a multiple of "
+                 "each or divide it", groups, b->ep.nodes, b->ep.ranks);
+        return -1;
+    }
 
     b->layers = calloc((size_t)b->P * b->V, sizeof(int));
     char why[256];

@@ -71,6 +71,10 @@ roundtrip scenarios/gpt3-175b-1024-a100.json "--set parallel.framework=\"megatro
 # FP8 with current scaling: --fp8-format and --fp8-recipe carry it (delayed scaling is another step)
 roundtrip scenarios/llama3-405b-16k-h100.json \
   "--set parallel.zero_stage=1 --set training.precision=fp8 --set training.fp8_recipe=tensorwise" || fail=1
+# MoE with the flex dispatcher and node-limited routing: --moe-token-dispatcher-type and
+# --moe-router-num-groups / --moe-router-group-topk carry them
+roundtrip scenarios/qwen3-235b-a22b-256-h100.json "--set parallel.moe_token_dispatcher_type=\"flex\" \
+  --set model.moe_router_num_groups=4 --set model.moe_router_group_topk=2" || fail=1
 # Hugging Face: the model files of models/ come back from the released configs
 for m in llama3-8b llama3-70b mixtral-8x7b qwen3-30b-a3b; do
   "$dtsim" import hf "$data/$m-config.json" -o "$work/$m.json" 2>/dev/null || fail=1
@@ -98,6 +102,16 @@ refuse() { # expected-text, command...
   [ "$rc" -eq 2 ] && grep -q -- "$want" "$work/err" || { echo "not refused ($rc): $* -> $(cat "$work/err")"; fail=1; }
 }
 refuse "--num-layers" "$dtsim" import megatron --gpus 8 -- --num-layers abc --hidden-size 64 --num-attention-heads 4
+moe="--num-layers 2 --hidden-size 64 --num-attention-heads 4 --vocab-size 256 --seq-length 32 --num-experts 8 --moe-router-topk 2"
+# shellcheck disable=SC2086
+refuse "dtsim models alltoall and flex" "$dtsim" import megatron --gpus 8 -- $moe --moe-token-dispatcher-type allgather
+# shellcheck disable=SC2086
+refuse "needs --moe-router-num-groups" "$dtsim" import megatron --gpus 8 -- $moe --moe-token-dispatcher-type alltoall \
+  --moe-router-group-topk 1
+# shellcheck disable=SC2086
+"$dtsim" import megatron --gpus 8 -o "$work/moe.json" -- $moe 2>"$work/err" && grep -q "default, allgather" "$work/err" &&
+  grep -q '"moe_token_dispatcher_type": "alltoall"' "$work/moe.json" ||
+  { echo "import megatron without a dispatcher: no allgather note"; cat "$work/err"; fail=1; }
 refuse "--vocab-size is required" "$dtsim" import megatron --gpus 8 -- --num-layers 2 --hidden-size 64 \
   --num-attention-heads 4 --seq-length 32 --tokenizer-type HuggingFaceTokenizer
 refuse "not a multiple" "$dtsim" import megatron --gpus 12 -- --num-layers 2 --hidden-size 64 --num-attention-heads 4 \
