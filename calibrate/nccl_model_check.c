@@ -9,10 +9,7 @@ int nccl_model_check(FILE *out, const platform_config *p, const nccl_fit *fit, l
                      double min_bytes, nccl_model_check_result *r, char *err, size_t errlen)
 {
     memset(r, 0, sizeof *r);
-    int kind = -1;
-    for (int k = 0; k < COLL_KIND_COUNT; k++)
-        if (!strcmp(fit->collective, coll_kind_name((coll_kind)k)))
-            kind = k;
+    int kind = coll_kind_from_name(fit->collective);
     if (kind < 0) {
         snprintf(err, errlen, "%s: not a collective dtsim models", fit->collective);
         return -1;

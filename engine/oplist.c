@@ -34,6 +34,14 @@ const char *coll_kind_name(coll_kind c)
     return (c >= 0 && c < COLL_KIND_COUNT) ? names[c] : "?";
 }
 
+int coll_kind_from_name(const char *name)
+{
+    for (int k = 0; k < COLL_KIND_COUNT; k++)
+        if (!strcmp(name, coll_kind_name((coll_kind)k)))
+            return k;
+    return -1;
+}
+
 const char *comm_class_name(comm_class c)
 {
     static const char *names[COMM_CLASS_COUNT] = {"tp", "pp", "dp", "zero", "cp", "ep"};

@@ -38,6 +38,7 @@ typedef enum {
 } coll_kind;
 const char *coll_kind_name(coll_kind c); /* "all_reduce", "all_gather", "reduce_scatter",
                                             "all_to_all", "send_recv" */
+int coll_kind_from_name(const char *name); /* the kind of that name, or -1 */
 
 /* Which parallel dimension a communication belongs to (for reporting exposed comm). */
 typedef enum { COMM_TP = 0, COMM_PP, COMM_DP, COMM_ZERO, COMM_CP, COMM_EP, COMM_CLASS_COUNT } comm_class;

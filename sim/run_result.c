@@ -102,7 +102,7 @@ void run_result_print(const run_result *r, const scenario_config *s, void *file)
     if (s->model.num_experts > 0)
         snprintf(ep, sizeof ep, " (EP %d: %lld experts, top-%d, busiest rank x%.3f, %s dispatcher)", s->parallel.ep,
                  s->model.num_experts, s->model.moe_router_topk, workload_moe_load(s),
-                 s->parallel.moe_flex_dispatcher ? "flex" : "alltoall");
+                 moe_token_dispatcher_name(s->parallel.moe_flex_dispatcher));
     /* ZeRO-3 under FSDP's rule says whether a forward lets its layers go (torchtitan's "default"
      * resolved); the framework, where the scenario names one, closes the line */
     char zero[64], framework[48] = "";

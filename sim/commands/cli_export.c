@@ -96,7 +96,7 @@ static int megatron_line(const scenario_config *s, char *out, size_t len)
             ARG(" --moe-router-num-groups %lld --moe-router-group-topk %d", s->model.moe_router_num_groups,
                 s->model.moe_router_group_topk);
         /* dtsim models these two (Megatron-Core's own default is allgather) */
-        ARG(" --moe-token-dispatcher-type %s", s->parallel.moe_flex_dispatcher ? "flex" : "alltoall");
+        ARG(" --moe-token-dispatcher-type %s", moe_token_dispatcher_name(s->parallel.moe_flex_dispatcher));
     }
     if (s->model.cross_entropy_loss_fusion)
         ARG(" --cross-entropy-loss-fusion --cross-entropy-fusion-impl %s",

@@ -175,6 +175,13 @@ int import_megatron_args(int argc, char **argv, const char *platform, long long 
     return 0;
 }
 
+/* Adds `what` to the comma-separated list of ignored arguments, cut at the list's size. */
+static void note_ignored(char *list, size_t size, const char *what)
+{
+    size_t used = strlen(list);
+    snprintf(list + used, size - used, "%s%s", *list ? ", " : "", what);
+}
+
 static int megatron_into(int argc, char **argv, long long gpus, json_t *root, json_t *extra)
 {
     char ignored[4096] = "";
@@ -183,7 +190,7 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--", 2)) { /* the script and the like */
-            snprintf(ignored + strlen(ignored), sizeof ignored - strlen(ignored), "%s%s", *ignored ? ", " : "", a);
+            note_ignored(ignored, sizeof ignored, a);
             continue;
         }
         char name[128];
@@ -196,7 +203,7 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
         if (k == N_MEGATRON) { /* not modelled: its value, if one follows, goes with it */
             if (!eq && i + 1 < argc && strncmp(argv[i + 1], "--", 2))
                 i++;
-            snprintf(ignored + strlen(ignored), sizeof ignored - strlen(ignored), "%s%s", *ignored ? ", " : "", name);
+            note_ignored(ignored, sizeof ignored, name);
             continue;
         }
         if (MEGATRON[k].kind != MA_FLAG && !v) {
@@ -266,8 +273,7 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
             return import_fail("megatron", "--group-query-attention needs --num-query-groups");
         json_object_set_new(model, "num_query_groups", json_integer(got_int(extra, "num_query_groups")));
     } else if (json_object_get(extra, "num_query_groups")) {
-        strcat(ignored, *ignored ? ", --num-query-groups (without --group-query-attention)"
-                                 : "--num-query-groups (without --group-query-attention)");
+        note_ignored(ignored, sizeof ignored, "--num-query-groups (without --group-query-attention)");
     }
     const char *backend = json_string_value(json_object_get(extra, "attention_backend"));
     json_object_set_new(model, "attention", json_string(backend && (!strcmp(backend, "unfused") ||
@@ -283,7 +289,7 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
     if (recipe && fp8) /* Megatron-LM reads --fp8-recipe only with --fp8-format */
         json_object_set_new(tr, "fp8_recipe", json_string(recipe));
     else if (recipe)
-        strcat(ignored, *ignored ? ", --fp8-recipe (without --fp8-format)" : "--fp8-recipe (without --fp8-format)");
+        note_ignored(ignored, sizeof ignored, "--fp8-recipe (without --fp8-format)");
     /* Megatron-Core's token dispatcher and group-limited routing, read only with experts: alltoall
      * or flex as given; allgather, TransformerConfig's default when the flag is left out, is not
      * modelled; the groups only with their top-k (Megatron routes ungrouped without it) */
@@ -291,10 +297,11 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
     long long groups = got_int(extra, "moe_router_num_groups"), group_topk = got_int(extra, "moe_router_group_topk");
     if (got_int(model, "num_experts") > 0) {
         if (dispatcher && strcmp(dispatcher, "alltoall") && strcmp(dispatcher, "flex"))
-            return import_fail("megatron", "--moe-token-dispatcher-type %s: dtsim models alltoall and flex", dispatcher);
+            return import_fail("megatron", "--moe-token-dispatcher-type %s: dtsim models alltoall and flex",
+                               dispatcher);
         if (!dispatcher)
-            fprintf(stderr, "dtsim import megatron: no --moe-token-dispatcher-type: Megatron-Core's default, allgather, "
-                            "is not modelled; imported as alltoall\n");
+            fprintf(stderr, "dtsim import megatron: no --moe-token-dispatcher-type: Megatron-Core's default, "
+                            "allgather, is not modelled; imported as alltoall\n");
         json_object_set_new(par, "moe_token_dispatcher_type", json_string(dispatcher ? dispatcher : "alltoall"));
         if (group_topk > 0 && groups <= 0)
             return import_fail("megatron", "--moe-router-group-topk needs --moe-router-num-groups");
@@ -302,12 +309,12 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
             json_object_set_new(model, "moe_router_num_groups", json_integer(groups));
             json_object_set_new(model, "moe_router_group_topk", json_integer(group_topk));
         } else if (groups > 0) {
-            snprintf(ignored + strlen(ignored), sizeof ignored - strlen(ignored), "%s%s", *ignored ? ", " : "",
-                     "--moe-router-num-groups (without --moe-router-group-topk Megatron routes ungrouped)");
+            note_ignored(ignored, sizeof ignored,
+                         "--moe-router-num-groups (without --moe-router-group-topk Megatron routes ungrouped)");
         }
     } else if (dispatcher || groups > 0 || group_topk > 0) {
-        snprintf(ignored + strlen(ignored), sizeof ignored - strlen(ignored), "%s%s", *ignored ? ", " : "",
-                 "--moe-token-dispatcher-type and --moe-router-* (without --num-experts)");
+        note_ignored(ignored, sizeof ignored,
+                     "--moe-token-dispatcher-type and --moe-router-* (without --num-experts)");
     }
     if (json_is_true(json_object_get(extra, "distributed_optimizer")))
         json_object_set_new(par, "zero_stage", json_integer(1));
@@ -333,12 +340,10 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
         json_object_set_new(par, "zero_stage", json_integer(zero));
         if (zero == 3 && json_object_get(par, "overlap_param_gather")) {
             json_object_del(par, "overlap_param_gather");
-            strcat(ignored, *ignored ? ", --overlap-param-gather (Megatron-FSDP's own prefetch at ZeRO-3)"
-                                     : "--overlap-param-gather (Megatron-FSDP's own prefetch at ZeRO-3)");
+            note_ignored(ignored, sizeof ignored, "--overlap-param-gather (Megatron-FSDP's own prefetch at ZeRO-3)");
         }
     } else if (sharding) {
-        strcat(ignored, *ignored ? ", --data-parallel-sharding-strategy (without --use-megatron-fsdp)"
-                                 : "--data-parallel-sharding-strategy (without --use-megatron-fsdp)");
+        note_ignored(ignored, sizeof ignored, "--data-parallel-sharding-strategy (without --use-megatron-fsdp)");
     }
     if (json_is_true(json_object_get(extra, "no_scatter_gather")))
         json_object_set_new(par, "scatter_gather_p2p", json_false());

@@ -63,6 +63,7 @@ typedef enum {
 } framework_kind;
 const char *framework_kind_name(framework_kind f); /* "megatron", ...; "unset" */
 const char *pipeline_engine_name(pipeline_engine_kind e); /* "megatron", "deepspeed" */
+const char *moe_token_dispatcher_name(int flex);          /* "alltoall", "flex" */
 const char *fsdp_reshard_name(fsdp_reshard_kind r);       /* "always", "never", "default"; "unset" */
 /* PyTorch's FSDP runs it (framework fsdp or torchtitan): what Megatron-LM cannot express */
 static inline int framework_is_pytorch_fsdp(framework_kind f)

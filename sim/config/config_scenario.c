@@ -321,15 +321,6 @@ int scenario_validate_layout(const scenario_config *s, config_error *err)
     return config_validate_playbook(s, err);
 }
 
-/* The collective kind a key of nccl_algo / nccl_proto names ("all_reduce", ...), or -1. */
-static int coll_kind_of_key(const char *key)
-{
-    for (int k = 0; k < COLL_KIND_COUNT; k++)
-        if (!strcmp(key, coll_kind_name((coll_kind)k)))
-            return k;
-    return -1;
-}
-
 /* parallel.nccl_algo: {"all_reduce": "ring", ...}, as NCCL_ALGO forces NCCL's choice; each
  * algorithm only for the collectives it implements. Kept in the platform, which the collective
  * model reads. */
@@ -353,7 +344,7 @@ static int parse_nccl_algo(json_t *obj, scenario_config *s, config_error *err)
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v) {
-        int kind = coll_kind_of_key(key);
+        int kind = coll_kind_from_name(key);
         if (kind < 0)
             return config_fail(err, "%s.%s: not a collective (all_reduce, all_gather, reduce_scatter, all_to_all, "
                                     "send_recv, broadcast)", p, key);
@@ -395,7 +386,7 @@ static int parse_nccl_proto(json_t *obj, scenario_config *s, config_error *err)
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v) {
-        int kind = coll_kind_of_key(key);
+        int kind = coll_kind_from_name(key);
         if (kind < 0)
             return config_fail(err, "%s.%s: not a collective (all_reduce, all_gather, reduce_scatter, broadcast)", p,
                                key);
@@ -411,6 +402,13 @@ static int parse_nccl_proto(json_t *obj, scenario_config *s, config_error *err)
     return 0;
 }
 
+static const char *const dispatchers[] = {"alltoall", "flex", NULL};
+
+const char *moe_token_dispatcher_name(int flex)
+{
+    return dispatchers[flex != 0];
+}
+
 static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
 {
     static const char *const keys[] = {"tensor_model_parallel_size", "pipeline_model_parallel_size",
@@ -423,11 +421,11 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
                                        "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
                                        "stage3_max_live_parameters", "reduce_bucket_size", "cp_comm_type",
                                        "tp_comm_overlap", "tp_comm_overlap_chunks", "overlap_param_gather",
-                                       "overlap_moe_expert_parallel_comm", "moe_token_dispatcher_type", "pipeline_engine",
+                                       "overlap_moe_expert_parallel_comm", "moe_token_dispatcher_type",
+                                       "pipeline_engine",
                                        "fsdp_reshard_after_forward", "framework", NULL};
     static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
     static const char *const cp_comms[] = {"p2p", "all_gather", "a2a", NULL};
-    static const char *const dispatchers[] = {"alltoall", "flex", NULL};
     int cp_comm, dispatcher;
     long long chunks;
     const char *p = S ".parallel";

@@ -293,10 +293,17 @@ static double lchoose(double n, double k)
     return lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1);
 }
 
+int moe_reach_modelled(int units, double groups)
+{
+    return units <= 1 || fmod(groups, units) == 0 || units % (int)groups == 0;
+}
+
 double moe_reach(int units, double experts, double groups, double group_topk, double topk)
 {
     if (units <= 1)
         return 1;
+    if (!moe_reach_modelled(units, groups))
+        return NAN;
     double G = groups, j = group_topk, k = topk, U = j * experts / G; /* the experts of the chosen groups */
     double miss;
     if (fmod(G, units) == 0) { /* a unit holds G/units whole groups: t of them chosen, none of k in them */
@@ -305,10 +312,8 @@ double moe_reach(int units, double experts, double groups, double group_topk, do
         for (int t = 0; t <= mine && t <= j; t++)
             miss += exp(lchoose(mine, t) + lchoose(G - mine, j - t) - lchoose(G, j) +
                         lchoose(U - t * experts / G, k) - lchoose(U, k));
-    } else if (units % (int)G == 0) { /* a group spans units/G units: its group chosen, none of k here */
+    } else { /* a group spans units/G units: its group chosen, none of k here */
         miss = (1 - j / G) + j / G * exp(lchoose(U - experts / units, k) - lchoose(U, k));
-    } else {
-        return NAN;
     }
     return units * (1 - miss);
 }
@@ -327,7 +332,8 @@ double collective_moe_flex_time(const platform_config *p, const calibration_conf
     double rdma = token * moe_reach(g.nodes, experts, groups, group_topk, topk);
     double nvlink = token * moe_reach(g.ranks, experts, groups, group_topk, topk) * (g.per_node - 1) / g.per_node;
     double net = rdma / coll_nic_bw(p, c, COLL_ALL_TO_ALL);
-    double node = g.per_node > 1 ? nvlink / coll_nvlink_bw(p, c, COLL_ALL_TO_ALL) + (g.per_node - 1) * nvlink_lat(p) : 0;
+    double node =
+        g.per_node > 1 ? nvlink / coll_nvlink_bw(p, c, COLL_ALL_TO_ALL) + (g.per_node - 1) * nvlink_lat(p) : 0;
     return alpha_s(c, LINK_NETWORK, COLL_ALL_TO_ALL) + fmax(net + net_lat(p, g.nodes), node);
 }
 

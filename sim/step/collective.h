@@ -115,6 +115,8 @@ double collective_moe_flex_time(const platform_config *p, const calibration_conf
  * experts and group_topk = topk). Exact where a part holds whole groups or a group spans whole
  * parts; NAN otherwise. */
 double moe_reach(int units, double experts, double groups, double group_topk, double topk);
+/* Whether moe_reach models that split of groups over units (not NAN). */
+int moe_reach_modelled(int units, double groups);
 
 /* The fixed cost of one call (the calibration's alpha for this collective, or its link class's
  * all-reduce alpha when it was not measured), without the links' latency. */

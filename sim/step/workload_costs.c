@@ -321,8 +321,7 @@ int workload_builder_init(builder *b, const scenario_config *s, config_error *er
      * fit in whole nodes and GPUs of the EP group or span whole ones */
     long long groups = s->model.moe_router_num_groups;
     if (s->parallel.moe_flex_dispatcher && groups > 0 &&
-        (isnan(moe_reach(b->ep.nodes, (double)s->model.num_experts, (double)groups, 1, 1)) ||
-         isnan(moe_reach(b->ep.ranks, (double)s->model.num_experts, (double)groups, 1, 1)))) {
+        (!moe_reach_modelled(b->ep.nodes, (double)groups) || !moe_reach_modelled(b->ep.ranks, (double)groups))) {
         snprintf(err->msg, sizeof err->msg, "scenario.model.moe_router_num_groups: %lld expert groups over the EP "
                  "group's %d nodes and %d GPUs: the flex dispatcher is modelled where the groups are a multiple of "
                  "each or divide it", groups, b->ep.nodes, b->ep.ranks);
