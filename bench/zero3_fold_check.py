@@ -1,19 +1,22 @@
 #!/usr/bin/env python3
-"""Why the planner replays ZeRO-3 layouts in full: the fold's extrapolation against the replay.
+"""Why a fixed depth cannot fold ZeRO-3: extrapolation from two pipeline depths against the replay.
 
-`dtsim plan` evaluates a layout of m micro-batches per pipeline by replaying m1 = 2 pipeline
-depths and m1 plus one period, and extrapolating to m (run_scenario_folded, sim/run_fold.c),
-except under ZeRO-3, which it replays in full. This script shows why, on GPT-3 175B / 1,024 A100
-(scenarios/gpt3-175b-1024-a100.json): for every fitting ZeRO-3 layout of the search that the
-fold's size rule would fold (2 m1 + period < m), it runs the two short steps with `dtsim run`,
-extrapolates, and compares with the search's full replay. It prints each layout whose
-extrapolation is off by more than 1e-6 (the plan JSON's rounding is 1e-9), with what a period
-adds to the step just after m1 and just before m (a replay at m minus one period): where these
-differ, the step is not yet affine in m at 2 pipeline depths, and the extrapolation takes the
-early slope for the whole run. How long that transient lasts depends on the layout (how the
-prefetched gathers and the reduce-scatters of successive micro-batches queue on the comm
-stream), so no fixed depth makes the fold exact. It also prints the comm stream's share of the
-full step for the exact and the off layouts (dp + zero total over the step time).
+`dtsim plan` evaluates a layout of m micro-batches per pipeline from replays of m1 and m1 plus
+one period, extrapolated to m, once the second shows the step periodic from m1 on, task by task
+(run_scenario_folded, sim/run_fold.c; the certificate, sim/replay/periodic.h). Before that
+certificate it folded at a fixed m1 = 2 pipeline depths, and not under ZeRO-3. This script shows
+what a fixed depth does to ZeRO-3, on GPT-3 175B / 1,024 A100
+(scenarios/gpt3-175b-1024-a100.json): for every fitting ZeRO-3 layout of the search whose two
+replays at m1 = 2 pipeline depths would be shorter than the full one (2 m1 + period < m), it runs
+the two short steps with `dtsim run`, extrapolates, and compares with the search's full replay.
+It prints each layout whose extrapolation is off by more than 1e-6 (the plan JSON's rounding is
+1e-9), with what a period adds to the step just after m1 and just before m (a replay at m minus
+one period): where these differ, the step is not yet affine in m at 2 pipeline depths, and the
+extrapolation takes the early slope for the whole run. How long that transient lasts depends on
+the layout (the stages settle into one period one by one), so no fixed depth makes the fold
+exact; the certificate refuses such pairs (tests/plan/test_fold.c). It also prints the comm
+stream's share of the full step for the exact and the off layouts (dp + zero total over the step
+time).
 
 Usage: bench/zero3_fold_check.py [BUILD_DIR]   (default: build)
 """
@@ -25,7 +28,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCENARIO = os.path.join(ROOT, "scenarios", "gpt3-175b-1024-a100.json")
-FOLD_DEPTHS = 2  # RUN_FOLD_DEPTHS in sim/run.h
+FOLD_DEPTHS = 2  # the fixed depth the fold used before its certificate
 
 
 def run(dtsim, layout, global_batch):

@@ -91,6 +91,17 @@ void run_memory_estimate(const scenario_config *s, run_memory *out)
     pipeline_schedule_free(&sched);
 }
 
+/* Flow fidelity simulates every gradient bucket of every replica as ring flows; buckets are
+ * coarsened to at most FLOW_MAX_BUCKETS per stage to bound the number of flows (the granularity
+ * choice of docs/flow.md, whose error it measures). */
+static scenario_config coarsened(const scenario_config *s)
+{
+    scenario_config coarse = *s;
+    if (s->run.fidelity_flow)
+        coarse.run.flow_bucket_mb = run_flow_bucket_mb(s);
+    return coarse;
+}
+
 int run_scenario(const scenario_config *s, run_result *r, config_error *err)
 {
     return run_scenario_traced(s, r, NULL, err);
@@ -106,35 +117,48 @@ int run_scenario_stages(const scenario_config *s, run_result *r, const char *tra
 {
     double t0 = wall_clock_s();
     memset(r, 0, sizeof *r);
-    snprintf(r->scenario, sizeof r->scenario, "%s", s->name);
-    r->gpus = scenario_gpus(s);
-    r->fidelity_flow = s->run.fidelity_flow;
-    r->steps = s->run.steps > 0 ? s->run.steps : 1;
-
-    /* Flow fidelity simulates every gradient bucket of every replica as ring flows; buckets are
-     * coarsened to at most FLOW_MAX_BUCKETS per stage to bound the number of flows (the
-     * granularity choice of docs/flow.md, whose error it measures). */
-    scenario_config coarse = *s;
-    if (s->run.fidelity_flow)
-        coarse.run.flow_bucket_mb = run_flow_bucket_mb(s);
     /* one schedule for the step's graph and its memory */
     pipeline_schedule sched;
     if (scenario_schedule(s, &sched, err) != 0)
         return -1;
     step_workload w;
+    scenario_config coarse = coarsened(s);
     int built = workload_build_scheduled(&coarse, &sched, &w, err);
     if (built == 0)
         memory_on_schedule(s, &sched, &r->memory);
     pipeline_schedule_free(&sched);
     if (built != 0)
         return -1;
+    int rc = run_graph_replay(s, &w, r, trace_path, stage_bubble_s, NULL, err);
+    workload_free(&w);
+    r->wall_s = wall_clock_s() - t0;
+    return rc;
+}
+
+int run_graph_build(const scenario_config *s, step_workload *w, config_error *err)
+{
+    scenario_config coarse = coarsened(s);
+    return workload_build(&coarse, w, err);
+}
+
+int run_graph_replay(const scenario_config *s, step_workload *w_in, run_result *r, const char *trace_path,
+                     double *stage_bubble_s, replay_times *keep_times, config_error *err)
+{
+    double t0 = wall_clock_s();
+    snprintf(r->scenario, sizeof r->scenario, "%s", s->name);
+    r->gpus = scenario_gpus(s);
+    r->fidelity_flow = s->run.fidelity_flow;
+    r->steps = s->run.steps > 0 ? s->run.steps : 1;
+    scenario_config coarse = coarsened(s);
+    step_workload w = *w_in; /* the caller's graph: tasks the techniques add here stay in it */
     if (compression_effect_fill(&coarse, &w, &r->compression, err) != 0) {
-        workload_free(&w);
+        *w_in = w;
         return -1;
     }
     replay_times times;
     if (replay_times_alloc(&times, w.n_tasks) != 0) {
-        workload_free(&w);
+        *w_in = w;
+        replay_times_free(&times);
         snprintf(err->msg, sizeof err->msg, "out of memory for %d task times", w.n_tasks);
         return -1;
     }
@@ -199,8 +223,11 @@ int run_scenario_stages(const scenario_config *s, run_result *r, const char *tra
     }
     if (rc == 0 && trace_path)
         rc = trace_write_chrome(trace_path, &w, &times, s, err);
-    replay_times_free(&times);
-    workload_free(&w);
+    if (rc == 0 && keep_times) /* the caller's now */
+        *keep_times = times;
+    else
+        replay_times_free(&times);
+    *w_in = w;
     if (rc != 0)
         return rc;
 
@@ -208,6 +235,7 @@ int run_scenario_stages(const scenario_config *s, run_result *r, const char *tra
     r->wall_s = wall_clock_s() - t0;
     return 0;
 }
+
 
 void run_result_finish(const scenario_config *s, run_result *r)
 {

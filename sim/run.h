@@ -103,20 +103,33 @@ int run_scenario_traced(const scenario_config *s, run_result *r, const char *tra
  * pipeline work) to stage_bubble_s[0 .. pp) when it is not NULL. */
 int run_scenario_stages(const scenario_config *s, run_result *r, const char *trace_path, double *stage_bubble_s,
                         config_error *err);
+/* The same in two parts, for a caller that looks at the graph and its task times (run_fold.c): the
+ * step's graph of s (not its memory), then its replay, filling r's step time, communication,
+ * bubbles and what follows from them (r's memory is the caller's), and handing the task times
+ * over in keep_times when that is not NULL and it succeeds (the caller frees them with
+ * replay_times_free; w stays the caller's, with whatever the replay added to it). */
+int run_graph_build(const scenario_config *s, step_workload *w, config_error *err);
+int run_graph_replay(const scenario_config *s, step_workload *w, run_result *r, const char *trace_path,
+                     double *stage_bubble_s, replay_times *keep_times, config_error *err);
 /* What follows from the step time: tokens/s, TFLOP/s, MFU and HFU, the time to train. */
 void run_result_finish(const scenario_config *s, run_result *r);
 /* run_scenario's result for a pipeline of many micro-batches, from two replays of few. The
- * analytic step of a synchronous pipeline is periodic once its warm-up is past: every stage runs
- * the same forward and backward tasks for each micro-batch, and the step, like every time summed
- * over it, grows by the same amount per micro-batch (per pp micro-batches when interleaved), a
- * max-plus linear system in its cycle. The step of m micro-batches is extrapolated from replays
- * of m1 = RUN_FOLD_DEPTHS pipeline depths and m1 + one period; where those two cost the full one,
- * or the step is not periodic (flow fidelity, stragglers and degraded links, input stalls,
- * gradient compression, ZeRO-3, shared devices: run_fold.c says why), the full replay runs. Memory and
- * everything after the step time are the scenario's own. `dtsim plan` evaluates its layouts this
- * way; tests/plan/test_plan.c holds every fitting layout of a search to the full replay. */
-#define RUN_FOLD_DEPTHS 2 /* 1 was not enough: Qwen3-30B-A3B's search, 51 of 1,445 layouts off */
+ * analytic step of a synchronous pipeline is periodic once its warm-up and the transients after
+ * it have passed: every stage runs the same forward and backward tasks for each micro-batch, and
+ * the step, like every time summed over it, grows by the same amount per micro-batch (per pp
+ * micro-batches when interleaved), a max-plus linear system in its cycle. The step of m
+ * micro-batches is extrapolated from replays of m1 and m1 + one period once the second shows,
+ * task by task, that the step is periodic from m1 on (sim/replay/periodic.h); m1 is one pipeline
+ * depth and a period first, then two, four, ... depths, while the replays cost less than the full
+ * one, which runs otherwise, and wherever something varies by micro-batch outside the graph (flow
+ * fidelity, stragglers and degraded links, input stalls, gradient compression, shared devices:
+ * run_fold.c). Memory and everything after the step time are the scenario's own. `dtsim plan`
+ * evaluates its layouts this way; tests/plan/test_fold.c holds every fitting layout of every
+ * shipped scenario's search to the full replay. */
 int run_scenario_folded(const scenario_config *s, run_result *r, config_error *err);
+/* m1 of the fold's attempt 0, 1, 2, ...: one pipeline depth (pp x vpp micro-batches) and a period,
+ * then 2, 4, ... depths, in whole periods. */
+long long run_fold_micro_batches(const scenario_config *s, int attempt);
 
 /* The `dtsim run --json` document (jansson json_t*, caller decrefs). */
 void *run_result_to_json(const run_result *r);

@@ -2,35 +2,85 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "cost.h"
 #include "run.h"
+#include "periodic.h"
 #include "zero3.h"
 
-/* Whether the analytic step repeats per micro-batch (see run.h). Not under ZeRO-3 that gathers
- * every micro-batch: its gathers and reduce-scatters, prefetched across micro-batch boundaries
- * (zero3.h), had not settled into a cycle 5 pipeline depths in on GPT-3 175B's layouts (exposed
- * DP time up to 50% off, the step up to 3.3%; FSDP2's "always" under PP, 1.2e-6 of the step);
- * FSDP2 under PP that never reshards gathers in a chunk's first forward and reduces after its last
- * backward, around the same steady state as ZeRO-1/2 (tests/plan checks it layout by layout). Nor
- * where ranks time-share a device (the CPU engine's closed loops): their pace depends on the
- * micro-batch count (cost.h, cost_ranks_per_device). Those replay in full. */
-static int zero3_folds(const scenario_config *s)
+/* Under a pipeline, DeepSpeed's stage 3 reduce-scatters every backward's gradients and the stage's
+ * next pass waits for them: the stages settle into their common period one by one from the first,
+ * past 160 micro-batches on GPT-3 175B at TP 8 x PP 32 (tests/plan/test_fold.c). On that model's
+ * search the certificate accepted 47 of its 118 such layouts at two pipeline depths and 13 at one
+ * depth and a period, and the attempts cost more than they saved (2.2-2.4 s of replays against
+ * 1.85 s replaying them all in full; 2026-11-28, the 2-core VM): they replay in full. */
+static int zero3_settles_late(const scenario_config *s)
 {
     zero3_plan z3;
     zero3_plan_of(s, &z3);
-    return z3.active && !z3.reduce_every_backward && !z3.reshard_after_forward;
+    return z3.active && z3.reduce_every_backward && s->parallel.pp > 1;
 }
 
+/* What may fold at all: the analytic replay of one step with nothing that varies by micro-batch
+ * outside the graph (stragglers and degraded links, input stalls, gradient compression's
+ * per-bucket work) and no ranks time-sharing a device (the CPU engine's closed loops), whose pace
+ * depends on the micro-batch count (cost.h, cost_ranks_per_device). Whether the step is periodic
+ * by the depth replayed is then shown, not assumed (periodic.h). */
 static int foldable(const scenario_config *s)
 {
     return !s->run.fidelity_flow && s->faults.straggler_count == 0 && s->faults.degraded_count == 0 &&
            !s->training.data_loader.present && s->parallel.grad_compression == GRAD_COMPRESSION_NONE &&
-           (s->parallel.zero_stage < 3 || zero3_folds(s)) && cost_ranks_per_device(s) == 1.0;
+           cost_ranks_per_device(s) == 1.0 && !zero3_settles_late(s);
 }
 
 static double extrapolate(double a, double b, double k)
 {
     return a + k * (b - a);
+}
+
+/* The step of m1 + period micro-batches (b) replayed, and whether it shows the step periodic from
+ * m1 on (sim/replay/periodic.h) beside the graph of m1 (a); only then a replayed too, as the
+ * extrapolation needs both. 1: certified, ra and rb filled; 0: not; -1: error. */
+static int replay_pair(const scenario_config *s, long long m1, long long period, run_result *ra, run_result *rb,
+                       double *bubble, replay_period *cert, config_error *err)
+{
+    long long per = s->training.micro_batch_size * s->parallel.dp; /* sequences per micro-batch round */
+    scenario_config a = *s, b = *s;
+    a.training.global_batch_size = m1 * per;
+    b.training.global_batch_size = (m1 + period) * per;
+    int stages = s->parallel.pp > 0 ? s->parallel.pp : 1;
+    step_workload wa, wb;
+    replay_times tb;
+    memset(ra, 0, sizeof *ra);
+    memset(rb, 0, sizeof *rb);
+    if (run_graph_build(&a, &wa, err) != 0)
+        return -1;
+    int rc = -1;
+    if (run_graph_build(&b, &wb, err) == 0) {
+        if (run_graph_replay(&b, &wb, rb, NULL, bubble + stages, &tb, err) == 0) {
+            rc = replay_period_certify(&wa, &wb, &tb, (int)period, cert);
+            if (rc != 0)
+                snprintf(err->msg, sizeof err->msg, "out of memory certifying a %d-stage step", stages);
+            replay_times_free(&tb);
+        }
+        workload_free(&wb);
+    }
+    if (rc == 0 && cert->certified) {
+        rc = run_graph_replay(&a, &wa, ra, NULL, bubble, NULL, err);
+        /* the step too grows by the certified period (as it must: its end is after the cut) */
+        if (rc == 0 && !(fabs(rb->step_time_s - ra->step_time_s - cert->period_s) <= 1e-9 * rb->step_time_s))
+            cert->certified = 0;
+    }
+    workload_free(&wa);
+    return rc < 0 ? -1 : cert->certified;
+}
+
+long long run_fold_micro_batches(const scenario_config *s, int attempt)
+{
+    long long pp = s->parallel.pp > 0 ? s->parallel.pp : 1, v = s->parallel.vpp > 1 ? s->parallel.vpp : 1;
+    long long period = v > 1 ? pp : 1, depth = pp * v;
+    long long m1 = attempt == 0 ? depth + period : depth << (attempt < 40 ? attempt : 40);
+    return (m1 + period - 1) / period * period;
 }
 
 int run_scenario_folded(const scenario_config *s, run_result *r, config_error *err)
@@ -39,13 +89,8 @@ int run_scenario_folded(const scenario_config *s, run_result *r, config_error *e
      * multiple of pp) */
     long long pp = s->parallel.pp > 0 ? s->parallel.pp : 1, v = s->parallel.vpp > 1 ? s->parallel.vpp : 1;
     long long m = scenario_micro_batches(s), period = v > 1 ? pp : 1;
-    long long m1 = (RUN_FOLD_DEPTHS * pp * v + period - 1) / period * period;
-    if (!foldable(s) || 2 * m1 + period >= m) /* the two replays would cost the full one or more */
+    if (!foldable(s))
         return run_scenario(s, r, err);
-    scenario_config a = *s, b = *s;
-    long long per = s->training.micro_batch_size * s->parallel.dp; /* sequences per micro-batch round */
-    a.training.global_batch_size = m1 * per;
-    b.training.global_batch_size = (m1 + period) * per;
     int stages = (int)pp;
     double *bubble = malloc(2 * (size_t)stages * sizeof *bubble);
     if (!bubble) {
@@ -53,11 +98,28 @@ int run_scenario_folded(const scenario_config *s, run_result *r, config_error *e
         return -1;
     }
     run_result ra, rb;
-    if (run_scenario_stages(&a, &ra, NULL, bubble, err) != 0 ||
-        run_scenario_stages(&b, &rb, NULL, bubble + stages, err) != 0 || !(ra.step_time_s > 0) ||
-        !(rb.step_time_s > 0)) {
+    double spent = 0; /* micro-batches replayed so far */
+    long long m1 = 0;
+    int certified = 0;
+    /* deeper while the step is not yet periodic, as long as the two replays and those before
+     * them cost less than the full one */
+    for (int attempt = 0; !certified; attempt++) {
+        long long last = m1;
+        m1 = run_fold_micro_batches(s, attempt);
+        if (m1 <= last) /* one stage: one depth and a period is two depths already */
+            continue;
+        if (spent + 2 * m1 + period >= m)
+            break;
+        replay_period cert;
+        int rc = replay_pair(s, m1, period, &ra, &rb, bubble, &cert, err);
+        spent += 2 * m1 + period;
+        if (rc < 0)
+            break; /* the full replay says what went wrong, if anything */
+        certified = rc == 1 && ra.step_time_s > 0 && rb.step_time_s > 0;
+    }
+    if (!certified) {
         free(bubble);
-        return run_scenario(s, r, err); /* the full replay says what went wrong, if anything */
+        return run_scenario(s, r, err);
     }
     double k = (double)(m - m1) / (double)period; /* periods beyond the first replay's */
     *r = rb;

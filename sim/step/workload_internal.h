@@ -82,13 +82,14 @@ int workload_add_comm(step_workload *w, const builder *b, int stage, task_lane l
  * or DeepSpeed stage 3's reduce_bucket_size, one element at least (workload_costs.c). */
 void workload_bucket_bytes(const scenario_config *s, const zero3_plan *z3, double grad_elem, double *call,
                            double *bucket);
-/* Gradient buckets one flush emits as separate tasks at most; past it they are one task (a
- * group of WORKLOAD_BUCKET_TASKS tasks for compressed, pipelined ones) standing for their calls
- * in closed form (workload_emit.c says why that is exact). Normal sizes never reach it: a layer
- * of GPT-3 175B at TP 8 fills about 22 buckets of 40 MiB, fewer of Megatron-LM's default. */
+/* Gradient buckets one flush emits as separate tasks at most for the flow replay (and compressed,
+ * pipelined ones for both); past it they are one task (a group of WORKLOAD_BUCKET_TASKS tasks for
+ * compressed ones) standing for their calls in closed form (workload_emit.c says why that is
+ * exact). The analytic replay groups every flush's full buckets into one task. */
 #define WORKLOAD_BUCKET_TASKS 64
-/* Buckets each task of a flush of `full` whole buckets stands for: 1, or more past the bound. */
-double workload_bucket_group(double full, int pipelined);
+/* Buckets each task of a flush of `full` whole buckets stands for: 1, or more (flow: the replay's
+ * fidelity). */
+double workload_bucket_group(double full, int pipelined, int flow);
 /* A DP-group collective task on the comm lane standing for `repeat` back-to-back buckets of
  * `one` bytes each (repeat x one bytes, repeat x one call's time), each bucket ceil(one / call)
  * of the scenario's calls; returns its index. */

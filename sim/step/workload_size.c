@@ -6,13 +6,13 @@
 #include "zero3.h"
 
 /* The tasks one flush of `bytes` of gradients emits (workload_emit.c's flush_bucket): its full
- * buckets, grouped past WORKLOAD_BUCKET_TASKS (workload_bucket_group), and the partial one. A
+ * buckets, grouped as workload_bucket_group says, and the partial one. A
  * compressed bucket is compress, all-reduce, (a second all-reduce), decompress: five tasks at
  * most, counted as communication, the lane most of them run on. */
-static double flush_tasks(double bytes, double bucket, int compressed)
+static double flush_tasks(double bytes, double bucket, int compressed, int flow)
 {
     double full = ceil(bytes / bucket);
-    return (ceil(full / workload_bucket_group(full, compressed)) + 1) * (compressed ? 5 : 1);
+    return (ceil(full / workload_bucket_group(full, compressed, flow)) + 1) * (compressed ? 5 : 1);
 }
 
 void workload_size_estimate(const scenario_config *s, workload_size *z)
@@ -43,21 +43,21 @@ void workload_size_estimate(const scenario_config *s, workload_size *z)
          * backward */
         double gathering = z3.reshard_after_forward ? passes / 2 + P * V : P * V;
         compute += gathering * (layers_per_chunk - 1);
-        comm += gathering * layers_per_chunk + P * V * flush_tasks(layers_per_chunk * layer_grad, bucket, compressed);
+        comm += gathering * layers_per_chunk + P * V * flush_tasks(layers_per_chunk * layer_grad, bucket, compressed, s->run.fidelity_flow);
     } else if (z3.active) {
         compute = passes * layers_per_chunk; /* a piece per layer */
         comm += (z3.reshard_after_forward ? passes : passes / 2) * layers_per_chunk; /* its gathers */
         if (z3.regather_rerun) /* DeepSpeed gathers a recomputed layer again for its re-run */
             comm += passes / 2 * scenario_recomputed_layers(s, (int)layers_per_chunk);
         /* every backward piece's buckets */
-        comm += passes / 2 * layers_per_chunk * flush_tasks(layer_grad, bucket, compressed);
+        comm += passes / 2 * layers_per_chunk * flush_tasks(layer_grad, bucket, compressed, s->run.fidelity_flow);
     } else if (streams) {
         compute += P * V * (layers_per_chunk - 1); /* the chunk's last backward, layer by layer */
         /* each layer's buckets, or on one GPU its gradients streamed to the host optimizer */
-        comm += P * V * layers_per_chunk * (dpcp > 1 ? flush_tasks(layer_grad, bucket, compressed) : 2);
+        comm += P * V * layers_per_chunk * (dpcp > 1 ? flush_tasks(layer_grad, bucket, compressed, s->run.fidelity_flow) : 2);
     } else if (dpcp > 1) {
         /* one flush of the stage's gradients */
-        comm += P * flush_tasks(V * layers_per_chunk * layer_grad, bucket, compressed);
+        comm += P * flush_tasks(V * layers_per_chunk * layer_grad, bucket, compressed, s->run.fidelity_flow);
     }
     /* DeepSpeed's BF16_Optimizer adds each backward's gradients into its fp32 ones (workload.c) */
     if (params_deepspeed_bf16_optimizer(s))

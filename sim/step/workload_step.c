@@ -16,11 +16,11 @@ static void param_gather_buckets(step_workload *w, const builder *b, int stage, 
                                  int *last)
 {
     /* the flow replay's coarser buckets stand for several calls each, as the gradients' do;
-     * past WORKLOAD_BUCKET_TASKS buckets the rest are one task, as the gradients' are
-     * (workload_emit.c), but the first stays one bucket: a chunk's first forward waits for it */
+     * the rest are one task where the gradients' are (workload_bucket_group, workload_emit.c),
+     * but the first stays one bucket: a chunk's first forward waits for it */
     double call = b->call_bytes / b->grad_elem * b->cm.act_bytes;
     double bucket = b->bucket_bytes / b->grad_elem * b->cm.act_bytes;
-    double group = workload_bucket_group(floor(bytes / bucket), 0);
+    double group = workload_bucket_group(floor(bytes / bucket), 0, b->s->run.fidelity_flow);
     while (bytes > 0) {
         double n = fmin(*first < 0 ? 1 : group, floor(bytes / bucket)); /* full buckets; 0: the last, partial */
         double one = n >= 1 ? bucket : bytes, repeat = n >= 1 ? n : 1;

@@ -1,0 +1,321 @@
+/* The periodic-regime certificate of a replayed step (periodic.h). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "periodic.h"
+
+/* Each (stage, lane)'s tasks in graph order, and each task's place on its lane. */
+typedef struct {
+    int *begin; /* lanes + 1 offsets into task */
+    int *task;
+    int *pos;
+} lane_order;
+
+static int lane_of(const sim_task *k)
+{
+    return k->stage * LANE_COUNT + k->lane;
+}
+
+static void lane_order_free(lane_order *x)
+{
+    free(x->begin);
+    free(x->task);
+    free(x->pos);
+    memset(x, 0, sizeof *x);
+}
+
+static int lane_order_build(const step_workload *w, lane_order *x)
+{
+    int n = w->n_tasks, nl = w->stages * LANE_COUNT;
+    x->begin = calloc((size_t)nl + 1, sizeof(int));
+    x->task = malloc(((size_t)n + 1) * sizeof(int));
+    x->pos = malloc(((size_t)n + 1) * sizeof(int));
+    int *count = calloc((size_t)nl + 1, sizeof(int));
+    if (!x->begin || !x->task || !x->pos || !count) {
+        free(count);
+        lane_order_free(x);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        x->begin[lane_of(&w->tasks[i]) + 1]++;
+    for (int q = 0; q < nl; q++)
+        x->begin[q + 1] += x->begin[q];
+    for (int i = 0; i < n; i++) {
+        int q = lane_of(&w->tasks[i]);
+        x->pos[i] = count[q]++;
+        x->task[x->begin[q] + x->pos[i]] = i;
+    }
+    free(count);
+    return 0;
+}
+
+/* The same task as far as a replay and the metrics read it, its micro-batch mb_shift later (tasks
+ * of no micro-batch stay at -1). */
+static int same_task(const sim_task *x, const sim_task *y, int mb_shift)
+{
+    return x->kind == y->kind && x->lane == y->lane && x->stage == y->stage && x->peer_stage == y->peer_stage &&
+           x->phase == y->phase && x->chunk == y->chunk && x->comm == y->comm && x->coll == y->coll &&
+           (x->micro_batch < 0 ? y->micro_batch == x->micro_batch : y->micro_batch == x->micro_batch + mb_shift) &&
+           x->duration_s == y->duration_s && x->comm_inside_s == y->comm_inside_s &&
+           x->overlap_cost_s == y->overlap_cost_s && x->calls == y->calls && x->dep_count == y->dep_count &&
+           (x->name == y->name || (x->name && y->name && strcmp(x->name, y->name) == 0));
+}
+
+typedef struct {
+    const step_workload *a, *b;
+    const replay_times *tb;
+    lane_order la, lb;
+    int lanes;
+    int *e, *cut, *lcp, *lcs, *reach; /* per lane of b */
+    unsigned char *after;             /* per task of b: after the cut */
+    double lambda, tol;
+    int period_mb;
+} certify_state;
+
+static int refuse(replay_period *out, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->why, sizeof out->why, fmt, ap);
+    va_end(ap);
+    out->certified = 0;
+    return 0;
+}
+
+/* The task before task i of b on its lane, -1 for none. */
+static int lane_prev(const certify_state *c, int i)
+{
+    int q = lane_of(&c->b->tasks[i]), p = c->lb.pos[i];
+    return p > 0 ? c->lb.task[c->lb.begin[q] + p - 1] : -1;
+}
+
+static int in_block(const certify_state *c, int i)
+{
+    int q = lane_of(&c->b->tasks[i]);
+    return c->lb.pos[i] < c->cut[q] + c->e[q];
+}
+
+/* How each lane of b is a's with e tasks inserted: the common prefix, and the common suffix with
+ * micro-batches one period later. */
+static void match_lanes(certify_state *c)
+{
+    for (int q = 0; q < c->lanes; q++) {
+        int na = c->la.begin[q + 1] - c->la.begin[q], nb = c->lb.begin[q + 1] - c->lb.begin[q];
+        const int *ta = c->la.task + c->la.begin[q], *tb = c->lb.task + c->lb.begin[q];
+        c->e[q] = nb - na;
+        int k = 0;
+        while (k < na && k < nb && same_task(&c->a->tasks[ta[k]], &c->b->tasks[tb[k]], 0))
+            k++;
+        c->lcp[q] = k;
+        k = 0;
+        while (k < na && k < nb && same_task(&c->a->tasks[ta[na - 1 - k]], &c->b->tasks[tb[nb - 1 - k]], c->period_mb))
+            k++;
+        c->lcs[q] = k;
+    }
+}
+
+/* The cut: on every lane with tasks per period, where b first differs from a (where its lane
+ * repeats the same tasks, any point of the repetition would do), and every task that waits for
+ * one after it, directly or down its lane. */
+static void mark_after(certify_state *c)
+{
+    const step_workload *b = c->b;
+    for (int i = 0; i < b->n_tasks; i++) {
+        const sim_task *k = &b->tasks[i];
+        int q = lane_of(k), prev = lane_prev(c, i);
+        int after = c->e[q] > 0 && c->lb.pos[i] >= c->lcp[q];
+        after = after || (prev >= 0 && c->after[prev]);
+        for (int d = 0; d < k->dep_count && !after; d++)
+            after = c->after[b->deps[k->dep_begin + d]];
+        c->after[i] = (unsigned char)after;
+    }
+    for (int q = 0; q < c->lanes; q++) {
+        int nb = c->lb.begin[q + 1] - c->lb.begin[q], p = 0;
+        while (p < nb && !c->after[c->lb.task[c->lb.begin[q] + p]])
+            p++;
+        c->cut[q] = p;
+    }
+}
+
+/* Widens the windows to every input of a task after the cut; refuses inputs that break the
+ * induction. */
+static int windows(certify_state *c, replay_period *out)
+{
+    const step_workload *b = c->b;
+    const replay_times *t = c->tb;
+    for (int i = 0; i < b->n_tasks; i++) {
+        if (!c->after[i])
+            continue;
+        const sim_task *k = &b->tasks[i];
+        int block = in_block(c, i), prev = lane_prev(c, i);
+        for (int d = -1; d < k->dep_count; d++) {
+            int j = d < 0 ? prev : b->deps[k->dep_begin + d];
+            if (j < 0)
+                continue;
+            int qj = lane_of(&b->tasks[j]), pj = c->lb.pos[j], need = 0;
+            if (c->after[j]) {
+                int block_j = in_block(c, j);
+                if (block && !block_j)
+                    return refuse(out, "task %d of the inserted period waits for task %d after it", i, j);
+                if (!block && block_j)
+                    need = c->cut[qj] + c->e[qj] - pj;
+            } else if (c->e[qj] > 0) {
+                need = block ? c->cut[qj] - pj : c->cut[qj] + c->e[qj] - pj;
+            } else if (t->finish[j] > t->start[i] - c->lambda + c->tol) {
+                return refuse(out, "task %d (%s) waits for task %d (%s), which does not repeat, within a period",
+                              i, k->name, j, b->tasks[j].name);
+            }
+            if (need > c->reach[qj])
+                c->reach[qj] = need;
+        }
+    }
+    return 1;
+}
+
+/* The window of each lane one period later: the same tasks, inputs one period later, times
+ * lambda later. */
+static int compare_windows(certify_state *c, replay_period *out)
+{
+    const step_workload *b = c->b;
+    const replay_times *t = c->tb;
+    for (int q = 0; q < c->lanes; q++) {
+        if (c->e[q] == 0)
+            continue;
+        if (c->reach[q] > c->cut[q])
+            return refuse(out, "lane %d (stage %d): the window reaches the start of the step", q, q / LANE_COUNT);
+        const int *lt = c->lb.task + c->lb.begin[q];
+        for (int p = c->cut[q] - c->reach[q]; p < c->cut[q]; p++) {
+            int x = lt[p], y = lt[p + c->e[q]];
+            const sim_task *kx = &b->tasks[x], *ky = &b->tasks[y];
+            if (!same_task(kx, ky, c->period_mb))
+                return refuse(out, "lane %d: task %d (%s) and task %d (%s) a period later differ", q, x, kx->name, y,
+                              ky->name);
+            double ds = t->start[y] - t->start[x] - c->lambda, df = t->finish[y] - t->finish[x] - c->lambda;
+            if (fabs(ds) > c->tol || fabs(df) > c->tol)
+                return refuse(out, "not yet periodic: task %d (%s, stage %d) moves %.9g s in a period, the step %.9g s",
+                              y, ky->name, ky->stage, t->finish[y] - t->finish[x], c->lambda);
+            for (int d = 0; d < kx->dep_count; d++) {
+                int dx = b->deps[kx->dep_begin + d], dy = b->deps[ky->dep_begin + d];
+                int qx = lane_of(&b->tasks[dx]);
+                if (lane_of(&b->tasks[dy]) != qx || c->lb.pos[dy] != c->lb.pos[dx] + c->e[qx])
+                    return refuse(out, "lane %d: task %d's inputs are not task %d's a period later", q, y, x);
+            }
+            out->window_tasks++;
+        }
+    }
+    return 1;
+}
+
+/* Communication beside compute slows it: what ran before the windows must be over before the
+ * first task after the cut of its stage starts (in a, a period earlier). */
+static int contention_settled(certify_state *c, replay_period *out)
+{
+    const step_workload *b = c->b;
+    const replay_times *t = c->tb;
+    if (!(b->overlap_slowdown > 1))
+        return 1;
+    for (int s = 0; s < b->stages; s++) {
+        double first = INFINITY;
+        for (int l = 0; l < LANE_COUNT; l++) {
+            int q = s * LANE_COUNT + l, nb = c->lb.begin[q + 1] - c->lb.begin[q];
+            for (int p = c->cut[q]; p < nb; p++) {
+                int i = c->lb.task[c->lb.begin[q] + p];
+                double at = in_block(c, i) ? t->start[i] : t->start[i] - c->lambda;
+                first = at < first ? at : first;
+            }
+        }
+        for (int l = 0; l < LANE_COUNT; l++) {
+            int q = s * LANE_COUNT + l, p = c->cut[q] - (c->e[q] > 0 ? c->reach[q] : 0) - 1;
+            if (p < 0)
+                continue;
+            int i = c->lb.task[c->lb.begin[q] + p];
+            if (b->tasks[i].kind != TASK_COMPUTE && t->finish[i] > first + c->tol)
+                return refuse(out, "stage %d: task %d (%s) still runs beside the periodic tasks", s, i,
+                              b->tasks[i].name);
+        }
+    }
+    return 1;
+}
+
+/* lambda: what a period adds to the task just before the cut on the first lane with tasks per
+ * period (compare_windows holds every other task of the windows to it); 0 where there is none. */
+static double period_time(const certify_state *c)
+{
+    for (int q = 0; q < c->lanes; q++)
+        if (c->e[q] > 0 && c->cut[q] >= 1) {
+            const int *lt = c->lb.task + c->lb.begin[q];
+            return c->tb->finish[lt[c->cut[q] - 1 + c->e[q]]] - c->tb->finish[lt[c->cut[q] - 1]];
+        }
+    return 0;
+}
+
+int replay_period_certify(const step_workload *a, const step_workload *b, const replay_times *tb, int period_mb,
+                          replay_period *out)
+{
+    memset(out, 0, sizeof *out);
+    if (a->stages != b->stages) {
+        refuse(out, "the two graphs have %d and %d stages", a->stages, b->stages);
+        return 0;
+    }
+    certify_state c = {0};
+    c.a = a;
+    c.b = b;
+    c.tb = tb;
+    c.lanes = b->stages * LANE_COUNT;
+    double step_b = 0;
+    for (int i = 0; i < b->n_tasks; i++)
+        step_b = tb->finish[i] > step_b ? tb->finish[i] : step_b;
+    c.tol = 1e-12 * step_b;
+    c.period_mb = period_mb;
+    size_t nl = (size_t)c.lanes + 1;
+    int rc = -1;
+    if (lane_order_build(a, &c.la) != 0 || lane_order_build(b, &c.lb) != 0)
+        goto done;
+    c.e = calloc(nl, sizeof(int));
+    c.cut = calloc(nl, sizeof(int));
+    c.lcp = calloc(nl, sizeof(int));
+    c.lcs = calloc(nl, sizeof(int));
+    c.reach = calloc(nl, sizeof(int));
+    c.after = calloc((size_t)b->n_tasks + 1, 1);
+    if (!c.e || !c.cut || !c.lcp || !c.lcs || !c.reach || !c.after)
+        goto done;
+    rc = 0;
+    match_lanes(&c);
+    for (int q = 0; q < c.lanes; q++)
+        if (c.e[q] < 0) {
+            refuse(out, "lane %d has fewer tasks with more micro-batches", q);
+            goto done;
+        }
+    mark_after(&c);
+    c.lambda = out->period_s = period_time(&c);
+    if (!(c.lambda > 0)) {
+        refuse(out, "a period adds %.9g s to the tasks before the cut", c.lambda);
+        goto done;
+    }
+    for (int q = 0; q < c.lanes; q++) {
+        int na = c.la.begin[q + 1] - c.la.begin[q];
+        if (c.e[q] > 0 && c.cut[q] + c.e[q] > c.lb.begin[q + 1] - c.lb.begin[q]) {
+            refuse(out, "lane %d: the inserted period is not after the cut", q);
+            goto done;
+        }
+        if (c.cut[q] > c.lcp[q] || na - c.cut[q] > c.lcs[q]) {
+            refuse(out, "lane %d (stage %d) is not the shorter step's with one period inserted at the cut", q,
+                   q / LANE_COUNT);
+            goto done;
+        }
+    }
+    if (windows(&c, out) && compare_windows(&c, out) && contention_settled(&c, out))
+        out->certified = 1;
+done:
+    lane_order_free(&c.la);
+    lane_order_free(&c.lb);
+    free(c.e);
+    free(c.cut);
+    free(c.lcp);
+    free(c.lcs);
+    free(c.reach);
+    free(c.after);
+    return rc;
+}
