@@ -33,58 +33,61 @@ static int contends(const sim_task *k)
 }
 
 /* A min-heap of lanes keyed by the projected end of the task each runs: the next event is its
- * top, and a lane whose task's end moves is re-keyed in place (pos: a lane's slot, -1 when idle). */
+ * top, and a lane whose task's end moves is re-keyed in place (pos: a lane's slot, -1 when idle).
+ * Each slot holds its key beside its lane, so sifting reads one array, not a key a lane away. */
 typedef struct {
-    int n, *lane, *pos;
-    double *key;
-} lane_heap;
+    double key;
+    int lane;
+} heap_slot;
 
-static void heap_swap(lane_heap *h, int a, int b)
-{
-    int qa = h->lane[a], qb = h->lane[b];
-    h->lane[a] = qb;
-    h->lane[b] = qa;
-    h->pos[qb] = a;
-    h->pos[qa] = b;
-}
+typedef struct {
+    int n, *pos;
+    heap_slot *slot;
+} lane_heap;
 
 static void heap_fix(lane_heap *h, int s)
 {
-    while (s > 0 && h->key[h->lane[s]] < h->key[h->lane[(s - 1) / 2]]) {
-        heap_swap(h, s, (s - 1) / 2);
+    heap_slot moving = h->slot[s];
+    while (s > 0 && moving.key < h->slot[(s - 1) / 2].key) { /* up */
+        h->slot[s] = h->slot[(s - 1) / 2];
+        h->pos[h->slot[s].lane] = s;
         s = (s - 1) / 2;
     }
-    for (;;) {
+    for (;;) { /* down */
         int c = 2 * s + 1;
         if (c >= h->n)
-            return;
-        if (c + 1 < h->n && h->key[h->lane[c + 1]] < h->key[h->lane[c]])
+            break;
+        if (c + 1 < h->n && h->slot[c + 1].key < h->slot[c].key)
             c++;
-        if (h->key[h->lane[c]] >= h->key[h->lane[s]])
-            return;
-        heap_swap(h, s, c);
+        if (h->slot[c].key >= moving.key)
+            break;
+        h->slot[s] = h->slot[c];
+        h->pos[h->slot[s].lane] = s;
         s = c;
     }
+    h->slot[s] = moving;
+    h->pos[moving.lane] = s;
 }
 
 /* Sets lane q's key, adding the lane if it is not in the heap. */
 static void heap_set(lane_heap *h, int q, double key)
 {
-    h->key[q] = key;
     if (h->pos[q] < 0) {
-        h->lane[h->n] = q;
-        h->pos[q] = h->n++;
+        h->pos[q] = h->n;
+        h->slot[h->n++].lane = q;
     }
+    h->slot[h->pos[q]].key = key;
     heap_fix(h, h->pos[q]);
 }
 
 static void heap_pop(lane_heap *h)
 {
-    int q = h->lane[0];
-    heap_swap(h, 0, --h->n);
+    int q = h->slot[0].lane;
     h->pos[q] = -1;
-    if (h->n > 0)
+    if (--h->n > 0) {
+        h->slot[0] = h->slot[h->n];
         heap_fix(h, 0);
+    }
 }
 
 /* Replay state beyond the heap: a lane's running task and, for a compute task, its compute left
@@ -157,14 +160,14 @@ static int replay_shared(const step_workload *w, replay_times *t)
     int *pending = malloc(((size_t)n + 1) * sizeof(int)), *comm_running = calloc((size_t)P, sizeof(int));
     lane_state l = {malloc(ln * sizeof(int)), malloc(ln * sizeof(int)), calloc(ln, sizeof(double)),
                     calloc(ln, sizeof(double)), calloc(ln, sizeof(double)), calloc(ln, sizeof(double))};
-    lane_heap h = {0, malloc(ln * sizeof(int)), malloc(ln * sizeof(int)), calloc(ln, sizeof(double))};
+    lane_heap h = {0, malloc(ln * sizeof(int)), malloc(ln * sizeof(heap_slot))};
     /* lanes whose next task may start (a task of theirs ended, or an input of one did), and stages
      * whose running communication changed, this event */
     int *touched = malloc(ln * sizeof(int)), *dirty = malloc(((size_t)P + 1) * sizeof(int));
     unsigned char *is_touched = calloc(ln, 1), *is_dirty = calloc((size_t)P + 1, 1);
     task_costs c = {0};
     int ok = pending && task_costs_build(w, &c, pending) == 0 && comm_running && l.run && l.next && l.work && l.since &&
-             l.rate && l.tail && h.lane && h.pos && h.key && touched && dirty && is_touched && is_dirty;
+             l.rate && l.tail && h.pos && h.slot && touched && dirty && is_touched && is_dirty;
     int n_touched = 0, n_dirty = 0, done = 0;
     for (int q = 0; ok && q < nl; q++) {
         l.next[q] = x.lane_begin[q];
@@ -219,9 +222,9 @@ static int replay_shared(const step_workload *w, replay_times *t)
             break;
         }
         /* end every task whose projected end is the next one */
-        now = h.key[h.lane[0]];
-        while (h.n > 0 && h.key[h.lane[0]] <= now) {
-            int q = h.lane[0], i = l.run[q];
+        now = h.slot[0].key;
+        while (h.n > 0 && h.slot[0].key <= now) {
+            int q = h.slot[0].lane, i = l.run[q];
             heap_pop(&h);
             t->finish[i] = now;
             t->contention[i] = c.how[i] == RUNS_SHARED ? fmax(0, now - t->start[i] - c.work[i] - c.tail[i]) : 0;
@@ -239,7 +242,7 @@ static int replay_shared(const step_workload *w, replay_times *t)
     }
 #undef MARK
     free(pending); free(comm_running); free(l.run); free(l.next); free(l.work); free(l.since); free(l.rate);
-    free(l.tail); free(h.lane); free(h.pos); free(h.key); free(touched); free(dirty); free(is_touched);
+    free(l.tail); free(h.pos); free(h.slot); free(touched); free(dirty); free(is_touched);
     free(is_dirty); free(c.work); free(c.tail); free(c.how);
     workload_index_free(&x);
     return ok ? 0 : -1;
