@@ -13,7 +13,7 @@
  * past 160 micro-batches on GPT-3 175B at TP 8 x PP 32 (tests/plan/test_fold.c). On that model's
  * search the certificate accepted 47 of its 118 such layouts at two pipeline depths and 13 at one
  * depth and a period, and the attempts cost more than they saved (2.2-2.4 s of replays against
- * 1.85 s replaying them all in full; 2026-11-28, the 2-core VM): they replay in full. */
+ * 1.64 s replaying them all in full; 2026-11-28, the 2-core VM, one thread): they replay in full. */
 static int zero3_settles_late(const scenario_config *s)
 {
     zero3_plan z3;
