@@ -77,7 +77,8 @@ static void certificate_refuses_where_extrapolation_errs(void **state)
 {
     const char *gpt3 = *state;
     for (int settled = 0; settled <= 1; settled++) {
-        const char *set[] = {settled ? "parallel.tensor_model_parallel_size=4" : "parallel.tensor_model_parallel_size=8",
+        const char *set[] = {settled ? "parallel.tensor_model_parallel_size=4"
+                                     : "parallel.tensor_model_parallel_size=8",
                              "parallel.pipeline_model_parallel_size=32",
                              settled ? "parallel.data_parallel_size=8" : "parallel.data_parallel_size=4",
                              settled ? "training.micro_batch_size=1" : "training.micro_batch_size=2",
