@@ -183,6 +183,10 @@ static int compare_windows(certify_state *c, replay_period *out)
     for (int q = 0; q < c->lanes; q++) {
         if (c->e[q] == 0)
             continue;
+        /* the inserted tasks themselves are compared with the period before them, so that a
+         * lane's extra tasks in b (a task b has once more than a) are never taken for a period */
+        if (c->reach[q] < c->e[q])
+            c->reach[q] = c->e[q];
         if (c->reach[q] > c->cut[q])
             return refuse(out, "lane %d (stage %d): the window reaches the start of the step", q, q / LANE_COUNT);
         const int *lt = c->lb.task + c->lb.begin[q];

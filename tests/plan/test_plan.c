@@ -353,7 +353,7 @@ static void moe_models_search_expert_parallel(void **state)
  * layout of the GPT-3 175B search: step time, exposed and total communication, compute, bubbles
  * and memory. A layout the certificate (sim/replay/periodic.h) accepts before its step is periodic
  * fails here (tests/plan/README.md: the other scenarios' searches are checked the same way by
- * bench/fold_check.sh). */
+ * tests/plan/test_fold.c). */
 static void check_folds(const gpt3_plan *g)
 {
     int folded = 0, zero3_folded = 0, dense_foldable = 0, dense_folded = 0;
