@@ -108,9 +108,7 @@ int run_scenario_folded(const scenario_config *s, run_result *r, config_error *e
         m1 = run_fold_micro_batches(s, attempt);
         if (m1 <= last && attempt == 1) /* one stage: one depth and a period is two depths already */
             continue;
-        if (m1 <= last || m1 >= m)
-            break;
-        if (spent + 2 * m1 + period >= m)
+        if (m1 <= last || spent + 2 * m1 + period >= m)
             break;
         replay_period cert;
         int rc = replay_pair(s, m1, period, &ra, &rb, bubble, &cert, err);
