@@ -198,6 +198,7 @@ int run_graph_replay(const scenario_config *s, step_workload *w_in, run_result *
             r->comm_total_s[c] = m.comm_total_s[c];
             r->comm_exposed_s[c] = m.comm_exposed_s[c];
         }
+        r->compute_s = 0;
         for (int p = 0; p < m.stages; p++)
             r->compute_s += m.stage_compute_s[p] / m.stages;
         r->overlap_cost_s = m.overlap_cost_s;

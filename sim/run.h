@@ -105,7 +105,9 @@ int run_scenario_stages(const scenario_config *s, run_result *r, const char *tra
                         config_error *err);
 /* The same in two parts, for a caller that looks at the graph and its task times (run_fold.c): the
  * step's graph of s (not its memory), then its replay, filling r's step time, communication,
- * bubbles and what follows from them (r's memory is the caller's), and handing the task times
+ * bubbles and what follows from them (r's memory is the caller's, and what this fidelity does not
+ * produce, the flow replay's figures under analytic, is left as it was: start from a zeroed r),
+ * and handing the task times
  * over in keep_times when that is not NULL and it succeeds (the caller frees them with
  * replay_times_free; w stays the caller's, with whatever the replay added to it). */
 int run_graph_build(const scenario_config *s, step_workload *w, config_error *err);

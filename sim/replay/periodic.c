@@ -51,16 +51,21 @@ static int lane_order_build(const step_workload *w, lane_order *x)
     return 0;
 }
 
-/* The same task as far as a replay and the metrics read it, its micro-batch mb_shift later (tasks
- * of no micro-batch stay at -1). */
-static int same_task(const sim_task *x, const sim_task *y, int mb_shift)
+/* The same task as far as a replay and the metrics read it (its communication by kind too), its
+ * micro-batch mb_shift later (tasks of no micro-batch stay at -1); its inputs are compared apart
+ * (graphs_correspond, compare_windows). */
+static int same_task(const step_workload *wx, const sim_task *x, const step_workload *wy, const sim_task *y,
+                     int mb_shift)
 {
     return x->kind == y->kind && x->lane == y->lane && x->stage == y->stage && x->peer_stage == y->peer_stage &&
            x->phase == y->phase && x->chunk == y->chunk && x->comm == y->comm && x->coll == y->coll &&
            (x->micro_batch < 0 ? y->micro_batch == x->micro_batch : y->micro_batch == x->micro_batch + mb_shift) &&
            x->duration_s == y->duration_s && x->comm_inside_s == y->comm_inside_s &&
            x->overlap_cost_s == y->overlap_cost_s && x->calls == y->calls && x->dep_count == y->dep_count &&
-           (x->name == y->name || (x->name && y->name && strcmp(x->name, y->name) == 0));
+           x->flops == y->flops && x->group == y->group && x->span_nodes == y->span_nodes && x->bytes == y->bytes &&
+           x->tp_ring_bytes == y->tp_ring_bytes &&
+           (x->name == y->name || (x->name && y->name && strcmp(x->name, y->name) == 0)) &&
+           memcmp(workload_task_parts(wx, x), workload_task_parts(wy, y), sizeof(task_comm_parts)) == 0;
 }
 
 typedef struct {
@@ -106,11 +111,11 @@ static void match_lanes(certify_state *c)
         const int *ta = c->la.task + c->la.begin[q], *tb = c->lb.task + c->lb.begin[q];
         c->e[q] = nb - na;
         int k = 0;
-        while (k < na && k < nb && same_task(&c->a->tasks[ta[k]], &c->b->tasks[tb[k]], 0))
+        while (k < na && k < nb && same_task(c->a, &c->a->tasks[ta[k]], c->b, &c->b->tasks[tb[k]], 0))
             k++;
         c->lcp[q] = k;
         k = 0;
-        while (k < na && k < nb && same_task(&c->a->tasks[ta[na - 1 - k]], &c->b->tasks[tb[nb - 1 - k]], c->period_mb))
+        while (k < na && k < nb && same_task(c->a, &c->a->tasks[ta[na - 1 - k]], c->b, &c->b->tasks[tb[nb - 1 - k]], c->period_mb))
             k++;
         c->lcs[q] = k;
     }
@@ -137,6 +142,31 @@ static void mark_after(certify_state *c)
             p++;
         c->cut[q] = p;
     }
+}
+
+/* B is A with the period inserted, input for input. A task of A before the cut is B's task at
+ * the same place and waits for the same tasks; a task after it is B's task one period later on
+ * its lane (e places on), and waits for the tasks one period later on theirs (the same task on a
+ * lane with none per period). (match_lanes compared the tasks themselves.) */
+static int graphs_correspond(const certify_state *c, replay_period *out)
+{
+    const step_workload *a = c->a, *b = c->b;
+    for (int q = 0; q < c->lanes; q++) {
+        int na = c->la.begin[q + 1] - c->la.begin[q];
+        for (int p = 0; p < na; p++) {
+            int later = p >= c->cut[q];
+            const sim_task *x = &a->tasks[c->la.task[c->la.begin[q] + p]];
+            const sim_task *y = &b->tasks[c->lb.task[c->lb.begin[q] + p + (later ? c->e[q] : 0)]];
+            for (int d = 0; d < x->dep_count; d++) {
+                int dx = a->deps[x->dep_begin + d], qx = lane_of(&a->tasks[dx]);
+                int want = c->lb.task[c->lb.begin[qx] + c->la.pos[dx] + (later ? c->e[qx] : 0)];
+                if (b->deps[y->dep_begin + d] != want)
+                    return refuse(out, "lane %d: the longer step's task %d waits for other tasks than the shorter's",
+                                  q, (int)(y - b->tasks));
+            }
+        }
+    }
+    return 1;
 }
 
 /* Widens the windows to every input of a task after the cut; refuses inputs that break the
@@ -193,7 +223,7 @@ static int compare_windows(certify_state *c, replay_period *out)
         for (int p = c->cut[q] - c->reach[q]; p < c->cut[q]; p++) {
             int x = lt[p], y = lt[p + c->e[q]];
             const sim_task *kx = &b->tasks[x], *ky = &b->tasks[y];
-            if (!same_task(kx, ky, c->period_mb))
+            if (!same_task(b, kx, b, ky, c->period_mb))
                 return refuse(out, "lane %d: task %d (%s) and task %d (%s) a period later differ", q, x, kx->name, y,
                               ky->name);
             double ds = t->start[y] - t->start[x] - c->lambda, df = t->finish[y] - t->finish[x] - c->lambda;
@@ -212,8 +242,13 @@ static int compare_windows(certify_state *c, replay_period *out)
     return 1;
 }
 
-/* Communication beside compute slows it: what ran before the windows must be over before the
- * first task after the cut of its stage starts (in a, a period earlier). */
+/* Communication beside compute slows it, both ways across the cut. What ran before the windows
+ * must be over before the first task after the cut of its stage starts (in A, a period earlier),
+ * else the periodic tasks are slowed by what does not repeat. And no task after the cut may run
+ * beside a compute task before it: a collective issued later that starts early (a ZeRO-3
+ * prefetch, or a transfer waiting only on another stage) would slow the tasks before the cut in
+ * B by more than in A, and the two would no longer be the same step with a period inserted. Held
+ * in B for the window's last compute, it holds one period later for the inserted period's. */
 static int contention_settled(certify_state *c, replay_period *out)
 {
     const step_workload *b = c->b;
@@ -221,13 +256,15 @@ static int contention_settled(certify_state *c, replay_period *out)
     if (!(b->overlap_slowdown > 1))
         return 1;
     for (int s = 0; s < b->stages; s++) {
-        double first = INFINITY;
+        double first = INFINITY, first_comm = INFINITY;
         for (int l = 0; l < LANE_COUNT; l++) {
             int q = s * LANE_COUNT + l, nb = c->lb.begin[q + 1] - c->lb.begin[q];
             for (int p = c->cut[q]; p < nb; p++) {
                 int i = c->lb.task[c->lb.begin[q] + p];
                 double at = in_block(c, i) ? t->start[i] : t->start[i] - c->lambda;
                 first = at < first ? at : first;
+                if (b->tasks[i].kind != TASK_COMPUTE && (l == LANE_COMM || l == LANE_P2P))
+                    first_comm = at < first_comm ? at : first_comm;
             }
         }
         for (int l = 0; l < LANE_COUNT; l++) {
@@ -239,7 +276,44 @@ static int contention_settled(certify_state *c, replay_period *out)
                 return refuse(out, "stage %d: task %d (%s) still runs beside the periodic tasks", s, i,
                               b->tasks[i].name);
         }
+        int q = s * LANE_COUNT + LANE_COMPUTE;
+        for (int p = c->cut[q] - 1; p >= 0; p--) {
+            int i = c->lb.task[c->lb.begin[q] + p];
+            const sim_task *k = &b->tasks[i];
+            if (k->kind != TASK_COMPUTE || !(k->duration_s > k->comm_inside_s))
+                continue; /* not slowed by communication beside it */
+            if (t->finish[i] > first_comm + c->tol)
+                return refuse(out, "stage %d: task %d (%s) before the cut runs beside communication after it", s, i,
+                              k->name);
+            break; /* the lane's last such task ends after every earlier one */
+        }
     }
+    return 1;
+}
+
+/* The step of m1 + j periods ends at max(the tasks before the cut, B's inserted period and the
+ * tasks after it moved j - 1 periods) for j >= 1 (an earlier inserted period ends before the
+ * last), at max(the tasks before the cut, the tasks after it a period earlier) for A (j = 0). That
+ * is linear in j only where the periodic tasks end a period after everything before the cut: else
+ * a task that never repeats (a long first gather, a host transfer) sets the end of the shorter
+ * steps until the periodic tasks overtake it. (The inserted period is the window's last tasks a
+ * period later, compare_windows: where the step ends in it, A's ends in the window.) */
+static int ends_periodic(const certify_state *c, replay_period *out)
+{
+    double before = 0, periodic = 0;
+    int last = -1;
+    for (int i = 0; i < c->b->n_tasks; i++) {
+        double f = c->tb->finish[i];
+        if (c->after[i])
+            periodic = f > periodic ? f : periodic;
+        else if (f > before) {
+            before = f;
+            last = i;
+        }
+    }
+    if (before > periodic - c->lambda + c->tol)
+        return refuse(out, "the step of fewer micro-batches ends on task %d (%s), which does not repeat", last,
+                      c->b->tasks[last].name);
     return 1;
 }
 
@@ -310,7 +384,7 @@ int replay_period_certify(const step_workload *a, const step_workload *b, const 
             goto done;
         }
     }
-    if (windows(&c, out) && compare_windows(&c, out) && contention_settled(&c, out))
+    if (graphs_correspond(&c, out) && windows(&c, out) && compare_windows(&c, out) && contention_settled(&c, out) && ends_periodic(&c, out))
         out->certified = 1;
 done:
     lane_order_free(&c.la);

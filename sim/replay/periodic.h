@@ -12,18 +12,24 @@
  * The certificate (the step is a max-plus system: a task starts at the latest end of its inputs
  * and of the task before it on its lane; with the compute slowed beside communication, the same
  * events shifted in time). Graph B is graph A with one period inserted on each lane (its extra
- * tasks, the block) and the tasks after it relabelled one period later; A's lanes are checked to
- * be B's with the block taken out. Every task of B after the cut (the block and what follows) has
- * its inputs in the block, after it, in a window of the tasks just before the cut on each lane,
- * or in tasks that never repeat (lanes with no task per period) and end before it needs them
- * with a period to spare. If the window's tasks one period later (the block's or the window's
- * own) are the same tasks, with the same inputs one period later, and start and end exactly one
- * period time lambda later, then the tasks after a second inserted block see inputs shifted by
- * lambda, and so on by induction: every later period adds lambda to the step, and the sums the
- * metrics take (communication, compute, bubbles) grow by what B's block added. Communication
- * running beside a compute task slows it; the tasks that never repeat must have ended before the
- * first task after the cut of their stage starts. The tolerance is 1e-12 of the step: float
- * rounding of the times, far below any backlog that grows by a visible amount in a period. */
+ * tasks, the block) and the tasks after it relabelled one period later: A's lanes are checked to
+ * be B's with the block taken out, task for task (every field a replay or a metric reads) and
+ * input for input (an input of a task after the cut one period later on its lane). Every task of B
+ * after the cut (the block and what follows) has its inputs in the block, after it, in a window
+ * of the tasks just before the cut on each lane, or in tasks that never repeat (lanes with no task
+ * per period) and end before it needs them with a period to spare. If the window's tasks one
+ * period later (the block's or the window's own) are the same tasks, with the same inputs one
+ * period later, and start and end exactly one period time lambda later, then the tasks after a
+ * second inserted block see inputs shifted by lambda, and so on by induction: every later period
+ * adds lambda to the step, and the sums the metrics take (communication, compute, bubbles) grow by
+ * what B's block added. Two more conditions make that the step's own growth: the periodic tasks
+ * end a period after every task before the cut (else one that never repeats sets the shorter
+ * steps' end), and communication does not cross the cut beside compute (what ran before the
+ * window is over before the first task after the cut of its stage starts; nothing after the cut
+ * runs beside a compute task before it, which would make A's early tasks differ from B's). The
+ * tolerance is 1e-12 of the step: float rounding of the times, far below any backlog that grows
+ * by a visible amount in a period. tests/sim/test_periodic.c holds each condition to random steps
+ * against their full replays. */
 #ifndef DTSIM_SIM_REPLAY_PERIODIC_H
 #define DTSIM_SIM_REPLAY_PERIODIC_H
 
