@@ -35,6 +35,10 @@ void *run_result_to_json(const run_result *r)
                                       "total_s", r->input_total_s,
                                       "load_s", r->input_load_s, "hidden_fraction", r->input_hidden_fraction,
                                       "readers", (json_int_t)r->input_readers));
+    if (r->folded) /* only then, so that other documents stay as they were */
+        json_object_set_new(doc, "folded_from_micro_batches",
+                            json_pack("[I,I]", (json_int_t)r->fold_micro_batches[0],
+                                      (json_int_t)r->fold_micro_batches[1]));
     compression_effect_json(&r->compression, doc);
     if (r->to_train.known) /* only then, so that other documents stay as they were */
         json_object_set_new(doc, "time_to_train", time_to_train_to_json(&r->to_train, r->price_per_gpu_hour));
@@ -191,6 +195,9 @@ void run_result_print(const run_result *r, const scenario_config *s, void *file)
         }
     }
     fprintf(f, "  simulated    %ld tasks in %.3f s wall", r->tasks, r->wall_s);
+    if (r->folded) /* run_fold.c: the step shown periodic, extended from two short replays */
+        fprintf(f, " (replays of %lld and %lld micro-batches, shown periodic and extended; --full replays all)",
+                r->fold_micro_batches[0], r->fold_micro_batches[1]);
     if (r->fidelity_flow)
         fprintf(f, " (SimGrid: %ld flows standing for %ld, %.2f s, peak %.0f MiB)", r->flows, r->flows_represented,
                 r->flow_wall_s, r->flow_peak_rss_mib);

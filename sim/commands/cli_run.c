@@ -1,5 +1,5 @@
 /* dtsim run SCENARIO.json [--fidelity analytic|flow] [--steps N] [--set PATH=VALUE]...
- *                         [--json FILE|-] [--trace FILE] [--progress|--quiet] */
+ *                         [--json FILE|-] [--trace FILE] [--full] [--progress|--quiet] */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +26,12 @@ static void usage(FILE *f)
             "                            string; repeatable\n"
             "  --json FILE|-             write the result as JSON (\"-\": stdout only; the summary\n"
             "                            then goes to stderr)\n"
-            "  --trace FILE              write a Chrome/Perfetto trace of the step\n"
+            "  --trace FILE              write a Chrome/Perfetto trace of the step (of every\n"
+            "                            micro-batch: implies --full)\n"
+            "  --full                    replay every micro-batch of the step; by default an analytic\n"
+            "                            step of many micro-batches is replayed short and extended,\n"
+            "                            where its replay shows it periodic (the planner's fold,\n"
+            "                            docs/planning.md): the same figures to float rounding\n"
             "  --progress                at flow fidelity, the replay's tasks done on stderr every\n"
             "                            2 s with the time left (default: on a terminal only)\n"
             "  --quiet                   no progress, even on a terminal\n"
@@ -57,7 +62,7 @@ static int add_steps(const char *command, const char *flag, const char *value, v
 int cli_run(int argc, char **argv)
 {
     const char *scenario_path = NULL, *json_path = NULL, *trace_path = NULL;
-    int progress = 0, quiet = 0;
+    int progress = 0, quiet = 0, full = 0;
     cli_list sets = {0};
     budget_limits limits = {0, 0};
     const cli_option options[] = {
@@ -67,6 +72,7 @@ int cli_run(int argc, char **argv)
         CLI_OPT_APPEND("set", &sets),
         CLI_OPT_STRING("json", &json_path),
         CLI_OPT_STRING("trace", &trace_path),
+        CLI_OPT_FLAG("full", &full),
         CLI_OPT_FLAG("progress", &progress),
         CLI_OPT_FLAG("quiet", &quiet),
         CLI_OPT_END,
@@ -86,7 +92,7 @@ int cli_run(int argc, char **argv)
     config_error err;
     run_result r;
     s.run.flow_progress = 1 + (int)progress_mode_of(progress, quiet);
-    int ran = run_scenario_traced(&s, &r, trace_path, &err);
+    int ran = full || trace_path ? run_scenario_traced(&s, &r, trace_path, &err) : run_scenario_folded(&s, &r, &err);
     if (ran != 0) {
         fprintf(stderr, "dtsim: %s: %s\n", scenario_path, err.msg);
         scenario_free(&s);

@@ -1,4 +1,4 @@
-/* dtsim sweep SCENARIO.json --vary PATH=V1,V2,... [--vary ...] [--zip] [--out DIR] [--plot]
+/* dtsim sweep SCENARIO.json --vary PATH=V1,V2,... [--vary ...] [--zip] [--full] [--out DIR] [--plot]
  *             [--set P=V]... [--progress|--quiet] */
 #include <errno.h>
 #include <stdio.h>
@@ -28,6 +28,8 @@ static void usage(FILE *f)
             "  --out DIR           output folder (default sweep-out)\n"
             "  --plot              PNG and SVG pictures from plots/*.gp (gnuplot)\n"
             "  --set PATH=VALUE    a fixed override for every point (repeatable)\n"
+            "  --full              replay every micro-batch of every point (dtsim run --full); by\n"
+            "                      default a step shown periodic is replayed short and extended\n"
             "  --shard K/N         compute only the points i with i %% N == K, into DIR/part-K-of-N.json\n"
             "                      (a distributed sweep: scripts/sweep_mpirun.sh deals them to MPI ranks)\n"
             "  --merge             gather DIR/part-*.json into DIR/sweep.json and .csv (same as a local run)\n"
@@ -79,6 +81,7 @@ int cli_sweep(int argc, char **argv)
         CLI_OPT_APPEND("set", &sets),
         CLI_OPT_FLAG("plot", &want_plot),
         CLI_OPT_FLAG("zip", &spec.zip),
+        CLI_OPT_FLAG("full", &spec.full),
         CLI_OPT_FLAG("merge", &merge),
         CLI_OPT_CALL("shard", take_shard, &shard),
         CLI_OPT_FLAG("progress", &progress),

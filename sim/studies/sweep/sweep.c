@@ -262,11 +262,12 @@ int sweep_run(const char *scenario_path, const char *const *base_sets, int n_bas
             error = e.msg;
         } else {
             run_result r;
-            if (run_scenario(&s, &r, &e) != 0) {
+            if ((spec->full ? run_scenario(&s, &r, &e) : run_scenario_folded(&s, &r, &e)) != 0) {
                 error = e.msg;
             } else {
                 json_t *res = run_result_to_json(&r);
                 json_object_del(res, "scenario");
+                json_object_del(res, "folded_from_micro_batches"); /* every row the same columns */
                 flatten(res, "", row);
                 json_decref(res);
             }

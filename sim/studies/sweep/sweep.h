@@ -23,6 +23,7 @@ typedef struct {
 typedef struct {
     int dims;
     int zip; /* 1: point i takes the i-th value of every dimension (equal counts), not the product */
+    int full; /* 1: every point replays every micro-batch (dtsim run --full), not the fold */
     sweep_dim dim[SWEEP_MAX_DIMS];
 } sweep_spec;
 

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# dtsim run and sweep extend a long analytic step from two short replays where the replay shows it
+# periodic (sim/run_fold.c), and --full replays every micro-batch: GPT-3 175B at a global batch
+# of 15,360 (60,000 tasks), each figure of the folded result against the full replay (within
+# 1e-9, the sums' rounding); the summary and the JSON say which replays were extended, and only
+# then; --trace draws every task, so it replays in full; a sweep's rows equal with and without
+# --full.
+#   run_fold.sh DTSIM REPO_ROOT
+set -u
+dtsim=$1 root=$2
+s=$root/scenarios/gpt3-175b-1024-a100.json
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+big="--set training.global_batch_size=15360"
+"$dtsim" run "$s" $big --json "$work/fold.json" >"$work/fold.out" 2>&1 || fail=1
+"$dtsim" run "$s" $big --full --json "$work/full.json" >"$work/full.out" 2>&1 || fail=1
+"$dtsim" run "$s" --trace "$work/trace.json" --json "$work/trace_run.json" >/dev/null 2>&1 || fail=1
+grep -q 'replays of [0-9]* and [0-9]* micro-batches, shown periodic and extended' "$work/fold.out" ||
+  { echo "the folded summary does not say so:"; cat "$work/fold.out"; fail=1; }
+if grep -q 'replays of' "$work/full.out"; then echo "--full says it folded"; fail=1; fi
+"$dtsim" sweep "$s" --vary training.global_batch_size=1536,15360 --out "$work/sw" >/dev/null 2>&1 || fail=1
+"$dtsim" sweep "$s" --vary training.global_batch_size=1536,15360 --full --out "$work/swf" >/dev/null 2>&1 || fail=1
+python3 - "$work" <<'PY' || fail=1
+import json, sys
+w = sys.argv[1]
+fold, full = json.load(open(f"{w}/fold.json")), json.load(open(f"{w}/full.json"))
+ok = True
+def close(name, a, b):
+    global ok
+    if abs(a - b) > 1e-9 * max(abs(b), 1e-12):
+        print(f"{name}: folded {a!r}, full {b!r}")
+        ok = False
+m = fold.get("folded_from_micro_batches")
+if not (isinstance(m, list) and len(m) == 2 and 0 < m[0] < m[1]):
+    print("no folded_from_micro_batches in the folded run:", m); ok = False
+for key in ("folded_from_micro_batches",):
+    if key in full or key in json.load(open(f"{w}/trace_run.json")):
+        print(f"{key} in a full replay"); ok = False
+for k in ("step_time_s", "tokens_per_s", "mfu", "hfu", "overlap_cost_s"):
+    close(k, fold[k], full[k])
+for k in ("mean", "max"):
+    close("bubble " + k, fold["bubble_fraction"][k], full["bubble_fraction"][k])
+for kind, v in full["comm_s"].items():
+    for part in ("total", "exposed"):
+        close(f"comm {kind} {part}", fold["comm_s"][kind][part], v[part])
+close("memory", fold["memory_gib"]["total"], full["memory_gib"]["total"])
+a, b = json.load(open(f"{w}/sw/sweep.json")), json.load(open(f"{w}/swf/sweep.json"))
+if len(a["rows"]) != 2 or len(b["rows"]) != 2:
+    print("sweeps of", len(a["rows"]), "and", len(b["rows"]), "rows, not 2"); ok = False
+for ra, rb in zip(a["rows"], b["rows"]):
+    close("sweep step", ra["step_time_s"], rb["step_time_s"])
+    if set(ra) != set(rb):
+        print("sweep columns differ:", set(ra) ^ set(rb)); ok = False
+sys.exit(0 if ok else 1)
+PY
+exit $fail
