@@ -57,6 +57,7 @@ typedef struct {
     long tasks;               /* tasks in the step graph */
     int folded;               /* 1: from two short replays (run_scenario_folded), tasks extrapolated */
     long long fold_micro_batches[2]; /* when folded: the micro-batches of the two replays */
+    char fold_why[224];       /* run_scenario_folded replayed every micro-batch: why ("" otherwise) */
     long flows;               /* flow fidelity: network flows simulated ... */
     long flows_represented;   /* ... and those of the whole step they stand for (rails, folded replicas) */
     double flow_wall_s, flow_peak_rss_mib; /* flow fidelity: SimGrid's run time and memory */

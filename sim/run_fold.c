@@ -26,12 +26,22 @@ static int zero3_settles_late(const scenario_config *s)
  * outside the graph (stragglers and degraded links, input stalls, gradient compression's
  * per-bucket work) and no ranks time-sharing a device (the CPU engine's closed loops), whose pace
  * depends on the micro-batch count (cost.h, cost_ranks_per_device). Whether the step is periodic
- * by the depth replayed is then shown, not assumed (periodic.h). */
-static int foldable(const scenario_config *s)
+ * by the depth replayed is then shown, not assumed (periodic.h). NULL where it may, else why not. */
+static const char *unfoldable(const scenario_config *s)
 {
-    return !s->run.fidelity_flow && s->faults.straggler_count == 0 && s->faults.degraded_count == 0 &&
-           !s->training.data_loader.present && s->parallel.grad_compression == GRAD_COMPRESSION_NONE &&
-           cost_ranks_per_device(s) == 1.0 && !zero3_settles_late(s);
+    if (s->run.fidelity_flow)
+        return "flow fidelity";
+    if (s->faults.straggler_count > 0 || s->faults.degraded_count > 0)
+        return "stragglers or degraded links";
+    if (s->training.data_loader.present)
+        return "input stalls (training.data_loader)";
+    if (s->parallel.grad_compression != GRAD_COMPRESSION_NONE)
+        return "gradient compression";
+    if (cost_ranks_per_device(s) != 1.0)
+        return "ranks share a device";
+    if (zero3_settles_late(s))
+        return "ZeRO-3 reducing every backward under a pipeline settles late";
+    return NULL;
 }
 
 /* Every figure extended is a sum of times, never negative: one near zero (an overlap cost of
@@ -71,8 +81,11 @@ static int replay_pair(const scenario_config *s, long long m1, long long period,
     if (rc == 0 && cert->certified) {
         rc = run_graph_replay(&a, &wa, ra, NULL, bubble, NULL, err);
         /* the step too grows by the certified period (as it must: its end is after the cut) */
-        if (rc == 0 && !(fabs(rb->step_time_s - ra->step_time_s - cert->period_s) <= 1e-9 * rb->step_time_s))
+        if (rc == 0 && !(fabs(rb->step_time_s - ra->step_time_s - cert->period_s) <= 1e-9 * rb->step_time_s)) {
             cert->certified = 0;
+            snprintf(cert->why, sizeof cert->why, "the step grew by %.9g s, not the period's %.9g s",
+                     rb->step_time_s - ra->step_time_s, cert->period_s);
+        }
     }
     workload_free(&wa);
     return rc < 0 ? -1 : cert->certified;
@@ -92,8 +105,13 @@ int run_scenario_folded(const scenario_config *s, run_result *r, config_error *e
      * multiple of pp) */
     long long pp = s->parallel.pp > 0 ? s->parallel.pp : 1, v = s->parallel.vpp > 1 ? s->parallel.vpp : 1;
     long long m = scenario_micro_batches(s), period = v > 1 ? pp : 1;
-    if (!foldable(s))
-        return run_scenario(s, r, err);
+    const char *not_here = unfoldable(s);
+    if (not_here) {
+        int rc = run_scenario(s, r, err);
+        if (!s->run.fidelity_flow) /* a flow replay never folds: nothing to explain */
+            snprintf(r->fold_why, sizeof r->fold_why, "%s", not_here);
+        return rc;
+    }
     double t0 = wall_clock_s();
     int stages = (int)pp;
     double *bubble = malloc(2 * (size_t)stages * sizeof *bubble);
@@ -105,6 +123,8 @@ int run_scenario_folded(const scenario_config *s, run_result *r, config_error *e
     double spent = 0; /* micro-batches replayed so far */
     long long m1 = 0;
     int certified = 0;
+    char why[sizeof r->fold_why];
+    snprintf(why, sizeof why, "%lld micro-batches, fewer than two short replays take", m);
     /* deeper while the step is not yet periodic, as long as the two replays and those before
      * them cost less than the full one */
     for (int attempt = 0; !certified; attempt++) {
@@ -120,11 +140,14 @@ int run_scenario_folded(const scenario_config *s, run_result *r, config_error *e
         if (rc < 0)
             break; /* the full replay says what went wrong, if anything */
         certified = rc == 1 && ra.step_time_s > 0 && rb.step_time_s > 0;
+        if (!certified && rc == 0)
+            snprintf(why, sizeof why, "not shown periodic from %lld micro-batches: %s", m1, cert.why);
     }
     if (!certified) {
         free(bubble);
         int rc = run_scenario(s, r, err);
         r->wall_s = wall_clock_s() - t0; /* the attempts too */
+        snprintf(r->fold_why, sizeof r->fold_why, "%s", why);
         return rc;
     }
     double k = (double)(m - m1) / (double)period; /* periods beyond the first replay's */

@@ -198,6 +198,8 @@ void run_result_print(const run_result *r, const scenario_config *s, void *file)
     if (r->folded) /* run_fold.c: the step shown periodic, extended from two short replays */
         fprintf(f, " (replays of %lld and %lld micro-batches, shown periodic and extended; --full replays all)",
                 r->fold_micro_batches[0], r->fold_micro_batches[1]);
+    else if (r->fold_why[0]) /* run_fold.c tried, or could not */
+        fprintf(f, " (every micro-batch replayed: %s)", r->fold_why);
     if (r->fidelity_flow)
         fprintf(f, " (SimGrid: %ld flows standing for %ld, %.2f s, peak %.0f MiB)", r->flows, r->flows_represented,
                 r->flow_wall_s, r->flow_peak_rss_mib);

@@ -3,8 +3,8 @@
 # periodic (sim/run_fold.c), and --full replays every micro-batch: GPT-3 175B at a global batch
 # of 15,360 (60,000 tasks), each figure of the folded result against the full replay (within
 # 1e-9, the sums' rounding); the summary and the JSON say which replays were extended, and only
-# then; --trace draws every task, so it replays in full; a sweep's rows equal with and without
-# --full.
+# then, and a step replayed in full says why; --trace draws every task, so it replays in full; a
+# sweep's rows equal with and without --full.
 #   run_fold.sh DTSIM REPO_ROOT
 set -u
 dtsim=$1 root=$2
@@ -18,7 +18,15 @@ big="--set training.global_batch_size=15360"
 "$dtsim" run "$s" --trace "$work/trace.json" --json "$work/trace_run.json" >/dev/null 2>&1 || fail=1
 grep -q 'replays of [0-9]* and [0-9]* micro-batches, shown periodic and extended' "$work/fold.out" ||
   { echo "the folded summary does not say so:"; cat "$work/fold.out"; fail=1; }
-if grep -q 'replays of' "$work/full.out"; then echo "--full says it folded"; fail=1; fi
+if grep -q 'replays of\|every micro-batch replayed' "$work/full.out"; then echo "--full says it folded or tried"; fail=1; fi
+# a step that cannot fold says why: DeepSpeed-style ZeRO-3 under a pipeline, and too few micro-batches
+"$dtsim" run "$s" --set parallel.zero_stage=3 --set parallel.virtual_pipeline_model_parallel_size=1 \
+  --set 'parallel.schedule="1f1b"' --set training.global_batch_size=1536 >"$work/z3.out" 2>&1 || fail=1
+grep -q 'every micro-batch replayed: ZeRO-3 reducing every backward under a pipeline settles late' "$work/z3.out" ||
+  { echo "ZeRO-3 under a pipeline does not say why it replayed in full:"; tail -2 "$work/z3.out"; fail=1; }
+"$dtsim" run "$s" --set training.global_batch_size=256 >"$work/short.out" 2>&1 || fail=1
+grep -q 'every micro-batch replayed: [0-9]* micro-batches, fewer than two short replays take' "$work/short.out" ||
+  { echo "a short step does not say why it replayed in full:"; tail -2 "$work/short.out"; fail=1; }
 "$dtsim" sweep "$s" --vary training.global_batch_size=1536,15360 --out "$work/sw" >/dev/null 2>&1 || fail=1
 "$dtsim" sweep "$s" --vary training.global_batch_size=1536,15360 --full --out "$work/swf" >/dev/null 2>&1 || fail=1
 python3 - "$work" <<'PY' || fail=1
