@@ -65,7 +65,8 @@ static int same_task(const step_workload *wx, const sim_task *x, const step_work
            x->flops == y->flops && x->group == y->group && x->span_nodes == y->span_nodes && x->bytes == y->bytes &&
            x->tp_ring_bytes == y->tp_ring_bytes &&
            (x->name == y->name || (x->name && y->name && strcmp(x->name, y->name) == 0)) &&
-           memcmp(workload_task_parts(wx, x), workload_task_parts(wy, y), sizeof(task_comm_parts)) == 0;
+           ((x->parts < 0 && y->parts < 0) ||
+            memcmp(workload_task_parts(wx, x), workload_task_parts(wy, y), sizeof(task_comm_parts)) == 0);
 }
 
 typedef struct {
@@ -201,6 +202,68 @@ static int windows(certify_state *c, replay_period *out)
                 c->reach[qj] = need;
         }
     }
+    return 1;
+}
+
+/* The metrics book each gap of a compute lane by walking back through what its task waited for
+ * (replay_gap_walk). A gap after the cut is booked the same one period later only where every task
+ * the walk compares is periodic: after the cut, or in a window one period before it (for A's copy of
+ * a task after the inserted period: two). So the windows widen to what the walks compare, and a
+ * walk that compares a task that never repeats, ending after the gap starts in A, is refused. */
+typedef struct {
+    certify_state *c;
+    double from;  /* tasks ending before this matter to no gap's booking */
+    int block;    /* walking a task of the inserted period */
+    int never;    /* a compared task that never repeats, or -1 */
+} gap_probe;
+
+static void gap_consult(void *ctx, int j)
+{
+    gap_probe *g = ctx;
+    certify_state *c = g->c;
+    if (g->never >= 0 || c->after[j] || c->tb->finish[j] <= g->from)
+        return;
+    int q = lane_of(&c->b->tasks[j]);
+    if (c->e[q] == 0) {
+        g->never = j;
+        return;
+    }
+    int need = c->cut[q] - c->lb.pos[j] + (g->block ? 0 : c->e[q]);
+    if (need > c->reach[q])
+        c->reach[q] = need;
+}
+
+static int gap_walks(certify_state *c, replay_period *out)
+{
+    const step_workload *b = c->b;
+    int *prev = malloc(((size_t)b->n_tasks + 1) * sizeof(int));
+    double *last = calloc((size_t)b->stages + 1, sizeof(double)); /* each stage's last compute's end */
+    if (!prev || !last) {
+        free(prev);
+        free(last);
+        return -1;
+    }
+    for (int i = 0; i < b->n_tasks; i++)
+        prev[i] = lane_prev(c, i);
+    gap_probe g = {c, 0, 0, -1};
+    int at = -1;
+    for (int i = 0; i < b->n_tasks && g.never < 0; i++) {
+        const sim_task *k = &b->tasks[i];
+        if (!replay_gap_task(k))
+            continue;
+        if (c->after[i]) {
+            g.from = last[k->stage] - c->lambda - c->tol;
+            g.block = in_block(c, i);
+            at = i;
+            replay_gap_walk(b, c->tb, prev, i, last[k->stage], gap_consult, &g);
+        }
+        last[k->stage] = c->tb->finish[i];
+    }
+    free(prev);
+    free(last);
+    if (g.never >= 0)
+        return refuse(out, "the gap before task %d (%s) is booked on task %d (%s), which does not repeat", at,
+                      b->tasks[at].name, g.never, b->tasks[g.never].name);
     return 1;
 }
 
@@ -384,8 +447,12 @@ int replay_period_certify(const step_workload *a, const step_workload *b, const 
             goto done;
         }
     }
-    if (graphs_correspond(&c, out) && windows(&c, out) && compare_windows(&c, out) && contention_settled(&c, out) && ends_periodic(&c, out))
+    int walked = 1;
+    if (graphs_correspond(&c, out) && windows(&c, out) && (walked = gap_walks(&c, out)) == 1 &&
+        compare_windows(&c, out) && contention_settled(&c, out) && ends_periodic(&c, out))
         out->certified = 1;
+    if (walked < 0)
+        rc = -1;
 done:
     lane_order_free(&c.la);
     lane_order_free(&c.lb);

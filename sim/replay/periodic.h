@@ -22,7 +22,10 @@
  * period later, and start and end exactly one period time lambda later, then the tasks after a
  * second inserted block see inputs shifted by lambda, and so on by induction: every later period
  * adds lambda to the step, and the sums the metrics take (communication, compute, bubbles) grow by
- * what B's block added. Two more conditions make that the step's own growth: the periodic tasks
+ * what B's block added, where each is booked from periodic tasks only: the metrics book a compute
+ * lane's idle gap by walking back through what its task waited for (replay_gap_walk), so the
+ * windows also cover every task those walks compare, and a walk that compares a task that never
+ * repeats is refused. Two more conditions make that the step's own growth: the periodic tasks
  * end a period after every task before the cut (else one that never repeats sets the shorter
  * steps' end), and communication does not cross the cut beside compute (what ran before the
  * window is over before the first task after the cut of its stage starts; nothing after the cut

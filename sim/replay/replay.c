@@ -271,15 +271,20 @@ int replay_analytic(const step_workload *w, replay_times *t)
 
 /* What task i waited for: of its dependencies and the task before it on its lane (lane_prev,
  * -1 for none), the one that finished last; with stage >= 0, of those on that stage only. -1 if
- * none. */
-static int blocking_dep(const step_workload *w, const replay_times *t, const int *lane_prev, int i, int stage)
+ * none. Each task compared is told to consult (when not NULL). */
+static int blocking_dep(const step_workload *w, const replay_times *t, const int *lane_prev, int i, int stage,
+                        replay_gap_consult consult, void *ctx)
 {
     const sim_task *k = &w->tasks[i];
     int best = lane_prev[i] >= 0 && (stage < 0 || w->tasks[lane_prev[i]].stage == stage) ? lane_prev[i] : -1;
+    if (consult && best >= 0)
+        consult(ctx, best);
     for (int d = 0; d < k->dep_count; d++) {
         int j = w->deps[k->dep_begin + d];
         if (stage >= 0 && w->tasks[j].stage != stage)
             continue;
+        if (consult)
+            consult(ctx, j);
         /* finishes equal but for rounding (sums of the same durations taken in another order)
          * are a tie, kept by the first in order: else which of two equal waits is charged would
          * flip with the rounding of ever larger times, step by step */
@@ -306,12 +311,13 @@ static int sync_class(const sim_task *k)
  * (the upstream stage still computing, or nothing), the rest is pipeline bubble. So no class is
  * charged more than its tasks ran. */
 static void attribute_gap(const step_workload *w, const replay_times *t, const int *lane_prev, int i,
-                          double gap_start, double gap_end, double *bubble, double *exposed)
+                          double gap_start, double gap_end, double *bubble, double *exposed,
+                          replay_gap_consult consult, void *ctx)
 {
     double end = gap_end;
     int cur = i;
     while (end > gap_start) {
-        int j = blocking_dep(w, t, lane_prev, cur, -1);
+        int j = blocking_dep(w, t, lane_prev, cur, -1, consult, ctx);
         int cls = j >= 0 ? sync_class(&w->tasks[j]) : -1;
         /* another stage's work (what the step's global all-reduces wait for: its reduction, the
          * embedding sum) is that stage's: for this one the wait past its own reduction is imbalance
@@ -320,8 +326,9 @@ static void attribute_gap(const step_workload *w, const replay_times *t, const i
         if (j >= 0 && w->tasks[j].kind != TASK_P2P && w->tasks[j].stage != w->tasks[i].stage) {
             /* (only while the walk is still on this stage: past a transfer from another stage,
              * that stage's own tasks are not this one's) */
-            int own = w->tasks[cur].stage == w->tasks[i].stage ? blocking_dep(w, t, lane_prev, cur, w->tasks[i].stage)
-                                                                : -1;
+            int own = w->tasks[cur].stage == w->tasks[i].stage
+                          ? blocking_dep(w, t, lane_prev, cur, w->tasks[i].stage, consult, ctx)
+                          : -1;
             int own_cls = own >= 0 ? sync_class(&w->tasks[own]) : -1;
             if (own_cls >= 0 && t->finish[own] > gap_start) {
                 *bubble += end - fmax(t->finish[own], gap_start);
@@ -343,6 +350,18 @@ static void attribute_gap(const step_workload *w, const replay_times *t, const i
         end = from;
         cur = j;
     }
+}
+
+int replay_gap_task(const sim_task *k)
+{
+    return sync_class(k) < 0 && k->lane == LANE_COMPUTE;
+}
+
+void replay_gap_walk(const step_workload *w, const replay_times *t, const int *lane_prev, int i, double gap_start,
+                     replay_gap_consult consult, void *ctx)
+{
+    double bubble = 0, exposed[COMM_CLASS_COUNT] = {0};
+    attribute_gap(w, t, lane_prev, i, gap_start, t->start[i], &bubble, exposed, consult, ctx);
 }
 
 double replay_inside_parts(const step_workload *w, const sim_task *k, double dur, double part[COMM_CLASS_COUNT])
@@ -415,7 +434,7 @@ int replay_metrics_compute(const step_workload *w, const replay_times *t, replay
                 total[k->peer_stage * COMM_CLASS_COUNT + COMM_PP] += dur;
             continue;
         }
-        if (k->lane != LANE_COMPUTE)
+        if (!replay_gap_task(k))
             continue;
         /* TP, CP and EP communication inside a layer is folded into compute tasks and blocks
          * the compute stream: all of it is exposed, booked by its kind. */
@@ -431,7 +450,8 @@ int replay_metrics_compute(const step_workload *w, const replay_times *t, replay
         }
         m->stage_compute_s[k->stage] += dur - inside;
         m->overlap_cost_s += (k->overlap_cost_s * ran + t->contention[i]) / P;
-        attribute_gap(w, t, lane_prev, i, last_finish[k->stage], t->start[i], &m->stage_bubble_s[k->stage], ex);
+        attribute_gap(w, t, lane_prev, i, last_finish[k->stage], t->start[i], &m->stage_bubble_s[k->stage], ex, NULL,
+                      NULL);
         last_finish[k->stage] = t->finish[i];
     }
     /* After its last task a stage waits for the slowest stage: pipeline bubble. */

@@ -47,4 +47,15 @@ int replay_metrics_compute(const step_workload *w, const replay_times *t, replay
 double replay_inside_parts(const step_workload *w, const sim_task *k, double dur, double part[COMM_CLASS_COUNT]);
 void replay_metrics_free(replay_metrics *m);
 
+/* The metrics book each idle gap of a stage's compute lane, from the end of its compute task
+ * before (gap_start) to the start of compute task i, by walking back from i through what it
+ * waited for (exposed communication by kind, else bubble). replay_gap_task: whether k is such a
+ * compute task. replay_gap_walk: that walk for task i, telling consult each task it compares
+ * (lane_prev: each task's predecessor on its lane, -1 for none), so that a caller can say what
+ * the booking depended on (periodic.c); nothing is booked. */
+typedef void (*replay_gap_consult)(void *ctx, int task);
+int replay_gap_task(const sim_task *k);
+void replay_gap_walk(const step_workload *w, const replay_times *t, const int *lane_prev, int i, double gap_start,
+                     replay_gap_consult consult, void *ctx);
+
 #endif

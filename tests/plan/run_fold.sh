@@ -3,8 +3,9 @@
 # periodic (sim/run_fold.c), and --full replays every micro-batch: GPT-3 175B at a global batch
 # of 15,360 (60,000 tasks), each figure of the folded result against the full replay (within
 # 1e-9, the sums' rounding); the summary and the JSON say which replays were extended, and only
-# then, and a step replayed in full says why; --trace draws every task, so it replays in full; a
-# sweep's rows equal with and without --full.
+# then, and a step replayed in full says why; ZeRO-3 under a pipeline, which settles late, folds
+# only a long step; --trace draws every task, so it replays in full; a sweep's rows equal with and
+# without --full.
 #   run_fold.sh DTSIM REPO_ROOT
 set -u
 dtsim=$1 root=$2
@@ -19,11 +20,14 @@ big="--set training.global_batch_size=15360"
 grep -q 'replays of [0-9]* and [0-9]* micro-batches, shown periodic and extended' "$work/fold.out" ||
   { echo "the folded summary does not say so:"; cat "$work/fold.out"; fail=1; }
 if grep -q 'replays of\|every micro-batch replayed' "$work/full.out"; then echo "--full says it folded or tried"; fail=1; fi
-# a step that cannot fold says why: DeepSpeed-style ZeRO-3 under a pipeline, and too few micro-batches
-"$dtsim" run "$s" --set parallel.zero_stage=3 --set parallel.virtual_pipeline_model_parallel_size=1 \
-  --set 'parallel.schedule="1f1b"' --set training.global_batch_size=1536 >"$work/z3.out" 2>&1 || fail=1
-grep -q 'every micro-batch replayed: ZeRO-3 reducing every backward under a pipeline settles late' "$work/z3.out" ||
+# ZeRO-3 reducing every backward under 8 stages (DeepSpeed's rule) settles late: its attempts
+# start at eight depths, so at 96 micro-batches it replays in full and says why; at 960 it folds
+z3="--set parallel.zero_stage=3 --set parallel.virtual_pipeline_model_parallel_size=1 --set parallel.schedule=\"1f1b\""
+"$dtsim" run "$s" $z3 >"$work/z3.out" 2>&1 || fail=1
+grep -q 'every micro-batch replayed: 96 micro-batches, fewer than two short replays take' "$work/z3.out" ||
   { echo "ZeRO-3 under a pipeline does not say why it replayed in full:"; tail -2 "$work/z3.out"; fail=1; }
+"$dtsim" run "$s" $z3 $big --json "$work/z3fold.json" >/dev/null 2>&1 || fail=1
+"$dtsim" run "$s" $z3 $big --full --json "$work/z3full.json" >/dev/null 2>&1 || fail=1
 "$dtsim" run "$s" --set training.global_batch_size=256 >"$work/short.out" 2>&1 || fail=1
 grep -q 'every micro-batch replayed: [0-9]* micro-batches, fewer than two short replays take' "$work/short.out" ||
   { echo "a short step does not say why it replayed in full:"; tail -2 "$work/short.out"; fail=1; }
@@ -53,6 +57,13 @@ for kind, v in full["comm_s"].items():
     for part in ("total", "exposed"):
         close(f"comm {kind} {part}", fold["comm_s"][kind][part], v[part])
 close("memory", fold["memory_gib"]["total"], full["memory_gib"]["total"])
+z3f, z3 = json.load(open(f"{w}/z3fold.json")), json.load(open(f"{w}/z3full.json"))
+if "folded_from_micro_batches" not in z3f:
+    print("ZeRO-3 under a pipeline at 960 micro-batches did not fold"); ok = False
+for k in ("step_time_s", "mfu", "overlap_cost_s"):
+    close("ZeRO-3 " + k, z3f[k], z3[k])
+for kind, v in z3["comm_s"].items():
+    close(f"ZeRO-3 comm {kind} exposed", z3f["comm_s"][kind]["exposed"], v["exposed"])
 a, b = json.load(open(f"{w}/sw/sweep.json")), json.load(open(f"{w}/swf/sweep.json"))
 if len(a["rows"]) != 2 or len(b["rows"]) != 2:
     print("sweeps of", len(a["rows"]), "and", len(b["rows"]), "rows, not 2"); ok = False

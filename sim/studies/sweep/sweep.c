@@ -343,6 +343,8 @@ int sweep_identity(const char *scenario_path, const char *const *base_sets, int 
     json_t *id = json_pack("{s:o,s:o,s:o}", "scenario", scenario, "set", sets, "vary", vary);
     if (spec->zip) /* only then: the identity of every product sweep stays what it was */
         json_object_set_new(id, "zip", json_true());
+    if (spec->full) /* the same figures to float rounding, but a merge keeps one kind of run */
+        json_object_set_new(id, "full", json_true());
     json_crc32(id, out);
     json_decref(id);
     return 0;
