@@ -42,20 +42,28 @@ static void build(step_workload *w, int m, double head, double compute, double t
     }
 }
 
+/* The certificate on a (m1 micro-batches) and b (m1 + 1), b replayed here; both are freed. The
+ * step of b into *step_b when not NULL. */
+static replay_period certify_pair(step_workload *a, step_workload *b, double *step_b)
+{
+    replay_times tb;
+    fixture_replay_analytic(b, &tb);
+    if (step_b)
+        *step_b = fixture_end(&tb, b->n_tasks);
+    replay_period p;
+    assert_int_equal(replay_period_certify(a, b, &tb, 1, &p), 0);
+    replay_times_free(&tb);
+    workload_free(a);
+    workload_free(b);
+    return p;
+}
+
 static replay_period certify(int m1, double head, double compute, double transfer, int coupled, double *step_b)
 {
     step_workload a, b;
     build(&a, m1, head, compute, transfer, coupled);
     build(&b, m1 + 1, head, compute, transfer, coupled);
-    replay_times tb;
-    fixture_replay_analytic(&b, &tb);
-    *step_b = fixture_end(&tb, b.n_tasks);
-    replay_period p;
-    assert_int_equal(replay_period_certify(&a, &b, &tb, 1, &p), 0);
-    replay_times_free(&tb);
-    workload_free(&a);
-    workload_free(&b);
-    return p;
+    return certify_pair(&a, &b, step_b);
 }
 
 static void coupled_streams_are_periodic_from_the_start(void **state)
@@ -290,8 +298,8 @@ static int random_step_replay(const random_step *g, int m, double *end, double *
 }
 
 /* Thousands of random steps: where the certificate holds for m1 and m1 + 1 micro-batches, the
- * step and the summed contention at m1 + 1 + k are exactly those at m1 + 1 plus k periods (the
- * full replay is the reference); and the certificate must hold often enough, and refuse often
+ * step at m1 + 1 + k is exactly that at m1 + 1 plus k periods, and every sum the fold extends is
+ * that at m1 + 1 plus k times what a period added (the full replay is the reference); and the certificate must hold often enough, and refuse often
  * enough, that both outcomes are tested. */
 static void random_steps_certified_only_when_exact(void **state)
 {
@@ -305,13 +313,7 @@ static void random_steps_certified_only_when_exact(void **state)
         step_workload a, b;
         random_step_build(&g, m1, &a);
         random_step_build(&g, m1 + 1, &b);
-        replay_times tb;
-        fixture_replay_analytic(&b, &tb);
-        replay_period p;
-        assert_int_equal(replay_period_certify(&a, &b, &tb, 1, &p), 0);
-        replay_times_free(&tb);
-        workload_free(&a);
-        workload_free(&b);
+        replay_period p = certify_pair(&a, &b, NULL);
         if (!p.certified) {
             refused++;
             continue;
@@ -366,15 +368,9 @@ static void perturbed_steps_are_refused(void **state)
             continue;
         }
         tried[how]++;
-        replay_times tb;
-        fixture_replay_analytic(&b, &tb);
-        replay_period p;
-        assert_int_equal(replay_period_certify(&a, &b, &tb, 1, &p), 0);
-        if (p.certified)
-            fail_msg("trial %d: change %d at task %d (%s) certified", n, how, i, k->name);
-        replay_times_free(&tb);
-        workload_free(&a);
-        workload_free(&b);
+        const char *name = k->name;
+        if (certify_pair(&a, &b, NULL).certified)
+            fail_msg("trial %d: change %d at task %d (%s) certified", n, how, i, name);
     }
     print_message("changed durations %d, micro-batches %d, bytes %d, extra collectives %d: all refused\n", tried[0],
                   tried[1], tried[2], tried[3]);
@@ -402,18 +398,6 @@ static void fenced(step_workload *w, int m, int moved, int tail_back)
         fixture_add(w, fixture_collective(0, "tail", COMM_DP, COLL_ALL_REDUCE, 2, 1e6, 0.1), c[m - 1 - tail_back]);
 }
 
-static replay_period certify_pair(step_workload *a, step_workload *b)
-{
-    replay_times tb;
-    fixture_replay_analytic(b, &tb);
-    replay_period p;
-    assert_int_equal(replay_period_certify(a, b, &tb, 1, &p), 0);
-    replay_times_free(&tb);
-    workload_free(a);
-    workload_free(b);
-    return p;
-}
-
 /* The same tasks with an input moved, where the times do not show it: in the inserted period, or
  * before the cut; the unmoved pairs are certified. */
 static void moved_inputs_are_refused(void **state)
@@ -422,20 +406,20 @@ static void moved_inputs_are_refused(void **state)
     step_workload a, b;
     fenced(&a, 5, -1, -1);
     fenced(&b, 6, -1, -1);
-    replay_period p = certify_pair(&a, &b);
+    replay_period p = certify_pair(&a, &b, NULL);
     assert_true(p.certified);
     fenced(&a, 5, -1, -1);
     fenced(&b, 6, 5, -1); /* the inserted period's compute waits for an older reduction */
-    p = certify_pair(&a, &b);
+    p = certify_pair(&a, &b, NULL);
     assert_false(p.certified);
     assert_non_null(strstr(p.why, "inputs"));
     fenced(&a, 5, -1, 0);
     fenced(&b, 6, -1, 0);
-    p = certify_pair(&a, &b);
+    p = certify_pair(&a, &b, NULL);
     assert_true(p.certified);
     fenced(&a, 5, -1, 0);
     fenced(&b, 6, -1, 1); /* the tail waits for the last micro-batch in A, not in B */
-    p = certify_pair(&a, &b);
+    p = certify_pair(&a, &b, NULL);
     assert_false(p.certified);
     assert_non_null(strstr(p.why, "waits for other tasks"));
 }
@@ -492,7 +476,7 @@ static void gaps_booked_on_what_never_repeats_are_refused(void **state)
     step_workload a, b;
     long_gap(&a, 4);
     long_gap(&b, 5);
-    replay_period p = certify_pair(&a, &b);
+    replay_period p = certify_pair(&a, &b, NULL);
     assert_false(p.certified);
 }
 
