@@ -360,7 +360,9 @@ static int contention_settled(certify_state *c, replay_period *out)
  * is linear in j only where the periodic tasks end a period after everything before the cut: else
  * a task that never repeats (a long first gather, a host transfer) sets the end of the shorter
  * steps until the periodic tasks overtake it. (The inserted period is the window's last tasks a
- * period later, compare_windows: where the step ends in it, A's ends in the window.) */
+ * period later, compare_windows: where the step ends in it, A's ends in the window.) run_fold.c's
+ * check that B's step is A's plus lambda is the same condition read from A's replay; this one
+ * needs B alone. */
 static int ends_periodic(const certify_state *c, replay_period *out)
 {
     double before = 0, periodic = 0;
