@@ -144,7 +144,7 @@ int run_scenario_folded(const scenario_config *s, run_result *r, config_error *e
         int rc = replay_pair(s, m1, period, &ra, &rb, bubble, &cert, err);
         spent += 2 * m1 + period;
         if (rc < 0) {
-            snprintf(why, sizeof why, "%s", err->msg);
+            snprintf(why, sizeof why, "%.200s", err->msg); /* the summary's reason, not the error */
             break; /* the full replay says what went wrong, if anything */
         }
         certified = rc == 1 && ra.step_time_s > 0 && rb.step_time_s > 0;

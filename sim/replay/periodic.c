@@ -11,6 +11,7 @@ typedef struct {
     int *begin; /* lanes + 1 offsets into task */
     int *task;
     int *pos;
+    int *prev; /* each task's predecessor on its lane, -1 for none (what replay_gap_walk reads) */
 } lane_order;
 
 static int lane_of(const sim_task *k)
@@ -23,6 +24,7 @@ static void lane_order_free(lane_order *x)
     free(x->begin);
     free(x->task);
     free(x->pos);
+    free(x->prev);
     memset(x, 0, sizeof *x);
 }
 
@@ -32,8 +34,9 @@ static int lane_order_build(const step_workload *w, lane_order *x)
     x->begin = calloc((size_t)nl + 1, sizeof(int));
     x->task = malloc(((size_t)n + 1) * sizeof(int));
     x->pos = malloc(((size_t)n + 1) * sizeof(int));
+    x->prev = malloc(((size_t)n + 1) * sizeof(int));
     int *count = calloc((size_t)nl + 1, sizeof(int));
-    if (!x->begin || !x->task || !x->pos || !count) {
+    if (!x->begin || !x->task || !x->pos || !x->prev || !count) {
         free(count);
         lane_order_free(x);
         return -1;
@@ -46,6 +49,7 @@ static int lane_order_build(const step_workload *w, lane_order *x)
         int q = lane_of(&w->tasks[i]);
         x->pos[i] = count[q]++;
         x->task[x->begin[q] + x->pos[i]] = i;
+        x->prev[i] = x->pos[i] > 0 ? x->task[x->begin[q] + x->pos[i] - 1] : -1;
     }
     free(count);
     return 0;
@@ -93,8 +97,7 @@ static int refuse(replay_period *out, const char *fmt, ...)
 /* The task before task i of b on its lane, -1 for none. */
 static int lane_prev(const certify_state *c, int i)
 {
-    int q = lane_of(&c->b->tasks[i]), p = c->lb.pos[i];
-    return p > 0 ? c->lb.task[c->lb.begin[q] + p - 1] : -1;
+    return c->lb.prev[i];
 }
 
 static int in_block(const certify_state *c, int i)
@@ -236,15 +239,9 @@ static void gap_consult(void *ctx, int j)
 static int gap_walks(certify_state *c, replay_period *out)
 {
     const step_workload *b = c->b;
-    int *prev = malloc(((size_t)b->n_tasks + 1) * sizeof(int));
     double *last = calloc((size_t)b->stages + 1, sizeof(double)); /* each stage's last compute's end */
-    if (!prev || !last) {
-        free(prev);
-        free(last);
+    if (!last)
         return -1;
-    }
-    for (int i = 0; i < b->n_tasks; i++)
-        prev[i] = lane_prev(c, i);
     gap_probe g = {c, 0, 0, -1};
     int at = -1;
     for (int i = 0; i < b->n_tasks && g.never < 0; i++) {
@@ -255,11 +252,10 @@ static int gap_walks(certify_state *c, replay_period *out)
             g.from = last[k->stage] - c->lambda - c->tol;
             g.block = in_block(c, i);
             at = i;
-            replay_gap_walk(b, c->tb, prev, i, last[k->stage], gap_consult, &g);
+            replay_gap_walk(b, c->tb, c->lb.prev, i, last[k->stage], gap_consult, &g);
         }
         last[k->stage] = c->tb->finish[i];
     }
-    free(prev);
     free(last);
     if (g.never >= 0)
         return refuse(out, "the gap before task %d (%s) is booked on task %d (%s), which does not repeat", at,
@@ -326,7 +322,7 @@ static int contention_settled(certify_state *c, replay_period *out)
                 int i = c->lb.task[c->lb.begin[q] + p];
                 double at = in_block(c, i) ? t->start[i] : t->start[i] - c->lambda;
                 first = at < first ? at : first;
-                if (b->tasks[i].kind != TASK_COMPUTE && (l == LANE_COMM || l == LANE_P2P))
+                if (replay_contends(&b->tasks[i]))
                     first_comm = at < first_comm ? at : first_comm;
             }
         }
@@ -342,12 +338,11 @@ static int contention_settled(certify_state *c, replay_period *out)
         int q = s * LANE_COUNT + LANE_COMPUTE;
         for (int p = c->cut[q] - 1; p >= 0; p--) {
             int i = c->lb.task[c->lb.begin[q] + p];
-            const sim_task *k = &b->tasks[i];
-            if (k->kind != TASK_COMPUTE || !(k->duration_s > k->comm_inside_s))
-                continue; /* not slowed by communication beside it */
+            if (!replay_slowed(&b->tasks[i]))
+                continue;
             if (t->finish[i] > first_comm + c->tol)
                 return refuse(out, "stage %d: task %d (%s) before the cut runs beside communication after it", s, i,
-                              k->name);
+                              b->tasks[i].name);
             break; /* the lane's last such task ends after every earlier one */
         }
     }

@@ -24,12 +24,14 @@ void replay_times_free(replay_times *t)
     memset(t, 0, sizeof *t);
 }
 
-/* Whether task k is a communication kernel on its GPU that the compute stream runs beside: a
- * collective on the comm stream or a pipeline transfer. Host-lane work (PCIe copies by the copy
- * engines, the CPU optimizer) takes no SMs. */
-static int contends(const sim_task *k)
+int replay_contends(const sim_task *k)
 {
     return k->kind != TASK_COMPUTE && (k->lane == LANE_COMM || k->lane == LANE_P2P);
+}
+
+int replay_slowed(const sim_task *k)
+{
+    return k->kind == TASK_COMPUTE && k->lane == LANE_COMPUTE && k->duration_s > k->comm_inside_s;
 }
 
 /* A min-heap of lanes keyed by the projected end of the task each runs: the next event is its
@@ -119,7 +121,7 @@ static int task_costs_build(const step_workload *w, task_costs *c, int *pending)
         int shared = k->kind == TASK_COMPUTE && k->lane == LANE_COMPUTE;
         c->tail[i] = shared ? fmin(k->comm_inside_s, k->duration_s) : k->duration_s;
         c->work[i] = shared ? k->duration_s - c->tail[i] : 0;
-        c->how[i] = shared ? RUNS_SHARED : contends(k) ? RUNS_CONTENDING : RUNS_FIXED;
+        c->how[i] = shared ? RUNS_SHARED : replay_contends(k) ? RUNS_CONTENDING : RUNS_FIXED;
         pending[i] = k->dep_count; /* the inputs it waits for: here, while the record is read */
     }
     return 0;

@@ -30,6 +30,14 @@ typedef struct {
 int replay_times_alloc(replay_times *t, int n_tasks);
 void replay_times_free(replay_times *t);
 
+/* What the analytic replay's contention is made of (step_workload.overlap_slowdown > 1):
+ * replay_contends, a communication kernel the compute stream runs beside (a collective on the comm
+ * stream or a pipeline transfer; host-lane work, PCIe copies and the CPU optimizer, takes no SMs);
+ * replay_slowed, a compute task of the compute lane with compute left beside its inside
+ * communication, which runs at cost_overlap_compute_share while such kernels of its stage run. */
+int replay_contends(const sim_task *k);
+int replay_slowed(const sim_task *k);
+
 /* Analytic replay: list scheduling of the graph with task durations. The network is
  * uncontended; a compute-lane task runs at cost_overlap_compute_share of its device while
  * collectives and transfers of its stage placed before it run beside it. */
