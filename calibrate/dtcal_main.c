@@ -30,13 +30,16 @@ static void usage(FILE *f)
             "      time the engine's kernels (GEMM grid, memory-bound ops, attention, launch overhead)\n"
             "      and write a calibration file (default: stdout); P: fp32 (default), bf16, fp16, a GEMM\n"
             "      table each; the first also times the memory-bound ops, attention and launches\n"
-            "  import-nccl-tests LOG... [--kind NAME] [--link nvlink|network] [--into CAL.json] [-o FILE]\n"
+            "  import-nccl-tests LOG... [--kind NAME] [--link nvlink|network|nvls] [--into CAL.json] [-o FILE]\n"
             "                   [--platform FILE [--ranks N --hosts H] [--min-bytes B]]\n"
             "      fit alpha and bus bandwidth per collective from nccl-tests output; link class from\n"
             "      the hosts the log's ranks ran on (one: nvlink, several: network), or --link for\n"
-            "      every log (needed for a log without its '# Using devices' block). --platform: print\n"
+            "      every log (needed for a log without its '# Using devices' block); nvls: one node's log\n"
+            "      run through NVLink SHARP (NCCL's default where the NVSwitches have it: a bus bandwidth past\n"
+            "      the links' own), read only where the platform sets node.nvls. --platform: print\n"
             "      dtsim's model of each size from B bytes up (default 1024) beside the measured time,\n"
-            "      given only the fit and that platform (NCCL's tuner model unless it says mpi); --ranks and\n"
+            "      given only the fit and that platform (NCCL's tuner model unless it says mpi), and refuse a\n"
+            "      one-node fit faster than a ring over its NVLink (node.nvlink_bandwidth_gbs); --ranks and\n"
             "      --hosts for a log that does not list its ranks\n"
             "  import-gemm CSV... [--precision P] [--column FIELD=HEADER]... [--where HEADER=VALUE]...\n"
             "              [--device NAME] [--into CAL.json] [-o FILE]\n"
@@ -183,8 +186,8 @@ static int cmd_import(int argc, char **argv)
             into = argv[++i];
         } else if (!strcmp(argv[i], "--link") && i + 1 < argc) {
             link = argv[++i];
-            if (strcmp(link, "nvlink") && strcmp(link, "network")) {
-                fprintf(stderr, "dtcal import-nccl-tests: --link %s: not nvlink or network\n", link);
+            if (strcmp(link, "nvlink") && strcmp(link, "network") && strcmp(link, "nvls")) {
+                fprintf(stderr, "dtcal import-nccl-tests: --link %s: not nvlink, network or nvls\n", link);
                 rc = 2;
             }
         } else if (argv[i][0] == '-') {
@@ -228,6 +231,26 @@ static int add_fit(json_t *colls, const char *path, const char *kind, const char
         return 2;
     }
     const char *cls = link ? link : fit.hosts > 1 ? "network" : "nvlink";
+    link_class lc = !strcmp(cls, "network") ? LINK_NETWORK : !strcmp(cls, "nvls") ? LINK_NVLS : LINK_NVLINK;
+    if (lc == LINK_NVLS && (fit.hosts > 1 || strstr(fit.collective, "all_to_all") || strstr(fit.collective, "send"))) {
+        fprintf(stderr, "dtcal %s: %s: --link nvls is NVLink SHARP inside one node, for all_reduce, all_gather and "
+                        "reduce_scatter; this log is %s over %d host(s)\n", who, path, fit.collective, fit.hosts);
+        nccl_fit_free(&fit);
+        return 2;
+    }
+    /* A ring moves each byte over a GPU's links, so its bus bandwidth stays below what they carry
+     * one way; more is a switch that reduces (NVLS), whose log read as a ring prices every ring on
+     * the node too fast (docs/model.md, "Collectives") */
+    double links_gbs = chk ? chk->platform.node.nvlink_bandwidth_gbs : 0;
+    if (lc == LINK_NVLINK && links_gbs > 0 && fit.busbw_gbs > links_gbs) {
+        fprintf(stderr, "dtcal %s: %s: %s bus bandwidth %.1f GB/s is more than a ring can move over NVLink (the "
+                        "platform's node.nvlink_bandwidth_gbs %.0f GB/s each way): the log ran NVLS (NVLink SHARP, "
+                        "NCCL's default where the NVSwitches have it); import it with --link nvls, and measure the "
+                        "ring with NCCL_NVLS_ENABLE=0 (or NCCL_ALGO=Ring) for --link nvlink\n",
+                who, path, fit.collective, fit.busbw_gbs, links_gbs);
+        nccl_fit_free(&fit);
+        return 2;
+    }
     fprintf(stderr, "  %s: %s over %d ranks on %d host(s) (%s): alpha %.2f us, busbw %.2f GB/s (%d sizes, up "
                     "to %.0f bytes)\n", path, fit.collective, fit.ranks, fit.hosts, cls, fit.alpha_us, fit.busbw_gbs,
             fit.points, fit.max_bytes);
@@ -235,7 +258,7 @@ static int add_fit(json_t *colls, const char *path, const char *kind, const char
     if (!c)
         json_object_set_new(colls, cls, c = json_object());
     json_object_set_new(c, fit.collective, json_pack("{s:f,s:f}", "alpha_us", fit.alpha_us, "busbw_gbs", fit.busbw_gbs));
-    int rc = chk ? nccl_model_check_log(path, &fit, strcmp(cls, "network") ? LINK_NVLINK : LINK_NETWORK, chk, who) : 0;
+    int rc = chk ? nccl_model_check_log(path, &fit, lc, chk, who) : 0;
     nccl_fit_free(&fit);
     return rc;
 }

@@ -24,6 +24,12 @@ int nccl_model_check(FILE *out, const platform_config *p, const nccl_fit *fit, l
     memset(&cal, 0, sizeof cal);
     cal.collectives[cls][kind] = (coll_fit){1, fit->alpha_us, fit->busbw_gbs};
     coll_group g = coll_group_of(ranks, 1, ranks / hosts);
+    platform_config with_nvls; /* an NVLS log was measured where the switches reduce */
+    if (cls == LINK_NVLS) {
+        with_nvls = *p;
+        with_nvls.node.nvls = 1;
+        p = &with_nvls;
+    }
     double sum = 0;
     fprintf(out, "    %14s %12s %12s %8s  %s\n", "size (B)", "measured us", "model us", "error", "model's choice");
     for (int i = 0; i < fit->points; i++) {

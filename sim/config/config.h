@@ -158,7 +158,11 @@ typedef struct {
     double busbw_gbs;                        /* nccl-tests bus bandwidth, GB/s */
 } coll_fit;
 
-typedef enum { LINK_NVLINK = 0, LINK_NETWORK = 1, LINK_CLASS_COUNT } link_class;
+/* What a collective fit was measured through: the node's NVLink as a ring (or any algorithm that
+ * moves every byte over the links), the network, or NVLink SHARP (NVLS: the NVSwitches reduce
+ * and multicast, so its bus bandwidth can pass the links' own; read only where platform.node.nvls
+ * says the node has it) */
+typedef enum { LINK_NVLINK = 0, LINK_NETWORK = 1, LINK_NVLS = 2, LINK_CLASS_COUNT } link_class;
 
 /* Fused attention's measured speed: a table by shape, or one efficiency. */
 #define ATTENTION_TABLE_MAX 128

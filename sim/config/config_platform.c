@@ -232,7 +232,7 @@ static int parse_gemm(json_t *gemm, const char *path, calibration_config *c, con
 
 static int parse_collectives(json_t *colls, const char *path, calibration_config *c, config_error *err)
 {
-    static const char *const classes[] = {"nvlink", "network", NULL};
+    static const char *const classes[] = {"nvlink", "network", "nvls", NULL};
     static const char *const kinds[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv", NULL};
     static const char *const fit_keys[] = {"alpha_us", "busbw_gbs", NULL};
     if (config_check_keys(colls, path, classes, err))
@@ -256,6 +256,9 @@ static int parse_collectives(json_t *colls, const char *path, calibration_config
                 continue;
             char fp[2 * CFG_PATH_MAX + 64];
             snprintf(fp, sizeof fp, "%s.%s", sub, kinds[k]);
+            if (lc == LINK_NVLS && (k == COLL_ALL_TO_ALL || k == COLL_SEND_RECV))
+                return config_fail(err, "%s: NVLink SHARP runs all_reduce, all_gather and reduce_scatter only (NCCL's "
+                                        "NVLS algorithm); measure %s under nvlink", fp, kinds[k]);
             coll_fit *f = &c->collectives[lc][k];
             if (config_check_keys(fit, fp, fit_keys, err) ||
                 config_num(fit, fp, "alpha_us", 1, 0, 0, 1e7, 0, &f->alpha_us, err) ||

@@ -208,6 +208,24 @@ coll_split nccl_pat_split(const platform_config *p, const calibration_config *c,
  * interBw) converted by n / 2(n-1) gives about twice that network time; CollNet takes the slower
  * of its NVLink and network phases, where tuning.cc reads bwIntra alone. */
 
+/* intraBw of NVLS, bwIntra * nvlsEfficiency * (nCh-1)/nCh (lanes), or where the calibration holds
+ * NVLS measured (collectives.nvls: nccl-tests on one whole node, g GPUs, with NVLS on) the intraBw
+ * that gives its bus bandwidth there by the formulas below: all-reduce busbw = 2 intraBw,
+ * all-gather and reduce-scatter busbw = intraBw ((g-1)/g)^2; a gather or reduction not measured
+ * takes the all-reduce's intraBw (one switch, one intraBw in tuning.cc). The ring's fit
+ * (collectives.nvlink) is not NVLS's: a switch that reduces moves less over the links than a
+ * ring, so an NVLS log read as a ring prices every ring above what its links carry. */
+static double nvls_intra_bw(const platform_config *p, const calibration_config *c, coll_kind kind, double lanes)
+{
+    const coll_fit *own = &c->collectives[LINK_NVLS][kind], *ar = &c->collectives[LINK_NVLS][COLL_ALL_REDUCE];
+    double node = p->node.gpus > 1 ? (p->node.gpus - 1.0) / p->node.gpus : 1; /* as measured */
+    if (own->present && own->busbw_gbs > 0)
+        return own->busbw_gbs * 1e9 / (kind == COLL_ALL_REDUCE ? 2 : node * node);
+    if (ar->present && ar->busbw_gbs > 0)
+        return ar->busbw_gbs * 1e9 / 2;
+    return NVLS_EFFICIENCY * coll_nvlink_bw(p, c, kind) * lanes;
+}
+
 /* NVLS through the node's NVSwitch (n ranks, g of them per node, g >= 2: NVLS needs two
  * channels, one per local GPU). All-reduce: intraBw = bwIntra * nvlsEfficiency * (nCh-1)/nCh,
  * doubled ("AllReduce pipelines two operations"), to algorithm bandwidth by n / (2(n-1)); on one
@@ -218,7 +236,7 @@ coll_split nccl_pat_split(const platform_config *p, const calibration_config *c,
 static double nvls_node_s(const platform_config *p, const calibration_config *c, coll_kind kind, double bytes,
                           coll_group g)
 {
-    double lanes = (double)(g.per_node - 1) / g.per_node, bw = NVLS_EFFICIENCY * coll_nvlink_bw(p, c, kind) * lanes;
+    double lanes = (double)(g.per_node - 1) / g.per_node, bw = nvls_intra_bw(p, c, kind, lanes);
     if (kind == COLL_ALL_REDUCE) /* busBw 2 bw, algBw = busBw n / nsteps, nsteps = 2 (n-1) */
         return bytes / (2 * bw * g.ranks / (2.0 * (g.ranks - 1)));
     return bytes / (bw * lanes); /* busBw = bw (ppn-1)/ppn, taken as the algorithm bandwidth */

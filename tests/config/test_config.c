@@ -303,6 +303,7 @@ static const reject_case REJECTS[] = {
     {{"calibration.ops.attention={\"efficiency\":0}"}, {"scenario.calibration.ops.attention.efficiency", "greater than 0"}},
     {{"calibration.collectives.nvlink.all_reduc={\"alpha_us\":1,\"busbw_gbs\":1}"}, {"scenario.calibration.collectives.nvlink.all_reduc", "did you mean 'all_reduce'"}},
     {{"calibration.collectives.network.send_recv={\"alpha_us\":-1,\"busbw_gbs\":1}"}, {"scenario.calibration.collectives.network.send_recv.alpha_us", "range"}},
+    {{"calibration.collectives.nvls.all_to_all={\"alpha_us\":1,\"busbw_gbs\":1}"}, {"scenario.calibration.collectives.nvls.all_to_all", "NVLink SHARP runs all_reduce, all_gather and reduce_scatter only"}},
     {{"calibration.launch_overhead_us=-1"}, {"scenario.calibration.launch_overhead_us", "range"}},
     {{"calibration.device=7"}, {"scenario.calibration.device", "expected a string"}},
     {{"calibration.ops.gelu={\"gbs\":100,\"gbs_backward\":0}"}, {"scenario.calibration.ops.gelu.gbs_backward", "greater than 0"}},

@@ -263,6 +263,36 @@ static void nvls_allreduce_on_one_node_closed_form(void **state)
     assert_true(isinf(collective_time_algo(p, c, COLL_ALL_REDUCE, S, coll_group_of(16, 8, 8), ALGO_NVLS_TREE)));
 }
 
+/* A measured NVLS fit (collectives.nvls) replaces the tuner's 0.85 B as NVLS's rate and leaves the
+ * ring's B alone: an all-reduce of S on one node of 8 at busbw X takes 2 (7/8) S / X after its
+ * 25 us; a gather not measured runs at the all-reduce's intraBw X / 2 times 7/8 (NCCL's gathers:
+ * intraBw (g-1)/g as the algorithm bandwidth), and its own fit, where given, sets its busbw;
+ * without node.nvls the fit is not read. */
+static void nvls_measured_fit_is_nvls_rate_not_the_rings(void **state)
+{
+    scenario_config *s = *state;
+    s->platform.node.nvls = 1;
+    const platform_config *p = &s->platform;
+    calibration_config *c = &s->calibration;
+    coll_group g = coll_group_of(8, 1, 8);
+    double B = 300e9, X = 479.1e9, S = 1e9;
+    double ring_before = collective_time_algo(p, c, COLL_ALL_REDUCE, S, g, ALGO_RING);
+    c->collectives[LINK_NVLS][COLL_ALL_REDUCE] = (coll_fit){1, 13.67, X / 1e9};
+    coll_split x = collective_split_algo(p, c, COLL_ALL_REDUCE, S, g, ALGO_NVLS);
+    assert_true(fabs(x.fixed_s - 25e-6) < 1e-12);
+    assert_true(fabs(x.node_s - 2.0 * 7 / 8 * S / X) < 1e-9 * x.node_s);
+    assert_true(collective_time_algo(p, c, COLL_ALL_REDUCE, S, g, ALGO_RING) == ring_before);
+    assert_true(fabs(ring_before - (2.0 * 7 / 8 * S / B + (8.4 + 14 * 3.4) * 1e-6)) < 1e-9 * ring_before);
+    double ag = collective_time_algo(p, c, COLL_ALL_GATHER, S, g, ALGO_NVLS);
+    assert_true(fabs(ag - (25e-6 + S / (X / 2 * 7.0 / 8))) < 1e-9 * ag); /* intraBw (7/8) */
+    c->collectives[LINK_NVLS][COLL_ALL_GATHER] = (coll_fit){1, 13.67, 400};
+    ag = collective_time_algo(p, c, COLL_ALL_GATHER, S, g, ALGO_NVLS);
+    assert_true(fabs(ag - (25e-6 + 7.0 / 8 * S / 400e9)) < 1e-9 * ag); /* busbw = algbw (n-1)/n */
+    s->platform.node.nvls = 0;
+    assert_true(isinf(collective_time_algo(p, c, COLL_ALL_REDUCE, S, g, ALGO_NVLS)));
+    assert_int_equal(collective_time(p, c, COLL_ALL_REDUCE, S, g).algo, ALGO_RING);
+}
+
 /* NVLSTree across N nodes of g = 8: NVLS inside (S (n-1)/n x g/(g-1) / (0.85 B) over NVLink), a
  * tree among the heads (2 S / 8 through each NIC; S / 8 on two nodes), 25 us + 2 log2(N) x
  * 20.9 us; the slower of the two phases sets the pace. */
@@ -478,35 +508,45 @@ static void nccl_broadcast_closed_form(void **state)
  * 8 x H100 node (tests/calibrate/data/README.md: NVIDIA's DGX H100 sample, NVIDIA/dgxc-benchmarking
  * nccl/README.md, v25.10; AWS p5.48xlarge, aws-samples/awsome-distributed-training, 2024-10-30;
  * out-of-place times), given only the busbw and alpha dtcal import-nccl-tests fits from each
- * (the large sizes' plateau and the small sizes' floor). From 1 KiB to 16 GiB NCCL's model is
- * within 20% at every size; the alpha-beta model with that alpha and a 1 us NVLink step is off by
- * up to 63%, and by more on average. The large sizes agree by construction (busbw comes from them);
- * the small and medium ones are the check. */
+ * (the large sizes' plateau and the small sizes' floor). Both ran NVLS: their 479-483 GB/s is more
+ * than the 450 GB/s an H100's NVLink carries each way, which a ring cannot pass, so the fit is
+ * NVLS's (collectives.nvls) on a node that has it. From 1 KiB to 1 MiB NCCL's model (ring LL)
+ * is within 21%, from 4 GiB within 3% (the plateau), and nowhere off by more than 40%; the alpha-beta model
+ * with that alpha, a 1 us NVLink step and the plateau as a ring's is off by up to 64%, and by
+ * more on average. Between them the model is fast by up to a third: NCCL's NVLS reaches its
+ * plateau at once, where the logs ramp up to 4 GiB. The large sizes agree by construction
+ * (busbw comes from them); the small and medium ones are the check. */
 static void meets_the_log(scenario_config *s, const double (*measured)[2], size_t n, double alpha_us,
                           double busbw_gbs)
 {
     s->platform.gpu.peak_tflops[PREC_FP8] = 1979; /* Hopper */
-    coll_fit *f = &s->calibration.collectives[LINK_NVLINK][COLL_ALL_REDUCE];
-    f->present = 1;
-    f->alpha_us = alpha_us;
-    f->busbw_gbs = busbw_gbs;
+    s->platform.node.nvlink_bandwidth_gbs = 450;  /* H100 SXM: 18 NVLink 4 links, 900 GB/s both ways */
+    s->platform.node.nvls = 1;
+    coll_fit fit = {1, alpha_us, busbw_gbs};
     double worst_nccl = 0, sum_nccl = 0, worst_ab = 0, sum_ab = 0;
     coll_group g = coll_group_of(8, 1, 8);
     for (size_t i = 0; i < n; i++) {
         double S = measured[i][0], t = measured[i][1] * 1e-6;
         s->platform.collective_library = COLL_LIBRARY_NCCL;
+        s->calibration.collectives[LINK_NVLS][COLL_ALL_REDUCE] = fit;
+        s->calibration.collectives[LINK_NVLINK][COLL_ALL_REDUCE] = (coll_fit){0};
         double nccl = collective_time(&s->platform, &s->calibration, COLL_ALL_REDUCE, S, g).time_s;
-        s->platform.collective_library = COLL_LIBRARY_MPI;
+        s->platform.collective_library = COLL_LIBRARY_MPI; /* alpha-beta has no NVLS: the fit as a ring's */
+        s->calibration.collectives[LINK_NVLINK][COLL_ALL_REDUCE] = fit;
         double ab = collective_time_algo(&s->platform, &s->calibration, COLL_ALL_REDUCE, S, g, ALGO_RING);
         double en = fabs(nccl / t - 1), ea = fabs(ab / t - 1);
         print_message("%12.0f B: measured %9.2f us, NCCL's model %9.2f us (%+5.1f%%), alpha-beta %9.2f us (%+5.1f%%)\n",
                       S, t * 1e6, nccl * 1e6, 100 * (nccl / t - 1), ab * 1e6, 100 * (ab / t - 1));
+        if (S <= 1048576)
+            assert_true(en <= 0.21);
+        if (S >= 4294967296) /* the plateau the fit is the mean of */
+            assert_true(en <= 0.03);
         worst_nccl = fmax(worst_nccl, en);
         worst_ab = fmax(worst_ab, ea);
         sum_nccl += en;
         sum_ab += ea;
     }
-    assert_true(worst_nccl <= 0.20);
+    assert_true(worst_nccl <= 0.40);
     assert_true(sum_nccl < sum_ab && worst_nccl < worst_ab);
 }
 
@@ -643,6 +683,7 @@ int main(void)
         TEST(nccl_tree_closed_form),
         TEST(nccl_pat_closed_form),
         TEST(nccl_broadcast_closed_form),
+        TEST(nvls_measured_fit_is_nvls_rate_not_the_rings),
         TEST(nccl_model_meets_a_published_dgx_h100_all_reduce),
         TEST(nccl_model_meets_a_published_aws_p5_all_reduce),
         TEST(userbuffers_is_the_alpha_beta_ring),
