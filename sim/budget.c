@@ -166,30 +166,83 @@ int budget_within(const work_estimate *e, const budget_limits *l)
     return !(max_bytes > 0 && e->bytes > max_bytes) && !(e->seconds > max_s);
 }
 
-int budget_check(const char *command, const work_estimate *e, const budget_limits *l)
+/* What e passes of l, in words: "N would take about G GiB and T on this machine, over ...". */
+static void over_words(const work_estimate *e, const budget_limits *l, char *out, size_t len)
 {
-    if (!(l->memory_gib >= 0) || !(l->seconds >= 0) || !isfinite(l->memory_gib) || !isfinite(l->seconds)) {
-        fprintf(stderr, "dtsim %s: --max-memory-gib and --max-seconds take a positive number\n", command);
-        return 2;
-    }
     double max_bytes, max_s;
     limits_of(l, &max_bytes, &max_s);
     int over_memory = max_bytes > 0 && e->bytes > max_bytes, over_time = e->seconds > max_s;
-    if (!over_memory && !over_time)
-        return 0;
     char took[64], limit[64];
     duration_words(e->seconds, took, sizeof took);
     duration_words(max_s, limit, sizeof limit);
-    fprintf(stderr, "dtsim %s: refused before starting: %s would take about %.3g GiB and %s on this machine", command,
-            e->work, e->bytes / 1073741824.0, took);
-    if (over_memory)
-        fprintf(stderr, ", over %s %.3g GiB", l->memory_gib > 0 ? "--max-memory-gib" : "this machine's memory of",
-                max_bytes / 1073741824.0);
-    if (over_time)
-        fprintf(stderr, "%s %s %s", over_memory ? " and" : ", over", l->seconds > 0 ? "--max-seconds" : "the default limit of",
-                limit);
-    fprintf(stderr, ". Make the work smaller (fewer micro-batches per step: a smaller global batch or a larger "
-                    "micro-batch; fewer GPUs, runs or steps; analytic fidelity in place of flow), or raise the "
-                    "limit with --max-memory-gib / --max-seconds if the machine can take it.\n");
+    int n = snprintf(out, len, "%s would take about %.3g GiB and %s on this machine", e->work, e->bytes / 1073741824.0,
+                     took);
+    if (over_memory && n > 0 && (size_t)n < len)
+        n += snprintf(out + n, len - (size_t)n, ", over %s %.3g GiB",
+                      l->memory_gib > 0 ? "--max-memory-gib" : "this machine's memory of", max_bytes / 1073741824.0);
+    if (over_time && n > 0 && (size_t)n < len)
+        snprintf(out + n, len - (size_t)n, "%s %s %s", over_memory ? " and" : ", over",
+                 l->seconds > 0 ? "--max-seconds" : "the default limit of", limit);
+}
+
+static int limits_valid(const budget_limits *l)
+{
+    return l->memory_gib >= 0 && l->seconds >= 0 && isfinite(l->memory_gib) && isfinite(l->seconds);
+}
+
+#define BUDGET_ADVICE                                                                                     \
+    "Make the work smaller (fewer micro-batches per step: a smaller global batch or a larger "          \
+    "micro-batch; fewer GPUs, runs or steps; analytic fidelity in place of flow), or raise the "        \
+    "limit with --max-memory-gib / --max-seconds if the machine can take it."
+
+int budget_check(const char *command, const work_estimate *e, const budget_limits *l)
+{
+    if (!limits_valid(l)) {
+        fprintf(stderr, "dtsim %s: --max-memory-gib and --max-seconds take a positive number\n", command);
+        return 2;
+    }
+    if (budget_within(e, l))
+        return 0;
+    char words[768];
+    over_words(e, l, words, sizeof words);
+    fprintf(stderr, "dtsim %s: refused before starting: %s. " BUDGET_ADVICE "\n", command, words);
     return 2;
+}
+
+void budget_estimate_step(const scenario_config *s, int full, work_estimate *e)
+{
+    long long first = full ? scenario_micro_batches(s) : run_fold_first_replay_micro_batches(s);
+    if (first >= scenario_micro_batches(s)) {
+        budget_estimate_run(s, e);
+        return;
+    }
+    scenario_config pair = *s;
+    pair.training.global_batch_size = first * s->training.micro_batch_size * s->parallel.dp;
+    budget_estimate_run(&pair, e);
+    size_t n = strlen(e->work);
+    snprintf(e->work + n, sizeof e->work - n, ", the fold's first two short replays of a step of %lld micro-batches",
+             scenario_micro_batches(s));
+}
+
+int budget_gate_allow(void *ctx, const scenario_config *replay, int full, config_error *err)
+{
+    budget_gate *g = ctx;
+    work_estimate e;
+    budget_estimate_run(replay, &e);
+    work_estimate so_far = e;
+    so_far.seconds += g->spent_s; /* every replay run so far counts against --max-seconds */
+    if (g->spent_s > 0) {
+        size_t n = strlen(so_far.work);
+        snprintf(so_far.work + n, sizeof so_far.work - n, ", with the replays before it,");
+    }
+    if (budget_within(&so_far, &g->limits)) {
+        g->spent_s = so_far.seconds;
+        return 0;
+    }
+    char words[768];
+    over_words(&so_far, &g->limits, words, sizeof words);
+    snprintf(err->msg, sizeof err->msg, "refused before %s: %s. %s",
+             full ? "replaying every micro-batch" : "a longer fold attempt", words,
+             "A smaller global batch, a larger micro-batch or --max-seconds / --max-memory-gib");
+    return 1;
 }

@@ -30,7 +30,8 @@ typedef struct {
 #define BUDGET_OPTIONS(l) CLI_OPT_REAL("max-memory-gib", &(l)->memory_gib), CLI_OPT_REAL("max-seconds", &(l)->seconds)
 #define BUDGET_HELP                                                                                        \
     "  --max-memory-gib G  refuse, before anything runs (exit 2, with the estimate), work estimated\n"   \
-    "                      to need more than G GiB (default: this machine's memory)\n"                    \
+    "                      to need more than G GiB (default: this machine's memory); a long step's\n"   \
+    "                      fold is priced replay by replay, each before it runs\n"                      \
     "  --max-seconds S     ... or more than S seconds (default 3600)\n"
 
 /* One simulated step of s at its fidelity: the analytic replay's tasks, or the flow replay's
@@ -45,6 +46,20 @@ double budget_plan_seconds(double tasks, int threads);
 void budget_estimate_async(const scenario_config *s, int steps, work_estimate *e);
 /* dtsim faults: runs x the timeline events of one run of `days` (failures and checkpoints). */
 void budget_estimate_faults(const scenario_config *s, int runs, double days, work_estimate *e);
+
+/* One step as dtsim run and sweep replay it, priced up front: the fold's first pair of short
+ * replays where the step may fold (sim/run.h, run_fold_first_replay_micro_batches), else, and
+ * with full (--full), the whole step. A fold that does not certify asks budget_gate_allow before
+ * each further replay. */
+void budget_estimate_step(const scenario_config *s, int full, work_estimate *e);
+/* The run_gate (sim/run.h) of one command: each replay the fold asks for is estimated and held to
+ * the limits, its seconds added to those of the replays it let run before (spent_s, 0 to start:
+ * the first pair, priced up front, is asked too). 0 to go on; else 1 with err saying what it would take and which limit it passes. */
+typedef struct {
+    budget_limits limits;
+    double spent_s;
+} budget_gate;
+int budget_gate_allow(void *ctx, const scenario_config *replay, int full, config_error *err);
 
 /* This machine's physical memory in bytes (0 when unknown: no memory limit by default). */
 double budget_machine_bytes(void);

@@ -80,12 +80,28 @@ static void memory_on_schedule(const scenario_config *s, const pipeline_schedule
     }
 }
 
+/* The memory model reads a stage's peak of micro-batches in flight from the schedule, and outside
+ * GPipe that peak stops growing once the warm-up is full (engine/schedule.c: 1F1B min(p - s, m),
+ * interleaved min(2(p - s - 1) + (v - 1)p + 1, m v)): a step of more than p (2v + 1) micro-batches
+ * has the peaks of one of that many (tests/sim/test_memory.c holds the two to the full schedule).
+ * Walking a step of millions of micro-batches for them would hold gigabytes. */
+static scenario_config memory_schedule_scenario(const scenario_config *s)
+{
+    scenario_config c = *s;
+    long long p = s->parallel.pp > 0 ? s->parallel.pp : 1, v = s->parallel.vpp > 1 ? s->parallel.vpp : 1;
+    long long cap = p * (2 * v + 1);
+    if (s->parallel.schedule != PIPELINE_GPIPE && scenario_micro_batches(s) > cap)
+        c.training.global_batch_size = cap * s->training.micro_batch_size * s->parallel.dp;
+    return c;
+}
+
 void run_memory_estimate(const scenario_config *s, run_memory *out)
 {
     pipeline_schedule sched;
     config_error err;
     memset(out, 0, sizeof *out);
-    if (scenario_schedule(s, &sched, &err) != 0)
+    scenario_config short_step = memory_schedule_scenario(s);
+    if (scenario_schedule(&short_step, &sched, &err) != 0)
         return;
     memory_on_schedule(s, &sched, out);
     pipeline_schedule_free(&sched);

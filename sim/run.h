@@ -131,6 +131,21 @@ void run_result_finish(const scenario_config *s, run_result *r);
  * evaluates its layouts this way; tests/plan/test_fold.c holds every fitting layout of every
  * shipped scenario's search to the full replay. */
 int run_scenario_folded(const scenario_config *s, run_result *r, config_error *err);
+/* Asked before each replay run_scenario_folded_gated makes: a fold attempt's pair of short
+ * replays (replay: s with their micro-batches together, full 0), and the step's own replay where
+ * the step cannot fold or no attempt certifies (replay: s, full 1). 0 lets it run; else, with err
+ * saying why, the call stops: a refused attempt goes on to ask for the full replay, a refused full
+ * replay returns RUN_GATED (nothing more runs). dtsim run and sweep pass their budget this way
+ * (sim/budget.h, budget_gate_allow), so that only the replays that will run are priced. */
+typedef struct {
+    int (*allow)(void *ctx, const scenario_config *replay, int full, config_error *err);
+    void *ctx;
+} run_gate;
+#define RUN_GATED (-3)
+int run_scenario_folded_gated(const scenario_config *s, run_result *r, const run_gate *gate, config_error *err);
+/* The micro-batches of the first replay run_scenario_folded makes: its first attempt's pair, or
+ * the step's own where it cannot fold or is too short to try. */
+long long run_fold_first_replay_micro_batches(const scenario_config *s);
 /* m1 of the fold's attempt 0, 1, 2, ...: one pipeline depth (pp x vpp micro-batches) and a period,
  * then 2, 4, ... depths, in whole periods. */
 long long run_fold_micro_batches(const scenario_config *s, int attempt);

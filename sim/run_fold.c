@@ -50,6 +50,20 @@ static const char *unfoldable(const scenario_config *s)
     return NULL;
 }
 
+/* The attempt the fold starts at: DeepSpeed-style ZeRO-3 under a pipeline settles late (above). */
+static int first_attempt(const scenario_config *s)
+{
+    return zero3_settles_late(s) ? 3 : 0;
+}
+
+/* s with the micro-batches of one replay (or of an attempt's pair of replays together). */
+static scenario_config with_micro_batches(const scenario_config *s, long long micro_batches)
+{
+    scenario_config c = *s;
+    c.training.global_batch_size = micro_batches * s->training.micro_batch_size * s->parallel.dp;
+    return c;
+}
+
 /* Every figure extended is a sum of times, never negative: one near zero (an overlap cost of
  * 1e-16 s) may round below it. */
 static double extrapolate(double a, double b, double k)
@@ -63,10 +77,7 @@ static double extrapolate(double a, double b, double k)
 static int replay_pair(const scenario_config *s, long long m1, long long period, run_result *ra, run_result *rb,
                        double *bubble, replay_period *cert, config_error *err)
 {
-    long long per = s->training.micro_batch_size * s->parallel.dp; /* sequences per micro-batch round */
-    scenario_config a = *s, b = *s;
-    a.training.global_batch_size = m1 * per;
-    b.training.global_batch_size = (m1 + period) * per;
+    scenario_config a = with_micro_batches(s, m1), b = with_micro_batches(s, m1 + period);
     int stages = s->parallel.pp > 0 ? s->parallel.pp : 1;
     step_workload wa, wb;
     replay_times tb;
@@ -105,7 +116,32 @@ long long run_fold_micro_batches(const scenario_config *s, int attempt)
     return (m1 + period - 1) / period * period;
 }
 
+long long run_fold_first_replay_micro_batches(const scenario_config *s)
+{
+    long long pp = s->parallel.pp > 0 ? s->parallel.pp : 1, v = s->parallel.vpp > 1 ? s->parallel.vpp : 1;
+    long long m = scenario_micro_batches(s), period = v > 1 ? pp : 1;
+    if (unfoldable(s))
+        return m;
+    long long m1 = run_fold_micro_batches(s, first_attempt(s));
+    return 2 * m1 + period >= m ? m : 2 * m1 + period;
+}
+
+/* Whether the gate lets the replay of `micro_batches` of s run (full: the step's own). */
+static int gate_allows(const run_gate *gate, const scenario_config *s, long long micro_batches, int full,
+                       config_error *err)
+{
+    if (!gate)
+        return 1;
+    scenario_config c = full ? *s : with_micro_batches(s, micro_batches);
+    return gate->allow(gate->ctx, &c, full, err) == 0;
+}
+
 int run_scenario_folded(const scenario_config *s, run_result *r, config_error *err)
+{
+    return run_scenario_folded_gated(s, r, NULL, err);
+}
+
+int run_scenario_folded_gated(const scenario_config *s, run_result *r, const run_gate *gate, config_error *err)
 {
     /* one period: a micro-batch, or a round of pp when interleaved (its micro-batch count is a
      * multiple of pp) */
@@ -113,6 +149,8 @@ int run_scenario_folded(const scenario_config *s, run_result *r, config_error *e
     long long m = scenario_micro_batches(s), period = v > 1 ? pp : 1;
     const char *not_here = unfoldable(s);
     if (not_here) {
+        if (!gate_allows(gate, s, m, 1, err))
+            return RUN_GATED;
         int rc = run_scenario(s, r, err);
         if (!s->run.fidelity_flow) /* a flow replay never folds: nothing to explain */
             snprintf(r->fold_why, sizeof r->fold_why, "%s", not_here);
@@ -133,13 +171,19 @@ int run_scenario_folded(const scenario_config *s, run_result *r, config_error *e
     snprintf(why, sizeof why, "%lld micro-batches, fewer than two short replays take", m);
     /* deeper while the step is not yet periodic, as long as the two replays and those before
      * them cost less than the full one */
-    for (int attempt = zero3_settles_late(s) ? 3 : 0; !certified; attempt++) {
+    for (int attempt = first_attempt(s); !certified; attempt++) {
         long long last = m1;
         m1 = run_fold_micro_batches(s, attempt);
         if (m1 <= last && attempt == 1) /* one stage: one depth and a period is two depths already */
             continue;
         if (m1 <= last || spent + 2 * m1 + period >= m)
             break;
+        config_error refused;
+        if (!gate_allows(gate, s, 2 * m1 + period, 0, &refused)) { /* the full replay is asked next */
+            if (spent == 0)
+                snprintf(why, sizeof why, "its short replays of %lld micro-batches are over the limits too", m1);
+            break;
+        }
         replay_period cert;
         int rc = replay_pair(s, m1, period, &ra, &rb, bubble, &cert, err);
         spent += 2 * m1 + period;
@@ -154,6 +198,11 @@ int run_scenario_folded(const scenario_config *s, run_result *r, config_error *e
     }
     if (!certified) {
         free(bubble);
+        if (!gate_allows(gate, s, m, 1, err)) {
+            size_t n = strlen(err->msg);
+            snprintf(err->msg + n, sizeof err->msg - n, " (the fold's short replays: %s)", why);
+            return RUN_GATED;
+        }
         int rc = run_scenario(s, r, err);
         r->wall_s = wall_clock_s() - t0; /* the attempts too */
         snprintf(r->fold_why, sizeof r->fold_why, "%s", why);

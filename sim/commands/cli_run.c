@@ -83,8 +83,11 @@ int cli_run(int argc, char **argv)
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
+    /* priced: what runs first (a long step's fold attempt, sim/run.h); each replay after it is
+     * held to the same limits before it runs */
+    int every = full || trace_path;
     work_estimate est;
-    budget_estimate_run(&s, &est);
+    budget_estimate_step(&s, every, &est);
     if (budget_check("run", &est, &limits) != 0) {
         scenario_free(&s);
         goto out;
@@ -92,7 +95,15 @@ int cli_run(int argc, char **argv)
     config_error err;
     run_result r;
     s.run.flow_progress = 1 + (int)progress_mode_of(progress, quiet);
-    int ran = full || trace_path ? run_scenario_traced(&s, &r, trace_path, &err) : run_scenario_folded(&s, &r, &err);
+    budget_gate spend = {limits, 0};
+    run_gate gate = {budget_gate_allow, &spend};
+    int ran = every ? run_scenario_traced(&s, &r, trace_path, &err) : run_scenario_folded_gated(&s, &r, &gate, &err);
+    if (ran == RUN_GATED) {
+        fprintf(stderr, "dtsim run: %s\n", err.msg);
+        scenario_free(&s);
+        rc = 2;
+        goto out;
+    }
     if (ran != 0) {
         fprintf(stderr, "dtsim: %s: %s\n", scenario_path, err.msg);
         scenario_free(&s);

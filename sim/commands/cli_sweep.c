@@ -74,6 +74,8 @@ int cli_sweep(int argc, char **argv)
     sweep_spec spec;
     memset(&spec, 0, sizeof spec);
     budget_limits limits = {0, 0};
+    budget_gate spend = {{0, 0}, 0}; /* the limits again for each replay beyond a point's first */
+    run_gate gate = {budget_gate_allow, &spend};
     const cli_option options[] = {
         BUDGET_OPTIONS(&limits),
         CLI_OPT_CALL("vary", add_vary, &spec),
@@ -126,6 +128,8 @@ int cli_sweep(int argc, char **argv)
         est.seconds /= shard.n;
         if (budget_check("sweep", &est, &limits) != 0)
             goto out;
+        spend.limits = limits;
+        spec.gate = &gate;
     }
     if (want_plot && !sweep_gnuplot_available()) {
         fprintf(stderr, "dtsim sweep: --plot needs gnuplot, which cannot be started (install gnuplot-nox)\n");
@@ -183,8 +187,8 @@ int cli_sweep(int argc, char **argv)
     }
     json_t *doc = json_pack("{s:O}", "rows", rows);
     if (cli_write_json(doc, jpath) == 0 && sweep_write_csv(rows, cpath, &err) == 0) {
-        printf("dtsim sweep: %zu points (%ld skipped as invalid) -> %s, %s\n", json_array_size(rows), failed, jpath,
-               cpath);
+        printf("dtsim sweep: %zu points (%ld skipped: invalid or over the limits) -> %s, %s\n", json_array_size(rows),
+               failed, jpath, cpath);
         sweep_print_table(stdout, rows, SWEEP_TABLE_ROWS);
         rc = 0;
     } else {

@@ -255,6 +255,52 @@ static void activations_scale_with_micro_batches_in_flight(void **state)
     pipeline_schedule_free(&il);
 }
 
+/* run_memory_estimate reads the peaks in flight from a schedule of at most p (2v + 1)
+ * micro-batches outside GPipe (sim/run.c): every stage's peak of the whole step's own schedule,
+ * built here at every size from 1 to 6p(v + 1) micro-batches (1F1B and interleaved, p 1-8, v 1-4),
+ * gives the same worst stage and memory. GPipe's peak is m: its schedule is walked whole. */
+static void memory_estimate_matches_the_whole_schedule(void **state)
+{
+    (void)state;
+    scenario_config s;
+    gpt3(&s);
+    s.training.recompute = RECOMPUTE_SELECTIVE;
+    char err[256];
+    int checked = 0;
+    for (int p = 1; p <= 8; p *= 2)
+        for (int v = 1; v <= 4; v++) {
+            if (v > 1 && p == 1)
+                continue;
+            for (int m = v > 1 ? p : 1; m <= 6 * p * (v + 1); m += v > 1 ? p : 1) {
+                fixture_layout(&s, 8, p, 4, m * 4);
+                s.parallel.vpp = v;
+                s.parallel.schedule = v > 1 ? PIPELINE_INTERLEAVED : PIPELINE_1F1B;
+                pipeline_schedule whole;
+                assert_int_equal(pipeline_schedule_build(&whole, s.parallel.schedule, p, m, v, err, sizeof err), 0);
+                memory_breakdown want;
+                int worst = -1;
+                assert_int_equal(memory_model_worst_stage(&s, &whole, &want, &worst), 0);
+                pipeline_schedule_free(&whole);
+                run_memory got;
+                run_memory_estimate(&s, &got);
+                assert_int_equal(got.worst_stage, worst);
+                assert_true(fabs(got.total * 1073741824.0 - want.total) <= 1e-9 * want.total);
+                assert_true(fabs(got.activations * 1073741824.0 - want.activations) <= 1e-9 * want.activations);
+                checked++;
+            }
+        }
+    assert_true(checked > 300);
+    /* GPipe holds every micro-batch: the estimate grows with m */
+    fixture_layout(&s, 8, 4, 4, 64 * 4);
+    s.parallel.vpp = 1;
+    s.parallel.schedule = PIPELINE_GPIPE;
+    run_memory at64, at128;
+    run_memory_estimate(&s, &at64);
+    s.training.global_batch_size = 128 * 4;
+    run_memory_estimate(&s, &at128);
+    assert_true(at128.activations > 1.9 * at64.activations);
+}
+
 static void full_recompute_keeps_inputs_and_one_working_layer(void **state)
 {
     scenario_config s;
@@ -374,6 +420,7 @@ int main(void)
         cmocka_unit_test(untied_head_counts_its_own_matrix),
         cmocka_unit_test(korthikanti_activation_formulas),
         cmocka_unit_test(activations_scale_with_micro_batches_in_flight),
+        cmocka_unit_test(memory_estimate_matches_the_whole_schedule),
         cmocka_unit_test(full_recompute_keeps_inputs_and_one_working_layer),
         cmocka_unit_test(recompute_method_sets_what_each_chunk_keeps),
         cmocka_unit_test(stage_accounting),

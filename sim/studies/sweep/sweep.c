@@ -181,7 +181,7 @@ int sweep_estimate(const char *scenario_path, const char *const *base_sets, int 
         config_error e2;
         if (scenario_load(scenario_path, sets, n_base + spec->dims, &s, &e2) == 0) { /* invalid points cost nothing */
             work_estimate one;
-            budget_estimate_run(&s, &one);
+            budget_estimate_step(&s, spec->full, &one);
             seconds += one.seconds;
             bytes = one.bytes > bytes ? one.bytes : bytes;
             counted++;
@@ -262,7 +262,7 @@ int sweep_run(const char *scenario_path, const char *const *base_sets, int n_bas
             error = e.msg;
         } else {
             run_result r;
-            if ((spec->full ? run_scenario(&s, &r, &e) : run_scenario_folded(&s, &r, &e)) != 0) {
+            if ((spec->full ? run_scenario(&s, &r, &e) : run_scenario_folded_gated(&s, &r, spec->gate, &e)) != 0) {
                 error = e.msg;
             } else {
                 json_t *res = run_result_to_json(&r);

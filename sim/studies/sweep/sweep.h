@@ -10,6 +10,7 @@
 #include "config.h"
 #include "progress.h"
 #include "budget.h"
+#include "run.h"
 
 #define SWEEP_MAX_DIMS 8
 #define SWEEP_MAX_VALUES 256
@@ -24,6 +25,8 @@ typedef struct {
     int dims;
     int zip; /* 1: point i takes the i-th value of every dimension (equal counts), not the product */
     int full; /* 1: every point replays every micro-batch (dtsim run --full), not the fold */
+    const run_gate *gate; /* asked before each replay beyond a point's first (sim/run.h); NULL: none.
+                             A point refused there gets the refusal as its error */
     sweep_dim dim[SWEEP_MAX_DIMS];
 } sweep_spec;
 
@@ -45,7 +48,8 @@ int sweep_run(const char *scenario_path, const char *const *base_sets, int n_bas
               int shard_k, int shard_n, json_t **rows, json_t **points, config_error *err,
               progress_meter *progress);
 
-/* What sweep_run would take: its points' runs estimated one by one (budget_estimate_run), from
+/* What sweep_run would take: its points' runs estimated one by one (budget_estimate_step: what
+ * each runs first, the fold's first short replays where it folds), from
  * SWEEP_ESTIMATE_SAMPLE of them spread over the sweep when there are more, scaled to all; the
  * memory is the largest point's. 0, or -1 with err. */
 #define SWEEP_ESTIMATE_SAMPLE 32
