@@ -239,15 +239,26 @@ static int add_fit(json_t *colls, const char *path, const char *kind, const char
         return 2;
     }
     /* A ring moves each byte over a GPU's links, so its bus bandwidth stays below what they carry
-     * one way; more is a switch that reduces (NVLS), whose log read as a ring prices every ring on
-     * the node too fast (docs/model.md, "Collectives") */
-    double links_gbs = chk ? chk->platform.node.nvlink_bandwidth_gbs : 0;
+     * one way; more, on a platform whose collectives are NCCL's, is a switch that reduces (NVLS),
+     * whose log read as a ring prices every ring on the node too fast (docs/model.md, "NVLS
+     * measured"). An NVLS fit is NCCL's on one whole node: intraBw is read from it as such. */
+    int nccl = chk && chk->platform.collective_library == COLL_LIBRARY_NCCL;
+    double links_gbs = nccl ? chk->platform.node.nvlink_bandwidth_gbs : 0;
     if (lc == LINK_NVLINK && links_gbs > 0 && fit.busbw_gbs > links_gbs) {
         fprintf(stderr, "dtcal %s: %s: %s bus bandwidth %.1f GB/s is more than a ring can move over NVLink (the "
                         "platform's node.nvlink_bandwidth_gbs %.0f GB/s each way): the log ran NVLS (NVLink SHARP, "
-                        "NCCL's default where the NVSwitches have it); import it with --link nvls, and measure the "
+                        "NCCL's default where the NVSwitches have it)%s; import it with --link nvls, and measure the "
                         "ring with NCCL_NVLS_ENABLE=0 (or NCCL_ALGO=Ring) for --link nvlink\n",
-                who, path, fit.collective, fit.busbw_gbs, links_gbs);
+                who, path, fit.collective, fit.busbw_gbs, links_gbs,
+                chk->platform.node.nvls ? "" : ", which this platform does not have (set node.nvls where it does)");
+        nccl_fit_free(&fit);
+        return 2;
+    }
+    int ranks = chk && chk->ranks ? chk->ranks : fit.ranks, hosts = chk && chk->hosts ? chk->hosts : fit.hosts;
+    if (lc == LINK_NVLS && chk && ranks > 0 && (hosts > 1 || ranks != chk->platform.node.gpus)) {
+        fprintf(stderr, "dtcal %s: %s: --link nvls is one whole node's NVLink SHARP (NVLS's rate is read from it "
+                        "as of all the platform node's %d GPUs); this log ran %d rank(s) on %d host(s)\n", who, path,
+                chk->platform.node.gpus, ranks, hosts);
         nccl_fit_free(&fit);
         return 2;
     }
@@ -488,6 +499,10 @@ static int cmd_collectives(int argc, char **argv)
     if (!strcmp(backend, "mpi")) {
         coll_cal_mpi(&be);
     } else if (!strcmp(backend, "nccl")) {
+        /* the ring's figures (collectives.nvlink): where the NVSwitches reduce, NCCL's default
+         * all-reduce is NVLS, whose bus bandwidth passes the links' and belongs to
+         * collectives.nvls (docs/model.md, "NVLS measured"); a user's own setting stands */
+        setenv("NCCL_NVLS_ENABLE", "0", 0);
         if (coll_cal_nccl(&be) != 0) {
             fprintf(stderr, "dtcal collectives: --backend nccl: this build has no NCCL (it needs the CUDA toolkit "
                             "with NCCL at configure time); use --backend mpi, or import nccl-tests logs\n");

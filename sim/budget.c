@@ -243,6 +243,6 @@ int budget_gate_allow(void *ctx, const scenario_config *replay, int full, config
     over_words(&so_far, &g->limits, words, sizeof words);
     snprintf(err->msg, sizeof err->msg, "refused before %s: %s. %s",
              full ? "replaying every micro-batch" : "a longer fold attempt", words,
-             "A smaller global batch, a larger micro-batch or --max-seconds / --max-memory-gib");
+             "A smaller global batch, a larger micro-batch or --max-seconds / --max-memory-gib.");
     return 1;
 }

@@ -83,7 +83,7 @@ static void memory_on_schedule(const scenario_config *s, const pipeline_schedule
 /* The memory model reads a stage's peak of micro-batches in flight from the schedule, and outside
  * GPipe that peak stops growing once the warm-up is full (engine/schedule.c: 1F1B min(p - s, m),
  * interleaved min(2(p - s - 1) + (v - 1)p + 1, m v)): a step of more than p (2v + 1) micro-batches
- * has the peaks of one of that many (tests/sim/test_memory.c holds the two to the full schedule).
+ * has the peaks of one of that many (tests/memory/test_memory.c holds the two to the full schedule).
  * Walking a step of millions of micro-batches for them would hold gigabytes. */
 static scenario_config memory_schedule_scenario(const scenario_config *s)
 {

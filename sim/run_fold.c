@@ -200,7 +200,7 @@ int run_scenario_folded_gated(const scenario_config *s, run_result *r, const run
         free(bubble);
         if (!gate_allows(gate, s, m, 1, err)) {
             size_t n = strlen(err->msg);
-            snprintf(err->msg + n, sizeof err->msg - n, " (the fold's short replays: %s)", why);
+            snprintf(err->msg + n, sizeof err->msg - n, " Not folded: %s.", why);
             return RUN_GATED;
         }
         int rc = run_scenario(s, r, err);

@@ -74,8 +74,6 @@ int cli_sweep(int argc, char **argv)
     sweep_spec spec;
     memset(&spec, 0, sizeof spec);
     budget_limits limits = {0, 0};
-    budget_gate spend = {{0, 0}, 0}; /* the limits again for each replay beyond a point's first */
-    run_gate gate = {budget_gate_allow, &spend};
     const cli_option options[] = {
         BUDGET_OPTIONS(&limits),
         CLI_OPT_CALL("vary", add_vary, &spec),
@@ -128,8 +126,7 @@ int cli_sweep(int argc, char **argv)
         est.seconds /= shard.n;
         if (budget_check("sweep", &est, &limits) != 0)
             goto out;
-        spend.limits = limits;
-        spec.gate = &gate;
+        spec.limits = &limits; /* and again before each replay of a point (sweep.h) */
     }
     if (want_plot && !sweep_gnuplot_available()) {
         fprintf(stderr, "dtsim sweep: --plot needs gnuplot, which cannot be started (install gnuplot-nox)\n");

@@ -208,21 +208,23 @@ coll_split nccl_pat_split(const platform_config *p, const calibration_config *c,
  * interBw) converted by n / 2(n-1) gives about twice that network time; CollNet takes the slower
  * of its NVLink and network phases, where tuning.cc reads bwIntra alone. */
 
-/* intraBw of NVLS, bwIntra * nvlsEfficiency * (nCh-1)/nCh (lanes), or where the calibration holds
- * NVLS measured (collectives.nvls: nccl-tests on one whole node, g GPUs, with NVLS on) the intraBw
- * that gives its bus bandwidth there by the formulas below: all-reduce busbw = 2 intraBw,
- * all-gather and reduce-scatter busbw = intraBw ((g-1)/g)^2; a gather or reduction not measured
- * takes the all-reduce's intraBw (one switch, one intraBw in tuning.cc). The ring's fit
- * (collectives.nvlink) is not NVLS's: a switch that reduces moves less over the links than a
- * ring, so an NVLS log read as a ring prices every ring above what its links carry. */
+/* intraBw of NVLS, bwIntra * nvlsEfficiency * (nCh-1)/nCh (lanes: (g-1)/g of the group's g GPUs
+ * on a node), or where the calibration holds NVLS measured (collectives.nvls: nccl-tests on one
+ * whole node of G GPUs with NVLS on) the intraBw that gives its bus bandwidth there by the
+ * formulas below (all-reduce busbw = 2 intraBw, all-gather and reduce-scatter busbw = intraBw
+ * ((G-1)/G)^2), scaled to the group's lanes as tuning.cc scales bwIntra: bwIntra nvlsEfficiency
+ * is the measured intraBw over (G-1)/G. A gather or reduction not measured takes the all-reduce's
+ * (one switch, one bwIntra in tuning.cc). The ring's fit (collectives.nvlink) is not NVLS's: a
+ * switch that reduces moves less over the links than a ring, so an NVLS log read as a ring
+ * prices every ring above what its links carry. */
 static double nvls_intra_bw(const platform_config *p, const calibration_config *c, coll_kind kind, double lanes)
 {
     const coll_fit *own = &c->collectives[LINK_NVLS][kind], *ar = &c->collectives[LINK_NVLS][COLL_ALL_REDUCE];
     double node = p->node.gpus > 1 ? (p->node.gpus - 1.0) / p->node.gpus : 1; /* as measured */
     if (own->present && own->busbw_gbs > 0)
-        return own->busbw_gbs * 1e9 / (kind == COLL_ALL_REDUCE ? 2 : node * node);
+        return own->busbw_gbs * 1e9 / (kind == COLL_ALL_REDUCE ? 2 : node * node) * lanes / node;
     if (ar->present && ar->busbw_gbs > 0)
-        return ar->busbw_gbs * 1e9 / 2;
+        return ar->busbw_gbs * 1e9 / 2 * lanes / node;
     return NVLS_EFFICIENCY * coll_nvlink_bw(p, c, kind) * lanes;
 }
 

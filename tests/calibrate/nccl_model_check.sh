@@ -51,11 +51,19 @@ done
 rc=0; "$dtcal" import-nccl-tests "$dgx" --link nvls --platform "$root/platforms/dgx-a100-superpod.json" -o /dev/null \
   2>/dev/null || rc=$? # the check is of a ring's fit only
 [ "$rc" -eq 0 ] || { echo "nvls on another platform: exit $rc"; fail=1; }
+# NVLS's rate is read as of a whole node: a log of 4 of its 8 GPUs, or of two hosts, is refused
+for part in "--ranks 4" "--ranks 16 --hosts 2"; do
+  rc=0; "$dtcal" import-nccl-tests "$dgx" --link nvls --platform "$plat" $part -o /dev/null 2>"$work/err" || rc=$?
+  [ "$rc" -eq 2 ] && grep -q "one whole node" "$work/err" || { echo "nvls $part: exit $rc"; fail=1; }
+done
+# a platform whose collectives are not NCCL's (cpu-box: mpi) has no NVLS to blame: no refusal
+rc=0; "$dtcal" import-nccl-tests "$dgx" --platform "$root/platforms/cpu-box.json" -o /dev/null 2>/dev/null || rc=$?
+[ "$rc" -eq 0 ] || { echo "ring check on an mpi platform: exit $rc"; fail=1; }
 for bad in "--ranks 0" "--ranks 2.5" "--hosts x" "--min-bytes -1" "--platform $work/nope.json"; do
   rc=0; out=$("$dtcal" import-nccl-tests "$dgx" --platform "$plat" $bad 2>/dev/null) || rc=$?
   [ "$rc" -eq 2 ] && [ -z "$out" ] || { echo "$bad: exit $rc"; fail=1; }
 done
-"$dtcal" import-nccl-tests "$dgx" --link nvls --platform "$plat" --hosts 3 -o /dev/null 2>"$work/err"; rc=$?
+"$dtcal" import-nccl-tests "$dgx" --link network --platform "$plat" --hosts 3 -o /dev/null 2>"$work/err"; rc=$?
 [ "$rc" -eq 2 ] && grep -q "same number on every host" "$work/err" || { echo "8 ranks on 3 hosts: exit $rc"; fail=1; }
 [ "$fail" -eq 0 ] && echo "import-nccl-tests --platform: dtsim's model against both published logs; bad input refused"
 exit "$fail"

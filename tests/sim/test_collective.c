@@ -263,8 +263,8 @@ static void nvls_allreduce_on_one_node_closed_form(void **state)
     assert_true(isinf(collective_time_algo(p, c, COLL_ALL_REDUCE, S, coll_group_of(16, 8, 8), ALGO_NVLS_TREE)));
 }
 
-/* A measured NVLS fit (collectives.nvls) replaces the tuner's 0.85 B as NVLS's rate and leaves the
- * ring's B alone: an all-reduce of S on one node of 8 at busbw X takes 2 (7/8) S / X after its
+/* A measured NVLS fit (collectives.nvls, one whole node of 8) replaces the tuner's 0.85 B as NVLS's
+ * rate and leaves the ring's B alone: an all-reduce of S on one node of 8 at busbw X takes 2 (7/8) S / X after its
  * 25 us; a gather not measured runs at the all-reduce's intraBw X / 2 times 7/8 (NCCL's gathers:
  * intraBw (g-1)/g as the algorithm bandwidth), and its own fit, where given, sets its busbw;
  * without node.nvls the fit is not read. */
@@ -288,6 +288,11 @@ static void nvls_measured_fit_is_nvls_rate_not_the_rings(void **state)
     c->collectives[LINK_NVLS][COLL_ALL_GATHER] = (coll_fit){1, 13.67, 400};
     ag = collective_time_algo(p, c, COLL_ALL_GATHER, S, g, ALGO_NVLS);
     assert_true(fabs(ag - (25e-6 + 7.0 / 8 * S / 400e9)) < 1e-9 * ag); /* busbw = algbw (n-1)/n */
+    /* a group of 4 on a node of 8: intraBw scales with its lanes as tuning.cc's bwIntra (3/4 of
+     * 7/8's), busbw 2 intraBw, algorithm bandwidth by n / 2(n-1) */
+    coll_split four = collective_split_algo(p, c, COLL_ALL_REDUCE, S, coll_group_of(4, 1, 4), ALGO_NVLS);
+    double intra4 = X / 2 * (3.0 / 4) / (7.0 / 8);
+    assert_true(fabs(four.node_s - S / (2 * intra4 * 4 / 6.0)) < 1e-9 * four.node_s);
     s->platform.node.nvls = 0;
     assert_true(isinf(collective_time_algo(p, c, COLL_ALL_REDUCE, S, g, ALGO_NVLS)));
     assert_int_equal(collective_time(p, c, COLL_ALL_REDUCE, S, g).algo, ALGO_RING);

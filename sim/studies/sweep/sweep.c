@@ -262,7 +262,10 @@ int sweep_run(const char *scenario_path, const char *const *base_sets, int n_bas
             error = e.msg;
         } else {
             run_result r;
-            if ((spec->full ? run_scenario(&s, &r, &e) : run_scenario_folded_gated(&s, &r, spec->gate, &e)) != 0) {
+            budget_gate spend = {spec->limits ? *spec->limits : (budget_limits){0, 0}, 0};
+            run_gate gate = {budget_gate_allow, &spend};
+            if ((spec->full ? run_scenario(&s, &r, &e)
+                            : run_scenario_folded_gated(&s, &r, spec->limits ? &gate : NULL, &e)) != 0) {
                 error = e.msg;
             } else {
                 json_t *res = run_result_to_json(&r);

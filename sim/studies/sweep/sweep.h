@@ -10,7 +10,6 @@
 #include "config.h"
 #include "progress.h"
 #include "budget.h"
-#include "run.h"
 
 #define SWEEP_MAX_DIMS 8
 #define SWEEP_MAX_VALUES 256
@@ -25,8 +24,10 @@ typedef struct {
     int dims;
     int zip; /* 1: point i takes the i-th value of every dimension (equal counts), not the product */
     int full; /* 1: every point replays every micro-batch (dtsim run --full), not the fold */
-    const run_gate *gate; /* asked before each replay beyond a point's first (sim/run.h); NULL: none.
-                             A point refused there gets the refusal as its error */
+    const budget_limits *limits; /* each point's replays held to them as dtsim run holds its step's
+                                    (budget_gate_allow, from 0 s at every point, so a point's result
+                                    does not depend on the points before it or the shard); NULL:
+                                    none. A point refused gets the refusal as its error */
     sweep_dim dim[SWEEP_MAX_DIMS];
 } sweep_spec;
 
