@@ -364,6 +364,49 @@ static void shipped_scenarios_match_their_papers(void **state)
     scenario_free(&s);
 }
 
+/* Every shipped platform's calibration is physically possible on it: a ring moves each byte
+ * over a GPU's own links, so under NCCL no nvlink fit passes node.nvlink_bandwidth_gbs (each way)
+ * and no network fit a NIC's rate (nic_bandwidth_gbps / 8); a faster one-node figure is NVLink
+ * SHARP's, filed under nvls (docs/model.md, "NVLS measured"), and only on a node that has it. The
+ * H100 calibration held NVLS's 479 GB/s as its ring fit, past the H100's 450, until 2026-11-28. */
+static void shipped_calibrations_fit_their_links(void **state)
+{
+    (void)state;
+    static const char *const platforms[] = {"dgx-a100-superpod", "dgx-h100-superpod", "dgx-h100-node"};
+    for (size_t i = 0; i < sizeof platforms / sizeof *platforms; i++) {
+        char path[4096], cal_path[4096 + CFG_PATH_MAX];
+        snprintf(path, sizeof path, "%s/platforms/%s.json", ROOT, platforms[i]);
+        platform_config p;
+        calibration_config c;
+        config_error err;
+        if (platform_load(path, &p, &err))
+            fail_msg("%s", err.msg);
+        assert_int_equal(p.collective_library, COLL_LIBRARY_NCCL);
+        snprintf(cal_path, sizeof cal_path, "%s%s%s", p.calibration[0] == '/' ? "" : ROOT,
+                 p.calibration[0] == '/' ? "" : "/", p.calibration);
+        if (calibration_load(cal_path, &c, &err))
+            fail_msg("%s: %s", platforms[i], err.msg);
+        int fits = 0;
+        for (int k = 0; k < COLL_KIND_COUNT; k++) {
+            const coll_fit *nv = &c.collectives[LINK_NVLINK][k], *net = &c.collectives[LINK_NETWORK][k];
+            if (nv->present) {
+                print_message("%s: nvlink fit %d %.1f GB/s of %.0f\n", platforms[i], k, nv->busbw_gbs,
+                              p.node.nvlink_bandwidth_gbs);
+                assert_true(nv->busbw_gbs <= p.node.nvlink_bandwidth_gbs);
+                fits++;
+            }
+            if (net->present) {
+                assert_true(net->busbw_gbs <= p.node.nic_bandwidth_gbps / 8);
+                fits++;
+            }
+            if (c.collectives[LINK_NVLS][k].present)
+                assert_true(p.node.nvls);
+        }
+        assert_true(fits >= 2);
+        calibration_free(&c);
+    }
+}
+
 /* A dtrain run's scenario on the 2-core cpu-box (node.gpus 2): more ranks than cores grow the
  * node to hold them all and keep the cores as the devices they time-share; no more ranks than
  * cores leave the platform as it is. */
@@ -422,6 +465,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(platform_defaults, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(files_over_the_limit_are_refused, setup_dir, teardown_dir),
         cmocka_unit_test(shipped_scenarios_match_their_papers),
+        cmocka_unit_test(shipped_calibrations_fit_their_links),
         cmocka_unit_test(engine_runs_share_the_platforms_devices),
         cmocka_unit_test(engine_runs_carry_their_cp_comm_type),
         cmocka_unit_test_setup_teardown(an_edited_sealed_calibration_is_refused, setup_dir, teardown_dir),
