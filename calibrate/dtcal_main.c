@@ -232,16 +232,10 @@ static int add_fit(json_t *colls, const char *path, const char *kind, const char
     }
     const char *cls = link ? link : fit.hosts > 1 ? "network" : "nvlink";
     link_class lc = !strcmp(cls, "network") ? LINK_NETWORK : !strcmp(cls, "nvls") ? LINK_NVLS : LINK_NVLINK;
-    if (lc == LINK_NVLS && (fit.hosts > 1 || strstr(fit.collective, "all_to_all") || strstr(fit.collective, "send"))) {
-        fprintf(stderr, "dtcal %s: %s: --link nvls is NVLink SHARP inside one node, for all_reduce, all_gather and "
-                        "reduce_scatter; this log is %s over %d host(s)\n", who, path, fit.collective, fit.hosts);
-        nccl_fit_free(&fit);
-        return 2;
-    }
     /* A ring moves each byte over a GPU's links, so its bus bandwidth stays below what they carry
      * one way; more, on a platform whose collectives are NCCL's, is a switch that reduces (NVLS),
      * whose log read as a ring prices every ring on the node too fast (docs/model.md, "NVLS
-     * measured"). An NVLS fit is NCCL's on one whole node: intraBw is read from it as such. */
+     * measured"). */
     int nccl = chk && chk->platform.collective_library == COLL_LIBRARY_NCCL;
     double links_gbs = nccl ? chk->platform.node.nvlink_bandwidth_gbs : 0;
     if (lc == LINK_NVLINK && links_gbs > 0 && fit.busbw_gbs > links_gbs) {
@@ -254,11 +248,15 @@ static int add_fit(json_t *colls, const char *path, const char *kind, const char
         nccl_fit_free(&fit);
         return 2;
     }
+    /* NVLS runs all-reduce, all-gather and reduce-scatter inside one node; its rate is read as of
+     * all the node's GPUs (sim/step/nccl_tuner.c), which --platform says */
     int ranks = chk && chk->ranks ? chk->ranks : fit.ranks, hosts = chk && chk->hosts ? chk->hosts : fit.hosts;
-    if (lc == LINK_NVLS && chk && ranks > 0 && (hosts > 1 || ranks != chk->platform.node.gpus)) {
-        fprintf(stderr, "dtcal %s: %s: --link nvls is one whole node's NVLink SHARP (NVLS's rate is read from it "
-                        "as of all the platform node's %d GPUs); this log ran %d rank(s) on %d host(s)\n", who, path,
-                chk->platform.node.gpus, ranks, hosts);
+    int measured = coll_kind_from_name(fit.collective);
+    if (lc == LINK_NVLS && (hosts > 1 || measured == COLL_ALL_TO_ALL || measured == COLL_SEND_RECV ||
+                            (chk && ranks > 0 && ranks != chk->platform.node.gpus))) {
+        fprintf(stderr, "dtcal %s: %s: --link nvls is one whole node's NVLink SHARP: all_reduce, all_gather or "
+                        "reduce_scatter on all of its GPUs; this log is %s of %d rank(s) on %d host(s)\n", who, path,
+                fit.collective, ranks, hosts);
         nccl_fit_free(&fit);
         return 2;
     }

@@ -216,8 +216,7 @@ void budget_estimate_step(const scenario_config *s, int full, work_estimate *e)
         budget_estimate_run(s, e);
         return;
     }
-    scenario_config pair = *s;
-    pair.training.global_batch_size = first * s->training.micro_batch_size * s->parallel.dp;
+    scenario_config pair = scenario_with_micro_batches(s, first);
     budget_estimate_run(&pair, e);
     size_t n = strlen(e->work);
     snprintf(e->work + n, sizeof e->work - n, ", the fold's first two short replays of a step of %lld micro-batches",
@@ -241,8 +240,7 @@ int budget_gate_allow(void *ctx, const scenario_config *replay, int full, config
     }
     char words[768];
     over_words(&so_far, &g->limits, words, sizeof words);
-    snprintf(err->msg, sizeof err->msg, "refused before %s: %s. %s",
-             full ? "replaying every micro-batch" : "a longer fold attempt", words,
-             "A smaller global batch, a larger micro-batch or --max-seconds / --max-memory-gib.");
+    snprintf(err->msg, sizeof err->msg, "refused before %s: %s. " BUDGET_ADVICE,
+             full ? "replaying every micro-batch" : "a longer fold attempt", words);
     return 1;
 }

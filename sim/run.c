@@ -87,12 +87,11 @@ static void memory_on_schedule(const scenario_config *s, const pipeline_schedule
  * Walking a step of millions of micro-batches for them would hold gigabytes. */
 static scenario_config memory_schedule_scenario(const scenario_config *s)
 {
-    scenario_config c = *s;
     long long p = s->parallel.pp > 0 ? s->parallel.pp : 1, v = s->parallel.vpp > 1 ? s->parallel.vpp : 1;
     long long cap = p * (2 * v + 1);
     if (s->parallel.schedule != PIPELINE_GPIPE && scenario_micro_batches(s) > cap)
-        c.training.global_batch_size = cap * s->training.micro_batch_size * s->parallel.dp;
-    return c;
+        return scenario_with_micro_batches(s, cap);
+    return *s;
 }
 
 void run_memory_estimate(const scenario_config *s, run_memory *out)

@@ -56,12 +56,12 @@ static int first_attempt(const scenario_config *s)
     return zero3_settles_late(s) ? 3 : 0;
 }
 
-/* s with the micro-batches of one replay (or of an attempt's pair of replays together). */
-static scenario_config with_micro_batches(const scenario_config *s, long long micro_batches)
+/* One period: a micro-batch, or a round of pp when interleaved (its micro-batch count is a
+ * multiple of pp). */
+static long long fold_period(const scenario_config *s)
 {
-    scenario_config c = *s;
-    c.training.global_batch_size = micro_batches * s->training.micro_batch_size * s->parallel.dp;
-    return c;
+    long long pp = s->parallel.pp > 0 ? s->parallel.pp : 1;
+    return s->parallel.vpp > 1 ? pp : 1;
 }
 
 /* Every figure extended is a sum of times, never negative: one near zero (an overlap cost of
@@ -77,7 +77,7 @@ static double extrapolate(double a, double b, double k)
 static int replay_pair(const scenario_config *s, long long m1, long long period, run_result *ra, run_result *rb,
                        double *bubble, replay_period *cert, config_error *err)
 {
-    scenario_config a = with_micro_batches(s, m1), b = with_micro_batches(s, m1 + period);
+    scenario_config a = scenario_with_micro_batches(s, m1), b = scenario_with_micro_batches(s, m1 + period);
     int stages = s->parallel.pp > 0 ? s->parallel.pp : 1;
     step_workload wa, wb;
     replay_times tb;
@@ -111,15 +111,14 @@ static int replay_pair(const scenario_config *s, long long m1, long long period,
 long long run_fold_micro_batches(const scenario_config *s, int attempt)
 {
     long long pp = s->parallel.pp > 0 ? s->parallel.pp : 1, v = s->parallel.vpp > 1 ? s->parallel.vpp : 1;
-    long long period = v > 1 ? pp : 1, depth = pp * v;
+    long long period = fold_period(s), depth = pp * v;
     long long m1 = attempt == 0 ? depth + period : depth << (attempt < 40 ? attempt : 40);
     return (m1 + period - 1) / period * period;
 }
 
 long long run_fold_first_replay_micro_batches(const scenario_config *s)
 {
-    long long pp = s->parallel.pp > 0 ? s->parallel.pp : 1, v = s->parallel.vpp > 1 ? s->parallel.vpp : 1;
-    long long m = scenario_micro_batches(s), period = v > 1 ? pp : 1;
+    long long m = scenario_micro_batches(s), period = fold_period(s);
     if (unfoldable(s))
         return m;
     long long m1 = run_fold_micro_batches(s, first_attempt(s));
@@ -132,7 +131,7 @@ static int gate_allows(const run_gate *gate, const scenario_config *s, long long
 {
     if (!gate)
         return 1;
-    scenario_config c = full ? *s : with_micro_batches(s, micro_batches);
+    scenario_config c = full ? *s : scenario_with_micro_batches(s, micro_batches);
     return gate->allow(gate->ctx, &c, full, err) == 0;
 }
 
@@ -143,10 +142,8 @@ int run_scenario_folded(const scenario_config *s, run_result *r, config_error *e
 
 int run_scenario_folded_gated(const scenario_config *s, run_result *r, const run_gate *gate, config_error *err)
 {
-    /* one period: a micro-batch, or a round of pp when interleaved (its micro-batch count is a
-     * multiple of pp) */
-    long long pp = s->parallel.pp > 0 ? s->parallel.pp : 1, v = s->parallel.vpp > 1 ? s->parallel.vpp : 1;
-    long long m = scenario_micro_batches(s), period = v > 1 ? pp : 1;
+    long long pp = s->parallel.pp > 0 ? s->parallel.pp : 1;
+    long long m = scenario_micro_batches(s), period = fold_period(s);
     const char *not_here = unfoldable(s);
     if (not_here) {
         if (!gate_allows(gate, s, m, 1, err))

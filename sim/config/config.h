@@ -404,6 +404,9 @@ int scenario_validate_layout(const scenario_config *s, config_error *err);
  * split per pipeline stage (layout.c). */
 int scenario_gpus(const scenario_config *s);                      /* tp*pp*dp*cp */
 long long scenario_micro_batches(const scenario_config *s);       /* per pipeline per step */
+/* s with `micro_batches` per pipeline per step (its global batch set to match): a shorter or
+ * longer step of the same layout */
+scenario_config scenario_with_micro_batches(const scenario_config *s, long long micro_batches);
 /* The scenario's rank grid (engine/rank_grid.h: TP innermost, then CP, PP, DP). */
 rank_grid scenario_rank_grid(const scenario_config *s);
 /* The layers of each virtual stage (pp x vpp counts, by virtual stage), from num_layers and

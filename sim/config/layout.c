@@ -15,6 +15,13 @@ long long scenario_micro_batches(const scenario_config *s)
     return per > 0 ? s->training.global_batch_size / per : 0;
 }
 
+scenario_config scenario_with_micro_batches(const scenario_config *s, long long micro_batches)
+{
+    scenario_config c = *s;
+    c.training.global_batch_size = micro_batches * s->training.micro_batch_size * s->parallel.dp;
+    return c;
+}
+
 rank_grid scenario_rank_grid(const scenario_config *s)
 {
     return rank_grid_make(s->parallel.tp, s->parallel.cp, s->parallel.pp, s->parallel.dp);
