@@ -1,5 +1,6 @@
-/* dtsim plan SCENARIO.json [--gpus N] [--top K] [--confirm K] [--json FILE|-] [--report FILE.md]
- *            [--set P=V]... [--threads N] [--progress|--quiet]: the command line; the search is
+/* dtsim plan SCENARIO.json [--gpus N] [--top K] [--confirm K] [--exhaustive] [--json FILE|-]
+ *            [--report FILE.md] [--set P=V]... [--threads N] [--progress|--quiet]: the command line;
+ * the search is
  * plan_search.c, the report markdown.c. */
 #include <jansson.h>
 #include <math.h>
@@ -20,11 +21,17 @@ static void usage(FILE *f)
             "Searches every valid parallel layout for the scenario's model, batch and platform\n"
             "(TP inside a node, PP dividing the layers, DP, CP for long sequences, interleaving,\n"
             "micro-batch 1-8, ZeRO 0-3, recomputation, sequence parallelism), drops those that do\n"
-            "not fit in GPU memory, simulates the rest (analytic fidelity) and ranks them by step time.\n\n"
+            "not fit in GPU memory, simulates the rest (analytic fidelity) and ranks them by step time.\n"
+            "Layouts are simulated in the order of a lower bound on their step (their layers' compute\n"
+            "through the pipeline); once the best K (--top, or --confirm when larger) are known, those\n"
+            "whose bound is slower than the K-th best step are not simulated (\"bounded\"): the best K\n"
+            "and every figure of theirs are what simulating every layout gives.\n\n"
             "  --gpus N          GPUs to plan for (default: the scenario's TP x PP x CP x DP)\n"
             "  --top K           layouts to print and write (default 10)\n"
             "  --confirm K       re-simulate the best K at flow fidelity (SimGrid, contention) and\n"
             "                    re-rank them by it (default 0)\n"
+            "  --exhaustive      simulate every fitting layout, none bounded (--report does: it\n"
+            "                    compares the best with the layouts one choice away)\n"
             "  --json FILE|-     the ranked layouts as JSON (DESIGN.md's plan format)\n"
             "  --report FILE     a capacity-planning report: Markdown, or HTML when FILE ends in .html;\n"
             "                    its pictures (gnuplot) are written next to it as FILE.*.png and .svg,\n"
@@ -176,7 +183,8 @@ int cli_plan(int argc, char **argv)
 {
     const char *path = NULL, *json_path = NULL, *report = NULL;
     cli_list sets = {0};
-    int gpus = 0, top = 10, confirm = 0, confirmed = 0, threads = 0, max_gpus = 0, show_progress = 0, quiet = 0;
+    int gpus = 0, top = 10, confirm = 0, confirmed = 0, threads = 0, max_gpus = 0, show_progress = 0, quiet = 0,
+        exhaustive = 0;
     double deadline = 0;
     token_range batch = {0, 0};
     budget_limits limits = {0, 0};
@@ -191,6 +199,7 @@ int cli_plan(int argc, char **argv)
         CLI_OPT_INT("threads", &threads, 1, 64),
         CLI_OPT_FLAG("progress", &show_progress),
         CLI_OPT_FLAG("quiet", &quiet),
+        CLI_OPT_FLAG("exhaustive", &exhaustive),
         CLI_OPT_STRING("json", &json_path),
         CLI_OPT_STRING("report", &report),
         CLI_OPT_APPEND("set", &sets),
@@ -202,10 +211,10 @@ int cli_plan(int argc, char **argv)
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
-    if ((max_gpus || batch.hi > 0 || deadline > 0) && (gpus || confirm || report || deadline <= 0)) {
+    if ((max_gpus || batch.hi > 0 || deadline > 0) && (gpus || confirm || report || exhaustive || deadline <= 0)) {
         fprintf(stderr, "dtsim plan: --deadline-days D (with a D above 0) searches cluster sizes itself: "
-                        "--max-gpus and --batch-tokens need it, and --gpus, --confirm and --report do not go "
-                        "with it\n");
+                        "--max-gpus and --batch-tokens need it, and --gpus, --confirm, --report and --exhaustive "
+                        "do not go with it (each size's best --top are known exactly)\n");
         scenario_free(&s);
         goto out;
     }
@@ -250,7 +259,9 @@ int cli_plan(int argc, char **argv)
     plan_result p;
     progress_meter meter;
     progress_start(&meter, "dtsim plan", "layout", progress_mode_of(show_progress, quiet));
-    int searched = plan_search_threads(&s, gpus, threads, &p, &err, &meter);
+    /* the report compares the best with its neighbours one choice away: it needs them all */
+    int keep = exhaustive || report ? 0 : top > confirm ? top : confirm;
+    int searched = plan_search_threads(&s, gpus, threads, keep, &p, &err, &meter);
     progress_end(&meter);
     if (searched != 0) {
         fprintf(stderr, "dtsim plan: %s\n", err.msg);
@@ -259,10 +270,12 @@ int cli_plan(int argc, char **argv)
     }
     int plan_gpus = gpus ? gpus : scenario_gpus(&s);
     FILE *human = json_path && !strcmp(json_path, "-") ? stderr : stdout;
-    fprintf(human, "dtsim plan: %s on %d x %s: %ld layouts, %ld invalid, %ld out of memory, %d simulated in %.2f s "
-                   "(%.0f layouts/s, %d thread%s)\n",
-            s.name, plan_gpus, s.platform.gpu.name, p.enumerated, p.invalid, p.out_of_memory, p.count, p.wall_s,
-            p.enumerated / (p.wall_s > 0 ? p.wall_s : 1e-9), p.threads, p.threads == 1 ? "" : "s");
+    fprintf(human, "dtsim plan: %s on %d x %s: %ld layouts, %ld invalid, %ld out of memory, %d simulated",
+            s.name, plan_gpus, s.platform.gpu.name, p.enumerated, p.invalid, p.out_of_memory, p.count);
+    if (p.bounded)
+        fprintf(human, ", %ld bounded (slower than the best %d)", p.bounded, keep);
+    fprintf(human, " in %.2f s (%.0f layouts/s, %d thread%s)\n", p.wall_s, p.enumerated / (p.wall_s > 0 ? p.wall_s : 1e-9),
+            p.threads, p.threads == 1 ? "" : "s");
     if (confirm > 0 && p.count > 0) {
         /* Flow fidelity for the best K: contention may reorder them. */
         int k = confirm < p.count ? confirm : p.count;
@@ -295,11 +308,12 @@ int cli_plan(int argc, char **argv)
         json_t *arr = json_array();
         for (int i = 0; i < p.count && i < top; i++)
             json_array_append_new(arr, plan_layout_to_json(&s, &p.layouts[i]));
-        json_t *doc = json_pack("{s:o,s:s,s:i,s:I,s:I,s:o,s:I,s:o,s:i,s:i,s:f}", "layouts", arr, "scenario", s.name,
-                                "gpus", plan_gpus, "enumerated", (json_int_t)p.enumerated, "invalid",
+        json_t *doc = json_pack("{s:o,s:s,s:i,s:I,s:I,s:o,s:I,s:o,s:I,s:i,s:I,s:i,s:f}", "layouts", arr, "scenario",
+                                s.name, "gpus", plan_gpus, "enumerated", (json_int_t)p.enumerated, "invalid",
                                 (json_int_t)p.invalid, "invalid_by_reason", plan_tally_to_json(&p.invalid_by),
                                 "out_of_memory", (json_int_t)p.out_of_memory, "out_of_memory_by_reason",
-                                plan_tally_to_json(&p.oom_by), "fitting", p.count, "confirmed_flow", confirmed,
+                                plan_tally_to_json(&p.oom_by), "fitting", (json_int_t)(p.count + p.bounded),
+                                "simulated", p.count, "bounded", (json_int_t)p.bounded, "confirmed_flow", confirmed,
                                 "wall_s", p.wall_s);
         if (cli_write_json(doc, json_path) != 0)
             rc = 1;

@@ -14,17 +14,35 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <jansson.h>
 #include "periodic.h"
 #include "plan.h"
 #include "run.h"
+#include "workload_bound.h"
 
-static void layout_equals_full_replay(const scenario_config *base, const plan_layout *l, double *worst)
+/* The planner prunes by workload_step_lower_bound: no layout's full replay may beat it. tight: the
+ * largest share of a step it reaches. */
+static void bound_holds(const scenario_config *base, const plan_layout *l, const scenario_config *c,
+                        double full_step_s, double *tight)
+{
+    double bound = workload_step_lower_bound(c);
+    if (!(bound > 0) || bound > full_step_s * (1 + 1e-12)) {
+        char label[128];
+        plan_layout_label(l, label, sizeof label);
+        fail_msg("%s: %s: lower bound %.9g s, full replay %.9g s", base->name, label, bound, full_step_s);
+    }
+    *tight = bound / full_step_s > *tight ? bound / full_step_s : *tight;
+}
+
+static void layout_equals_full_replay(const scenario_config *base, const plan_layout *l, double *worst,
+                                      double *tight)
 {
     scenario_config c;
     config_error err;
     plan_apply(base, l, &c);
     run_result full;
     assert_int_equal(run_scenario(&c, &full, &err), 0);
+    bound_holds(base, l, &c, full.step_time_s, tight);
     const run_result *f = &l->result;
     double rel = fabs(f->step_time_s - full.step_time_s) / full.step_time_s;
     *worst = rel > *worst ? rel : *worst;
@@ -56,14 +74,64 @@ static void search_folds_equal_full_replays(void **state)
     plan_result p;
     assert_int_equal(plan_search(&s, 0, &p, &err, NULL), 0);
     int folded = 0;
-    double worst = 0;
+    double worst = 0, tight = 0;
     for (int i = 0; i < p.count; i++) {
-        layout_equals_full_replay(&s, &p.layouts[i], &worst);
+        layout_equals_full_replay(&s, &p.layouts[i], &worst, &tight);
         folded += p.layouts[i].result.folded;
     }
-    print_message("%s: %d fitting layouts, %d folded; largest step difference %.3g\n", s.name, p.count, folded, worst);
+    print_message("%s: %d fitting layouts, %d folded; largest step difference %.3g; the lower bound reaches "
+                  "%.4f of a step at most\n", s.name, p.count, folded, worst, tight);
     plan_result_free(&p);
     scenario_free(&s);
+}
+
+/* The bound beyond the shipped scenarios: every case of the published set (torchtitan's FSDP2,
+ * DeepSpeed's engine, FP8, context parallelism, MoE, 2021-2025 Megatron) at its own layout against
+ * its full replay, and every fitting layout of the searches of those of at most 1,024 GPUs against
+ * its folded step (which equals the full replay: the searches above). */
+static void published_cases_stay_above_the_bound(void **state)
+{
+    const char *path = *state;
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root)
+        fail_msg("%s: %s", path, je.text);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = 0;
+    size_t i;
+    json_t *c;
+    int cases = 0, layouts = 0;
+    double tight = 0;
+    json_array_foreach(json_object_get(root, "cases"), i, c) {
+        scenario_config s;
+        config_error err;
+        if (scenario_load_json(json_object_get(c, "scenario"), dir, NULL, 0, &s, &err) != 0)
+            fail_msg("%s: %s", json_string_value(json_object_get(c, "id")), err.msg);
+        run_result full;
+        assert_int_equal(run_scenario(&s, &full, &err), 0);
+        plan_layout own = {.tp = s.parallel.tp, .pp = s.parallel.pp, .dp = s.parallel.dp, .cp = s.parallel.cp};
+        bound_holds(&s, &own, &s, full.step_time_s, &tight);
+        cases++;
+        if (scenario_gpus(&s) <= 1024) {
+            plan_result p;
+            assert_int_equal(plan_search(&s, 0, &p, &err, NULL), 0);
+            for (int k = 0; k < p.count; k++) {
+                scenario_config a;
+                plan_apply(&s, &p.layouts[k], &a);
+                bound_holds(&s, &p.layouts[k], &a, p.layouts[k].result.step_time_s * (1 + 1e-9), &tight);
+            }
+            layouts += p.count;
+            plan_result_free(&p);
+        }
+        scenario_free(&s);
+    }
+    print_message("%d published cases and %d layouts of their searches: the lower bound reaches %.4f of a step at "
+                  "most\n", cases, layouts, tight);
+    assert_true(cases >= 20);
+    json_decref(root);
 }
 
 /* DeepSpeed's stage 3 under a 32-stage pipeline, GPT-3 175B's 1,536 sequences. TP 8 x DP 4, two
@@ -129,7 +197,8 @@ static void certificate_refuses_where_extrapolation_errs(void **state)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: test_fold GPT3_SCENARIO [SCENARIO ...] (the first is only the certificate test's)\n");
+        fprintf(stderr, "usage: test_fold GPT3_SCENARIO [SCENARIO ...] [--cases PUBLISHED_RUNS.json] (the first is "
+                        "only the certificate test's)\n");
         return 2;
     }
     struct CMUnitTest *tests = calloc((size_t)argc, sizeof *tests);
@@ -139,7 +208,12 @@ int main(int argc, char **argv)
     tests[n++] = (struct CMUnitTest){"certificate_refuses_where_extrapolation_errs",
                                      certificate_refuses_where_extrapolation_errs, NULL, NULL, argv[1]};
     for (int i = 2; i < argc; i++) /* argv[1] is among them (CTest passes it twice) */
-        tests[n++] = (struct CMUnitTest){argv[i], search_folds_equal_full_replays, NULL, NULL, argv[i]};
+        if (!strcmp(argv[i], "--cases") && i + 1 < argc) {
+            tests[n++] = (struct CMUnitTest){argv[i + 1], published_cases_stay_above_the_bound, NULL, NULL, argv[i + 1]};
+            i++;
+        } else {
+            tests[n++] = (struct CMUnitTest){argv[i], search_folds_equal_full_replays, NULL, NULL, argv[i]};
+        }
     int failed = _cmocka_run_group_tests("folds", tests, (size_t)n, NULL, NULL);
     free(tests);
     return failed;

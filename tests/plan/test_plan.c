@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "plan.h"
+#include "workload_bound.h"
 #include "zero3.h"
 
 /* One search of GPT-3 175B on its 1,024 GPUs, shared by the tests that only read it. */
@@ -117,7 +118,7 @@ static void progress_counts_the_candidates(void **state)
     m.clock = stepping_clock;
     m.start_s = m.last_s = progress_now_s = 0;
     plan_result p;
-    assert_int_equal(plan_search_threads(&s, 8, 1, &p, &err, &m), 0); /* 8 GPUs: nothing fits, quick */
+    assert_int_equal(plan_search_threads(&s, 8, 1, 0, &p, &err, &m), 0); /* 8 GPUs: nothing fits, quick */
     rewind(out);
     char line[256];
     long lines = 0, last = 0;
@@ -237,6 +238,51 @@ static void json_layouts_load_back_through_the_loader(void **state)
         layout_json_loads_back(&g->s, &g->p.layouts[i], i + 1);
 }
 
+/* Branch and bound: searched for its best K only (K 1, 10, 40), the search simulates fewer layouts
+ * and its best K are the whole search's, layout for layout and figure for figure; every layout it
+ * did not simulate is slower than its K-th; the scenario's own layout is simulated all the same.
+ * Beneath it, the bound the cut relies on is under every layout's step (the full replay of each:
+ * tests/plan/test_fold.c, every shipped scenario). */
+static void bounded_search_keeps_the_best(void **state)
+{
+    const gpt3_plan *g = *state;
+    const plan_result *all = &g->p;
+    for (int i = 0; i < all->count; i++) {
+        scenario_config c;
+        plan_apply(&g->s, &all->layouts[i], &c);
+        double bound = workload_step_lower_bound(&c);
+        assert_true(bound > 0 && bound <= all->layouts[i].result.step_time_s * (1 + 1e-9));
+    }
+    static const int keeps[] = {1, 10, 40};
+    for (size_t k = 0; k < sizeof keeps / sizeof *keeps; k++) {
+        int keep = keeps[k];
+        plan_result p;
+        config_error err;
+        assert_int_equal(plan_search_threads(&g->s, 0, 2, keep, &p, &err, NULL), 0);
+        print_message("best %d: %d simulated, %ld bounded of %d fitting\n", keep, p.count, p.bounded, all->count);
+        assert_int_equal(p.count + p.bounded, all->count);
+        assert_true(p.bounded > all->count / 2 && p.count >= keep);
+        for (int i = 0; i < keep; i++) {
+            assert_int_equal(p.layouts[i].order, all->layouts[i].order);
+            assert_true(p.layouts[i].result.step_time_s == all->layouts[i].result.step_time_s);
+            assert_true(p.layouts[i].result.memory.total == all->layouts[i].result.memory.total);
+        }
+        int own = 0;
+        for (int i = 0; i < p.count; i++)
+            own += p.layouts[i].is_scenario_own;
+        assert_int_equal(own, 1);
+        /* what was not simulated is slower than the K-th best */
+        for (int i = 0; i < all->count; i++) {
+            int simulated = 0;
+            for (int j = 0; j < p.count && !simulated; j++)
+                simulated = p.layouts[j].order == all->layouts[i].order;
+            if (!simulated)
+                assert_true(all->layouts[i].result.step_time_s > p.layouts[keep - 1].result.step_time_s);
+        }
+        plan_result_free(&p);
+    }
+}
+
 /* Equal step times are ordered by memory then enumeration order: the same ranking on every
  * run and every libc's qsort. */
 static void ties_are_broken_by_memory_then_enumeration(void **state)
@@ -256,17 +302,20 @@ static void ties_are_broken_by_memory_then_enumeration(void **state)
     assert_true(ties > 0); /* ZeRO 1 and 2 tie in time: the rule is exercised */
 }
 
-/* Threads change nothing but the time: 1 and 3 workers give the same ranking and tallies. */
-static void threads_do_not_change_the_result(void **state)
+/* Threads change nothing but the time: 1 and 3 workers give the same ranking and tallies, every
+ * fitting layout simulated (keep 0) or only the best `keep` known (where the cut, too, is the same). */
+static void threads_give_the_same(int keep)
 {
     scenario_config s;
     config_error err;
     if (scenario_load(DTSIM_SOURCE_DIR "/scenarios/gpt3-175b-1024-a100.json", NULL, 0, &s, &err) != 0)
         fail_msg("%s", err.msg);
     plan_result a, b;
-    assert_int_equal(plan_search_threads(&s, 64, 1, &a, &err, NULL), 0);
-    assert_int_equal(plan_search_threads(&s, 64, 3, &b, &err, NULL), 0);
+    assert_int_equal(plan_search_threads(&s, 64, 1, keep, &a, &err, NULL), 0);
+    assert_int_equal(plan_search_threads(&s, 64, 3, keep, &b, &err, NULL), 0);
     assert_true(a.count > 0);
+    assert_int_equal(a.bounded, b.bounded);
+    assert_true(keep == 0 ? a.bounded == 0 : a.bounded > 0);
     assert_int_equal(a.count, b.count);
     assert_int_equal(a.enumerated, b.enumerated);
     assert_int_equal(a.invalid, b.invalid);
@@ -284,6 +333,13 @@ static void threads_do_not_change_the_result(void **state)
     plan_result_free(&a);
     plan_result_free(&b);
     scenario_free(&s);
+}
+
+static void threads_do_not_change_the_result(void **state)
+{
+    (void)state;
+    threads_give_the_same(0);
+    threads_give_the_same(5);
 }
 
 /* A MoE model: expert parallel is searched (EP 1, 2, 4, 8 for 8 experts), every EP kept divides
@@ -503,6 +559,7 @@ int main(void)
         cmocka_unit_test(json_layouts_load_back_through_the_loader),
         cmocka_unit_test(ties_are_broken_by_memory_then_enumeration),
         cmocka_unit_test(folded_layouts_equal_the_full_replay),
+        cmocka_unit_test(bounded_search_keeps_the_best),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     return failed + cmocka_run_group_tests(shared, search_once, free_search);

@@ -266,11 +266,24 @@ static void plan_json_is_ranked_and_never_worse_than_the_scenario(void **state)
                      inv + oom + json_integer_value(json_object_get(doc, "fitting")));
     json_decref(doc);
     assert_int_equal(sh("grep -q 'out of memory' dtsim_plan_err"), 0); /* the summary went to stderr */
-    /* --top K: K layouts */
+    /* --top K: K layouts, the same as --exhaustive's best K, the fitting ones simulated or bounded */
     assert_int_equal(sh("'%s' plan '%s' --top 3 --json dtsim_plan3.json >/dev/null 2>&1", DTSIM, SCENARIO), 0);
+    assert_int_equal(sh("'%s' plan '%s' --top 3 --exhaustive --json dtsim_plan3x.json >/dev/null 2>&1", DTSIM,
+                        SCENARIO), 0);
     doc = json_load_file("dtsim_plan3.json", 0, &je);
+    json_t *all = json_load_file("dtsim_plan3x.json", 0, &je);
     assert_non_null(doc);
+    assert_non_null(all);
     assert_int_equal(json_array_size(json_object_get(doc, "layouts")), 3);
+    assert_true(json_equal(json_object_get(doc, "layouts"), json_object_get(all, "layouts")));
+    json_int_t fit = json_integer_value(json_object_get(doc, "fitting"));
+    assert_int_equal(fit, json_integer_value(json_object_get(all, "fitting")));
+    assert_int_equal(fit, json_integer_value(json_object_get(doc, "simulated")) +
+                              json_integer_value(json_object_get(doc, "bounded")));
+    assert_true(json_integer_value(json_object_get(doc, "bounded")) > 0);
+    assert_int_equal(json_integer_value(json_object_get(all, "bounded")), 0);
+    assert_int_equal(json_integer_value(json_object_get(all, "simulated")), fit);
+    json_decref(all);
     json_decref(doc);
 }
 
@@ -281,6 +294,7 @@ static void plan_exit_codes(void **state)
     assert_int_equal(sh("'%s' plan /nonexistent.json 2>/dev/null", DTSIM), 2);
     assert_int_equal(sh("'%s' plan '%s' --frobnicate 2>/dev/null", DTSIM, SCENARIO), 2);
     assert_int_equal(sh("'%s' plan --help >/dev/null", DTSIM), 0);
+    assert_int_equal(sh("'%s' plan '%s' --deadline-days 30 --exhaustive 2>/dev/null", DTSIM, SCENARIO), 2);
     /* 8 GPUs cannot hold 175B parameters: nothing fits, exit 1, and the reason is given */
     assert_int_equal(sh("'%s' plan '%s' --gpus 8 >/dev/null 2>dtsim_plan_err8", DTSIM, SCENARIO), 1);
     assert_int_equal(sh("grep -q 'fits' dtsim_plan_err8"), 0);

@@ -38,9 +38,12 @@ typedef struct {
 } plan_tally;
 
 typedef struct {
-    plan_layout *layouts;      /* fitting layouts, best first */
+    plan_layout *layouts;      /* the simulated fitting layouts, best first */
     int count, cap;
     long enumerated, invalid, out_of_memory;
+    long bounded;              /* fitting layouts not simulated: the lower bound on their step
+                                  (workload_bound.h) is slower than the keep-th best's, so none of
+                                  them is among the best keep; fitting = count + bounded */
     char first_invalid[1024];   /* an example reason, for the summary */
     plan_tally invalid_by;     /* invalid candidates by the layout rule they break */
     plan_tally oom_by;         /* candidates over the GPU's memory, by their largest state */
@@ -48,16 +51,22 @@ typedef struct {
     int threads;               /* worker threads that ran the search */
 } plan_result;
 
-/* Searches the layouts of base on `gpus` GPUs (0: the scenario's own count). progress, when
- * not NULL, is told the candidates done of all enumerated (progress_note, from one thread only);
- * the caller started it and ends it. Uses plan_default_threads() threads. Returns 0, or -1 with
- * err. */
+/* Searches the layouts of base on `gpus` GPUs (0: the scenario's own count), simulating every
+ * fitting one. progress, when not NULL, is told the candidates done of all enumerated
+ * (progress_note, from one thread only); the caller started it and ends it. Uses
+ * plan_default_threads() threads. Returns 0, or -1 with err. */
 int plan_search(const scenario_config *base, int gpus, plan_result *out, config_error *err,
                 progress_meter *progress);
-/* The same with `threads` worker threads (0: plan_default_threads()). The result does not
- * depend on the thread count: the ranking's last tie-breaker is the enumeration order. */
-int plan_search_threads(const scenario_config *base, int gpus, int threads, plan_result *out, config_error *err,
-                        progress_meter *progress);
+/* The same with `threads` worker threads (0: plan_default_threads()), and with keep > 0 only as
+ * many simulated as it takes to know the best `keep` exactly (and the scenario's own layout): the
+ * fitting layouts are simulated in the order of a lower bound on their step (workload_bound.h),
+ * and the search stops at the first whose bound is slower than the keep-th best step found, as
+ * every later one is too (branch and bound; out->bounded counts them). The best `keep`, their
+ * order and every figure of theirs are those of keep 0, which simulates every fitting layout.
+ * Neither the result nor the counts depend on the thread count: the ranking's last tie-breaker is
+ * the enumeration order, and the cut is settled as one thread would have made it. */
+int plan_search_threads(const scenario_config *base, int gpus, int threads, int keep, plan_result *out,
+                        config_error *err, progress_meter *progress);
 /* ---- the cluster that meets a deadline (dtsim plan --deadline-days) ----------------------
  * Cluster sizes from one node up (1, 2, 4, ... nodes, then halving the gap to the smallest that
  * meets the deadline, and the two sizes above it), the layouts of each searched as plan_search
@@ -106,7 +115,8 @@ int plan_deadline(const scenario_config *base, const plan_deadline_input *in, pl
 void plan_deadline_free(plan_deadline_result *r);
 
 /* What plan_search_threads would take, from its candidates' task graphs in closed form (every
- * candidate counted, the invalid ones too: an upper bound). 0, or -1 out of memory. */
+ * fitting candidate priced as simulated, though a search for the best K bounds most of them: an
+ * upper bound). 0, or -1 out of memory. */
 int plan_estimate(const scenario_config *base, int gpus, int threads, work_estimate *e);
 
 /* $DTSIM_THREADS when set, else the online CPUs (at most 64). */

@@ -73,8 +73,10 @@ static int search_batch(const scenario_config *s, int gpus, long long batch, con
     if (batch > 0)
         b.training.global_batch_size = batch;
     plan_result p;
-    if (plan_search_threads(&b, gpus, in->threads, &p, err, NULL) != 0)
+    /* at one size and batch the cheapest are the fastest: the best keep_per_size are exact */
+    if (plan_search_threads(&b, gpus, in->threads, in->keep_per_size, &p, err, NULL) != 0)
         return -1;
+    all->bounded += p.bounded;
     if (p.count > 0) {
         plan_layout *grown = realloc(all->layouts, (size_t)(all->count + p.count) * sizeof *grown);
         if (!grown) {
@@ -118,7 +120,7 @@ static int search_size(const scenario_config *base, int nodes, const plan_deadli
     plan_size *z = &out->sizes[out->size_count++];
     memset(z, 0, sizeof *z);
     z->gpus = gpus;
-    z->fitting = p.count;
+    z->fitting = p.count + p.bounded;
     if (p.count > 0) /* qsort takes no NULL, even for nothing */
         qsort(p.layouts, (size_t)p.count, sizeof *p.layouts, by_days);
     z->fastest_days = p.count > 0 ? p.layouts[0].to_train.days : 0;

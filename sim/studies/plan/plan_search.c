@@ -1,7 +1,8 @@
 /* The planner's search: enumerate the candidate layouts, check each against the layout rules
- * and the memory model, simulate the rest (analytic), rank. Candidates are independent, so
- * worker threads take them in chunks; each thread keeps its own results and tallies, merged
- * at the end, and the ranking does not depend on which thread ran what. See plan.h. */
+ * and the memory model, simulate those that fit (analytic; with a keep, only until the best keep
+ * are known), rank. Candidates are independent, so worker threads take them; each thread keeps
+ * its own tallies, merged at the end, and neither the ranking nor the counts depend on which
+ * thread ran what. See plan.h. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "plan.h"
+#include "workload_bound.h"
 #include "workload_size.h"
 #include "wall_clock.h"
 
@@ -39,64 +41,180 @@ static int push(plan_result *r, const plan_layout *l)
     return 0;
 }
 
-/* One thread's share of the work. */
+/* ---- the two passes over the candidates ------------------------------------------------------
+ * Pass 1 (cheap, every candidate): the layout rules, then memory; what fits is kept with the
+ * lower bound on its step (workload_bound.h). Pass 2 (the simulations): the fitting layouts in
+ * the order of their bounds, the scenario's own first; once the best `keep` are known, a layout
+ * whose bound is slower than the keep-th best step cannot be among them, nor can any after it
+ * (their bounds are larger still), and the rest is not simulated: branch and bound, exact for the
+ * best `keep`. keep 0 simulates every fitting layout, costliest first (their tasks in closed form,
+ * so the few large simulations do not come last). Which thread ran what changes neither the
+ * ranking nor the counts: plan_search_threads settles the cut as one thread would have, simulating
+ * itself what the threads left undone before it and dropping what they ran past it. */
+
+/* Bounds compared with steps: a bound equal to a step but for rounding does not cut. */
+#define PLAN_BOUND_SLACK 1e-9
+
 typedef struct {
-    plan_result part;
-    long first_invalid_order;  /* which candidate gave part.first_invalid: the earliest wins */
+    long cand;                 /* index into the candidates */
+    double bound_s;            /* no replay of it is faster (keep > 0) */
+    double key;                /* pass 2 takes the smallest first: the bound, or minus the step
+                                  graph's tasks in closed form (keep 0: costliest first) */
+    long order;                /* enumeration order: the tie-breaker */
+    int own;                   /* the scenario's own layout: always simulated, first */
+} fitting;
+
+/* One thread's tallies of pass 1. */
+typedef struct {
+    long enumerated, invalid, out_of_memory;
+    plan_tally invalid_by, oom_by;
+    char first_invalid[1024];
+    long first_invalid_order;  /* which candidate gave first_invalid: the earliest wins */
+    fitting *fit;
+    long n_fit, cap_fit;
     int failed;                /* out of host memory */
-} worker_out;
+} check_out;
+
+/* What pass 2 made of one fitting layout. */
+enum { SIM_NOT_RUN = 0, SIM_DONE, SIM_FAILED };
+typedef struct {
+    plan_layout layout;        /* with its result when SIM_DONE */
+    char *error;               /* SIM_FAILED: why (malloc'ed) */
+    unsigned char status;
+} simulated;
+
+/* The best `keep` step times so far, a max-heap: its top is the step to beat. */
+typedef struct {
+    double *step;
+    int n, keep;
+} best_steps;
+
+static void best_add(best_steps *b, double step)
+{
+    if (b->n < b->keep) {
+        int i = b->n++;
+        while (i > 0 && b->step[(i - 1) / 2] < step) {
+            b->step[i] = b->step[(i - 1) / 2];
+            i = (i - 1) / 2;
+        }
+        b->step[i] = step;
+        return;
+    }
+    if (step >= b->step[0])
+        return;
+    int i = 0; /* the top replaced, sifted down */
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= b->n)
+            break;
+        if (c + 1 < b->n && b->step[c + 1] > b->step[c])
+            c++;
+        if (b->step[c] <= step)
+            break;
+        b->step[i] = b->step[c];
+        i = c;
+    }
+    b->step[i] = step;
+}
+
+/* Whether a layout with this bound can still be among the best: 1 until `keep` are known. */
+static int best_admits(const best_steps *b, double bound_s)
+{
+    return b->keep <= 0 || b->n < b->keep || bound_s <= b->step[0] * (1 + PLAN_BOUND_SLACK);
+}
 
 typedef struct {
     const scenario_config *base;
     const plan_layout *cand;
-    const long *order;         /* the candidates in the order threads take them: costliest first */
     long total;
-    atomic_long next, done;
+    int keep;
+    atomic_long next;
+    /* pass 2 */
+    const fitting *fit;
+    long n_fit;
+    simulated *sim;
+    atomic_long next_fit;
+    atomic_int cut;            /* a thread met a bound past the best: nothing more starts */
+    pthread_mutex_t lock;      /* guards best */
+    best_steps best;
     progress_meter *progress;  /* NULL: none */
+    atomic_long settled;       /* candidates done with: refused or out of memory in pass 1, then
+                                  simulated or cut in pass 2 (what progress counts) */
+    long noted;                /* the last count told the meter (one thread at a time tells it) */
 } search_job;
+
+/* Tells the meter the candidates settled, when that grew (from one thread only). */
+static void note_progress(search_job *job)
+{
+    long done = atomic_load(&job->settled);
+    if (done > job->noted) {
+        progress_note(job->progress, (double)done, (double)job->total);
+        job->noted = done;
+    }
+}
 
 typedef struct {
     search_job *job;
-    worker_out out;
+    check_out out;
     int reports_progress;
 } worker;
 
-/* Evaluates one candidate: layout rules, then memory, then the simulation. -1 only when the
- * result cannot be stored. */
-static int evaluate(const scenario_config *base, const plan_layout *cand, worker_out *w)
+static void first_invalid(check_out *o, long order, const char *msg)
 {
-    plan_result *r = &w->part;
-    plan_layout l = *cand;
+    if (!o->first_invalid[0] || order < o->first_invalid_order) {
+        snprintf(o->first_invalid, sizeof o->first_invalid, "%s", msg);
+        o->first_invalid_order = order;
+    }
+}
+
+/* Pass 1 for one candidate: the rules, memory, and the bound of one that fits. */
+static void check(search_job *job, long i, check_out *o)
+{
+    const plan_layout *l = &job->cand[i];
     scenario_config s;
     config_error err;
-    plan_apply(base, &l, &s);
-    r->enumerated++;
+    plan_apply(job->base, l, &s);
+    o->enumerated++;
     if (scenario_validate_layout(&s, &err) != 0) {
-        r->invalid++;
-        if (!r->first_invalid[0] || l.order < w->first_invalid_order) {
-            snprintf(r->first_invalid, sizeof r->first_invalid, "%s", err.msg);
-            w->first_invalid_order = l.order;
-        }
-        plan_tally_add(&r->invalid_by, err.msg);
-        return 0;
+        o->invalid++;
+        first_invalid(o, l->order, err.msg);
+        plan_tally_add(&o->invalid_by, err.msg);
+        atomic_fetch_add(&job->settled, 1);
+        return;
     }
     run_memory mem;
     run_memory_estimate(&s, &mem);
     if (mem.oom) {
-        r->out_of_memory++;
-        plan_oom_reason(&mem, &r->oom_by);
-        return 0;
+        o->out_of_memory++;
+        plan_oom_reason(&mem, &o->oom_by);
+        atomic_fetch_add(&job->settled, 1);
+        return;
     }
-    if (run_scenario_folded(&s, &l.result, &err) != 0) {
-        r->invalid++;
-        plan_tally_add(&r->invalid_by, err.msg);
-        return 0;
+    if (o->n_fit == o->cap_fit) {
+        long cap = o->cap_fit ? 2 * o->cap_fit : 256;
+        fitting *grown = realloc(o->fit, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            o->failed = 1;
+            return;
+        }
+        o->fit = grown;
+        o->cap_fit = cap;
     }
-    run_time_to_train(&s, l.result.step_time_s, l.result.gpus, &l.to_train);
-    return push(r, &l);
+    fitting *f = &o->fit[o->n_fit++];
+    f->cand = i;
+    f->order = l->order;
+    f->own = l->is_scenario_own;
+    if (job->keep > 0) {
+        f->bound_s = f->key = workload_step_lower_bound(&s);
+    } else {
+        workload_size z;
+        workload_size_estimate(&s, &z);
+        f->bound_s = 0;
+        f->key = -z.tasks;
+    }
 }
 
-static void *work(void *arg)
+static void *check_work(void *arg)
 {
     worker *w = arg;
     search_job *job = w->job;
@@ -106,15 +224,86 @@ static void *work(void *arg)
             break;
         long end = start + PLAN_CHUNK < job->total ? start + PLAN_CHUNK : job->total;
         for (long i = start; i < end && !w->out.failed; i++)
-            if (evaluate(job->base, &job->cand[job->order ? job->order[i] : i], &w->out) != 0)
-                w->out.failed = 1;
-        long done = atomic_fetch_add(&job->done, end - start) + (end - start);
+            check(job, i, &w->out);
         if (w->reports_progress) /* one thread only: a meter is not shared */
-            progress_note(job->progress, (double)done, (double)job->total);
+            note_progress(job);
     }
     return NULL;
 }
 
+/* Pass 2 for one fitting layout: its simulation (analytic, folded where exact). */
+static void simulate(const scenario_config *base, const plan_layout *cand, simulated *r)
+{
+    scenario_config s;
+    config_error err;
+    r->layout = *cand;
+    plan_apply(base, cand, &s);
+    if (run_scenario_folded(&s, &r->layout.result, &err) != 0) {
+        r->error = strdup(err.msg);
+        r->status = SIM_FAILED;
+        return;
+    }
+    run_time_to_train(&s, r->layout.result.step_time_s, r->layout.result.gpus, &r->layout.to_train);
+    r->status = SIM_DONE;
+}
+
+static void *simulate_work(void *arg)
+{
+    worker *w = arg;
+    search_job *job = w->job;
+    for (;;) {
+        long i = atomic_fetch_add(&job->next_fit, 1);
+        if (i >= job->n_fit || atomic_load(&job->cut))
+            break;
+        const fitting *f = &job->fit[i];
+        pthread_mutex_lock(&job->lock);
+        int admitted = f->own || best_admits(&job->best, f->bound_s);
+        pthread_mutex_unlock(&job->lock);
+        if (!admitted) { /* the later ones are bounded by more: none of them either */
+            atomic_store(&job->cut, 1);
+            break;
+        }
+        simulated *r = &job->sim[i];
+        simulate(job->base, &job->cand[f->cand], r);
+        if (r->status == SIM_DONE) {
+            pthread_mutex_lock(&job->lock);
+            best_add(&job->best, r->layout.result.step_time_s);
+            pthread_mutex_unlock(&job->lock);
+        }
+        atomic_fetch_add(&job->settled, 1);
+        if (w->reports_progress) /* one thread only: a meter is not shared */
+            note_progress(job);
+    }
+    return NULL;
+}
+
+/* Runs fn on `threads` threads (this one among them) over job; returns how many ran. Any that
+ * cannot be started leave their share to those that could. */
+static int run_threads(worker *w, int threads, void *(*fn)(void *))
+{
+    pthread_t tid[PLAN_MAX_THREADS];
+    int started = 0;
+    for (int t = 1; t < threads; t++)
+        if (pthread_create(&tid[t], NULL, fn, &w[t]) == 0)
+            started = t;
+        else
+            break;
+    fn(&w[0]);
+    for (int t = 1; t <= started; t++)
+        pthread_join(tid[t], NULL);
+    return started + 1;
+}
+
+/* Pass 2's order: the scenario's own first, then the smallest key, then enumeration order. */
+static int pass2_order(const void *a, const void *b)
+{
+    const fitting *x = a, *y = b;
+    if (x->own != y->own)
+        return y->own - x->own;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return (x->order > y->order) - (x->order < y->order);
+}
 static int same_layout(const plan_layout *a, const plan_layout *b)
 {
     return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->cp == b->cp && a->ep == b->ep &&
@@ -230,47 +419,6 @@ static int candidate_size(const scenario_config *base, const plan_layout *l, sce
     return 0;
 }
 
-/* The order the threads take the candidates in: the costliest first (the step graph's tasks in
- * closed form, workload_size_estimate; those a rule refuses cost nothing), so the few large
- * simulations start early instead of leaving one thread alone at the end (longest processing
- * time first). Which thread runs what does not change the result (see plan.h). NULL when out of
- * memory: the enumeration order then. */
-typedef struct {
-    double cost;
-    long index;
-} cand_cost;
-
-static int costliest_first(const void *a, const void *b)
-{
-    const cand_cost *x = a, *y = b;
-    if (x->cost != y->cost)
-        return x->cost > y->cost ? -1 : 1;
-    return x->index < y->index ? -1 : x->index > y->index;
-}
-
-static long *costliest_first_order(const scenario_config *base, const plan_layout *cand, long total)
-{
-    cand_cost *c = malloc((size_t)(total ? total : 1) * sizeof *c);
-    long *order = malloc((size_t)(total ? total : 1) * sizeof *order);
-    if (!c || !order) {
-        free(c);
-        free(order);
-        return NULL;
-    }
-    for (long i = 0; i < total; i++) {
-        scenario_config s;
-        workload_size z = {0};
-        candidate_size(base, &cand[i], &s, &z);
-        c[i].cost = z.tasks;
-        c[i].index = i;
-    }
-    qsort(c, (size_t)total, sizeof *c, costliest_first);
-    for (long i = 0; i < total; i++)
-        order[i] = c[i].index;
-    free(c);
-    return order;
-}
-
 int plan_estimate(const scenario_config *base, int gpus, int threads, work_estimate *e)
 {
     if (gpus <= 0)
@@ -311,11 +459,78 @@ int plan_estimate(const scenario_config *base, int gpus, int threads, work_estim
 int plan_search(const scenario_config *base, int gpus, plan_result *out, config_error *err,
                 progress_meter *progress)
 {
-    return plan_search_threads(base, gpus, 0, out, err, progress);
+    return plan_search_threads(base, gpus, 0, 0, out, err, progress);
 }
 
-int plan_search_threads(const scenario_config *base, int gpus, int threads, plan_result *out, config_error *err,
-                        progress_meter *progress)
+/* Pass 1's tallies into out, and its fitting layouts into one array (NULL, with *n -1, when out
+ * of memory). */
+static fitting *merge_checks(worker *w, int ran, plan_result *out, long *n)
+{
+    long first_order = -1, count = 0;
+    int failed = 0;
+    for (int t = 0; t < ran; t++) {
+        check_out *o = &w[t].out;
+        failed |= o->failed;
+        count += o->n_fit;
+        out->enumerated += o->enumerated;
+        out->invalid += o->invalid;
+        out->out_of_memory += o->out_of_memory;
+        for (int i = 0; i < o->invalid_by.count; i++)
+            plan_tally_count(&out->invalid_by, o->invalid_by.reason[i].rule, o->invalid_by.reason[i].count);
+        for (int i = 0; i < o->oom_by.count; i++)
+            plan_tally_count(&out->oom_by, o->oom_by.reason[i].rule, o->oom_by.reason[i].count);
+        if (o->first_invalid[0] && (first_order < 0 || o->first_invalid_order < first_order)) {
+            first_order = o->first_invalid_order;
+            snprintf(out->first_invalid, sizeof out->first_invalid, "%s", o->first_invalid);
+        }
+    }
+    fitting *all = failed ? NULL : malloc((size_t)(count ? count : 1) * sizeof *all);
+    *n = all ? 0 : -1;
+    for (int t = 0; t < ran; t++) {
+        if (all) {
+            memcpy(all + *n, w[t].out.fit, (size_t)w[t].out.n_fit * sizeof *all);
+            *n += w[t].out.n_fit;
+        }
+        free(w[t].out.fit);
+        w[t].out.fit = NULL;
+    }
+    return all;
+}
+
+/* Pass 2 as one thread taking the fitting layouts in order would have run it: what the threads
+ * left undone before the cut is simulated here (a thread may cut early, its best known from
+ * layouts after the one it stopped at), what they ran past it is dropped (bounded). Fills out's
+ * layouts and bounded count; -1 when out of memory. */
+static int settle(search_job *job, plan_result *out)
+{
+    long keep = job->keep < job->n_fit ? job->keep : job->n_fit;
+    best_steps best = {malloc((size_t)(keep > 0 ? keep : 1) * sizeof(double)), 0, (int)keep};
+    if (!best.step)
+        return -1;
+    long i;
+    int rc = 0;
+    for (i = 0; i < job->n_fit && rc == 0; i++) {
+        const fitting *f = &job->fit[i];
+        if (!f->own && !best_admits(&best, f->bound_s))
+            break;
+        simulated *r = &job->sim[i];
+        if (r->status == SIM_NOT_RUN)
+            simulate(job->base, &job->cand[f->cand], r);
+        if (r->status == SIM_FAILED) {
+            out->invalid++;
+            plan_tally_add(&out->invalid_by, r->error ? r->error : "out of host memory");
+            continue;
+        }
+        best_add(&best, r->layout.result.step_time_s);
+        rc = push(out, &r->layout);
+    }
+    out->bounded = job->n_fit - i;
+    free(best.step);
+    return rc;
+}
+
+int plan_search_threads(const scenario_config *base, int gpus, int threads, int keep, plan_result *out,
+                        config_error *err, progress_meter *progress)
 {
     memset(out, 0, sizeof *out);
     double t0 = wall_clock_s();
@@ -337,16 +552,16 @@ int plan_search_threads(const scenario_config *base, int gpus, int threads, plan
         snprintf(err->msg, sizeof err->msg, "out of host memory enumerating layouts");
         return -1;
     }
-    long *order = threads > 1 ? costliest_first_order(base, cand, total) : NULL;
-    search_job job = {.base = base, .cand = cand, .order = order, .total = total, .progress = progress};
+    search_job job = {.base = base, .cand = cand, .total = total, .keep = keep > 0 ? keep : 0,
+                      .progress = progress};
     atomic_init(&job.next, 0);
-    atomic_init(&job.done, 0);
+    atomic_init(&job.next_fit, 0);
+    atomic_init(&job.settled, 0);
+    atomic_init(&job.cut, 0);
+    pthread_mutex_init(&job.lock, NULL);
     worker *w = calloc((size_t)threads, sizeof *w);
-    pthread_t tid[PLAN_MAX_THREADS];
-    int started = 0;
     if (!w) {
         free(cand);
-        free(order);
         snprintf(err->msg, sizeof err->msg, "out of host memory");
         return -1;
     }
@@ -354,42 +569,36 @@ int plan_search_threads(const scenario_config *base, int gpus, int threads, plan
         w[t].job = &job;
         w[t].reports_progress = t == 0;
     }
-    /* Thread 0 is this one; the others are started, and any that cannot be leave their share
-     * to those that could. */
-    for (int t = 1; t < threads; t++)
-        if (pthread_create(&tid[t], NULL, work, &w[t]) == 0)
-            started = t;
-        else
-            break;
-    work(&w[0]);
-    for (int t = 1; t <= started; t++)
-        pthread_join(tid[t], NULL);
 
-    /* Merge the parts. */
-    int failed = 0;
-    long first_order = -1;
-    for (int t = 0; t <= started; t++) {
-        plan_result *p = &w[t].out.part;
-        failed |= w[t].out.failed;
-        out->enumerated += p->enumerated;
-        out->invalid += p->invalid;
-        out->out_of_memory += p->out_of_memory;
-        for (int i = 0; i < p->invalid_by.count; i++)
-            plan_tally_count(&out->invalid_by, p->invalid_by.reason[i].rule, p->invalid_by.reason[i].count);
-        for (int i = 0; i < p->oom_by.count; i++)
-            plan_tally_count(&out->oom_by, p->oom_by.reason[i].rule, p->oom_by.reason[i].count);
-        if (p->first_invalid[0] && (first_order < 0 || w[t].out.first_invalid_order < first_order)) {
-            first_order = w[t].out.first_invalid_order;
-            snprintf(out->first_invalid, sizeof out->first_invalid, "%s", p->first_invalid);
-        }
-        for (int i = 0; i < p->count && !failed; i++)
-            if (push(out, &p->layouts[i]) != 0)
-                failed = 1;
-        plan_result_free(p);
+    int ran = run_threads(w, threads, check_work);
+    long n_fit;
+    fitting *fit = merge_checks(w, ran, out, &n_fit);
+    int failed = !fit;
+    if (fit) {
+        if (n_fit > 1)
+            qsort(fit, (size_t)n_fit, sizeof *fit, pass2_order);
+        long keep_n = job.keep < n_fit ? job.keep : n_fit;
+        job.fit = fit;
+        job.n_fit = n_fit;
+        job.sim = calloc((size_t)(n_fit ? n_fit : 1), sizeof *job.sim);
+        job.best.step = malloc((size_t)(keep_n > 0 ? keep_n : 1) * sizeof(double));
+        job.best.keep = (int)keep_n;
+        failed = !job.sim || !job.best.step;
     }
+    if (!failed) {
+        ran = run_threads(w, ran, simulate_work);
+        failed = settle(&job, out) != 0;
+        atomic_store(&job.settled, total); /* the cut settles the rest */
+        note_progress(&job);
+    }
+    for (long i = 0; job.sim && i < n_fit; i++)
+        free(job.sim[i].error);
+    free(job.sim);
+    free(job.best.step);
+    free(fit);
     free(w);
     free(cand);
-    free(order);
+    pthread_mutex_destroy(&job.lock);
     if (failed) {
         snprintf(err->msg, sizeof err->msg, "out of host memory after %d simulated layouts", out->count);
         plan_result_free(out);
@@ -402,6 +611,6 @@ int plan_search_threads(const scenario_config *base, int gpus, int threads, plan
     plan_tally_sort(&out->invalid_by);
     plan_tally_sort(&out->oom_by);
     out->wall_s = wall_clock_s() - t0;
-    out->threads = started + 1;
+    out->threads = ran;
     return 0;
 }
