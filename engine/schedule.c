@@ -170,7 +170,30 @@ int pipeline_schedule_peak_in_flight(const pipeline_schedule *s, int stage)
     return peak;
 }
 
-int pipeline_layer_split(int num_layers, int stages, int chunks, const int *stage_layers, int *layers_out,
+/* The split's rules, stage by stage: stage st's layers (over all its chunks), or -1 with err. */
+static int stage_count(int num_layers, int stages, int chunks, const int *stage_layers, int st, char *err,
+                       size_t errlen)
+{
+    int n;
+    if (stage_layers) {
+        n = stage_layers[st];
+    } else {
+        if (num_layers % stages != 0) {
+            snprintf(err, errlen, "%d layers do not split equally over %d pipeline stages", num_layers, stages);
+            return -1;
+        }
+        n = num_layers / stages;
+    }
+    if (n < chunks) {
+        snprintf(err, errlen, "stage %d has %d layers, fewer than its %d model chunks", st, n, chunks);
+        return -1;
+    }
+    return n;
+}
+
+/* The split's rules over every stage (layers_out, when not NULL, gets each virtual stage's
+ * layers): 0, or -1 with err. */
+static int split_checked(int num_layers, int stages, int chunks, const int *stage_layers, int *layers_out,
                          char *err, size_t errlen)
 {
     if (stages < 1 || chunks < 1 || num_layers < 1) {
@@ -179,22 +202,11 @@ int pipeline_layer_split(int num_layers, int stages, int chunks, const int *stag
     }
     int sum = 0;
     for (int st = 0; st < stages; st++) {
-        int n;
-        if (stage_layers) {
-            n = stage_layers[st];
-        } else {
-            if (num_layers % stages != 0) {
-                snprintf(err, errlen, "%d layers do not split equally over %d pipeline stages", num_layers, stages);
-                return -1;
-            }
-            n = num_layers / stages;
-        }
-        if (n < chunks) {
-            snprintf(err, errlen, "stage %d has %d layers, fewer than its %d model chunks", st, n, chunks);
+        int n = stage_count(num_layers, stages, chunks, stage_layers, st, err, errlen);
+        if (n < 0)
             return -1;
-        }
         sum += n;
-        for (int c = 0; c < chunks; c++)
+        for (int c = 0; layers_out && c < chunks; c++)
             layers_out[pipeline_virtual_stage(stages, st, c)] = n / chunks + (c < n % chunks ? 1 : 0);
     }
     if (sum != num_layers) {
@@ -202,6 +214,24 @@ int pipeline_layer_split(int num_layers, int stages, int chunks, const int *stag
         return -1;
     }
     return 0;
+}
+
+int pipeline_layer_split(int num_layers, int stages, int chunks, const int *stage_layers, int *layers_out,
+                         char *err, size_t errlen)
+{
+    return split_checked(num_layers, stages, chunks, stage_layers, layers_out, err, errlen);
+}
+
+int pipeline_stage_layer_count(int num_layers, int stages, int chunks, const int *stage_layers, int stage,
+                               char *err, size_t errlen)
+{
+    if (split_checked(num_layers, stages, chunks, stage_layers, NULL, err, errlen) != 0)
+        return -1;
+    if (stage < 0 || stage >= stages) {
+        snprintf(err, errlen, "stage %d is not one of the %d pipeline stages", stage, stages);
+        return -1;
+    }
+    return stage_count(num_layers, stages, chunks, stage_layers, stage, err, errlen);
 }
 
 int pipeline_stage_layers(int num_layers, int stages, int chunks, const int *stage_layers, int stage,

@@ -57,6 +57,12 @@ int pipeline_schedule_peak_in_flight(const pipeline_schedule *s, int stage);
 int pipeline_layer_split(int num_layers, int stages, int chunks, const int *stage_layers,
                          int *layers_out, char *err, size_t errlen);
 
+/* How many layers stage `stage` runs over all its chunks under that split, or -1 with err as
+ * pipeline_layer_split: the same rules, nothing allocated (the memory model asks it per stage of
+ * every candidate the planner checks). */
+int pipeline_stage_layer_count(int num_layers, int stages, int chunks, const int *stage_layers, int stage,
+                               char *err, size_t errlen);
+
 /* The layers stage `stage` runs, over all its chunks: runs[l] = 1 for them, 0 for the others
  * (num_layers flags). first (stages*chunks + 1 entries, or NULL) gets where each virtual stage's
  * layers start. Returns 0, or -1 with err as pipeline_layer_split. */

@@ -36,15 +36,9 @@ int scenario_layer_split(const scenario_config *s, int *counts, char *why, size_
 int scenario_stage_layers(const scenario_config *s, int stage)
 {
     int P = s->parallel.pp > 0 ? s->parallel.pp : 1, V = s->parallel.vpp > 0 ? s->parallel.vpp : 1;
-    int *counts = calloc((size_t)P * V, sizeof *counts), n = -1;
     char why[256];
-    if (counts && stage >= 0 && stage < P && scenario_layer_split(s, counts, why, sizeof why) == 0) {
-        n = 0;
-        for (int c = 0; c < V; c++)
-            n += counts[pipeline_virtual_stage(P, stage, c)];
-    }
-    free(counts);
-    return n;
+    return pipeline_stage_layer_count((int)s->model.num_layers, P, V, s->parallel.pipeline_layers, stage, why,
+                                      sizeof why);
 }
 
 int scenario_schedule(const scenario_config *s, pipeline_schedule *out, config_error *err)

@@ -262,6 +262,8 @@ int memory_model_worst_stage(const scenario_config *s, const pipeline_schedule *
 void memory_offload_per_node(const scenario_config *s, double *host_bytes, double *nvme_bytes)
 {
     *host_bytes = *nvme_bytes = 0;
+    if (s->parallel.offload_optimizer == OFFLOAD_NONE && s->parallel.offload_parameters == OFFLOAD_NONE)
+        return; /* nothing on the host or NVMe (memory_model_states_offload) */
     int P = s->parallel.pp > 0 ? s->parallel.pp : 1;
     int gpn = s->platform.node.gpus > 0 ? s->platform.node.gpus : 1, gpus = scenario_gpus(s);
     int on_node = gpus > 0 && gpus < gpn ? gpus : gpn;

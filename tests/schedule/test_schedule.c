@@ -300,6 +300,39 @@ static void layer_splits(void **state)
     assert_int_equal(pipeline_layer_split(24, 0, 1, NULL, out, err, sizeof err), -1);
 }
 
+/* A stage's layer count without the split written out: the sum of its chunks' layers in the split,
+ * and refused (with the split's reason) wherever the split is, for even and uneven splits. */
+static void stage_layer_counts_agree_with_the_split(void **state)
+{
+    (void)state;
+    int uneven[4] = {5, 7, 7, 5}, bad[4] = {5, 7, 7, 6}, thin[4] = {1, 11, 11, 1};
+    const int *lists[] = {NULL, uneven, bad, thin};
+    for (int li = 0; li < 4; li++)
+        for (int layers = 1; layers <= 30; layers++)
+            for (int stages = 1; stages <= (lists[li] ? 4 : 6); stages++)
+                for (int chunks = 1; chunks <= 4; chunks++) {
+                    if (lists[li] && stages != 4)
+                        continue;
+                    int out[64];
+                    char e1[256] = "", e2[256] = "";
+                    int split = pipeline_layer_split(layers, stages, chunks, lists[li], out, e1, sizeof e1);
+                    for (int st = 0; st < stages; st++) {
+                        int n = pipeline_stage_layer_count(layers, stages, chunks, lists[li], st, e2, sizeof e2);
+                        if (split != 0) {
+                            assert_int_equal(n, -1);
+                            assert_string_equal(e1, e2);
+                            continue;
+                        }
+                        int sum = 0;
+                        for (int c = 0; c < chunks; c++)
+                            sum += out[pipeline_virtual_stage(stages, st, c)];
+                        assert_int_equal(n, sum);
+                    }
+                }
+    char err[256];
+    assert_int_equal(pipeline_stage_layer_count(24, 4, 1, NULL, 4, err, sizeof err), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -310,6 +343,7 @@ int main(void)
         cmocka_unit_test(invalid_schedules_are_refused),
         cmocka_unit_test(kind_names_round_trip),
         cmocka_unit_test(layer_splits),
+        cmocka_unit_test(stage_layer_counts_agree_with_the_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
