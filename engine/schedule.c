@@ -58,10 +58,9 @@ static pipe_action simple_action(int k, pipe_phase phase)
     return a;
 }
 
-int pipeline_schedule_build(pipeline_schedule *s, pipeline_kind kind, int stages, int micro_batches,
-                            int chunks, char *err, size_t errlen)
+int pipeline_schedule_check(pipeline_kind kind, int stages, int micro_batches, int chunks, char *err,
+                            size_t errlen)
 {
-    memset(s, 0, sizeof *s);
     if (stages < 1 || micro_batches < 1 || chunks < 1) {
         snprintf(err, errlen, "stages (%d), micro-batches (%d) and chunks (%d) must be >= 1", stages,
                  micro_batches, chunks);
@@ -86,6 +85,33 @@ int pipeline_schedule_build(pipeline_schedule *s, pipeline_kind kind, int stages
         snprintf(err, errlen, "unknown schedule kind %d", (int)kind);
         return -1;
     }
+    return 0;
+}
+
+/* The forwards stage st runs before its first backward (outside GPipe), of its `total`. */
+static int warmup_forwards(pipeline_kind kind, int stages, int chunks, int st, int total)
+{
+    int warmup = kind == PIPELINE_1F1B ? stages - st - 1 : (stages - st - 1) * 2 + (chunks - 1) * stages;
+    return warmup > total ? total : warmup;
+}
+
+int pipeline_peak_in_flight(pipeline_kind kind, int stages, int micro_batches, int chunks, int stage)
+{
+    int total = micro_batches * chunks;
+    if (kind == PIPELINE_GPIPE)
+        return total;
+    /* the warm-up's forwards are held, and the first steady-state forward joins them before the
+     * first backward lets one go; after that each forward is paired with a backward */
+    int warmup = warmup_forwards(kind, stages, chunks, stage, total);
+    return warmup < total ? warmup + 1 : total;
+}
+
+int pipeline_schedule_build(pipeline_schedule *s, pipeline_kind kind, int stages, int micro_batches,
+                            int chunks, char *err, size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    if (pipeline_schedule_check(kind, stages, micro_batches, chunks, err, errlen) != 0)
+        return -1;
     s->kind = kind;
     s->stages = stages;
     s->micro_batches = micro_batches;
@@ -119,13 +145,7 @@ int pipeline_schedule_build(pipeline_schedule *s, pipeline_kind kind, int stages
                 a[n++] = simple_action(k, PIPE_BACKWARD);
             continue;
         }
-        int warmup;
-        if (kind == PIPELINE_1F1B)
-            warmup = stages - st - 1;
-        else
-            warmup = (stages - st - 1) * 2 + (chunks - 1) * stages;
-        if (warmup > total)
-            warmup = total;
+        int warmup = warmup_forwards(kind, stages, chunks, st, total);
         int f = 0, b = 0;
         for (; f < warmup; f++)
             a[n++] = kind == PIPELINE_1F1B ? simple_action(f, PIPE_FORWARD)

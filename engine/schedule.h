@@ -37,7 +37,11 @@ typedef struct {
 int pipeline_kind_from_name(const char *name);
 const char *pipeline_kind_name(pipeline_kind kind);
 
-/* Builds the schedule. Returns 0, or -1 with a reason in err (e.g. interleaved with m % p != 0). */
+/* Whether the schedule can be built: 0, or -1 with a reason in err (e.g. interleaved with
+ * m % p != 0). */
+int pipeline_schedule_check(pipeline_kind kind, int stages, int micro_batches, int chunks, char *err,
+                            size_t errlen);
+/* Builds the schedule. Returns 0, or -1 with a reason in err (pipeline_schedule_check). */
 int pipeline_schedule_build(pipeline_schedule *s, pipeline_kind kind, int stages,
                             int micro_batches, int chunks, char *err, size_t errlen);
 void pipeline_schedule_free(pipeline_schedule *s);
@@ -48,6 +52,10 @@ int pipeline_virtual_stage(int stages, int stage, int chunk);
 /* Largest number of micro-batches whose forward activations stage s holds at once
  * (forwards done, backwards not yet done), counted per chunk-micro-batch pair. */
 int pipeline_schedule_peak_in_flight(const pipeline_schedule *s, int stage);
+/* The same from the schedule's shape, without building it: m v under GPipe, else the stage's
+ * warm-up forwards and one more, at most m v (the builder's own warm-up rule); for a schedule
+ * pipeline_schedule_check accepts. */
+int pipeline_peak_in_flight(pipeline_kind kind, int stages, int micro_batches, int chunks, int stage);
 
 /* Splits num_layers over stages*chunks virtual stages. stage_layers (may be NULL) gives one
  * layer count per stage (uneven split, summing to num_layers); without it the split is equal

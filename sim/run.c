@@ -1,6 +1,7 @@
 /* Simulates one scenario and derives the metrics of DESIGN.md (see run.h). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "flow/flow.h"
@@ -56,54 +57,58 @@ double run_flow_bucket_mb(const scenario_config *s)
     return grad_mb / FLOW_MAX_BUCKETS > mb ? grad_mb / FLOW_MAX_BUCKETS : mb;
 }
 
-/* The memory of the scenario's worst stage on its schedule. */
+/* A stage's memory model (the worst stage's, `worst`) as a run reports it. */
+static void memory_report(const scenario_config *s, const memory_breakdown *mb, int worst, run_memory *out)
+{
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    out->weights = mb->weights / gib;
+    out->gradients = mb->gradients / gib;
+    out->optimizer = mb->optimizer / gib;
+    out->activations = mb->activations / gib;
+    out->buffers = mb->buffers / gib;
+    out->total = mb->total / gib;
+    out->capacity = mb->capacity / gib;
+    out->oom = mb->oom;
+    out->worst_stage = worst;
+    double host = 0, nvme = 0;
+    memory_offload_per_node(s, &host, &nvme);
+    out->host_gib = host / gib;
+    out->nvme_gib = nvme / gib;
+}
+
+/* The memory of the scenario's worst stage on its schedule built already (a run's, which its graph
+ * shares). */
 static void memory_on_schedule(const scenario_config *s, const pipeline_schedule *sched, run_memory *out)
 {
     memset(out, 0, sizeof *out);
     memory_breakdown mb;
     int worst = 0;
-    if (memory_model_worst_stage(s, sched, &mb, &worst) == 0) {
-        const double gib = 1024.0 * 1024.0 * 1024.0;
-        out->weights = mb.weights / gib;
-        out->gradients = mb.gradients / gib;
-        out->optimizer = mb.optimizer / gib;
-        out->activations = mb.activations / gib;
-        out->buffers = mb.buffers / gib;
-        out->total = mb.total / gib;
-        out->capacity = mb.capacity / gib;
-        out->oom = mb.oom;
-        out->worst_stage = worst;
-        double host = 0, nvme = 0;
-        memory_offload_per_node(s, &host, &nvme);
-        out->host_gib = host / gib;
-        out->nvme_gib = nvme / gib;
-    }
+    if (memory_model_worst_stage(s, sched, &mb, &worst) == 0)
+        memory_report(s, &mb, worst, out);
 }
 
-/* The memory model reads a stage's peak of micro-batches in flight from the schedule, and outside
- * GPipe that peak stops growing once the warm-up is full (engine/schedule.c: 1F1B min(p - s, m),
- * interleaved min(2(p - s - 1) + (v - 1)p + 1, m v)): a step of more than p (2v + 1) micro-batches
- * has the peaks of one of that many (tests/memory/test_memory.c holds the two to the full schedule).
- * Walking a step of millions of micro-batches for them would hold gigabytes. */
-static scenario_config memory_schedule_scenario(const scenario_config *s)
-{
-    long long p = s->parallel.pp > 0 ? s->parallel.pp : 1, v = s->parallel.vpp > 1 ? s->parallel.vpp : 1;
-    long long cap = p * (2 * v + 1);
-    if (s->parallel.schedule != PIPELINE_GPIPE && scenario_micro_batches(s) > cap)
-        return scenario_with_micro_batches(s, cap);
-    return *s;
-}
-
+/* The memory model needs only each stage's peak of micro-batches in flight, which the schedule's
+ * shape gives without building it (pipeline_peak_in_flight: the warm-up and one more, m v under
+ * GPipe): the planner asks this of every valid candidate, and a step of millions of micro-batches
+ * would hold gigabytes of schedule. tests/memory/test_memory.c holds it to the whole schedule. */
 void run_memory_estimate(const scenario_config *s, run_memory *out)
 {
-    pipeline_schedule sched;
-    config_error err;
     memset(out, 0, sizeof *out);
-    scenario_config short_step = memory_schedule_scenario(s);
-    if (scenario_schedule(&short_step, &sched, &err) != 0)
+    int P = s->parallel.pp > 0 ? s->parallel.pp : 1, V = s->parallel.vpp > 0 ? s->parallel.vpp : 1;
+    int m = (int)scenario_micro_batches(s); /* as scenario_schedule has it */
+    char why[256];
+    if (pipeline_schedule_check(s->parallel.schedule, P, m, V, why, sizeof why) != 0)
         return;
-    memory_on_schedule(s, &sched, out);
-    pipeline_schedule_free(&sched);
+    int *peak = malloc((size_t)P * sizeof *peak);
+    if (!peak)
+        return;
+    for (int p = 0; p < P; p++)
+        peak[p] = pipeline_peak_in_flight(s->parallel.schedule, P, m, V, p);
+    memory_breakdown mb;
+    int worst = 0;
+    if (memory_model_worst_stage_at(s, P, peak, &mb, &worst) == 0)
+        memory_report(s, &mb, worst, out);
+    free(peak);
 }
 
 /* Flow fidelity simulates every gradient bucket of every replica as ring flows; buckets are

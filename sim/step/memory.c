@@ -242,14 +242,14 @@ int memory_model_stage(const scenario_config *s, int stage, int in_flight, memor
     return 0;
 }
 
-int memory_model_worst_stage(const scenario_config *s, const pipeline_schedule *sched, memory_breakdown *out,
-                             int *worst_stage)
+int memory_model_worst_stage_at(const scenario_config *s, int stages, const int *peak, memory_breakdown *out,
+                                int *worst_stage)
 {
     memset(out, 0, sizeof *out);
     *worst_stage = 0;
-    for (int p = 0; p < sched->stages; p++) {
+    for (int p = 0; p < stages; p++) {
         memory_breakdown m;
-        if (memory_model_stage(s, p, pipeline_schedule_peak_in_flight(sched, p), &m) != 0)
+        if (memory_model_stage(s, p, peak[p], &m) != 0)
             return -1;
         if (p == 0 || m.total > out->total) {
             *out = m;
@@ -257,6 +257,19 @@ int memory_model_worst_stage(const scenario_config *s, const pipeline_schedule *
         }
     }
     return 0;
+}
+
+int memory_model_worst_stage(const scenario_config *s, const pipeline_schedule *sched, memory_breakdown *out,
+                             int *worst_stage)
+{
+    int *peak = malloc((size_t)(sched->stages > 0 ? sched->stages : 1) * sizeof *peak);
+    if (!peak)
+        return -1;
+    for (int p = 0; p < sched->stages; p++)
+        peak[p] = pipeline_schedule_peak_in_flight(sched, p);
+    int rc = memory_model_worst_stage_at(s, sched->stages, peak, out, worst_stage);
+    free(peak);
+    return rc;
 }
 
 void memory_offload_per_node(const scenario_config *s, double *host_bytes, double *nvme_bytes)

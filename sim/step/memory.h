@@ -86,5 +86,8 @@ int memory_model_stage(const scenario_config *s, int stage, int in_flight, memor
  * pipeline_schedule_peak_in_flight). Returns 0, -1 if a stage cannot be modelled. */
 int memory_model_worst_stage(const scenario_config *s, const pipeline_schedule *sched,
                              memory_breakdown *out, int *worst_stage);
+/* The same with each stage's peak in flight given (peak[0 .. stages)). */
+int memory_model_worst_stage_at(const scenario_config *s, int stages, const int *peak, memory_breakdown *out,
+                                int *worst_stage);
 
 #endif

@@ -255,10 +255,10 @@ static void activations_scale_with_micro_batches_in_flight(void **state)
     pipeline_schedule_free(&il);
 }
 
-/* run_memory_estimate reads the peaks in flight from a schedule of at most p (2v + 1)
- * micro-batches outside GPipe (sim/run.c): every stage's peak of the whole step's own schedule,
- * built here at every size from 1 to 6p(v + 1) micro-batches (1F1B and interleaved, p 1-8, v 1-4),
- * gives the same worst stage and memory. GPipe's peak is m: its schedule is walked whole. */
+/* run_memory_estimate reads the peaks in flight from the schedule's shape, without building it
+ * (pipeline_peak_in_flight, sim/run.c): every stage's peak of the whole step's own schedule, built
+ * here at every size from 1 to 6p(v + 1) micro-batches (1F1B and interleaved, p 1-8, v 1-4), gives
+ * the same worst stage and memory. GPipe's peak is m. */
 static void memory_estimate_matches_the_whole_schedule(void **state)
 {
     (void)state;

@@ -300,6 +300,34 @@ static void layer_splits(void **state)
     assert_int_equal(pipeline_layer_split(24, 0, 1, NULL, out, err, sizeof err), -1);
 }
 
+/* A stage's peak in flight from the schedule's shape equals the built schedule's, for every kind,
+ * 1-8 stages, 1-4 chunks and 1 to 6p(v + 1) micro-batches; what the builder refuses the check
+ * refuses, with the same reason. */
+static void peak_in_flight_in_closed_form(void **state)
+{
+    (void)state;
+    int checked = 0;
+    for (int kind = PIPELINE_GPIPE; kind <= PIPELINE_INTERLEAVED; kind++)
+        for (int p = 1; p <= 8; p++)
+            for (int v = 1; v <= 4; v++)
+                for (int m = 1; m <= 6 * p * (v + 1); m++) {
+                    pipeline_schedule s;
+                    char e1[256] = "", e2[256] = "";
+                    int built = pipeline_schedule_build(&s, (pipeline_kind)kind, p, m, v, e1, sizeof e1);
+                    assert_int_equal(pipeline_schedule_check((pipeline_kind)kind, p, m, v, e2, sizeof e2), built);
+                    if (built != 0) {
+                        assert_string_equal(e1, e2);
+                        continue;
+                    }
+                    for (int st = 0; st < p; st++)
+                        assert_int_equal(pipeline_peak_in_flight((pipeline_kind)kind, p, m, v, st),
+                                         pipeline_schedule_peak_in_flight(&s, st));
+                    pipeline_schedule_free(&s);
+                    checked++;
+                }
+    assert_true(checked > 1000);
+}
+
 /* A stage's layer count without the split written out: the sum of its chunks' layers in the split,
  * and refused (with the split's reason) wherever the split is, for even and uneven splits. */
 static void stage_layer_counts_agree_with_the_split(void **state)
@@ -344,6 +372,7 @@ int main(void)
         cmocka_unit_test(kind_names_round_trip),
         cmocka_unit_test(layer_splits),
         cmocka_unit_test(stage_layer_counts_agree_with_the_split),
+        cmocka_unit_test(peak_in_flight_in_closed_form),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -449,7 +449,7 @@ int plan_estimate(const scenario_config *base, int gpus, int threads, work_estim
         largest = z.tasks > largest ? z.tasks : largest;
     }
     free(cand);
-    snprintf(e->work, sizeof e->work, "%ld of %ld candidate layouts simulated on %d GPUs (%.3g tasks in all)",
+    snprintf(e->work, sizeof e->work, "up to %ld of %ld candidate layouts simulated on %d GPUs (%.3g tasks in all)",
              simulated, total, gpus, tasks);
     e->seconds = budget_plan_seconds(tasks, threads);
     e->bytes = threads * budget_analytic_bytes(largest) + (double)total * sizeof(plan_layout);
