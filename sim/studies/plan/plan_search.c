@@ -487,7 +487,7 @@ static fitting *merge_checks(worker *w, int ran, plan_result *out, long *n)
     fitting *all = failed ? NULL : malloc((size_t)(count ? count : 1) * sizeof *all);
     *n = all ? 0 : -1;
     for (int t = 0; t < ran; t++) {
-        if (all) {
+        if (all && w[t].out.n_fit > 0) { /* a thread that kept none has no array */
             memcpy(all + *n, w[t].out.fit, (size_t)w[t].out.n_fit * sizeof *all);
             *n += w[t].out.n_fit;
         }
