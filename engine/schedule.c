@@ -211,9 +211,7 @@ static int stage_count(int num_layers, int stages, int chunks, const int *stage_
     return n;
 }
 
-/* The split's rules over every stage (layers_out, when not NULL, gets each virtual stage's
- * layers): 0, or -1 with err. */
-static int split_checked(int num_layers, int stages, int chunks, const int *stage_layers, int *layers_out,
+int pipeline_layer_split(int num_layers, int stages, int chunks, const int *stage_layers, int *layers_out,
                          char *err, size_t errlen)
 {
     if (stages < 1 || chunks < 1 || num_layers < 1) {
@@ -236,16 +234,10 @@ static int split_checked(int num_layers, int stages, int chunks, const int *stag
     return 0;
 }
 
-int pipeline_layer_split(int num_layers, int stages, int chunks, const int *stage_layers, int *layers_out,
-                         char *err, size_t errlen)
-{
-    return split_checked(num_layers, stages, chunks, stage_layers, layers_out, err, errlen);
-}
-
 int pipeline_stage_layer_count(int num_layers, int stages, int chunks, const int *stage_layers, int stage,
                                char *err, size_t errlen)
 {
-    if (split_checked(num_layers, stages, chunks, stage_layers, NULL, err, errlen) != 0)
+    if (pipeline_layer_split(num_layers, stages, chunks, stage_layers, NULL, err, errlen) != 0)
         return -1;
     if (stage < 0 || stage >= stages) {
         snprintf(err, errlen, "stage %d is not one of the %d pipeline stages", stage, stages);

@@ -61,7 +61,7 @@ int pipeline_peak_in_flight(pipeline_kind kind, int stages, int micro_batches, i
  * layer count per stage (uneven split, summing to num_layers); without it the split is equal
  * and stages must divide num_layers. Each stage's layers are then divided among its chunks as
  * evenly as possible (earlier chunks get the remainder). Writes stages*chunks counts, indexed
- * by virtual stage, to layers_out. Returns 0 or -1 with a reason. */
+ * by virtual stage, to layers_out (NULL: only checks the split). Returns 0 or -1 with a reason. */
 int pipeline_layer_split(int num_layers, int stages, int chunks, const int *stage_layers,
                          int *layers_out, char *err, size_t errlen);
 

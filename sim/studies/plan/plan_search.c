@@ -57,9 +57,10 @@ static int push(plan_result *r, const plan_layout *l)
 
 typedef struct {
     long cand;                 /* index into the candidates */
-    double bound_s;            /* no replay of it is faster (keep > 0) */
-    double key;                /* pass 2 takes the smallest first: the bound, or minus the step
-                                  graph's tasks in closed form (keep 0: costliest first) */
+    double key;                /* pass 2 takes the smallest first: with keep > 0 the lower bound
+                                  on its step (no replay of it is faster: what the cut compares),
+                                  with keep 0 minus its step graph's tasks in closed form
+                                  (costliest first; nothing is cut) */
     long order;                /* enumeration order: the tie-breaker */
     int own;                   /* the scenario's own layout: always simulated, first */
 } fitting;
@@ -205,11 +206,10 @@ static void check(search_job *job, long i, check_out *o)
     f->order = l->order;
     f->own = l->is_scenario_own;
     if (job->keep > 0) {
-        f->bound_s = f->key = workload_step_lower_bound(&s);
+        f->key = workload_step_lower_bound(&s);
     } else {
         workload_size z;
         workload_size_estimate(&s, &z);
-        f->bound_s = 0;
         f->key = -z.tasks;
     }
 }
@@ -257,7 +257,7 @@ static void *simulate_work(void *arg)
             break;
         const fitting *f = &job->fit[i];
         pthread_mutex_lock(&job->lock);
-        int admitted = f->own || best_admits(&job->best, f->bound_s);
+        int admitted = f->own || best_admits(&job->best, f->key);
         pthread_mutex_unlock(&job->lock);
         if (!admitted) { /* the later ones are bounded by more: none of them either */
             atomic_store(&job->cut, 1);
@@ -511,7 +511,7 @@ static int settle(search_job *job, plan_result *out)
     int rc = 0;
     for (i = 0; i < job->n_fit && rc == 0; i++) {
         const fitting *f = &job->fit[i];
-        if (!f->own && !best_admits(&best, f->bound_s))
+        if (!f->own && !best_admits(&best, f->key))
             break;
         simulated *r = &job->sim[i];
         if (r->status == SIM_NOT_RUN)
