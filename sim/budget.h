@@ -60,6 +60,17 @@ typedef struct {
     double spent_s;
 } budget_gate;
 int budget_gate_allow(void *ctx, const scenario_config *replay, int full, config_error *err);
+/* The run_gate of work that replays on `threads` threads at once, each replay independent of the
+ * others (dtsim plan's layouts): each replay the fold asks for is held to the limits on its own,
+ * its memory once a thread, and nothing is summed, so that the answer does not depend on which
+ * thread asked first. The work priced up front (each layout's first replay) stays within the
+ * limits by that price; what this gate sees is a fold attempt beyond it or a full replay. Same
+ * returns as budget_gate_allow. */
+typedef struct {
+    budget_limits limits;
+    int threads;
+} budget_replay_gate;
+int budget_replay_allow(void *ctx, const scenario_config *replay, int full, config_error *err);
 
 /* This machine's physical memory in bytes (0 when unknown: no memory limit by default). */
 double budget_machine_bytes(void);

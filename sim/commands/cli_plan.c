@@ -114,9 +114,11 @@ static int take_range(const char *command, const char *flag, const char *value, 
 }
 
 static int plan_to_deadline(const scenario_config *s, double days, int max_gpus, int threads, int top,
-                            const token_range *batch, const char *json_path, int show_sizes)
+                            const token_range *batch, const budget_limits *limits, const char *json_path,
+                            int show_sizes)
 {
     plan_deadline_input in = {.deadline_days = days, .max_gpus = max_gpus, .threads = threads, .keep_per_size = top,
+                              .limits = limits,
                               .batch_tokens_min = batch->lo, .batch_tokens_max = batch->hi,
                               .progress = show_sizes ? size_done : NULL};
     plan_deadline_result d;
@@ -251,7 +253,7 @@ int cli_plan(int argc, char **argv)
     }
     if (deadline > 0) {
         /* the sizes are its progress: a line each once searched, unless --quiet */
-        rc = plan_to_deadline(&s, deadline, max_gpus, threads, top, &batch, json_path, !quiet);
+        rc = plan_to_deadline(&s, deadline, max_gpus, threads, top, &batch, &limits, json_path, !quiet);
         scenario_free(&s);
         goto out;
     }
@@ -261,7 +263,7 @@ int cli_plan(int argc, char **argv)
     progress_start(&meter, "dtsim plan", "layout", progress_mode_of(show_progress, quiet));
     /* the report compares the best with its neighbours one choice away: it needs them all */
     int keep = exhaustive || report ? 0 : top > confirm ? top : confirm;
-    int searched = plan_search_threads(&s, gpus, threads, keep, &p, &err, &meter);
+    int searched = plan_search_threads(&s, gpus, threads, keep, &limits, &p, &err, &meter);
     progress_end(&meter);
     if (searched != 0) {
         fprintf(stderr, "dtsim plan: %s\n", err.msg);

@@ -118,7 +118,7 @@ static void progress_counts_the_candidates(void **state)
     m.clock = stepping_clock;
     m.start_s = m.last_s = progress_now_s = 0;
     plan_result p;
-    assert_int_equal(plan_search_threads(&s, 8, 1, 0, &p, &err, &m), 0); /* 8 GPUs: nothing fits, quick */
+    assert_int_equal(plan_search_threads(&s, 8, 1, 0, NULL, &p, &err, &m), 0); /* 8 GPUs: nothing fits, quick */
     rewind(out);
     char line[256];
     long lines = 0, last = 0;
@@ -258,7 +258,7 @@ static void bounded_search_keeps_the_best(void **state)
         int keep = keeps[k];
         plan_result p;
         config_error err;
-        assert_int_equal(plan_search_threads(&g->s, 0, 2, keep, &p, &err, NULL), 0);
+        assert_int_equal(plan_search_threads(&g->s, 0, 2, keep, NULL, &p, &err, NULL), 0);
         print_message("best %d: %d simulated, %ld bounded of %d fitting\n", keep, p.count, p.bounded, all->count);
         assert_int_equal(p.count + p.bounded, all->count);
         assert_true(p.bounded > all->count / 2 && p.count >= keep);
@@ -311,8 +311,8 @@ static void threads_give_the_same(int keep)
     if (scenario_load(DTSIM_SOURCE_DIR "/scenarios/gpt3-175b-1024-a100.json", NULL, 0, &s, &err) != 0)
         fail_msg("%s", err.msg);
     plan_result a, b;
-    assert_int_equal(plan_search_threads(&s, 64, 1, keep, &a, &err, NULL), 0);
-    assert_int_equal(plan_search_threads(&s, 64, 3, keep, &b, &err, NULL), 0);
+    assert_int_equal(plan_search_threads(&s, 64, 1, keep, NULL, &a, &err, NULL), 0);
+    assert_int_equal(plan_search_threads(&s, 64, 3, keep, NULL, &b, &err, NULL), 0);
     assert_true(a.count > 0);
     assert_int_equal(a.bounded, b.bounded);
     assert_true(keep == 0 ? a.bounded == 0 : a.bounded > 0);

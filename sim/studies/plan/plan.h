@@ -64,9 +64,12 @@ int plan_search(const scenario_config *base, int gpus, plan_result *out, config_
  * every later one is too (branch and bound; out->bounded counts them). The best `keep`, their
  * order and every figure of theirs are those of keep 0, which simulates every fitting layout.
  * Neither the result nor the counts depend on the thread count: the ranking's last tie-breaker is
- * the enumeration order, and the cut is settled as one thread would have made it. */
-int plan_search_threads(const scenario_config *base, int gpus, int threads, int keep, plan_result *out,
-                        config_error *err, progress_meter *progress);
+ * the enumeration order, and the cut is settled as one thread would have made it. With limits
+ * (NULL: none), each replay a layout's fold asks for beyond the first is held to them on its own
+ * (budget_replay_allow: its memory once a thread); one refused before the cut fails the search
+ * with err naming the layout and the limit. */
+int plan_search_threads(const scenario_config *base, int gpus, int threads, int keep, const budget_limits *limits,
+                        plan_result *out, config_error *err, progress_meter *progress);
 /* ---- the cluster that meets a deadline (dtsim plan --deadline-days) ----------------------
  * Cluster sizes from one node up (1, 2, 4, ... nodes, then halving the gap to the smallest that
  * meets the deadline, and the two sizes above it), the layouts of each searched as plan_search
@@ -86,6 +89,7 @@ typedef struct {
     int max_gpus;              /* 0: the platform's nodes; more grows the fabric to them */
     int threads;               /* 0: plan_default_threads() */
     int keep_per_size;         /* cheapest layouts within the deadline kept from each size */
+    const budget_limits *limits; /* each size's search held to them (plan_search_threads; NULL: none) */
     double batch_tokens_min, batch_tokens_max; /* > 0: the global batch may be any of 2^a 3^b
                                   sequences with its tokens in this range (plan_batches), not
                                   only the scenario's */
@@ -114,9 +118,10 @@ int plan_deadline(const scenario_config *base, const plan_deadline_input *in, pl
                   config_error *err);
 void plan_deadline_free(plan_deadline_result *r);
 
-/* What plan_search_threads would take, from its candidates' task graphs in closed form (every
- * fitting candidate priced as simulated, though a search for the best K bounds most of them: an
- * upper bound). 0, or -1 out of memory. */
+/* What plan_search_threads would take: every fitting candidate priced at the first replay its
+ * fold makes (the graph's tasks in closed form), as if simulated, though a search for the best K
+ * bounds most of them. A deeper fold attempt is priced when asked for (plan_search_threads's
+ * limits). 0, or -1 out of memory. */
 int plan_estimate(const scenario_config *base, int gpus, int threads, work_estimate *e);
 
 /* $DTSIM_THREADS when set, else the online CPUs (at most 64). */

@@ -74,7 +74,7 @@ static int search_batch(const scenario_config *s, int gpus, long long batch, con
         b.training.global_batch_size = batch;
     plan_result p;
     /* at one size and batch the cheapest are the fastest: the best keep_per_size are exact */
-    if (plan_search_threads(&b, gpus, in->threads, in->keep_per_size, &p, err, NULL) != 0)
+    if (plan_search_threads(&b, gpus, in->threads, in->keep_per_size, in->limits, &p, err, NULL) != 0)
         return -1;
     all->bounded += p.bounded;
     if (p.count > 0) {

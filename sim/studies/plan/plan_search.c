@@ -17,8 +17,6 @@
 
 #define PLAN_MAX_THREADS 64
 #define PLAN_CHUNK 8 /* candidates a thread takes at once: small, the costs vary a lot */
-/* plan_estimate checks a candidate's memory (its schedule walked) below this many tasks */
-#define PLAN_ESTIMATE_MEMORY_TASKS 100000
 
 int plan_default_threads(void)
 {
@@ -47,8 +45,10 @@ static int push(plan_result *r, const plan_layout *l)
  * the order of their bounds, the scenario's own first; once the best `keep` are known, a layout
  * whose bound is slower than the keep-th best step cannot be among them, nor can any after it
  * (their bounds are larger still), and the rest is not simulated: branch and bound, exact for the
- * best `keep`. keep 0 simulates every fitting layout, costliest first (their tasks in closed form,
- * so the few large simulations do not come last). Which thread ran what changes neither the
+ * best `keep`. keep 0 simulates every fitting layout, costliest first (their first replays' tasks in
+ * closed form, so the few large simulations do not come last). Each replay is asked of the
+ * limits first (budget_replay_allow): a layout whose fold needs a replay past them stops the
+ * search, unless the cut comes before it. Which thread ran what changes neither the
  * ranking nor the counts: plan_search_threads settles the cut as one thread would have, simulating
  * itself what the threads left undone before it and dropping what they ran past it. */
 
@@ -59,7 +59,7 @@ typedef struct {
     long cand;                 /* index into the candidates */
     double key;                /* pass 2 takes the smallest first: with keep > 0 the lower bound
                                   on its step (no replay of it is faster: what the cut compares),
-                                  with keep 0 minus its step graph's tasks in closed form
+                                  with keep 0 minus its first replay's tasks in closed form
                                   (costliest first; nothing is cut) */
     long order;                /* enumeration order: the tie-breaker */
     int own;                   /* the scenario's own layout: always simulated, first */
@@ -77,10 +77,10 @@ typedef struct {
 } check_out;
 
 /* What pass 2 made of one fitting layout. */
-enum { SIM_NOT_RUN = 0, SIM_DONE, SIM_FAILED };
+enum { SIM_NOT_RUN = 0, SIM_DONE, SIM_FAILED, SIM_GATED };
 typedef struct {
     plan_layout layout;        /* with its result when SIM_DONE */
-    char *error;               /* SIM_FAILED: why (malloc'ed) */
+    char *error;               /* SIM_FAILED, SIM_GATED (a replay over the limits): why (malloc'ed) */
     unsigned char status;
 } simulated;
 
@@ -129,6 +129,7 @@ typedef struct {
     const plan_layout *cand;
     long total;
     int keep;
+    const run_gate *gate;      /* asked before each replay (NULL: none) */
     atomic_long next;
     /* pass 2 */
     const fitting *fit;
@@ -168,6 +169,18 @@ static void first_invalid(check_out *o, long order, const char *msg)
     }
 }
 
+/* The tasks of the step graph the search replays first for s: the fold's first pair of short
+ * replays (run.h, run_fold_first_replay_micro_batches), or the whole step where it cannot fold;
+ * in closed form. */
+static double first_replay_tasks(const scenario_config *s)
+{
+    long long first = run_fold_first_replay_micro_batches(s);
+    scenario_config replay = first < scenario_micro_batches(s) ? scenario_with_micro_batches(s, first) : *s;
+    workload_size z;
+    workload_size_estimate(&replay, &z);
+    return z.tasks;
+}
+
 /* Pass 1 for one candidate: the rules, memory, and the bound of one that fits. */
 static void check(search_job *job, long i, check_out *o)
 {
@@ -205,13 +218,7 @@ static void check(search_job *job, long i, check_out *o)
     f->cand = i;
     f->order = l->order;
     f->own = l->is_scenario_own;
-    if (job->keep > 0) {
-        f->key = workload_step_lower_bound(&s);
-    } else {
-        workload_size z;
-        workload_size_estimate(&s, &z);
-        f->key = -z.tasks;
-    }
+    f->key = job->keep > 0 ? workload_step_lower_bound(&s) : -first_replay_tasks(&s);
 }
 
 static void *check_work(void *arg)
@@ -231,16 +238,18 @@ static void *check_work(void *arg)
     return NULL;
 }
 
-/* Pass 2 for one fitting layout: its simulation (analytic, folded where exact). */
-static void simulate(const scenario_config *base, const plan_layout *cand, simulated *r)
+/* Pass 2 for one fitting layout: its simulation (analytic, folded where exact), each replay
+ * asked of the gate. */
+static void simulate(const search_job *job, const plan_layout *cand, simulated *r)
 {
     scenario_config s;
     config_error err;
     r->layout = *cand;
-    plan_apply(base, cand, &s);
-    if (run_scenario_folded(&s, &r->layout.result, &err) != 0) {
+    plan_apply(job->base, cand, &s);
+    int rc = run_scenario_folded_gated(&s, &r->layout.result, job->gate, &err);
+    if (rc != 0) {
         r->error = strdup(err.msg);
-        r->status = SIM_FAILED;
+        r->status = rc == RUN_GATED ? SIM_GATED : SIM_FAILED;
         return;
     }
     run_time_to_train(&s, r->layout.result.step_time_s, r->layout.result.gpus, &r->layout.to_train);
@@ -264,7 +273,11 @@ static void *simulate_work(void *arg)
             break;
         }
         simulated *r = &job->sim[i];
-        simulate(job->base, &job->cand[f->cand], r);
+        simulate(job, &job->cand[f->cand], r);
+        if (r->status == SIM_GATED) { /* the search fails unless the cut comes first: settle says */
+            atomic_store(&job->cut, 1);
+            break;
+        }
         if (r->status == SIM_DONE) {
             pthread_mutex_lock(&job->lock);
             best_add(&job->best, r->layout.result.step_time_s);
@@ -407,18 +420,12 @@ static long enumerate(const scenario_config *base, int gpus, plan_layout **out)
     return n;
 }
 
-/* Candidate l applied to base (into s) and, when the layout rules accept it, the size of its step
- * graph in closed form; 0 accepted, -1 refused by a rule. */
-static int candidate_size(const scenario_config *base, const plan_layout *l, scenario_config *s, workload_size *z)
-{
-    config_error err;
-    plan_apply(base, l, s);
-    if (scenario_validate_layout(s, &err) != 0)
-        return -1;
-    workload_size_estimate(s, z);
-    return 0;
-}
 
+/* Each fitting candidate priced at its first replay: what the search does for most (every fitting
+ * layout of the shipped searches folds at its first attempt but DeepSpeed-style ZeRO-3 under deep
+ * pipelines at large batches: tests/plan/test_fold.c). A deeper attempt or a full replay is asked
+ * of the limits when it comes (budget_replay_allow), so a step that does not fold is never
+ * replayed unpriced. */
 int plan_estimate(const scenario_config *base, int gpus, int threads, work_estimate *e)
 {
     if (gpus <= 0)
@@ -430,27 +437,26 @@ int plan_estimate(const scenario_config *base, int gpus, int threads, work_estim
     if (total < 0)
         return -1;
     double tasks = 0, largest = 0;
-    long simulated = 0;
+    long fitting = 0;
     for (long i = 0; i < total; i++) {
         scenario_config s;
-        workload_size z;
-        if (candidate_size(base, &cand[i], &s, &z) != 0)
-            continue; /* refused by a rule, as the search refuses it: no work */
-        /* The memory check walks the schedule (2 P V m passes): done here when that is small next to
-         * what the candidate would cost, else the candidate is counted as if it fitted. */
-        if (z.tasks < PLAN_ESTIMATE_MEMORY_TASKS) {
-            run_memory mem;
-            run_memory_estimate(&s, &mem);
-            if (mem.oom)
-                continue;
-        }
-        simulated++;
-        tasks += z.tasks;
-        largest = z.tasks > largest ? z.tasks : largest;
+        config_error err;
+        run_memory mem;
+        plan_apply(base, &cand[i], &s);
+        if (scenario_validate_layout(&s, &err) != 0)
+            continue; /* refused by a rule, as pass 1 refuses it: no replay */
+        run_memory_estimate(&s, &mem);
+        if (mem.oom)
+            continue;
+        double first = first_replay_tasks(&s);
+        fitting++;
+        tasks += first;
+        largest = first > largest ? first : largest;
     }
     free(cand);
-    snprintf(e->work, sizeof e->work, "up to %ld of %ld candidate layouts simulated on %d GPUs (%.3g tasks in all)",
-             simulated, total, gpus, tasks);
+    snprintf(e->work, sizeof e->work,
+             "up to %ld of %ld candidate layouts simulated on %d GPUs (%.3g tasks in their first replays)", fitting,
+             total, gpus, tasks);
     e->seconds = budget_plan_seconds(tasks, threads);
     e->bytes = threads * budget_analytic_bytes(largest) + (double)total * sizeof(plan_layout);
     return 0;
@@ -459,7 +465,7 @@ int plan_estimate(const scenario_config *base, int gpus, int threads, work_estim
 int plan_search(const scenario_config *base, int gpus, plan_result *out, config_error *err,
                 progress_meter *progress)
 {
-    return plan_search_threads(base, gpus, 0, 0, out, err, progress);
+    return plan_search_threads(base, gpus, 0, 0, NULL, out, err, progress);
 }
 
 /* Pass 1's tallies into out, and its fitting layouts into one array (NULL, with *n -1, when out
@@ -500,8 +506,9 @@ static fitting *merge_checks(worker *w, int ran, plan_result *out, long *n)
 /* Pass 2 as one thread taking the fitting layouts in order would have run it: what the threads
  * left undone before the cut is simulated here (a thread may cut early, its best known from
  * layouts after the one it stopped at), what they ran past it is dropped (bounded). Fills out's
- * layouts and bounded count; -1 when out of memory. */
-static int settle(search_job *job, plan_result *out)
+ * layouts and bounded count; -1 when out of memory, -2 with err when a layout before the cut had
+ * a replay the gate refused. */
+static int settle(search_job *job, plan_result *out, config_error *err)
 {
     long keep = job->keep < job->n_fit ? job->keep : job->n_fit;
     best_steps best = {malloc((size_t)(keep > 0 ? keep : 1) * sizeof(double)), 0, (int)keep};
@@ -515,7 +522,14 @@ static int settle(search_job *job, plan_result *out)
             break;
         simulated *r = &job->sim[i];
         if (r->status == SIM_NOT_RUN)
-            simulate(job->base, &job->cand[f->cand], r);
+            simulate(job, &job->cand[f->cand], r);
+        if (r->status == SIM_GATED) {
+            const plan_layout *l = &job->cand[f->cand];
+            snprintf(err->msg, sizeof err->msg, "layout TP %d PP %d DP %d CP %d EP %d (VPP %d, micro-batch %lld, "
+                     "ZeRO %d): %s", l->tp, l->pp, l->dp, l->cp, l->ep, l->vpp, l->micro_batch, l->zero, r->error);
+            rc = -2;
+            break;
+        }
         if (r->status == SIM_FAILED) {
             out->invalid++;
             plan_tally_add(&out->invalid_by, r->error ? r->error : "out of host memory");
@@ -529,8 +543,8 @@ static int settle(search_job *job, plan_result *out)
     return rc;
 }
 
-int plan_search_threads(const scenario_config *base, int gpus, int threads, int keep, plan_result *out,
-                        config_error *err, progress_meter *progress)
+int plan_search_threads(const scenario_config *base, int gpus, int threads, int keep, const budget_limits *limits,
+                        plan_result *out, config_error *err, progress_meter *progress)
 {
     memset(out, 0, sizeof *out);
     double t0 = wall_clock_s();
@@ -552,8 +566,10 @@ int plan_search_threads(const scenario_config *base, int gpus, int threads, int 
         snprintf(err->msg, sizeof err->msg, "out of host memory enumerating layouts");
         return -1;
     }
+    budget_replay_gate limit_each = {limits ? *limits : (budget_limits){0, 0}, threads};
+    run_gate gate = {budget_replay_allow, &limit_each};
     search_job job = {.base = base, .cand = cand, .total = total, .keep = keep > 0 ? keep : 0,
-                      .progress = progress};
+                      .gate = limits ? &gate : NULL, .progress = progress};
     atomic_init(&job.next, 0);
     atomic_init(&job.next_fit, 0);
     atomic_init(&job.settled, 0);
@@ -573,7 +589,7 @@ int plan_search_threads(const scenario_config *base, int gpus, int threads, int 
     int ran = run_threads(w, threads, check_work);
     long n_fit;
     fitting *fit = merge_checks(w, ran, out, &n_fit);
-    int failed = !fit;
+    int failed = !fit, gated = 0;
     if (fit) {
         if (n_fit > 1)
             qsort(fit, (size_t)n_fit, sizeof *fit, pass2_order);
@@ -587,7 +603,9 @@ int plan_search_threads(const scenario_config *base, int gpus, int threads, int 
     }
     if (!failed) {
         ran = run_threads(w, ran, simulate_work);
-        failed = settle(&job, out) != 0;
+        int settled = settle(&job, out, err);
+        gated = settled == -2;
+        failed = settled != 0;
         atomic_store(&job.settled, total); /* the cut settles the rest */
         note_progress(&job);
     }
@@ -600,7 +618,8 @@ int plan_search_threads(const scenario_config *base, int gpus, int threads, int 
     free(cand);
     pthread_mutex_destroy(&job.lock);
     if (failed) {
-        snprintf(err->msg, sizeof err->msg, "out of host memory after %d simulated layouts", out->count);
+        if (!gated)
+            snprintf(err->msg, sizeof err->msg, "out of host memory after %d simulated layouts", out->count);
         plan_result_free(out);
         return -1;
     }
