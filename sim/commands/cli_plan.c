@@ -113,19 +113,14 @@ static int take_range(const char *command, const char *flag, const char *value, 
     return 0;
 }
 
-static int plan_to_deadline(const scenario_config *s, double days, int max_gpus, int threads, int top,
-                            const token_range *batch, const budget_limits *limits, const char *json_path,
-                            int show_sizes)
+static int plan_to_deadline(const scenario_config *s, const plan_deadline_input *in, const char *json_path)
 {
-    plan_deadline_input in = {.deadline_days = days, .max_gpus = max_gpus, .threads = threads, .keep_per_size = top,
-                              .limits = limits,
-                              .batch_tokens_min = batch->lo, .batch_tokens_max = batch->hi,
-                              .progress = show_sizes ? size_done : NULL};
     plan_deadline_result d;
     config_error err;
+    double days = in->deadline_days;
     fprintf(stderr, "dtsim plan: %s: the cheapest cluster and layout that train %.3g tokens within %g days\n",
             s->name, s->training.tokens, days);
-    if (plan_deadline(s, &in, &d, &err) != 0) {
+    if (plan_deadline(s, in, &d, &err) != 0) {
         fprintf(stderr, "dtsim plan: %s\n", err.msg);
         plan_deadline_free(&d);
         return 2;
@@ -146,12 +141,12 @@ static int plan_to_deadline(const scenario_config *s, double days, int max_gpus,
     int rc = d.count > 0 ? 0 : 1;
     if (d.count == 0)
         fprintf(stderr, "dtsim plan: no cluster of up to %d nodes trains it within %g days\n", d.max_nodes, days);
-    for (int i = 0; i < d.count && i < top; i++) {
+    for (int i = 0; i < d.count && i < in->keep_per_size; i++) {
         const plan_layout *l = &d.layouts[i];
         char label[128];
         plan_layout_label(l, label, sizeof label);
         fprintf(h, "%3d. %6d GPUs  %-40s", i + 1, l->result.gpus, label);
-        if (batch->hi > 0)
+        if (in->batch_tokens_max > 0)
             fprintf(h, " batch %6lld", l->global_batch);
         fprintf(h, " %7.2f days %11.4g GPU-hours", l->to_train.days, l->to_train.gpu_hours);
         if (l->to_train.has_cost)
@@ -166,7 +161,7 @@ static int plan_to_deadline(const scenario_config *s, double days, int max_gpus,
                                                    d.sizes[i].fastest_days, "meets_deadline", d.sizes[i].feasible,
                                                    "best_gpu_hours", d.sizes[i].feasible
                                                        ? json_real(d.sizes[i].best_gpu_hours) : json_null()));
-        for (int i = 0; i < d.count && i < top; i++) {
+        for (int i = 0; i < d.count && i < in->keep_per_size; i++) {
             json_t *l = plan_layout_to_json(s, &d.layouts[i]);
             json_object_set_new(l, "gpus", json_integer(d.layouts[i].result.gpus));
             json_array_append_new(arr, l);
@@ -220,32 +215,16 @@ int cli_plan(int argc, char **argv)
         scenario_free(&s);
         goto out;
     }
-    /* The work, estimated before any: at the plan's size, or for a deadline at the largest size
-     * once per size searched and per batch (an upper bound: the search stops at the first size
-     * that meets the deadline). */
+    /* The work, estimated before any: the plan's search, or every size a deadline search may
+     * search (an upper bound: it stops at the first size that meets the deadline). */
+    plan_deadline_input in = {.deadline_days = deadline, .max_gpus = max_gpus, .threads = threads,
+                              .keep_per_size = top, .limits = &limits, .batch_tokens_min = batch.lo,
+                              .batch_tokens_max = batch.hi, .progress = quiet ? NULL : size_done};
     work_estimate est;
-    int gpn = s.platform.node.gpus > 0 ? s.platform.node.gpus : 1, est_gpus = gpus;
-    if (deadline > 0) {
-        est_gpus = (max_gpus > 0 ? max_gpus / gpn : s.platform.network.nodes) * gpn;
-        if (est_gpus < gpn)
-            est_gpus = gpn;
-    }
-    scenario_config at = s;
-    if (est_gpus > 0 && at.platform.network.nodes * gpn < est_gpus)
-        at.platform.network.nodes = est_gpus / gpn;
-    if (plan_estimate(&at, est_gpus, threads, &est) != 0) {
+    if ((deadline > 0 ? plan_deadline_estimate(&s, &in, &est) : plan_estimate(&s, gpus, threads, &est)) != 0) {
         fprintf(stderr, "dtsim plan: out of host memory estimating the search\n");
         scenario_free(&s);
         goto out;
-    }
-    if (deadline > 0) {
-        long long batches[PLAN_MAX_BATCHES];
-        int nb = batch.hi > 0 ? plan_batches(&s, batch.lo, batch.hi, batches) : 1;
-        double sizes = ceil(log2(est_gpus / (double)gpn)) + 2;
-        est.seconds *= sizes * (nb > 0 ? nb : 1);
-        char more[96];
-        snprintf(more, sizeof more, ", up to %.0f sizes x %d batches", sizes, nb > 0 ? nb : 1);
-        strncat(est.work, more, sizeof est.work - strlen(est.work) - 1);
     }
     if (budget_check("plan", &est, &limits) != 0) {
         scenario_free(&s);
@@ -253,7 +232,7 @@ int cli_plan(int argc, char **argv)
     }
     if (deadline > 0) {
         /* the sizes are its progress: a line each once searched, unless --quiet */
-        rc = plan_to_deadline(&s, deadline, max_gpus, threads, top, &batch, &limits, json_path, !quiet);
+        rc = plan_to_deadline(&s, &in, json_path);
         scenario_free(&s);
         goto out;
     }

@@ -211,6 +211,47 @@ int plan_deadline(const scenario_config *base, const plan_deadline_input *in, pl
     return 0;
 }
 
+int plan_deadline_estimate(const scenario_config *base, const plan_deadline_input *in, work_estimate *e)
+{
+    int gpn = base->platform.node.gpus > 0 ? base->platform.node.gpus : 1;
+    int max_nodes = in->max_gpus > 0 ? in->max_gpus / gpn : base->platform.network.nodes;
+    if (max_nodes < 1)
+        max_nodes = 1;
+    long long batches[PLAN_MAX_BATCHES] = {0};
+    int nb = in->batch_tokens_max > 0 ? plan_batches(base, in->batch_tokens_min, in->batch_tokens_max, batches) : 0;
+    if (nb <= 0) /* the scenario's own batch (a range with none in it is refused by plan_deadline) */
+        nb = 1;
+    double seconds = 0, bytes = 0, costliest = 0;
+    int sizes = 0;
+    for (int nodes = 1;; nodes = nodes * 2 < max_nodes ? nodes * 2 : max_nodes) {
+        scenario_config s = *base;
+        if (s.platform.network.nodes < nodes) /* the fabric grown, as search_size grows it */
+            s.platform.network.nodes = nodes;
+        /* the range's largest batch stands for each of its batches: the most micro-batches, so the
+         * longest first replays where a step is too short to fold (estimating each batch apart
+         * took 2 s for seven batches, where a refusal should take well under one) */
+        if (batches[nb - 1] > 0)
+            s.training.global_batch_size = batches[nb - 1];
+        work_estimate one;
+        if (plan_estimate(&s, nodes * gpn, in->threads, &one) != 0)
+            return -1;
+        double size_s = one.seconds * nb;
+        bytes = fmax(bytes, one.bytes);
+        seconds += size_s;
+        costliest = fmax(costliest, size_s);
+        sizes++;
+        if (nodes == max_nodes || sizes == PLAN_MAX_SIZES - 1)
+            break;
+    }
+    seconds += costliest; /* the size between the last two searched, at most one */
+    snprintf(e->work, sizeof e->work, "up to %d cluster sizes of 1 to %d nodes x %d global batch%s, each size's "
+             "fitting layouts priced as simulated at their first replays", sizes + 1, max_nodes, nb,
+             nb == 1 ? "" : "es");
+    e->seconds = seconds;
+    e->bytes = bytes;
+    return 0;
+}
+
 void plan_deadline_free(plan_deadline_result *r)
 {
     free(r->layouts);
