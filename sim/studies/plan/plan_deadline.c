@@ -229,7 +229,7 @@ int plan_deadline_estimate(const scenario_config *base, const plan_deadline_inpu
             s.platform.network.nodes = nodes;
         /* the range's largest batch stands for each of its batches: the most micro-batches, so the
          * longest first replays where a step is too short to fold (estimating each batch apart
-         * took 2 s for seven batches, where a refusal should take well under one) */
+         * took 2 s for twelve batches, where a refusal should take well under one) */
         if (batches[nb - 1] > 0)
             s.training.global_batch_size = batches[nb - 1];
         work_estimate one;
