@@ -201,6 +201,11 @@ static int limits_valid(const budget_limits *l)
 
 int budget_check(const char *command, const work_estimate *e, const budget_limits *l)
 {
+    return budget_check_before(command, "starting", e, l);
+}
+
+int budget_check_before(const char *command, const char *before, const work_estimate *e, const budget_limits *l)
+{
     if (!limits_valid(l)) {
         fprintf(stderr, "dtsim %s: --max-memory-gib and --max-seconds take a positive number\n", command);
         return 2;
@@ -209,7 +214,7 @@ int budget_check(const char *command, const work_estimate *e, const budget_limit
         return 0;
     char words[768];
     over_words(e, l, words, sizeof words);
-    fprintf(stderr, "dtsim %s: refused before starting: %s. " BUDGET_ADVICE "\n", command, words);
+    fprintf(stderr, "dtsim %s: refused before %s: %s. " BUDGET_ADVICE "\n", command, before, words);
     return 2;
 }
 

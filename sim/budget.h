@@ -1,7 +1,7 @@
 /* What a command will take, said before it starts: an estimate of its memory and wall time
  * from the scenario alone, and the refusal (exit 2, with the estimate and what to change) when it
  * is over the limits: --max-memory-gib (default: this machine's memory) and --max-seconds
- * (default: one hour). Shared by run, sweep, plan, faults and async, so that no valid input
+ * (default: one hour). Shared by run, sweep, plan, compare, validate, faults and async, so that no valid input
  * exhausts the machine or runs for hours unannounced.
  *
  * The per-unit costs are measurements of this project's own replays on the 2-core CI machine
@@ -79,5 +79,8 @@ int budget_within(const work_estimate *e, const budget_limits *l);
 /* 0 when e is within the limits; else prints "dtsim COMMAND: ..." with the estimate, the limit
  * it passes and what to do, and returns 2 (also for a limit that is not a positive number). */
 int budget_check(const char *command, const work_estimate *e, const budget_limits *l);
+/* The same for a later part of a command's work, priced once what it runs on is known ("refused
+ * before `before`: ..."; dtsim plan's --confirm replays, once the best are known). */
+int budget_check_before(const char *command, const char *before, const work_estimate *e, const budget_limits *l);
 
 #endif

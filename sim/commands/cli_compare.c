@@ -10,6 +10,8 @@
 #include <string.h>
 #include "cli.h"
 #include "cli_args.h"
+#include "budget.h"
+#include "flow.h"
 #include "run.h"
 
 #define COMPARE_MAX 16 /* columns: a table wider than this is no longer read side by side */
@@ -30,8 +32,11 @@ static void usage(FILE *f)
             "  --json FILE|-             {\"scenarios\": [{\"label\", \"file\", \"sets\", ...dtsim run's\n"
             "                            document}]} (\"-\": stdout; the table then goes to stderr)\n"
             "  -h, --help                this help\n"
+            "Each column's step is simulated as 'dtsim run' simulates it: an analytic step of many\n"
+            "micro-batches replayed short and extended where shown periodic.\n"
+            BUDGET_HELP
             "At most %d columns. exit: 0 ok (a column that does not fit in memory is marked OOM),\n"
-            "2 bad input, 1 runtime failure\n", COMPARE_MAX);
+            "2 bad input (or over the limits), 1 runtime failure\n", COMPARE_MAX);
 }
 
 typedef struct {
@@ -158,7 +163,9 @@ int cli_compare(int argc, char **argv)
     const char *json_path = NULL, *fidelity = NULL;
     static const char *const fidelities[] = {"analytic", "flow", NULL};
     cli_list files = {0}, sets = {0}, variants = {0};
+    budget_limits limits = {0, 0};
     const cli_option options[] = {
+        BUDGET_OPTIONS(&limits),
         CLI_OPT_APPEND("variant", &variants),
         CLI_OPT_APPEND("set", &sets),
         CLI_OPT_CHOICE("fidelity", &fidelity, fidelities),
@@ -207,11 +214,26 @@ int cli_compare(int argc, char **argv)
             goto out;
         }
     }
+    /* every column priced as dtsim run prices it, before any runs; each replay after a column's
+     * first asked of the same limits when it comes */
+    work_estimate est = {.bytes = 0, .seconds = 0};
+    for (int i = 0; i < n; i++) {
+        work_estimate one;
+        budget_estimate_step(&cols[i].s, 0, &one);
+        est.seconds += one.seconds;
+        est.bytes = est.bytes > one.bytes ? est.bytes : one.bytes;
+    }
+    snprintf(est.work, sizeof est.work, "%d column%s, each step priced as dtsim run prices it", n, n == 1 ? "" : "s");
+    if (budget_check("compare", &est, &limits) != 0)
+        goto out;
+    budget_gate spend = {limits, 0};
+    run_gate gate = {budget_gate_allow, &spend};
     for (int i = 0; i < n; i++) {
         config_error err;
-        if (run_scenario(&cols[i].s, &cols[i].r, &err) != 0) {
+        int ran = run_scenario_folded_gated(&cols[i].s, &cols[i].r, &gate, &err);
+        if (ran != 0) {
             fprintf(stderr, "dtsim compare: %s (%s): %s\n", cols[i].file, cols[i].label, err.msg);
-            rc = 1;
+            rc = ran == RUN_GATED || ran == FLOW_REFUSED ? 2 : 1; /* over the limits: refused */
             goto out;
         }
     }

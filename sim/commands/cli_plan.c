@@ -258,8 +258,27 @@ int cli_plan(int argc, char **argv)
     fprintf(human, " in %.2f s (%.0f layouts/s, %d thread%s)\n", p.wall_s, p.enumerated / (p.wall_s > 0 ? p.wall_s : 1e-9),
             p.threads, p.threads == 1 ? "" : "s");
     if (confirm > 0 && p.count > 0) {
-        /* Flow fidelity for the best K: contention may reorder them. */
+        /* Flow fidelity for the best K: contention may reorder them. Priced once they are known
+         * (a layout's flows depend on it: GPT-3 175B's best, DP 64, are 15 times its own), with
+         * the search's estimate as spent. */
         int k = confirm < p.count ? confirm : p.count;
+        work_estimate flows = {.seconds = est.seconds, .bytes = 0};
+        for (int i = 0; i < k; i++) {
+            scenario_config c;
+            plan_apply(&s, &p.layouts[i], &c);
+            c.run.fidelity_flow = 1;
+            work_estimate one;
+            budget_estimate_run(&c, &one);
+            flows.seconds += one.seconds;
+            flows.bytes = flows.bytes > one.bytes ? flows.bytes : one.bytes;
+        }
+        snprintf(flows.work, sizeof flows.work, "the best %d replayed at flow fidelity after the search", k);
+        if (budget_check_before("plan", "its --confirm replays", &flows, &limits) != 0) {
+            plan_result_free(&p);
+            scenario_free(&s);
+            rc = 2;
+            goto out;
+        }
         fprintf(human, "confirming the best %d at flow fidelity (SimGrid):\n", k);
         for (int i = 0; i < k; i++) {
             scenario_config c;

@@ -10,6 +10,8 @@
 #include <string.h>
 #include "cli.h"
 #include "cli_args.h"
+#include "budget.h"
+#include "flow.h"
 #include "run.h"
 
 static void usage(FILE *f)
@@ -27,7 +29,10 @@ static void usage(FILE *f)
             "  --set PATH=VALUE    override one scenario value in every case, as 'dtsim run --set' does\n"
             "                      (e.g. model.attention=unfused for a table of runs made without\n"
             "                      fused attention whose cases do not say so)\n"
-            "exit: 0 within tolerance, 1 outside, 2 bad input\n");
+            "A case's step is simulated as 'dtsim run' simulates it: an analytic step of many\n"
+            "micro-batches replayed short and extended where shown periodic.\n"
+            BUDGET_HELP
+            "exit: 0 within tolerance, 1 outside, 2 bad input (or over the limits)\n");
 }
 
 static const char *case_id(json_t *c, int i, char *buf, size_t n)
@@ -39,10 +44,36 @@ static const char *case_id(json_t *c, int i, char *buf, size_t n)
     return buf;
 }
 
+/* Every case's step priced as dtsim run prices it (its first replay), summed: what the cases
+ * take. A case that does not load costs nothing here (the run says what is wrong with it). */
+static void estimate_cases(json_t *cases, const char *base_dir, int fidelity_flow, const char *const *sets,
+                           int n_sets, work_estimate *e)
+{
+    double seconds = 0, bytes = 0;
+    for (size_t i = 0; i < json_array_size(cases); i++) {
+        json_t *scen = json_object_get(json_array_get(cases, i), "scenario");
+        scenario_config s;
+        config_error err;
+        if (!json_is_object(scen) || scenario_load_json(scen, base_dir, sets, n_sets, &s, &err) != 0)
+            continue;
+        if (fidelity_flow >= 0)
+            s.run.fidelity_flow = fidelity_flow;
+        work_estimate one;
+        budget_estimate_step(&s, 0, &one);
+        seconds += one.seconds;
+        bytes = fmax(bytes, one.bytes);
+        scenario_free(&s);
+    }
+    snprintf(e->work, sizeof e->work, "%zu cases, each step priced as dtsim run prices it", json_array_size(cases));
+    e->seconds = seconds;
+    e->bytes = bytes;
+}
+
 /* The cases of cases_path simulated (at fidelity_flow when >= 0) with the overrides sets, and
- * compared with their figures; the exit code. */
+ * compared with their figures, within the limits (priced up front, each further replay asked
+ * when it comes); the exit code. */
 static int validate_cases(const char *cases_path, const char *json_path, int fidelity_flow, double max_mean,
-                          double max_err, const char *const *sets, int n_sets)
+                          double max_err, const char *const *sets, int n_sets, const budget_limits *limits)
 {
     json_error_t jerr;
     json_t *root = json_load_file(cases_path, JSON_REJECT_DUPLICATES, &jerr);
@@ -59,6 +90,14 @@ static int validate_cases(const char *cases_path, const char *json_path, int fid
     char dirbuf[4096];
     snprintf(dirbuf, sizeof dirbuf, "%s", cases_path);
     const char *base_dir = dirname(dirbuf);
+    work_estimate est;
+    estimate_cases(cases, base_dir, fidelity_flow, sets, n_sets, &est);
+    if (budget_check("validate", &est, limits) != 0) {
+        json_decref(root);
+        return 2;
+    }
+    budget_gate spend = {*limits, 0};
+    run_gate gate = {budget_gate_allow, &spend};
 
     FILE *human = (json_path && !strcmp(json_path, "-")) ? stderr : stdout;
     json_t *out_cases = json_array();
@@ -90,10 +129,11 @@ static int validate_cases(const char *cases_path, const char *json_path, int fid
         if (fidelity_flow >= 0)
             s.run.fidelity_flow = fidelity_flow;
         run_result r;
-        if (run_scenario(&s, &r, &err) != 0) {
+        int ran = run_scenario_folded_gated(&s, &r, &gate, &err);
+        if (ran != 0) {
             fprintf(stderr, "dtsim validate: %s: %s\n", id, err.msg);
             scenario_free(&s);
-            rc = 1;
+            rc = ran == RUN_GATED || ran == FLOW_REFUSED ? 2 : 1; /* over the limits: refused */
             break;
         }
         const char *key;
@@ -170,7 +210,9 @@ int cli_validate(int argc, char **argv)
     const char *cases_path = NULL, *json_path = NULL, *fidelity = NULL;
     double max_mean = -1, max_err = -1;
     cli_list sets = {0};
+    budget_limits limits = {0, 0};
     const cli_option options[] = {
+        BUDGET_OPTIONS(&limits),
         CLI_OPT_APPEND("set", &sets),
         CLI_OPT_STRING("json", &json_path),
         CLI_OPT_CHOICE("fidelity", &fidelity, fidelities),
@@ -185,7 +227,7 @@ int cli_validate(int argc, char **argv)
         rc = 2;
     } else if (rc == CLI_GO_ON) {
         rc = validate_cases(cases_path, json_path, fidelity ? !strcmp(fidelity, "flow") : -1, max_mean, max_err,
-                            sets.items, sets.count);
+                            sets.items, sets.count, &limits);
     }
     cli_list_free(&sets);
     return rc;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The up-front work estimate (sim/budget.h): what would exhaust the machine or run past the limits
 # is refused before anything starts, in well under a second, with exit 2 and the estimate; what
-# fits runs as before. run (analytic and flow), plan, sweep, faults and async alike.
+# fits runs as before. run (analytic and flow), plan, sweep, compare, validate, faults and async alike.
 #   budget_cli.sh DTSIM REPO_ROOT [LIMIT_MS]   (a refusal's wall-time limit, default 2000)
 set -u
 dtsim=$1 root=$2 limit_ms=${3:-2000}
@@ -59,6 +59,19 @@ rc=$?
   grep -q "over --max-memory-gib 0.3" err; } || { echo "plan's longer fold attempt: exit $rc: $(cat err)"; fail=1; }
 refused "sweep" "3 points" "$dtsim" sweep "$s" --vary training.global_batch_size=1536,49152,1572864 --full --out sw --max-seconds 2
 [ -e sw ] && { echo "sweep: refused, yet wrote sw/"; fail=1; }
+# plan --confirm K replays the best K at flow fidelity: priced once they are known (GPT-3 175B's
+# best, DP 64, have 15 times the flows of its own layout), refused before any of them runs
+"$dtsim" plan "$s" --confirm 3 --threads 2 --max-seconds 2 --json confirm.json >/dev/null 2>err; rc=$?
+{ [ "$rc" -eq 2 ] && [ ! -e confirm.json ] && grep -q "refused before its --confirm replays" err; } ||
+  { echo "plan --confirm over the limit: exit $rc: $(cat err)"; fail=1; }
+# compare and validate simulate each step as run does (folded) and are priced so: a batch of 98M
+# sequences replayed in full needed about 70 GiB; folded, 0.04 s
+"$dtsim" compare "$s" --set training.global_batch_size=98304000 --max-seconds 5 --max-memory-gib 0.5 >/dev/null 2>err ||
+  { echo "compare of a long step: $(cat err)"; fail=1; }
+refused "compare" "2 columns, each step priced" "$dtsim" compare "$s" --variant "parallel.zero_stage=2" --fidelity flow \
+  --max-seconds 0.01
+refused "validate" "28 cases, each step priced" "$dtsim" validate "$root/validation/published-runs.json" \
+  --fidelity flow --max-seconds 0.5
 refused "faults" "timeline events" "$dtsim" faults "$root/scenarios/llama3-405b-54d-faults.json" --runs 100000 --max-seconds 2
 refused "async" "worker steps" "$dtsim" async "$root/scenarios/gpt3-2.7b-32-a100-ps.json" --steps 1000000 --max-seconds 60
 "$dtsim" run "$s" --max-seconds -1 >/dev/null 2>err; rc=$?
@@ -68,5 +81,5 @@ refused "async" "worker steps" "$dtsim" async "$root/scenarios/gpt3-2.7b-32-a100
 "$dtsim" run "$s" --max-seconds 60 --max-memory-gib 4 --json b.json >/dev/null 2>&1 || { echo "run within limits failed"; fail=1; }
 python3 -c 'import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); sys.exit(a["step_time_s"]!=b["step_time_s"])' a.json b.json ||
   { echo "limits changed the figures"; fail=1; }
-[ "$fail" -eq 0 ] && echo "budget: run, flow run, plan, sweep, faults and async refused up front; what fits runs"
+[ "$fail" -eq 0 ] && echo "budget: run, flow run, plan, sweep, compare, validate, faults and async refused up front; what fits runs"
 exit "$fail"
