@@ -1,7 +1,7 @@
 /* What a command will take, said before it starts: an estimate of its memory and wall time
  * from the scenario alone, and the refusal (exit 2, with the estimate and what to change) when it
  * is over the limits: --max-memory-gib (default: this machine's memory) and --max-seconds
- * (default: one hour). Shared by run, sweep, plan, compare, validate, faults and async, so that no valid input
+ * (default: one hour). Shared by run, sweep, plan, compare, validate, report, faults and async, so that no valid input
  * exhausts the machine or runs for hours unannounced.
  *
  * The per-unit costs are measurements of this project's own replays on the 2-core CI machine

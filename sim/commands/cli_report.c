@@ -24,8 +24,10 @@
 #include <string.h>
 #include "cli.h"
 #include "cli_args.h"
+#include "budget.h"
 #include "config_json.h"
 #include "engine_scenario.h"
+#include "flow.h"
 #include "run.h"
 #include "workload.h"
 
@@ -43,9 +45,11 @@ static void usage(FILE *f)
             "  --warmup N          leading steps left out of the measured median (default 2)\n"
             "  --set PATH=VALUE    override a scenario value by dotted path (as dtsim run); repeatable\n"
             "  --json FILE|-       write the comparison as JSON (\"-\": stdout only, the table to stderr)\n"
+            BUDGET_HELP
             "  -h, --help          this help\n"
             "The scenario should describe the run's model, batch, layout and precision on the machine it\n"
-            "ran on; differences are listed. exit: 0 ok, 2 bad input, 1 runtime failure\n");
+            "ran on; differences are listed. Its step is simulated as 'dtsim run' simulates it.\n"
+            "exit: 0 ok, 2 bad input (or over the limits), 1 runtime failure\n");
 }
 
 typedef struct {
@@ -306,7 +310,9 @@ int cli_report(int argc, char **argv)
     cli_list sets = {0};
     int warmup = 2;
     measured_run m = {0};
+    budget_limits limits = {0, 0};
     const cli_option options[] = {
+        BUDGET_OPTIONS(&limits),
         CLI_OPT_APPEND("set", &sets),
         CLI_OPT_STRING("measured", &run_path),
         CLI_OPT_STRING("json", &json_path),
@@ -345,11 +351,20 @@ int cli_report(int argc, char **argv)
      * router's floor, as dtcal validate does; a SCENARIO keeps its own moe_load_imbalance. */
     if (!scenario_path && m.moe_load > 0 && s.model.num_experts > 0)
         s.model.moe_load_imbalance = m.moe_load;
+    work_estimate est;
+    budget_estimate_step(&s, 0, &est);
+    if (budget_check("report", &est, &limits) != 0) {
+        scenario_free(&s);
+        goto out;
+    }
+    budget_gate spend = {limits, 0};
+    run_gate gate = {budget_gate_allow, &spend};
     run_result r;
-    if (run_scenario(&s, &r, &err) != 0) {
+    int ran = run_scenario_folded_gated(&s, &r, &gate, &err);
+    if (ran != 0) {
         fprintf(stderr, "dtsim: %s: %s\n", scenario_path ? scenario_path : run_path, err.msg);
         scenario_free(&s);
-        rc = 1;
+        rc = ran == RUN_GATED || ran == FLOW_REFUSED ? 2 : 1; /* over the limits: refused */
         goto out;
     }
     double tps = m.tokens_per_step / m.step_time_s;

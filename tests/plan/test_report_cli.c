@@ -11,8 +11,9 @@
  *    (moe_load_imbalance) in place of the balanced router's floor; a scenario with another EP is
  *    flagged;
  *  - bad input exits 2 naming the file (and line): missing folder, malformed metrics line, a
- *    routing figure under 1, no steps after the warm-up. argv[1]: dtsim, argv[2]: the repository
- *    root. */
+ *    routing figure under 1, no steps after the warm-up;
+ *  - a simulation over --max-seconds is refused before it runs (exit 2, nothing written).
+ * argv[1]: dtsim, argv[2]: the repository root. */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -301,6 +302,26 @@ static void bad_input_exits_2_naming_the_file(void **state)
     assert_int_equal(sh("'%s' report '%s' --measured '%s' --warmup x 2>/dev/null", DTSIM, SCEN, RUN), 2);
 }
 
+/* The simulation is priced before it runs, as dtsim run prices it: over --max-seconds, exit 2
+ * with the estimate and nothing written. */
+static void over_the_limits_exits_2(void **state)
+{
+    (void)state;
+    char err[600], out[600];
+    snprintf(err, sizeof err, "%s.err", RUN);
+    snprintf(out, sizeof out, "%s.limits.json", RUN);
+    const double t[4] = {1, 1, 0.5, 0.5};
+    write_run(64, t, 4, "");
+    assert_int_equal(sh("'%s' report '%s' --measured '%s' --max-seconds 1e-9 --json '%s' 2>'%s'", DTSIM, SCEN, RUN,
+                        out, err), 2);
+    assert_int_equal(sh("grep -q 'dtsim report: refused before starting: .*tasks of the step graph' '%s'", err), 0);
+    assert_int_not_equal(access(out, F_OK), 0);
+    assert_int_equal(sh("'%s' report '%s' --measured '%s' --max-seconds 60 --json '%s' >/dev/null 2>&1", DTSIM, SCEN,
+                        RUN, out), 0);
+    assert_int_equal(access(out, F_OK), 0);
+    unlink(out);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -328,6 +349,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(without_a_scenario_the_run_itself_is_simulated),
         cmocka_unit_test(a_moe_run_is_simulated_with_its_routing),
         cmocka_unit_test(bad_input_exits_2_naming_the_file),
+        cmocka_unit_test(over_the_limits_exits_2),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     sh("rm -rf '%s' '%s' '%s.out.json' '%s.err'", RUN, SCEN, RUN, RUN);
