@@ -19,7 +19,7 @@ one() { # NAME COMMAND...
   est_s=$(grep -o 'GiB and [0-9.e+-]* [a-z]*' "$work/err" | awk '{v=$3; u=$4; if (u=="min") v*=60; else if (u=="h") v*=3600; else if (u=="days") v*=86400; print v}')
   est_gib=$(grep -o 'about [0-9.e+-]* GiB' "$work/err" | awk '{print $2}')
   /usr/bin/time -f "%e %M" -o "$work/t" "$@" >/dev/null 2>&1
-  read -r s kb <"$work/t"
+  read -r s kb < <(tail -n 1 "$work/t") # the last line: a failing exit adds one before it
   awk -v n="$name" -v es="$est_s" -v ms="$s" -v eg="$est_gib" -v kb="$kb" 'BEGIN {
     em = eg * 1024; mm = kb / 1024;
     printf "%-44s %10.3g %10.3g %6.2f %10.0f %10.0f %6.2f\n", n, es, ms, es / (ms > 0 ? ms : 1e-9), em, mm, em / mm }'
@@ -38,6 +38,12 @@ one "run --fidelity flow, Llama 3 405B, 131,072" "$dtsim" run "$root/scenarios/l
   --set platform.network.nodes=16384
 one "plan, batch 1536" "$dtsim" plan "$g"
 one "plan, batch 49152" "$dtsim" plan "$g" --set training.global_batch_size=49152
+one "plan --exhaustive, batch 1536" "$dtsim" plan "$g" --exhaustive
+one "plan, batch 1572864" "$dtsim" plan "$g" --set training.global_batch_size=1572864
+one "plan --deadline-days 30, Llama 3 to 131,072" "$dtsim" plan "$root/scenarios/llama3-405b-16k-h100.json" \
+  --deadline-days 30 --max-gpus 131072 --quiet
+one "compare, batch 1572864" "$dtsim" compare "$g" --set training.global_batch_size=1572864
+one "validate, the published set" "$dtsim" validate "$root/validation/published-runs.json"
 one "sweep, 3 batches" "$dtsim" sweep "$g" --vary training.global_batch_size=1536,12288,49152 --out "$work/sw"
 one "faults, 20 runs of 54 days" "$dtsim" faults "$root/scenarios/llama3-405b-54d-faults.json" --runs 20 --quiet
 one "async, 2000 steps" "$dtsim" async "$root/scenarios/gpt3-2.7b-32-a100-ps.json" --steps 2000 --quiet
