@@ -218,6 +218,16 @@ int budget_check_before(const char *command, const char *before, const work_esti
     return 2;
 }
 
+/* A replay the gate refuses: err says which, what it would take and the limit it passes; 1. */
+static int refuse_replay(const work_estimate *e, const budget_limits *l, int full, config_error *err)
+{
+    char words[768];
+    over_words(e, l, words, sizeof words);
+    snprintf(err->msg, sizeof err->msg, "refused before %s: %s. " BUDGET_ADVICE,
+             full ? "replaying every micro-batch" : "a longer fold attempt", words);
+    return 1;
+}
+
 int budget_replay_allow(void *ctx, const scenario_config *replay, int full, config_error *err)
 {
     const budget_replay_gate *g = ctx;
@@ -231,11 +241,7 @@ int budget_replay_allow(void *ctx, const scenario_config *replay, int full, conf
     }
     if (budget_within(&e, &g->limits))
         return 0;
-    char words[768];
-    over_words(&e, &g->limits, words, sizeof words);
-    snprintf(err->msg, sizeof err->msg, "refused before %s: %s. " BUDGET_ADVICE,
-             full ? "replaying every micro-batch" : "a longer fold attempt", words);
-    return 1;
+    return refuse_replay(&e, &g->limits, full, err);
 }
 
 void budget_estimate_step(const scenario_config *s, int full, work_estimate *e)
@@ -267,9 +273,5 @@ int budget_gate_allow(void *ctx, const scenario_config *replay, int full, config
         g->spent_s = so_far.seconds;
         return 0;
     }
-    char words[768];
-    over_words(&so_far, &g->limits, words, sizeof words);
-    snprintf(err->msg, sizeof err->msg, "refused before %s: %s. " BUDGET_ADVICE,
-             full ? "replaying every micro-batch" : "a longer fold attempt", words);
-    return 1;
+    return refuse_replay(&so_far, &g->limits, full, err);
 }
