@@ -44,6 +44,37 @@ static const char *case_id(json_t *c, int i, char *buf, size_t n)
     return buf;
 }
 
+/* The keys a cases file may hold, at the top and in a case: any other is a typo that would
+ * otherwise pass silently (a misspelt "tolerance" left at the default). NULL when all are known,
+ * else the first unknown one, its case index in *where (-1: the top level). */
+static const char *unknown_key(json_t *root, json_t *cases, int *where)
+{
+    static const char *const top[] = {"cases", "note", "source", NULL};
+    static const char *const in_case[] = {"id", "source", "note", "scenario", "expect", "tolerance", NULL};
+    const char *key;
+    json_t *v;
+    *where = -1;
+    json_object_foreach(root, key, v) {
+        int known = 0;
+        for (int k = 0; top[k]; k++)
+            known |= !strcmp(key, top[k]);
+        if (!known)
+            return key;
+    }
+    for (size_t i = 0; i < json_array_size(cases); i++) {
+        json_t *c = json_array_get(cases, i);
+        *where = (int)i;
+        json_object_foreach(c, key, v) {
+            int known = 0;
+            for (int k = 0; in_case[k]; k++)
+                known |= !strcmp(key, in_case[k]);
+            if (!known)
+                return key;
+        }
+    }
+    return NULL;
+}
+
 /* Every case's step priced as dtsim run prices it (its first replay), summed: what the cases
  * take. A case that does not load costs nothing here (the run says what is wrong with it). */
 static void estimate_cases(json_t *cases, const char *base_dir, int fidelity_flow, const char *const *sets,
@@ -84,6 +115,18 @@ static int validate_cases(const char *cases_path, const char *json_path, int fid
     json_t *cases = json_object_get(root, "cases");
     if (!json_is_array(cases) || json_array_size(cases) == 0) {
         fprintf(stderr, "dtsim validate: %s: \"cases\" must be a non-empty list\n", cases_path);
+        json_decref(root);
+        return 2;
+    }
+    int where;
+    const char *unknown = unknown_key(root, cases, &where);
+    if (unknown) {
+        if (where < 0)
+            fprintf(stderr, "dtsim validate: %s: unknown key \"%s\" (a cases file holds \"cases\", \"note\" and "
+                            "\"source\")\n", cases_path, unknown);
+        else
+            fprintf(stderr, "dtsim validate: %s: cases[%d]: unknown key \"%s\" (a case holds \"id\", \"source\", "
+                            "\"note\", \"scenario\", \"expect\" and \"tolerance\")\n", cases_path, where, unknown);
         json_decref(root);
         return 2;
     }

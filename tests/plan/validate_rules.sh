@@ -17,6 +17,8 @@ neg = dict(case, tolerance=-0.1)
 json.dump({"cases": [neg]}, open(f"{work}/negative.json", "w"))
 zero = dict(case, expect={"bubble_fraction.mean": 0}, tolerance=0.01)
 json.dump({"cases": [zero]}, open(f"{work}/zero.json", "w"))
+typo = dict(case, tolerence=0.01)
+json.dump({"cases": [typo]}, open(f"{work}/typo.json", "w"))
 PY
 fail=0
 "$dtsim" validate "$work/negative.json" >"$work/out" 2>"$work/err"; rc=$?
@@ -28,5 +30,10 @@ if [ "$rc" -ne 0 ] || ! grep -q '(absolute: expected 0)' "$work/out" ||
    ! grep -q '"error_kind": "absolute"' "$work/zero_out.json"; then
   echo "expected 0: exit $rc"; cat "$work/out" "$work/err"; fail=1
 fi
-[ "$fail" -eq 0 ] && echo "validate: negative tolerance refused; an expected 0 scored as an absolute error"
+# a misspelt key (tolerence) would leave the default tolerance: refused, named, before anything runs
+"$dtsim" validate "$work/typo.json" >"$work/out" 2>"$work/err"; rc=$?
+if [ "$rc" -ne 2 ] || ! grep -q 'cases\[0\]: unknown key "tolerence"' "$work/err" || [ -s "$work/out" ]; then
+  echo "misspelt key: exit $rc"; cat "$work/out" "$work/err"; fail=1
+fi
+[ "$fail" -eq 0 ] && echo "validate: negative tolerance and unknown keys refused; an expected 0 scored as an absolute error"
 exit "$fail"
