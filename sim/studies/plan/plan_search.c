@@ -3,6 +3,7 @@
  * are known), rank. Candidates are independent, so worker threads take them; each thread keeps
  * its own tallies, merged at the end, and neither the ranking nor the counts depend on which
  * thread ran what. See plan.h. */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -457,7 +458,10 @@ int plan_estimate(const scenario_config *base, int gpus, int threads, work_estim
     snprintf(e->work, sizeof e->work,
              "up to %ld of %ld candidate layouts simulated on %d GPUs (%.3g tasks in their first replays)", fitting,
              total, gpus, tasks);
-    e->seconds = budget_plan_seconds(tasks, threads);
+    /* at least the largest first replay alone, as the replay gate prices each replay it is asked
+     * for (budget_replay_allow): on many threads one dominant layout must not be refused by the
+     * gate after the estimate let the search start */
+    e->seconds = fmax(budget_plan_seconds(tasks, threads), budget_analytic_seconds(largest));
     e->bytes = threads * budget_analytic_bytes(largest) + (double)total * sizeof(plan_layout);
     return 0;
 }
