@@ -42,7 +42,7 @@ refused "flow run" "flows (flow replay, SimGrid)" "$dtsim" run "$s" --fidelity f
 refused "plan" "candidate layouts" "$dtsim" plan "$s" --max-seconds 0.01
 # a deadline search is priced at every size it may search (1, 2, 4, ... nodes): Llama 3 405B's up
 # to 131,072 GPUs is about 1.9 s estimated and 0.9 s measured; priced at the largest size alone,
-# where few layouts fit, it was 0.05 s
+# where few layouts fit, it was 0.04 s
 refused "plan --deadline-days" "up to 16 cluster sizes of 1 to 16384 nodes" "$dtsim" plan \
   "$root/scenarios/llama3-405b-16k-h100.json" --deadline-days 30 --max-gpus 131072 --threads 2 --max-seconds 0.5
 # the planner folds each layout's step as dtsim run does, and is priced so: at the big batch its
