@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "cli_args.h"
 #include "budget.h"
+#include "config_json.h"
 #include "flow.h"
 #include "run.h"
 
@@ -44,36 +45,10 @@ static const char *case_id(json_t *c, int i, char *buf, size_t n)
     return buf;
 }
 
-/* The keys a cases file may hold, at the top and in a case: any other is a typo that would
- * otherwise pass silently (a misspelt "tolerance" left at the default). NULL when all are known,
- * else the first unknown one, its case index in *where (-1: the top level). */
-static const char *unknown_key(json_t *root, json_t *cases, int *where)
-{
-    static const char *const top[] = {"cases", "note", "source", NULL};
-    static const char *const in_case[] = {"id", "source", "note", "scenario", "expect", "tolerance", NULL};
-    const char *key;
-    json_t *v;
-    *where = -1;
-    json_object_foreach(root, key, v) {
-        int known = 0;
-        for (int k = 0; top[k]; k++)
-            known |= !strcmp(key, top[k]);
-        if (!known)
-            return key;
-    }
-    for (size_t i = 0; i < json_array_size(cases); i++) {
-        json_t *c = json_array_get(cases, i);
-        *where = (int)i;
-        json_object_foreach(c, key, v) {
-            int known = 0;
-            for (int k = 0; in_case[k]; k++)
-                known |= !strcmp(key, in_case[k]);
-            if (!known)
-                return key;
-        }
-    }
-    return NULL;
-}
+/* Any other key, at the top or in a case, is refused (config_check_keys): a misspelt
+ * "tolerance" would otherwise leave the default in force. */
+static const char *const CASES_FILE_KEYS[] = {"cases", "note", "source", NULL};
+static const char *const CASE_KEYS[] = {"id", "source", "note", "scenario", "expect", "tolerance", NULL};
 
 /* Every case's step priced as dtsim run prices it (its first replay), summed: what the cases
  * take. A case that does not load costs nothing here (the run says what is wrong with it). */
@@ -118,15 +93,16 @@ static int validate_cases(const char *cases_path, const char *json_path, int fid
         json_decref(root);
         return 2;
     }
-    int where;
-    const char *unknown = unknown_key(root, cases, &where);
-    if (unknown) {
-        if (where < 0)
-            fprintf(stderr, "dtsim validate: %s: unknown key \"%s\" (a cases file holds \"cases\", \"note\" and "
-                            "\"source\")\n", cases_path, unknown);
-        else
-            fprintf(stderr, "dtsim validate: %s: cases[%d]: unknown key \"%s\" (a case holds \"id\", \"source\", "
-                            "\"note\", \"scenario\", \"expect\" and \"tolerance\")\n", cases_path, where, unknown);
+    config_error kerr;
+    int bad_key = config_check_keys(root, "", CASES_FILE_KEYS, &kerr);
+    for (size_t i = 0; !bad_key && i < json_array_size(cases); i++) {
+        char path[32];
+        snprintf(path, sizeof path, "cases[%zu]", i);
+        json_t *c = json_array_get(cases, i);
+        bad_key = json_is_object(c) && config_check_keys(c, path, CASE_KEYS, &kerr);
+    }
+    if (bad_key) {
+        fprintf(stderr, "dtsim validate: %s: %s\n", cases_path, kerr.msg);
         json_decref(root);
         return 2;
     }

@@ -32,7 +32,7 @@ if [ "$rc" -ne 0 ] || ! grep -q '(absolute: expected 0)' "$work/out" ||
 fi
 # a misspelt key (tolerence) would leave the default tolerance: refused, named, before anything runs
 "$dtsim" validate "$work/typo.json" >"$work/out" 2>"$work/err"; rc=$?
-if [ "$rc" -ne 2 ] || ! grep -q 'cases\[0\]: unknown key "tolerence"' "$work/err" || [ -s "$work/out" ]; then
+if [ "$rc" -ne 2 ] || ! grep -q "cases\[0\]\.tolerence: unknown key (did you mean 'tolerance'?)" "$work/err" || [ -s "$work/out" ]; then
   echo "misspelt key: exit $rc"; cat "$work/out" "$work/err"; fail=1
 fi
 [ "$fail" -eq 0 ] && echo "validate: negative tolerance and unknown keys refused; an expected 0 scored as an absolute error"
