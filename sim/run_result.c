@@ -29,6 +29,9 @@ void *run_result_to_json(const run_result *r)
                      "bubble_fraction", "mean", r->bubble_mean, "max", r->bubble_max,
                      "comm_s", comm, "memory_gib", mem, "wall_s", r->wall_s);
     json_object_set_new(doc, "overlap_cost_s", json_real(r->overlap_cost_s));
+    /* run.steps: the replay is deterministic and every steady-state step replays the same, so
+     * N steps take N step times; said as a figure rather than implied by "steps" alone. */
+    json_object_set_new(doc, "steps_time_s", json_real(r->steps * r->step_time_s));
     if (r->input_present) /* training.data_loader: only then, so that other documents stay as they were */
         json_object_set_new(doc, "input",
                             json_pack("{s:f,s:f,s:f,s:f,s:I}", "exposed_s", r->input_exposed_s,
@@ -194,6 +197,9 @@ void run_result_print(const run_result *r, const scenario_config *s, void *file)
             }
         }
     }
+    if (r->steps > 1)
+        fprintf(f, "  steps        %d x %.4f s = %.4f s (every steady-state step replays the same)\n", r->steps,
+                r->step_time_s, r->steps * r->step_time_s);
     fprintf(f, "  simulated    %ld tasks in %.3f s wall", r->tasks, r->wall_s);
     if (r->folded) /* run_fold.c: the step shown periodic, extended from two short replays */
         fprintf(f, " (replays of %lld and %lld micro-batches, shown periodic and extended; --full replays all)",

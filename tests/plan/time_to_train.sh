@@ -4,7 +4,8 @@
 # steps x step time / 86,400, GPU-hours = days x 24 x 1,024, cost = GPU-hours x the price;
 # Megatron-LM's train_iters and train_samples say the same as tokens; with a GPU MTBF, the same
 # with failures by Daly's closed form worked out here; two budgets are refused; a
-# layout that does not fit exits 3 with its JSON written and memory_gib.oom true.
+# layout that does not fit exits 3 with its JSON written and memory_gib.oom true; --steps 3
+# reports three times the step (steps_time_s), every steady-state step replaying the same.
 #   time_to_train.sh DTSIM REPO_ROOT
 set -u
 dtsim=$1 root=$2
@@ -19,6 +20,7 @@ fail=0
 "$dtsim" run "$s" --set platform.price_per_gpu_hour=2 --set faults.gpu_mtbf_hours=50000 \
   --set faults.checkpoint_interval_s=3600 --set 'faults.checkpoint_write="sync"' --json "$work/faults.json" \
   >"$work/faults_out" 2>&1 || fail=1
+"$dtsim" run "$s" --steps 3 --json "$work/steps.json" >"$work/steps_out" 2>&1 || fail=1
 "$dtsim" run "$s" --set training.train_iters=10 >/dev/null 2>"$work/both"; rc=$?
 if [ "$rc" -ne 2 ] || ! grep -q 'one of tokens, train_iters and train_samples' "$work/both"; then
   echo "tokens with train_iters: exit $rc"; cat "$work/both"; fail=1
@@ -52,9 +54,15 @@ ok = ok and abs(g - expect) < 2e-4 and abs(wf["days"] - f["days"] / g) <= 1e-9 *
      and abs(wf["gpu_hours"] - f["gpu_hours"] / g) <= 1e-6 * wf["gpu_hours"] \
      and abs(wf["cost"] - f["cost"] / g) <= 1e-6 * wf["cost"] and wf["checkpoint_interval_s"] == tau
 print("with failures:", wf, "closed form here", round(expect, 6), "ok" if ok else "WRONG")
+# --steps 3: three steady-state steps, each the one replayed, said as a figure
+st = json.load(open(f"{w}/steps.json"))
+ok_steps = st["steps"] == 3 and abs(st.get("steps_time_s", -1) - 3 * st["step_time_s"]) <= 1e-9 * st["step_time_s"]
+print("--steps 3:", st["steps"], st.get("steps_time_s"), "ok" if ok_steps else "WRONG")
+ok = ok and ok_steps
 print("time to train:", t, "ok" if ok else "WRONG")
 sys.exit(0 if ok else 1)
 PY
+grep -q '^  steps        3 x .* s = .* s' "$work/steps_out" || { echo "no steps line:"; cat "$work/steps_out"; fail=1; }
 grep -q 'to train     300B tokens: 95.4K steps' "$work/out" || { echo "summary line:"; grep 'to train' "$work/out"; fail=1; }
 grep -q 'with failures .* days, .* GPU-hours (expected goodput' "$work/faults_out" ||
   { echo "failures line:"; grep -A1 'to train' "$work/faults_out"; fail=1; }
