@@ -67,7 +67,9 @@ int atomic_file_open(atomic_file *a, const char *path, char *why, size_t len)
         a->f = fopen(a->tmp, "w");
     }
     if (!a->f) {
-        snprintf(why, len, "cannot write %s: %s", a->tmp[0] ? a->tmp : path, strerror(errno));
+        int err = errno; /* kept for the caller (atomic_file_check) past snprintf */
+        snprintf(why, len, "cannot write %s: %s", a->tmp[0] ? a->tmp : path, strerror(err));
+        errno = err;
         a->tmp[0] = 0;
         return -1;
     }
@@ -107,6 +109,26 @@ void atomic_file_abort(atomic_file *a)
     if (a->tmp[0])
         unlink(a->tmp);
     a->tmp[0] = 0;
+}
+
+int atomic_file_check(const char *path, char *why, size_t len)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(why, len, "cannot write %s: it is a folder", path);
+        return -1;
+    }
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return 0;
+    atomic_file a;
+    char inner[4400];
+    if (atomic_file_open(&a, path, inner, sizeof inner) != 0) {
+        int err = errno;
+        snprintf(why, len, "cannot write %s: %s", path, strerror(err));
+        return -1;
+    }
+    atomic_file_abort(&a);
+    return 0;
 }
 
 int atomic_file_write(const char *path, const void *data, size_t n, int durable, char *why, size_t len)

@@ -14,8 +14,8 @@
 #include "config.h"
 
 typedef struct {
-    double memory_gib;   /* --max-memory-gib; 0: the machine's memory */
-    double seconds;      /* --max-seconds; 0: BUDGET_DEFAULT_SECONDS */
+    double memory_gib;   /* --max-memory-gib (above 0 when given); 0: not given, the machine's memory */
+    double seconds;      /* --max-seconds (above 0 when given); 0: not given, BUDGET_DEFAULT_SECONDS */
 } budget_limits;
 
 #define BUDGET_DEFAULT_SECONDS 3600.0
@@ -27,12 +27,13 @@ typedef struct {
 } work_estimate;
 
 /* The options and their help lines, for each command's table and usage. */
-#define BUDGET_OPTIONS(l) CLI_OPT_REAL("max-memory-gib", &(l)->memory_gib), CLI_OPT_REAL("max-seconds", &(l)->seconds)
+#define BUDGET_OPTIONS(l) \
+    CLI_OPT_POSITIVE("max-memory-gib", &(l)->memory_gib), CLI_OPT_POSITIVE("max-seconds", &(l)->seconds)
 #define BUDGET_HELP                                                                                        \
     "  --max-memory-gib G  refuse, before anything runs (exit 2, with the estimate), work estimated\n"   \
-    "                      to need more than G GiB (default: this machine's memory); a long step's\n"   \
+    "                      to need more than G GiB (G > 0; default: this machine's memory); a long step's\n"   \
     "                      fold is priced replay by replay, each before it runs\n"                      \
-    "  --max-seconds S     ... or more than S seconds (default 3600)\n"
+    "  --max-seconds S     ... or more than S seconds (S > 0; default 3600)\n"
 
 /* One simulated step of s at its fidelity: the analytic replay's tasks, or the flow replay's
  * flows. */

@@ -1,6 +1,7 @@
 /* The dtsim commands' one argument parser: getopt_long over each command's table (cli_args.h). */
 #include <getopt.h>
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +142,17 @@ static int take_option(const cli_spec *spec, const cli_option *o, const char *va
         }
         break;
     }
+    case CLI_POSITIVE: {
+        char *end;
+        double v = strtod(value, &end);
+        if (!*value || *end || !(v > 0) || !isfinite(v)) {
+            fprintf(stderr, "dtsim %s: %s: '%s' is not a positive number\n", spec->command, flag, value);
+            ok = -1;
+        } else {
+            *(double *)o->dest = v;
+        }
+        break;
+    }
     case CLI_CHOICE:
         ok = cli_parse_choice(spec->command, flag, value, o->choices) < 0 ? -1 : 0;
         if (ok == 0)
@@ -170,7 +182,10 @@ int cli_parse_args_list(const cli_spec *spec, int argc, char **argv, cli_list *w
     while (spec->options[n].name)
         n++;
     struct option *longopts = calloc((size_t)n + 2, sizeof *longopts);
-    if (!longopts) {
+    char *given = calloc((size_t)n + 1, 1); /* option i seen already */
+    if (!longopts || !given) {
+        free(longopts);
+        free(given);
         fprintf(stderr, "dtsim %s: out of memory\n", spec->command);
         return 2;
     }
@@ -217,7 +232,12 @@ int cli_parse_args_list(const cli_spec *spec, int argc, char **argv, cli_list *w
             rc = 2;
         } else if (c < OPTION_CODE || !spells(word, o->name)) {
             rc = refuse_unknown(spec, word);
+        } else if (given[o - spec->options] && !o->repeatable && o->kind != CLI_APPEND) {
+            fprintf(stderr, "dtsim %s: --%s given twice (each option once; see dtsim %s --help)\n", spec->command,
+                    o->name, spec->command);
+            rc = 2;
         } else {
+            given[o - spec->options] = 1;
             rc = take_option(spec, o, optarg);
         }
     }
@@ -225,6 +245,7 @@ int cli_parse_args_list(const cli_spec *spec, int argc, char **argv, cli_list *w
     for (int i = optind; rc == CLI_GO_ON && i < argc; i++)
         rc = take_positional(spec, words, argv[i]);
     free(longopts);
+    free(given);
     return rc;
 }
 

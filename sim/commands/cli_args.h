@@ -7,7 +7,9 @@
  * cli_parse_args() then reads argv in order: -h/--help prints the usage on stdout; an unknown
  * option, a flag without its value, a bad value and a second positional word are refused with
  * "dtsim COMMAND: ..." on stderr. A value follows its flag as the next word (--steps 2) or after
- * '=' (--steps=2); long names are matched whole, never abbreviated; "--" ends the options. */
+ * '=' (--steps=2); long names are matched whole, never abbreviated; "--" ends the options. An
+ * option given twice is refused unless it appends (--set, --vary): a repeated --json or
+ * --max-seconds would otherwise keep the last silently, which a user who wrote both did not mean. */
 #ifndef DTSIM_SIM_CLI_ARGS_H
 #define DTSIM_SIM_CLI_ARGS_H
 
@@ -25,6 +27,7 @@ typedef enum {
     CLI_STRING, /* *(const char **)dest = the value (argv's own string) */
     CLI_INT,    /* a whole number in lo..hi: *(int *)dest */
     CLI_REAL,   /* a non-negative number: *(double *)dest */
+    CLI_POSITIVE, /* a finite number above 0: *(double *)dest (0 there means "not given") */
     CLI_CHOICE, /* one of choices (NULL-terminated): *(const char **)dest */
     CLI_APPEND, /* appended to *(cli_list *)dest; repeatable */
     CLI_CALL,   /* call(command, "--NAME", value, dest): 0, or -1 after saying why on stderr */
@@ -37,6 +40,7 @@ typedef struct {
     long lo, hi;                /* CLI_INT: the range */
     const char *const *choices; /* CLI_CHOICE */
     int (*call)(const char *command, const char *flag, const char *value, void *dest); /* CLI_CALL */
+    int repeatable;             /* may be given more than once (CLI_APPEND always may) */
 } cli_option;
 
 /* A table's rows, one per option, and its end. */
@@ -44,9 +48,11 @@ typedef struct {
 #define CLI_OPT_STRING(n, d) {.name = (n), .kind = CLI_STRING, .dest = (d)}
 #define CLI_OPT_INT(n, d, l, h) {.name = (n), .kind = CLI_INT, .dest = (d), .lo = (l), .hi = (h)}
 #define CLI_OPT_REAL(n, d) {.name = (n), .kind = CLI_REAL, .dest = (d)}
+#define CLI_OPT_POSITIVE(n, d) {.name = (n), .kind = CLI_POSITIVE, .dest = (d)}
 #define CLI_OPT_CHOICE(n, d, c) {.name = (n), .kind = CLI_CHOICE, .dest = (d), .choices = (c)}
 #define CLI_OPT_APPEND(n, list) {.name = (n), .kind = CLI_APPEND, .dest = (list)}
 #define CLI_OPT_CALL(n, fn, d) {.name = (n), .kind = CLI_CALL, .dest = (d), .call = (fn)}
+#define CLI_OPT_CALL_REPEATABLE(n, fn, d) {.name = (n), .kind = CLI_CALL, .dest = (d), .call = (fn), .repeatable = 1}
 #define CLI_OPT_END {.name = NULL}
 
 typedef struct {

@@ -52,6 +52,11 @@ int cli_async(int argc, char **argv)
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
+    const cli_output outs[] = {{"--json", json_path, 0, 1}};
+    if (cli_check_outputs("async", outs, 1) != 0) {
+        scenario_free(&s);
+        goto out;
+    }
     work_estimate est;
     budget_estimate_async(&s, steps > 0 ? steps : s.parameter_server.steps > 0 ? s.parameter_server.steps : 100, &est);
     if (budget_check("async", &est, &limits) != 0) {

@@ -179,6 +179,9 @@ int cli_compare(int argc, char **argv)
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
+    const cli_output outs[] = {{"--json", json_path, 0, 1}};
+    if (cli_check_outputs("compare", outs, 1) != 0)
+        goto out;
     if (files.count == 0) {
         fprintf(stderr, "dtsim compare: no scenario file given (see dtsim compare --help)\n");
         goto out;

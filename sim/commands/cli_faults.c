@@ -59,8 +59,10 @@ static int plot_curve(const faults_report *r, const char *dir, const char *title
     char data[4200], cmd[9000];
     snprintf(data, sizeof data, "%s/goodput_vs_interval.dat", dir);
     FILE *f = fopen(data, "w");
-    if (!f)
+    if (!f) {
+        fprintf(stderr, "dtsim faults: --plot: cannot write %s: %s\n", data, strerror(errno));
         return -1;
+    }
     fprintf(f, "# checkpoint_interval_s mean_goodput\n");
     for (int i = 0; i < r->curve_points; i++)
         fprintf(f, "%.6g %.6g\n", r->curve_interval_s[i], r->curve_goodput[i]);
@@ -144,6 +146,11 @@ int cli_faults(int argc, char **argv)
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
+    const cli_output outs[] = {{"--json", json_path, 0, 1}, {"--plot", plot_dir, 1, 0}};
+    if (cli_check_outputs("faults", outs, 2) != 0) {
+        scenario_free(&s);
+        goto out;
+    }
     config_error err;
     if (faults_within_budget(&s, runs, &limits) != 0) {
         scenario_free(&s);

@@ -29,13 +29,15 @@ static void usage(FILE *f)
             "  --gpus N          GPUs to plan for (default: the scenario's TP x PP x CP x DP)\n"
             "  --top K           layouts to print and write (default 10)\n"
             "  --confirm K       re-simulate the best K at flow fidelity (SimGrid, contention) and\n"
-            "                    re-rank them by it (default 0)\n"
+            "                    re-rank them by it (default 0); these replays are priced once the\n"
+            "                    best K are known, and refused then (exit 2, nothing written)\n"
             "  --exhaustive      simulate every fitting layout, none bounded (--report does: it\n"
             "                    compares the best with the layouts one choice away)\n"
             "  --json FILE|-     the ranked layouts as JSON (DESIGN.md's plan format)\n"
             "  --report FILE     a capacity-planning report: Markdown, or HTML when FILE ends in .html;\n"
-            "                    its pictures (gnuplot) are written next to it as FILE.*.png and .svg,\n"
-            "                    and the HTML page embeds them (one file to send)\n"
+            "                    beside it (gnuplot): FILE.breakdown.png and .svg, FILE.memory.png and\n"
+            "                    .svg, FILE.best-step.png, drawn from FILE.layouts.csv and\n"
+            "                    FILE.best-step.trace.json; the HTML page embeds the pictures\n"
             "  --set PATH=VALUE  override a scenario value first (repeatable)\n"
             "  --threads N       worker threads for the search (default: $DTSIM_THREADS, else the CPUs)\n"
             "  --progress        the candidate layouts done on stderr every 2 s, with the time left\n"
@@ -187,7 +189,7 @@ int cli_plan(int argc, char **argv)
     budget_limits limits = {0, 0};
     const cli_option options[] = {
         BUDGET_OPTIONS(&limits),
-        CLI_OPT_REAL("deadline-days", &deadline),
+        CLI_OPT_POSITIVE("deadline-days", &deadline),
         CLI_OPT_CALL("batch-tokens", take_range, &batch),
         CLI_OPT_INT("max-gpus", &max_gpus, 1, 1048576),
         CLI_OPT_INT("gpus", &gpus, 1, 1048576),
@@ -208,6 +210,19 @@ int cli_plan(int argc, char **argv)
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
+    const cli_output outs[] = {{"--json", json_path, 0, 1}, {"--report", report, 0, 0}};
+    if (cli_check_outputs("plan", outs, 2) != 0) {
+        scenario_free(&s);
+        goto out;
+    }
+    /* $DTSIM_THREADS is the --threads default, read by the same rule: a value that is not a
+     * thread count is refused here rather than taken as one thread. */
+    const char *env_threads = getenv("DTSIM_THREADS");
+    if (!threads && env_threads && *env_threads &&
+        cli_parse_int("plan", "$DTSIM_THREADS", env_threads, 1, 64, &threads) != 0) {
+        scenario_free(&s);
+        goto out;
+    }
     if ((max_gpus || batch.hi > 0 || deadline > 0) && (gpus || confirm || report || exhaustive || deadline <= 0)) {
         fprintf(stderr, "dtsim plan: --deadline-days D (with a D above 0) searches cluster sizes itself: "
                         "--max-gpus and --batch-tokens need it, and --gpus, --confirm, --report and --exhaustive "
@@ -301,9 +316,13 @@ int cli_plan(int argc, char **argv)
     print_table(human, &p, top);
     print_dropped(human, &p);
     rc = p.count > 0 ? 0 : 1;
-    if (p.count == 0)
-        fprintf(stderr, "dtsim plan: no layout is valid and fits in %.0f GiB per GPU (reasons above)\n",
-                s.platform.gpu.memory_gib);
+    if (p.count == 0) {
+        /* a failed plan writes nothing: a ranking from an earlier search at --json / --report
+         * stays as it was rather than being replaced by an empty one */
+        fprintf(stderr, "dtsim plan: no layout is valid and fits in %.0f GiB per GPU (reasons above)%s\n",
+                s.platform.gpu.memory_gib, json_path || report ? "; nothing written" : "");
+        json_path = report = NULL;
+    }
     if (json_path) {
         json_t *arr = json_array();
         for (int i = 0; i < p.count && i < top; i++)

@@ -85,6 +85,11 @@ int cli_run(int argc, char **argv)
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
+    const cli_output outs[] = {{"--json", json_path, 0, 1}, {"--trace", trace_path, 0, 0}};
+    if (cli_check_outputs("run", outs, 2) != 0) {
+        scenario_free(&s);
+        goto out;
+    }
     /* priced: what runs first (a long step's fold attempt, sim/run.h); each replay after it is
      * held to the same limits before it runs */
     int every = full || trace_path;

@@ -76,7 +76,7 @@ int cli_sweep(int argc, char **argv)
     budget_limits limits = {0, 0};
     const cli_option options[] = {
         BUDGET_OPTIONS(&limits),
-        CLI_OPT_CALL("vary", add_vary, &spec),
+        CLI_OPT_CALL_REPEATABLE("vary", add_vary, &spec),
         CLI_OPT_STRING("out", &out),
         CLI_OPT_APPEND("set", &sets),
         CLI_OPT_FLAG("plot", &want_plot),
@@ -98,6 +98,9 @@ int cli_sweep(int argc, char **argv)
         usage(stderr);
         goto out;
     }
+    const cli_output outs[] = {{"--out", out, 1, 0}};
+    if (cli_check_outputs("sweep", outs, 1) != 0)
+        goto out;
     if (sweep_check_zip(&spec, &err) != 0) {
         fprintf(stderr, "dtsim sweep: %s\n", err.msg);
         goto out;

@@ -244,6 +244,8 @@ int cli_validate(int argc, char **argv)
     if (rc == CLI_GO_ON && !cases_path) {
         usage(stderr);
         rc = 2;
+    } else if (rc == CLI_GO_ON && cli_check_outputs("validate", (const cli_output[]){{"--json", json_path, 0, 1}}, 1)) {
+        rc = 2;
     } else if (rc == CLI_GO_ON) {
         rc = validate_cases(cases_path, json_path, fidelity ? !strcmp(fidelity, "flow") : -1, max_mean, max_err,
                             sets.items, sets.count, &limits);

@@ -336,6 +336,12 @@ static void every_command_parses_flags_alike(void **state)
         assert_int_equal(sh("test ! -s dtsim_flag_out"), 0);
         assert_int_equal(sh("'%s' %s '%s' --jso x >/dev/null 2>dtsim_flag_err", DTSIM, c, SCENARIO), 2);
         assert_int_equal(sh("grep -q 'dtsim %s: unknown option or missing value: --jso' dtsim_flag_err", c), 0);
+        /* an option given twice is refused, not kept last-wins; --set repeats */
+        const char *out = strcmp(c, "sweep") == 0 ? "out" : "json"; /* sweep writes --out */
+        assert_int_equal(sh("'%s' %s '%s' --%s a.json --%s=b.json >dtsim_flag_out 2>dtsim_flag_err", DTSIM, c,
+                            SCENARIO, out, out), 2);
+        assert_int_equal(sh("grep -q 'dtsim %s: --%s given twice' dtsim_flag_err", c, out), 0);
+        assert_int_equal(sh("test ! -e a.json && test ! -e b.json"), 0);
     }
     assert_int_equal(sh("'%s' validate '%s' --max-error=x 2>dtsim_flag_err", DTSIM, SCENARIO), 2);
     assert_int_equal(sh("grep -q \"dtsim validate: --max-error: 'x' is not a non-negative number\" dtsim_flag_err"), 0);

@@ -75,7 +75,13 @@ refused "validate" "28 cases, each step priced" "$dtsim" validate "$root/validat
 refused "faults" "timeline events" "$dtsim" faults "$root/scenarios/llama3-405b-54d-faults.json" --runs 100000 --max-seconds 2
 refused "async" "worker steps" "$dtsim" async "$root/scenarios/gpt3-2.7b-32-a100-ps.json" --steps 1000000 --max-seconds 60
 "$dtsim" run "$s" --max-seconds -1 >/dev/null 2>err; rc=$?
-[ "$rc" -eq 2 ] && grep -q "max-seconds: '-1' is not a non-negative number" err || { echo "negative limit: exit $rc"; fail=1; }
+[ "$rc" -eq 2 ] && grep -q "max-seconds: '-1' is not a positive number" err || { echo "negative limit: exit $rc"; fail=1; }
+# a limit of 0 (or a deadline of 0 days) is no limit a user means: refused, not read as the default
+for bad in "run $s --max-seconds 0" "run $s --max-memory-gib 0" "plan $s --deadline-days 0"; do
+  # shellcheck disable=SC2086
+  "$dtsim" $bad >/dev/null 2>err; rc=$?
+  [ "$rc" -eq 2 ] && grep -q "'0' is not a positive number" err || { echo "$bad: exit $rc: $(cat err)"; fail=1; }
+done
 # what fits runs, and the same figures as without the flags
 "$dtsim" run "$s" --json a.json >/dev/null 2>&1 || { echo "plain run failed"; fail=1; }
 "$dtsim" run "$s" --max-seconds 60 --max-memory-gib 4 --json b.json >/dev/null 2>&1 || { echo "run within limits failed"; fail=1; }
