@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "budget.h"
+#include "async_ps.h"
 #include "faults.h"
 #include "flow.h"
 #include "run.h"
@@ -47,9 +48,18 @@
  * host and its links per GPU, the routes' latencies: about 24 us and 4.0 KB a GPU. */
 #define FLOW_S_PER_GPU 24e-6
 #define FLOW_BYTES_PER_GPU 4.0e3
-/* dtsim async scenarios/gpt3-2.7b-32-a100-ps.json --steps 1000 / 10000 (32 workers, 4 servers):
- * 1.17 s and 10.5 s, 36 MB: 33 us a worker's step. */
-#define ASYNC_S_PER_WORKER_STEP 33e-6
+/* dtsim async scenarios/gpt3-2.7b-32-a100-ps.json (32 workers) --set parameter_server.servers=S:
+ * a worker's step updates every server's shard, so the work is workers x servers x steps
+ * updates, and SimGrid's cost of each grows with the actors (ps_actors): S = 4, 16, 64 (100, 100,
+ * 40 steps; 164 to 2,144 actors): 28, 28, 31 us an update; S = 256, 512 (10 steps; 8,480 and
+ * 16,928 actors): 72 and 69 us (2026-11-29, the 2-core CI machine). 30 us + 5 ns an actor bounds
+ * them all (9 us measured at S = 4 over 1,000 steps; S = 1,000, 3 steps, 33,032 actors: 10.3 s
+ * measured, 18.7 s so estimated). Memory: 34 MB at S <= 64; 108, 208 and 527 MB at 8,480, 16,928
+ * and 33,032 actors: 9 to 15 KB an actor (its context, channel and semaphores), 16 KB taken. */
+#define ASYNC_S_PER_UPDATE 30e-6
+#define ASYNC_S_PER_UPDATE_ACTOR 5e-9
+#define ASYNC_BYTES_PER_ACTOR 16e3
+#define ASYNC_BYTES_PER_UPDATE 4.0 /* the staleness of each update, kept for its percentiles */
 /* dtsim faults scenarios/llama3-405b-54d-faults.json --runs 100 / 2,000 / 10,000 (16,384 GPUs,
  * 54 days, about 420 failures a run): 0.13, 0.20 and 0.51 s, the checkpoint-interval search's
  * 56 x 50 timelines included. A timeline's loop turns about three times a failure (the
@@ -113,12 +123,18 @@ void budget_estimate_run(const scenario_config *s, work_estimate *e)
 
 void budget_estimate_async(const scenario_config *s, int steps, work_estimate *e)
 {
-    double workers = (double)scenario_gpus(s), n = workers * (steps > 0 ? steps : 1);
+    /* the workers are the data-parallel replicas (async_ps_compare.c); before them, one step of
+     * the scenario and one of a replica are simulated as dtsim run simulates them */
+    double workers = s->parallel.dp > 0 ? s->parallel.dp : 1, servers = s->parameter_server.servers;
+    double updates = workers * servers * (steps > 0 ? steps : 1), actors = ps_actors(workers, servers);
+    work_estimate step;
+    budget_estimate_run(s, &step);
     char w[32];
-    count_words(n, w, sizeof w);
-    snprintf(e->work, sizeof e->work, "%s worker steps (%d steps x %.0f workers)", w, steps, workers);
-    e->seconds = n * ASYNC_S_PER_WORKER_STEP;
-    e->bytes = BASE_BYTES;
+    count_words(updates, w, sizeof w);
+    snprintf(e->work, sizeof e->work, "%s shard updates (%d steps x %.0f workers x %.0f servers)", w, steps,
+             workers, servers);
+    e->seconds = updates * (ASYNC_S_PER_UPDATE + ASYNC_S_PER_UPDATE_ACTOR * actors) + 2 * step.seconds;
+    e->bytes = fmax(BASE_BYTES + actors * ASYNC_BYTES_PER_ACTOR + updates * ASYNC_BYTES_PER_UPDATE, step.bytes);
 }
 
 void budget_estimate_faults(const scenario_config *s, int runs, double days, work_estimate *e)

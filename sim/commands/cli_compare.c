@@ -40,14 +40,15 @@ static void usage(FILE *f)
 }
 
 typedef struct {
-    char label[96];
+    const char *label; /* the variant as given, or the file's name: whole, never cut */
     const char *file;
     cli_list sets;
     scenario_config s;
     run_result r;
 } column;
 
-/* The sets of one column: the common ones, then the variant's, split at ';'. */
+/* The sets of one column: the common ones, then the variant's, split at ';'. 0; -1 out of memory;
+ * -2 a variant that sets nothing (it would add a copy of the first column). */
 static int column_sets(column *c, const cli_list *common, const char *variant)
 {
     for (int i = 0; i < common->count; i++)
@@ -56,20 +57,24 @@ static int column_sets(column *c, const cli_list *common, const char *variant)
     if (!variant)
         return 0;
     char *copy = strdup(variant), *save = NULL;
-    int rc = copy ? 0 : -1;
+    int rc = copy ? 0 : -1, parts = 0;
     for (char *part = copy ? strtok_r(copy, ";", &save) : NULL; part && rc == 0; part = strtok_r(NULL, ";", &save)) {
         while (*part == ' ')
             part++;
-        if (*part)
+        if (*part) {
             rc = cli_list_add(&c->sets, part);
+            parts++;
+        }
     }
     free(copy);
-    return rc;
+    return rc == 0 && parts == 0 ? -2 : rc;
 }
 
 /* A cell: column c's figure; the first column and a communication class for the cells that use
  * them. */
 typedef void cell_fn(const column *c, const column *first, int kind, char *v, size_t n);
+
+#define COMPARE_WIDTH 20 /* a column's characters; a longer label is shown by number, in full above */
 
 static void row_text(FILE *f, const char *name, column *cols, int n, cell_fn *cell, int kind)
 {
@@ -77,7 +82,7 @@ static void row_text(FILE *f, const char *name, column *cols, int n, cell_fn *ce
     for (int i = 0; i < n; i++) {
         char v[48];
         cell(&cols[i], &cols[0], kind, v, sizeof v);
-        fprintf(f, " %20s", v);
+        fprintf(f, " %*s", COMPARE_WIDTH, v);
     }
     fputc('\n', f);
 }
@@ -130,9 +135,20 @@ static void cell_cost(const column *c, const column *first, int kind, char *v, s
 
 static void print_table(FILE *f, column *cols, int n)
 {
-    fprintf(f, "  %-22s", "");
+    /* Labels are shown whole: where one is longer than a column (a variant's paths), the columns
+     * are headed by number and each label is written out above the table. */
+    int numbered = 0;
     for (int i = 0; i < n; i++)
-        fprintf(f, " %20.20s", cols[i].label);
+        numbered |= strlen(cols[i].label) > COMPARE_WIDTH;
+    if (numbered)
+        for (int i = 0; i < n; i++)
+            fprintf(f, "  (%d) %s\n", i + 1, cols[i].label);
+    fprintf(f, "  %-22s", "");
+    for (int i = 0; i < n; i++) {
+        char head[16];
+        snprintf(head, sizeof head, "(%d)", i + 1);
+        fprintf(f, " %*s", COMPARE_WIDTH, numbered ? head : cols[i].label);
+    }
     fputc('\n', f);
     row_text(f, "GPUs", cols, n, cell_gpus, 0);
     row_text(f, "TP x PP x DP x CP", cols, n, cell_layout, 0);
@@ -200,12 +216,17 @@ int cli_compare(int argc, char **argv)
         int variant = n >= files.count;
         c->file = variant ? files.items[0] : files.items[n];
         const char *base = strrchr(c->file, '/') ? strrchr(c->file, '/') + 1 : c->file;
-        if (variant)
-            snprintf(c->label, sizeof c->label, "%s", variants.items[n - files.count]);
-        else
-            snprintf(c->label, sizeof c->label, "%s", base);
-        if (column_sets(c, &sets, variant ? variants.items[n - files.count] : NULL)) {
+        c->label = variant ? variants.items[n - files.count] : base;
+        int set = column_sets(c, &sets, variant ? variants.items[n - files.count] : NULL);
+        if (set == -2) {
+            fprintf(stderr, "dtsim compare: --variant '%s' sets nothing (give PATH=VALUE[;PATH=VALUE...])\n",
+                    variants.items[n - files.count]);
+            cli_list_free(&c->sets);
+            goto out;
+        }
+        if (set != 0) {
             fprintf(stderr, "dtsim compare: out of memory\n");
+            cli_list_free(&c->sets);
             rc = 1;
             goto out;
         }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # dtsim compare: each column is what dtsim run says of the same scenario and values (step time,
 # MFU, memory, time to train), the variants apply their values to the first scenario on top of
-# the common --set; bad input is refused before anything runs.
+# the common --set; labels are shown whole; bad input (an empty variant among it) is refused
+# before anything runs.
 #   compare.sh DTSIM REPO_ROOT
 set -u
 dtsim=$1 root=$2
@@ -34,6 +35,13 @@ grep -q 'against the first' "$work/table" && grep -q 'cost' "$work/table" || { e
 "$dtsim" compare >/dev/null 2>"$work/err"; [ $? -eq 2 ] && grep -q 'no scenario file' "$work/err" || fail=1
 "$dtsim" compare "$a" --variant 'parallel.bogus=1' >/dev/null 2>"$work/err"; rc=$?
 [ "$rc" -eq 2 ] && grep -q 'bogus' "$work/err" || { echo "bad variant: exit $rc"; cat "$work/err"; fail=1; }
+# labels are never cut: two variants alike in their first 20 characters are told apart in full
+"$dtsim" compare "$a" --variant 'training.micro_batch_size=2' --variant 'training.micro_batch_size=4' \
+  >"$work/long" 2>&1 || fail=1
+grep -q '^  (2) training.micro_batch_size=2$' "$work/long" && grep -q '^  (3) training.micro_batch_size=4$' "$work/long" ||
+  { echo "long labels:"; cat "$work/long"; fail=1; }
+"$dtsim" compare "$a" --variant ' ; ' >/dev/null 2>"$work/err"; rc=$?
+[ "$rc" -eq 2 ] && grep -q "sets nothing" "$work/err" || { echo "empty variant: exit $rc"; cat "$work/err"; fail=1; }
 args=(); for i in $(seq 17); do args+=("$a"); done
 "$dtsim" compare "${args[@]}" >/dev/null 2>"$work/err"; [ $? -eq 2 ] && grep -q 'at most 16' "$work/err" || fail=1
 [ "$fail" -eq 0 ] && echo "compare: columns equal dtsim run's; variants; refusals"

@@ -19,6 +19,10 @@ zero = dict(case, expect={"bubble_fraction.mean": 0}, tolerance=0.01)
 json.dump({"cases": [zero]}, open(f"{work}/zero.json", "w"))
 typo = dict(case, tolerence=0.01)
 json.dump({"cases": [typo]}, open(f"{work}/typo.json", "w"))
+late = dict(case, scenario=dict(case["scenario"], parallel={"tensor_model_parallel_size": 3}))
+json.dump({"cases": [case, late]}, open(f"{work}/late.json", "w"))
+badkey = dict(case, expect={"step_time": 1.0})
+json.dump({"cases": [case, badkey]}, open(f"{work}/badkey.json", "w"))
 PY
 fail=0
 "$dtsim" validate "$work/negative.json" >"$work/out" 2>"$work/err"; rc=$?
@@ -35,5 +39,16 @@ fi
 if [ "$rc" -ne 2 ] || ! grep -q "cases\[0\]\.tolerence: unknown key (did you mean 'tolerance'?)" "$work/err" || [ -s "$work/out" ]; then
   echo "misspelt key: exit $rc"; cat "$work/out" "$work/err"; fail=1
 fi
+# a bad case after good ones stops the command before its first row: every case is loaded, and
+# every expected figure named, before the table
+for f in late badkey; do
+  "$dtsim" validate "$work/$f.json" >"$work/out" 2>"$work/err"; rc=$?
+  if [ "$rc" -ne 2 ] || ! grep -q "cases\[1\]" "$work/err" || [ -s "$work/out" ]; then
+    echo "$f: exit $rc, rows before the refusal:"; cat "$work/out" "$work/err"; fail=1
+  fi
+done
+# the aggregate gate says its limits
+"$dtsim" validate "$work/zero.json" --max-mean-error 0.05 --max-error 0.2 >"$work/out" 2>&1
+grep -q "aggregate gate: mean .* (limit 5.0%), largest .* (limit 20.0%)" "$work/out" || { echo "gate line:"; cat "$work/out"; fail=1; }
 [ "$fail" -eq 0 ] && echo "validate: negative tolerance and unknown keys refused; an expected 0 scored as an absolute error"
 exit "$fail"

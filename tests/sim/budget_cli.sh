@@ -73,7 +73,19 @@ refused "compare" "2 columns, each step priced" "$dtsim" compare "$s" --variant 
 refused "validate" "28 cases, each step priced" "$dtsim" validate "$root/validation/published-runs.json" \
   --fidelity flow --max-seconds 0.5
 refused "faults" "timeline events" "$dtsim" faults "$root/scenarios/llama3-405b-54d-faults.json" --runs 100000 --max-seconds 2
-refused "async" "worker steps" "$dtsim" async "$root/scenarios/gpt3-2.7b-32-a100-ps.json" --steps 1000000 --max-seconds 60
+ps=$root/scenarios/gpt3-2.7b-32-a100-ps.json
+refused "async" "shard updates" "$dtsim" async "$ps" --steps 1000000 --max-seconds 60
+# a worker's step updates every server: a million servers is 64M updates for two steps, refused
+# (it ran 2.5 min and was killed)
+refused "async servers" "64.0M shard updates (2 steps x 32 workers x 1000000 servers)" \
+  "$dtsim" async "$ps" --steps 2 --set parameter_server.servers=1000000
+# more SimGrid actors than vm.max_map_count allows: refused up front, never SimGrid's own log
+maps=$(cat /proc/sys/vm/max_map_count 2>/dev/null || echo 0)
+if [ "$maps" -gt 0 ] && [ "$maps" -lt 132000 ]; then # 32 x 4,000 channels + 4,032: 132,032 actors
+  "$dtsim" async "$ps" --steps 2 --set parameter_server.servers=4000 --max-seconds 100000 >/dev/null 2>err; rc=$?
+  { [ "$rc" -eq 2 ] && grep -q "132032 SimGrid actors .* over this machine's vm.max_map_count" err &&
+    ! grep -q "CRITICAL" err; } || { echo "async actors over the map limit: exit $rc: $(head -c 600 err)"; fail=1; }
+fi
 "$dtsim" run "$s" --max-seconds -1 >/dev/null 2>err; rc=$?
 [ "$rc" -eq 2 ] && grep -q "max-seconds: '-1' is not a positive number" err || { echo "negative limit: exit $rc"; fail=1; }
 # a limit of 0 (or a deadline of 0 days) is no limit a user means: refused, not read as the default

@@ -95,6 +95,10 @@ typedef struct {
  * check). */
 int flow_fits(const scenario_config *s, const step_workload *w, const flow_options *o, long max_map_count,
               config_error *err);
+/* The same rule for any SimGrid simulation started by flow_simgrid_start (one map an actor):
+ * whether `actors` fit under *max_map_count (<= 0: read from /proc, and written back; none
+ * there: they fit), with *need the maps they would take beside those in use. 1 fits, 0 not. */
+int flow_actors_fit(long actors, long *max_map_count, long *need);
 /* Which DP replicas the replay simulates and how: replicas 0 .. simulated-1 (all, or, folded, the
  * first k of them standing for every replica congruent mod k), per_actor of them an actor in
  * lockstep (the last group of a stage may have fewer). */

@@ -146,18 +146,26 @@ static long count_lines(const char *path)
     return n;
 }
 
+int flow_actors_fit(long actors, long *max_map_count, long *need)
+{
+    if (*max_map_count <= 0) {
+        FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+        if (!f || fscanf(f, "%ld", max_map_count) != 1)
+            *max_map_count = 0;
+        if (f)
+            fclose(f);
+    }
+    long in_use = count_lines("/proc/self/maps");
+    /* what SimGrid, its platform module and the child's own allocations map besides the stacks
+     * (measured: a small replay's child holds under 1,000 maps) */
+    long margin = 2048;
+    *need = FLOW_MAPS_PER_ACTOR * actors + (in_use > 0 ? in_use : 0) + margin;
+    return *max_map_count <= 0 || *need <= *max_map_count; /* no such limit here, or within it */
+}
+
 int flow_fits(const scenario_config *s, const step_workload *w, const flow_options *o, long max_map_count,
               config_error *err)
 {
-    if (max_map_count <= 0) {
-        FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
-        if (!f || fscanf(f, "%ld", &max_map_count) != 1)
-            max_map_count = 0;
-        if (f)
-            fclose(f);
-        if (max_map_count <= 0)
-            return 0; /* no such limit here */
-    }
     /* the lane actors of child_run: a (stage, lane) with tasks, once per group of replicas; the
      * flappers and the failure actor beside them */
     long lanes = 0;
@@ -172,12 +180,8 @@ int flow_fits(const scenario_config *s, const step_workload *w, const flow_optio
     int *begin = malloc(((size_t)rep.simulated + 1) * sizeof *begin);
     long groups = begin ? flow_replica_groups(s, &rep, begin) : rep.simulated;
     free(begin);
-    long actors = lanes * groups + s->faults.degraded_count + 1;
-    long in_use = count_lines("/proc/self/maps");
-    /* what SimGrid, its platform module and the child's own allocations map besides the stacks
-     * (measured: a small replay's child holds under 1,000 maps) */
-    long margin = 2048, need = FLOW_MAPS_PER_ACTOR * actors + (in_use > 0 ? in_use : 0) + margin;
-    if (need <= max_map_count)
+    long actors = lanes * groups + s->faults.degraded_count + 1, need;
+    if (flow_actors_fit(actors, &max_map_count, &need))
         return 0;
     snprintf(err->msg, sizeof err->msg,
              "flow fidelity needs about %ld SimGrid actors (%ld stage lanes with work x %ld groups of up to %d "

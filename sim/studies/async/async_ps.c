@@ -243,9 +243,11 @@ typedef struct {
 
 static int child_run(const ps_model *m, const char *platform, int fd)
 {
+    /* contexts/guard-size:0: one memory map an actor, as the flow replay (flow_platform.c), so
+     * that async_ps_actors counts what flow_actors_fit checks */
     char *argv0[] = {"dtsim-async", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
-                     "--log=root.thres:critical", NULL};
-    int argc = 4;
+                     "--cfg=contexts/guard-size:0", "--log=root.thres:critical", NULL};
+    int argc = 5;
     simgrid_init(&argc, argv0);
     simgrid_load_platform(platform);
     int W = m->workers, S = m->servers;
@@ -367,6 +369,11 @@ static int ps_reader(void *ctx, int fd)
            flow_read_all(fd, r->server_in_bytes, S * sizeof(double)) ||
            flow_read_all(fd, r->server_out_bytes, S * sizeof(double)) ||
            flow_read_all(fd, r->staleness, (size_t)r->updates * sizeof(int));
+}
+
+double ps_actors(double workers, double servers)
+{
+    return workers * servers + workers + servers;
 }
 
 int ps_simulate(const ps_model *m, ps_result *r, config_error *err)

@@ -50,6 +50,9 @@ typedef struct {
 /* Simulates m. Returns 0, or -1 with err (bad model, SimGrid failure). Free with
  * ps_result_free. */
 int ps_simulate(const ps_model *m, ps_result *r, config_error *err);
+/* The SimGrid actors ps_simulate starts: one a server, one a worker, and one a (worker, server)
+ * channel; each holds a context stack, one memory map (flow_actors_fit). */
+double ps_actors(double workers, double servers);
 void ps_result_free(ps_result *r);
 /* A worker's compute-time factor for one step: lognormal of mean 1 and coefficient of variation
  * cv, from the worker's own stream (state starts at ps_worker_seed(seed, worker)). */

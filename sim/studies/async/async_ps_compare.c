@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 #include "async_ps.h"
+#include "flow.h"
 #include "params.h"
 #include "run.h"
 #include "wall_clock.h"
@@ -103,6 +104,20 @@ int async_ps_run_scenario(const scenario_config *s, int steps, progress_meter *p
     build_model(s, a);
     a->m.steps = steps > 0 ? steps : s->parameter_server.steps;
     a->m.progress = progress;
+    /* What the machine cannot hold is refused here, before the replica's runs, not by SimGrid's
+     * own log lines mid-run (its stacks past vm.max_map_count). */
+    double actors = ps_actors(a->m.workers, a->m.servers);
+    long limit = 0, need = 0;
+    if (actors > 1e9 || !flow_actors_fit((long)actors, &limit, &need)) {
+        snprintf(err->msg, sizeof err->msg,
+                 "the parameter-server simulation needs %.0f SimGrid actors (%d servers, %d workers and a channel "
+                 "for each pair), each a context stack in one memory map: about %.0f maps with those in use, over "
+                 "this machine's vm.max_map_count of %ld. Use fewer parameter_server.servers or data-parallel "
+                 "replicas, or raise the limit (sysctl -w vm.max_map_count=%.0f)",
+                 actors, a->m.servers, a->m.workers, actors > 1e9 ? actors : (double)need, limit,
+                 1.25 * (actors > 1e9 ? actors : (double)need));
+        return -2;
+    }
 
     /* A worker's step: the scenario's replica alone (DP 1, the same micro-batches per
      * pipeline), without the DP gradient reduction; stragglers are applied per worker above,
