@@ -45,6 +45,8 @@ double budget_analytic_bytes(double tasks);
 double budget_plan_seconds(double tasks, int threads);
 /* dtsim async: steps x workers of the parameter-server replay. */
 void budget_estimate_async(const scenario_config *s, int steps, work_estimate *e);
+/* dtsim sweep: what each of `points` points costs beside its step, added to e. */
+void budget_add_sweep_points(double points, work_estimate *e);
 /* dtsim faults: runs x the timeline events of one run of `days` (failures and checkpoints). */
 void budget_estimate_faults(const scenario_config *s, int runs, double days, work_estimate *e);
 

@@ -58,6 +58,11 @@ rc=$?
 { [ "$rc" -eq 2 ] && [ ! -e gated.json ] && grep -q "dtsim plan: layout TP .* ZeRO 3): refused before" err &&
   grep -q "over --max-memory-gib 0.3" err; } || { echo "plan's longer fold attempt: exit $rc: $(cat err)"; fail=1; }
 refused "sweep" "3 points" "$dtsim" sweep "$s" --vary training.global_batch_size=1536,49152,1572864 --full --out sw --max-seconds 2
+# 10,000 points of a small step: each point's loading and row (1.4 ms) dominate its step's 0.06 ms
+# (it was estimated at 0.6 s and ran 14 s)
+hundred=$(seq -s, 1 100)
+refused "sweep points" "10000 points" "$dtsim" sweep "$root/scenarios/gpt3-2.7b-32-a100-ps.json" \
+  --vary "platform.price_per_gpu_hour=$hundred" --vary "faults.seed=$hundred" --out sw --max-seconds 5
 [ -e sw ] && { echo "sweep: refused, yet wrote sw/"; fail=1; }
 # plan --confirm K replays the best K at flow fidelity: priced once they are known (GPT-3 175B's
 # best, DP 64, have 15 times the flows of its own layout), refused before any of them runs

@@ -197,6 +197,7 @@ int sweep_estimate(const char *scenario_path, const char *const *base_sets, int 
         snprintf(e->work, sizeof e->work, "%ld points (from %ld spread over them, %ld valid)", total, sample, counted);
     e->seconds = seconds * scale;
     e->bytes = bytes;
+    budget_add_sweep_points((double)total, e); /* loading each point and keeping its row */
     return 0;
 }
 
