@@ -132,6 +132,8 @@ static int cmd_kernels(int argc, char **argv)
             return 2;
         }
     }
+    if (cal_out_checked("dtcal kernels", "-o", out) != 0) /* before minutes of measuring */
+        return 2;
     char why[256];
     const kernels_backend *k = !strcmp(device, "cuda") ? kernels_cuda(why, sizeof why)
                                : !strcmp(device, "cpu") ? kernels_cpu() : NULL;
@@ -384,6 +386,19 @@ static int cmd_collectives(int argc, char **argv)
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     char dir[4096] = "";
+    /* where the result goes, before minutes of measuring: an --into that does not read or an -o
+     * that cannot be written is said once, and every rank stops (exit 2) */
+    int bad = 0;
+    if (rank == 0) {
+        json_t *d = into ? cal_load_into(into, "dtcal collectives") : NULL;
+        bad = (into && !d) || cal_out_checked("dtcal collectives", "-o", out) != 0;
+        json_decref(d);
+    }
+    MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (bad) {
+        MPI_Finalize();
+        return 2;
+    }
     if (rank == 0) {
         if (log_dir) {
             snprintf(dir, sizeof dir, "%s", log_dir);
