@@ -1,4 +1,5 @@
 /* Calibration documents; see cal_writer.h. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,28 @@ int cal_write(json_t *doc, const char *path)
     }
     if (atomic_file_commit(&a, 0, why, sizeof why) != 0) {
         fprintf(stderr, "dtcal: %s\n", why);
+        return -1;
+    }
+    return 0;
+}
+
+int cal_out_checked(const char *who, const char *flag, const char *path)
+{
+    if (!strcmp(path, "-"))
+        return 0;
+    char dir[4096];
+    if ((size_t)snprintf(dir, sizeof dir, "%s", path) >= sizeof dir) {
+        fprintf(stderr, "%s: %s %.64s...: a path longer than %zu characters\n", who, flag, path, sizeof dir - 1);
+        return -1;
+    }
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        slash[slash == dir] = 0; /* "/f" is in "/" */
+    /* the file is written beside itself and renamed (atomic_file): the folder must take files */
+    if (access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "%s: %s %s: cannot write in the folder %s: %s\n", who, flag, path, dir, strerror(errno));
         return -1;
     }
     return 0;

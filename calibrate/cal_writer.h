@@ -14,6 +14,10 @@ int cal_add_source(json_t *doc, const char *line);
 int cal_dump(json_t *doc, FILE *f);
 /* Writes doc to path ("-" = stdout) through a temporary file and a rename. 0 or -1. */
 int cal_write(json_t *doc, const char *path);
+/* Whether cal_write can put a file at path: "-", or a folder that exists and takes new files.
+ * Checked before a measurement, which a result with nowhere to go would waste. 0, or -1 with
+ * "who: flag path: ..." on stderr. */
+int cal_out_checked(const char *who, const char *flag, const char *path);
 
 /* For a command that adds one key to an existing calibration (--into path; who, e.g. "dtcal
  * overlap", starts the message): the document, a JSON object whose "sources", if any, is a list;

@@ -1,5 +1,6 @@
 /* See collectives_import.h. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,13 @@ int cmd_import_nccl_tests(int argc, char **argv)
         } else if (nccl_model_check_option(argc, argv, &i, &chk, &rc)) {
             /* --platform, --ranks, --hosts, --min-bytes (nccl_model_check.h) */
         } else if (!strcmp(argv[i], "--kind") && i + 1 < argc) {
-            kind = argv[++i];
+            /* filed under the calibration's name: dtsim refuses any other (config_scenario.c) */
+            kind = nccl_kind_name(argv[++i]);
+            if (!kind) {
+                fprintf(stderr, "dtcal import-nccl-tests: --kind %s: not all_reduce, all_gather, reduce_scatter, "
+                                "all_to_all (alltoall) or send_recv (sendrecv)\n", argv[i]);
+                rc = 2;
+            }
         } else if (!strcmp(argv[i], "--into") && i + 1 < argc) {
             into = argv[++i];
         } else if (!strcmp(argv[i], "--link") && i + 1 < argc) {
@@ -104,7 +111,18 @@ int collectives_add_fit(json_t *colls, const char *path, const char *kind, const
     json_t *c = json_object_get(colls, cls);
     if (!c)
         json_object_set_new(colls, cls, c = json_object());
-    json_object_set_new(c, fit.collective, json_pack("{s:f,s:f}", "alpha_us", fit.alpha_us, "busbw_gbs", fit.busbw_gbs));
+    /* json_pack refuses a NaN or an infinity, and json_object_set_new then drops the fit without a
+     * word: the import would write a calibration without it and exit 0. nccl_import_file refuses
+     * such a fit with its cause; this keeps anything that passes it from being lost unsaid. */
+    json_t *entry = isfinite(fit.alpha_us) && isfinite(fit.busbw_gbs)
+                        ? json_pack("{s:f,s:f}", "alpha_us", fit.alpha_us, "busbw_gbs", fit.busbw_gbs)
+                        : NULL;
+    if (!entry || json_object_set_new(c, fit.collective, entry) != 0) {
+        fprintf(stderr, "dtcal %s: %s: the fit (alpha %g us, busbw %g GB/s) cannot be written to the calibration\n",
+                who, path, fit.alpha_us, fit.busbw_gbs);
+        nccl_fit_free(&fit);
+        return 2;
+    }
     int rc = chk ? nccl_model_check_log(path, &fit, lc, chk, who) : 0;
     nccl_fit_free(&fit);
     return rc;

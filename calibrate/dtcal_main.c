@@ -68,7 +68,7 @@ static void usage(FILE *f)
             "      alone (at least 1), with a sources line giving every time. Defaults as variability's; cuda:\n"
             "      nccl, 256 MiB; cpu: mpi, 16 MiB. --into adds it to CAL\n"
             "  validate [--device cpu|cuda] [--precision fp32|bf16|fp16] [--model tiny|tiny-llama|small|FILE]\n"
-            "           [--micro-batch B] [--steps N]\n"
+            "           [--micro-batch B] [--steps N (at least 2; default 12)]\n"
             "           [--tp N --pp N --dp N --cp N --ep N [--mpirun PATH]] [--cp-comm-type p2p|all_gather]\n"
             "           [--grad-reduce fp32|bf16]\n"
             "           [--grad-compress none|powersgd:R] [--overlap-grad-reduce [--bucket-mb X]]\n"
@@ -132,6 +132,8 @@ static int cmd_kernels(int argc, char **argv)
             return 2;
         }
     }
+    if (cal_out_checked("dtcal kernels", "-o", out) != 0) /* before minutes of measuring */
+        return 2;
     char why[256];
     const kernels_backend *k = !strcmp(device, "cuda") ? kernels_cuda(why, sizeof why)
                                : !strcmp(device, "cpu") ? kernels_cpu() : NULL;
@@ -384,6 +386,19 @@ static int cmd_collectives(int argc, char **argv)
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     char dir[4096] = "";
+    /* where the result goes, before minutes of measuring: an --into that does not read or an -o
+     * that cannot be written is said once, and every rank stops (exit 2) */
+    int bad = 0;
+    if (rank == 0) {
+        json_t *d = into ? cal_load_into(into, "dtcal collectives") : NULL;
+        bad = (into && !d) || cal_out_checked("dtcal collectives", "-o", out) != 0;
+        json_decref(d);
+    }
+    MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (bad) {
+        MPI_Finalize();
+        return 2;
+    }
     if (rank == 0) {
         if (log_dir) {
             snprintf(dir, sizeof dir, "%s", log_dir);
@@ -630,6 +645,28 @@ static int cmd_validate(int argc, char **argv)
         fprintf(stderr, "dtcal validate: --bucket-mb sizes the buckets of --overlap-grad-reduce, which is not given\n");
         return 2;
     }
+    /* Every flag is checked here, before dtrain runs (minutes on a GPU model): a value found
+     * wrong after it, or a result with nowhere to go, wastes the run. */
+    if (o.steps < 2) {
+        fprintf(stderr, "dtcal validate: --steps %d: the step time is the median of the steps after the first "
+                        "(warm-up), so it needs 2 or more\n", o.steps);
+        return 2;
+    }
+    if (strcmp(o.device, "cpu") && strcmp(o.device, "cuda")) {
+        fprintf(stderr, "dtcal validate: --device %s: not cpu or cuda (dtrain's devices)\n", o.device);
+        return 2;
+    }
+    /* every rank on this machine, a node of that many slots: dtsim reads node.gpus up to 1024
+     * (config_platform.c); the product in 64 bits, as four factors up to 100000 pass an int */
+    long long ranks = (long long)o.tp * o.pp * o.dp * (o.cp > 1 ? o.cp : 1);
+    if (ranks > 1024) {
+        fprintf(stderr, "dtcal validate: --tp %d x --pp %d x --dp %d x --cp %d = %lld ranks, all on this machine: "
+                        "at most 1024\n", o.tp, o.pp, o.dp, o.cp > 1 ? o.cp : 1, ranks);
+        return 2;
+    }
+    if ((o.json_path && cal_out_checked("dtcal validate", "--json", o.json_path) != 0) ||
+        (o.dtrain_log && cal_out_checked("dtcal validate", "--dtrain-log", o.dtrain_log) != 0))
+        return 2;
     return closed_loop_run(&o);
 }
 
