@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include "collective.h"
 #include "run.h"
 #include "zero3.h"
 
@@ -161,6 +162,17 @@ void run_result_print(const run_result *r, const scenario_config *s, void *file)
                    "%.1f%% hidden by prefetch)\n",
                 "input", r->input_total_s, r->input_exposed_s, r->input_readers, r->input_load_s,
                 100 * r->input_hidden_fraction);
+    /* a calibrated busbw above the platform's link: the link bounds it (collective_link_Bps), and
+     * the user is told, as the calibration was likely measured on another machine */
+    static const char *const link_names[] = {"NVLink (per GPU)", "NIC"};
+    for (int lc = LINK_NVLINK; lc <= LINK_NETWORK; lc++) {
+        int bounded = 0;
+        double Bps = collective_link_Bps(&s->platform, &s->calibration, (link_class)lc, COLL_ALL_REDUCE, &bounded);
+        if (bounded)
+            fprintf(f, "  note         the calibration's %s all-reduce busbw, %.4g GB/s, is above the platform's "
+                       "link rate: %.4g GB/s is used (is the calibration from another machine?)\n",
+                    link_names[lc], s->calibration.collectives[lc][COLL_ALL_REDUCE].busbw_gbs, Bps / 1e9);
+    }
     fprintf(f, "  memory/GPU   %.1f GiB of %.1f GiB%s (stage %d): weights %.1f, gradients %.1f, optimizer %.1f, "
                "activations %.1f, buffers %.1f\n",
             r->memory.total, r->memory.capacity, r->memory.oom ? "  ** OUT OF MEMORY **" : "",

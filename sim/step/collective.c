@@ -90,16 +90,25 @@ static const coll_fit *fit_for(const calibration_config *c, link_class lc, coll_
     return f->present ? f : &c->collectives[lc][COLL_ALL_REDUCE];
 }
 
+double collective_link_Bps(const platform_config *p, const calibration_config *c, link_class lc, coll_kind kind,
+                           int *bounded)
+{
+    double rate = lc == LINK_NVLINK ? p->node.nvlink_bandwidth_gbs * 1e9 : p->node.nic_bandwidth_gbps / 8.0 * 1e9;
+    const coll_fit *f = c ? fit_for(c, lc, kind) : NULL;
+    double fit = f && f->present && f->busbw_gbs > 0 ? f->busbw_gbs * 1e9 : 0;
+    if (bounded)
+        *bounded = fit > rate;
+    return fit > 0 && fit < rate ? fit : rate;
+}
+
 double coll_nvlink_bw(const platform_config *p, const calibration_config *c, coll_kind kind)
 {
-    const coll_fit *f = fit_for(c, LINK_NVLINK, kind);
-    return (f->present && f->busbw_gbs > 0 ? f->busbw_gbs : p->node.nvlink_bandwidth_gbs) * 1e9;
+    return collective_link_Bps(p, c, LINK_NVLINK, kind, NULL);
 }
 
 double coll_nic_bw(const platform_config *p, const calibration_config *c, coll_kind kind)
 {
-    const coll_fit *f = fit_for(c, LINK_NETWORK, kind);
-    return (f->present && f->busbw_gbs > 0 ? f->busbw_gbs : p->node.nic_bandwidth_gbps / 8.0) * 1e9;
+    return collective_link_Bps(p, c, LINK_NETWORK, kind, NULL);
 }
 
 static double alpha_s(const calibration_config *c, link_class lc, coll_kind kind)

@@ -118,6 +118,14 @@ double moe_reach(int units, double experts, double groups, double group_topk, do
 /* Whether moe_reach models that split of groups over units (not NAN). */
 int moe_reach_modelled(int units, double groups);
 
+/* The bus bandwidth (B/s) a ring of this collective gets on one link of a class (LINK_NVLINK:
+ * per GPU; LINK_NETWORK: one NIC), for both fidelities (the flow replay's links carry it): the
+ * calibration's busbw for the collective (or its class's all-reduce busbw) where it has one, but
+ * never more than the platform's link rate, which a ring cannot pass (a calibration from a faster
+ * machine, or a platform set to slower links, is bounded by the links); else the link's rate.
+ * *bounded (may be NULL) is set when the platform's rate bounds a calibrated figure. */
+double collective_link_Bps(const platform_config *p, const calibration_config *c, link_class lc, coll_kind kind,
+                           int *bounded);
 /* The fixed cost of one call (the calibration's alpha for this collective, or its link class's
  * all-reduce alpha when it was not measured), without the links' latency. */
 double collective_alpha_s(const calibration_config *c, link_class lc, coll_kind kind);

@@ -119,6 +119,37 @@ static void calibrated_busbw_and_alpha_replace_the_datasheet(void **state)
     assert_true(fabs(t - expect) < 1e-9 * expect);
 }
 
+/* A ring cannot pass its links' rate: a calibrated busbw from a faster machine (NDR's 47 GB/s per
+ * NIC) on a platform of 100 Gb/s NICs (12.5 GB/s) is bounded by the platform, and the ring across
+ * nodes takes the closed form at 12.5 GB/s; the flow replay's links are given the same figure. */
+static void the_platform_link_bounds_a_calibrated_busbw(void **state)
+{
+    scenario_config *s = *state;
+    s->platform.collective_library = COLL_LIBRARY_MPI;
+    coll_fit *f = &s->calibration.collectives[LINK_NETWORK][COLL_ALL_REDUCE];
+    f->present = 1;
+    f->alpha_us = 0;
+    f->busbw_gbs = 47;
+    s->platform.node.nic_bandwidth_gbps = 400; /* 50 GB/s: the fit holds */
+    int bounded = -1;
+    assert_true(fabs(collective_link_Bps(&s->platform, &s->calibration, LINK_NETWORK, COLL_ALL_REDUCE, &bounded) -
+                     47e9) < 1);
+    assert_int_equal(bounded, 0);
+    s->platform.node.nic_bandwidth_gbps = 100; /* 12.5 GB/s: the link binds */
+    assert_true(fabs(collective_link_Bps(&s->platform, &s->calibration, LINK_NETWORK, COLL_ALL_REDUCE, &bounded) -
+                     12.5e9) < 1);
+    assert_int_equal(bounded, 1);
+    coll_group g = coll_group_of(16, 8, 8); /* one GPU a node: every ring edge a NIC */
+    double S = 1e9, t = collective_time_algo(&s->platform, &s->calibration, COLL_ALL_REDUCE, S, g, ALGO_RING);
+    double bw_term = 2.0 * 15 / 16 * S / 12.5e9;
+    assert_true(t > bw_term && t < bw_term * 1.01);
+    /* without a fit, the link's rate */
+    f->present = 0;
+    assert_true(fabs(collective_link_Bps(&s->platform, &s->calibration, LINK_NETWORK, COLL_ALL_REDUCE, &bounded) -
+                     12.5e9) < 1);
+    assert_int_equal(bounded, 0);
+}
+
 /* PAT: all-gather and reduce-scatter at one GPU per node take log2(nodes) latency steps instead
  * of the ring's nodes - 1, and move the same bytes; it does not apply with several GPUs of a
  * group per node, nor to all-reduce. */
@@ -673,6 +704,7 @@ int main(void)
         TEST(allgather_and_reduce_scatter_move_half_an_allreduce),
         TEST(selection_prefers_low_latency_for_small_messages),
         TEST(calibrated_busbw_and_alpha_replace_the_datasheet),
+        TEST(the_platform_link_bounds_a_calibrated_busbw),
         TEST(pat_cuts_the_latency_of_one_gpu_per_node_gathers),
         TEST(a_forced_algorithm_is_used),
         TEST(halving_doubling_closed_form),

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <simgrid/engine.h>
+#include "collective.h"
 #include "flow_internal.h"
 #include "wall_clock.h"
 
@@ -34,16 +35,10 @@ int flow_platform_path(char *out, size_t n)
     return -1;
 }
 
-/* A link's usable bandwidth: the calibrated bus bandwidth of its class (nccl-tests all-reduce,
- * the figure the analytic replay's collectives use) where the calibration has one, else the
- * platform's nominal figure. Flows on links at the nominal rate would beat the analytic replay
- * on every uncontended ring by the calibration's efficiency. */
-static double usable_Bps(const calibration_config *c, link_class lc, double nominal_Bps)
-{
-    const coll_fit *f = c ? &c->collectives[lc][COLL_ALL_REDUCE] : NULL;
-    return f && f->present && f->busbw_gbs > 0 ? f->busbw_gbs * 1e9 : nominal_Bps;
-}
-
+/* A link's usable bandwidth is the analytic replay's own (collective_link_Bps: the calibrated
+ * all-reduce bus bandwidth of its class, bounded by the platform's rate): flows on links at the
+ * nominal rate would beat the analytic replay on every uncontended ring by the calibration's
+ * efficiency. */
 void flow_platform_describe(const platform_config *p, const calibration_config *c, int nodes_used)
 {
     char params[1024];
@@ -51,8 +46,8 @@ void flow_platform_describe(const platform_config *p, const calibration_config *
              "nodes=%d;gpus=%d;topology=%d;leaf_radix=%d;tiers=%d;nvlink_Bps=%.17g;nvlink_lat=%.17g;nic_Bps=%.17g;"
              "link_lat=%.17g;switch_lat=%.17g;oversubscription=%.17g;adaptive=%d",
              nodes_used, p->node.gpus, (int)p->network.topology, p->network.leaf_radix, p->network.tiers,
-             usable_Bps(c, LINK_NVLINK, p->node.nvlink_bandwidth_gbs * 1e9), p->node.nvlink_latency_us * 1e-6,
-             usable_Bps(c, LINK_NETWORK, p->node.nic_bandwidth_gbps / 8.0 * 1e9), p->network.link_latency_us * 1e-6,
+             collective_link_Bps(p, c, LINK_NVLINK, COLL_ALL_REDUCE, NULL), p->node.nvlink_latency_us * 1e-6,
+             collective_link_Bps(p, c, LINK_NETWORK, COLL_ALL_REDUCE, NULL), p->network.link_latency_us * 1e-6,
              p->network.switch_latency_us * 1e-6, p->network.oversubscription, p->network.adaptive_routing);
     setenv("DTSIM_RAILZONE", params, 1);
 }
