@@ -233,7 +233,7 @@ int run_graph_replay(const scenario_config *s, step_workload *w_in, run_result *
             r->input_present = 1;
             r->input_exposed_s = dl.exposed_s;
             r->input_load_s = dl.load_s;
-            r->input_total_s = dl.load_s * (double)scenario_micro_batches(s);
+            r->input_total_s = dl.input_s; /* the slowest reader's, as the exposed time is */
             r->input_hidden_fraction = dl.hidden_fraction;
             r->input_readers = dl.readers;
             r->step_time_s += dl.exposed_s;

@@ -124,7 +124,16 @@ static unsigned memo_slot(unsigned long long table, double m, double n, double k
 
 static double gemm_efficiency_lookup(const gemm_table *t, double peak, double m, double n, double k);
 
+static double gemm_efficiency_measured(const cost_model *cm, double m, double n, double k);
+
+/* A measured rate above the platform's peak (a table from a faster GPU, or a peak set lower)
+ * cannot be reached: the efficiency is at most 1, so that MFU stays at most 1. */
 double cost_gemm_efficiency(const cost_model *cm, double m, double n, double k)
+{
+    return fmin(gemm_efficiency_measured(cm, m, n, k), 1.0);
+}
+
+static double gemm_efficiency_measured(const cost_model *cm, double m, double n, double k)
 {
     const gemm_table *t = table_for(cm);
     if (t->count == 0)
@@ -209,6 +218,7 @@ static double memory_s(const cost_model *cm, double gbs, double bytes)
 {
     if (gbs <= 0)
         gbs = cm->platform->gpu.hbm_bandwidth_gbs * DEFAULT_MEMORY_EFFICIENCY;
+    gbs = fmin(gbs, cm->platform->gpu.hbm_bandwidth_gbs); /* no kernel passes HBM's rate */
     return (bytes / (gbs * 1e9) + cm->calibration->launch_overhead_us * 1e-6) * cm->pace;
 }
 
@@ -339,8 +349,13 @@ static double cost_compute_op_once_s(const cost_model *cm, const layer_op *op)
     case OPK_FUSED_ATTENTION: {
         const attention_calibration *a = cm->attention;
         if (a->points > 0 && op->n > 0 && op->k > 0) {
-            double tflops = attention_table_tflops(a, attention_core_model(cm).precision, (double)op->n, (double)op->k,
-                                                   (double)op->batch, op->backward);
+            cost_model core = attention_core_model(cm);
+            double tflops = attention_table_tflops(a, core.precision, (double)op->n, (double)op->k, (double)op->batch,
+                                                   op->backward);
+            /* The rates count the causal half the kernel skips (dtsim's convention, 4 B H T^2 hd
+             * forward; every model here is a causal decoder): a kernel at the device's peak
+             * shows twice it, and no table's rate can pass that. */
+            tflops = fmin(tflops, 2 * cost_peak_flops(&core) / 1e12);
             return (op->flops / (tflops * 1e12) + cm->calibration->launch_overhead_us * 1e-6) * cm->pace;
         }
         double eff = a->efficiency;

@@ -95,12 +95,16 @@ static int reader_init(dl_reader *r, const dl_reader_kind *k, unsigned long long
     return 0;
 }
 
-/* One step of the reader starting at step_start: its stall (the waits of its forward passes). */
-static double reader_step(dl_reader *r, double step_start)
+/* One step of the reader starting at step_start: its stall (the waits of its forward passes),
+ * and in *loaded the time its loader spent on the step's micro-batches. The stall is at most that:
+ * a forward waits only on a load of its own step under way (every earlier one was consumed), and
+ * the loader works through them in order without a pause while it does. */
+static double reader_step(dl_reader *r, double step_start, double *loaded)
 {
     const dl_reader_kind *k = r->k;
     int P = k->prefetch;
     double delay = 0; /* this reader's stall so far in the step */
+    *loaded = 0;
     for (int i = 0; i < k->m; i++, r->j++) {
         double demand = step_start + k->demand[i] + delay;
         double gate = P > 0 ? r->consumed[r->j % P] : demand; /* micro-batch j - P consumed */
@@ -108,6 +112,7 @@ static double reader_step(dl_reader *r, double step_start)
         double load = k->cv > 0 ? k->load_s * exp(r->mu + r->sigma * dl_normal(&r->rng)) : k->load_s;
         double ready = start + load;
         double wait = ready > demand ? ready - demand : 0;
+        *loaded += load;
         r->loader_free = ready;
         delay += wait;
         if (P > 0)
@@ -117,16 +122,20 @@ static double reader_step(dl_reader *r, double step_start)
 }
 
 int data_loader_simulate_reader(const dl_reader_kind *k, int warmup, int steps, unsigned long long seed,
-                                double *stall)
+                                double *stall, double *loaded)
 {
     dl_reader r;
     if (reader_init(&r, k, seed) != 0)
         return -1;
     double step_start = 0;
     for (int s = 0; s < warmup + steps; s++) {
-        double delay = reader_step(&r, step_start);
-        if (s >= warmup)
+        double load;
+        double delay = reader_step(&r, step_start, &load);
+        if (s >= warmup) {
             stall[s - warmup] = delay;
+            if (loaded)
+                loaded[s - warmup] = load;
+        }
         /* alone, the next step begins when this one ends: its stall-free time plus this stall */
         step_start += k->step_s + delay;
     }
@@ -232,17 +241,22 @@ static int evaluate_all(const dl_reader_kind *kinds, int n_kinds, long long per_
         for (long long r = 0; r < R && rc == 0; r++)
             rc = reader_init(&readers[n++], &kinds[k], reader_seed(seed, k, r));
     }
-    double step_start = 0, sum = 0;
+    double step_start = 0, sum = 0, sum_input = 0;
     for (int s = 0; s < DL_WARMUP_STEPS + steps && rc == 0; s++) {
-        double worst = 0;
-        for (long long r = 0; r < n; r++)
-            worst = fmax(worst, reader_step(&readers[r], step_start));
-        if (s >= DL_WARMUP_STEPS)
+        double worst = 0, most = 0, loaded;
+        for (long long r = 0; r < n; r++) {
+            worst = fmax(worst, reader_step(&readers[r], step_start, &loaded));
+            most = fmax(most, loaded);
+        }
+        if (s >= DL_WARMUP_STEPS) {
             sum += worst;
+            sum_input += most;
+        }
         step_start += kinds[0].step_s + worst;
     }
     out->simulated_readers = n;
     out->exposed_s = steps > 0 ? sum / steps : 0;
+    out->input_s = steps > 0 ? sum_input / steps : 0;
     out->steps = steps;
     for (long long r = 0; r < n; r++)
         free(readers[r].consumed);
@@ -257,28 +271,32 @@ static int evaluate_all(const dl_reader_kind *kinds, int n_kinds, long long per_
 static int evaluate_sampled(const dl_reader_kind *kinds, int n_kinds, unsigned long long seed, int steps,
                             const long long *sampled, data_loader_result *out)
 {
-    double *samples[8] = {0};
+    double *samples[8] = {0}, *loads[8] = {0};
     long long n[8] = {0}, R[8] = {0};
     int rc = 0;
     for (int k = 0; k < n_kinds && rc == 0; k++) {
         n[k] = sampled[k] * steps;
         R[k] = kinds[k].readers;
         samples[k] = malloc((size_t)n[k] * sizeof(double));
-        if (!samples[k])
+        loads[k] = malloc((size_t)n[k] * sizeof(double));
+        if (!samples[k] || !loads[k])
             rc = -1;
         for (long long r = 0; r < sampled[k] && rc == 0; r++) {
             rc = data_loader_simulate_reader(&kinds[k], DL_WARMUP_STEPS, steps, reader_seed(seed, k, r),
-                                             samples[k] + r * steps);
+                                             samples[k] + r * steps, loads[k] + r * steps);
             out->simulated_readers++;
         }
     }
     if (rc == 0) {
         out->exposed_s = data_loader_expected_max(samples, n, R, n_kinds);
-        rc = isnan(out->exposed_s) ? -1 : 0;
+        out->input_s = data_loader_expected_max(loads, n, R, n_kinds);
+        rc = isnan(out->exposed_s) || isnan(out->input_s) ? -1 : 0;
     }
     out->steps = steps;
-    for (int k = 0; k < n_kinds; k++)
+    for (int k = 0; k < n_kinds; k++) {
         free(samples[k]);
+        free(loads[k]);
+    }
     return rc;
 }
 
@@ -318,8 +336,7 @@ int data_loader_evaluate(const dl_reader_kind *kinds, int n_kinds, unsigned long
         }
         rc = evaluate_sampled(kinds, n_kinds, seed, (int)steps, sampled, out);
     }
-    double input = (double)kinds[0].m * kinds[0].load_s;
-    out->hidden_fraction = input > 0 ? fmin(1, fmax(0, 1 - out->exposed_s / input)) : 1;
+    out->hidden_fraction = out->input_s > 0 ? fmin(1, fmax(0, 1 - out->exposed_s / out->input_s)) : 1;
     return rc;
 }
 

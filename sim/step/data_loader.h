@@ -40,7 +40,10 @@ typedef struct {
     int kinds;               /* 1 (PP = 1) or 2 (first and last stage) */
     double load_s;           /* mean load time of one micro-batch on one reader */
     double exposed_s;        /* mean exposed input time per step: E[max over readers of its stall] */
-    double hidden_fraction;  /* 1 - exposed / (micro-batches x load_s): input time hidden by prefetch */
+    double input_s;          /* the input time it is hidden from: E[max over readers of the time its
+                                loader spends on a step's micro-batches]; exposed_s <= input_s
+                                (reader_step), and with cv 0, micro-batches x load_s */
+    double hidden_fraction;  /* 1 - exposed / input_s: input time hidden by prefetch */
     long long simulated_readers; /* readers simulated (fewer than readers: order statistics) */
     int steps;               /* steps simulated per reader, after the warm-up */
 } data_loader_result;
@@ -55,9 +58,10 @@ long long data_loader_readers(const scenario_config *s, int *kinds);
 double data_loader_load_s(const scenario_config *s, long long readers);
 
 /* Simulates one reader for warmup + steps steps (random stream `seed`) and writes the stall of
- * each step after the warm-up to stall[steps]. 0, or -1 out of memory. */
+ * each step after the warm-up to stall[steps], and (loaded not NULL) the time its loader spent on
+ * the step's micro-batches to loaded[steps]. 0, or -1 out of memory. */
 int data_loader_simulate_reader(const dl_reader_kind *k, int warmup, int steps, unsigned long long seed,
-                                double *stall);
+                                double *stall, double *loaded);
 
 /* E[max of independent draws]: readers[g] draws from the distribution of which samples[g]
  * (n[g] of them, sorted ascending on return) are iid draws, for each group g. Uses the unbiased

@@ -70,6 +70,7 @@ static void backward_memory_ops_use_their_own_rate(void **state)
 {
     scenario_config s;
     fixture_scenario(&s, 1);
+    s.platform.gpu.hbm_bandwidth_gbs = 3000; /* above the rates below: HBM bounds a measured rate */
     s.calibration.launch_overhead_us = 5;
     s.calibration.op_gbs[OPCLASS_GELU] = 1000;
     cost_model cm;
@@ -244,6 +245,40 @@ static void launches_follow_transformer_engine(void **state)
     fixture_free(&s);
 }
 
+/* A calibration cannot make the device faster than the platform says: a GEMM table at 250
+ * TFLOP/s on a 100 TFLOP/s peak runs at the peak (efficiency 1), a 5,000 GB/s memory kernel on
+ * 2,000 GB/s of HBM at 2,000, a 500 TFLOP/s attention table at twice the peak (its rates count
+ * the causal half the kernel skips). */
+static void the_platform_bounds_the_calibrated_rates(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 1);
+    s.calibration.launch_overhead_us = 0;
+    s.platform.gpu.peak_tflops[PREC_BF16] = 100;
+    s.platform.gpu.hbm_bandwidth_gbs = 2000;
+    s.training.precision = PREC_BF16;
+    static gemm_point fast[1] = {{.m = 1024, .n = 1024, .k = 1024, .tflops = 250}};
+    s.calibration.gemm[PREC_BF16] = (gemm_table){.points = fast, .count = 1};
+    s.calibration.op_gbs[OPCLASS_GELU] = 5000;
+    attention_calibration *a = &s.calibration.attention[ATTN_BACKEND_FLASH];
+    a->points = 1;
+    a->table[0].seq = 2048;
+    a->table[0].head_dim = 128;
+    a->table[0].tflops = 500;
+    cost_model cm;
+    cost_model_init(&cm, &s);
+    assert_true(cost_gemm_efficiency(&cm, 1024, 1024, 1024) == 1.0);
+    double t = cost_gemm_s(&cm, 8192, 8192, 8192, 1);
+    assert_true(fabs(t - 2.0 * 8192 * 8192 * 8192 / 100e12) < 1e-9 * t);
+    layer_op gelu = {.name = "gelu", .kind = OPK_MEMORY, .cls = OPCLASS_GELU, .bytes = 4e9};
+    assert_true(fabs(cost_compute_op_s(&cm, &gelu) - 4e9 / 2000e9) < 1e-12);
+    layer_op att = {.name = "attn_fused", .kind = OPK_FUSED_ATTENTION, .m = 2048, .n = 2048, .k = 128, .flops = 1e12};
+    assert_true(fabs(cost_compute_op_s(&cm, &att) - 1e12 / 200e12) < 1e-15);
+    s.calibration.gemm[PREC_BF16] = (gemm_table){0};
+    fixture_free(&s);
+}
+
 /* Fused attention from the calibration's table: the forward at `tflops`, the backward (twice the
  * FLOPs) at `tflops_backward`, or at `tflops` where the point has none; per backend. */
 static void attention_backward_uses_its_own_rate(void **state)
@@ -251,6 +286,8 @@ static void attention_backward_uses_its_own_rate(void **state)
     (void)state;
     scenario_config s;
     fixture_scenario(&s, 1);
+    for (int p = 0; p < PREC_COUNT; p++) /* the table's rates within twice the peak, which bounds them */
+        s.platform.gpu.peak_tflops[p] = 1000;
     s.calibration.launch_overhead_us = 0;
     attention_calibration *a = &s.calibration.attention[ATTN_BACKEND_FLASH];
     a->points = 1;
@@ -483,6 +520,7 @@ static void a_new_table_is_not_answered_from_the_last(void **state)
         assert_int_equal(fclose(f), 0);
         scenario_config s;
         fixture_scenario(&s, 1);
+        s.platform.gpu.peak_tflops[PREC_BF16] = 1000; /* above the table's rates: the peak bounds them */
         calibration_free(&s.calibration);
         config_error err;
         assert_int_equal(calibration_load(path, &s.calibration, &err), 0);
@@ -505,6 +543,7 @@ int main(void)
         cmocka_unit_test(exact_at_points_and_bounded),
         cmocka_unit_test(time_is_at_least_the_roofline),
         cmocka_unit_test(backward_memory_ops_use_their_own_rate),
+        cmocka_unit_test(the_platform_bounds_the_calibrated_rates),
         cmocka_unit_test(llama_classes_fall_back_to_their_stand_ins),
         cmocka_unit_test(ranks_sharing_devices_time_share_them),
         cmocka_unit_test(the_step_waits_for_the_slowest_device),

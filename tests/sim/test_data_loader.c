@@ -164,7 +164,7 @@ static void one_reader_matches_a_lindley_recursion(void **state)
     dl_reader_kind k = uniform_kind(M, d, step_s, mean_load, 50);
     k.cv = cv;
     double *model = malloc(STEPS * sizeof *model), *ref = malloc(STEPS * sizeof *ref);
-    assert_int_equal(data_loader_simulate_reader(&k, WARMUP, STEPS, 12345, model), 0);
+    assert_int_equal(data_loader_simulate_reader(&k, WARMUP, STEPS, 12345, model, NULL), 0);
 
     double U = 0;
     for (int s = -WARMUP; s < STEPS; s++) {
@@ -270,8 +270,10 @@ static void max_over_readers_matches_the_lognormal_maximum(void **state)
             var += (x[k] - mean) * (x[k] - mean) / (K - 1);
         double want = lognormal_expected_max(1.0, 0.5, Rs[t]);
         assert_true(fabs(mean - want) < 4 * sqrt(var / K) + 1e-3 * want);
-        /* the mean load is L: hidden fraction 1 - E[max] / L (clamped at 0 here) */
-        assert_true(r.hidden_fraction == 0);
+        /* on demand, one micro-batch: every reader's stall is its load, so the slowest reader's
+         * input time is its exposed time, and nothing is hidden */
+        assert_true(fabs(r.input_s - r.exposed_s) <= 1e-12 * r.exposed_s);
+        assert_true(r.hidden_fraction < 1e-12);
     }
 }
 
@@ -306,6 +308,27 @@ static void hidden_input_leaves_the_step_unchanged(void **state)
                 1e-6 * base.tokens_per_s * base.step_time_s);
     assert_true(fabs(slow.mfu * slow.step_time_s - base.mfu * base.step_time_s) < 1e-9);
     fixture_free(&s);
+}
+
+/* The input time a step's exposed time is hidden from is the slowest reader's too: with
+ * noisy loads (cv 2) over 32 readers, on demand and with prefetch, the exposed time never passes
+ * it (it did when the total was the mean reader's: 14.9 s exposed of 9.6 s for GPT-3 175B). */
+static void exposed_input_within_the_slowest_readers_input(void **state)
+{
+    (void)state;
+    const char *path = DTSIM_SOURCE_DIR "/scenarios/gpt3-175b-1024-a100.json";
+    const char *loaders[] = {"training.data_loader={\"decode_ms_per_sample\": 100, \"cv\": 2, \"prefetch_batches\": 0}",
+                             "training.data_loader={\"decode_ms_per_sample\": 300, \"cv\": 2, \"prefetch_batches\": 2}"};
+    for (int k = 0; k < 2; k++) {
+        scenario_config s;
+        config_error err;
+        assert_int_equal(scenario_load(path, &loaders[k], 1, &s, &err), 0);
+        run_result with = fixture_run(&s);
+        assert_true(with.input_exposed_s > 0);
+        assert_true(with.input_exposed_s <= with.input_total_s * (1 + 1e-12));
+        assert_true(fabs(with.input_hidden_fraction - (1 - with.input_exposed_s / with.input_total_s)) < 1e-12);
+        scenario_free(&s);
+    }
 }
 
 static void bad_values_name_the_path(void **state)
@@ -345,6 +368,7 @@ int main(void)
         cmocka_unit_test(expected_max_matches_exponential_order_statistics),
         cmocka_unit_test(max_over_readers_matches_the_lognormal_maximum),
         cmocka_unit_test(hidden_input_leaves_the_step_unchanged),
+        cmocka_unit_test(exposed_input_within_the_slowest_readers_input),
         cmocka_unit_test(bad_values_name_the_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
