@@ -127,6 +127,11 @@ int run_scenario(const scenario_config *s, run_result *r, config_error *err)
     return run_scenario_traced(s, r, NULL, err);
 }
 
+int run_exit_code(int ran)
+{
+    return ran == RUN_GATED || ran == FLOW_REFUSED ? 2 : 1;
+}
+
 int run_scenario_traced(const scenario_config *s, run_result *r, const char *trace_path, config_error *err)
 {
     return run_scenario_stages(s, r, trace_path, NULL, err);

@@ -142,6 +142,10 @@ typedef struct {
     void *ctx;
 } run_gate;
 #define RUN_GATED (-3)
+/* A command's exit code after a simulation returned `ran` (not 0): 2 where it was refused before
+ * running (RUN_GATED: over the limits; FLOW_REFUSED: more than this machine holds), else 1, a
+ * runtime failure. */
+int run_exit_code(int ran);
 int run_scenario_folded_gated(const scenario_config *s, run_result *r, const run_gate *gate, config_error *err);
 /* The micro-batches of the first replay run_scenario_folded makes: its first attempt's pair, or
  * the step's own where it cannot fold or is too short to try. */

@@ -257,7 +257,7 @@ int cli_compare(int argc, char **argv)
         int ran = run_scenario_folded_gated(&cols[i].s, &cols[i].r, &gate, &err);
         if (ran != 0) {
             fprintf(stderr, "dtsim compare: %s (%s): %s\n", cols[i].file, cols[i].label, err.msg);
-            rc = ran == RUN_GATED || ran == FLOW_REFUSED ? 2 : 1; /* over the limits: refused */
+            rc = run_exit_code(ran);
             goto out;
         }
     }

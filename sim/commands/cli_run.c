@@ -114,7 +114,7 @@ int cli_run(int argc, char **argv)
     if (ran != 0) {
         fprintf(stderr, "dtsim: %s: %s\n", scenario_path, err.msg);
         scenario_free(&s);
-        rc = ran == FLOW_REFUSED ? 2 : 1; /* more than this machine holds: refused, nothing ran */
+        rc = run_exit_code(ran); /* more than this machine holds: refused, nothing ran */
         goto out;
     }
     int to_stdout = json_path && !strcmp(json_path, "-");

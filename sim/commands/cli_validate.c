@@ -159,7 +159,7 @@ static int validate_cases(const char *cases_path, const char *json_path, int fid
         int ran = run_scenario_folded_gated(&runs[i].s, &runs[i].r, &gate, &err);
         if (ran != 0) {
             fprintf(stderr, "dtsim validate: %s: %s\n", runs[i].id, err.msg);
-            rc = ran == RUN_GATED || ran == FLOW_REFUSED ? 2 : 1; /* over the limits: refused */
+            rc = run_exit_code(ran);
         }
     }
     /* Every expected figure must name a figure of its case's result before any row is printed
