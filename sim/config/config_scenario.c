@@ -749,9 +749,9 @@ int scenario_load_json(void *json_root, const char *base_dir, const char *const 
         goto done;
     }
     json_t *empty = json_object();
-    int bad = scenario_parse_model(m, S ".model", out, err) || parse_training(t, out, err) || parse_parallel(par ? par : empty, out, err) ||
-              parse_faults(f ? f : empty, out, err) || parse_run(r ? r : empty, out, err) ||
-              config_parse_parameter_server(root, out, err);
+    int bad = scenario_parse_model(m, S ".model", out, err) || parse_training(t, out, err) ||
+              parse_parallel(par ? par : empty, out, err) || parse_faults(f ? f : empty, out, err) ||
+              parse_run(r ? r : empty, out, err) || config_parse_parameter_server(root, out, err);
     json_decref(empty);
     if (bad)
         goto done;
