@@ -1,9 +1,12 @@
 /* dtsim import hf / deepspeed: Hugging Face model configs and DeepSpeed configs (cli_import.h). */
+#include <ctype.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include "cli_import.h"
+#include "config.h"
 #include "model_file.h"
 
 /* Keys of obj that are not in used (NULL-terminated), comma-separated into out. */
@@ -39,19 +42,90 @@ static json_t *load(const char *what, const char *path)
     return root;
 }
 
-/* An integer key of obj into model[name]; required or not. 0, or 2 after naming it. */
-static int take_int(const char *path, json_t *obj, const char *key, int required, json_t *model, const char *name)
+/* One config.json being read: where each model key came from, so that the scenario reader's
+ * refusals of the written model (hf_check) name the key of config.json the user can fix. */
+typedef struct {
+    const char *hf, *name; /* config.json's key (or --seq-length), the model's */
+} hf_key;
+typedef struct {
+    const char *path;
+    json_t *c, *m;
+    hf_key from[24];
+    int n;
+} hf_read;
+
+static void hf_from(hf_read *r, const char *hf, const char *name)
 {
-    json_t *v = json_object_get(obj, key);
+    for (int i = 0; i < r->n; i++)
+        if (!strcmp(r->from[i].name, name)) { /* a later key overrides (Qwen3-MoE's expert width) */
+            r->from[i].hf = hf;
+            return;
+        }
+    if (r->n < (int)(sizeof r->from / sizeof r->from[0]))
+        r->from[r->n++] = (hf_key){hf, name};
+}
+
+/* An integer key into model[name]; required or not. null is absent: transformers writes it for
+ * "the default" (num_key_value_heads, head_dim). 0, or 2 after naming it. */
+static int take_int(hf_read *r, const char *key, int required, const char *name)
+{
+    json_t *v = json_object_get(r->c, key);
     if (!v || json_is_null(v)) {
         if (required)
-            return import_fail("hf", "%s: \"%s\" is required", path, key);
+            return import_fail("hf", "%s: \"%s\" is required", r->path, key);
         return 0;
     }
     if (!json_is_integer(v) || json_integer_value(v) < 1)
-        return import_fail("hf", "%s: \"%s\" must be a whole number of 1 or more", path, key);
-    json_object_set_new(model, name, json_integer(json_integer_value(v)));
+        return import_fail("hf", "%s: \"%s\" must be a whole number of 1 or more", r->path, key);
+    json_object_set_new(r->m, name, json_integer(json_integer_value(v)));
+    hf_from(r, key, name);
     return 0;
+}
+
+/* A boolean key (absent or null: def); "yes" or 1 is refused, not read as false. 0, or 2. */
+static int take_bool(hf_read *r, const char *key, int def, int *out)
+{
+    json_t *v = json_object_get(r->c, key);
+    if (v && !json_is_null(v) && !json_is_boolean(v))
+        return import_fail("hf", "%s: \"%s\" must be true or false", r->path, key);
+    *out = v && json_is_boolean(v) ? json_is_true(v) : def;
+    return 0;
+}
+
+/* The written model through the scenario reader's own rules (scenario_parse_model), so that import
+ * never writes a model dtsim refuses; its message with dtsim's keys turned back into config.json's.
+ * 0, or 2 after naming the key. */
+static int hf_check(hf_read *r)
+{
+    scenario_config *s = calloc(1, sizeof *s);
+    config_error err;
+    if (!s)
+        return import_fail("hf", "out of memory");
+    int bad = scenario_parse_model(r->m, "model", s, &err);
+    free(s);
+    if (!bad)
+        return 0;
+    const char *in = err.msg;
+    if (!strncmp(in, "model.", 6) || !strncmp(in, "model: ", 7))
+        in += in[5] == '.' ? 6 : 7;
+    char msg[sizeof err.msg + 256];
+    size_t o = 0;
+    while (*in && o + 64 < sizeof msg) { /* word by word; a key of the model becomes config.json's */
+        size_t len = 0;
+        while (isalnum((unsigned char)in[len]) || in[len] == '_')
+            len++;
+        const char *word = NULL;
+        for (int i = 0; len && i < r->n; i++)
+            if (strlen(r->from[i].name) == len && !strncmp(in, r->from[i].name, len))
+                word = r->from[i].hf;
+        if (word)
+            o += (size_t)snprintf(msg + o, sizeof msg - o, "%s", word);
+        else
+            o += (size_t)snprintf(msg + o, sizeof msg - o, "%.*s", len ? (int)len : 1, in);
+        in += len ? len : 1;
+    }
+    msg[o < sizeof msg ? o : sizeof msg - 1] = 0;
+    return import_fail("hf", "%s: %s", r->path, msg);
 }
 
 int import_hf(const char *path, long long seq, json_t **out)
@@ -62,11 +136,12 @@ int import_hf(const char *path, long long seq, json_t **out)
     const char *arch = json_string_value(json_array_get(json_object_get(c, "architectures"), 0));
     static const char *const llama_like[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
                                              "MixtralForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", NULL};
-    int llama = 0, rc = 2;
+    int llama = 0, rc = 2, tied = 0;
     for (int i = 0; arch && llama_like[i]; i++)
         llama |= !strcmp(arch, llama_like[i]);
     int gpt2 = arch && !strcmp(arch, "GPT2LMHeadModel"), neox = arch && !strcmp(arch, "GPTNeoXForCausalLM");
-    json_t *m = json_object();
+    hf_read r = {.path = path, .c = c, .m = json_object()};
+    json_t *m = r.m;
     char ignored[4096] = "";
     if (llama || neox) {
         static const char *const used[] = {"architectures", "num_hidden_layers", "hidden_size", "num_attention_heads",
@@ -80,35 +155,45 @@ int import_hf(const char *path, long long seq, json_t **out)
          * are all alike, so a model mixing dense and expert layers is refused */
         json_t *only = json_object_get(c, "mlp_only_layers"), *step = json_object_get(c, "decoder_sparse_step");
         int qwen_moe = arch && !strcmp(arch, "Qwen3MoeForCausalLM");
+        if (qwen_moe && ((only && !json_is_array(only)) || (step && !json_is_integer(step)))) {
+            import_fail("hf", "%s: \"%s\" must be %s", path, only && !json_is_array(only) ? "mlp_only_layers"
+                        : "decoder_sparse_step", only && !json_is_array(only) ? "a list" : "a whole number");
+            goto out;
+        }
         if (qwen_moe && ((only && json_array_size(only) > 0) || (step && json_integer_value(step) != 1))) {
             import_fail("hf", "%s: decoder_sparse_step / mlp_only_layers mix dense and expert layers; dtsim's "
                               "layers are all alike", path);
             goto out;
         }
-        if (take_int(path, c, "num_hidden_layers", 1, m, "num_layers") ||
-            take_int(path, c, "hidden_size", 1, m, "hidden_size") ||
-            take_int(path, c, "num_attention_heads", 1, m, "num_attention_heads") ||
-            take_int(path, c, "num_key_value_heads", 0, m, "num_query_groups") ||
-            take_int(path, c, "intermediate_size", 1, m, "ffn_hidden_size") ||
-            take_int(path, c, "vocab_size", 1, m, "vocab_size") ||
-            take_int(path, c, "max_position_embeddings", seq == 0, m, "seq_length") ||
-            take_int(path, c, "num_local_experts", 0, m, "num_experts") ||
-            take_int(path, c, "num_experts_per_tok", 0, m, "moe_router_topk") ||
-            take_int(path, c, "head_dim", 0, m, "kv_channels") ||
-            (qwen_moe && (take_int(path, c, "num_experts", 1, m, "num_experts") ||
-                          take_int(path, c, "moe_intermediate_size", 1, m, "ffn_hidden_size"))))
+        /* a head's width is head_dim where hidden_size is not a multiple of the heads */
+        hf_from(&r, "head_dim", "kv_channels");
+        if (take_int(&r, "num_hidden_layers", 1, "num_layers") || take_int(&r, "hidden_size", 1, "hidden_size") ||
+            take_int(&r, "num_attention_heads", 1, "num_attention_heads") ||
+            take_int(&r, "num_key_value_heads", 0, "num_query_groups") ||
+            take_int(&r, "intermediate_size", 1, "ffn_hidden_size") || take_int(&r, "vocab_size", 1, "vocab_size") ||
+            take_int(&r, "max_position_embeddings", seq == 0, "seq_length") ||
+            take_int(&r, "num_local_experts", 0, "num_experts") ||
+            take_int(&r, "num_experts_per_tok", 0, "moe_router_topk") || take_int(&r, "head_dim", 0, "kv_channels") ||
+            (qwen_moe && (take_int(&r, "num_experts", 1, "num_experts") ||
+                          take_int(&r, "moe_intermediate_size", 1, "ffn_hidden_size"))))
             goto out;
-        const char *act = json_string_value(json_object_get(c, "hidden_act"));
-        if (llama && act && strcmp(act, "silu")) {
-            import_fail("hf", "%s: hidden_act \"%s\": a gated MLP of SiLU (SwiGLU) is what dtsim models", path, act);
+        json_t *act = json_object_get(c, "hidden_act");
+        if (act && !json_is_null(act) && !json_is_string(act)) {
+            import_fail("hf", "%s: \"hidden_act\" must be a string (\"silu\")", path);
             goto out;
         }
+        if (llama && act && json_is_string(act) && strcmp(json_string_value(act), "silu")) {
+            import_fail("hf", "%s: hidden_act \"%s\": a gated MLP of SiLU (SwiGLU) is what dtsim models", path,
+                        json_string_value(act));
+            goto out;
+        }
+        /* transformers' Llama, Mistral, Mixtral, Qwen2 and GPT-NeoX configs default to untied */
+        if (take_bool(&r, "tie_word_embeddings", 0, &tied))
+            goto out;
         json_object_set_new(m, "swiglu", json_boolean(llama));
         json_object_set_new(m, "normalization", json_string(llama ? "RMSNorm" : "LayerNorm"));
         json_object_set_new(m, "position_embedding_type", json_string("rope"));
-        /* transformers' Llama, Mistral, Mixtral, Qwen2 and GPT-NeoX configs default to untied */
-        json_object_set_new(m, "untie_embeddings_and_output_weights",
-                            json_boolean(!json_is_true(json_object_get(c, "tie_word_embeddings"))));
+        json_object_set_new(m, "untie_embeddings_and_output_weights", json_boolean(!tied));
         if (neox && !json_object_get(c, "intermediate_size"))
             json_object_set_new(m, "ffn_hidden_size",
                                 json_integer(4 * json_integer_value(json_object_get(m, "hidden_size"))));
@@ -117,16 +202,14 @@ int import_hf(const char *path, long long seq, json_t **out)
         static const char *const used[] = {"architectures", "n_layer", "n_embd", "n_head", "n_inner", "vocab_size",
                                            "n_positions", "n_ctx", "tie_word_embeddings", "activation_function",
                                            "model_type", NULL};
-        if (take_int(path, c, "n_layer", 1, m, "num_layers") || take_int(path, c, "n_embd", 1, m, "hidden_size") ||
-            take_int(path, c, "n_head", 1, m, "num_attention_heads") ||
-            take_int(path, c, "n_inner", 0, m, "ffn_hidden_size") ||
-            take_int(path, c, "vocab_size", 1, m, "vocab_size") ||
-            take_int(path, c, "n_positions", seq == 0, m, "seq_length"))
+        if (take_int(&r, "n_layer", 1, "num_layers") || take_int(&r, "n_embd", 1, "hidden_size") ||
+            take_int(&r, "n_head", 1, "num_attention_heads") || take_int(&r, "n_inner", 0, "ffn_hidden_size") ||
+            take_int(&r, "vocab_size", 1, "vocab_size") || take_int(&r, "n_positions", seq == 0, "seq_length") ||
+            take_bool(&r, "tie_word_embeddings", 1, &tied)) /* GPT-2's default: tied */
             goto out;
         json_object_set_new(m, "normalization", json_string("LayerNorm"));
         json_object_set_new(m, "position_embedding_type", json_string("learned_absolute"));
-        json_t *tie = json_object_get(c, "tie_word_embeddings"); /* GPT-2's default: tied */
-        json_object_set_new(m, "untie_embeddings_and_output_weights", json_boolean(tie && json_is_false(tie)));
+        json_object_set_new(m, "untie_embeddings_and_output_weights", json_boolean(!tied));
         unused_keys(c, used, "", ignored, sizeof ignored);
     } else {
         import_fail("hf", "%s: architectures[0] \"%s\": one of LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
@@ -134,8 +217,12 @@ int import_hf(const char *path, long long seq, json_t **out)
                           "GPTNeoXForCausalLM", path, arch ? arch : "(none)");
         goto out;
     }
-    if (seq > 0)
+    if (seq > 0) {
         json_object_set_new(m, "seq_length", json_integer(seq));
+        hf_from(&r, "--seq-length", "seq_length");
+    }
+    if (hf_check(&r))
+        goto out;
     if (*ignored)
         fprintf(stderr, "dtsim import hf: ignored (not modelled): %s\n", ignored);
     char source[1024];

@@ -52,8 +52,13 @@ static void usage(FILE *f)
             "exit: 0 ok, 2 bad input (or over the limits), 1 runtime failure\n");
 }
 
+/* What a logged step_time_s may be (load_measured says why) */
+#define STEP_TIME_MIN_S 1e-9
+#define STEP_TIME_MAX_S 1e7
+
 typedef struct {
     int world, steps, used, warmup;
+    long long used_from, used_to;  /* the steps of the median */
     double step_time_s;          /* median after warm-up */
     double tokens_per_step, flops_per_step, peak_tflops; /* peak 0: unknown */
     double memory_gib;           /* -1: not recorded */
@@ -112,6 +117,7 @@ static int load_measured(const char *dir, int warmup, measured_run *m)
     double *times = malloc(cap * sizeof(double)), *loads = malloc(cap * sizeof(double));
     char line[16384];
     int lineno = 0, rc = 0;
+    long long first = 0, first_line = 0, prev = 0; /* the first step, its line, the last step */
     while (fgets(line, sizeof line, f)) {
         lineno++;
         size_t len = strlen(line);
@@ -122,27 +128,61 @@ static int load_measured(const char *dir, int warmup, measured_run *m)
         }
         json_t *j = json_loads(line, 0, &je);
         json_t *step = json_object_get(j, "step"), *dt = json_object_get(j, "step_time_s");
-        if (!json_is_object(j) || !json_is_integer(step) || !json_is_number(dt) || json_number_value(dt) <= 0) {
-            fprintf(stderr, "dtsim report: %s:%d: %s\n", path, lineno,
-                    !j ? je.text : "needs an integer \"step\" and a positive \"step_time_s\"");
-            json_decref(j);
-            rc = 2;
-            break;
-        }
         json_t *load = json_object_get(j, "moe_load_imbalance"); /* the busiest EP rank's rows over the mean */
-        if (load && !(json_is_number(load) && json_number_value(load) >= 1)) {
-            fprintf(stderr, "dtsim report: %s:%d: \"moe_load_imbalance\" must be a number >= 1\n", path, lineno);
+        long long no = json_integer_value(step);
+        double t = json_number_value(dt);
+        char why[256] = "";
+        if (!json_is_object(j) || !json_is_integer(step) || !json_is_number(dt))
+            snprintf(why, sizeof why, "%s", !j ? je.text : "needs an integer \"step\" and a number \"step_time_s\"");
+        /* dtrain times a step with a nanosecond clock (engine/wall_clock.h): anything shorter was
+         * not measured; a step of over 1e7 s (116 days) is not a training step, and within these
+         * bounds every rate derived from it stays finite */
+        else if (!(t >= STEP_TIME_MIN_S && t <= STEP_TIME_MAX_S))
+            snprintf(why, sizeof why, "\"step_time_s\" %g is not a step time (%g..%g s)", t, STEP_TIME_MIN_S,
+                     STEP_TIME_MAX_S);
+        /* the range a scenario's model.moe_load_imbalance takes, where it goes */
+        else if (load && !(json_is_number(load) && json_number_value(load) >= 1 && json_number_value(load) <= 1e3))
+            snprintf(why, sizeof why, "\"moe_load_imbalance\" must be a number in 1..1000");
+        /* dtrain logs every step once, from 1 up (a resumed run first drops the lines it redoes:
+         * engine/run_dir.c): a repeat, a step back or a gap is a record merged or edited by hand,
+         * whose median would not be of the steps it claims */
+        else if (no < 1)
+            snprintf(why, sizeof why, "step %lld: dtrain counts steps from 1", no);
+        else if (m->steps > 0 && no <= prev && no >= first)
+            snprintf(why, sizeof why, "step %lld is logged twice (line %lld has it too)", no,
+                     first_line + (no - first));
+        else if (m->steps > 0 && no <= prev)
+            snprintf(why, sizeof why, "step %lld after step %lld (line %d): steps go up one at a time", no, prev,
+                     lineno - 1);
+        else if (m->steps > 0 && no != prev + 1) {
+            char gap[64];
+            if (no - prev == 2)
+                snprintf(gap, sizeof gap, "step %lld is", prev + 1);
+            else
+                snprintf(gap, sizeof gap, "steps %lld..%lld are", prev + 1, no - 1);
+            snprintf(why, sizeof why, "step %lld after step %lld (line %d): %s missing", no, prev, lineno - 1, gap);
+        }
+        if (*why) {
+            fprintf(stderr, "dtsim report: %s:%d: %s\n", path, lineno, why);
             json_decref(j);
             rc = 2;
             break;
         }
+        if (m->steps == 0) {
+            first = no;
+            first_line = lineno;
+        }
+        prev = no;
         m->steps++;
-        if (json_integer_value(step) > warmup) {
+        if (no > warmup) {
             if (n == cap) {
                 cap *= 2;
                 times = realloc(times, cap * sizeof(double));
                 loads = realloc(loads, cap * sizeof(double));
             }
+            if (n == 0)
+                m->used_from = no;
+            m->used_to = no;
             times[n++] = json_number_value(dt);
             if (load)
                 loads[nload++] = json_number_value(load);
@@ -163,6 +203,16 @@ static int load_measured(const char *dir, int warmup, measured_run *m)
             qsort(loads, nload, sizeof(double), cmp_double);
             m->moe_load = nload % 2 ? loads[nload / 2] : 0.5 * (loads[nload / 2 - 1] + loads[nload / 2]);
         }
+    }
+    /* the rates the report derives from config.json's figures and the median: finite, or the
+     * table and its JSON would hold inf and nan */
+    double tps = m->tokens_per_step / m->step_time_s, tflops = m->flops_per_step / (m->step_time_s * m->world) / 1e12;
+    double mfu = m->peak_tflops > 0 ? tflops / m->peak_tflops : 1;
+    if (rc == 0 && !(isfinite(tps) && tps > 0 && isfinite(tflops) && tflops > 0 && isfinite(mfu) && mfu > 0)) {
+        fprintf(stderr, "dtsim report: %s/config.json: tokens_per_step %g, model_flops_per_step %g and "
+                        "device.peak_tflops %g over the median step time %g s give no finite rate\n", dir,
+                m->tokens_per_step, m->flops_per_step, m->peak_tflops, m->step_time_s);
+        rc = 2;
     }
     free(times);
     free(loads);
@@ -373,8 +423,9 @@ int cli_report(int argc, char **argv)
     json_t *diff = mismatches(&m, &s);
 
     FILE *human = json_path && !strcmp(json_path, "-") ? stderr : stdout;
-    fprintf(human, "dtsim report: %s (simulated, %s) against %s (measured: median of %d steps after %d warm-up)\n",
-            s.name, r.fidelity_flow ? "flow" : "analytic", run_path, m.used, warmup);
+    fprintf(human, "dtsim report: %s (simulated, %s) against %s (measured: median of %d step%s, %lld..%lld, after "
+                   "%d warm-up)\n", s.name, r.fidelity_flow ? "flow" : "analytic", run_path, m.used,
+            m.used == 1 ? "" : "s", m.used_from, m.used_to, warmup);
     fprintf(human, "  %-22s %14s %14s  %8s\n", "", "measured", "simulated", "error");
     print_row(human, "step time", "s", m.step_time_s, r.step_time_s);
     print_row(human, "tokens/s", "whole job", tps, r.tokens_per_s);

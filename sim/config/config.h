@@ -391,6 +391,11 @@ int scenario_load(const char *path, const char *const *overrides, int n_override
 int scenario_load_json(void *json_root, const char *base_dir, const char *const *overrides,
                        int n_overrides, scenario_config *out, config_error *err);
 void scenario_free(scenario_config *s);
+/* A model object (json_t*: a scenario's "model", a model file's) checked by the scenario
+ * reader's own rules into s->model, so that a writer of model files (dtsim import hf) refuses
+ * exactly what the reader would. path prefixes the key in errors ("scenario.model"). 0, or -1
+ * with err. */
+int scenario_parse_model(void *model_json, const char *path, scenario_config *s, config_error *err);
 
 int platform_load(const char *path, platform_config *out, config_error *err);
 int calibration_load(const char *path, calibration_config *out, config_error *err);

@@ -57,8 +57,9 @@ static int resolve_model(json_t *root, const char *base_dir, config_error *err)
     return 0;
 }
 
-static int parse_model(json_t *m, scenario_config *s, config_error *err)
+int scenario_parse_model(void *model_json, const char *p, scenario_config *s, config_error *err)
 {
+    json_t *m = model_json;
     static const char *const keys[] = {"num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size",
                                        "seq_length", "vocab_size", "num_query_groups", "swiglu", "num_experts",
                                        "moe_router_topk", "attention", "untie_embeddings_and_output_weights",
@@ -71,7 +72,6 @@ static int parse_model(json_t *m, scenario_config *s, config_error *err)
     static const char *const attention[] = {"unfused", "flash", NULL};
     static const char *const backends[] = {"flash", "fused", NULL};
     static const char *const fusion_impl[] = {"native", "te", NULL};
-    const char *p = S ".model";
     long long v, group_topk;
     int e, backend;
     if (config_check_keys(m, p, keys, err) ||
@@ -749,9 +749,9 @@ int scenario_load_json(void *json_root, const char *base_dir, const char *const 
         goto done;
     }
     json_t *empty = json_object();
-    int bad = parse_model(m, out, err) || parse_training(t, out, err) || parse_parallel(par ? par : empty, out, err) ||
-              parse_faults(f ? f : empty, out, err) || parse_run(r ? r : empty, out, err) ||
-              config_parse_parameter_server(root, out, err);
+    int bad = scenario_parse_model(m, S ".model", out, err) || parse_training(t, out, err) ||
+              parse_parallel(par ? par : empty, out, err) || parse_faults(f ? f : empty, out, err) ||
+              parse_run(r ? r : empty, out, err) || config_parse_parameter_server(root, out, err);
     json_decref(empty);
     if (bad)
         goto done;

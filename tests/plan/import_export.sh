@@ -122,6 +122,31 @@ python3 -c 'import json; c=json.load(open("'"$data"'/llama3-8b-config.json")); d
 refuse '"hidden_size" is required' "$dtsim" import hf "$work/nohidden.json"
 python3 -c 'import json; c=json.load(open("'"$data"'/qwen3-30b-a3b-config.json")); c["mlp_only_layers"]=[0]; json.dump(c, open("'"$work"'/mixed.json","w"))'
 refuse "mix dense and expert layers" "$dtsim" import hf "$work/mixed.json"
+# a config.json the model reader would refuse (or mis-read) is refused at import, naming its key;
+# the output file already there is left as it was
+hf_bad() { # name, JSON merged into a documented config.json, expected text[, config]
+  python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c.update(json.loads(sys.argv[2])); json.dump(c, open(sys.argv[3],"w"))' \
+    "${4:-$data/llama3-8b-config.json}" "$2" "$work/$1.json"
+  echo kept >"$work/out.json"
+  refuse "$3" "$dtsim" import hf "$work/$1.json" -o "$work/out.json"
+  [ "$(cat "$work/out.json")" = kept ] || { echo "import hf $1: the existing output was changed"; fail=1; }
+}
+hf_bad kv7 '{"num_key_value_heads": 7}' "kv7.json: num_key_value_heads: 7 does not divide num_attention_heads=32"
+hf_bad hidden '{"hidden_size": 4097}' "hidden_size: 4097 is not a multiple of num_attention_heads=32 (give head_dim"
+hf_bad tie '{"tie_word_embeddings": "yes"}' '"tie_word_embeddings" must be true or false'
+hf_bad tie1 '{"tie_word_embeddings": 1}' '"tie_word_embeddings" must be true or false' "$data/gpt2-config.json"
+hf_bad act '{"hidden_act": 7}' '"hidden_act" must be a string'
+hf_bad topk '{"num_experts_per_tok": 9}' "num_experts_per_tok: 9 must be in 1..num_local_experts=8" \
+  "$data/mixtral-8x7b-config.json"
+hf_bad step '{"decoder_sparse_step": "1"}' '"decoder_sparse_step" must be a whole number' \
+  "$data/qwen3-30b-a3b-config.json"
+hf_bad positions '{"max_position_embeddings": 1000000000}' "max_position_embeddings: 1000000000 is outside"
+# head_dim gives a head's width where hidden_size is not a multiple of the heads (as transformers)
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c.update(hidden_size=4097, head_dim=128); json.dump(c, open(sys.argv[2],"w"))' \
+  "$data/llama3-8b-config.json" "$work/headdim.json"
+"$dtsim" import hf "$work/headdim.json" -o "$work/headdim-model.json" 2>/dev/null &&
+  python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["model"]; sys.exit(m["kv_channels"] != 128)' \
+    "$work/headdim-model.json" || { echo "import hf: hidden_size 4097 with head_dim 128 refused"; fail=1; }
 # --kv-channels: Megatron's head width survives import and export
 "$dtsim" import megatron --gpus 8 -o "$work/kv.json" -- --num-layers 2 --hidden-size 2048 --num-attention-heads 32 \
   --kv-channels 128 --group-query-attention --num-query-groups 4 --seq-length 64 --vocab-size 256 \

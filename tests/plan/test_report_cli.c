@@ -11,7 +11,9 @@
  *    (moe_load_imbalance) in place of the balanced router's floor; a scenario with another EP is
  *    flagged;
  *  - bad input exits 2 naming the file (and line): missing folder, malformed metrics line, a
- *    routing figure under 1, no steps after the warm-up;
+ *    routing figure under 1, no steps after the warm-up, a step time outside 1e-9..1e7 s, a step
+ *    logged twice, out of order or after a gap, rates that are not finite; an existing --json
+ *    file is left as it was;
  *  - a simulation over --max-seconds is refused before it runs (exit 2, nothing written).
  * argv[1]: dtsim, argv[2]: the repository root. */
 #include <jansson.h>
@@ -302,6 +304,57 @@ static void bad_input_exits_2_naming_the_file(void **state)
     assert_int_equal(sh("'%s' report '%s' --measured '%s' --warmup x 2>/dev/null", DTSIM, SCEN, RUN), 2);
 }
 
+/* dtsim report on RUN with an existing --json file: exit 2, err holding `want`, the file as it was. */
+static void refused(const char *want)
+{
+    char err[600], out[600];
+    snprintf(err, sizeof err, "%s.err", RUN);
+    snprintf(out, sizeof out, "%s.out.json", RUN);
+    assert_int_equal(sh("echo kept >'%s'", out), 0);
+    assert_int_equal(sh("'%s' report '%s' --measured '%s' --json '%s' 2>'%s' >/dev/null", DTSIM, SCEN, RUN, out, err),
+                     2);
+    if (sh("grep -qF -- '%s' '%s'", want, err) != 0) {
+        sh("cat '%s' >&2", err);
+        fprintf(stderr, "wanted: %s\n", want);
+        fail();
+    }
+    assert_int_equal(sh("grep -qx kept '%s'", out), 0);
+}
+
+/* Step times that make the rates inf or nan, and a record whose steps repeat, go back or skip
+ * (dtrain logs each step once, in order) are refused naming the line; the steps the median
+ * takes are named. */
+static void absurd_times_and_misnumbered_steps_exit_2(void **state)
+{
+    (void)state;
+    const double t[3] = {1, 1, 0.5};
+    write_run(64, t, 2, "{\"step\": 3, \"step_time_s\": 1e308}\n");
+    refused("metrics.jsonl:3: \"step_time_s\" 1e+308 is not a step time (1e-09..1e+07 s)");
+    write_run(64, t, 2, "{\"step\": 3, \"step_time_s\": 1e-300}\n");
+    refused("metrics.jsonl:3: \"step_time_s\" 1e-300 is not a step time");
+    write_run(64, t, 3, "{\"step\": 3, \"step_time_s\": 0.7}\n{\"step\": 4, \"step_time_s\": 0.6}\n");
+    refused("metrics.jsonl:4: step 3 is logged twice (line 3 has it too)");
+    write_run(64, t, 3, "{\"step\": 9, \"step_time_s\": 0.7}\n");
+    refused("metrics.jsonl:4: step 9 after step 3 (line 3): steps 4..8 are missing");
+    write_run(64, t, 3, "{\"step\": 2, \"step_time_s\": 0.7}\n");
+    refused("metrics.jsonl:4: step 2 is logged twice (line 2 has it too)");
+    write_run(64, t, 0, "{\"step\": 0, \"step_time_s\": 0.7}\n");
+    refused("metrics.jsonl:1: step 0: dtrain counts steps from 1");
+    /* config.json's tokens over a short step: no finite rate */
+    write_run(64, t, 2, "{\"step\": 3, \"step_time_s\": 1e-6}\n");
+    char cfg[1100];
+    snprintf(cfg, sizeof cfg, "sed -i 's/\"tokens_per_step\": 256/\"tokens_per_step\": 1e305/' '%s/config.json'", RUN);
+    assert_int_equal(sh("%s", cfg), 0);
+    refused("config.json: tokens_per_step 1e+305, model_flops_per_step 1.3e+09 and device.peak_tflops 0.2 over the "
+            "median step time 1e-06 s give no finite rate");
+    /* a run that resumed into a folder without a record starts past step 1: its steps are named */
+    write_run(64, t, 0, "{\"step\": 5, \"step_time_s\": 0.5}\n{\"step\": 6, \"step_time_s\": 0.7}\n");
+    char out[600];
+    snprintf(out, sizeof out, "%s.err", RUN);
+    assert_int_equal(sh("'%s' report '%s' --measured '%s' >'%s' 2>&1", DTSIM, SCEN, RUN, out), 0);
+    assert_int_equal(sh("grep -q 'median of 2 steps, 5..6, after 2 warm-up' '%s'", out), 0);
+}
+
 /* The simulation is priced before it runs, as dtsim run prices it: over --max-seconds, exit 2
  * with the estimate and nothing written. */
 static void over_the_limits_exits_2(void **state)
@@ -349,6 +402,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(without_a_scenario_the_run_itself_is_simulated),
         cmocka_unit_test(a_moe_run_is_simulated_with_its_routing),
         cmocka_unit_test(bad_input_exits_2_naming_the_file),
+        cmocka_unit_test(absurd_times_and_misnumbered_steps_exit_2),
         cmocka_unit_test(over_the_limits_exits_2),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
