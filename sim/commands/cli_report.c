@@ -388,6 +388,9 @@ int cli_report(int argc, char **argv)
                                                               "configuration is simulated)");
         goto out;
     }
+    const cli_output outs[] = {{"--json", json_path, 0, 1}};
+    if (cli_check_outputs("report", outs, 1) != 0)
+        goto out;
     if (load_measured(run_path, warmup, &m) != 0)
         goto out;
     scenario_config s;
@@ -414,7 +417,7 @@ int cli_report(int argc, char **argv)
     if (ran != 0) {
         fprintf(stderr, "dtsim: %s: %s\n", scenario_path ? scenario_path : run_path, err.msg);
         scenario_free(&s);
-        rc = ran == RUN_GATED || ran == FLOW_REFUSED ? 2 : 1; /* over the limits: refused */
+        rc = run_exit_code(ran);
         goto out;
     }
     double tps = m.tokens_per_step / m.step_time_s;

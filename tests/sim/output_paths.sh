@@ -41,6 +41,8 @@ refused "validate --json" "dtsim validate: --json: cannot write nodir/v.json" \
   "$dtsim" validate "$root/validation/published-runs.json" --json nodir/v.json
 refused "async --json" "dtsim async: --json: cannot write nodir/a.json" \
   "$dtsim" async "$root/scenarios/gpt3-2.7b-32-a100-ps.json" --steps 2 --json nodir/a.json
+refused "report --json" "dtsim report: --json: cannot write nodir/r.json" \
+  "$dtsim" report "$s" --measured "$work/no-run" --json nodir/r.json
 # a plan with no layout that fits fails (exit 1) and keeps what was at its --json
 echo '{"earlier": true}' >p.json
 "$dtsim" plan "$s" --set platform.gpu.memory_gib=1 --json p.json >/dev/null 2>err; rc=$?
@@ -49,5 +51,5 @@ echo '{"earlier": true}' >p.json
 # what can be written still is: a device, and a file beside others
 "$dtsim" run "$s" --json /dev/null >/dev/null 2>&1 || { echo "--json /dev/null refused"; fail=1; }
 "$dtsim" run "$s" --json adir/r.json >/dev/null 2>&1 && [ -s adir/r.json ] || { echo "--json adir/r.json not written"; fail=1; }
-[ "$fail" -eq 0 ] && echo "outputs: bad paths refused up front by run, plan, faults, sweep, compare, validate and async"
+[ "$fail" -eq 0 ] && echo "outputs: bad paths refused up front by run, plan, faults, sweep, compare, validate, async and report"
 exit "$fail"
