@@ -399,6 +399,13 @@ void calibration_free(calibration_config *c);
 /* The parallel-layout rules on an already filled scenario (the loader applies them; the
  * planner checks each candidate with them). 0, or -1 with err. */
 int scenario_validate_layout(const scenario_config *s, config_error *err);
+/* Its two parts, for one layout tried at several global batches: the batch's rules (it splits
+ * into micro-batches of DP x micro_batch_size; the schedule's, as interleaving takes a multiple of
+ * PP of them) and every other one. A layout is valid at a batch exactly when both accept it
+ * (scenario_validate_layout checks the same rules, in its own order). 0, or -1 with err (err NULL:
+ * no message is written, for a caller that asks only whether). */
+int scenario_validate_batch(const scenario_config *s, config_error *err);
+int scenario_validate_layout_batchless(const scenario_config *s, config_error *err);
 
 /* Derived facts used everywhere: the GPU count, micro-batches, the rank grid and the layer
  * split per pipeline stage (layout.c). */
