@@ -128,6 +128,11 @@ int plan_deadline_estimate(const scenario_config *base, const plan_deadline_inpu
  * bounds most of them. A deeper fold attempt is priced when asked for (plan_search_threads's
  * limits). 0, or -1 out of memory. */
 int plan_estimate(const scenario_config *base, int gpus, int threads, work_estimate *e);
+/* plan_estimate at each of nb global batches (sequences; batches NULL with nb 1: the scenario's
+ * own), into e[0..nb-1], and how many candidates fit at each (fitting, may be NULL): the
+ * candidates enumerated once for all. 0, or -1 out of memory. */
+int plan_estimate_batches(const scenario_config *base, int gpus, int threads, const long long *batches, int nb,
+                          work_estimate *e, long *fitting);
 
 /* $DTSIM_THREADS when set, else the online CPUs (at most 64). */
 int plan_default_threads(void);
@@ -135,6 +140,9 @@ void plan_result_free(plan_result *r);
 
 /* Applies a layout to a copy of base (the copy shares base's owned pointers: never free it). */
 void plan_apply(const scenario_config *base, const plan_layout *l, scenario_config *out);
+/* The same on an out that plan_apply filled from base before (with any layout): only what a layout
+ * sets is set again, for a caller that tries many layouts without copying base for each. */
+void plan_reapply(const scenario_config *base, const plan_layout *l, scenario_config *out);
 
 const char *recompute_name(recompute_kind r);
 
