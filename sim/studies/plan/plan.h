@@ -117,10 +117,10 @@ int plan_batches(const scenario_config *s, double lo, double hi, long long out[P
 int plan_deadline(const scenario_config *base, const plan_deadline_input *in, plan_deadline_result *out,
                   config_error *err);
 void plan_deadline_free(plan_deadline_result *r);
-/* What plan_deadline would take at most: plan_estimate at every size it may search (1, 2, 4, ...
- * nodes up to the largest, each at the range's largest batch once for each batch of the range,
- * and the costliest again for the size it may search between two), summed; the largest one's
- * memory. 0, or -1 out of memory. */
+/* What plan_deadline would take at most: plan_estimate at every size it may search and every batch
+ * it searches there (1, 2, 4, ... nodes up to the largest, each at every batch of the range or the
+ * scenario's own; of the sizes of 3 x 2^k nodes it may search between two, the costliest), summed;
+ * the largest one's memory. The sizes are priced on in->threads threads. 0, or -1 out of memory. */
 int plan_deadline_estimate(const scenario_config *base, const plan_deadline_input *in, work_estimate *e);
 
 /* What plan_search_threads would take: every fitting candidate priced at the first replay its
