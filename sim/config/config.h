@@ -414,6 +414,8 @@ long long scenario_micro_batches(const scenario_config *s);       /* per pipelin
 /* s with `micro_batches` per pipeline per step (its global batch set to match): a shorter or
  * longer step of the same layout */
 scenario_config scenario_with_micro_batches(const scenario_config *s, long long micro_batches);
+/* The same in place (a scenario is large: a caller that tries many lengths sets and restores). */
+void scenario_set_micro_batches(scenario_config *s, long long micro_batches);
 /* The scenario's rank grid (engine/rank_grid.h: TP innermost, then CP, PP, DP). */
 rank_grid scenario_rank_grid(const scenario_config *s);
 /* The layers of each virtual stage (pp x vpp counts, by virtual stage), from num_layers and

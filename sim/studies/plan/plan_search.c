@@ -172,13 +172,15 @@ static void first_invalid(check_out *o, long order, const char *msg)
 
 /* The tasks of the step graph the search replays first for s: the fold's first pair of short
  * replays (run.h, run_fold_first_replay_micro_batches), or the whole step where it cannot fold;
- * in closed form. */
-static double first_replay_tasks(const scenario_config *s)
+ * in closed form. s is given back as it came. */
+static double first_replay_tasks(scenario_config *s)
 {
-    long long first = run_fold_first_replay_micro_batches(s);
-    scenario_config replay = first < scenario_micro_batches(s) ? scenario_with_micro_batches(s, first) : *s;
+    long long first = run_fold_first_replay_micro_batches(s), batch = s->training.global_batch_size;
+    if (first < scenario_micro_batches(s))
+        scenario_set_micro_batches(s, first); /* in place, and back: no copy of the scenario */
     workload_size z;
-    workload_size_estimate(&replay, &z);
+    workload_size_estimate(s, &z);
+    s->training.global_batch_size = batch;
     return z.tasks;
 }
 
