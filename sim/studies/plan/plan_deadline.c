@@ -269,9 +269,9 @@ int plan_deadline_estimate(const scenario_config *base, const plan_deadline_inpu
     if (max_nodes < 1)
         max_nodes = 1;
     /* every batch priced, as search_size searches every one: one of few factors of two admits
-     * other layouts than the range's largest, and may cost more (pricing the largest for each
-     * batch had GPT-3 175B's 30-day search of 2,097,152 to 2,985,984 tokens a batch at 4.18 s,
-     * for a search of 6.1 s) */
+     * other layouts than the others (pricing the range's largest for each batch had GPT-3 175B's
+     * 30-day search of 2,097,152 to 2,985,984 tokens a batch at 988 layouts and 4.43 s, where the
+     * search finds 15,123 fitting and took 3.4-6.7 s; docs/planning.md) */
     long long batches[PLAN_MAX_BATCHES] = {0};
     int nb = in->batch_tokens_max > 0 ? plan_batches(base, in->batch_tokens_min, in->batch_tokens_max, batches) : 0;
     size_prices job = {.base = base, .in = in, .batches = nb > 0 ? batches : NULL, .nb = nb > 0 ? nb : 1};
