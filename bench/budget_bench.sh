@@ -42,6 +42,10 @@ one "plan --exhaustive, batch 1536" "$dtsim" plan "$g" --exhaustive
 one "plan, batch 1572864" "$dtsim" plan "$g" --set training.global_batch_size=1572864
 one "plan --deadline-days 30, Llama 3 to 131,072" "$dtsim" plan "$root/scenarios/llama3-405b-16k-h100.json" \
   --deadline-days 30 --max-gpus 131072 --quiet
+one "plan --deadline-days 30, GPT-3" "$dtsim" plan "$g" --deadline-days 30 --quiet
+# a range of batches: every batch priced at every size (1,458 = 2 x 3^6 sequences admits few layouts)
+one "plan --deadline-days 30, batches 1024-1458" "$dtsim" plan "$g" --deadline-days 30 \
+  --batch-tokens 2097152:2985984 --quiet
 one "compare, batch 1572864" "$dtsim" compare "$g" --set training.global_batch_size=1572864
 one "validate, the published set" "$dtsim" validate "$root/validation/published-runs.json"
 one "sweep, 3 batches" "$dtsim" sweep "$g" --vary training.global_batch_size=1536,12288,49152 --out "$work/sw"

@@ -248,13 +248,18 @@ int budget_check_before(const char *command, const char *before, const work_esti
     return 2;
 }
 
-/* A replay the gate refuses: err says which, what it would take and the limit it passes; 1. */
-static int refuse_replay(const work_estimate *e, const budget_limits *l, int full, config_error *err)
+/* A replay the gate refuses: err says which (the whole step's, or a fold attempt's pair of
+ * `micro_batches` in all), what it would take and the limit it passes; 1. */
+static int refuse_replay(const work_estimate *e, const budget_limits *l, int full, long long micro_batches,
+                         config_error *err)
 {
-    char words[768];
+    char words[768], which[96];
     over_words(e, l, words, sizeof words);
-    snprintf(err->msg, sizeof err->msg, "refused before %s: %s. " BUDGET_ADVICE,
-             full ? "replaying every micro-batch" : "a longer fold attempt", words);
+    if (full)
+        snprintf(which, sizeof which, "replaying every micro-batch (%lld)", micro_batches);
+    else
+        snprintf(which, sizeof which, "a fold attempt (two short replays, %lld micro-batches)", micro_batches);
+    snprintf(err->msg, sizeof err->msg, "refused before %s: %s. " BUDGET_ADVICE, which, words);
     return 1;
 }
 
@@ -271,7 +276,7 @@ int budget_replay_allow(void *ctx, const scenario_config *replay, int full, conf
     }
     if (budget_within(&e, &g->limits))
         return 0;
-    return refuse_replay(&e, &g->limits, full, err);
+    return refuse_replay(&e, &g->limits, full, scenario_micro_batches(replay), err);
 }
 
 void budget_estimate_step(const scenario_config *s, int full, work_estimate *e)
@@ -303,5 +308,5 @@ int budget_gate_allow(void *ctx, const scenario_config *replay, int full, config
         g->spent_s = so_far.seconds;
         return 0;
     }
-    return refuse_replay(&so_far, &g->limits, full, err);
+    return refuse_replay(&so_far, &g->limits, full, scenario_micro_batches(replay), err);
 }

@@ -91,23 +91,33 @@ static void memory_on_schedule(const scenario_config *s, const pipeline_schedule
  * shape gives without building it (pipeline_peak_in_flight: the warm-up and one more, m v under
  * GPipe): the planner asks this of every valid candidate, and a step of millions of micro-batches
  * would hold gigabytes of schedule. tests/memory/test_memory.c holds it to the whole schedule. */
-void run_memory_estimate(const scenario_config *s, run_memory *out)
+int run_memory_peaks(const scenario_config *s, int *peak)
 {
-    memset(out, 0, sizeof *out);
     int P = s->parallel.pp > 0 ? s->parallel.pp : 1, V = s->parallel.vpp > 0 ? s->parallel.vpp : 1;
     int m = (int)scenario_micro_batches(s); /* as scenario_schedule has it */
     char why[256];
     if (pipeline_schedule_check(s->parallel.schedule, P, m, V, why, sizeof why) != 0)
-        return;
-    int *peak = malloc((size_t)P * sizeof *peak);
-    if (!peak)
-        return;
+        return -1;
     for (int p = 0; p < P; p++)
         peak[p] = pipeline_peak_in_flight(s->parallel.schedule, P, m, V, p);
+    return 0;
+}
+
+void run_memory_at(const scenario_config *s, const int *peak, run_memory *out)
+{
+    memset(out, 0, sizeof *out);
     memory_breakdown mb;
     int worst = 0;
-    if (memory_model_worst_stage_at(s, P, peak, &mb, &worst) == 0)
+    if (memory_model_worst_stage_at(s, s->parallel.pp > 0 ? s->parallel.pp : 1, peak, &mb, &worst) == 0)
         memory_report(s, &mb, worst, out);
+}
+
+void run_memory_estimate(const scenario_config *s, run_memory *out)
+{
+    memset(out, 0, sizeof *out);
+    int *peak = malloc((size_t)(s->parallel.pp > 0 ? s->parallel.pp : 1) * sizeof *peak);
+    if (peak && run_memory_peaks(s, peak) == 0)
+        run_memory_at(s, peak, out);
     free(peak);
 }
 

@@ -95,6 +95,12 @@ double run_flow_bucket_mb(const scenario_config *s);
 
 /* Memory per GPU at the worst stage (GiB), without simulating the step. */
 void run_memory_estimate(const scenario_config *s, run_memory *out);
+/* Its two halves, for one layout at several global batches: the stages' peaks of micro-batches in
+ * flight at s's micro-batches (pp of them into peak; -1 where its schedule cannot be built, where
+ * run_memory_estimate reports nothing), and the memory at those peaks. The memory model reads the
+ * batch through the peaks alone: equal peaks, equal memory. */
+int run_memory_peaks(const scenario_config *s, int *peak);
+void run_memory_at(const scenario_config *s, const int *peak, run_memory *out);
 
 /* Simulates scenario s. Returns 0, or -1 with err (runtime failure), or FLOW_REFUSED
  * (flow.h) with err when this machine cannot hold the flow replay (refused before it ran). With

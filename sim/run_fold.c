@@ -163,7 +163,8 @@ int run_scenario_folded_gated(const scenario_config *s, run_result *r, const run
     run_result ra, rb;
     double spent = 0; /* micro-batches replayed so far */
     long long m1 = 0;
-    int certified = 0;
+    int certified = 0, attempt_refused = 0;
+    config_error refused; /* the gate's refusal of an attempt, when it refused one */
     char why[sizeof r->fold_why];
     snprintf(why, sizeof why, "%lld micro-batches, fewer than two short replays take", m);
     /* deeper while the step is not yet periodic, as long as the two replays and those before
@@ -175,10 +176,10 @@ int run_scenario_folded_gated(const scenario_config *s, run_result *r, const run
             continue;
         if (m1 <= last || spent + 2 * m1 + period >= m)
             break;
-        config_error refused;
         if (!gate_allows(gate, s, 2 * m1 + period, 0, &refused)) { /* the full replay is asked next */
             if (spent == 0)
                 snprintf(why, sizeof why, "its short replays of %lld micro-batches are over the limits too", m1);
+            attempt_refused = 1;
             break;
         }
         replay_period cert;
@@ -196,6 +197,10 @@ int run_scenario_folded_gated(const scenario_config *s, run_result *r, const run
     if (!certified) {
         free(bubble);
         if (!gate_allows(gate, s, m, 1, err)) {
+            /* the attempt refused first is what stopped the fold: its figures, not the (larger)
+             * full replay's, say what the limits would have to let through */
+            if (attempt_refused)
+                *err = refused;
             size_t n = strlen(err->msg);
             snprintf(err->msg + n, sizeof err->msg - n, " Not folded: %s.", why);
             return RUN_GATED;

@@ -404,6 +404,13 @@ void calibration_free(calibration_config *c);
 /* The parallel-layout rules on an already filled scenario (the loader applies them; the
  * planner checks each candidate with them). 0, or -1 with err. */
 int scenario_validate_layout(const scenario_config *s, config_error *err);
+/* Its two parts, for one layout tried at several global batches: the batch's rules (it splits
+ * into micro-batches of DP x micro_batch_size; the schedule's, as interleaving takes a multiple of
+ * PP of them) and every other one. A layout is valid at a batch exactly when both accept it
+ * (scenario_validate_layout checks the same rules, in its own order). 0, or -1 with err (err NULL:
+ * no message is written, for a caller that asks only whether). */
+int scenario_validate_batch(const scenario_config *s, config_error *err);
+int scenario_validate_layout_batchless(const scenario_config *s, config_error *err);
 
 /* Derived facts used everywhere: the GPU count, micro-batches, the rank grid and the layer
  * split per pipeline stage (layout.c). */
@@ -412,6 +419,8 @@ long long scenario_micro_batches(const scenario_config *s);       /* per pipelin
 /* s with `micro_batches` per pipeline per step (its global batch set to match): a shorter or
  * longer step of the same layout */
 scenario_config scenario_with_micro_batches(const scenario_config *s, long long micro_batches);
+/* The same in place (a scenario is large: a caller that tries many lengths sets and restores). */
+void scenario_set_micro_batches(scenario_config *s, long long micro_batches);
 /* The scenario's rank grid (engine/rank_grid.h: TP innermost, then CP, PP, DP). */
 rank_grid scenario_rank_grid(const scenario_config *s);
 /* The layers of each virtual stage (pp x vpp counts, by virtual stage), from num_layers and

@@ -16,6 +16,8 @@
 
 int config_fail(config_error *err, const char *fmt, ...)
 {
+    if (!err) /* only whether: the message is not written */
+        return -1;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err->msg, sizeof err->msg, fmt, ap);

@@ -15,7 +15,8 @@
  * calibration_crc32, which dtsim and dtcal check when they read one. */
 #define DTCAL_JSON_REAL_DIGITS 6
 
-/* Formats a message into err and returns -1, so loaders can `return config_fail(...)`. */
+/* Formats a message into err and returns -1, so loaders can `return config_fail(...)`; with err
+ * NULL (a caller that asks only whether a rule holds: scenario_validate_batch) it only returns -1. */
 int config_fail(config_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Loads a JSON file (object at the top), refusing files over CONFIG_MAX_FILE_BYTES. */

@@ -207,15 +207,19 @@ static int parse_training(json_t *t, scenario_config *s, config_error *err)
     return 0;
 }
 
-/* The layout rules (Megatron-LM's), on the struct: the loader calls this after parsing, and
- * the planner on every candidate layout, so both enforce exactly the same rules. */
-int scenario_validate_layout(const scenario_config *s, config_error *err)
+/* The layout rules (Megatron-LM's), on the struct: the loader calls scenario_validate_layout after
+ * parsing, and the planner on every candidate layout, so both enforce exactly the same rules. They
+ * are checked in three parts, in this order: those before the global batch's, the global batch's
+ * (scenario_validate_batch) and those after; a layout that breaks several is refused for the
+ * first. */
+static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved"};
+
+static int rules_before_batch(const scenario_config *s, config_error *err)
 {
     const char *p = S ".parallel";
     long long tp = s->parallel.tp, pp = s->parallel.pp, dp = s->parallel.dp, cp = s->parallel.cp;
     long long ep = s->parallel.ep, vpp = s->parallel.vpp;
     int sched = s->parallel.schedule;
-    static const char *const schedules[] = {"gpipe", "1f1b", "interleaved"};
     long long platform_gpus = (long long)s->platform.network.nodes * s->platform.node.gpus;
     if (tp < 1 || pp < 1 || dp < 1 || cp < 1 || ep < 1 || vpp < 1)
         return config_fail(err, "%s: parallel sizes must be >= 1", p);
@@ -287,7 +291,17 @@ int scenario_validate_layout(const scenario_config *s, config_error *err)
     if (s->parallel.overlap_moe_a2a && (s->training.recompute == RECOMPUTE_FULL || s->parallel.zero_stage == 3))
         return config_fail(err, "%s.overlap_moe_expert_parallel_comm: not modelled with %s", p,
                            s->parallel.zero_stage == 3 ? "zero_stage 3" : "full recomputation");
+    return 0;
+}
+
+int scenario_validate_batch(const scenario_config *s, config_error *err)
+{
+    const char *p = S ".parallel";
+    long long pp = s->parallel.pp, dp = s->parallel.dp, vpp = s->parallel.vpp;
+    int sched = s->parallel.schedule;
     long long per_replica = s->training.micro_batch_size * dp;
+    if (per_replica < 1)
+        return config_fail(err, "%s: micro_batch_size x data_parallel_size must be >= 1", p);
     if (s->training.global_batch_size % per_replica)
         return config_fail(err, S ".training.global_batch_size: %lld is not a multiple of micro_batch_size x "
                                 "data_parallel_size = %lld x %lld", s->training.global_batch_size,
@@ -302,9 +316,15 @@ int scenario_validate_layout(const scenario_config *s, config_error *err)
                                     "multiple of pipeline_model_parallel_size=%lld", p, m, pp);
     } else if (vpp > 1) {
         return config_fail(err, "%s.virtual_pipeline_model_parallel_size: %lld needs schedule \"interleaved\", got "
-                                "\"%s\"", p, vpp, schedules[sched]);
+                                "\"%s\"", p, vpp, schedule_names[sched]);
     }
+    return 0;
+}
 
+static int rules_after_batch(const scenario_config *s, config_error *err)
+{
+    const char *p = S ".parallel";
+    long long pp = s->parallel.pp, vpp = s->parallel.vpp;
     if (!s->parallel.pipeline_layers) {
         if (s->model.num_layers % pp)
             return config_fail(err, "%s.pipeline_model_parallel_size: %lld does not divide num_layers=%lld (give "
@@ -319,6 +339,20 @@ int scenario_validate_layout(const scenario_config *s, config_error *err)
     if (s->parallel.zero_stage < 0 || s->parallel.zero_stage > 3)
         return config_fail(err, "%s.zero_stage: %d is outside the allowed range 0..3", p, s->parallel.zero_stage);
     return config_validate_playbook(s, err);
+}
+
+int scenario_validate_layout(const scenario_config *s, config_error *err)
+{
+    if (rules_before_batch(s, err) != 0 || scenario_validate_batch(s, err) != 0)
+        return -1;
+    return rules_after_batch(s, err);
+}
+
+int scenario_validate_layout_batchless(const scenario_config *s, config_error *err)
+{
+    if (rules_before_batch(s, err) != 0)
+        return -1;
+    return rules_after_batch(s, err);
 }
 
 /* parallel.nccl_algo: {"all_reduce": "ring", ...}, as NCCL_ALGO forces NCCL's choice; each

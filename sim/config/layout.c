@@ -18,8 +18,13 @@ long long scenario_micro_batches(const scenario_config *s)
 scenario_config scenario_with_micro_batches(const scenario_config *s, long long micro_batches)
 {
     scenario_config c = *s;
-    c.training.global_batch_size = micro_batches * s->training.micro_batch_size * s->parallel.dp;
+    scenario_set_micro_batches(&c, micro_batches);
     return c;
+}
+
+void scenario_set_micro_batches(scenario_config *s, long long micro_batches)
+{
+    s->training.global_batch_size = micro_batches * s->training.micro_batch_size * s->parallel.dp;
 }
 
 rank_grid scenario_rank_grid(const scenario_config *s)

@@ -148,47 +148,94 @@ static int stage_layers(const scenario_config *s, int stage, int *layers_on_stag
     return 0;
 }
 
-int memory_model_stage(const scenario_config *s, int stage, int in_flight, memory_breakdown *out)
-{
-    memset(out, 0, sizeof *out);
-    int P = s->parallel.pp > 0 ? s->parallel.pp : 1, V = s->parallel.vpp > 0 ? s->parallel.vpp : 1, L = 0;
-    if (stage_layers(s, stage, &L) != 0)
-        return -1;
-    int dp = s->parallel.dp > 0 ? s->parallel.dp : 1, cp_i = s->parallel.cp > 0 ? s->parallel.cp : 1;
-    int shards = dp * cp_i;
-    int expert_shards = scenario_expert_dp(s);
+/* What memory_model_stage reads of a layout that is the same at every stage, worked out once for
+ * all of them (memory_model_worst_stage_at asks it of every stage, the planner of every candidate);
+ * and what depends on the stage's layers alone, for the last count asked (an equal split gives
+ * every stage the same). */
+typedef struct {
+    int P, V, shards, expert_shards, zero, offload;
+    offload_device off_opt, off_par;
+    layer_params lp;
+    double grad_scale;         /* the gradient buffer's bytes over the model's (fp32 main_grad under bf16) */
+    double grad_buffer_bytes, act_bytes, t, tokens, h;
+    zero3_plan z3;
+    double bucket, elem;       /* a DP gradient bucket, and the bytes an element travels in */
+    int bucket_in_place;
+    int L;                     /* the layers the next three are for (-1: none yet) */
+    double chunk_activations, working_set, live_params;
+} stage_common;
 
+static void stage_common_of(const scenario_config *s, stage_common *c)
+{
+    memset(c, 0, sizeof *c);
+    c->P = s->parallel.pp > 0 ? s->parallel.pp : 1;
+    c->V = s->parallel.vpp > 0 ? s->parallel.vpp : 1;
+    int dp = s->parallel.dp > 0 ? s->parallel.dp : 1, cp_i = s->parallel.cp > 0 ? s->parallel.cp : 1;
+    c->shards = dp * cp_i;
+    c->expert_shards = scenario_expert_dp(s);
     /* Dense parameters shard over dp x cp, expert parameters over the expert-data-parallel
      * group (tp x cp x dp / (etp x ep): dp x cp / ep with the experts split like the dense
      * MLP): each expert shard has that many replicas. */
-    layer_params lp = params_layer_per_gpu(s);
-    double expert = (double)L * lp.expert;
-    double dense = params_stage_per_gpu(s, stage) - expert;
-    memory_breakdown e;
-    offload_device off_opt = s->parallel.offload_optimizer, off_par = s->parallel.offload_parameters;
+    c->lp = params_layer_per_gpu(s);
+    c->off_opt = s->parallel.offload_optimizer;
+    c->off_par = s->parallel.offload_parameters;
     /* the BF16_Optimizer shards its optimizer states as ZeRO-1 does (params_optimizer_shards) */
-    int zero = s->parallel.zero_stage < 1 && params_optimizer_shards(s) > 1 ? 1 : s->parallel.zero_stage;
-    memory_model_states_offload(dense, shards, zero, s->training.precision, s->training.optimizer, off_opt, off_par,
-                                out);
-    memory_model_states_offload(expert, expert_shards, zero, s->training.precision,
-                                s->training.optimizer, off_opt, off_par, &e);
+    c->zero = s->parallel.zero_stage < 1 && params_optimizer_shards(s) > 1 ? 1 : s->parallel.zero_stage;
+    c->grad_buffer_bytes = params_grad_buffer_bytes(s);
+    c->grad_scale = c->grad_buffer_bytes / (is_half(s->training.precision) ? 2 : 4);
+    c->act_bytes = scenario_activation_bytes(s);
+    c->t = s->parallel.tp > 0 ? s->parallel.tp : 1;
+    c->tokens = (double)s->training.micro_batch_size * (double)s->model.seq_length / cp_i;
+    c->h = (double)s->model.hidden_size;
+    /* Offload: the reduced buckets are staged on the GPU for their copy to the host even on
+     * one GPU; offloaded parameters are fetched into the two-layer working set even unsharded. */
+    c->offload = c->off_opt != OFFLOAD_NONE;
+    c->bucket = params_dp_bucket_bytes(s);
+    zero3_plan_of(s, &c->z3);
+    c->elem = params_grad_reduce_bytes(s); /* bucket_size_mb counts bytes as they travel */
+    if (c->z3.active) { /* DeepSpeed stage 3's gradient buckets are reduce_bucket_size elements */
+        c->elem = c->grad_buffer_bytes;
+        c->bucket = c->z3.reduce_bucket_params * c->elem;
+    }
+    c->bucket_in_place = params_dp_bucket_in_place(s);
+    c->L = -1;
+}
+
+static int stage_memory(const scenario_config *s, stage_common *c, int stage, int in_flight, memory_breakdown *out)
+{
+    memset(out, 0, sizeof *out);
+    int P = c->P, V = c->V, L = 0;
+    if (stage_layers(s, stage, &L) != 0)
+        return -1;
+    if (L != c->L) {
+        c->L = L;
+        c->chunk_activations = memory_chunk_activations(s, (double)L / V);
+        c->working_set = memory_recompute_working_set(s, (double)L / V);
+        c->live_params = c->z3.active ? zero3_live_params(s, &c->z3, L / V) : 0;
+    }
+    int shards = c->shards;
+    double stage_params = params_stage_per_gpu(s, stage);
+    double expert = (double)L * c->lp.expert;
+    double dense = stage_params - expert;
+    memory_breakdown e;
+    memory_model_states_offload(dense, shards, c->zero, s->training.precision, s->training.optimizer, c->off_opt,
+                                c->off_par, out);
+    memory_model_states_offload(expert, c->expert_shards, c->zero, s->training.precision, s->training.optimizer,
+                                c->off_opt, c->off_par, &e);
     out->weights += e.weights;
     out->gradients += e.gradients;
     /* the gradient buffer in the dtype gradients accumulate in (fp32 main_grad under bf16) */
-    out->gradients *= params_grad_buffer_bytes(s) / (is_half(s->training.precision) ? 2 : 4);
+    out->gradients *= c->grad_scale;
     out->optimizer += e.optimizer;
     out->host += e.host;
     out->nvme += e.nvme;
 
-    double act_bytes = scenario_activation_bytes(s);
-    double t = s->parallel.tp > 0 ? s->parallel.tp : 1, cp = cp_i;
-    double tokens = (double)s->training.micro_batch_size * (double)s->model.seq_length / cp;
-    double h = (double)s->model.hidden_size;
+    double act_bytes = c->act_bytes, t = c->t, tokens = c->tokens, h = c->h;
     /* Each in-flight (chunk, micro-batch) holds one chunk's layers; the layer being
      * back-propagated also holds what recomputation rebuilds. */
-    out->activations = in_flight * memory_chunk_activations(s, (double)L / V);
+    out->activations = in_flight * c->chunk_activations;
     if (in_flight > 0 && L > 0)
-        out->activations += memory_recompute_working_set(s, (double)L / V);
+        out->activations += c->working_set;
     if (stage == P - 1) /* fp32 logits of one micro-batch for the loss */
         out->activations += tokens * (double)s->model.vocab_size / t * 4;
     if (stage == 0) /* embedding output of the in-flight micro-batches (split over TP with SP) */
@@ -197,43 +244,34 @@ int memory_model_stage(const scenario_config *s, int stage, int in_flight, memor
     /* Buffers: two DP gradient buckets in flight, pipeline send/receive buffers (a forward
      * activation and a gradient each way), and with ZeRO-3 the gathered weights of two layers
      * (current + prefetched). */
-    double bucket = params_dp_bucket_bytes(s);
-    /* Offload: the reduced buckets are staged on the GPU for their copy to the host even on
-     * one GPU; offloaded parameters are fetched into the two-layer working set even unsharded. */
-    int offload = off_opt != OFFLOAD_NONE;
-    zero3_plan z3;
-    zero3_plan_of(s, &z3);
-    double elem = params_grad_reduce_bytes(s); /* bucket_size_mb counts bytes as they travel */
-    if (z3.active) { /* DeepSpeed stage 3's gradient buckets are reduce_bucket_size elements */
-        elem = params_grad_buffer_bytes(s);
-        bucket = z3.reduce_bucket_params * elem;
-    }
+    const zero3_plan *z3 = &c->z3;
+    double elem = c->elem;
     /* In flight: two buckets, but never more than the gradients they hold: with a bucket larger
      * than the stage's (bucket_size_mb up to 1e6, Megatron-LM's bucket_size=None) there is one. */
-    double in_flight_grads = fmin(2 * bucket, params_stage_per_gpu(s, stage) * elem);
-    if (!z3.active && params_dp_bucket_in_place(s)) /* the gradient buffer itself, in `gradients` */
+    double in_flight_grads = fmin(2 * c->bucket, stage_params * elem);
+    if (!z3->active && c->bucket_in_place) /* the gradient buffer itself, in `gradients` */
         in_flight_grads = 0;
-    if (z3.active && !z3.reduce_every_backward) /* FSDP2 reduce-scatters a layer's (a unit's) at a time */
-        in_flight_grads = fmin(in_flight_grads, 2 * (z3.layer_params + z3.layer_persistent) * elem);
-    out->buffers = (shards > 1 || offload ? in_flight_grads : 0) + (P > 1 ? 4 * tokens * h * act_bytes : 0);
-    if (z3.active) {
+    if (z3->active && !z3->reduce_every_backward) /* FSDP2 reduce-scatters a layer's (a unit's) at a time */
+        in_flight_grads = fmin(in_flight_grads, 2 * (z3->layer_params + z3->layer_persistent) * elem);
+    out->buffers = (shards > 1 || c->offload ? in_flight_grads : 0) + (P > 1 ? 4 * tokens * h * act_bytes : 0);
+    if (z3->active) {
         /* the gathered working set: the running layer and the prefetched ones, as the workload
          * gathers them (zero3.h); and the parameters below the persistence threshold, which every
          * rank keeps whole instead of its shard */
-        double whole = params_stage_per_gpu(s, stage);
-        if (!z3.reshard_after_backward) {
+        double whole = stage_params;
+        if (!z3->reshard_after_backward) {
             /* FSDP2 under pipeline parallelism (zero3.h): the stage whole, gathered after a backward
              * (every chunk has had one by the steady state), and its gradients accumulated unsharded
              * in the wider of the compute and reduction dtypes (unsharded_accumulated_grad) until
              * the chunk's last backward reduce-scatters them; the persistent tensors are in it */
             out->buffers += whole * act_bytes;
-            out->gradients += whole * params_grad_buffer_bytes(s);
+            out->gradients += whole * c->grad_buffer_bytes;
         } else {
-            out->buffers += zero3_live_params(s, &z3, L / V) * act_bytes;
-            if (!z3.reshard_after_forward) /* the embedding and head gathered with their layers */
+            out->buffers += c->live_params * act_bytes;
+            if (!z3->reshard_after_forward) /* the embedding and head gathered with their layers */
                 out->buffers += params_stage_outside_layers_per_gpu(s, stage) * act_bytes;
-            if (off_par == OFFLOAD_NONE)
-                out->weights += (double)L * z3.layer_persistent * act_bytes * (1.0 - 1.0 / shards);
+            if (c->off_par == OFFLOAD_NONE)
+                out->weights += (double)L * z3->layer_persistent * act_bytes * (1.0 - 1.0 / shards);
         }
     }
     out->total = out->weights + out->gradients + out->optimizer + out->activations + out->buffers;
@@ -242,14 +280,23 @@ int memory_model_stage(const scenario_config *s, int stage, int in_flight, memor
     return 0;
 }
 
+int memory_model_stage(const scenario_config *s, int stage, int in_flight, memory_breakdown *out)
+{
+    stage_common c;
+    stage_common_of(s, &c);
+    return stage_memory(s, &c, stage, in_flight, out);
+}
+
 int memory_model_worst_stage_at(const scenario_config *s, int stages, const int *peak, memory_breakdown *out,
                                 int *worst_stage)
 {
     memset(out, 0, sizeof *out);
     *worst_stage = 0;
+    stage_common c;
+    stage_common_of(s, &c);
     for (int p = 0; p < stages; p++) {
         memory_breakdown m;
-        if (memory_model_stage(s, p, peak[p], &m) != 0)
+        if (stage_memory(s, &c, p, peak[p], &m) != 0)
             return -1;
         if (p == 0 || m.total > out->total) {
             *out = m;

@@ -6,7 +6,8 @@
 # refused (no token budget, --max-gpus alone) or reported (no size meets it, exit 1). With
 # --batch-tokens MIN:MAX every layout's global batch has its tokens in the range, the cheapest
 # costs no more than with the scenario's batch alone (which is among those searched), and it
-# too simulates to its step time under dtsim run with its batch.
+# too simulates to its step time under dtsim run with its batch; the estimate before it prices at
+# least the layouts it finds fitting.
 #   deadline.sh DTSIM REPO_ROOT
 set -u
 dtsim=$1 root=$2
@@ -70,9 +71,22 @@ if not ok:
     print("WRONG batch range", file=sys.stderr); sys.exit(1)
 PY
 rerun_cheapest "$work/b.json" "cheapest in the batch range"
+# The estimate prices every layout the search finds fitting, at every size and batch it searches:
+# its count (the refusal under --max-seconds 0.001 names it) is at least the searched sizes' fitting
+# layouts. Priced at the range's largest batch for each of its 12 (1,944 = 2^3 x 3^5 sequences,
+# which few layouts divide), it had 1,800 of 4,414. Counts, not seconds: the same on a loaded machine.
+"$dtsim" plan "$s" --deadline-days 2 --set training.tokens=2e11 --top 5 --batch-tokens 2e5:2e6 --max-seconds 0.001 \
+  >/dev/null 2>"$work/err"; rc=$?
+python3 - "$work/b.json" "$work/err" "$rc" <<'PY' || fail=1
+import json, re, sys
+searched = sum(z["fitting"] for z in json.load(open(sys.argv[1]))["sizes"])
+m = re.search(r"x 12 global batches, (\d+) fitting layouts priced", open(sys.argv[2]).read())
+print(f"batch range: {searched} fitting layouts searched, {m.group(1) if m else None} priced")
+sys.exit(0 if sys.argv[3] == "2" and m and int(m.group(1)) >= searched > 0 else 1)
+PY
 "$dtsim" plan "$s" --deadline-days 2 --set training.tokens=2e11 --batch-tokens 1e2:5e2 >/dev/null 2>"$work/err"; rc=$?
 [ "$rc" -eq 2 ] && grep -q 'no global batch of 2^a 3^b sequences' "$work/err" || { echo "empty range: exit $rc"; fail=1; }
 "$dtsim" plan "$s" --batch-tokens 2e5:2e6 >/dev/null 2>&1; [ $? -eq 2 ] || { echo "--batch-tokens alone accepted"; fail=1; }
 "$dtsim" plan "$s" --deadline-days 2 --batch-tokens 2e6:2e5 >/dev/null 2>&1; [ $? -eq 2 ] || { echo "MIN > MAX accepted"; fail=1; }
-[ "$fail" -eq 0 ] && echo "deadline: layouts within it, cheapest first, smallest size; run agrees; refusals; batch range"
+[ "$fail" -eq 0 ] && echo "deadline: layouts within it, cheapest first, smallest size; run agrees; refusals; batch range, priced"
 exit "$fail"

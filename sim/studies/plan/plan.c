@@ -17,6 +17,11 @@ const char *recompute_name(recompute_kind r)
 void plan_apply(const scenario_config *base, const plan_layout *l, scenario_config *out)
 {
     *out = *base;
+    plan_reapply(base, l, out);
+}
+
+void plan_reapply(const scenario_config *base, const plan_layout *l, scenario_config *out)
+{
     out->parallel.tp = l->tp;
     out->parallel.pp = l->pp;
     out->parallel.dp = l->dp;
@@ -27,14 +32,12 @@ void plan_apply(const scenario_config *base, const plan_layout *l, scenario_conf
     out->parallel.zero_stage = l->zero;
     out->parallel.schedule = l->schedule;
     out->training.micro_batch_size = l->micro_batch;
-    if (l->global_batch > 0)
-        out->training.global_batch_size = l->global_batch;
+    out->training.global_batch_size = l->global_batch > 0 ? l->global_batch : base->training.global_batch_size;
     out->training.recompute = l->recompute;
     /* A hand-made uneven split belongs to the scenario's own pipeline depth only. */
-    if (l->pp != base->parallel.pp || l->vpp != base->parallel.vpp) {
-        out->parallel.pipeline_layers = NULL;
-        out->parallel.pipeline_layers_count = 0;
-    }
+    int own_depth = l->pp == base->parallel.pp && l->vpp == base->parallel.vpp;
+    out->parallel.pipeline_layers = own_depth ? base->parallel.pipeline_layers : NULL;
+    out->parallel.pipeline_layers_count = own_depth ? base->parallel.pipeline_layers_count : 0;
     out->run.fidelity_flow = 0;
 }
 

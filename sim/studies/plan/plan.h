@@ -117,10 +117,10 @@ int plan_batches(const scenario_config *s, double lo, double hi, long long out[P
 int plan_deadline(const scenario_config *base, const plan_deadline_input *in, plan_deadline_result *out,
                   config_error *err);
 void plan_deadline_free(plan_deadline_result *r);
-/* What plan_deadline would take at most: plan_estimate at every size it may search (1, 2, 4, ...
- * nodes up to the largest, each at the range's largest batch once for each batch of the range,
- * and the costliest again for the size it may search between two), summed; the largest one's
- * memory. 0, or -1 out of memory. */
+/* What plan_deadline would take at most: plan_estimate at every size it may search and every batch
+ * it searches there (1, 2, 4, ... nodes up to the largest, each at every batch of the range or the
+ * scenario's own; of the sizes of 3 x 2^k nodes it may search between two, the costliest), summed;
+ * the largest one's memory. The sizes are priced on in->threads threads. 0, or -1 out of memory. */
 int plan_deadline_estimate(const scenario_config *base, const plan_deadline_input *in, work_estimate *e);
 
 /* What plan_search_threads would take: every fitting candidate priced at the first replay its
@@ -128,6 +128,11 @@ int plan_deadline_estimate(const scenario_config *base, const plan_deadline_inpu
  * bounds most of them. A deeper fold attempt is priced when asked for (plan_search_threads's
  * limits). 0, or -1 out of memory. */
 int plan_estimate(const scenario_config *base, int gpus, int threads, work_estimate *e);
+/* plan_estimate at each of nb global batches (sequences; batches NULL with nb 1: the scenario's
+ * own), into e[0..nb-1], and how many candidates fit at each (fitting, may be NULL): the
+ * candidates enumerated once for all. 0, or -1 out of memory. */
+int plan_estimate_batches(const scenario_config *base, int gpus, int threads, const long long *batches, int nb,
+                          work_estimate *e, long *fitting);
 
 /* $DTSIM_THREADS when set, else the online CPUs (at most 64). */
 int plan_default_threads(void);
@@ -135,6 +140,9 @@ void plan_result_free(plan_result *r);
 
 /* Applies a layout to a copy of base (the copy shares base's owned pointers: never free it). */
 void plan_apply(const scenario_config *base, const plan_layout *l, scenario_config *out);
+/* The same on an out that plan_apply filled from base before (with any layout): only what a layout
+ * sets is set again, for a caller that tries many layouts without copying base for each. */
+void plan_reapply(const scenario_config *base, const plan_layout *l, scenario_config *out);
 
 const char *recompute_name(recompute_kind r);
 

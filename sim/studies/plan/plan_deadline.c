@@ -1,5 +1,7 @@
 /* The cluster that meets a deadline (plan.h: plan_deadline). */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,42 +213,119 @@ int plan_deadline(const scenario_config *base, const plan_deadline_input *in, pl
     return 0;
 }
 
+/* One size's part of the estimate: what search_size would take there, at every batch it searches
+ * (plan_estimate_batches: the candidates enumerated once for all), summed; the largest memory. */
+typedef struct {
+    int nodes;
+    int between;               /* a size plan_deadline may search between two (3 x 2^k nodes) */
+    double seconds, bytes;
+    long fitting;
+    int failed;                /* out of memory */
+} size_price;
+
+typedef struct {
+    const scenario_config *base;
+    const plan_deadline_input *in;
+    const long long *batches;  /* NULL: the scenario's own */
+    int nb;
+    size_price *size;
+    int count;
+    atomic_int next;           /* the next size to price */
+} size_prices;
+
+static void estimate_size(const size_prices *job, size_price *z)
+{
+    int gpn = job->base->platform.node.gpus > 0 ? job->base->platform.node.gpus : 1;
+    scenario_config *s = malloc(sizeof *s);
+    work_estimate each[PLAN_MAX_BATCHES];
+    long fit[PLAN_MAX_BATCHES];
+    z->failed = !s;
+    if (s) {
+        *s = *job->base;
+        if (s->platform.network.nodes < z->nodes) /* the fabric grown, as search_size grows it */
+            s->platform.network.nodes = z->nodes;
+        z->failed = plan_estimate_batches(s, z->nodes * gpn, job->in->threads, job->batches, job->nb, each, fit) != 0;
+    }
+    free(s);
+    for (int b = 0; b < job->nb && !z->failed; b++) {
+        z->seconds += each[b].seconds;
+        z->fitting += fit[b];
+        z->bytes = fmax(z->bytes, each[b].bytes);
+    }
+}
+
+static void *estimate_sizes(void *arg)
+{
+    size_prices *job = arg;
+    for (int i; (i = atomic_fetch_add(&job->next, 1)) < job->count;)
+        estimate_size(job, &job->size[i]);
+    return NULL;
+}
+
 int plan_deadline_estimate(const scenario_config *base, const plan_deadline_input *in, work_estimate *e)
 {
     int gpn = base->platform.node.gpus > 0 ? base->platform.node.gpus : 1;
     int max_nodes = in->max_gpus > 0 ? in->max_gpus / gpn : base->platform.network.nodes;
     if (max_nodes < 1)
         max_nodes = 1;
+    /* every batch priced, as search_size searches every one: one of few factors of two admits
+     * other layouts than the others (pricing the range's largest for each batch had GPT-3 175B's
+     * 30-day search of 2,097,152 to 2,985,984 tokens a batch at 988 layouts and 4.43 s, where the
+     * search finds 15,123 fitting and took 3.4-6.7 s; docs/planning.md) */
     long long batches[PLAN_MAX_BATCHES] = {0};
     int nb = in->batch_tokens_max > 0 ? plan_batches(base, in->batch_tokens_min, in->batch_tokens_max, batches) : 0;
-    if (nb <= 0) /* the scenario's own batch (a range with none in it is refused by plan_deadline) */
-        nb = 1;
-    double seconds = 0, bytes = 0, costliest = 0;
+    size_prices job = {.base = base, .in = in, .batches = nb > 0 ? batches : NULL, .nb = nb > 0 ? nb : 1};
+    /* the scenario's own batch where there is no range (one with none in it is refused by
+     * plan_deadline) */
+    size_price size[2 * PLAN_MAX_SIZES];
+    memset(size, 0, sizeof size);
+    job.size = size;
+    /* the sizes plan_deadline may search: 1, 2, 4, ... nodes up to the largest, and between two of
+     * them the one of 3 x 2^k nodes (other layouts than either, and maybe more), at most one of
+     * those: the costliest counts */
     int sizes = 0;
-    for (int nodes = 1;; nodes = nodes * 2 < max_nodes ? nodes * 2 : max_nodes) {
-        scenario_config s = *base;
-        if (s.platform.network.nodes < nodes) /* the fabric grown, as search_size grows it */
-            s.platform.network.nodes = nodes;
-        /* the range's largest batch stands for each of its batches: the most micro-batches, so the
-         * longest first replays where a step is too short to fold (estimating each batch apart
-         * took 2 s for twelve batches, where a refusal should take well under one) */
-        if (batches[nb - 1] > 0)
-            s.training.global_batch_size = batches[nb - 1];
-        work_estimate one;
-        if (plan_estimate(&s, nodes * gpn, in->threads, &one) != 0)
-            return -1;
-        double size_s = one.seconds * nb;
-        bytes = fmax(bytes, one.bytes);
-        seconds += size_s;
-        costliest = fmax(costliest, size_s);
+    for (int lo = 0, nodes = 1;; lo = nodes, nodes = nodes * 2 < max_nodes ? nodes * 2 : max_nodes) {
+        size[job.count++].nodes = nodes;
+        int mid = lo * 3 / 2;
+        if (lo > 0 && lo % 2 == 0 && mid > lo && mid < nodes)
+            size[job.count++] = (size_price){.nodes = mid, .between = 1};
         sizes++;
         if (nodes == max_nodes || sizes == PLAN_MAX_SIZES - 1)
             break;
     }
-    seconds += costliest; /* the size between the last two searched, at most one */
-    snprintf(e->work, sizeof e->work, "up to %d cluster sizes of 1 to %d nodes x %d global batch%s, each size's "
-             "fitting layouts priced as simulated at their first replays", sizes + 1, max_nodes, nb,
-             nb == 1 ? "" : "es");
+    /* the sizes are independent: priced on the search's threads, each its own */
+    int threads = in->threads > 0 ? in->threads : plan_default_threads();
+    threads = threads < job.count ? threads : job.count;
+    pthread_t tid[2 * PLAN_MAX_SIZES];
+    int started = 0;
+    atomic_init(&job.next, 0);
+    while (started + 1 < threads && pthread_create(&tid[started], NULL, estimate_sizes, &job) == 0)
+        started++;
+    estimate_sizes(&job);
+    for (int t = 0; t < started; t++)
+        pthread_join(tid[t], NULL);
+    double seconds = 0, bytes = 0;
+    long fitting = 0;
+    const size_price *between = NULL;
+    for (int i = 0; i < job.count; i++) {
+        const size_price *z = &size[i];
+        if (z->failed)
+            return -1;
+        bytes = fmax(bytes, z->bytes);
+        if (!z->between) {
+            seconds += z->seconds;
+            fitting += z->fitting;
+        } else if (!between || z->seconds > between->seconds) {
+            between = z;
+        }
+    }
+    if (between) {
+        seconds += between->seconds;
+        fitting += between->fitting;
+    }
+    snprintf(e->work, sizeof e->work, "up to %d cluster sizes of 1 to %d nodes x %d global batch%s, %ld fitting "
+             "layouts priced as simulated at their first replays", sizes + (between != NULL), max_nodes, job.nb,
+             job.nb == 1 ? "" : "es", fitting);
     e->seconds = seconds;
     e->bytes = bytes;
     return 0;

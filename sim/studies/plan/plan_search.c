@@ -172,13 +172,15 @@ static void first_invalid(check_out *o, long order, const char *msg)
 
 /* The tasks of the step graph the search replays first for s: the fold's first pair of short
  * replays (run.h, run_fold_first_replay_micro_batches), or the whole step where it cannot fold;
- * in closed form. */
-static double first_replay_tasks(const scenario_config *s)
+ * in closed form. s is given back as it came. */
+static double first_replay_tasks(scenario_config *s)
 {
-    long long first = run_fold_first_replay_micro_batches(s);
-    scenario_config replay = first < scenario_micro_batches(s) ? scenario_with_micro_batches(s, first) : *s;
+    long long first = run_fold_first_replay_micro_batches(s), batch = s->training.global_batch_size;
+    if (first < scenario_micro_batches(s))
+        scenario_set_micro_batches(s, first); /* in place, and back: no copy of the scenario */
     workload_size z;
-    workload_size_estimate(&replay, &z);
+    workload_size_estimate(s, &z);
+    s->training.global_batch_size = batch;
     return z.tasks;
 }
 
@@ -325,21 +327,23 @@ static int same_layout(const plan_layout *a, const plan_layout *b)
            a->recompute == b->recompute && a->schedule == b->schedule;
 }
 
+/* Each candidate is handed to a visitor, in enumeration order (l->order), as it is made. */
+typedef void (*candidate_fn)(void *ctx, const plan_layout *l);
+
 /* The candidates of one model-parallel shape (tp, pp, dp, cp, ep): every micro-batch size,
- * interleaving depth, ZeRO stage, recomputation and sequence-parallel choice. pass 0 counts,
- * pass 1 also stores; the scenario's own layout (own, when it is a candidate) is skipped: it
- * comes first. */
-static void add_candidates(plan_layout *cand, long *n, int pass, int tp, int pp, int dp, int cp, int ep,
+ * interleaving depth, ZeRO stage, recomputation and sequence-parallel choice; the scenario's own
+ * layout (own, when it is a candidate) is skipped: it comes first. */
+static void add_candidates(candidate_fn take, void *ctx, long *n, int tp, int pp, int dp, int cp, int ep,
                            const plan_layout *own)
 {
     static const int mbs[] = {1, 2, 4, 8};
+    plan_layout l;
+    memset(&l, 0, sizeof l);
     for (int mi = 0; mi < 4; mi++)
         for (int vpp = 1; vpp <= (pp > 1 ? 4 : 1); vpp *= 2)
             for (int zero = 0; zero <= (dp * cp > 1 ? 3 : 0); zero++)
                 for (int rec = 0; rec <= RECOMPUTE_FULL; rec++)
                     for (int sp = 0; sp <= (tp > 1); sp++) {
-                        plan_layout l;
-                        memset(&l, 0, sizeof l);
                         l.tp = tp;
                         l.pp = pp;
                         l.dp = dp;
@@ -353,17 +357,15 @@ static void add_candidates(plan_layout *cand, long *n, int pass, int tp, int pp,
                         l.schedule = vpp > 1 ? PIPELINE_INTERLEAVED : PIPELINE_1F1B;
                         if (own && same_layout(&l, own))
                             continue;
-                        if (pass == 1) {
-                            l.order = *n;
-                            cand[*n] = l;
-                        }
+                        l.order = *n;
+                        take(ctx, &l);
                         (*n)++;
                     }
 }
 
-/* Every candidate, the scenario's own layout first (so the plan is never worse than it).
- * Returns the count, or -1 when out of memory; *out is malloc'ed. */
-static long enumerate(const scenario_config *base, int gpus, plan_layout **out)
+/* Every candidate, the scenario's own layout first (so the plan is never worse than it), handed
+ * to take; returns the count. */
+static long each_candidate(const scenario_config *base, int gpus, candidate_fn take, void *ctx)
 {
     int gpn = base->platform.node.gpus;
     long long L = base->model.num_layers, seq = base->model.seq_length, experts = base->model.num_experts;
@@ -384,86 +386,159 @@ static long enumerate(const scenario_config *base, int gpus, plan_layout **out)
     int own_fits_gpus = (long long)own.tp * own.pp * own.dp * own.cp == gpus;
 
     static const int cps[] = {1, 2, 4, 8};
-    plan_layout *cand = NULL;
     long n = 0;
-    for (int pass = 0; pass < 2; pass++) { /* pass 0 counts, pass 1 fills */
-        n = 0;
-        if (own_fits_gpus) {
-            if (pass == 1)
-                cand[0] = own;
-            n++;
-        }
-        for (int tp = 1; tp <= gpn && tp <= gpus; tp *= 2)
-            for (long long pp = 1; pp <= L && tp * pp <= gpus; pp++) {
-                if (L % pp)
+    if (own_fits_gpus)
+        take(ctx, &own), n++;
+    for (int tp = 1; tp <= gpn && tp <= gpus; tp *= 2)
+        for (long long pp = 1; pp <= L && tp * pp <= gpus; pp++) {
+            if (L % pp)
+                continue;
+            for (int ci = 0; ci < 4; ci++) {
+                int cp = cps[ci];
+                if (cp > 1 && (seq < 8192 || seq % cp))
                     continue;
-                for (int ci = 0; ci < 4; ci++) {
-                    int cp = cps[ci];
-                    if (cp > 1 && (seq < 8192 || seq % cp))
+                long long model = (long long)tp * pp * cp;
+                if (gpus % model)
+                    continue;
+                int dp = (int)(gpus / model);
+                /* Expert parallel (MoE): powers of two dividing the experts and DP x CP
+                 * (Megatron's expert groups lie inside the data-parallel ranks). */
+                for (int ep = 1; ep == 1 || ep <= experts; ep *= 2) {
+                    if (ep > 1 && (experts % ep || ((long long)dp * cp) % ep))
                         continue;
-                    long long model = (long long)tp * pp * cp;
-                    if (gpus % model)
-                        continue;
-                    int dp = (int)(gpus / model);
-                    /* Expert parallel (MoE): powers of two dividing the experts and DP x CP
-                     * (Megatron's expert groups lie inside the data-parallel ranks). */
-                    for (int ep = 1; ep == 1 || ep <= experts; ep *= 2) {
-                        if (ep > 1 && (experts % ep || ((long long)dp * cp) % ep))
-                            continue;
-                        add_candidates(cand, &n, pass, tp, (int)pp, dp, cp, ep, own_fits_gpus ? &own : NULL);
-                    }
+                    add_candidates(take, ctx, &n, tp, (int)pp, dp, cp, ep, own_fits_gpus ? &own : NULL);
                 }
             }
-        if (pass == 0 && !(cand = calloc((size_t)(n ? n : 1), sizeof *cand)))
-            return -1;
-    }
-    *out = cand;
+        }
     return n;
 }
 
+static void count_one(void *ctx, const plan_layout *l)
+{
+    (void)ctx;
+    (void)l;
+}
+
+static void store_one(void *ctx, const plan_layout *l)
+{
+    plan_layout *cand = ctx;
+    cand[l->order] = *l;
+}
+
+/* Every candidate into an array (each_candidate's order). Returns the count, or -1 when out of
+ * memory; *out is malloc'ed. */
+static long enumerate(const scenario_config *base, int gpus, plan_layout **out)
+{
+    long n = each_candidate(base, gpus, count_one, NULL);
+    plan_layout *cand = calloc((size_t)(n ? n : 1), sizeof *cand);
+    if (!cand)
+        return -1;
+    each_candidate(base, gpus, store_one, cand);
+    *out = cand;
+    return n;
+}
 
 /* Each fitting candidate priced at its first replay: what the search does for most (every fitting
  * layout of the shipped searches folds at its first attempt but DeepSpeed-style ZeRO-3 under deep
  * pipelines at large batches: tests/plan/test_fold.c). A deeper attempt or a full replay is asked
  * of the limits when it comes (budget_replay_allow), so a step that does not fold is never
- * replayed unpriced. */
-int plan_estimate(const scenario_config *base, int gpus, int threads, work_estimate *e)
+ * replayed unpriced. At several global batches what does not depend on the batch is done once
+ * for each candidate: its enumeration, its set-up, the rules that do not read the batch
+ * (scenario_validate_layout_batchless); for each batch only the batch's rules, the memory (from
+ * the stages' peaks in flight, computed again only where they change: run_memory_at) and the
+ * first replay's tasks (computed again only where its length changes: a fold's first pair is as
+ * long at every batch long enough to fold). */
+typedef struct {
+    const scenario_config *base;
+    const long long *batches;  /* NULL: the scenario's own, nb 1 */
+    int nb;
+    scenario_config *s;        /* base with the candidate at hand set on it (plan_reapply) */
+    int *peak, *priced;        /* the stages' peaks at this batch, and those `mem` is the memory at */
+    double *tasks, *largest;   /* by batch: the first replays' tasks, and the largest one */
+    long *fit;                 /* by batch: the fitting candidates */
+} first_replays;
+
+static void price_one(void *ctx, const plan_layout *l)
+{
+    first_replays *f = ctx;
+    scenario_config *s = f->s;
+    plan_reapply(f->base, l, s);
+    if (scenario_validate_layout_batchless(s, NULL) != 0)
+        return; /* refused by a rule at every batch, as pass 1 refuses it: no replay */
+    run_memory mem, none;
+    memset(&none, 0, sizeof none);
+    int have_mem = 0;
+    long long replayed = -1; /* the last first replay's micro-batches (-1: none, or a whole step) */
+    double replay_tasks = 0; /* and its tasks */
+    for (int b = 0; b < f->nb; b++) {
+        s->training.global_batch_size = f->batches ? f->batches[b] : f->base->training.global_batch_size;
+        if (scenario_validate_batch(s, NULL) != 0)
+            continue;
+        const run_memory *at = &none; /* no schedule: nothing reported, as run_memory_estimate */
+        if (run_memory_peaks(s, f->peak) == 0) {
+            if (!have_mem || memcmp(f->peak, f->priced, (size_t)l->pp * sizeof *f->peak) != 0) {
+                run_memory_at(s, f->peak, &mem);
+                memcpy(f->priced, f->peak, (size_t)l->pp * sizeof *f->peak);
+                have_mem = 1;
+            }
+            at = &mem;
+        }
+        if (at->oom)
+            continue;
+        long long m = scenario_micro_batches(s), first = run_fold_first_replay_micro_batches(s);
+        if (first >= m || first != replayed) {
+            replay_tasks = first_replay_tasks(s);
+            replayed = first < m ? first : -1;
+        }
+        f->fit[b]++;
+        f->tasks[b] += replay_tasks;
+        f->largest[b] = fmax(f->largest[b], replay_tasks);
+    }
+}
+
+int plan_estimate_batches(const scenario_config *base, int gpus, int threads, const long long *batches, int nb,
+                          work_estimate *e, long *fitting)
 {
     if (gpus <= 0)
         gpus = scenario_gpus(base);
     if (threads <= 0)
         threads = plan_default_threads();
-    plan_layout *cand;
-    long total = enumerate(base, gpus, &cand);
-    if (total < 0)
+    if (nb < 1 || (!batches && nb != 1))
         return -1;
-    double tasks = 0, largest = 0;
-    long fitting = 0;
-    for (long i = 0; i < total; i++) {
-        scenario_config s;
-        config_error err;
-        run_memory mem;
-        plan_apply(base, &cand[i], &s);
-        if (scenario_validate_layout(&s, &err) != 0)
-            continue; /* refused by a rule, as pass 1 refuses it: no replay */
-        run_memory_estimate(&s, &mem);
-        if (mem.oom)
-            continue;
-        double first = first_replay_tasks(&s);
-        fitting++;
-        tasks += first;
-        largest = first > largest ? first : largest;
+    /* a candidate's stages: PP divides the layers, or the scenario's own */
+    long long stages = base->model.num_layers > base->parallel.pp ? base->model.num_layers : base->parallel.pp;
+    first_replays f = {.base = base, .batches = batches, .nb = nb, .s = malloc(sizeof *f.s),
+                       .peak = malloc(2 * (size_t)(stages > 0 ? stages : 1) * sizeof *f.peak),
+                       .tasks = calloc(2 * (size_t)nb, sizeof *f.tasks), .fit = calloc((size_t)nb, sizeof *f.fit)};
+    long total = -1;
+    if (f.s && f.peak && f.tasks && f.fit) {
+        f.priced = f.peak + stages;
+        f.largest = f.tasks + nb;
+        *f.s = *base;
+        total = each_candidate(base, gpus, price_one, &f);
     }
-    free(cand);
-    snprintf(e->work, sizeof e->work,
-             "up to %ld of %ld candidate layouts simulated on %d GPUs (%.3g tasks in their first replays)", fitting,
-             total, gpus, tasks);
-    /* at least the largest first replay alone, as the replay gate prices each replay it is asked
-     * for (budget_replay_allow): on many threads one dominant layout must not be refused by the
-     * gate after the estimate let the search start */
-    e->seconds = fmax(budget_plan_seconds(tasks, threads), budget_analytic_seconds(largest));
-    e->bytes = threads * budget_analytic_bytes(largest) + (double)total * sizeof(plan_layout);
-    return 0;
+    for (int b = 0; b < nb && total >= 0; b++) {
+        snprintf(e[b].work, sizeof e[b].work,
+                 "up to %ld of %ld candidate layouts simulated on %d GPUs (%.3g tasks in their first replays)",
+                 f.fit[b], total, gpus, f.tasks[b]);
+        /* at least the largest first replay alone, as the replay gate prices each replay it is
+         * asked for (budget_replay_allow): on many threads one dominant layout must not be refused
+         * by the gate after the estimate let the search start */
+        e[b].seconds = fmax(budget_plan_seconds(f.tasks[b], threads), budget_analytic_seconds(f.largest[b]));
+        e[b].bytes = threads * budget_analytic_bytes(f.largest[b]) + (double)total * sizeof(plan_layout);
+        if (fitting)
+            fitting[b] = f.fit[b];
+    }
+    free(f.s);
+    free(f.peak);
+    free(f.tasks);
+    free(f.fit);
+    return total < 0 ? -1 : 0;
+}
+
+int plan_estimate(const scenario_config *base, int gpus, int threads, work_estimate *e)
+{
+    return plan_estimate_batches(base, gpus, threads, NULL, 1, e, NULL);
 }
 
 int plan_search(const scenario_config *base, int gpus, plan_result *out, config_error *err,
