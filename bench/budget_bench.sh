@@ -49,5 +49,11 @@ one "plan --deadline-days 30, batches 1024-1458" "$dtsim" plan "$g" --deadline-d
 one "compare, batch 1572864" "$dtsim" compare "$g" --set training.global_batch_size=1572864
 one "validate, the published set" "$dtsim" validate "$root/validation/published-runs.json"
 one "sweep, 3 batches" "$dtsim" sweep "$g" --vary training.global_batch_size=1536,12288,49152 --out "$work/sw"
+# 1,000 points of a small step: each point's loading and row, not its step, is the cost
+one "sweep, 1,000 points of GPT-3 2.7B" "$dtsim" sweep "$root/scenarios/gpt3-2.7b-32-a100-ps.json" \
+  --vary "platform.price_per_gpu_hour=$(seq -s, 1 100)" --vary "faults.seed=$(seq -s, 1 10)" --out "$work/sw2"
 one "faults, 20 runs of 54 days" "$dtsim" faults "$root/scenarios/llama3-405b-54d-faults.json" --runs 20 --quiet
 one "async, 2000 steps" "$dtsim" async "$root/scenarios/gpt3-2.7b-32-a100-ps.json" --steps 2000 --quiet
+# 1,000 servers: 33,032 SimGrid actors (a channel per worker and server)
+one "async, 1,000 servers, 3 steps" "$dtsim" async "$root/scenarios/gpt3-2.7b-32-a100-ps.json" --steps 3 --quiet \
+  --set parameter_server.servers=1000
