@@ -207,6 +207,15 @@ int import_hf(const char *path, long long seq, json_t **out)
             take_int(&r, "vocab_size", 1, "vocab_size") || take_int(&r, "n_positions", seq == 0, "seq_length") ||
             take_bool(&r, "tie_word_embeddings", 1, &tied)) /* GPT-2's default: tied */
             goto out;
+        /* GPT-2's attention splits n_embd evenly over its heads and has no key for a head's width
+         * (transformers refuses such a config): said in its own keys, not the reader's kv_channels */
+        json_int_t embd = json_integer_value(json_object_get(m, "hidden_size")),
+                   heads = json_integer_value(json_object_get(m, "num_attention_heads"));
+        if (heads > 0 && embd % heads) {
+            import_fail("hf", "%s: \"n_embd\" %lld is not a multiple of \"n_head\" %lld (GPT-2 splits n_embd "
+                              "evenly over its heads)", path, (long long)embd, (long long)heads);
+            goto out;
+        }
         json_object_set_new(m, "normalization", json_string("LayerNorm"));
         json_object_set_new(m, "position_embedding_type", json_string("learned_absolute"));
         json_object_set_new(m, "untie_embeddings_and_output_weights", json_boolean(!tied));

@@ -135,6 +135,7 @@ hf_bad kv7 '{"num_key_value_heads": 7}' "kv7.json: num_key_value_heads: 7 does n
 hf_bad hidden '{"hidden_size": 4097}' "hidden_size: 4097 is not a multiple of num_attention_heads=32 (give head_dim"
 hf_bad tie '{"tie_word_embeddings": "yes"}' '"tie_word_embeddings" must be true or false'
 hf_bad tie1 '{"tie_word_embeddings": 1}' '"tie_word_embeddings" must be true or false' "$data/gpt2-config.json"
+hf_bad embd '{"n_embd": 769}' '"n_embd" 769 is not a multiple of "n_head" 12' "$data/gpt2-config.json"
 hf_bad act '{"hidden_act": 7}' '"hidden_act" must be a string'
 hf_bad topk '{"num_experts_per_tok": 9}' "num_experts_per_tok: 9 must be in 1..num_local_experts=8" \
   "$data/mixtral-8x7b-config.json"

@@ -32,7 +32,8 @@ python3 -c "import json,sys; sys.exit(json.load(open('fold.json')).get('folded_f
 # each longer attempt and its full replay: exit 2 after the short replays only, nothing written.
 # Under 1 s the attempt of 2 x 16,384 + 1 micro-batches is the one refused, and named with its own
 # figures (the full replay's 3.1M tasks and 2.6 s were named before); under 1.5 s every attempt
-# runs and the full replay of its 98,304 is refused.
+# runs and the full replay of its 98,304 is refused (its attempts take up to the 1.5 s allowed,
+# several times that in the sanitizer build: only the first case is held to the refusal's time).
 gpipe="--set parallel.virtual_pipeline_model_parallel_size=1 --set parallel.schedule=gpipe
        --set training.recompute_granularity=full"
 for limit in "1:a fold attempt (two short replays, 32769 micro-batches): 1.0M tasks" \
@@ -41,7 +42,7 @@ for limit in "1:a fold attempt (two short replays, 32769 micro-batches): 1.0M ta
   "$dtsim" run "$s" $big $gpipe --max-seconds "${limit%%:*}" --json gp.json >/dev/null 2>err; rc=$?
   ms=$(( ($(date +%s%N) - t0) / 1000000 ))
   { [ "$rc" -eq 2 ] && [ ! -e gp.json ] && grep -qF "refused before ${limit#*:} of the step graph" err &&
-    grep -q "not shown periodic" err && [ "$ms" -le "$limit_ms" ]; } ||
+    grep -q "not shown periodic" err && { [ "$ms" -le "$limit_ms" ] || [ "${limit%%:*}" != 1 ]; }; } ||
     { echo "uncertified long step under ${limit%%:*} s: exit $rc after $ms ms: $(cat err)"; fail=1; }
 done
 refused "flow run" "flows (flow replay, SimGrid)" "$dtsim" run "$s" --fidelity flow --max-seconds 0.01

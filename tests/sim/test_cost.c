@@ -259,6 +259,7 @@ static void the_platform_bounds_the_calibrated_rates(void **state)
     s.platform.gpu.hbm_bandwidth_gbs = 2000;
     s.training.precision = PREC_BF16;
     static gemm_point fast[1] = {{.m = 1024, .n = 1024, .k = 1024, .tflops = 250}};
+    gemm_table fixture_table = s.calibration.gemm[PREC_BF16]; /* the fixture's, freed with it */
     s.calibration.gemm[PREC_BF16] = (gemm_table){.points = fast, .count = 1};
     s.calibration.op_gbs[OPCLASS_GELU] = 5000;
     attention_calibration *a = &s.calibration.attention[ATTN_BACKEND_FLASH];
@@ -275,7 +276,7 @@ static void the_platform_bounds_the_calibrated_rates(void **state)
     assert_true(fabs(cost_compute_op_s(&cm, &gelu) - 4e9 / 2000e9) < 1e-12);
     layer_op att = {.name = "attn_fused", .kind = OPK_FUSED_ATTENTION, .m = 2048, .n = 2048, .k = 128, .flops = 1e12};
     assert_true(fabs(cost_compute_op_s(&cm, &att) - 1e12 / 200e12) < 1e-15);
-    s.calibration.gemm[PREC_BF16] = (gemm_table){0};
+    s.calibration.gemm[PREC_BF16] = fixture_table;
     fixture_free(&s);
 }
 
