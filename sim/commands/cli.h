@@ -18,18 +18,4 @@ int cli_export(int argc, char **argv);  /* a scenario as Megatron-LM arguments *
  * temporary name and renamed, so a failed run leaves nothing half-written. 0 or -1. */
 int cli_write_json(void *json, const char *path);
 
-/* An output a command will write, checked before its work starts (cli_check_outputs). */
-typedef struct {
-    const char *flag;   /* "--json": named in the message */
-    const char *path;   /* NULL: not asked for */
-    int folder;         /* a folder the command makes or fills (sweep --out, faults --plot) */
-    int stdout_ok;      /* "-" means the standard output */
-} cli_output;
-
-/* Every output of a command, checked up front so that a bad path fails in milliseconds, before
- * the work, with nothing written: a file's folder must take a new file (atomic_file_check), a
- * folder must be one or be makeable in a writable folder, "-" only where stdout_ok, and no two
- * outputs may name the same path. 0, or 2 after "dtsim COMMAND: FLAG PATH: why" on stderr. */
-int cli_check_outputs(const char *command, const cli_output *outs, int n);
-
 #endif

@@ -131,22 +131,14 @@ static int take_option(const cli_spec *spec, const cli_option *o, const char *va
     case CLI_INT:
         ok = cli_parse_int(spec->command, flag, value, o->lo, o->hi, o->dest);
         break;
-    case CLI_REAL: {
-        char *end;
-        double v = strtod(value, &end);
-        if (!*value || *end || !(v >= 0)) {
-            fprintf(stderr, "dtsim %s: %s: '%s' is not a non-negative number\n", spec->command, flag, value);
-            ok = -1;
-        } else {
-            *(double *)o->dest = v;
-        }
-        break;
-    }
+    case CLI_REAL:
     case CLI_POSITIVE: {
+        int positive = o->kind == CLI_POSITIVE; /* 0 there means "not given": a 0 given is refused */
         char *end;
         double v = strtod(value, &end);
-        if (!*value || *end || !(v > 0) || !isfinite(v)) {
-            fprintf(stderr, "dtsim %s: %s: '%s' is not a positive number\n", spec->command, flag, value);
+        if (!*value || *end || !(positive ? v > 0 && isfinite(v) : v >= 0)) {
+            fprintf(stderr, "dtsim %s: %s: '%s' is not a %s number\n", spec->command, flag, value,
+                    positive ? "positive" : "non-negative");
             ok = -1;
         } else {
             *(double *)o->dest = v;
@@ -244,6 +236,8 @@ int cli_parse_args_list(const cli_spec *spec, int argc, char **argv, cli_list *w
     /* After "--" every word is positional. */
     for (int i = optind; rc == CLI_GO_ON && i < argc; i++)
         rc = take_positional(spec, words, argv[i]);
+    if (rc == CLI_GO_ON && spec->outputs && cli_check_outputs(spec->command, spec->outputs) != 0)
+        rc = 2;
     free(longopts);
     free(given);
     return rc;

@@ -9,7 +9,8 @@
  * "dtsim COMMAND: ..." on stderr. A value follows its flag as the next word (--steps 2) or after
  * '=' (--steps=2); long names are matched whole, never abbreviated; "--" ends the options. An
  * option given twice is refused unless it appends (--set, --vary): a repeated --json or
- * --max-seconds would otherwise keep the last silently, which a user who wrote both did not mean. */
+ * --max-seconds would otherwise keep the last silently, which a user who wrote both did not mean.
+ * Last, the outputs the spec names are checked (cli_check_outputs). */
 #ifndef DTSIM_SIM_CLI_ARGS_H
 #define DTSIM_SIM_CLI_ARGS_H
 
@@ -55,13 +56,33 @@ typedef struct {
 #define CLI_OPT_CALL_REPEATABLE(n, fn, d) {.name = (n), .kind = CLI_CALL, .dest = (d), .call = (fn), .repeatable = 1}
 #define CLI_OPT_END {.name = NULL}
 
+/* An output a command writes: checked once its options are parsed, before any work
+ * (cli_check_outputs), so that a bad path fails in milliseconds with nothing written. */
+typedef struct {
+    const char *flag;           /* "--json": named in the message; NULL ends a list */
+    const char *const *path;    /* the variable the option fills (NULL there: not asked for) */
+    int folder;                 /* a folder the command makes or fills (sweep --out, faults --plot) */
+    int stdout_ok;              /* "-" means the standard output */
+} cli_output;
+#define CLI_OUT_FILE(flag, path) {(flag), (path), 0, 0}
+#define CLI_OUT_FILE_OR_STDOUT(flag, path) {(flag), (path), 0, 1}
+#define CLI_OUT_FOLDER(flag, path) {(flag), (path), 1, 0}
+#define CLI_OUT_END {NULL, NULL, 0, 0}
+
 typedef struct {
     const char *command;        /* "run": messages read "dtsim run: ..." */
     void (*usage)(FILE *f);     /* the command's help text; -h/--help prints it on stdout */
     const cli_option *options;  /* ends with {NULL} */
     const char **positional;    /* receives the one word that is not an option (NULL: left as is) */
     const char *positional_what; /* its name in "one scenario file expected" */
+    const cli_output *outputs;  /* ends with CLI_OUT_END; NULL: the command writes none */
 } cli_spec;
+
+/* Every output of outs (ending with CLI_OUT_END), as the parser checks them: a file's folder
+ * must take a new file (atomic_file_check), a folder must be one or be makeable in a writable
+ * folder, "-" only where stdout_ok, and no two outputs may name the same path. 0, or 2 after
+ * "dtsim COMMAND: FLAG PATH: why" on stderr. (In cli_io.c, with the writers.) */
+int cli_check_outputs(const char *command, const cli_output *outs);
 
 /* cli_parse_args()'s answer when the command goes on with what it parsed. */
 #define CLI_GO_ON (-1)

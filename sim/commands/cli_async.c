@@ -46,17 +46,13 @@ int cli_async(int argc, char **argv)
         CLI_OPT_FLAG("quiet", &quiet),
         CLI_OPT_END,
     };
-    const cli_spec spec = {"async", usage, options, &scenario_path, "scenario file"};
+    const cli_output outs[] = {CLI_OUT_FILE_OR_STDOUT("--json", &json_path), CLI_OUT_END};
+    const cli_spec spec = {"async", usage, options, &scenario_path, "scenario file", outs};
     scenario_config s;
     int rc = cli_parse_and_load(&spec, argc, argv, &sets, &s);
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
-    const cli_output outs[] = {{"--json", json_path, 0, 1}};
-    if (cli_check_outputs("async", outs, 1) != 0) {
-        scenario_free(&s);
-        goto out;
-    }
     work_estimate est;
     budget_estimate_async(&s, steps > 0 ? steps : s.parameter_server.steps > 0 ? s.parameter_server.steps : 100, &est);
     if (budget_check("async", &est, &limits) != 0) {

@@ -188,16 +188,14 @@ int cli_compare(int argc, char **argv)
         CLI_OPT_STRING("json", &json_path),
         CLI_OPT_END,
     };
-    const cli_spec spec = {"compare", usage, options, NULL, "scenario file"};
+    const cli_output outs[] = {CLI_OUT_FILE_OR_STDOUT("--json", &json_path), CLI_OUT_END};
+    const cli_spec spec = {"compare", usage, options, NULL, "scenario file", outs};
     int rc = cli_parse_args_list(&spec, argc, argv, &files);
     column *cols = NULL;
     int n = 0;
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
-    const cli_output outs[] = {{"--json", json_path, 0, 1}};
-    if (cli_check_outputs("compare", outs, 1) != 0)
-        goto out;
     if (files.count == 0) {
         fprintf(stderr, "dtsim compare: no scenario file given (see dtsim compare --help)\n");
         goto out;

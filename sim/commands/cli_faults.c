@@ -140,17 +140,14 @@ int cli_faults(int argc, char **argv)
         CLI_OPT_FLAG("quiet", &quiet),
         CLI_OPT_END,
     };
-    const cli_spec spec = {"faults", usage, options, &path, "scenario file"};
+    const cli_output outs[] = {CLI_OUT_FILE_OR_STDOUT("--json", &json_path), CLI_OUT_FOLDER("--plot", &plot_dir),
+                               CLI_OUT_END};
+    const cli_spec spec = {"faults", usage, options, &path, "scenario file", outs};
     scenario_config s;
     int rc = cli_parse_and_load(&spec, argc, argv, &sets, &s);
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
-    const cli_output outs[] = {{"--json", json_path, 0, 1}, {"--plot", plot_dir, 1, 0}};
-    if (cli_check_outputs("faults", outs, 2) != 0) {
-        scenario_free(&s);
-        goto out;
-    }
     config_error err;
     if (faults_within_budget(&s, runs, &limits) != 0) {
         scenario_free(&s);

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cli.h"
+#include "cli_args.h"
 #include "atomic_file.h"
 #include "config_json.h"
 
@@ -64,30 +65,35 @@ static int folder_writable(const char *path, char *why, size_t len)
     char *slash = strrchr(parent, '/');
     if (!slash)
         snprintf(parent, sizeof parent, ".");
-    else if (slash == parent)
-        parent[1] = 0;
     else
-        *slash = 0;
-    if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode) || access(parent, W_OK | X_OK) != 0) {
-        snprintf(why, len, "cannot make it in %s: %s", parent,
-                 stat(parent, &st) != 0 ? strerror(errno) : !S_ISDIR(st.st_mode) ? "not a folder" : strerror(errno));
+        slash[slash == parent] = 0; /* "/out" is made in "/" */
+    const char *fault = NULL;
+    if (stat(parent, &st) != 0)
+        fault = strerror(errno);
+    else if (!S_ISDIR(st.st_mode))
+        fault = "not a folder";
+    else if (access(parent, W_OK | X_OK) != 0)
+        fault = strerror(errno);
+    if (fault) {
+        snprintf(why, len, "cannot make it in %s: %s", parent, fault);
         return -1;
     }
     return 0;
 }
 
-int cli_check_outputs(const char *command, const cli_output *outs, int n)
+int cli_check_outputs(const char *command, const cli_output *outs)
 {
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; outs[i].flag; i++) {
         const cli_output *o = &outs[i];
-        if (!o->path)
+        const char *path = o->path ? *o->path : NULL;
+        if (!path)
             continue;
         char why[4400];
-        if (!*o->path) {
+        if (!*path) {
             fprintf(stderr, "dtsim %s: %s: an empty path\n", command, o->flag);
             return 2;
         }
-        if (!strcmp(o->path, "-")) {
+        if (!strcmp(path, "-")) {
             if (o->stdout_ok)
                 continue;
             fprintf(stderr, "dtsim %s: %s -: this output is written to a file only; give its path\n", command,
@@ -95,16 +101,16 @@ int cli_check_outputs(const char *command, const cli_output *outs, int n)
             return 2;
         }
         for (int j = 0; j < i; j++)
-            if (outs[j].path && !strcmp(outs[j].path, o->path)) {
+            if (outs[j].path && *outs[j].path && !strcmp(*outs[j].path, path)) {
                 fprintf(stderr, "dtsim %s: %s and %s both name %s: give each its own path\n", command, outs[j].flag,
-                        o->flag, o->path);
+                        o->flag, path);
                 return 2;
             }
-        if (o->folder && folder_writable(o->path, why, sizeof why) != 0) {
-            fprintf(stderr, "dtsim %s: %s %s: %s\n", command, o->flag, o->path, why);
+        if (o->folder && folder_writable(path, why, sizeof why) != 0) {
+            fprintf(stderr, "dtsim %s: %s %s: %s\n", command, o->flag, path, why);
             return 2;
         }
-        if (!o->folder && atomic_file_check(o->path, why, sizeof why) != 0) { /* why names the path */
+        if (!o->folder && atomic_file_check(path, why, sizeof why) != 0) { /* why names the path */
             fprintf(stderr, "dtsim %s: %s: %s\n", command, o->flag, why);
             return 2;
         }

@@ -204,17 +204,14 @@ int cli_plan(int argc, char **argv)
         CLI_OPT_APPEND("set", &sets),
         CLI_OPT_END,
     };
-    const cli_spec spec = {"plan", usage, options, &path, "scenario file"};
+    const cli_output outs[] = {CLI_OUT_FILE_OR_STDOUT("--json", &json_path), CLI_OUT_FILE("--report", &report),
+                               CLI_OUT_END};
+    const cli_spec spec = {"plan", usage, options, &path, "scenario file", outs};
     scenario_config s;
     int rc = cli_parse_and_load(&spec, argc, argv, &sets, &s);
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
-    const cli_output outs[] = {{"--json", json_path, 0, 1}, {"--report", report, 0, 0}};
-    if (cli_check_outputs("plan", outs, 2) != 0) {
-        scenario_free(&s);
-        goto out;
-    }
     /* $DTSIM_THREADS is the --threads default, read by the same rule: a value that is not a
      * thread count is refused here rather than taken as one thread. */
     const char *env_threads = getenv("DTSIM_THREADS");

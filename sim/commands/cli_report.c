@@ -371,7 +371,8 @@ int cli_report(int argc, char **argv)
         CLI_OPT_INT("warmup", &warmup, 0, 1000000),
         CLI_OPT_END,
     };
-    const cli_spec spec = {"report", usage, options, &scenario_path, "scenario file"};
+    const cli_output outs[] = {CLI_OUT_FILE_OR_STDOUT("--json", &json_path), CLI_OUT_END};
+    const cli_spec spec = {"report", usage, options, &scenario_path, "scenario file", outs};
     int rc = cli_parse_args(&spec, argc, argv);
     if (rc != CLI_GO_ON)
         goto out;
@@ -388,9 +389,6 @@ int cli_report(int argc, char **argv)
                                                               "configuration is simulated)");
         goto out;
     }
-    const cli_output outs[] = {{"--json", json_path, 0, 1}};
-    if (cli_check_outputs("report", outs, 1) != 0)
-        goto out;
     if (load_measured(run_path, warmup, &m) != 0)
         goto out;
     scenario_config s;

@@ -79,17 +79,14 @@ int cli_run(int argc, char **argv)
         CLI_OPT_FLAG("quiet", &quiet),
         CLI_OPT_END,
     };
-    const cli_spec spec = {"run", usage, options, &scenario_path, "scenario file"};
+    const cli_output outs[] = {CLI_OUT_FILE_OR_STDOUT("--json", &json_path), CLI_OUT_FILE("--trace", &trace_path),
+                               CLI_OUT_END};
+    const cli_spec spec = {"run", usage, options, &scenario_path, "scenario file", outs};
     scenario_config s;
     int rc = cli_parse_and_load(&spec, argc, argv, &sets, &s);
     if (rc != CLI_GO_ON)
         goto out;
     rc = 2;
-    const cli_output outs[] = {{"--json", json_path, 0, 1}, {"--trace", trace_path, 0, 0}};
-    if (cli_check_outputs("run", outs, 2) != 0) {
-        scenario_free(&s);
-        goto out;
-    }
     /* priced: what runs first (a long step's fold attempt, sim/run.h); each replay after it is
      * held to the same limits before it runs */
     int every = full || trace_path;

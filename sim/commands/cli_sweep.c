@@ -88,7 +88,8 @@ int cli_sweep(int argc, char **argv)
         CLI_OPT_FLAG("quiet", &quiet),
         CLI_OPT_END,
     };
-    const cli_spec cli = {"sweep", usage, options, &path, "scenario file"};
+    const cli_output outs[] = {CLI_OUT_FOLDER("--out", &out), CLI_OUT_END};
+    const cli_spec cli = {"sweep", usage, options, &path, "scenario file", outs};
     config_error err;
     int rc = cli_parse_args(&cli, argc, argv);
     if (rc != CLI_GO_ON)
@@ -98,9 +99,6 @@ int cli_sweep(int argc, char **argv)
         usage(stderr);
         goto out;
     }
-    const cli_output outs[] = {{"--out", out, 1, 0}};
-    if (cli_check_outputs("sweep", outs, 1) != 0)
-        goto out;
     if (sweep_check_zip(&spec, &err) != 0) {
         fprintf(stderr, "dtsim sweep: %s\n", err.msg);
         goto out;

@@ -265,12 +265,11 @@ int cli_validate(int argc, char **argv)
         CLI_OPT_REAL("max-error", &max_err),
         CLI_OPT_END,
     };
-    const cli_spec spec = {"validate", usage, options, &cases_path, "cases file"};
+    const cli_output outs[] = {CLI_OUT_FILE_OR_STDOUT("--json", &json_path), CLI_OUT_END};
+    const cli_spec spec = {"validate", usage, options, &cases_path, "cases file", outs};
     int rc = cli_parse_args(&spec, argc, argv);
     if (rc == CLI_GO_ON && !cases_path) {
         usage(stderr);
-        rc = 2;
-    } else if (rc == CLI_GO_ON && cli_check_outputs("validate", (const cli_output[]){{"--json", json_path, 0, 1}}, 1)) {
         rc = 2;
     } else if (rc == CLI_GO_ON) {
         rc = validate_cases(cases_path, json_path, fidelity ? !strcmp(fidelity, "flow") : -1, max_mean, max_err,
