@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include "atomic_file.h"
@@ -123,9 +124,19 @@ int cal_out_checked(const char *who, const char *flag, const char *path)
 {
     if (!strcmp(path, "-"))
         return 0;
-    char dir[4096];
+    /* the file is written beside itself and renamed: asked of atomic_file itself, as dtsim's
+     * outputs are (a folder at path is refused with its own words) */
+    char dir[4096], why[4400];
     if ((size_t)snprintf(dir, sizeof dir, "%s", path) >= sizeof dir) {
         fprintf(stderr, "%s: %s %.64s...: a path longer than %zu characters\n", who, flag, path, sizeof dir - 1);
+        return -1;
+    }
+    if (atomic_file_check(path, why, sizeof why) == 0)
+        return 0;
+    int cause = errno;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "%s: %s %s: it is a folder\n", who, flag, path);
         return -1;
     }
     char *slash = strrchr(dir, '/');
@@ -133,12 +144,8 @@ int cal_out_checked(const char *who, const char *flag, const char *path)
         snprintf(dir, sizeof dir, ".");
     else
         slash[slash == dir] = 0; /* "/f" is in "/" */
-    /* the file is written beside itself and renamed (atomic_file): the folder must take files */
-    if (access(dir, W_OK | X_OK) != 0) {
-        fprintf(stderr, "%s: %s %s: cannot write in the folder %s: %s\n", who, flag, path, dir, strerror(errno));
-        return -1;
-    }
-    return 0;
+    fprintf(stderr, "%s: %s %s: cannot write in the folder %s: %s\n", who, flag, path, dir, strerror(cause));
+    return -1;
 }
 
 json_t *cal_load_into(const char *path, const char *who)

@@ -14,7 +14,8 @@ int cal_add_source(json_t *doc, const char *line);
 int cal_dump(json_t *doc, FILE *f);
 /* Writes doc to path ("-" = stdout) through a temporary file and a rename. 0 or -1. */
 int cal_write(json_t *doc, const char *path);
-/* Whether cal_write can put a file at path: "-", or a folder that exists and takes new files.
+/* Whether cal_write can put a file at path (atomic_file_check, as dtsim's outputs): "-", or a
+ * folder that exists and takes new files, and no folder at path itself.
  * Checked before a measurement, which a result with nowhere to go would waste. 0, or -1 with
  * "who: flag path: ..." on stderr. */
 int cal_out_checked(const char *who, const char *flag, const char *path);

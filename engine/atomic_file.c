@@ -125,6 +125,7 @@ int atomic_file_check(const char *path, char *why, size_t len)
     if (atomic_file_open(&a, path, inner, sizeof inner) != 0) {
         int err = errno;
         snprintf(why, len, "cannot write %s: %s", path, strerror(err));
+        errno = err; /* for a caller that words its own message */
         return -1;
     }
     atomic_file_abort(&a);

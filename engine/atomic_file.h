@@ -25,7 +25,7 @@ void atomic_file_abort(atomic_file *a);
 /* Whether atomic_file_open would open path, asked before the work that writes it: its
  * temporary is opened and removed (a folder that is absent or read-only fails here, not after an
  * hour's work); a folder at path is refused; a device or pipe is not opened (a FIFO would block).
- * 0, or -1 with why naming path. */
+ * 0, or -1 with why naming path (and errno the cause, but for a folder at path). */
 int atomic_file_check(const char *path, char *why, size_t len);
 /* The whole of one buffer to path, through the above. */
 int atomic_file_write(const char *path, const void *data, size_t n, int durable, char *why, size_t len);
