@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "collective.h"
+#include "cost.h"
 #include "run.h"
 #include "zero3.h"
 
@@ -175,17 +176,13 @@ void run_result_print(const run_result *r, const scenario_config *s, void *file)
     }
     /* the same for the device: measured GEMM and memory rates past the platform's peak and HBM
      * rate are bounded by them (sim/step/cost.c) */
-    const gemm_table *t = &s->calibration.gemm[s->training.precision];
-    double best = 0, peak = s->platform.gpu.peak_tflops[s->training.precision], fastest = 0;
-    for (int i = 0; i < t->count; i++)
-        best = fmax(best, t->points[i].tflops);
-    for (int c = 0; c < OPCLASS_COUNT; c++)
-        fastest = fmax(fastest, fmax(s->calibration.op_gbs[c], s->calibration.op_gbs_backward[c]));
-    if (best > peak)
+    double best, fastest;
+    cost_rates_over_platform(s, &best, &fastest);
+    if (best > 0)
         fprintf(f, "  note         the calibration's %s GEMMs reach %.4g TFLOP/s, above the platform's peak of %.4g: "
                    "the peak bounds them (is the calibration from another GPU?)\n",
-                precision_name(s->training.precision), best, peak);
-    if (fastest > s->platform.gpu.hbm_bandwidth_gbs)
+                precision_name(s->training.precision), best, s->platform.gpu.peak_tflops[s->training.precision]);
+    if (fastest > 0)
         fprintf(f, "  note         the calibration's memory-bound kernels reach %.4g GB/s, above the platform's HBM "
                    "rate of %.4g GB/s: HBM bounds them (is the calibration from another GPU?)\n",
                 fastest, s->platform.gpu.hbm_bandwidth_gbs);

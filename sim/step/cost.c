@@ -92,13 +92,30 @@ double cost_peak_flops(const cost_model *cm)
     return cm->platform->gpu.peak_tflops[cm->precision] * 1e12;
 }
 
+static const gemm_table *table_of(const calibration_config *c, precision_kind precision)
+{
+    const gemm_table *t = &c->gemm[precision];
+    /* fp8 training runs its GEMMs in fp8 but falls back to the bf16 table if fp8 has none. */
+    if (t->count == 0 && precision == PREC_FP8)
+        t = &c->gemm[PREC_BF16];
+    return t;
+}
+
 static const gemm_table *table_for(const cost_model *cm)
 {
-    const gemm_table *t = &cm->calibration->gemm[cm->precision];
-    /* fp8 training runs its GEMMs in fp8 but falls back to the bf16 table if fp8 has none. */
-    if (t->count == 0 && cm->precision == PREC_FP8)
-        t = &cm->calibration->gemm[PREC_BF16];
-    return t;
+    return table_of(cm->calibration, cm->precision);
+}
+
+void cost_rates_over_platform(const scenario_config *s, double *gemm_tflops, double *memory_gbs)
+{
+    const gemm_table *t = table_of(&s->calibration, s->training.precision);
+    double best = 0, fastest = 0;
+    for (int i = 0; i < t->count; i++)
+        best = fmax(best, t->points[i].tflops);
+    for (int c = 0; c < OPCLASS_COUNT; c++)
+        fastest = fmax(fastest, fmax(s->calibration.op_gbs[c], s->calibration.op_gbs_backward[c]));
+    *gemm_tflops = best > s->platform.gpu.peak_tflops[s->training.precision] ? best : 0;
+    *memory_gbs = fastest > s->platform.gpu.hbm_bandwidth_gbs ? fastest : 0;
 }
 
 /* The lookup below is O(table points) and a measured table has a thousand; a plan asks for the

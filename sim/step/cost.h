@@ -37,6 +37,10 @@ void cost_model_init(cost_model *cm, const scenario_config *s);
 double cost_gemm_s(const cost_model *cm, double m, double n, double k, double batch);
 /* Efficiency (fraction of peak) the table gives for one shape; exposed for tests. */
 double cost_gemm_efficiency(const cost_model *cm, double m, double n, double k);
+/* Where the platform bounds s's calibrated device rates (the caps of cost_gemm_efficiency and of
+ * the memory-bound kernels): the fastest GEMM of the table its precision uses, where above the
+ * peak, and the fastest memory-bound kernel, where above HBM's rate; each 0 where within. */
+void cost_rates_over_platform(const scenario_config *s, double *gemm_tflops, double *memory_gbs);
 /* Seconds for a memory-bound op moving `bytes`. */
 double cost_memory_s(const cost_model *cm, op_class cls, double bytes);
 /* Seconds for a compute op of the layer op list (not OPK_COMM). */
