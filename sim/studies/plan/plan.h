@@ -134,6 +134,10 @@ int plan_estimate(const scenario_config *base, int gpus, int threads, work_estim
 int plan_estimate_batches(const scenario_config *base, int gpus, int threads, const long long *batches, int nb,
                           work_estimate *e, long *fitting);
 
+/* Runs fn on `threads` threads (this one among them; at most 64), thread t given
+ * (char *)args + t * stride (stride 0: all share args); returns how many ran. Any that cannot be
+ * started leave their share to those that could: fn takes its work from a shared counter. */
+int plan_run_threads(int threads, void *(*fn)(void *), void *args, size_t stride);
 /* $DTSIM_THREADS when set, else the online CPUs (at most 64). */
 int plan_default_threads(void);
 void plan_result_free(plan_result *r);

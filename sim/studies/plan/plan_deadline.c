@@ -1,6 +1,5 @@
 /* The cluster that meets a deadline (plan.h: plan_deadline). */
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -295,15 +294,8 @@ int plan_deadline_estimate(const scenario_config *base, const plan_deadline_inpu
     }
     /* the sizes are independent: priced on the search's threads, each its own */
     int threads = in->threads > 0 ? in->threads : plan_default_threads();
-    threads = threads < job.count ? threads : job.count;
-    pthread_t tid[2 * PLAN_MAX_SIZES];
-    int started = 0;
     atomic_init(&job.next, 0);
-    while (started + 1 < threads && pthread_create(&tid[started], NULL, estimate_sizes, &job) == 0)
-        started++;
-    estimate_sizes(&job);
-    for (int t = 0; t < started; t++)
-        pthread_join(tid[t], NULL);
+    plan_run_threads(threads < job.count ? threads : job.count, estimate_sizes, &job, 0);
     double seconds = 0, bytes = 0;
     long fitting = 0;
     const size_price *between = NULL;

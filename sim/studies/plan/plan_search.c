@@ -293,18 +293,16 @@ static void *simulate_work(void *arg)
     return NULL;
 }
 
-/* Runs fn on `threads` threads (this one among them) over job; returns how many ran. Any that
- * cannot be started leave their share to those that could. */
-static int run_threads(worker *w, int threads, void *(*fn)(void *))
+int plan_run_threads(int threads, void *(*fn)(void *), void *args, size_t stride)
 {
     pthread_t tid[PLAN_MAX_THREADS];
     int started = 0;
-    for (int t = 1; t < threads; t++)
-        if (pthread_create(&tid[t], NULL, fn, &w[t]) == 0)
+    for (int t = 1; t < threads && t < PLAN_MAX_THREADS; t++)
+        if (pthread_create(&tid[t], NULL, fn, (char *)args + (size_t)t * stride) == 0)
             started = t;
         else
             break;
-    fn(&w[0]);
+    fn(args);
     for (int t = 1; t <= started; t++)
         pthread_join(tid[t], NULL);
     return started + 1;
@@ -665,7 +663,7 @@ int plan_search_threads(const scenario_config *base, int gpus, int threads, int 
         w[t].reports_progress = t == 0;
     }
 
-    int ran = run_threads(w, threads, check_work);
+    int ran = plan_run_threads(threads, check_work, w, sizeof *w);
     long n_fit;
     fitting *fit = merge_checks(w, ran, out, &n_fit);
     int failed = !fit, gated = 0;
@@ -681,7 +679,7 @@ int plan_search_threads(const scenario_config *base, int gpus, int threads, int 
         failed = !job.sim || !job.best.step;
     }
     if (!failed) {
-        ran = run_threads(w, ran, simulate_work);
+        ran = plan_run_threads(ran, simulate_work, w, sizeof *w);
         int settled = settle(&job, out, err);
         gated = settled == -2;
         failed = settled != 0;
