@@ -1,4 +1,6 @@
 /* Progress lines of long commands on stderr; see progress.h. */
+#include <math.h>
+#include <stdlib.h>
 #include <unistd.h>
 #include "progress.h"
 #include "wall_clock.h"
@@ -6,6 +8,20 @@
 progress_mode progress_mode_of(int progress_flag, int quiet_flag)
 {
     return quiet_flag ? PROGRESS_OFF : progress_flag ? PROGRESS_ON : PROGRESS_AUTO;
+}
+
+int progress_interval_env(double *seconds)
+{
+    *seconds = PROGRESS_INTERVAL_S;
+    const char *env = getenv(PROGRESS_INTERVAL_ENV);
+    if (!env)
+        return 0;
+    char *end;
+    double v = strtod(env, &end);
+    if (end == env || *end || !isfinite(v) || v < PROGRESS_INTERVAL_MIN_S || v > PROGRESS_INTERVAL_MAX_S)
+        return -1;
+    *seconds = v;
+    return 0;
 }
 
 void progress_start(progress_meter *p, const char *who, const char *unit, progress_mode mode)
@@ -18,6 +34,8 @@ void progress_start(progress_meter *p, const char *who, const char *unit, progre
     p->on = mode == PROGRESS_ON || (mode == PROGRESS_AUTO && tty);
     p->in_place = p->on && tty;
     p->pending = 0;
+    if (progress_interval_env(&p->interval_s) != 0)
+        p->interval_s = PROGRESS_INTERVAL_S;
     p->start_s = p->last_s = p->clock();
 }
 
@@ -37,7 +55,7 @@ void progress_note(progress_meter *p, double done, double total)
     if (!p || !p->on)
         return;
     double now = p->clock();
-    if (now - p->last_s < PROGRESS_INTERVAL_S)
+    if (now - p->last_s < p->interval_s)
         return;
     p->last_s = now;
     double elapsed = now - p->start_s;

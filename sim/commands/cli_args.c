@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli_args.h"
+#include "progress.h"
 
 /* getopt_long returns OPTION_CODE + i for the table's entry i (above every character code). */
 enum { OPTION_CODE = 256 };
@@ -238,6 +239,17 @@ int cli_parse_args_list(const cli_spec *spec, int argc, char **argv, cli_list *w
         rc = take_positional(spec, words, argv[i]);
     if (rc == CLI_GO_ON && spec->outputs && cli_check_outputs(spec->command, spec->outputs) != 0)
         rc = 2;
+    /* a command that shows progress (it takes --progress) reads $DTSIM_PROGRESS_INTERVAL_S: a bad
+     * value is refused here, before the work, as a bad flag would be */
+    double interval;
+    for (int i = 0; rc == CLI_GO_ON && i < n; i++)
+        if (strcmp(spec->options[i].name, "progress") == 0 && progress_interval_env(&interval) != 0) {
+            fprintf(stderr, "dtsim %s: $%s: '%s' is not a number of seconds from %g to %g (the least time between "
+                    "two progress lines; unset, %g)\n", spec->command, PROGRESS_INTERVAL_ENV,
+                    getenv(PROGRESS_INTERVAL_ENV), PROGRESS_INTERVAL_MIN_S, PROGRESS_INTERVAL_MAX_S,
+                    PROGRESS_INTERVAL_S);
+            rc = 2;
+        }
     free(longopts);
     free(given);
     return rc;

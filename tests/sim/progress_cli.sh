@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Progress of long commands on stderr (sim/progress.h), end to end, on runs long enough to print
-# some (a line every 2 s; these take 4 to 6 s on the 2-core CI machine): `dtsim async`,
+# some: a line every 0.2 s here ($DTSIM_PROGRESS_INTERVAL_S; the default 2 s made the test depend
+# on the machine: these runs take 4 to 6 s on the 2-core CI machine, 1.6 to 2.4 s on a faster one,
+# which printed no line), and a bad interval refused before the work: `dtsim async`,
 # `dtsim faults` and `dtsim run --fidelity flow` with --progress print progress lines on stderr,
 # without it nothing (stderr is a file here, not a terminal); and what they print on stdout (the
 # summary, --json -) is byte for byte the same with --progress as without (but for the lines that
@@ -12,6 +14,16 @@ ps=$root/scenarios/gpt3-2.7b-32-a100-ps.json faults=$root/scenarios/llama3-405b-
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail=0
+export DTSIM_PROGRESS_INTERVAL_S=0.2
+
+# a value that is not a number of seconds in range is refused (exit 2) before any work, naming it
+for bad in abc 0 -1 1e9 nan ''; do
+  DTSIM_PROGRESS_INTERVAL_S=$bad "$dtsim" async "$root/scenarios/gpt3-2.7b-32-a100-ps.json" --steps 3 \
+    >"$work/bad.out" 2>"$work/bad.err"
+  rc=$?
+  [ $rc -eq 2 ] && grep -q 'DTSIM_PROGRESS_INTERVAL_S' "$work/bad.err" && [ ! -s "$work/bad.out" ] ||
+    { echo "DTSIM_PROGRESS_INTERVAL_S='$bad': exit $rc, not refused:"; cat "$work/bad.err"; fail=1; }
+done
 
 # check NAME PATTERN: the run with --progress printed a line matching PATTERN, the one without
 # printed none, and their stdout is the same

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 #include "progress.h"
@@ -114,6 +115,42 @@ static void test_in_place(void **state)
     fclose(f);
 }
 
+/* $DTSIM_PROGRESS_INTERVAL_S: unset, the default; a number of seconds in range, that; anything
+ * else refused (-1). A meter started under a valid value prints at that interval. */
+static void test_interval_from_the_environment(void **state)
+{
+    (void)state;
+    double v = -1;
+    unsetenv(PROGRESS_INTERVAL_ENV);
+    assert_int_equal(progress_interval_env(&v), 0);
+    assert_true(v == PROGRESS_INTERVAL_S);
+    const char *good[][2] = {{"0.5", "0.5"}, {"0.01", "0.01"}, {"3600", "3600"}, {"1e1", "10"}};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        setenv(PROGRESS_INTERVAL_ENV, good[i][0], 1);
+        assert_int_equal(progress_interval_env(&v), 0);
+        assert_true(v == strtod(good[i][1], NULL));
+    }
+    const char *bad[] = {"", "abc", "0", "-1", "0.001", "3601", "1e9", "nan", "inf", "2s", " "};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        setenv(PROGRESS_INTERVAL_ENV, bad[i], 1);
+        if (progress_interval_env(&v) != -1)
+            fail_msg("'%s' was taken as %g seconds", bad[i], v);
+    }
+    setenv(PROGRESS_INTERVAL_ENV, "0.5", 1);
+    FILE *f = tmpfile();
+    progress_meter p;
+    start(&p, PROGRESS_ON, f);
+    now_s = 100.4; /* under 0.5 s: nothing */
+    progress_note(&p, 1, 10);
+    now_s = 100.6;
+    progress_note(&p, 2, 10);
+    char buf[256];
+    assert_non_null(strstr(text_of(f, buf, sizeof buf), "step 2 of 10 (20%)"));
+    assert_null(strstr(buf, "step 1 of"));
+    fclose(f);
+    unsetenv(PROGRESS_INTERVAL_ENV);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -121,6 +158,7 @@ int main(void)
         cmocka_unit_test(test_at_least_a_second_apart),
         cmocka_unit_test(test_off_and_null_print_nothing),
         cmocka_unit_test(test_in_place),
+        cmocka_unit_test(test_interval_from_the_environment),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
