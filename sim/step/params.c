@@ -1,6 +1,7 @@
 /* Parameter counts; see params.h. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include "params.h"
 
 /* One layer's parameters with its attention and dense MLP over tp ranks, its experts over etp
@@ -26,26 +27,43 @@ static layer_params layer_params_split(const scenario_config *s, int tp, int etp
     return p;
 }
 
-double params_layer_small_per_gpu(const scenario_config *s, double threshold)
+/* Each tensor of one layer on one GPU, as layer_params_split counts them: {how many, elements
+ * each}; returns the number of rows filled. */
+enum { LAYER_TENSOR_KINDS = 9 };
+static int layer_tensors(const scenario_config *s, double t[LAYER_TENSOR_KINDS][2])
 {
     double h = (double)s->model.hidden_size, f = (double)s->model.ffn_hidden_size, tp = s->parallel.tp;
     double q = scenario_query_width(s), kv = scenario_kv_width(s);
     double E = (double)s->model.num_experts, ep = s->parallel.ep > 0 ? s->parallel.ep : 1;
     double mlps = E > 0 ? E / ep : 1, mats = s->model.swiglu ? 3 : 2, fc1_biases = s->model.swiglu ? 2 : 1;
     double mlp_tp = E > 0 ? scenario_expert_tp(s) : tp;
-    /* each tensor of one layer on one GPU: {how many, elements each}, as layer_params_split counts them */
-    const double tensors[][2] = {
+    const double rows[LAYER_TENSOR_KINDS][2] = {
         {1, h * (q + 2 * kv) / tp}, {1, (q + 2 * kv) / tp}, /* QKV weight and bias */
         {1, q * h / tp}, {1, h},                             /* projection weight, replicated bias */
         {mlps * mats, h * f / mlp_tp}, {mlps * fc1_biases, f / mlp_tp}, {mlps, h}, /* MLP(s): weights, biases */
         {s->model.rmsnorm ? 2 : 4, h},                       /* two norms, weight (and bias, LayerNorm) */
         {E > 0 ? 1 : 0, h * E},                              /* MoE router */
     };
-    double n = 0;
-    for (size_t i = 0; i < sizeof tensors / sizeof *tensors; i++)
-        if (tensors[i][1] < threshold)
-            n += tensors[i][0] * tensors[i][1];
+    memcpy(t, rows, sizeof rows);
+    return LAYER_TENSOR_KINDS;
+}
+
+double params_layer_small_per_gpu(const scenario_config *s, double threshold)
+{
+    double t[LAYER_TENSOR_KINDS][2], n = 0;
+    for (int i = 0, k = layer_tensors(s, t); i < k; i++)
+        if (t[i][1] < threshold)
+            n += t[i][0] * t[i][1];
     return n;
+}
+
+double params_layer_largest_tensor_per_gpu(const scenario_config *s)
+{
+    double t[LAYER_TENSOR_KINDS][2], largest = 0;
+    for (int i = 0, k = layer_tensors(s, t); i < k; i++)
+        if (t[i][0] > 0 && t[i][1] > largest)
+            largest = t[i][1];
+    return largest;
 }
 
 layer_params params_layer_per_gpu(const scenario_config *s)

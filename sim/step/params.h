@@ -16,6 +16,9 @@ layer_params params_layer_per_gpu(const scenario_config *s);
 /* Of those, the elements in tensors smaller than `threshold` elements (ZeRO-3 keeps them whole:
  * stage3_param_persistence_threshold). */
 double params_layer_small_per_gpu(const scenario_config *s, double threshold);
+/* The elements of a layer's largest tensor on one GPU (DeepSpeed's stage 3 gathers and counts
+ * live parameters tensor by tensor). */
+double params_layer_largest_tensor_per_gpu(const scenario_config *s);
 /* Embedding (vocab-parallel token table, plus learned positions for GPT-style models without
  * SwiGLU; Llama-style models use rotary positions, which have no parameters) per GPU. */
 double params_embedding_per_gpu(const scenario_config *s);

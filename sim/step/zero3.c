@@ -35,17 +35,27 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z)
     /* Layers fetched ahead: as many as the prefetch bucket holds, at least the next one when it
      * holds any part of it (the coordinator fetches whole parameters in trace order), none when
      * it is 0; the live set (running layer + prefetched) stays within max_live_parameters. */
-    double prefetch = s->parallel.stage3_prefetch_bucket_size;
+    double prefetch = s->parallel.stage3_prefetch_bucket_size, max_live = s->parallel.stage3_max_live_parameters;
     int ahead = prefetch <= 0 || z->layer_params <= 0 ? 0 : (int)ceil(prefetch / z->layer_params);
-    if (z->layer_params > 0 && s->parallel.stage3_max_live_parameters > 0) {
-        double fit = floor(s->parallel.stage3_max_live_parameters / z->layer_params) - 1;
+    /* The live set counts tensors, not layers (deepspeed/runtime/zero/partitioned_param_coordinator.py,
+     * fetch_sub_module: after the running module's tensors arrive it prefetches tensors in trace
+     * order while what it adds is below min(max_live - live, bucket), so at least the next tensor
+     * whenever anything is left): the next layer is in flight while this one runs as long as the
+     * largest tensor leaves room, and further layers only within that room. Counting whole layers
+     * stopped every prefetch of a layer over half of max_live (GPT-3 175B at TP 1: 1.8e9 elements). */
+    double largest = params_layer_largest_tensor_per_gpu(s);
+    if (z->layer_params > 0 && max_live > 0) {
+        double room = max_live - largest;
+        int fit = room <= 0 ? 0 : (int)fmax(1, floor(room / z->layer_params));
         if (fit < ahead)
-            ahead = fit < 0 ? 0 : (int)fit;
+            ahead = fit;
     }
     if (ahead > ZERO3_MAX_AHEAD)
         ahead = ZERO3_MAX_AHEAD;
     z->prefetch_layers = ahead;
     z->live_params = (1 + ahead) * z->layer_params;
+    if (max_live > 0 && ahead > 0) /* it holds what it counts, and the tensor that crossed the limit */
+        z->live_params = fmin(z->live_params, fmax(max_live, z->layer_params) + largest);
     z->regather_rerun = s->training.recompute == RECOMPUTE_FULL &&
                         s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED;
     z->reduce_bucket_params = s->parallel.reduce_bucket_size > 0 ? s->parallel.reduce_bucket_size : 5e8;

@@ -20,7 +20,7 @@
  *  - parameters of fewer than stage3_param_persistence_threshold elements are not partitioned:
  *    kept whole on every rank, never gathered, and their gradients all-reduced instead;
  *  - up to stage3_prefetch_bucket_size elements are fetched ahead of use, bounded by
- *    stage3_max_live_parameters gathered at once.
+ *    stage3_max_live_parameters gathered at once, counted tensor by tensor (zero3.c).
  * Defaults are DeepSpeed's (deepspeed/runtime/zero/config.py: prefetch_bucket_size 5e7,
  * param_persistence_threshold 1e5, max_live_parameters 1e9, reduce_bucket_size 5e8).
  *

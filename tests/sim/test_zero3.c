@@ -417,15 +417,19 @@ static void fsdp2_key_is_refused_where_it_cannot_run(void **state)
  * tensor sharded (the layer's norms and biases gathered too), one bucket of gradients a layer, and
  * a gather prefetching the next layers until they hold max(5e8, P) elements, P a layer's, within
  * its model chunk: on 32 layers 40 of the fixture's 12.6M-element layers (dtsim's cap: 16), 3 of a
- * 201M one, 1 of an 805M one; on a 4-layer chunk the chunk's 3 others at most. The unset rule,
- * DeepSpeed's knobs, prefetches ceil(5e7 / P) within max_live_parameters 1e9: 4, 1 and 0. */
+ * 201M one, 1 of an 805M one and of a 3.2G one; on a 4-layer chunk the chunk's 3 others at most.
+ * The unset rule, DeepSpeed's knobs, prefetches ceil(5e7 / P) layers within max_live_parameters
+ * 1e9 counted tensor by tensor, as DeepSpeed's coordinator counts them: 4, 1, 1 (its largest
+ * tensor, 268M, leaves room for the next one: whole layers counted had said 0) and 0 (a 1.07G
+ * tensor alone passes 1e9), holding at most max_live and the tensor that crossed it. */
 static void megatron_fsdp_prefetches_by_its_size(void **state)
 {
     (void)state;
     static const struct {
         long long h, f;
         int layers, megatron_ahead, deepspeed_ahead;
-    } sizes[] = {{1024, 4096, 32, 16, 4}, {4096, 16384, 32, 3, 1}, {8192, 32768, 32, 1, 0}, {1024, 4096, 4, 3, 4}};
+    } sizes[] = {{1024, 4096, 32, 16, 4}, {4096, 16384, 32, 3, 1}, {8192, 32768, 32, 1, 1},
+                 {16384, 65536, 32, 1, 0}, {1024, 4096, 4, 3, 4}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         scenario_config s;
         zero3_fixture(&s, sizes[i].layers);
@@ -444,6 +448,12 @@ static void megatron_fsdp_prefetches_by_its_size(void **state)
         assert_true(REL(z.live_params, (1 + sizes[i].megatron_ahead) * (matrices + vectors)));
         assert_true(REL(z.reduce_bucket_params, matrices + vectors));
         assert_int_equal(d.prefetch_layers, sizes[i].deepspeed_ahead);
+        double largest = h * f, layer = d.layer_params + d.layer_persistent;
+        double deepspeed_live = d.prefetch_layers == 0 ? d.layer_params
+                                : fmin((1 + d.prefetch_layers) * d.layer_params, fmax(1e9, d.layer_params) + largest);
+        if (!REL(d.live_params, deepspeed_live))
+            fail_msg("h %lld: DeepSpeed's live set %g, expected %g (layer %g)", sizes[i].h, d.live_params,
+                     deepspeed_live, layer);
         fixture_free(&s);
     }
     /* what a step gathers: every tensor, as with no persistence threshold (the first test) */
