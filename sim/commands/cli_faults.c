@@ -13,10 +13,7 @@
 #include "run.h"
 #include "faults.h"
 #include "progress.h"
-
-#ifndef DTSIM_SOURCE_DIR
-#define DTSIM_SOURCE_DIR "."
-#endif
+#include "sweep_plot.h"
 
 static void usage(FILE *f)
 {
@@ -50,14 +47,28 @@ static json_t *num_json(double x)
     return isfinite(x) ? json_real(x) : json_null();
 }
 
+/* The scenario's name as a gnuplot string: inside '...' a quote is written twice, and a line
+ * break would end the -e program (the name is the user's text: never a shell's or gnuplot's code). */
+static void gnuplot_quoted(const char *in, char *out, size_t n)
+{
+    size_t k = 0;
+    for (; *in && k + 3 < n; in++) {
+        if (*in == '\'')
+            out[k++] = '\'';
+        out[k++] = (unsigned char)*in < ' ' ? ' ' : *in;
+    }
+    out[k] = 0;
+}
+
 static int plot_curve(const faults_report *r, const char *dir, const char *title)
 {
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "dtsim faults: --plot %s: %s\n", dir, strerror(errno));
         return -1;
     }
-    char data[4200], cmd[9000];
+    char data[4200], prefix[4200], name[2 * CFG_NAME_MAX + 2], vars[9000];
     snprintf(data, sizeof data, "%s/goodput_vs_interval.dat", dir);
+    snprintf(prefix, sizeof prefix, "%s/goodput_vs_interval", dir);
     FILE *f = fopen(data, "w");
     if (!f) {
         fprintf(stderr, "dtsim faults: --plot: cannot write %s: %s\n", data, strerror(errno));
@@ -66,19 +77,18 @@ static int plot_curve(const faults_report *r, const char *dir, const char *title
     fprintf(f, "# checkpoint_interval_s mean_goodput\n");
     for (int i = 0; i < r->curve_points; i++)
         fprintf(f, "%.6g %.6g\n", r->curve_interval_s[i], r->curve_goodput[i]);
-    fclose(f);
-    const char *root = getenv("DTSIM_ROOT");
-    const char *fmts[] = {"png", "svg"};
-    for (int i = 0; i < 2; i++) {
-        snprintf(cmd, sizeof cmd,
-                 "gnuplot -e \"datafile='%s'; out='%s/goodput_vs_interval.%s'; fmt='%s'; plottitle='%s'; "
-                 "optimum=%g; youngdaly=%g\" '%s/plots/faults_goodput.gp'",
-                 data, dir, fmts[i], fmts[i], title, r->optimal_checkpoint_interval_s, r->young_daly_interval_s,
-                 root && *root ? root : DTSIM_SOURCE_DIR);
-        if (system(cmd) != 0) {
-            fprintf(stderr, "dtsim faults: --plot: gnuplot failed\n");
-            return -1;
-        }
+    if (fclose(f) != 0) {
+        fprintf(stderr, "dtsim faults: --plot: cannot write %s: %s\n", data, strerror(errno));
+        return -1;
+    }
+    /* gnuplot started without a shell (sweep_gnuplot), the name quoted for gnuplot alone */
+    gnuplot_quoted(title, name, sizeof name);
+    snprintf(vars, sizeof vars, "datafile='%s'; plottitle='%s'; optimum=%g; youngdaly=%g", data, name,
+             r->optimal_checkpoint_interval_s, r->young_daly_interval_s);
+    config_error err;
+    if (sweep_gnuplot("faults_goodput.gp", vars, prefix, &err) != 0) {
+        fprintf(stderr, "dtsim faults: --plot: %s\n", err.msg);
+        return -1;
     }
     return 0;
 }
@@ -149,6 +159,14 @@ int cli_faults(int argc, char **argv)
         goto out;
     rc = 2;
     config_error err;
+    /* gnuplot's strings end at a quote: a folder with one could not be drawn into, said now and
+     * not after the runs */
+    if (plot_dir && strchr(plot_dir, '\'')) {
+        fprintf(stderr, "dtsim faults: --plot: folder '%s' contains a quote ('), which gnuplot cannot take\n",
+                plot_dir);
+        scenario_free(&s);
+        goto out;
+    }
     if (faults_within_budget(&s, runs, &limits) != 0) {
         scenario_free(&s);
         goto out;
