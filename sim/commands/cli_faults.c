@@ -36,15 +36,33 @@ static void usage(FILE *f)
             "exit: 0 ok, 2 bad input, 1 runtime failure\n");
 }
 
-static json_t *stat_json(faults_stat s)
-{
-    return json_pack("{s:f,s:f,s:f,s:f}", "mean", s.mean, "p5", s.p5, "p50", s.p50, "p95", s.p95);
-}
-
-/* JSON has no infinity: a figure that is not finite (no failures: MTBF infinite) is null. */
+/* JSON has no infinity: a figure that is not finite (no failures: MTBF infinite; the days to
+ * train of a run that did not finish) is null. */
 static json_t *num_json(double x)
 {
     return isfinite(x) ? json_real(x) : json_null();
+}
+
+static json_t *stat_json(faults_stat s)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "mean", num_json(s.mean));
+    json_object_set_new(o, "p5", num_json(s.p5));
+    json_object_set_new(o, "p50", num_json(s.p50));
+    json_object_set_new(o, "p95", num_json(s.p95));
+    return o;
+}
+
+/* A days-to-train cell: a run that hit FAULTS_RUN_CAP took longer than cap_days. */
+static const char *days_cell(double days, double cap_days, char *buf, size_t n)
+{
+    char v[32];
+    if (isfinite(days))
+        snprintf(v, sizeof v, "%.1f", days);
+    else
+        snprintf(v, sizeof v, ">%.1f", cap_days);
+    snprintf(buf, n, "%10s", v);
+    return buf;
 }
 
 /* The scenario's name as a gnuplot string: inside '...' a quote is written twice, and a line
@@ -126,7 +144,7 @@ static int faults_within_budget(const scenario_config *s, int runs, const budget
     if (s->training.tokens > 0 && budget_within(&e, limits) && run_scenario(&step, &r, &err) == 0) {
         time_to_train t;
         run_time_to_train(&step, r.step_time_s, r.gpus, &t);
-        days = t.days;
+        days = FAULTS_RUN_CAP * t.days; /* a run goes on until its tokens are trained, or this cap */
     }
     budget_estimate_faults(s, runs, days, &mc);
     mc.seconds += e.seconds;
@@ -243,10 +261,19 @@ int cli_faults(int argc, char **argv)
     for (int c = 0; c < LOSS_COUNT; c++)
         fprintf(h, "  lost h: %-14s %10.1f %10.1f %10.1f %10.1f\n", faults_loss_name(c), r.lost_hours[c].mean,
                 r.lost_hours[c].p5, r.lost_hours[c].p50, r.lost_hours[c].p95);
-    if (r.target_train_s > 0)
-        fprintf(h, "  %-22s %10.1f %10.1f %10.1f %10.1f   (%.3g tokens; %.1f days without failures)\n",
-                "days to train", r.days_to_train.mean, r.days_to_train.p5, r.days_to_train.p50, r.days_to_train.p95,
+    if (r.target_train_s > 0) {
+        double cap = FAULTS_RUN_CAP * r.target_train_s / 86400;
+        char c[4][32];
+        fprintf(h, "  %-22s %s %s %s %s   (%.3g tokens; %.1f days without failures)\n", "days to train",
+                days_cell(r.days_to_train.mean, cap, c[0], sizeof c[0]), days_cell(r.days_to_train.p5, cap, c[1], 32),
+                days_cell(r.days_to_train.p50, cap, c[2], 32), days_cell(r.days_to_train.p95, cap, c[3], 32),
                 s.training.tokens, r.target_train_s / 86400);
+        if (r.unfinished_runs > 0)
+            fprintf(h, "  WARNING      %d of %d runs did not train %.3g tokens within %g times the failure-free "
+                       "%.1f days (%.1f days of wall time): failures come faster than the job can keep its "
+                       "work; their days to train are only known to exceed that (null in --json)\n",
+                    r.unfinished_runs, runs, s.training.tokens, FAULTS_RUN_CAP, r.target_train_s / 86400, cap);
+    }
     fprintf(h, "  checkpoint interval: scenario %.0f s (goodput %.2f%%), optimum %.0f s (%.2f%%), Young/Daly %.0f s\n",
             s.faults.checkpoint_interval_s, 100 * r.goodput_at_scenario_interval, r.optimal_checkpoint_interval_s,
             100 * r.optimal_goodput, r.young_daly_interval_s);
@@ -290,6 +317,7 @@ int cli_faults(int argc, char **argv)
         json_object_set_new(doc, "lost_hours", lost);
         /* No token budget: nothing to finish, so no days to train (null, not 0). */
         json_object_set_new(doc, "days_to_train", r.target_train_s > 0 ? stat_json(r.days_to_train) : json_null());
+        json_object_set_new(doc, "unfinished_runs", json_integer(r.unfinished_runs));
         json_object_set_new(doc, "optimal_checkpoint_interval_s", num_json(r.optimal_checkpoint_interval_s));
         json_object_set_new(doc, "young_daly_interval_s", num_json(r.young_daly_interval_s));
         json_object_set_new(doc, "expected_failures", num_json(r.expected_failures));

@@ -20,5 +20,23 @@ fi
 "$dtsim" faults "$s" --runs 2 --plot "q'dir" >out 2>err; rc=$?
 [ "$rc" -eq 2 ] && grep -q "contains a quote" err && ! grep -q "runs and the checkpoint" err ||
   { echo "--plot with a quote: exit $rc"; cat err; fail=1; }
+# A token budget no run can reach: 16,384 GPUs of 1,000 h MTBF fail every 220 s, while a checkpoint
+# is written every 1,800 s. Daly's expected wall time per interval tau of work, with C the write
+# and R detection + restart + restore, is (M + R)(e^((tau + C)/M) - 1): the goodput is far below
+# 1/10, so no run finishes within 10 x the failure-free time. Each run says so, its days to train
+# are null (not the 1e10 s a run used to stop at, printed as 115,741 days), and it ends there.
+"$dtsim" faults "$s" --runs 3 --set faults.gpu_mtbf_hours=1000 --set training.tokens=1e13 --json j.json >out 2>err ||
+  { echo "unreachable tokens: exit $?"; cat err; fail=1; }
+python3 - j.json <<'PY' || fail=1
+import json, math, sys
+d = json.load(open(sys.argv[1]))
+M = 1000 * 3600 / 16384; tau, C, R = 1800, 28.4, 10 + 140 + 14.2
+daly = tau / ((M + R) * (math.exp((tau + C) / M) - 1))
+ok = daly < 0.1 and d["unfinished_runs"] == 3 and all(d["days_to_train"][k] is None for k in ("mean", "p5", "p50", "p95"))
+print(f"Daly goodput {daly:.2e}; unfinished {d['unfinished_runs']} of 3; days_to_train {d['days_to_train']}")
+sys.exit(0 if ok else 1)
+PY
+grep -q 'WARNING .*3 of 3 runs did not train' out && grep -q 'days to train *>563.7' out ||
+  { echo "unreachable tokens not told:"; cat out; fail=1; }
 [ "$fail" -eq 0 ] && echo "faults: edges ok"
 exit "$fail"

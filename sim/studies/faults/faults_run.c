@@ -153,7 +153,8 @@ int faults_run_trace(const scenario_config *s, const faults_trace *trace, int ru
         faults_simulate_trace(s, out, trace, s->faults.checkpoint_interval_s, faults_run_seed(s->faults.seed, r), &tl);
         v[r] = tl.interruptions;
         w[r] = tl.wall_s > 0 ? tl.train_s / tl.wall_s : 0;
-        d[r] = tl.wall_s / 86400;
+        d[r] = tl.unfinished ? INFINITY : tl.wall_s / 86400; /* not trained: no days to give */
+        out->unfinished_runs += tl.unfinished;
         for (int c = 0; c < LOSS_COUNT; c++)
             loss[c * runs + r] = tl.lost_s[c] / 3600;
         count_timeline(&count);
