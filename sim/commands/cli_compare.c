@@ -70,6 +70,12 @@ static int column_sets(column *c, const cli_list *common, const char *variant)
     return rc == 0 && parts == 0 ? -2 : rc;
 }
 
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
 /* A cell: column c's figure; the first column and a communication class for the cells that use
  * them. */
 typedef void cell_fn(const column *c, const column *first, int kind, char *v, size_t n);
@@ -213,8 +219,7 @@ int cli_compare(int argc, char **argv)
         column *c = &cols[n];
         int variant = n >= files.count;
         c->file = variant ? files.items[0] : files.items[n];
-        const char *base = strrchr(c->file, '/') ? strrchr(c->file, '/') + 1 : c->file;
-        c->label = variant ? variants.items[n - files.count] : base;
+        c->label = variant ? variants.items[n - files.count] : base_name(c->file);
         int set = column_sets(c, &sets, variant ? variants.items[n - files.count] : NULL);
         if (set == -2) {
             fprintf(stderr, "dtsim compare: --variant '%s' sets nothing (give PATH=VALUE[;PATH=VALUE...])\n",
@@ -236,6 +241,15 @@ int cli_compare(int argc, char **argv)
             goto out;
         }
     }
+    /* two files of one name in different folders: each headed by its path as given, or the
+     * columns could not be told apart */
+    for (int i = 0; i < files.count; i++)
+        for (int j = 0; j < files.count; j++)
+            if (i != j && !strcmp(base_name(cols[i].file), base_name(cols[j].file)) &&
+                strcmp(cols[i].file, cols[j].file)) {
+                cols[i].label = cols[i].file;
+                break;
+            }
     /* every column priced as dtsim run prices it, before any runs; each replay after a column's
      * first asked of the same limits when it comes */
     work_estimate est = {.bytes = 0, .seconds = 0};
