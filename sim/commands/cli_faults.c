@@ -277,6 +277,9 @@ int cli_faults(int argc, char **argv)
     fprintf(h, "  checkpoint interval: scenario %.0f s (goodput %.2f%%), optimum %.0f s (%.2f%%), Young/Daly %.0f s\n",
             s.faults.checkpoint_interval_s, 100 * r.goodput_at_scenario_interval, r.optimal_checkpoint_interval_s,
             100 * r.optimal_goodput, r.young_daly_interval_s);
+    if (s.faults.checkpoint_interval_s < r.step_time_s)
+        fprintf(h, "               (checkpoints are taken between steps: faults.checkpoint_interval_s %g s, under one "
+                   "step, is a checkpoint every step, %.3f s)\n", s.faults.checkpoint_interval_s, r.step_time_s);
     if (s.faults.checkpoint_async && modelled && r.optimal_checkpoint_interval_s < 2 * r.checkpoint_write_s)
         fprintf(h, "               (asynchronous checkpoints block the step %.2f s each, so the optimum is about as "
                    "often as the storage finishes writing one, %.1f s: a checkpoint counts once written; Young/Daly "

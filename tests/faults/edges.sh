@@ -38,5 +38,18 @@ sys.exit(0 if ok else 1)
 PY
 grep -q 'WARNING .*3 of 3 runs did not train' out && grep -q 'days to train *>563.7' out ||
   { echo "unreachable tokens not told:"; cat out; fail=1; }
+# A checkpoint interval under one step is a checkpoint every step (they are taken between steps):
+# without failures, sync, the goodput is step / (step + write), not interval / (interval + write).
+"$dtsim" faults "$s" --runs 2 --set faults.gpu_mtbf_hours=0 --set faults.checkpoint_write='"sync"' \
+  --set faults.checkpoint_interval_s=1 --json sub.json >out 2>/dev/null || fail=1
+python3 - sub.json <<'PY' || fail=1
+import json, sys
+d = json.load(open(sys.argv[1]))
+step, write = d["step_time_s"], d["checkpoint_block_s"]
+want, got = step / (step + write), d["goodput"]["mean"]
+print(f"interval under a step: goodput {got:.5f}, step / (step + write) {want:.5f}")
+sys.exit(0 if abs(got - want) < 1e-9 else 1)
+PY
+grep -q 'a checkpoint every step' out || { echo "interval under a step not told:"; cat out; fail=1; }
 [ "$fail" -eq 0 ] && echo "faults: edges ok"
 exit "$fail"
