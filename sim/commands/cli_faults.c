@@ -207,8 +207,8 @@ int cli_faults(int argc, char **argv)
     int modelled = s.faults.gpu_mtbf_hours > 0 || s.faults.node_mtbf_hours > 0 || s.faults.failure_trace[0];
     if (!modelled)
         fprintf(stderr, "dtsim faults: %s: failures are not modelled (no faults.gpu_mtbf_hours, node_mtbf_hours or "
-                        "failure_trace): goodput is 100%% by construction and the checkpoint interval has nothing to "
-                        "weigh\n", path);
+                        "failure_trace): the goodput loses only the checkpoints' own time, and the longest interval is "
+                        "best\n", path);
     int gpn_ = s.platform.node.gpus > 0 ? s.platform.node.gpus : 1, used = (gpus + gpn_ - 1) / gpn_;
     int free_nodes = s.platform.network.nodes - used + s.faults.spare_nodes;
     if (free_nodes < 0)
@@ -237,7 +237,8 @@ int cli_faults(int argc, char **argv)
             r.checkpoint_write_s, s.platform.storage.checkpoint_write_gbs, r.restore_s,
             s.platform.storage.checkpoint_read_gbs);
     if (!modelled)
-        fprintf(h, "  NOTE         failures are not modelled (no MTBF, no trace): 100%% goodput by construction\n");
+        fprintf(h, "  NOTE         failures are not modelled (no MTBF, no trace): goodput loses only the checkpoints' "
+                   "own time\n");
     if (r.replayed)
         fprintf(h, "  failures replayed from %s (every run the same); MTBF and Young/Daly below from the "
                    "scenario's MTBFs\n", s.faults.failure_trace);
