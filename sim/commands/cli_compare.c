@@ -56,15 +56,25 @@ static int column_sets(column *c, const cli_list *common, const char *variant)
             return -1;
     if (!variant)
         return 0;
-    char *copy = strdup(variant), *save = NULL;
-    int rc = copy ? 0 : -1, parts = 0;
-    for (char *part = copy ? strtok_r(copy, ";", &save) : NULL; part && rc == 0; part = strtok_r(NULL, ";", &save)) {
+    char *copy = strdup(variant);
+    int rc = copy ? 0 : -1, parts = 0, quoted = 0;
+    /* split at each ';' outside a JSON string: a value may hold one (name="a;b") */
+    for (char *part = copy, *p = copy; p && rc == 0; p++) {
+        if (*p == '"' && (p == copy || p[-1] != '\\'))
+            quoted = !quoted;
+        if (*p && (*p != ';' || quoted))
+            continue;
+        int last = !*p;
+        *p = 0;
         while (*part == ' ')
             part++;
         if (*part) {
             rc = cli_list_add(&c->sets, part);
             parts++;
         }
+        part = p + 1;
+        if (last)
+            break;
     }
     free(copy);
     return rc == 0 && parts == 0 ? -2 : rc;
