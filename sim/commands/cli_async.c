@@ -66,7 +66,7 @@ int cli_async(int argc, char **argv)
     int got = async_ps_run_scenario(&s, steps, &meter, &a, &err);
     scenario_free(&s);
     if (got != 0) {
-        fprintf(stderr, "dtsim: %s: %s\n", scenario_path, err.msg);
+        fprintf(stderr, "dtsim async: %s: %s\n", scenario_path, err.msg);
         async_report_free(&a);
         rc = got == -2 ? 2 : 1;
         goto out;

@@ -56,18 +56,34 @@ static int column_sets(column *c, const cli_list *common, const char *variant)
             return -1;
     if (!variant)
         return 0;
-    char *copy = strdup(variant), *save = NULL;
-    int rc = copy ? 0 : -1, parts = 0;
-    for (char *part = copy ? strtok_r(copy, ";", &save) : NULL; part && rc == 0; part = strtok_r(NULL, ";", &save)) {
+    char *copy = strdup(variant);
+    int rc = copy ? 0 : -1, parts = 0, quoted = 0;
+    /* split at each ';' outside a JSON string: a value may hold one (name="a;b") */
+    for (char *part = copy, *p = copy; p && rc == 0; p++) {
+        if (*p == '"' && (p == copy || p[-1] != '\\'))
+            quoted = !quoted;
+        if (*p && (*p != ';' || quoted))
+            continue;
+        int last = !*p;
+        *p = 0;
         while (*part == ' ')
             part++;
         if (*part) {
             rc = cli_list_add(&c->sets, part);
             parts++;
         }
+        part = p + 1;
+        if (last)
+            break;
     }
     free(copy);
     return rc == 0 && parts == 0 ? -2 : rc;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
 }
 
 /* A cell: column c's figure; the first column and a communication class for the cells that use
@@ -213,8 +229,7 @@ int cli_compare(int argc, char **argv)
         column *c = &cols[n];
         int variant = n >= files.count;
         c->file = variant ? files.items[0] : files.items[n];
-        const char *base = strrchr(c->file, '/') ? strrchr(c->file, '/') + 1 : c->file;
-        c->label = variant ? variants.items[n - files.count] : base;
+        c->label = variant ? variants.items[n - files.count] : base_name(c->file);
         int set = column_sets(c, &sets, variant ? variants.items[n - files.count] : NULL);
         if (set == -2) {
             fprintf(stderr, "dtsim compare: --variant '%s' sets nothing (give PATH=VALUE[;PATH=VALUE...])\n",
@@ -236,6 +251,15 @@ int cli_compare(int argc, char **argv)
             goto out;
         }
     }
+    /* two files of one name in different folders: each headed by its path as given, or the
+     * columns could not be told apart */
+    for (int i = 0; i < files.count; i++)
+        for (int j = 0; j < files.count; j++)
+            if (i != j && !strcmp(base_name(cols[i].file), base_name(cols[j].file)) &&
+                strcmp(cols[i].file, cols[j].file)) {
+                cols[i].label = cols[i].file;
+                break;
+            }
     /* every column priced as dtsim run prices it, before any runs; each replay after a column's
      * first asked of the same limits when it comes */
     work_estimate est = {.bytes = 0, .seconds = 0};

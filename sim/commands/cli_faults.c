@@ -13,10 +13,7 @@
 #include "run.h"
 #include "faults.h"
 #include "progress.h"
-
-#ifndef DTSIM_SOURCE_DIR
-#define DTSIM_SOURCE_DIR "."
-#endif
+#include "sweep_plot.h"
 
 static void usage(FILE *f)
 {
@@ -39,15 +36,46 @@ static void usage(FILE *f)
             "exit: 0 ok, 2 bad input, 1 runtime failure\n");
 }
 
-static json_t *stat_json(faults_stat s)
-{
-    return json_pack("{s:f,s:f,s:f,s:f}", "mean", s.mean, "p5", s.p5, "p50", s.p50, "p95", s.p95);
-}
-
-/* JSON has no infinity: a figure that is not finite (no failures: MTBF infinite) is null. */
+/* JSON has no infinity: a figure that is not finite (no failures: MTBF infinite; the days to
+ * train of a run that did not finish) is null. */
 static json_t *num_json(double x)
 {
     return isfinite(x) ? json_real(x) : json_null();
+}
+
+static json_t *stat_json(faults_stat s)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "mean", num_json(s.mean));
+    json_object_set_new(o, "p5", num_json(s.p5));
+    json_object_set_new(o, "p50", num_json(s.p50));
+    json_object_set_new(o, "p95", num_json(s.p95));
+    return o;
+}
+
+/* A days-to-train cell: a run that hit FAULTS_RUN_CAP took longer than cap_days. */
+static const char *days_cell(double days, double cap_days, char *buf, size_t n)
+{
+    char v[32];
+    if (isfinite(days))
+        snprintf(v, sizeof v, "%.1f", days);
+    else
+        snprintf(v, sizeof v, ">%.1f", cap_days);
+    snprintf(buf, n, "%10s", v);
+    return buf;
+}
+
+/* The scenario's name as a gnuplot string: inside '...' a quote is written twice, and a line
+ * break would end the -e program (the name is the user's text: never a shell's or gnuplot's code). */
+static void gnuplot_quoted(const char *in, char *out, size_t n)
+{
+    size_t k = 0;
+    for (; *in && k + 3 < n; in++) {
+        if (*in == '\'')
+            out[k++] = '\'';
+        out[k++] = (unsigned char)*in < ' ' ? ' ' : *in;
+    }
+    out[k] = 0;
 }
 
 static int plot_curve(const faults_report *r, const char *dir, const char *title)
@@ -56,8 +84,9 @@ static int plot_curve(const faults_report *r, const char *dir, const char *title
         fprintf(stderr, "dtsim faults: --plot %s: %s\n", dir, strerror(errno));
         return -1;
     }
-    char data[4200], cmd[9000];
+    char data[4200], prefix[4200], name[2 * CFG_NAME_MAX + 2], vars[9000];
     snprintf(data, sizeof data, "%s/goodput_vs_interval.dat", dir);
+    snprintf(prefix, sizeof prefix, "%s/goodput_vs_interval", dir);
     FILE *f = fopen(data, "w");
     if (!f) {
         fprintf(stderr, "dtsim faults: --plot: cannot write %s: %s\n", data, strerror(errno));
@@ -66,19 +95,18 @@ static int plot_curve(const faults_report *r, const char *dir, const char *title
     fprintf(f, "# checkpoint_interval_s mean_goodput\n");
     for (int i = 0; i < r->curve_points; i++)
         fprintf(f, "%.6g %.6g\n", r->curve_interval_s[i], r->curve_goodput[i]);
-    fclose(f);
-    const char *root = getenv("DTSIM_ROOT");
-    const char *fmts[] = {"png", "svg"};
-    for (int i = 0; i < 2; i++) {
-        snprintf(cmd, sizeof cmd,
-                 "gnuplot -e \"datafile='%s'; out='%s/goodput_vs_interval.%s'; fmt='%s'; plottitle='%s'; "
-                 "optimum=%g; youngdaly=%g\" '%s/plots/faults_goodput.gp'",
-                 data, dir, fmts[i], fmts[i], title, r->optimal_checkpoint_interval_s, r->young_daly_interval_s,
-                 root && *root ? root : DTSIM_SOURCE_DIR);
-        if (system(cmd) != 0) {
-            fprintf(stderr, "dtsim faults: --plot: gnuplot failed\n");
-            return -1;
-        }
+    if (fclose(f) != 0) {
+        fprintf(stderr, "dtsim faults: --plot: cannot write %s: %s\n", data, strerror(errno));
+        return -1;
+    }
+    /* gnuplot started without a shell (sweep_gnuplot), the name quoted for gnuplot alone */
+    gnuplot_quoted(title, name, sizeof name);
+    snprintf(vars, sizeof vars, "datafile='%s'; plottitle='%s'; optimum=%g; youngdaly=%g", data, name,
+             r->optimal_checkpoint_interval_s, r->young_daly_interval_s);
+    config_error err;
+    if (sweep_gnuplot("faults_goodput.gp", vars, prefix, &err) != 0) {
+        fprintf(stderr, "dtsim faults: --plot: %s\n", err.msg);
+        return -1;
     }
     return 0;
 }
@@ -116,7 +144,7 @@ static int faults_within_budget(const scenario_config *s, int runs, const budget
     if (s->training.tokens > 0 && budget_within(&e, limits) && run_scenario(&step, &r, &err) == 0) {
         time_to_train t;
         run_time_to_train(&step, r.step_time_s, r.gpus, &t);
-        days = t.days;
+        days = FAULTS_RUN_CAP * t.days; /* a run goes on until its tokens are trained, or this cap */
     }
     budget_estimate_faults(s, runs, days, &mc);
     mc.seconds += e.seconds;
@@ -149,6 +177,14 @@ int cli_faults(int argc, char **argv)
         goto out;
     rc = 2;
     config_error err;
+    /* gnuplot's strings end at a quote: a folder with one could not be drawn into, said now and
+     * not after the runs */
+    if (plot_dir && strchr(plot_dir, '\'')) {
+        fprintf(stderr, "dtsim faults: --plot: folder '%s' contains a quote ('), which gnuplot cannot take\n",
+                plot_dir);
+        scenario_free(&s);
+        goto out;
+    }
     if (faults_within_budget(&s, runs, &limits) != 0) {
         scenario_free(&s);
         goto out;
@@ -171,8 +207,8 @@ int cli_faults(int argc, char **argv)
     int modelled = s.faults.gpu_mtbf_hours > 0 || s.faults.node_mtbf_hours > 0 || s.faults.failure_trace[0];
     if (!modelled)
         fprintf(stderr, "dtsim faults: %s: failures are not modelled (no faults.gpu_mtbf_hours, node_mtbf_hours or "
-                        "failure_trace): goodput is 100%% by construction and the checkpoint interval has nothing to "
-                        "weigh\n", path);
+                        "failure_trace): the goodput loses only the checkpoints' own time, and the longest interval is "
+                        "best\n", path);
     int gpn_ = s.platform.node.gpus > 0 ? s.platform.node.gpus : 1, used = (gpus + gpn_ - 1) / gpn_;
     int free_nodes = s.platform.network.nodes - used + s.faults.spare_nodes;
     if (free_nodes < 0)
@@ -201,7 +237,8 @@ int cli_faults(int argc, char **argv)
             r.checkpoint_write_s, s.platform.storage.checkpoint_write_gbs, r.restore_s,
             s.platform.storage.checkpoint_read_gbs);
     if (!modelled)
-        fprintf(h, "  NOTE         failures are not modelled (no MTBF, no trace): 100%% goodput by construction\n");
+        fprintf(h, "  NOTE         failures are not modelled (no MTBF, no trace): goodput loses only the checkpoints' "
+                   "own time\n");
     if (r.replayed)
         fprintf(h, "  failures replayed from %s (every run the same); MTBF and Young/Daly below from the "
                    "scenario's MTBFs\n", s.faults.failure_trace);
@@ -225,13 +262,25 @@ int cli_faults(int argc, char **argv)
     for (int c = 0; c < LOSS_COUNT; c++)
         fprintf(h, "  lost h: %-14s %10.1f %10.1f %10.1f %10.1f\n", faults_loss_name(c), r.lost_hours[c].mean,
                 r.lost_hours[c].p5, r.lost_hours[c].p50, r.lost_hours[c].p95);
-    if (r.target_train_s > 0)
-        fprintf(h, "  %-22s %10.1f %10.1f %10.1f %10.1f   (%.3g tokens; %.1f days without failures)\n",
-                "days to train", r.days_to_train.mean, r.days_to_train.p5, r.days_to_train.p50, r.days_to_train.p95,
+    if (r.target_train_s > 0) {
+        double cap = FAULTS_RUN_CAP * r.target_train_s / 86400;
+        char c[4][32];
+        fprintf(h, "  %-22s %s %s %s %s   (%.3g tokens; %.1f days without failures)\n", "days to train",
+                days_cell(r.days_to_train.mean, cap, c[0], sizeof c[0]), days_cell(r.days_to_train.p5, cap, c[1], 32),
+                days_cell(r.days_to_train.p50, cap, c[2], 32), days_cell(r.days_to_train.p95, cap, c[3], 32),
                 s.training.tokens, r.target_train_s / 86400);
+        if (r.unfinished_runs > 0)
+            fprintf(h, "  WARNING      %d of %d runs did not train %.3g tokens within %g times the failure-free "
+                       "%.1f days (%.1f days of wall time): failures come faster than the job can keep its "
+                       "work; their days to train are only known to exceed that (null in --json)\n",
+                    r.unfinished_runs, runs, s.training.tokens, FAULTS_RUN_CAP, r.target_train_s / 86400, cap);
+    }
     fprintf(h, "  checkpoint interval: scenario %.0f s (goodput %.2f%%), optimum %.0f s (%.2f%%), Young/Daly %.0f s\n",
             s.faults.checkpoint_interval_s, 100 * r.goodput_at_scenario_interval, r.optimal_checkpoint_interval_s,
             100 * r.optimal_goodput, r.young_daly_interval_s);
+    if (s.faults.checkpoint_interval_s < r.step_time_s)
+        fprintf(h, "               (checkpoints are taken between steps: faults.checkpoint_interval_s %g s, under one "
+                   "step, is a checkpoint every step, %.3f s)\n", s.faults.checkpoint_interval_s, r.step_time_s);
     if (s.faults.checkpoint_async && modelled && r.optimal_checkpoint_interval_s < 2 * r.checkpoint_write_s)
         fprintf(h, "               (asynchronous checkpoints block the step %.2f s each, so the optimum is about as "
                    "often as the storage finishes writing one, %.1f s: a checkpoint counts once written; Young/Daly "
@@ -272,6 +321,7 @@ int cli_faults(int argc, char **argv)
         json_object_set_new(doc, "lost_hours", lost);
         /* No token budget: nothing to finish, so no days to train (null, not 0). */
         json_object_set_new(doc, "days_to_train", r.target_train_s > 0 ? stat_json(r.days_to_train) : json_null());
+        json_object_set_new(doc, "unfinished_runs", json_integer(r.unfinished_runs));
         json_object_set_new(doc, "optimal_checkpoint_interval_s", num_json(r.optimal_checkpoint_interval_s));
         json_object_set_new(doc, "young_daly_interval_s", num_json(r.young_daly_interval_s));
         json_object_set_new(doc, "expected_failures", num_json(r.expected_failures));

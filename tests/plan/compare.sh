@@ -42,6 +42,17 @@ grep -q '^  (2) training.micro_batch_size=2$' "$work/long" && grep -q '^  (3) tr
   { echo "long labels:"; cat "$work/long"; fail=1; }
 "$dtsim" compare "$a" --variant ' ; ' >/dev/null 2>"$work/err"; rc=$?
 [ "$rc" -eq 2 ] && grep -q "sets nothing" "$work/err" || { echo "empty variant: exit $rc"; cat "$work/err"; fail=1; }
+# two files of one name in different folders are headed by their paths, not twice by the name
+mkdir -p "$work/x" "$work/y" && cp "$a" "$work/x/s.json" && cp "$b" "$work/y/s.json"
+sed -i "s#\"platforms/#\"$root/platforms/#" "$work/x/s.json" "$work/y/s.json"
+"$dtsim" compare "$work/x/s.json" "$work/y/s.json" >"$work/same" 2>&1 || fail=1
+grep -q "^  (1) $work/x/s.json\$" "$work/same" && grep -q "^  (2) $work/y/s.json\$" "$work/same" ||
+  { echo "same names:"; cat "$work/same"; fail=1; }
+# a ';' inside a JSON string is part of the value, not the end of the variant's PATH=VALUE
+"$dtsim" compare "$a" --variant 'name="x;y";training.micro_batch_size=2' --json "$work/semi.json" >/dev/null 2>"$work/err" ||
+  { echo "quoted ';':"; cat "$work/err"; fail=1; }
+python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['scenarios'][1]; sys.exit(0 if c['sets']==['name=\"x;y\"','training.micro_batch_size=2'] and c['scenario']=='x;y' else 1)" \
+  "$work/semi.json" || { echo "quoted ';' split"; fail=1; }
 args=(); for i in $(seq 17); do args+=("$a"); done
 "$dtsim" compare "${args[@]}" >/dev/null 2>"$work/err"; [ $? -eq 2 ] && grep -q 'at most 16' "$work/err" || fail=1
 [ "$fail" -eq 0 ] && echo "compare: columns equal dtsim run's; variants; refusals"

@@ -264,6 +264,11 @@ static void command_exit_codes(void **state)
     assert_int_equal(run_cli(4, zero), 2);
     const char *absent[] = {"async", DTSIM_SOURCE_DIR "/scenarios/gpt3-175b-1024-a100.json"};
     assert_int_equal(run_cli(2, absent), 2);
+    /* 32 workers x 10 servers x 1,000,000 steps = 3.2e8 updates, over the 2e8 a simulation takes:
+     * refused as input (2), not a runtime failure, even with the limits raised */
+    const char *too_many[] = {"async", shipped(), "--steps", "1000000", "--set", "parameter_server.servers=10",
+                              "--max-seconds", "1e9", "--max-memory-gib", "1e6"};
+    assert_int_equal(run_cli(10, too_many), 2);
 
     char path[] = "/tmp/dtsim-async-test-XXXXXX";
     int fd = mkstemp(path);

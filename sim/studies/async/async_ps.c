@@ -341,7 +341,7 @@ static int check_model(const ps_model *m, config_error *err)
         why = "a bandwidth <= 0";
     else if (!(m->link_latency_s >= 0) || !(m->backbone_latency_s >= 0))
         why = "a negative latency";
-    else if ((double)m->workers * m->servers * m->steps > 2e8)
+    else if ((double)m->workers * m->servers * m->steps > PS_MAX_UPDATES)
         why = "workers x servers x steps > 2e8 updates";
     if (why)
         snprintf(err->msg, sizeof err->msg, "parameter server model: %s", why);

@@ -14,6 +14,10 @@
  * 25.6 GB/s per channel, JEDEC JESD79-4), i.e. 204.8 GB/s peak (docs/async.md). */
 #define PS_DEFAULT_HOST_MEMORY_GBS 204.8
 
+/* The most shard updates (workers x servers x steps) one simulation takes: each keeps its
+ * staleness, and the count is an int inside the simulation. */
+#define PS_MAX_UPDATES 2e8
+
 /* The simulated system, independent of any scenario (the tests build it directly). */
 typedef struct {
     int workers, servers;

@@ -104,6 +104,15 @@ int async_ps_run_scenario(const scenario_config *s, int steps, progress_meter *p
     build_model(s, a);
     a->m.steps = steps > 0 ? steps : s->parameter_server.steps;
     a->m.progress = progress;
+    /* input the simulation cannot take is refused as input, before the replica's runs */
+    double updates = (double)a->m.workers * a->m.servers * a->m.steps;
+    if (updates > PS_MAX_UPDATES) {
+        snprintf(err->msg, sizeof err->msg,
+                 "%.3g shard updates (%d steps x %d workers x %d servers) are more than the %.0e one simulation "
+                 "takes: use fewer steps (--steps, parameter_server.steps), parameter_server.servers or "
+                 "data-parallel replicas", updates, a->m.steps, a->m.workers, a->m.servers, PS_MAX_UPDATES);
+        return -2;
+    }
     /* What the machine cannot hold is refused here, before the replica's runs, not by SimGrid's
      * own log lines mid-run (its stacks past vm.max_map_count). */
     double actors = ps_actors(a->m.workers, a->m.servers);

@@ -365,8 +365,11 @@ void faults_simulate_trace(const scenario_config *s, const faults_report *P, con
         source_next(&src, fail_at, c.t);
         if (P->target_train_s <= 0 && c.t >= P->horizon_s)
             break;
-        if (c.t > 1e10) /* a run that never finishes (failures faster than restarts) */
+        /* a run that cannot train its tokens (failures faster than checkpoints or restarts) */
+        if (P->target_train_s > 0 && c.t >= FAULTS_RUN_CAP * P->target_train_s) {
+            out->unfinished = 1;
             break;
+        }
     }
     out->wall_s = c.t;
     out->train_s = c.p;

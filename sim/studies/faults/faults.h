@@ -50,6 +50,11 @@ void faults_trace_path(const scenario_config *s, char *out, size_t size);
 void faults_trace_free(faults_trace *t);
 
 enum { FAULTS_ELASTIC_MAX = 256 };
+/* A run with training.tokens ends, unfinished, after this many times its failure-free training
+ * time: its goodput is under 1 / FAULTS_RUN_CAP and its days to train only bounded below. Failures
+ * faster than the job can checkpoint would otherwise go on for ever, and the up-front estimate
+ * (sim/budget.c) counts the failures of at most that long a run. */
+#define FAULTS_RUN_CAP 10.0
 
 /* ---- the Monte Carlo ------------------------------------------------------------------- */
 typedef struct {
@@ -60,6 +65,7 @@ typedef struct {
     double expected_failures;              /* N x T / MTBF over the horizon (exponential) */
     double horizon_s, target_train_s;      /* target_train_s: training time for training.tokens (0 = none) */
     faults_stat interruptions, goodput, days_to_train, lost_hours[LOSS_COUNT];
+    int unfinished_runs;                   /* runs that hit FAULTS_RUN_CAP: days_to_train infinite */
     double optimal_checkpoint_interval_s, young_daly_interval_s;
     double optimal_goodput, goodput_at_scenario_interval;
     int curve_points;                      /* goodput vs checkpoint interval, for plots */
@@ -92,6 +98,7 @@ int faults_run_trace(const scenario_config *s, const faults_trace *trace, int ru
  * step, checkpoint and horizon figures are filled (faults_run fills them). trace: NULL to draw. */
 typedef struct {
     double wall_s, train_s, interruptions, lost_s[LOSS_COUNT];
+    int unfinished;                        /* 1: training.tokens not trained within FAULTS_RUN_CAP */
 } faults_timeline;
 void faults_simulate_one(const scenario_config *s, const faults_report *params, double interval_s,
                          unsigned long long seed, faults_timeline *out);

@@ -148,12 +148,15 @@ int faults_run_trace(const scenario_config *s, const faults_trace *trace, int ru
     double *v = buf, *w = buf + runs, *d = buf + 2 * runs, *loss = buf + 3 * runs;
     int search_runs = search_runs_of(runs, trace != NULL);
     timeline_count count = {progress, 0, faults_timelines(runs, trace != NULL)};
+    /* a checkpoint is taken between steps: an interval under one step is one every step */
+    double interval = fmax(s->faults.checkpoint_interval_s, out->step_time_s);
     for (int r = 0; r < runs; r++) {
         faults_timeline tl;
-        faults_simulate_trace(s, out, trace, s->faults.checkpoint_interval_s, faults_run_seed(s->faults.seed, r), &tl);
+        faults_simulate_trace(s, out, trace, interval, faults_run_seed(s->faults.seed, r), &tl);
         v[r] = tl.interruptions;
         w[r] = tl.wall_s > 0 ? tl.train_s / tl.wall_s : 0;
-        d[r] = tl.wall_s / 86400;
+        d[r] = tl.unfinished ? INFINITY : tl.wall_s / 86400; /* not trained: no days to give */
+        out->unfinished_runs += tl.unfinished;
         for (int c = 0; c < LOSS_COUNT; c++)
             loss[c * runs + r] = tl.lost_s[c] / 3600;
         count_timeline(&count);
@@ -174,7 +177,7 @@ int faults_run_trace(const scenario_config *s, const faults_trace *trace, int ru
     /* The goodput-optimal interval: a log grid from one step (or 10 s) to a week, then points
      * across the best cell (faults.h). */
     double lo = fmax(10.0, out->step_time_s), hi = 7 * 86400.0;
-    double ratio = pow(hi / lo, 1.0 / (FAULTS_GRID_POINTS - 1)), best = s->faults.checkpoint_interval_s, best_g = -1;
+    double ratio = pow(hi / lo, 1.0 / (FAULTS_GRID_POINTS - 1)), best = interval, best_g = -1;
     for (int n = 0; n < FAULTS_GRID_POINTS; n++) {
         double iv = lo * pow(ratio, n);
         double g = mean_goodput(s, out, trace, iv, search_runs, &count);
