@@ -237,8 +237,12 @@ int cli_parse_args_list(const cli_spec *spec, int argc, char **argv, cli_list *w
     /* After "--" every word is positional. */
     for (int i = optind; rc == CLI_GO_ON && i < argc; i++)
         rc = take_positional(spec, words, argv[i]);
-    if (rc == CLI_GO_ON && spec->outputs && cli_check_outputs(spec->command, spec->outputs) != 0)
-        rc = 2;
+    if (rc == CLI_GO_ON && spec->outputs) {
+        const char *const *inputs = words ? words->items : (const char *const *)spec->positional;
+        int n_inputs = words ? words->count : spec->positional ? 1 : 0;
+        if (cli_check_outputs(spec->command, spec->outputs, inputs, n_inputs) != 0)
+            rc = 2;
+    }
     /* a command that shows progress (it takes --progress) reads $DTSIM_PROGRESS_INTERVAL_S: a bad
      * value is refused here, before the work, as a bad flag would be */
     double interval;

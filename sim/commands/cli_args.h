@@ -80,9 +80,11 @@ typedef struct {
 
 /* Every output of outs (ending with CLI_OUT_END), as the parser checks them: a file's folder
  * must take a new file (atomic_file_check), a folder must be one or be makeable in a writable
- * folder, "-" only where stdout_ok, and no two outputs may name the same path. 0, or 2 after
- * "dtsim COMMAND: FLAG PATH: why" on stderr. (In cli_io.c, with the writers.) */
-int cli_check_outputs(const char *command, const cli_output *outs);
+ * folder, "-" only where stdout_ok, no two outputs may name one file, and no output file may be
+ * one of the n_inputs files the command reads (its positional words; two spellings of one file,
+ * or a link to it, count as one). 0, or 2 after "dtsim COMMAND: FLAG PATH: why" on stderr. (In
+ * cli_io.c, with the writers.) */
+int cli_check_outputs(const char *command, const cli_output *outs, const char *const *inputs, int n_inputs);
 
 /* cli_parse_args()'s answer when the command goes on with what it parsed. */
 #define CLI_GO_ON (-1)

@@ -81,7 +81,50 @@ static int folder_writable(const char *path, char *why, size_t len)
     return 0;
 }
 
-int cli_check_outputs(const char *command, const cli_output *outs)
+/* The file a path names, as a key two spellings of one file share: its device and inode where it
+ * exists, else its folder's (the file would be made there) and its last name. 0, or -1 when the
+ * folder does not exist either (a later check says so). */
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    const char *name; /* NULL: an existing file, named by dev and ino alone */
+} file_key;
+
+static int key_of(const char *path, file_key *k)
+{
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        *k = (file_key){st.st_dev, st.st_ino, NULL};
+        return 0;
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    const char *name = slash ? path + (slash - dir) + 1 : path;
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        slash[slash == dir] = 0;
+    if (stat(dir, &st) != 0)
+        return -1;
+    *k = (file_key){st.st_dev, st.st_ino, name};
+    return 0;
+}
+
+/* Whether paths a and b name one file ("out.json", "./out.json", a link to it). */
+static int same_file(const char *a, const char *b)
+{
+    file_key ka, kb;
+    if (!strcmp(a, b))
+        return 1;
+    if (key_of(a, &ka) != 0 || key_of(b, &kb) != 0)
+        return 0;
+    if (ka.dev != kb.dev || ka.ino != kb.ino || !ka.name != !kb.name)
+        return 0;
+    return !ka.name || !strcmp(ka.name, kb.name);
+}
+
+int cli_check_outputs(const char *command, const cli_output *outs, const char *const *inputs, int n_inputs)
 {
     for (int i = 0; outs[i].flag; i++) {
         const cli_output *o = &outs[i];
@@ -101,9 +144,17 @@ int cli_check_outputs(const char *command, const cli_output *outs)
             return 2;
         }
         for (int j = 0; j < i; j++)
-            if (outs[j].path && *outs[j].path && !strcmp(*outs[j].path, path)) {
+            if (outs[j].path && *outs[j].path && strcmp(*outs[j].path, "-") && same_file(*outs[j].path, path)) {
                 fprintf(stderr, "dtsim %s: %s and %s both name %s: give each its own path\n", command, outs[j].flag,
                         o->flag, path);
+                return 2;
+            }
+        /* the command reads its inputs after this check: an output over one would replace what it
+         * is about to read (and what the user wrote) with its own result */
+        for (int j = 0; j < n_inputs; j++)
+            if (inputs[j] && !o->folder && same_file(inputs[j], path)) {
+                fprintf(stderr, "dtsim %s: %s %s: that is the input %s; write the output elsewhere\n", command,
+                        o->flag, path, inputs[j]);
                 return 2;
             }
         if (o->folder && folder_writable(path, why, sizeof why) != 0) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every output a dtsim command writes is checked before its work (sim/commands/cli.h,
 # cli_check_outputs): a missing folder, a folder where a file goes, a file where a folder goes,
-# "-" where only a file makes sense and two outputs at one path are refused with exit 2 and the
-# flag named, before any simulation (each would otherwise fail after the work, or not at all);
+# "-" where only a file makes sense, two outputs at one file (however spelt) and an output over an
+# input the command reads are refused with exit 2 and the flag named, before any simulation (each would otherwise fail after the work, or not at all);
 # nothing is created; a plan that finds no layout leaves an earlier --json as it was.
 #   output_paths.sh DTSIM REPO_ROOT
 set -u
@@ -28,6 +28,22 @@ refused "run --json in a missing folder" "dtsim run: --json: cannot write nodir/
 refused "run --json at a folder" "cannot write adir: it is a folder" "$dtsim" run "$s" --json adir
 refused "run --trace -" "dtsim run: --trace -: this output is written to a file only" "$dtsim" run "$s" --trace -
 refused "run, one path twice" "--json and --trace both name x.json" "$dtsim" run "$s" --json x.json --trace x.json
+refused "run, one file spelt twice" "--json and --trace both name ./x.json" "$dtsim" run "$s" --json x.json --trace ./x.json
+# an output over the input it reads: the scenario (a copy, compared after), by its own name, another
+# spelling, a link to it, one of compare's several inputs
+cp "$s" own.json && ln -s own.json link.json
+refused "run --json over its scenario" "dtsim run: --json own.json: that is the input own.json" \
+  "$dtsim" run own.json --json own.json
+refused "run --json over its scenario, spelt otherwise" "that is the input own.json" \
+  "$dtsim" run own.json --json "$work/own.json"
+refused "run --trace over the file a link names" "dtsim run: --trace own.json: that is the input link.json" \
+  "$dtsim" run link.json --trace own.json
+refused "compare --json over its second scenario" "dtsim compare: --json ./own.json: that is the input own.json" \
+  "$dtsim" compare "$s" own.json --json ./own.json
+refused "faults --json over its scenario" "dtsim faults: --json own.json: that is the input own.json" \
+  "$dtsim" faults own.json --runs 2 --json own.json
+cmp -s own.json "$s" || { echo "an input scenario was changed"; fail=1; }
+rm -f own.json link.json
 refused "plan --report" "dtsim plan: --report: cannot write nodir/r.md" "$dtsim" plan "$s" --report nodir/r.md
 refused "plan --json" "dtsim plan: --json: cannot write nodir/p.json" "$dtsim" plan "$s" --json nodir/p.json
 refused "faults --plot at a file" "dtsim faults: --plot afile: it exists and is not a folder" \
