@@ -224,6 +224,11 @@ int cli_compare(int argc, char **argv)
     if (fidelity && cli_list_addf(&sets, "run.fidelity=\"%s\"", fidelity))
         goto out;
     cols = calloc((size_t)want, sizeof *cols);
+    if (!cols) {
+        fprintf(stderr, "dtsim compare: out of memory for %d columns\n", want);
+        rc = 1;
+        goto out;
+    }
     /* load every column first, so a bad one is refused before anything is simulated */
     for (n = 0; n < want; n++) {
         column *c = &cols[n];
