@@ -54,7 +54,9 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z)
         ahead = ZERO3_MAX_AHEAD;
     z->prefetch_layers = ahead;
     z->live_params = (1 + ahead) * z->layer_params;
-    if (max_live > 0 && ahead > 0) /* it holds what it counts, and the tensor that crossed the limit */
+    /* it holds what it counts, and the tensor that crossed the limit; at least the running layer,
+     * which dtsim gathers in one piece */
+    if (max_live > 0 && ahead > 0)
         z->live_params = fmin(z->live_params, fmax(max_live, z->layer_params) + largest);
     z->regather_rerun = s->training.recompute == RECOMPUTE_FULL &&
                         s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED;

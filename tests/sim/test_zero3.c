@@ -421,7 +421,8 @@ static void fsdp2_key_is_refused_where_it_cannot_run(void **state)
  * The unset rule, DeepSpeed's knobs, prefetches ceil(5e7 / P) layers within max_live_parameters
  * 1e9 counted tensor by tensor, as DeepSpeed's coordinator counts them: 4, 1, 1 (its largest
  * tensor, 268M, leaves room for the next one: whole layers counted had said 0) and 0 (a 1.07G
- * tensor alone passes 1e9), holding at most max_live and the tensor that crossed it. */
+ * tensor alone passes 1e9), holding at most max_live (or the running layer, if larger) and the
+ * tensor that crossed it. */
 static void megatron_fsdp_prefetches_by_its_size(void **state)
 {
     (void)state;
