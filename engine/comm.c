@@ -379,6 +379,7 @@ static void int_counts(const comm_group *g, const size_t *counts, int *cnt, int 
                        size_t *before, const char *what)
 {
     size_t off = 0;
+    *before = 0; /* set below at r == g->rank, which is always one of the ranks */
     for (int r = 0; r < g->size; r++) {
         if (counts[r] > INT_MAX || (displ && off > INT_MAX)) {
             fprintf(stderr, "dtrain: %s: a part of %zu elements at %zu is more than MPI's int counts can carry\n",

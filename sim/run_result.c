@@ -196,13 +196,14 @@ void run_result_print(const run_result *r, const scenario_config *s, void *file)
                 r->memory.nvme_gib);
     compression_effect_print(&r->compression, f);
     if (r->to_train.known) {
-        char tok[32], steps[32], hours[32], cost[48] = "";
+        char tok[32], steps[32], hours[32], cost[64] = "";
         run_words(r->to_train.tokens, tok, sizeof tok);
         run_words(r->to_train.steps, steps, sizeof steps);
         run_words(r->to_train.gpu_hours, hours, sizeof hours);
         if (r->to_train.has_cost) {
-            char c[32];
+            char c[16]; /* run_words writes at most 11: "-1.23e+308Q" */
             run_words(r->to_train.cost, c, sizeof c);
+            /* 24 characters, c and a %.3g (at most 10): within cost */
             snprintf(cost, sizeof cost, ", cost %s at %.3g per GPU-hour", c, r->price_per_gpu_hour);
         }
         if (!r->to_train.with_failures) {

@@ -184,7 +184,7 @@ int cli_export(int argc, char **argv)
     const char *path = NULL;
     cli_list sets = {0};
     const cli_option options[] = {CLI_OPT_APPEND("set", &sets), CLI_OPT_END};
-    const cli_spec spec = {"export", usage, options, &path, "scenario file"};
+    const cli_spec spec = {"export", usage, options, &path, "scenario file", NULL}; /* writes stdout only */
     scenario_config s;
     int rc = cli_parse_and_load(&spec, argc - 1, argv + 1, &sets, &s);
     if (rc != CLI_GO_ON)

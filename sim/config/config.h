@@ -376,9 +376,11 @@ typedef struct {
     } run;
 } scenario_config;
 
-/* Error report for every loader: the JSON path, the value, the rule. */
+/* Error report for every loader: the JSON path, the value, the rule. Room for a whole file path
+ * (an output's temporary name beside it too, atomic_file.h) and the words around it, so that a
+ * message naming one is not cut. */
 typedef struct {
-    char msg[1024];
+    char msg[CFG_PATH_MAX + 1024];
 } config_error;
 
 /* Loads and validates a scenario file. overrides: "--set" strings "path=value" (n of them).

@@ -20,8 +20,10 @@ int config_fail(config_error *err, const char *fmt, ...)
         return -1;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     va_end(ap);
+    if (n >= (int)sizeof err->msg) /* past the room (a huge --set value): said, not cut silently */
+        memcpy(err->msg + sizeof err->msg - sizeof CONFIG_CUT, CONFIG_CUT, sizeof CONFIG_CUT);
     return -1;
 }
 
@@ -262,7 +264,6 @@ int config_apply_override(json_t *root, const char *assignment, config_error *er
         return config_fail(err, "--set '%s': the value is neither JSON nor a UTF-8 string", assignment);
 
     json_t *node = root;
-    char walked[512] = "scenario";
     /* Split by hand, not with strtok: "a..b", ".a" and "a." are typos to report, not to
      * silently fold into "a.b". */
     char *seg = path;
@@ -279,14 +280,15 @@ int config_apply_override(json_t *root, const char *assignment, config_error *er
             return 0;
         }
         json_t *child = json_object_get(node, seg);
-        snprintf(walked + strlen(walked), sizeof walked - strlen(walked), ".%s", seg);
         if (!child) {
             /* absent along the path: created here, judged by the loader like a key in the file */
             child = json_object();
             json_object_set_new(node, seg, child);
         } else if (!json_is_object(child)) {
             json_decref(val);
-            return config_fail(err, "--set '%s': %s is %s, not an object", assignment, walked, type_name(child));
+            /* the path walked so far, seg last: the assignment's text up to this dot */
+            return config_fail(err, "--set '%s': scenario.%.*s is %s, not an object", assignment, (int)(dot - path),
+                               assignment, type_name(child));
         }
         node = child;
         seg = dot + 1;

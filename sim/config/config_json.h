@@ -16,7 +16,9 @@
 #define DTCAL_JSON_REAL_DIGITS 6
 
 /* Formats a message into err and returns -1, so loaders can `return config_fail(...)`; with err
- * NULL (a caller that asks only whether a rule holds: scenario_validate_batch) it only returns -1. */
+ * NULL (a caller that asks only whether a rule holds: scenario_validate_batch) it only returns -1.
+ * A message past err->msg ends with CONFIG_CUT where it was cut. */
+#define CONFIG_CUT "... (message cut)"
 int config_fail(config_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Loads a JSON file (object at the top), refusing files over CONFIG_MAX_FILE_BYTES. */

@@ -205,7 +205,8 @@ static int parse_gemm(json_t *gemm, const char *path, calibration_config *c, con
         for (int i = 0; i < t->count; i++) {
             static const char *const keys[] = {"m", "n", "k", "tflops", NULL};
             char sub[2 * CFG_PATH_MAX];
-            snprintf(sub, sizeof sub, "%s.%s[%d]", path, key, i);
+            if (snprintf(sub, sizeof sub, "%s.%s[%d]", path, key, i) >= (int)sizeof sub) /* named whole, or not read */
+                return config_fail(err, "%.200s...: path too long", path);
             json_t *pt = json_array_get(list, (size_t)i);
             if (!json_is_object(pt))
                 return config_fail(err, "%s: expected an object {m, n, k, tflops}", sub);
@@ -245,7 +246,8 @@ static int parse_collectives(json_t *colls, const char *path, calibration_config
             return -1;
         if (!cls)
             continue;
-        snprintf(sub, sizeof sub, "%s.%s", path, classes[lc]);
+        if (snprintf(sub, sizeof sub, "%s.%s", path, classes[lc]) >= (int)sizeof sub) /* as parse_gemm's */
+            return config_fail(err, "%.200s...: path too long", path);
         if (config_check_keys(cls, sub, kinds, err))
             return -1;
         for (int k = 0; k < COLL_KIND_COUNT; k++) {

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 #include "collective.h"
 #include "config.h"
+#include "config_internal.h"
 #include "params.h"
 
 /* A valid scenario on the shipped A100 platform: 64 GPUs of 8-GPU nodes. */
@@ -645,6 +646,38 @@ static void load_dir(const char *sub, int kind)
     assert_true(n > 0);
 }
 
+/* No message is cut silently: one past its room (a --set echoing a huge value) ends saying so,
+ * and a calibration whose name leaves no room for its points' paths is refused, not read with
+ * them cut. */
+static void too_long_is_said_not_cut(void **state)
+{
+    (void)state;
+    static char set[8000];
+    snprintf(set, sizeof set, "training..micro_batch_size=%*s", 7000, "x");
+    const char *sets[] = {set};
+    scenario_config s;
+    config_error err;
+    assert_int_not_equal(load_with(sets, 1, &s, &err), 0);
+    assert_memory_equal(err.msg, "--set 'training..", 17); /* the reason comes after the value: cut */
+    size_t n = strlen(err.msg);
+    assert_int_equal(n, sizeof err.msg - 1);
+    assert_string_equal(err.msg + n - strlen(CONFIG_CUT), CONFIG_CUT);
+
+    json_error_t je;
+    json_t *root = json_loads("{\"device\": \"d\", \"source\": \"datasheet\", \"gemm\": {\"bf16\": "
+                              "[{\"m\": 1, \"n\": 1, \"k\": 1, \"tflops\": 100}]}}", 0, &je);
+    assert_non_null(root);
+    static char label[2 * CFG_PATH_MAX - 8]; /* "LABEL.gemm.bf16[0]" passes 2 * CFG_PATH_MAX */
+    memset(label, 'c', sizeof label - 1);
+    calibration_config c;
+    assert_int_equal(calibration_parse(root, "short", &c, &err), 0); /* the same file, named briefly */
+    calibration_free(&c);
+    assert_int_not_equal(calibration_parse(root, label, &c, &err), 0);
+    assert_non_null(strstr(err.msg, "...: path too long"));
+    calibration_free(&c);
+    json_decref(root);
+}
+
 static void shipped_files_load(void **state)
 {
     load_dir("platforms", 0);
@@ -668,6 +701,7 @@ int main(void)
         cmocka_unit_test(data_parallel_size_is_derived),
         cmocka_unit_test(files_load_from_disk_and_bad_json_is_located),
         cmocka_unit_test(shipped_files_load),
+        cmocka_unit_test(too_long_is_said_not_cut),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

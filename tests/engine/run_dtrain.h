@@ -56,6 +56,14 @@ static inline int dtrain_suite_run_private_n(const char *name, const struct CMUn
     leave_private_dir(dir);
     return rc;
 }
+
+/* snprintf into the array buf, whole or the test fails: a path or command line cut short would
+ * run, or remove, something else. */
+#define format_whole(buf, ...)                                                                       \
+    do {                                                                                             \
+        if (snprintf((buf), sizeof(buf), __VA_ARGS__) >= (int)sizeof(buf))                           \
+            fail_msg("%s: %s passes its %zu bytes", __func__, #buf, sizeof(buf));                    \
+    } while (0)
 #endif
 
 /* A run's stderr file into text (NUL-terminated, cut to len - 1). */
@@ -69,19 +77,28 @@ static inline void read_stderr_file(const char *path, char *text, size_t len)
 }
 
 /* Runs "DTRAIN [--device D] ARGS --log-json LOG 2>ERR"; returns the exit code; lines[] gets the
- * parsed log lines (caller json_decref's them), *n their count. */
+ * parsed log lines (caller json_decref's them), *n their count. -1 (no lines) where it could not
+ * run: a command line too long is said in stderr_text, not run cut. */
 static inline int run_dtrain(const char *dtrain, const char *args, json_t **lines, int max, int *n, char *stderr_text,
                       size_t stderr_len)
 {
+    *n = 0;
     char log[] = "/tmp/dtrain_log_XXXXXX", errf[] = "/tmp/dtrain_err_XXXXXX";
     int fd1 = mkstemp(log), fd2 = mkstemp(errf);
     if (fd1 < 0 || fd2 < 0)
         return -1;
     char cmd[16384];
-    snprintf(cmd, sizeof cmd, "'%s' %s %s --log-json %s 2>%s", dtrain, dtrain_test_device_flag(), args, log, errf);
+    if (snprintf(cmd, sizeof cmd, "'%s' %s %s --log-json %s 2>%s", dtrain, dtrain_test_device_flag(), args, log,
+                 errf) >= (int)sizeof cmd) {
+        snprintf(stderr_text, stderr_len, "the dtrain command line passes %zu bytes: not run", sizeof cmd);
+        remove(log);
+        remove(errf);
+        close(fd1);
+        close(fd2);
+        return -1;
+    }
     int status = system(cmd);
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    *n = 0;
     FILE *f = fopen(log, "r");
     char buf[8192];
     while (f && *n < max && fgets(buf, sizeof buf, f)) {

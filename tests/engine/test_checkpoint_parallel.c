@@ -108,10 +108,10 @@ static void reshards_to_another_layout(void **state)
     for (int zero = 0; zero <= 1; zero++) {
         /* a resumed run checkpoints again: resume each time from a copy of the step-4 one */
         char copy[8300], cmd[17000];
-        snprintf(copy, sizeof copy, "%s.zero%d", CKPT, zero);
-        snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", copy, CKPT, copy);
+        format_whole(copy, "%s.zero%d", CKPT, zero);
+        format_whole(cmd, "rm -rf '%s' && cp -r '%s' '%s'", copy, CKPT, copy);
         assert_int_equal(system(cmd), 0);
-        snprintf(args, sizeof args, "--dp 4 --zero %d --ckpt-dir %s --resume", zero, copy);
+        format_whole(args, "--dp 4 --zero %d --ckpt-dir %s --resume", zero, copy);
         if (launch(4, args, C, &nc) != 0)
             fail_msg("resume at DP 4 ZeRO %d failed: %s", zero, ERR);
         assert_non_null(strstr(ERR, "resharding"));

@@ -60,7 +60,7 @@ static int setup(void **state)
     fclose(f);
     snprintf(SINGLE, sizeof SINGLE, "%s/mp_single.bin", DIR);
     char args[1024];
-    snprintf(args, sizeof args, "--model %s %s --dump-params %s", MODEL, MOE ? COMMON_MOE : COMMON, SINGLE);
+    format_whole(args, "--model %s %s --dump-params %s", MODEL, MOE ? COMMON_MOE : COMMON, SINGLE);
     int rc = run_dtrain(DTRAIN, args, S, 64, &NS, ERR, sizeof ERR);
     if (rc != 0 || NS != 6) {
         fprintf(stderr, "single-rank run failed (%d): %s\n", rc, ERR);
@@ -86,7 +86,7 @@ static void equivalent(int ranks, const char *layout)
     snprintf(dump, sizeof dump, "%s/mp_multi.bin", DIR);
     /* run_dtrain quotes its first argument: launch mpirun through it */
     snprintf(launcher, sizeof launcher, "%s' --oversubscribe -np %d '%s", MPIRUN, ranks, DTRAIN);
-    snprintf(args, sizeof args, "%s --model %s %s --dump-params %s", layout, MODEL, MOE ? COMMON_MOE : COMMON, dump);
+    format_whole(args, "%s --model %s %s --dump-params %s", layout, MODEL, MOE ? COMMON_MOE : COMMON, dump);
     int rc = run_dtrain(launcher, args, D, 64, &nd, ERR, sizeof ERR);
     if (rc != 0)
         fail_msg("%s exited %d: %s", layout, rc, ERR);
@@ -303,8 +303,8 @@ static void refused(int ranks, const char *layout, const char *message)
 {
     char cmd[4096], errf[1024];
     snprintf(errf, sizeof errf, "%s/mp_err.txt", DIR);
-    snprintf(cmd, sizeof cmd, "timeout 60 '%s' --oversubscribe -np %d '%s' --model %s %s %s 2>%s >/dev/null", MPIRUN,
-             ranks, DTRAIN, MODEL, COMMON, layout, errf);
+    format_whole(cmd, "timeout 60 '%s' --oversubscribe -np %d '%s' --model %s %s %s 2>%s >/dev/null", MPIRUN, ranks,
+                 DTRAIN, MODEL, COMMON, layout, errf);
     int st = system(cmd);
     int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     FILE *f = fopen(errf, "r");

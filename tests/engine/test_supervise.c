@@ -88,10 +88,10 @@ static int supervised(const char *fault, int max_restarts, json_t **events, int 
     sh("rm -rf '%s' '%s' '%s'* '%s'", ck, mark, log, sup);
     char faultx[4096];
     snprintf(faultx, sizeof faultx, fault, mark);
-    snprintf(cmd, sizeof cmd,
-             "timeout 300 '%s' --max-restarts %d --log %s -- '%s' --oversubscribe -np 8 '%s' --model %s %s "
-             "--ckpt-dir %s --ckpt-every 2 --log-json %s %s 2>%s/sup_stderr.txt",
-             SUPERVISE, max_restarts, sup, MPIRUN, DTRAIN, MODEL, JOB, ck, log, faultx, DIR);
+    format_whole(cmd,
+                 "timeout 300 '%s' --max-restarts %d --log %s -- '%s' --oversubscribe -np 8 '%s' --model %s %s "
+                 "--ckpt-dir %s --ckpt-every 2 --log-json %s %s 2>%s/sup_stderr.txt",
+                 SUPERVISE, max_restarts, sup, MPIRUN, DTRAIN, MODEL, JOB, ck, log, faultx, DIR);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int st = system(cmd);

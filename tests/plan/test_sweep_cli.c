@@ -154,6 +154,23 @@ static void shards_merge_to_the_local_result(void **state)
     json_decref(b);
 }
 
+/* A part that is refused is named whole, however deep its folder (here past 1000 characters),
+ * not by its first 900 characters. */
+static void a_refused_part_is_named_whole(void **state)
+{
+    (void)state;
+    char dir[1200] = "dtsim_sw_deep", seg[201];
+    memset(seg, 'd', sizeof seg - 1);
+    seg[sizeof seg - 1] = 0;
+    for (int i = 0; i < 5; i++)
+        snprintf(dir + strlen(dir), sizeof dir - strlen(dir), "/%s", seg);
+    sh("rm -rf dtsim_sw_deep");
+    assert_int_equal(sh("mkdir -p '%s' && echo '{}' >'%s/part-0-of-1.json'", dir, dir), 0);
+    assert_int_equal(sh("'%s' sweep '%s' --merge --out '%s' 2>dtsim_sw_err >/dev/null", DTSIM, SCENARIO, dir), 2);
+    assert_int_equal(sh("grep -qF '%s/part-0-of-1.json: not a sealed sweep part' dtsim_sw_err", dir), 0);
+    sh("rm -rf dtsim_sw_deep");
+}
+
 /* --zip pairs the i-th values of every --vary (the sweep a user makes to grow GPUs and batch
  * together); its points are those of single runs with the same overrides; unequal counts stop
  * before any run; the printed table has a line per point with that point's figures. */
@@ -485,6 +502,7 @@ static int run_suite(const char *which)
             cmocka_unit_test(bad_vary_stops_before_any_run),
             cmocka_unit_test(rows_and_csv),
             cmocka_unit_test(shards_merge_to_the_local_result),
+            cmocka_unit_test(a_refused_part_is_named_whole),
             cmocka_unit_test(zip_pairs_values_and_the_table_shows_each_point),
             cmocka_unit_test(plan_json_is_ranked_and_never_worse_than_the_scenario),
             cmocka_unit_test(plan_exit_codes),

@@ -151,10 +151,34 @@ static void collectives_name_their_algorithm(void **state)
     fixture_free(&s);
 }
 
+/* A trace that cannot be written names its whole path, however long (here 3000 characters in a
+ * folder that is not there), not the first thousand of it. */
+static void a_long_path_is_named_whole(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 8);
+    step_workload w;
+    replay_times t;
+    config_error err;
+    assert_int_equal(workload_build(&s, &w, &err), 0);
+    replay_times_alloc(&t, w.n_tasks);
+    replay_analytic(&w, &t);
+    static char path[3000];
+    memset(path, 'p', sizeof path - 1);
+    memcpy(path, "absent/", 7);
+    assert_int_not_equal(trace_write_chrome(path, &w, &t, &s, &err), 0);
+    assert_non_null(strstr(err.msg, path));
+    replay_times_free(&t);
+    workload_free(&w);
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(trace_matches_the_replay),
-                                       cmocka_unit_test(collectives_name_their_algorithm)};
+                                       cmocka_unit_test(collectives_name_their_algorithm),
+                                       cmocka_unit_test(a_long_path_is_named_whole)};
     char dir[] = "/tmp/test_trace_XXXXXX";
     if (enter_private_dir(dir) != 0)
         return 1;

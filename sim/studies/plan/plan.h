@@ -44,7 +44,7 @@ typedef struct {
     long bounded;              /* fitting layouts not simulated: the lower bound on their step
                                   (workload_bound.h) is slower than the keep-th best's, so none of
                                   them is among the best keep; fitting = count + bounded */
-    char first_invalid[1024];   /* an example reason, for the summary */
+    char first_invalid[sizeof ((config_error *)0)->msg]; /* an example reason, for the summary: whole */
     plan_tally invalid_by;     /* invalid candidates by the layout rule they break */
     plan_tally oom_by;         /* candidates over the GPU's memory, by their largest state */
     double wall_s;

@@ -70,7 +70,7 @@ typedef struct {
 typedef struct {
     long enumerated, invalid, out_of_memory;
     plan_tally invalid_by, oom_by;
-    char first_invalid[1024];
+    char first_invalid[sizeof ((config_error *)0)->msg]; /* a layout rule's reason, whole */
     long first_invalid_order;  /* which candidate gave first_invalid: the earliest wins */
     fitting *fit;
     long n_fit, cap_fit;

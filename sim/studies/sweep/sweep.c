@@ -235,7 +235,7 @@ int sweep_run(const char *scenario_path, const char *const *base_sets, int n_bas
         } else if (strstr(e.msg, "unknown key") || strstr(e.msg, "--set") || strstr(e.msg, "not an object") ||
                    strstr(e.msg, "cannot read") || strstr(e.msg, ":1:")) {
             /* the loader's message already names the path */
-            snprintf(err->msg, sizeof err->msg, "--vary: %.1000s", e.msg);
+            config_fail(err, "--vary: %s", e.msg);
             free(sets);
             return -1;
         }
@@ -332,7 +332,7 @@ int sweep_identity(const char *scenario_path, const char *const *base_sets, int 
     json_error_t je;
     json_t *scenario = json_load_file(scenario_path, 0, &je);
     if (!scenario) {
-        snprintf(err->msg, sizeof err->msg, "%.900s: %s", scenario_path, je.text);
+        config_fail(err, "%s: %s", scenario_path, je.text);
         return -1;
     }
     json_t *sets = json_array(), *vary = json_array();
@@ -378,23 +378,22 @@ static int check_part(const char *path, json_t *part, char id[9], config_error *
     json_t *pts = json_object_get(part, "points"), *prow = json_object_get(part, "rows");
     if (!pid || !seal || !json_is_array(pts) || !json_is_array(prow) || json_array_size(pts) != json_array_size(prow) ||
         !json_is_integer(json_object_get(part, "total"))) {
-        snprintf(err->msg, sizeof err->msg, "%.900s: not a sealed sweep part (total, points, rows, sweep_id, "
-                                            "rows_crc32; parts written before 2026-11-26 lack the last two: rerun its shard)",
-                 path);
+        config_fail(err, "%s: not a sealed sweep part (total, points, rows, sweep_id, rows_crc32; parts written before "
+                         "2026-11-26 lack the last two: rerun its shard)", path);
         return -1;
     }
     char crc[9];
     part_seal(pts, prow, crc);
     if (strcmp(crc, seal)) {
-        snprintf(err->msg, sizeof err->msg, "%.900s: its points and rows do not match its rows_crc32 (%s, read %s): "
-                                            "edited or damaged; rerun its shard", path, seal, crc);
+        config_fail(err, "%s: its points and rows do not match its rows_crc32 (%s, read %s): edited or damaged; rerun "
+                         "its shard", path, seal, crc);
         return -1;
     }
     if (!id[0])
         snprintf(id, 9, "%s", pid);
     else if (strcmp(id, pid)) {
-        snprintf(err->msg, sizeof err->msg, "%.900s: of another sweep (sweep_id %s, the parts before it %s): another "
-                                            "scenario, --set or --vary", path, pid, id);
+        config_fail(err, "%s: of another sweep (sweep_id %s, the parts before it %s): another scenario, --set or --vary",
+                    path, pid, id);
         return -1;
     }
     return 0;
@@ -417,7 +416,7 @@ int sweep_merge_parts(const char *dir, const char *expect_id, json_t **rows_out,
                 continue;
             part = json_load_file(path, 0, &je);
             if (!part) {
-                snprintf(err->msg, sizeof err->msg, "%.900s: line %d: %s", path, je.line, je.text);
+                config_fail(err, "%s: line %d: %s", path, je.line, je.text);
                 goto done;
             }
         }
@@ -428,8 +427,8 @@ int sweep_merge_parts(const char *dir, const char *expect_id, json_t **rows_out,
             goto done;
         }
         if (expect_id && strcmp(id, expect_id)) {
-            snprintf(err->msg, sizeof err->msg, "%.900s: of the sweep %s, not of this --merge's %s (its scenario, "
-                                                "--set and --vary)", path, id, expect_id);
+            config_fail(err, "%s: of the sweep %s, not of this --merge's %s (its scenario, --set and --vary)", path, id,
+                        expect_id);
             json_decref(part);
             goto done;
         }
@@ -440,8 +439,7 @@ int sweep_merge_parts(const char *dir, const char *expect_id, json_t **rows_out,
             for (long i = 0; i < total; i++)
                 json_array_append_new(all, json_null());
         } else if (t != total) {
-            snprintf(err->msg, sizeof err->msg, "%.900s: %ld points, other parts say %ld (different sweeps?)", path, t,
-                     total);
+            config_fail(err, "%s: %ld points, other parts say %ld (different sweeps?)", path, t, total);
             json_decref(part);
             goto done;
         }
@@ -449,7 +447,7 @@ int sweep_merge_parts(const char *dir, const char *expect_id, json_t **rows_out,
         for (size_t i = 0; i < json_array_size(pts); i++) {
             long idx = (long)json_integer_value(json_array_get(pts, i));
             if (idx < 0 || idx >= total || !json_is_null(json_array_get(all, (size_t)idx))) {
-                snprintf(err->msg, sizeof err->msg, "%.900s: point %ld out of range or given twice", path, idx);
+                config_fail(err, "%s: point %ld out of range or given twice", path, idx);
                 json_decref(part);
                 goto done;
             }
