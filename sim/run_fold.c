@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "compression.h"
+#include "config_json.h"
 #include "cost.h"
 #include "run.h"
 #include "periodic.h"
@@ -186,7 +187,9 @@ int run_scenario_folded_gated(const scenario_config *s, run_result *r, const run
         int rc = replay_pair(s, m1, period, &ra, &rb, bubble, &cert, err);
         spent += 2 * m1 + period;
         if (rc < 0) {
-            snprintf(why, sizeof why, "%.200s", err->msg); /* the summary's reason, not the error */
+            /* the summary's reason, not the error: whole where it fits, else marked where cut */
+            if ((size_t)snprintf(why, sizeof why, "%s", err->msg) >= sizeof why)
+                memcpy(why + sizeof why - sizeof CONFIG_CUT, CONFIG_CUT, sizeof CONFIG_CUT);
             break; /* the full replay says what went wrong, if anything */
         }
         certified = rc == 1 && ra.step_time_s > 0 && rb.step_time_s > 0;
