@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "async_ps.h"
+#include "config_json.h"
 #include "flow/flow_internal.h"
 #include "wall_clock.h"
 
@@ -385,14 +386,14 @@ int ps_simulate(const ps_model *m, ps_result *r, config_error *err)
     char dir[3000], platform[3100];
     snprintf(dir, sizeof dir, "%s/dtsim-ps-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(dir)) {
-        snprintf(err->msg, sizeof err->msg, "parameter server: cannot create a temporary folder %.900s", dir);
+        config_fail(err, "parameter server: cannot create a temporary folder %s", dir);
         return -1;
     }
     snprintf(platform, sizeof platform, "%s/platform.xml", dir);
     if (write_platform(m, platform) != 0) {
         unlink(platform);
         rmdir(dir);
-        snprintf(err->msg, sizeof err->msg, "parameter server: cannot write %.900s", platform);
+        config_fail(err, "parameter server: cannot write %s", platform);
         return -1;
     }
     int W = m->workers, S = m->servers;

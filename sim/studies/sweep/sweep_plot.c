@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include "sweep_plot.h"
+#include "config_json.h"
 
 #ifndef DTSIM_SOURCE_DIR
 #define DTSIM_SOURCE_DIR "."
@@ -66,8 +67,8 @@ int sweep_gnuplot(const char *script, const char *vars, const char *out_prefix, 
     sweep_plots_dir(dir, sizeof dir);
     snprintf(script_path, sizeof script_path, "%s/%s", dir, script);
     if (file_size(script_path) < 0) {
-        snprintf(err->msg, sizeof err->msg, "plot script %.900s not found (set DTSIM_ROOT to the dtsim source tree)",
-                 script_path);
+        config_fail(err, "plot script %s not found (set DTSIM_ROOT to the dtsim source tree)",
+                    script_path);
         return -1;
     }
     static const char *fmts[] = {"png", "svg"};
@@ -85,8 +86,8 @@ int sweep_gnuplot(const char *script, const char *vars, const char *out_prefix, 
         int rc = spawn_wait(argv, 0);
         free(e);
         if (rc != 0 || file_size(out) <= 0) {
-            snprintf(err->msg, sizeof err->msg, "gnuplot %s did not write %.900s (%s)", script, out,
-                     rc < 0 ? "gnuplot not found" : "see its message above");
+            config_fail(err, "gnuplot %s did not write %s (%s)", script, out,
+                        rc < 0 ? "gnuplot not found" : "see its message above");
             return -1;
         }
     }
