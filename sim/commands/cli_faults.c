@@ -65,6 +65,19 @@ static const char *days_cell(double days, double cap_days, char *buf, size_t n)
     return buf;
 }
 
+/* A figure as precise as a reader needs, never shown as 0 when it is not: whole above 100,
+ * two decimals above 0.1, two significant digits under that (a 0.0004 h system MTBF) */
+static const char *amount_text(double v, char *buf, size_t n)
+{
+    if (!isfinite(v) || fabs(v) >= 100)
+        snprintf(buf, n, "%.0f", v);
+    else if (fabs(v) >= 0.1 || v == 0)
+        snprintf(buf, n, "%.2f", v);
+    else
+        snprintf(buf, n, "%.2g", v);
+    return buf;
+}
+
 /* The scenario's name as a gnuplot string: inside '...' a quote is written twice, and a line
  * break would end the -e program (the name is the user's text: never a shell's or gnuplot's code). */
 static void gnuplot_quoted(const char *in, char *out, size_t n)
@@ -242,18 +255,20 @@ int cli_faults(int argc, char **argv)
     if (r.replayed)
         fprintf(h, "  failures replayed from %s (every run the same); MTBF and Young/Daly below from the "
                    "scenario's MTBFs\n", s.faults.failure_trace);
+    char mtbf[32];
     if (r.target_train_s > 0) {
-        fprintf(h, "  system MTBF %.2f h; expected failures while training %.3g tokens (%.1f days of training) N x T / "
+        fprintf(h, "  system MTBF %s h; expected failures while training %.3g tokens (%.1f days of training) N x T / "
                    "MTBF = %.1f\n",
-                r.system_mtbf_hours, s.training.tokens, r.target_train_s / 86400, r.expected_failures);
+                amount_text(r.system_mtbf_hours, mtbf, sizeof mtbf), s.training.tokens, r.target_train_s / 86400,
+                r.expected_failures);
         if (s.faults.horizon_days > 0) /* the run's own length decides, not the horizon */
             fprintf(h, "  horizon      faults.horizon_days %g not used: each run goes on until %.3g tokens are trained "
                        "(%.1f days without failures)\n", s.faults.horizon_days, s.training.tokens,
                     r.target_train_s / 86400);
     }
     else
-        fprintf(h, "  system MTBF %.2f h; expected failures over %g days N x T / MTBF = %.1f\n", r.system_mtbf_hours,
-                s.faults.horizon_days, r.expected_failures);
+        fprintf(h, "  system MTBF %s h; expected failures over %g days N x T / MTBF = %.1f\n",
+                amount_text(r.system_mtbf_hours, mtbf, sizeof mtbf), s.faults.horizon_days, r.expected_failures);
     fprintf(h, "  %-22s %10s %10s %10s %10s\n", "", "mean", "p5", "p50", "p95");
     fprintf(h, "  %-22s %10.1f %10.1f %10.1f %10.1f\n", "interruptions", r.interruptions.mean, r.interruptions.p5,
             r.interruptions.p50, r.interruptions.p95);
@@ -275,9 +290,10 @@ int cli_faults(int argc, char **argv)
                        "work; their days to train are only known to exceed that (null in --json)\n",
                     r.unfinished_runs, runs, s.training.tokens, FAULTS_RUN_CAP, r.target_train_s / 86400, cap);
     }
-    fprintf(h, "  checkpoint interval: scenario %.0f s (goodput %.2f%%), optimum %.0f s (%.2f%%), Young/Daly %.0f s\n",
+    char yd[32];
+    fprintf(h, "  checkpoint interval: scenario %.0f s (goodput %.2f%%), optimum %.0f s (%.2f%%), Young/Daly %s s\n",
             s.faults.checkpoint_interval_s, 100 * r.goodput_at_scenario_interval, r.optimal_checkpoint_interval_s,
-            100 * r.optimal_goodput, r.young_daly_interval_s);
+            100 * r.optimal_goodput, amount_text(r.young_daly_interval_s, yd, sizeof yd));
     if (s.faults.checkpoint_interval_s < r.step_time_s)
         fprintf(h, "               (checkpoints are taken between steps: faults.checkpoint_interval_s %g s, under one "
                    "step, is a checkpoint every step, %.3f s)\n", s.faults.checkpoint_interval_s, r.step_time_s);
