@@ -34,7 +34,7 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z)
     z->layer_params = whole - z->layer_persistent;
     /* Layers fetched ahead: as many as the prefetch bucket holds, at least the next one when it
      * holds any part of it (the coordinator fetches whole parameters in trace order), none when
-     * it is 0; the live set (running layer + prefetched) stays within max_live_parameters. */
+     * it is 0; bounded by max_live_parameters as below. */
     double prefetch = s->parallel.stage3_prefetch_bucket_size, max_live = s->parallel.stage3_max_live_parameters;
     int ahead = prefetch <= 0 || z->layer_params <= 0 ? 0 : (int)ceil(prefetch / z->layer_params);
     /* The live set counts tensors, not layers (deepspeed/runtime/zero/partitioned_param_coordinator.py,
