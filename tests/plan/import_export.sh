@@ -163,6 +163,26 @@ refuse "zero_optimization.reduce_bucket_size is \"auto\"" "$dtsim" import deepsp
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["communication_data_type"]="int4"; json.dump(d,open(sys.argv[2],"w"))' \
   "$data/ds-zero3-offload.json" "$work/ds_dtype.json"
 refuse 'communication_data_type "int4"' "$dtsim" import deepspeed "$work/ds_dtype.json" --model models/llama2-7b.json --gpus 16
+# a value of the wrong type was read as absent or 0: "stage": "3" imported as ZeRO-0, bf16 and fp16
+# both enabled as bf16, a fractional batch cut, a negative micro-batch and accumulation written out
+ds_variant() { # name, python statement on the config c
+  python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); exec(sys.argv[3]); json.dump(c,open(sys.argv[2],"w"))' \
+    "$data/ds-zero3-offload.json" "$work/$1.json" "$2"
+}
+ds_variant ds_stage 'c["zero_optimization"]["stage"]="3"'
+ds_variant ds_both 'c["fp16"]={"enabled": True}'
+ds_variant ds_enabled 'c["bf16"]={"enabled": "true"}'
+ds_variant ds_frac 'c["train_batch_size"]=128.5'
+ds_variant ds_neg 'c.update(train_batch_size=16, train_micro_batch_size_per_gpu=-1, gradient_accumulation_steps=-1)'
+ds_variant ds_dev 'c["zero_optimization"]["offload_param"]["device"]="gpu"'
+ds_variant ds_knob 'c["zero_optimization"]["reduce_bucket_size"]="5e8"'
+for v in ds_stage:"zero_optimization.stage must be a whole number in 0..3" \
+         ds_both:"bf16.enabled and fp16.enabled together" ds_enabled:"bf16.enabled must be true or false" \
+         ds_frac:"train_batch_size must be a whole number" ds_neg:"train_micro_batch_size_per_gpu must be a whole number" \
+         ds_dev:"zero_optimization.offload_param.device: none, cpu or nvme" \
+         ds_knob:"zero_optimization.reduce_bucket_size must be a number"; do
+  refuse "${v#*:}" "$dtsim" import deepspeed "$work/${v%%:*}.json" --model models/llama2-7b.json --gpus 16
+done
 refuse "pipeline_engine deepspeed (DeepSpeed's engine" "$dtsim" export megatron scenarios/gpt3-175b-1024-a100.json \
   --set 'parallel.pipeline_engine="deepspeed"' --set 'parallel.schedule="1f1b"' \
   --set parallel.virtual_pipeline_model_parallel_size=1 --set parallel.overlap_grad_reduce=false
