@@ -10,8 +10,8 @@
 #include "config.h"
 #include "model_file.h"
 
-/* Keys of obj that are not in used (NULL-terminated), comma-separated into out. */
-static void unused_keys(json_t *obj, const char *const *used, const char *prefix, char *out, size_t n)
+/* Keys of obj that are not in used (NULL-terminated), added to out. */
+static void unused_keys(json_t *obj, const char *const *used, const char *prefix, import_list *out)
 {
     const char *key;
     json_t *v;
@@ -20,7 +20,7 @@ static void unused_keys(json_t *obj, const char *const *used, const char *prefix
         for (int i = 0; used[i]; i++)
             known |= !strcmp(key, used[i]);
         if (!known)
-            snprintf(out + strlen(out), n - strlen(out), "%s%s%s", *out ? ", " : "", prefix, key);
+            import_list_add(out, prefix, key);
     }
 }
 
@@ -143,7 +143,7 @@ int import_hf(const char *path, long long seq, json_t **out)
     int gpt2 = arch && !strcmp(arch, "GPT2LMHeadModel"), neox = arch && !strcmp(arch, "GPTNeoXForCausalLM");
     hf_read r = {.path = path, .c = c, .m = json_object()};
     json_t *m = r.m;
-    char ignored[4096] = "";
+    import_list ignored = {0};
     if (llama || neox) {
         static const char *const used[] = {"architectures", "num_hidden_layers", "hidden_size", "num_attention_heads",
                                            "num_key_value_heads", "intermediate_size", "vocab_size",
@@ -198,7 +198,7 @@ int import_hf(const char *path, long long seq, json_t **out)
         if (neox && !json_object_get(c, "intermediate_size"))
             json_object_set_new(m, "ffn_hidden_size",
                                 json_integer(4 * json_integer_value(json_object_get(m, "hidden_size"))));
-        unused_keys(c, used, "", ignored, sizeof ignored);
+        unused_keys(c, used, "", &ignored);
     } else if (gpt2) {
         static const char *const used[] = {"architectures", "n_layer", "n_embd", "n_head", "n_inner", "vocab_size",
                                            "n_positions", "n_ctx", "tie_word_embeddings", "activation_function",
@@ -220,7 +220,7 @@ int import_hf(const char *path, long long seq, json_t **out)
         json_object_set_new(m, "normalization", json_string("LayerNorm"));
         json_object_set_new(m, "position_embedding_type", json_string("learned_absolute"));
         json_object_set_new(m, "untie_embeddings_and_output_weights", json_boolean(!tied));
-        unused_keys(c, used, "", ignored, sizeof ignored);
+        unused_keys(c, used, "", &ignored);
     } else {
         import_fail("hf", "%s: architectures[0] \"%s\": one of LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
                           "MixtralForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, GPT2LMHeadModel, "
@@ -233,13 +233,13 @@ int import_hf(const char *path, long long seq, json_t **out)
     }
     if (hf_check(&r))
         goto out;
-    if (*ignored)
-        fprintf(stderr, "dtsim import hf: ignored (not modelled): %s\n", ignored);
+    import_list_print("hf", &ignored);
     char source[1024];
     snprintf(source, sizeof source, "Hugging Face config.json (%s) imported by dtsim import hf from %s", arch, path);
     *out = json_pack("{s:s,s:O}", "source", source, "model", m);
     rc = 0;
 out:
+    free(ignored.s);
     json_decref(m);
     json_decref(c);
     return rc;
@@ -326,7 +326,8 @@ int import_deepspeed(const char *path, const char *model, const char *platform, 
     if (ds_int(path, c, "", "train_batch_size", 1, 1000000000000LL, &tb) ||
         ds_int(path, c, "", "train_micro_batch_size_per_gpu", 1, 100000000, &mb) ||
         ds_int(path, c, "", "gradient_accumulation_steps", 1, 100000000, &gas) ||
-        ds_object(path, c, "", "zero_optimization", &z) || (z && ds_int(path, z, "zero_optimization.", "stage", 0, 3, &stage)))
+        ds_object(path, c, "", "zero_optimization", &z) ||
+        (z && ds_int(path, z, "zero_optimization.", "stage", 0, 3, &stage)))
         goto out;
     if (!tb && mb)
         tb = mb * (gas ? gas : 1) * gpus;
@@ -395,7 +396,8 @@ int import_deepspeed(const char *path, const char *model, const char *platform, 
         dev_j = json_object_get(o, "device");
         const char *dev = json_string_value(dev_j);
         /* DeepSpeed's OffloadDeviceEnum: none, cpu, nvme */
-        if (dev_j && !json_is_null(dev_j) && (!dev || (strcmp(dev, "none") && strcmp(dev, "cpu") && strcmp(dev, "nvme")))) {
+        if (dev_j && !json_is_null(dev_j) &&
+            (!dev || (strcmp(dev, "none") && strcmp(dev, "cpu") && strcmp(dev, "nvme")))) {
             import_fail("deepspeed", "%s: zero_optimization.%s.device: none, cpu or nvme", path, offload[i]);
             json_decref(par);
             goto out;
@@ -414,12 +416,11 @@ int import_deepspeed(const char *path, const char *model, const char *platform, 
     static const char *const used_zero[] = {"stage", "overlap_comm", "reduce_bucket_size", "stage3_prefetch_bucket_size",
                                             "stage3_param_persistence_threshold", "stage3_max_live_parameters",
                                             "offload_optimizer", "offload_param", NULL};
-    char ignored[4096] = "";
-    unused_keys(c, used_top, "", ignored, sizeof ignored);
+    import_list ignored = {0};
+    unused_keys(c, used_top, "", &ignored);
     if (z)
-        unused_keys(z, used_zero, "zero_optimization.", ignored, sizeof ignored);
-    if (*ignored)
-        fprintf(stderr, "dtsim import deepspeed: ignored (not modelled): %s\n", ignored);
+        unused_keys(z, used_zero, "zero_optimization.", &ignored);
+    import_list_print("deepspeed", &ignored);
     *out = scen;
     rc = 0;
 out:

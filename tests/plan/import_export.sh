@@ -163,6 +163,16 @@ refuse "zero_optimization.reduce_bucket_size is \"auto\"" "$dtsim" import deepsp
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["communication_data_type"]="int4"; json.dump(d,open(sys.argv[2],"w"))' \
   "$data/ds-zero3-offload.json" "$work/ds_dtype.json"
 refuse 'communication_data_type "int4"' "$dtsim" import deepspeed "$work/ds_dtype.json" --model models/llama2-7b.json --gpus 16
+# what is ignored is listed whole, however long (it was cut at 4,096 characters unsaid): the last of
+# 400 unknown keys of a config.json and of 400 unknown Megatron-LM arguments is named
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c.update({"unknown_key_%03d" % i: 1 for i in range(400)});
+json.dump(c, open(sys.argv[2], "w"))' "$data/llama3-8b-config.json" "$work/hf_many.json"
+"$dtsim" import hf "$work/hf_many.json" -o "$work/hf_many_model.json" 2>"$work/err" || fail=1
+grep -q "unknown_key_399$" "$work/err" || { echo "import hf: ignored keys cut: $(tail -c 80 "$work/err")"; fail=1; }
+# shellcheck disable=SC2046
+"$dtsim" import megatron --gpus 8 -o "$work/mg_many.json" -- --num-layers 2 --hidden-size 64 --num-attention-heads 4 \
+  --seq-length 32 --vocab-size 256 $(seq -f "--unknown-argument-%g" 1 400) 2>"$work/err" || fail=1
+grep -q -- "--unknown-argument-400$" "$work/err" || { echo "import megatron: ignored cut: $(tail -c 80 "$work/err")"; fail=1; }
 # a value of the wrong type was read as absent or 0: "stage": "3" imported as ZeRO-0, bf16 and fp16
 # both enabled as bf16, a fractional batch cut, a negative micro-batch and accumulation written out
 ds_variant() { # name, python statement on the config c
