@@ -57,6 +57,11 @@ static const char *inexpressible(const scenario_config *s)
         return "parallel.grad_reduce_dtype";
     if (s->parallel.tp_comm_overlap && s->parallel.tp_comm_overlap_chunks != 4)
         return "parallel.tp_comm_overlap_chunks (Transformer Engine's userbuffers setting)";
+    /* Megatron-LM stores activations in the precision's type; another width changes every
+     * memory-bound op and the activation memory */
+    int precision_bytes = s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32 ? 4 : 2;
+    if (s->training.activation_bytes > 0 && s->training.activation_bytes != precision_bytes)
+        return "training.activation_bytes (activations in another width than the precision's)";
     return NULL;
 }
 

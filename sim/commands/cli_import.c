@@ -158,14 +158,18 @@ static long long got_int(json_t *extra, const char *name)
     return json_integer_value(json_object_get(extra, name));
 }
 
-static int megatron_into(int argc, char **argv, long long gpus, json_t *root, json_t *extra);
+static int megatron_into(int argc, char **argv, long long gpus, json_t *root, json_t *extra, import_list *ignored);
 
 /* Parses ARGS into a scenario. Returns 0 with *out, or 2 after the reason. */
 int import_megatron_args(int argc, char **argv, const char *platform, long long gpus, json_t **out)
 {
     json_t *root = json_pack("{s:s,s:s}", "name", "imported-megatron", "platform", platform);
     json_t *extra = json_object(); /* arguments that combine with others below */
-    int rc = megatron_into(argc, argv, gpus, root, extra);
+    import_list ignored = {0};
+    int rc = megatron_into(argc, argv, gpus, root, extra, &ignored);
+    if (rc == 0)
+        import_list_print("megatron", &ignored);
+    free(ignored.s);
     json_decref(extra);
     if (rc != 0) {
         json_decref(root);
@@ -175,22 +179,35 @@ int import_megatron_args(int argc, char **argv, const char *platform, long long 
     return 0;
 }
 
-/* Adds `what` to the comma-separated list of ignored arguments, cut at the list's size. */
-static void note_ignored(char *list, size_t size, const char *what)
+void import_list_add(import_list *l, const char *prefix, const char *what)
 {
-    size_t used = strlen(list);
-    snprintf(list + used, size - used, "%s%s", *list ? ", " : "", what);
+    size_t add = (l->len ? 2 : 0) + strlen(prefix) + strlen(what);
+    char *s = realloc(l->s, l->len + add + 1);
+    if (!s) { /* out of memory: say so where the list stops rather than cut it unsaid */
+        fprintf(stderr, "dtsim import: out of memory listing what is ignored (%s%s left out)\n", prefix, what);
+        return;
+    }
+    snprintf(s + l->len, add + 1, "%s%s%s", l->len ? ", " : "", prefix, what);
+    l->s = s;
+    l->len += add;
 }
 
-static int megatron_into(int argc, char **argv, long long gpus, json_t *root, json_t *extra)
+void import_list_print(const char *what, import_list *l)
 {
-    char ignored[4096] = "";
+    if (l->len)
+        fprintf(stderr, "dtsim import %s: ignored (not modelled): %s\n", what, l->s);
+    free(l->s);
+    *l = (import_list){0};
+}
+
+static int megatron_into(int argc, char **argv, long long gpus, json_t *root, json_t *extra, import_list *ignored)
+{
     put(root, "parallel.zero_stage", json_integer(0)); /* Megatron without the distributed optimizer */
     put(root, "training.precision", json_string("fp32"));
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--", 2)) { /* the script and the like */
-            note_ignored(ignored, sizeof ignored, a);
+            import_list_add(ignored, "", a);
             continue;
         }
         char name[128];
@@ -203,7 +220,7 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
         if (k == N_MEGATRON) { /* not modelled: its value, if one follows, goes with it */
             if (!eq && i + 1 < argc && strncmp(argv[i + 1], "--", 2))
                 i++;
-            note_ignored(ignored, sizeof ignored, name);
+            import_list_add(ignored, "", name);
             continue;
         }
         if (MEGATRON[k].kind != MA_FLAG && !v) {
@@ -273,7 +290,7 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
             return import_fail("megatron", "--group-query-attention needs --num-query-groups");
         json_object_set_new(model, "num_query_groups", json_integer(got_int(extra, "num_query_groups")));
     } else if (json_object_get(extra, "num_query_groups")) {
-        note_ignored(ignored, sizeof ignored, "--num-query-groups (without --group-query-attention)");
+        import_list_add(ignored, "", "--num-query-groups (without --group-query-attention)");
     }
     const char *backend = json_string_value(json_object_get(extra, "attention_backend"));
     json_object_set_new(model, "attention", json_string(backend && (!strcmp(backend, "unfused") ||
@@ -289,7 +306,7 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
     if (recipe && fp8) /* Megatron-LM reads --fp8-recipe only with --fp8-format */
         json_object_set_new(tr, "fp8_recipe", json_string(recipe));
     else if (recipe)
-        note_ignored(ignored, sizeof ignored, "--fp8-recipe (without --fp8-format)");
+        import_list_add(ignored, "", "--fp8-recipe (without --fp8-format)");
     /* Megatron-Core's token dispatcher and group-limited routing, read only with experts: alltoall
      * or flex as given; allgather, TransformerConfig's default when the flag is left out, is not
      * modelled; the groups only with their top-k (Megatron routes ungrouped without it) */
@@ -309,12 +326,11 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
             json_object_set_new(model, "moe_router_num_groups", json_integer(groups));
             json_object_set_new(model, "moe_router_group_topk", json_integer(group_topk));
         } else if (groups > 0) {
-            note_ignored(ignored, sizeof ignored,
-                         "--moe-router-num-groups (without --moe-router-group-topk Megatron routes ungrouped)");
+            import_list_add(ignored, "",
+                            "--moe-router-num-groups (without --moe-router-group-topk Megatron routes ungrouped)");
         }
     } else if (dispatcher || groups > 0 || group_topk > 0) {
-        note_ignored(ignored, sizeof ignored,
-                     "--moe-token-dispatcher-type and --moe-router-* (without --num-experts)");
+        import_list_add(ignored, "", "--moe-token-dispatcher-type and --moe-router-* (without --num-experts)");
     }
     if (json_is_true(json_object_get(extra, "distributed_optimizer")))
         json_object_set_new(par, "zero_stage", json_integer(1));
@@ -340,10 +356,10 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
         json_object_set_new(par, "zero_stage", json_integer(zero));
         if (zero == 3 && json_object_get(par, "overlap_param_gather")) {
             json_object_del(par, "overlap_param_gather");
-            note_ignored(ignored, sizeof ignored, "--overlap-param-gather (Megatron-FSDP's own prefetch at ZeRO-3)");
+            import_list_add(ignored, "", "--overlap-param-gather (Megatron-FSDP's own prefetch at ZeRO-3)");
         }
     } else if (sharding) {
-        note_ignored(ignored, sizeof ignored, "--data-parallel-sharding-strategy (without --use-megatron-fsdp)");
+        import_list_add(ignored, "", "--data-parallel-sharding-strategy (without --use-megatron-fsdp)");
     }
     if (json_is_true(json_object_get(extra, "no_scatter_gather")))
         json_object_set_new(par, "scatter_gather_p2p", json_false());
@@ -389,8 +405,6 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
         double bytes = !strcmp(prec, "fp16") ? 2 : 4;
         json_object_set_new(par, "bucket_size_mb", json_real((double)bucket * bytes / 1048576.0));
     }
-    if (*ignored)
-        fprintf(stderr, "dtsim import megatron: ignored (not modelled): %s\n", ignored);
     return 0;
 }
 

@@ -15,6 +15,15 @@ int import_deepspeed(const char *path, const char *model, const char *platform, 
 
 /* "dtsim import WHAT: ..." on stderr; returns 2. */
 int import_fail(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The comma-separated list of what an import leaves out (arguments, keys), grown as needed: never
+ * cut, however many there are. */
+typedef struct {
+    char *s;
+    size_t len;
+} import_list;
+void import_list_add(import_list *l, const char *prefix, const char *what);
+/* "dtsim import WHAT: ignored (not modelled): ..." on stderr when the list has any; frees it. */
+void import_list_print(const char *what, import_list *l);
 /* A whole number lo..hi, or 2 after naming it. */
 int import_int(const char *what, const char *name, const char *v, long long lo, long long hi, long long *out);
 

@@ -1,6 +1,7 @@
 /* dtsim import hf / deepspeed: Hugging Face model configs and DeepSpeed configs (cli_import.h). */
 #include <ctype.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,8 +10,8 @@
 #include "config.h"
 #include "model_file.h"
 
-/* Keys of obj that are not in used (NULL-terminated), comma-separated into out. */
-static void unused_keys(json_t *obj, const char *const *used, const char *prefix, char *out, size_t n)
+/* Keys of obj that are not in used (NULL-terminated), added to out. */
+static void unused_keys(json_t *obj, const char *const *used, const char *prefix, import_list *out)
 {
     const char *key;
     json_t *v;
@@ -19,7 +20,7 @@ static void unused_keys(json_t *obj, const char *const *used, const char *prefix
         for (int i = 0; used[i]; i++)
             known |= !strcmp(key, used[i]);
         if (!known)
-            snprintf(out + strlen(out), n - strlen(out), "%s%s%s", *out ? ", " : "", prefix, key);
+            import_list_add(out, prefix, key);
     }
 }
 
@@ -142,7 +143,7 @@ int import_hf(const char *path, long long seq, json_t **out)
     int gpt2 = arch && !strcmp(arch, "GPT2LMHeadModel"), neox = arch && !strcmp(arch, "GPTNeoXForCausalLM");
     hf_read r = {.path = path, .c = c, .m = json_object()};
     json_t *m = r.m;
-    char ignored[4096] = "";
+    import_list ignored = {0};
     if (llama || neox) {
         static const char *const used[] = {"architectures", "num_hidden_layers", "hidden_size", "num_attention_heads",
                                            "num_key_value_heads", "intermediate_size", "vocab_size",
@@ -197,7 +198,7 @@ int import_hf(const char *path, long long seq, json_t **out)
         if (neox && !json_object_get(c, "intermediate_size"))
             json_object_set_new(m, "ffn_hidden_size",
                                 json_integer(4 * json_integer_value(json_object_get(m, "hidden_size"))));
-        unused_keys(c, used, "", ignored, sizeof ignored);
+        unused_keys(c, used, "", &ignored);
     } else if (gpt2) {
         static const char *const used[] = {"architectures", "n_layer", "n_embd", "n_head", "n_inner", "vocab_size",
                                            "n_positions", "n_ctx", "tie_word_embeddings", "activation_function",
@@ -219,7 +220,7 @@ int import_hf(const char *path, long long seq, json_t **out)
         json_object_set_new(m, "normalization", json_string("LayerNorm"));
         json_object_set_new(m, "position_embedding_type", json_string("learned_absolute"));
         json_object_set_new(m, "untie_embeddings_and_output_weights", json_boolean(!tied));
-        unused_keys(c, used, "", ignored, sizeof ignored);
+        unused_keys(c, used, "", &ignored);
     } else {
         import_fail("hf", "%s: architectures[0] \"%s\": one of LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
                           "MixtralForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, GPT2LMHeadModel, "
@@ -232,13 +233,13 @@ int import_hf(const char *path, long long seq, json_t **out)
     }
     if (hf_check(&r))
         goto out;
-    if (*ignored)
-        fprintf(stderr, "dtsim import hf: ignored (not modelled): %s\n", ignored);
+    import_list_print("hf", &ignored);
     char source[1024];
     snprintf(source, sizeof source, "Hugging Face config.json (%s) imported by dtsim import hf from %s", arch, path);
     *out = json_pack("{s:s,s:O}", "source", source, "model", m);
     rc = 0;
 out:
+    free(ignored.s);
     json_decref(m);
     json_decref(c);
     return rc;
@@ -265,10 +266,45 @@ static int refuse_auto(const char *path, json_t *obj, const char *prefix)
     return 0;
 }
 
-static long long ds_int(json_t *obj, const char *key)
+/* A whole number of obj's key in lo..hi into *out; absent or null: 0 (not given). A string ("3"), a
+ * fraction or a number out of range is refused naming the key: read as 0 it was another run
+ * ("stage": "3" imported as ZeRO-0). 0, or 2. */
+static int ds_int(const char *path, json_t *obj, const char *prefix, const char *key, long long lo, long long hi,
+                  long long *out)
 {
     json_t *v = json_object_get(obj, key);
-    return json_is_integer(v) ? json_integer_value(v) : json_is_real(v) ? (long long)json_real_value(v) : 0;
+    double x = json_number_value(v);
+    *out = 0;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_number(v) || x != floor(x) || x < (double)lo || x > (double)hi)
+        return import_fail("deepspeed", "%s: %s%s must be a whole number in %lld..%lld", path, prefix, key, lo, hi);
+    *out = (long long)x;
+    return 0;
+}
+
+/* An object of the config (absent or null: NULL); any other type is refused naming it. 0, or 2. */
+static int ds_object(const char *path, json_t *obj, const char *prefix, const char *key, json_t **out)
+{
+    json_t *v = json_object_get(obj, key);
+    *out = json_is_object(v) ? v : NULL;
+    if (v && !json_is_null(v) && !json_is_object(v))
+        return import_fail("deepspeed", "%s: %s%s must be an object", path, prefix, key);
+    return 0;
+}
+
+/* Whether section ("bf16", "fp16") says "enabled": true; "enabled" must be true or false. 0, or 2. */
+static int ds_enabled(const char *path, json_t *c, const char *section, int *on)
+{
+    json_t *o, *v;
+    *on = 0;
+    if (ds_object(path, c, "", section, &o))
+        return 2;
+    v = json_object_get(o, "enabled");
+    if (v && !json_is_null(v) && !json_is_boolean(v))
+        return import_fail("deepspeed", "%s: %s.enabled must be true or false", path, section);
+    *on = json_is_true(v);
+    return 0;
 }
 
 int import_deepspeed(const char *path, const char *model, const char *platform, long long gpus, json_t **out)
@@ -285,8 +321,14 @@ int import_deepspeed(const char *path, const char *model, const char *platform, 
     }
     /* DeepSpeed's batch rule: train_batch_size = micro-batch x accumulation x world size; two of
      * the three give the third, all three must agree */
-    long long tb = ds_int(c, "train_batch_size"), mb = ds_int(c, "train_micro_batch_size_per_gpu");
-    long long gas = ds_int(c, "gradient_accumulation_steps");
+    long long tb, mb, gas, stage;
+    json_t *z;
+    if (ds_int(path, c, "", "train_batch_size", 1, 1000000000000LL, &tb) ||
+        ds_int(path, c, "", "train_micro_batch_size_per_gpu", 1, 100000000, &mb) ||
+        ds_int(path, c, "", "gradient_accumulation_steps", 1, 100000000, &gas) ||
+        ds_object(path, c, "", "zero_optimization", &z) ||
+        (z && ds_int(path, z, "zero_optimization.", "stage", 0, 3, &stage)))
+        goto out;
     if (!tb && mb)
         tb = mb * (gas ? gas : 1) * gpus;
     if (!mb && tb && gas)
@@ -301,14 +343,15 @@ int import_deepspeed(const char *path, const char *model, const char *platform, 
                     gpus);
         goto out;
     }
-    json_t *z = json_object_get(c, "zero_optimization");
-    long long stage = z ? ds_int(z, "stage") : 0;
-    if (stage < 0 || stage > 3) {
-        import_fail("deepspeed", "%s: zero_optimization.stage %lld: 0..3", path, stage);
+    if (!z)
+        stage = 0;
+    int bf16, fp16;
+    if (ds_enabled(path, c, "bf16", &bf16) || ds_enabled(path, c, "fp16", &fp16))
+        goto out;
+    if (bf16 && fp16) { /* DeepSpeed refuses the two together (runtime/config.py) */
+        import_fail("deepspeed", "%s: bf16.enabled and fp16.enabled together (DeepSpeed runs one of them)", path);
         goto out;
     }
-    int bf16 = json_is_true(json_object_get(json_object_get(c, "bf16"), "enabled"));
-    int fp16 = json_is_true(json_object_get(json_object_get(c, "fp16"), "enabled"));
     json_t *par = json_pack("{s:i,s:i,s:I,s:I}", "tensor_model_parallel_size", 1, "pipeline_model_parallel_size", 1,
                             "data_parallel_size", (json_int_t)gpus, "zero_stage", (json_int_t)stage);
     json_object_set_new(par, "overlap_grad_reduce", json_boolean(z && json_is_true(json_object_get(z, "overlap_comm"))));
@@ -333,12 +376,32 @@ int import_deepspeed(const char *path, const char *model, const char *platform, 
     }
     static const char *const knobs[] = {"reduce_bucket_size", "stage3_prefetch_bucket_size",
                                         "stage3_param_persistence_threshold", "stage3_max_live_parameters", NULL};
-    for (int i = 0; z && knobs[i]; i++)
-        if (json_is_number(json_object_get(z, knobs[i])))
-            json_object_set_new(par, knobs[i], json_real(json_number_value(json_object_get(z, knobs[i]))));
+    for (int i = 0; z && knobs[i]; i++) {
+        json_t *v = json_object_get(z, knobs[i]);
+        if (json_is_number(v))
+            json_object_set_new(par, knobs[i], json_real(json_number_value(v)));
+        else if (v && !json_is_null(v)) {
+            import_fail("deepspeed", "%s: zero_optimization.%s must be a number", path, knobs[i]);
+            json_decref(par);
+            goto out;
+        }
+    }
     const char *offload[2] = {"offload_optimizer", "offload_param"}, *keys[2] = {"offload_optimizer", "offload_parameters"};
     for (int i = 0; z && i < 2; i++) {
-        const char *dev = json_string_value(json_object_get(json_object_get(z, offload[i]), "device"));
+        json_t *o, *dev_j;
+        if (ds_object(path, z, "zero_optimization.", offload[i], &o)) {
+            json_decref(par);
+            goto out;
+        }
+        dev_j = json_object_get(o, "device");
+        const char *dev = json_string_value(dev_j);
+        /* DeepSpeed's OffloadDeviceEnum: none, cpu, nvme */
+        if (dev_j && !json_is_null(dev_j) &&
+            (!dev || (strcmp(dev, "none") && strcmp(dev, "cpu") && strcmp(dev, "nvme")))) {
+            import_fail("deepspeed", "%s: zero_optimization.%s.device: none, cpu or nvme", path, offload[i]);
+            json_decref(par);
+            goto out;
+        }
         if (dev && strcmp(dev, "none"))
             json_object_set_new(par, keys[i], json_string(dev));
     }
@@ -353,12 +416,11 @@ int import_deepspeed(const char *path, const char *model, const char *platform, 
     static const char *const used_zero[] = {"stage", "overlap_comm", "reduce_bucket_size", "stage3_prefetch_bucket_size",
                                             "stage3_param_persistence_threshold", "stage3_max_live_parameters",
                                             "offload_optimizer", "offload_param", NULL};
-    char ignored[4096] = "";
-    unused_keys(c, used_top, "", ignored, sizeof ignored);
+    import_list ignored = {0};
+    unused_keys(c, used_top, "", &ignored);
     if (z)
-        unused_keys(z, used_zero, "zero_optimization.", ignored, sizeof ignored);
-    if (*ignored)
-        fprintf(stderr, "dtsim import deepspeed: ignored (not modelled): %s\n", ignored);
+        unused_keys(z, used_zero, "zero_optimization.", &ignored);
+    import_list_print("deepspeed", &ignored);
     *out = scen;
     rc = 0;
 out:

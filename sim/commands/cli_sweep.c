@@ -99,7 +99,12 @@ int cli_sweep(int argc, char **argv)
         usage(stderr);
         goto out;
     }
-    if (sweep_check_zip(&spec, &err) != 0) {
+    if (merge && shard.n > 1) { /* a merge gathers every shard's part; it computes none */
+        fprintf(stderr, "dtsim sweep: --merge and --shard %d/%d: a merge gathers the parts of every shard; "
+                        "give --shard to the runs that compute them\n", shard.k, shard.n);
+        goto out;
+    }
+    if (sweep_check_zip(&spec, &err) != 0 || sweep_check_repeats(&spec, &err) != 0) {
         fprintf(stderr, "dtsim sweep: %s\n", err.msg);
         goto out;
     }

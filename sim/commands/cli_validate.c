@@ -72,6 +72,19 @@ static int load_cases(const char *cases_path, json_t *cases, const char *base_di
         json_t *c = json_array_get(cases, i);
         case_run *k = &runs[i];
         k->id = case_id(c, (int)i, k->idbuf, sizeof k->idbuf);
+        /* the rows and the JSON tell cases apart by their ids: one of another type, or one given
+         * twice, would label a row with another case's name or with none */
+        json_t *id_j = json_object_get(c, "id");
+        if (id_j && (!json_is_string(id_j) || !*json_string_value(id_j))) {
+            fprintf(stderr, "dtsim validate: %s: cases[%zu].id: not a non-empty string\n", cases_path, i);
+            return 2;
+        }
+        for (size_t j = 0; id_j && j < i; j++)
+            if (!strcmp(runs[j].id, k->id)) {
+                fprintf(stderr, "dtsim validate: %s: cases[%zu].id \"%s\": also cases[%zu]'s\n", cases_path, i, k->id,
+                        j);
+                return 2;
+            }
         json_t *scen = json_object_get(c, "scenario"), *tol_j = json_object_get(c, "tolerance");
         k->expect = json_object_get(c, "expect");
         if (!json_is_object(scen) || !json_is_object(k->expect) || json_object_size(k->expect) == 0 ||
@@ -105,10 +118,10 @@ static int load_cases(const char *cases_path, json_t *cases, const char *base_di
 static int validate_cases(const char *cases_path, const char *json_path, int fidelity_flow, double max_mean,
                           double max_err, const char *const *sets, int n_sets, const budget_limits *limits)
 {
-    json_error_t jerr;
-    json_t *root = json_load_file(cases_path, JSON_REJECT_DUPLICATES, &jerr);
+    config_error lerr; /* held to the size limit of every description file, as scenarios are */
+    json_t *root = config_load_file(cases_path, "cases file", &lerr);
     if (!root) {
-        fprintf(stderr, "dtsim validate: %s:%d:%d: %s\n", cases_path, jerr.line, jerr.column, jerr.text);
+        fprintf(stderr, "dtsim validate: %s\n", lerr.msg);
         return 2;
     }
     json_t *cases = json_object_get(root, "cases");
@@ -215,25 +228,36 @@ static int validate_cases(const char *cases_path, const char *json_path, int fid
     }
     if (rc == 0) {
         double mape = n_relative ? sum_abs / n_relative : 0;
-        fprintf(human, "%d figures, mean absolute error %.1f%%, largest %.1f%%, %d outside tolerance\n",
-                n_figures, 100 * mape, 100 * max_abs, n_outside);
+        /* the mean and largest are of the relative errors only: with none there are none (not 0%) */
+        char mean_text[32] = "none", max_text[32] = "none";
+        if (n_relative) {
+            snprintf(mean_text, sizeof mean_text, "%.1f%%", 100 * mape);
+            snprintf(max_text, sizeof max_text, "%.1f%%", 100 * max_abs);
+        }
+        fprintf(human, "%d figures, mean absolute error %s, largest %s", n_figures, mean_text, max_text);
+        if (n_relative < n_figures)
+            fprintf(human, " (of the %d relative errors; %d absolute apart)", n_relative, n_figures - n_relative);
+        fprintf(human, ", %d outside tolerance\n", n_outside);
         if (json_path) {
-            json_t *doc = json_pack("{s:o,s:f,s:f,s:i}", "cases", out_cases, "mape", mape,
-                                    "max_error", max_abs, "outside_tolerance", n_outside);
+            json_t *doc = json_pack("{s:o,s:o,s:o,s:i}", "cases", out_cases, "mape",
+                                    n_relative ? json_real(mape) : json_null(), "max_error",
+                                    n_relative ? json_real(max_abs) : json_null(), "outside_tolerance", n_outside);
             out_cases = NULL;
             if (cli_write_json(doc, json_path) != 0)
                 rc = 1;
             json_decref(doc);
         }
         if (max_mean >= 0 || max_err >= 0) {
-            int ok = (max_mean < 0 || mape <= max_mean) && (max_err < 0 || max_abs <= max_err);
+            /* a gate on relative errors with none to measure does not pass: the absolute ones it
+             * leaves out may be anything */
+            int ok = n_relative > 0 && (max_mean < 0 || mape <= max_mean) && (max_err < 0 || max_abs <= max_err);
             char mean_limit[32] = "none", max_limit[32] = "none";
             if (max_mean >= 0)
                 snprintf(mean_limit, sizeof mean_limit, "%.1f%%", 100 * max_mean);
             if (max_err >= 0)
                 snprintf(max_limit, sizeof max_limit, "%.1f%%", 100 * max_err);
-            fprintf(human, "aggregate gate: mean %.1f%% (limit %s), largest %.1f%% (limit %s): %s\n", 100 * mape,
-                    mean_limit, 100 * max_abs, max_limit, ok ? "pass" : "FAIL");
+            fprintf(human, "aggregate gate: mean %s (limit %s), largest %s (limit %s): %s\n", mean_text, mean_limit,
+                    max_text, max_limit, ok ? "pass" : n_relative ? "FAIL" : "FAIL (no relative error to gate)");
             if (rc == 0 && !ok)
                 rc = 1;
         } else if (rc == 0 && n_outside > 0) {

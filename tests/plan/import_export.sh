@@ -163,6 +163,36 @@ refuse "zero_optimization.reduce_bucket_size is \"auto\"" "$dtsim" import deepsp
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["communication_data_type"]="int4"; json.dump(d,open(sys.argv[2],"w"))' \
   "$data/ds-zero3-offload.json" "$work/ds_dtype.json"
 refuse 'communication_data_type "int4"' "$dtsim" import deepspeed "$work/ds_dtype.json" --model models/llama2-7b.json --gpus 16
+# what is ignored is listed whole, however long (it was cut at 4,096 characters unsaid): the last of
+# 400 unknown keys of a config.json and of 400 unknown Megatron-LM arguments is named
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c.update({"unknown_key_%03d" % i: 1 for i in range(400)});
+json.dump(c, open(sys.argv[2], "w"))' "$data/llama3-8b-config.json" "$work/hf_many.json"
+"$dtsim" import hf "$work/hf_many.json" -o "$work/hf_many_model.json" 2>"$work/err" || fail=1
+grep -q "unknown_key_399$" "$work/err" || { echo "import hf: ignored keys cut: $(tail -c 80 "$work/err")"; fail=1; }
+# shellcheck disable=SC2046
+"$dtsim" import megatron --gpus 8 -o "$work/mg_many.json" -- --num-layers 2 --hidden-size 64 --num-attention-heads 4 \
+  --seq-length 32 --vocab-size 256 $(seq -f "--unknown-argument-%g" 1 400) 2>"$work/err" || fail=1
+grep -q -- "--unknown-argument-400$" "$work/err" || { echo "import megatron: ignored cut: $(tail -c 80 "$work/err")"; fail=1; }
+# a value of the wrong type was read as absent or 0: "stage": "3" imported as ZeRO-0, bf16 and fp16
+# both enabled as bf16, a fractional batch cut, a negative micro-batch and accumulation written out
+ds_variant() { # name, python statement on the config c
+  python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); exec(sys.argv[3]); json.dump(c,open(sys.argv[2],"w"))' \
+    "$data/ds-zero3-offload.json" "$work/$1.json" "$2"
+}
+ds_variant ds_stage 'c["zero_optimization"]["stage"]="3"'
+ds_variant ds_both 'c["fp16"]={"enabled": True}'
+ds_variant ds_enabled 'c["bf16"]={"enabled": "true"}'
+ds_variant ds_frac 'c["train_batch_size"]=128.5'
+ds_variant ds_neg 'c.update(train_batch_size=16, train_micro_batch_size_per_gpu=-1, gradient_accumulation_steps=-1)'
+ds_variant ds_dev 'c["zero_optimization"]["offload_param"]["device"]="gpu"'
+ds_variant ds_knob 'c["zero_optimization"]["reduce_bucket_size"]="5e8"'
+for v in ds_stage:"zero_optimization.stage must be a whole number in 0..3" \
+         ds_both:"bf16.enabled and fp16.enabled together" ds_enabled:"bf16.enabled must be true or false" \
+         ds_frac:"train_batch_size must be a whole number" ds_neg:"train_micro_batch_size_per_gpu must be a whole number" \
+         ds_dev:"zero_optimization.offload_param.device: none, cpu or nvme" \
+         ds_knob:"zero_optimization.reduce_bucket_size must be a number"; do
+  refuse "${v#*:}" "$dtsim" import deepspeed "$work/${v%%:*}.json" --model models/llama2-7b.json --gpus 16
+done
 refuse "pipeline_engine deepspeed (DeepSpeed's engine" "$dtsim" export megatron scenarios/gpt3-175b-1024-a100.json \
   --set 'parallel.pipeline_engine="deepspeed"' --set 'parallel.schedule="1f1b"' \
   --set parallel.virtual_pipeline_model_parallel_size=1 --set parallel.overlap_grad_reduce=false
@@ -171,6 +201,12 @@ refuse "parallel.framework deepspeed (DeepSpeed's engine" "$dtsim" export megatr
   --set parallel.virtual_pipeline_model_parallel_size=1 --set parallel.overlap_grad_reduce=false
 refuse "parallel.framework fsdp or torchtitan" "$dtsim" export megatron scenarios/gpt3-175b-1024-a100.json \
   --set 'parallel.framework="torchtitan"' --set parallel.zero_stage=3
+# activations kept in another width than the precision's change the step (35.6 s against 28.3 s
+# for GPT-3 175B at 4 bytes under fp16): Megatron-LM has no argument for it, so the line is refused
+refuse "training.activation_bytes" "$dtsim" export megatron scenarios/gpt3-175b-1024-a100.json \
+  --set training.activation_bytes=4
+"$dtsim" export megatron scenarios/gpt3-175b-1024-a100.json --set training.activation_bytes=2 >/dev/null 2>&1 ||
+  { echo "export: activation_bytes equal to the precision's refused"; fail=1; }
 # Megatron-FSDP as Megatron-LM's own example launches it: the default strategy is ZeRO-3, whose
 # parameter gather overlaps by Megatron-FSDP's own prefetch (--overlap-param-gather dropped, listed)
 fsdp_args="--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --vocab-size 32000

@@ -45,6 +45,18 @@ static void bad_vary_stops_before_any_run(void **state)
     assert_int_equal(sh("'%s' sweep '%s' --vary training.micro_batch_size=1,,2 2>/dev/null", DTSIM, SCENARIO), 2);
     assert_int_equal(sh("'%s' sweep '%s' --vary training.micro_batch_size=1 --vary training.micro_batch_size=2 "
                         "2>/dev/null", DTSIM, SCENARIO), 2);
+    /* a value given twice would run its point twice: refused naming both, nothing written ("1"
+     * and " 1" are one value); zipped, only a whole point repeated is */
+    assert_int_equal(sh("'%s' sweep '%s' --vary 'training.micro_batch_size=1,2, 1' --out dtsim_sw_bad "
+                        "2>dtsim_sw_err", DTSIM, SCENARIO), 2);
+    assert_int_equal(sh("grep -q 'training.micro_batch_size: value 3 ( 1) repeats value 1' dtsim_sw_err"), 0);
+    assert_int_not_equal(stat("dtsim_sw_bad/sweep.csv", &st), 0);
+    assert_int_equal(sh("'%s' sweep '%s' --zip --vary training.micro_batch_size=1,2,1 --vary parallel.zero_stage=0,1,0 "
+                        "--out dtsim_sw_bad 2>/dev/null", DTSIM, SCENARIO), 2);
+    /* --merge gathers every shard's part: with --shard it was run, then failed to write (exit 1) */
+    assert_int_equal(sh("'%s' sweep '%s' --vary training.micro_batch_size=1,2 --merge --shard 0/2 --out dtsim_sw_bad "
+                        "2>dtsim_sw_err", DTSIM, SCENARIO), 2);
+    assert_int_equal(sh("grep -q -- '--merge and --shard 0/2' dtsim_sw_err"), 0);
 }
 
 static void rows_and_csv(void **state)
@@ -125,10 +137,16 @@ static void shards_merge_to_the_local_result(void **state)
     assert_int_equal(json_array_size(ra), json_array_size(rb));
     for (size_t i = 0; i < json_array_size(ra); i++) {
         json_t *x = json_array_get(ra, i), *y = json_array_get(rb, i);
-        json_object_del(x, "wall_s"); /* the only figure that is not simulated */
-        json_object_del(y, "wall_s");
         assert_true(json_equal(x, y));
     }
+    /* byte for byte: no figure of the simulator's own time (wall_s) makes a run differ from the
+     * next or from the merge of its shards */
+    assert_int_equal(sh("cmp -s dtsim_sw_local/sweep.json dtsim_sw_shards/sweep.json && "
+                        "cmp -s dtsim_sw_local/sweep.csv dtsim_sw_shards/sweep.csv"), 0);
+    assert_int_equal(sh("'%s' sweep '%s' %s --out dtsim_sw_again >/dev/null 2>&1 && cmp -s dtsim_sw_local/sweep.json "
+                        "dtsim_sw_again/sweep.json && cmp -s dtsim_sw_local/sweep.csv dtsim_sw_again/sweep.csv",
+                        DTSIM, SCENARIO, vary), 0);
+    sh("rm -rf dtsim_sw_again");
     /* every part is sealed and names its sweep: a merge with another --vary, a part edited after
      * it was written, and a part of another sweep among them are each refused, naming the file */
     assert_int_equal(sh("'%s' sweep '%s' --vary parallel.tensor_model_parallel_size=4,3,8 --vary "

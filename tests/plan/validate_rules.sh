@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# dtsim validate's rules for a case table: a negative tolerance is refused (exit 2, naming it);
-# the error of an expected 0 is absolute, labelled so in the table and as error_kind in the JSON,
-# and stays out of the mean relative error. Cases are the first of validation/published-runs.json
-# with the tolerance or the expectation changed.
+# dtsim validate's rules for a case table: a negative tolerance, an id that is not a string or names
+# two cases, and a file over 64 MiB are refused (exit 2, naming it); the error of an expected 0 is
+# absolute, labelled so in the table and as error_kind in the JSON, and stays out of the mean
+# relative error (with only such errors there is no mean, and no aggregate gate passes). Cases are
+# the first of validation/published-runs.json with the tolerance or the expectation changed.
 #   validate_rules.sh DTSIM REPO_ROOT
 set -u
 dtsim=$1 root=$2
@@ -23,6 +24,13 @@ late = dict(case, scenario=dict(case["scenario"], parallel={"tensor_model_parall
 json.dump({"cases": [case, late]}, open(f"{work}/late.json", "w"))
 badkey = dict(case, expect={"step_time": 1.0})
 json.dump({"cases": [case, badkey]}, open(f"{work}/badkey.json", "w"))
+json.dump({"cases": [dict(case, id=5)]}, open(f"{work}/idnum.json", "w"))
+json.dump({"cases": [case, case]}, open(f"{work}/iddup.json", "w"))
+# only an absolute error (an expected 0 that is 2.8 s off): no relative error to average
+absonly = dict(case, expect={"comm_s.dp.total": 0}, tolerance=0.01)
+json.dump({"cases": [absonly]}, open(f"{work}/absonly.json", "w"))
+# over the 64 MiB every description file is held to
+json.dump({"cases": [case], "note": "x" * (65 << 20)}, open(f"{work}/big.json", "w"))
 PY
 fail=0
 "$dtsim" validate "$work/negative.json" >"$work/out" 2>"$work/err"; rc=$?
@@ -50,5 +58,19 @@ done
 # the aggregate gate says its limits
 "$dtsim" validate "$work/zero.json" --max-mean-error 0.05 --max-error 0.2 >"$work/out" 2>&1
 grep -q "aggregate gate: mean .* (limit 5.0%), largest .* (limit 20.0%)" "$work/out" || { echo "gate line:"; cat "$work/out"; fail=1; }
+# a case's id is a string, and names one case: rows are told apart by it
+for f in idnum:"cases\[0\]\.id: not a non-empty string" iddup:"cases\[1\]\.id .*also cases\[0\]'s" \
+         big:"over the 67108864-byte limit"; do
+  "$dtsim" validate "$work/${f%%:*}.json" >"$work/out" 2>"$work/err"; rc=$?
+  if [ "$rc" -ne 2 ] || ! grep -q "${f#*:}" "$work/err" || [ -s "$work/out" ]; then
+    echo "${f%%:*}: exit $rc"; cat "$work/out" "$work/err"; fail=1
+  fi
+done
+# with no relative error the mean and largest are none, not 0%, and the aggregate gate cannot pass
+"$dtsim" validate "$work/absonly.json" --max-mean-error 0.05 --json "$work/absonly_out.json" >"$work/out" 2>&1; rc=$?
+if [ "$rc" -ne 1 ] || ! grep -q "mean absolute error none, largest none" "$work/out" ||
+   ! grep -q "FAIL (no relative error to gate)" "$work/out" || ! grep -q '"mape": null' "$work/absonly_out.json"; then
+  echo "absolute errors only: exit $rc"; cat "$work/out"; fail=1
+fi
 [ "$fail" -eq 0 ] && echo "validate: negative tolerance and unknown keys refused; an expected 0 scored as an absolute error"
 exit "$fail"

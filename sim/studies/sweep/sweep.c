@@ -84,6 +84,39 @@ int sweep_check_zip(const sweep_spec *spec, config_error *err)
     return 0;
 }
 
+static json_t *value_json(const char *text)
+{
+    json_error_t je;
+    json_t *v = json_loads(text, JSON_DECODE_ANY, &je);
+    return v ? v : json_string(text);
+}
+
+int sweep_check_repeats(const sweep_spec *spec, config_error *err)
+{
+    /* each value as the scenario takes it ("1" and " 1" alike); zipped, whole points repeat */
+    for (int d = 0; d < spec->dims; d++) {
+        const sweep_dim *dim = &spec->dim[d];
+        for (int i = 0; i < dim->count; i++)
+            for (int j = i + 1; j < dim->count; j++) {
+                int same = 1;
+                for (int e = spec->zip ? 0 : d; same && e < (spec->zip ? spec->dims : d + 1); e++) {
+                    json_t *a = value_json(spec->dim[e].values[i]), *b = value_json(spec->dim[e].values[j]);
+                    same = json_equal(a, b);
+                    json_decref(a);
+                    json_decref(b);
+                }
+                if (same) {
+                    config_fail(err, "--vary %s: value %d (%s) repeats value %d: the same point%s would run twice",
+                                dim->path, j + 1, dim->values[j], i + 1, spec->zip ? ", with every --zip value," : "");
+                    return -1;
+                }
+            }
+        if (spec->zip) /* every dimension's pairs compared whole above */
+            break;
+    }
+    return 0;
+}
+
 void sweep_point_values(const sweep_spec *spec, long point, int idx[SWEEP_MAX_DIMS])
 {
     for (int d = spec->dims - 1; d >= 0; d--) { /* the product's odometer: the last --vary fastest */
@@ -145,13 +178,6 @@ static void flatten(json_t *obj, const char *prefix, json_t *out)
         else
             json_object_set(out, name, val);
     }
-}
-
-static json_t *value_json(const char *text)
-{
-    json_error_t je;
-    json_t *v = json_loads(text, JSON_DECODE_ANY, &je);
-    return v ? v : json_string(text);
 }
 
 int sweep_estimate(const char *scenario_path, const char *const *base_sets, int n_base, const sweep_spec *spec,
@@ -272,6 +298,9 @@ int sweep_run(const char *scenario_path, const char *const *base_sets, int n_bas
                 json_t *res = run_result_to_json(&r);
                 json_object_del(res, "scenario");
                 json_object_del(res, "folded_from_micro_batches"); /* every row the same columns */
+                /* the simulator's own time, not a figure of the step: without it a sweep's files are
+                 * the same from run to run and a merge of its shards is its local run's */
+                json_object_del(res, "wall_s");
                 flatten(res, "", row);
                 json_decref(res);
             }

@@ -37,6 +37,9 @@ void sweep_spec_free(sweep_spec *spec);
 long sweep_points(const sweep_spec *spec);
 /* With zip set: 0 when every dimension has as many values as the first, else -1 with err. */
 int sweep_check_zip(const sweep_spec *spec, config_error *err);
+/* 0 when no point repeats another (a value given twice in a dimension, or, zipped, a point's
+ * values all those of an earlier point), else -1 with err naming the --vary and the values. */
+int sweep_check_repeats(const sweep_spec *spec, config_error *err);
 /* Point `point`'s value index in each dimension: of the product in odometer order (the last
  * --vary fastest), or, zipped, the point-th of each. */
 void sweep_point_values(const sweep_spec *spec, long point, int idx[SWEEP_MAX_DIMS]);
