@@ -178,6 +178,16 @@ int import_hf(const char *path, long long seq, json_t **out)
             (qwen_moe && (take_int(&r, "num_experts", 1, "num_experts") ||
                           take_int(&r, "moe_intermediate_size", 1, "ffn_hidden_size"))))
             goto out;
+        /* experts without their routing: said in the config's own key, not the reader's default 0 */
+        json_t *experts = json_object_get(m, "num_experts");
+        json_t *topk = json_object_get(c, "num_experts_per_tok");
+        if (experts && json_integer_value(experts) > 0 && (!topk || json_is_null(topk))) {
+            import_fail("hf", "%s: %s %lld but no \"num_experts_per_tok\": how many experts a token is routed "
+                              "to is not said (Mixtral routes 2); add it to the config", path,
+                        json_object_get(c, "num_local_experts") ? "num_local_experts" : "num_experts",
+                        (long long)json_integer_value(experts));
+            goto out;
+        }
         json_t *act = json_object_get(c, "hidden_act");
         if (act && !json_is_null(act) && !json_is_string(act)) {
             import_fail("hf", "%s: \"hidden_act\" must be a string (\"silu\")", path);

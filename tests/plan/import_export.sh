@@ -139,6 +139,8 @@ hf_bad embd '{"n_embd": 769}' '"n_embd" 769 is not a multiple of "n_head" 12' "$
 hf_bad act '{"hidden_act": 7}' '"hidden_act" must be a string'
 hf_bad topk '{"num_experts_per_tok": 9}' "num_experts_per_tok: 9 must be in 1..num_local_experts=8" \
   "$data/mixtral-8x7b-config.json"
+hf_bad notopk '{"num_experts_per_tok": null}' 'num_local_experts 8 but no "num_experts_per_tok"' \
+  "$data/mixtral-8x7b-config.json"
 hf_bad step '{"decoder_sparse_step": "1"}' '"decoder_sparse_step" must be a whole number' \
   "$data/qwen3-30b-a3b-config.json"
 hf_bad positions '{"max_position_embeddings": 1000000000}' "max_position_embeddings: 1000000000 is outside"
