@@ -10,6 +10,7 @@
 #include <string.h>
 #include "cli.h"
 #include "cli_import.h"
+#include "config.h"
 
 static void usage(FILE *f)
 {
@@ -399,6 +400,16 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
         return import_fail("megatron", "%lld GPUs are not a multiple of TP x PP x CP = %lld", gpus, tp * pp * cp);
     json_object_set_new(par, "data_parallel_size", json_integer(gpus / (tp * pp * cp)));
     json_object_set_new(par, "framework", json_string("megatron")); /* its defaults, and no FSDP key */
+    /* Megatron-LM's batch rule (megatron/training/arguments.py, validate_args): --micro-batch-size
+     * is required, and --global-batch-size defaults to one micro-batch per data-parallel rank */
+    long long micro = got_int(tr, "micro_batch_size");
+    if (micro <= 0)
+        return import_fail("megatron", "--micro-batch-size is required (Megatron-LM asserts it is given)");
+    if (got_int(tr, "global_batch_size") <= 0) {
+        json_object_set_new(tr, "global_batch_size", json_integer(micro * (gpus / (tp * pp * cp))));
+        fprintf(stderr, "dtsim import megatron: no --global-batch-size: Megatron-LM's default, --micro-batch-size x "
+                        "the data-parallel size, %lld\n", micro * (gpus / (tp * pp * cp)));
+    }
     long long bucket = got_int(extra, "ddp_bucket_size");
     if (bucket > 0) { /* elements, as they travel: fp32 under bf16/fp16 as Megatron accumulates (params.c) */
         const char *prec = json_string_value(json_object_get(tr, "precision"));
@@ -450,6 +461,20 @@ int cli_import(int argc, char **argv)
                            : import_fail(kind, "a ds_config.json and --model are required");
     } else {
         return import_fail(kind, "not megatron, hf or deepspeed");
+    }
+    /* a whole scenario (Megatron-LM's or DeepSpeed's arguments) goes through the scenario reader
+     * before it is written, from the folder it is written to, so that nothing it would refuse when
+     * run (a --seq-length 0) is written; import hf writes a model only, checked by its own reader */
+    if (rc == 0 && strcmp(kind, "hf")) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", output && strcmp(output, "-") && strchr(output, '/') ? output : "./x");
+        *strrchr(dir, '/') = 0;
+        scenario_config s;
+        config_error err;
+        if (scenario_load_json(doc, dir[0] ? dir : "/", NULL, 0, &s, &err) != 0)
+            rc = import_fail(kind, "the scenario it would write is refused: %s", err.msg);
+        else
+            scenario_free(&s);
     }
     if (rc == 0)
         rc = import_write(kind, doc, output);

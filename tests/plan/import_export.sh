@@ -102,7 +102,22 @@ refuse() { # expected-text, command...
   [ "$rc" -eq 2 ] && grep -q -- "$want" "$work/err" || { echo "not refused ($rc): $* -> $(cat "$work/err")"; fail=1; }
 }
 refuse "--num-layers" "$dtsim" import megatron --gpus 8 -- --num-layers abc --hidden-size 64 --num-attention-heads 4
-moe="--num-layers 2 --hidden-size 64 --num-attention-heads 4 --vocab-size 256 --seq-length 32 --num-experts 8 --moe-router-topk 2"
+moe="--num-layers 2 --hidden-size 64 --num-attention-heads 4 --vocab-size 256 --seq-length 32 --num-experts 8 --moe-router-topk 2
+  --micro-batch-size 1"
+# Megatron-LM's batch rule: --micro-batch-size is required; --global-batch-size defaults to one
+# micro-batch per data-parallel rank (8 here), and an invalid scenario is never written
+# shellcheck disable=SC2086
+refuse "--micro-batch-size is required" "$dtsim" import megatron --gpus 8 -- ${moe% --micro-batch-size 1}
+# shellcheck disable=SC2086
+"$dtsim" import megatron --gpus 8 -o "$work/gbs.json" -- $moe 2>"$work/err" &&
+  python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["training"]["global_batch_size"] != 8)' \
+    "$work/gbs.json" && grep -q "no --global-batch-size" "$work/err" ||
+  { echo "import megatron without --global-batch-size: not micro x DP"; cat "$work/err"; fail=1; }
+rm -f "$work/seq0.json"
+# shellcheck disable=SC2086
+refuse "the scenario it would write is refused: scenario.model.seq_length" \
+  "$dtsim" import megatron --gpus 8 -o "$work/seq0.json" -- $moe --seq-length 0
+[ ! -e "$work/seq0.json" ] || { echo "import megatron wrote a scenario it refuses"; fail=1; }
 # shellcheck disable=SC2086
 refuse "dtsim models alltoall and flex" "$dtsim" import megatron --gpus 8 -- $moe --moe-token-dispatcher-type allgather
 # shellcheck disable=SC2086
@@ -173,7 +188,7 @@ json.dump(c, open(sys.argv[2], "w"))' "$data/llama3-8b-config.json" "$work/hf_ma
 grep -q "unknown_key_399$" "$work/err" || { echo "import hf: ignored keys cut: $(tail -c 80 "$work/err")"; fail=1; }
 # shellcheck disable=SC2046
 "$dtsim" import megatron --gpus 8 -o "$work/mg_many.json" -- --num-layers 2 --hidden-size 64 --num-attention-heads 4 \
-  --seq-length 32 --vocab-size 256 $(seq -f "--unknown-argument-%g" 1 400) 2>"$work/err" || fail=1
+  --seq-length 32 --vocab-size 256 --micro-batch-size 1 $(seq -f "--unknown-argument-%g" 1 400) 2>"$work/err" || fail=1
 grep -q -- "--unknown-argument-400$" "$work/err" || { echo "import megatron: ignored cut: $(tail -c 80 "$work/err")"; fail=1; }
 # a value of the wrong type was read as absent or 0: "stage": "3" imported as ZeRO-0, bf16 and fp16
 # both enabled as bf16, a fractional batch cut, a negative micro-batch and accumulation written out
