@@ -168,5 +168,8 @@ void run_result_print(const run_result *r, const scenario_config *s, void *file)
 void run_words(double x, char *out, size_t n);
 /* Looks up a key of the --json document by dotted path ("memory_gib.total"); 0 if absent. */
 int run_result_lookup(const run_result *r, const char *key, double *value);
+/* Whether some run's --json document may hold the numeric figure `key` (the optional parts, such as
+ * input.* and time_to_train.*, counted as present): a name no run prints is refused before any run. */
+int run_result_may_name(const char *key);
 
 #endif

@@ -73,6 +73,20 @@ void *time_to_train_to_json(const time_to_train *t, double price_per_gpu_hour)
     return o;
 }
 
+int run_result_may_name(const char *key)
+{
+    /* a result with every optional part present, so that its document names every figure a run
+     * may print (offload, input, fold, compression, time to train with failures and a price) */
+    run_result all;
+    memset(&all, 0, sizeof all);
+    all.memory.host_gib = all.memory.nvme_gib = 1;
+    all.input_present = all.folded = 1;
+    all.compression.present = 1;
+    all.to_train.known = all.to_train.has_cost = all.to_train.with_failures = 1;
+    double v;
+    return run_result_lookup(&all, key, &v) == 0;
+}
+
 void run_words(double x, char *out, size_t n)
 {
     static const char *const suffix[] = {"", "K", "M", "B", "T", "Q"};

@@ -153,6 +153,17 @@ static int validate_cases(const char *cases_path, const char *json_path, int fid
     if (!runs || !out_cases)
         fprintf(stderr, "dtsim validate: out of memory for %zu cases\n", n);
 
+    /* an expected figure no run prints (a misspelt name) is refused before anything runs; one that
+     * only some runs print is checked against the case's own result below */
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const char *key;
+        json_t *val;
+        json_object_foreach(runs[i].expect, key, val) if (rc == 0 && !run_result_may_name(key)) {
+            fprintf(stderr, "dtsim validate: %s: cases[%zu].expect.%s: not a numeric key of the "
+                            "'dtsim run --json' output\n", cases_path, i, key);
+            rc = 2;
+        }
+    }
     /* Every case's step priced as dtsim run prices it (its first replay), summed, before any
      * runs; each further replay is asked of the same limits when it comes. */
     work_estimate est = {.seconds = 0, .bytes = 0};

@@ -20,9 +20,9 @@ zero = dict(case, expect={"bubble_fraction.mean": 0}, tolerance=0.01)
 json.dump({"cases": [zero]}, open(f"{work}/zero.json", "w"))
 typo = dict(case, tolerence=0.01)
 json.dump({"cases": [typo]}, open(f"{work}/typo.json", "w"))
-late = dict(case, scenario=dict(case["scenario"], parallel={"tensor_model_parallel_size": 3}))
+late = dict(case, id="late", scenario=dict(case["scenario"], parallel={"tensor_model_parallel_size": 3}))
 json.dump({"cases": [case, late]}, open(f"{work}/late.json", "w"))
-badkey = dict(case, expect={"step_time": 1.0})
+badkey = dict(case, id="badkey", expect={"step_time": 1.0})
 json.dump({"cases": [case, badkey]}, open(f"{work}/badkey.json", "w"))
 json.dump({"cases": [dict(case, id=5)]}, open(f"{work}/idnum.json", "w"))
 json.dump({"cases": [case, case]}, open(f"{work}/iddup.json", "w"))
@@ -49,12 +49,19 @@ if [ "$rc" -ne 2 ] || ! grep -q "cases\[0\]\.tolerence: unknown key (did you mea
 fi
 # a bad case after good ones stops the command before its first row: every case is loaded, and
 # every expected figure named, before the table
-for f in late badkey; do
-  "$dtsim" validate "$work/$f.json" >"$work/out" 2>"$work/err"; rc=$?
-  if [ "$rc" -ne 2 ] || ! grep -q "cases\[1\]" "$work/err" || [ -s "$work/out" ]; then
+# (each its own id: two of one id are refused for that first)
+for f in late:tensor_model_parallel_size badkey:expect.step_time; do
+  "$dtsim" validate "$work/${f%%:*}.json" >"$work/out" 2>"$work/err"; rc=$?
+  if [ "$rc" -ne 2 ] || ! grep -q "cases\[1\].*${f#*:}" "$work/err" || [ -s "$work/out" ]; then
     echo "$f: exit $rc, rows before the refusal:"; cat "$work/out" "$work/err"; fail=1
   fi
 done
+# a name no run prints is refused before the work: ahead of the up-front estimate's refusal, which
+# itself comes before any simulation (a --max-seconds nothing fits in)
+"$dtsim" validate "$work/badkey.json" --max-seconds 0.000001 >"$work/out" 2>"$work/err"; rc=$?
+if [ "$rc" -ne 2 ] || ! grep -q "cases\[1\]\.expect\.step_time: not a numeric key" "$work/err"; then
+  echo "badkey under --max-seconds: exit $rc, not named before the estimate:"; cat "$work/err"; fail=1
+fi
 # the aggregate gate says its limits
 "$dtsim" validate "$work/zero.json" --max-mean-error 0.05 --max-error 0.2 >"$work/out" 2>&1
 grep -q "aggregate gate: mean .* (limit 5.0%), largest .* (limit 20.0%)" "$work/out" || { echo "gate line:"; cat "$work/out"; fail=1; }
