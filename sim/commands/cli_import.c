@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "cli_import.h"
 #include "config.h"
+#include "config_json.h"
 
 static void usage(FILE *f)
 {
@@ -467,11 +468,10 @@ int cli_import(int argc, char **argv)
      * run (a --seq-length 0) is written; import hf writes a model only, checked by its own reader */
     if (rc == 0 && strcmp(kind, "hf")) {
         char dir[4096];
-        snprintf(dir, sizeof dir, "%s", output && strcmp(output, "-") && strchr(output, '/') ? output : "./x");
-        *strrchr(dir, '/') = 0;
+        config_dirname(output && strcmp(output, "-") ? output : "", dir, sizeof dir);
         scenario_config s;
         config_error err;
-        if (scenario_load_json(doc, dir[0] ? dir : "/", NULL, 0, &s, &err) != 0)
+        if (scenario_load_json(doc, dir, NULL, 0, &s, &err) != 0)
             rc = import_fail(kind, "the scenario it would write is refused: %s", err.msg);
         else
             scenario_free(&s);

@@ -98,16 +98,11 @@ static int key_of(const char *path, file_key *k)
         return 0;
     }
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    const char *name = slash ? path + (slash - dir) + 1 : path;
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else
-        slash[slash == dir] = 0;
+    config_dirname(path, dir, sizeof dir);
+    const char *slash = strrchr(path, '/');
     if (stat(dir, &st) != 0)
         return -1;
-    *k = (file_key){st.st_dev, st.st_ino, name};
+    *k = (file_key){st.st_dev, st.st_ino, slash ? slash + 1 : path};
     return 0;
 }
 
