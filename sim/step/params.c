@@ -57,6 +57,15 @@ double params_layer_small_per_gpu(const scenario_config *s, double threshold)
     return n;
 }
 
+double params_layer_tensors_from(const scenario_config *s, double threshold)
+{
+    double t[LAYER_TENSOR_KINDS][2], n = 0;
+    for (int i = 0, k = layer_tensors(s, t); i < k; i++)
+        if (t[i][1] > 0 && t[i][1] >= threshold)
+            n += t[i][0];
+    return n;
+}
+
 double params_layer_largest_tensor_per_gpu(const scenario_config *s)
 {
     double t[LAYER_TENSOR_KINDS][2], largest = 0;

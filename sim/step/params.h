@@ -16,6 +16,9 @@ layer_params params_layer_per_gpu(const scenario_config *s);
 /* Of those, the elements in tensors smaller than `threshold` elements (ZeRO-3 keeps them whole:
  * stage3_param_persistence_threshold). */
 double params_layer_small_per_gpu(const scenario_config *s, double threshold);
+/* How many of a layer's tensors on one GPU have `threshold` elements or more (DeepSpeed's stage 3
+ * gathers each such tensor with its own all-gather: zero3.h). */
+double params_layer_tensors_from(const scenario_config *s, double threshold);
 /* The elements of a layer's largest tensor on one GPU (DeepSpeed's stage 3 gathers and counts
  * live parameters tensor by tensor). */
 double params_layer_largest_tensor_per_gpu(const scenario_config *s);

@@ -64,7 +64,7 @@ static void wait_for_send(step_workload *w, const builder *b, stage_state *st, i
  * and the head are not recomputed. With ZeRO-Infinity the rank's
  * shard first comes in from the host or NVMe (host_offload.h). -1 when ZeRO-3 is off. */
 static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st, int stage, double rerun_params,
-                             double params)
+                             double rerun_calls, double params, double calls)
 {
     if (!b->z3.active || params <= 0)
         return -1;
@@ -72,12 +72,14 @@ static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st
     int dep = u - d - 1 >= 0 ? st->z3_history[(u - d - 1) % Z3_HISTORY] : -1;
     int id = -1;
     for (int c = rerun_params > 0 ? 0 : 1; c < 2; c++) {
-        double n = c == 0 ? rerun_params : params;
+        double n = c == 0 ? rerun_params : params, k = fmax(1, c == 0 ? rerun_calls : calls);
         int fetch = offload_param_fetch(w, b->s, stage, n, dep);
         int g = -1;
-        if (b->dp.ranks > 1) {
+        if (b->dp.ranks > 1) { /* k calls of n / k elements each, back to back (zero3.h) */
             g = workload_add_comm(w, b, stage, LANE_COMM, "zero3_param_allgather", COMM_ZERO, COLL_ALL_GATHER,
                                   n * b->cm.act_bytes, b->dp, dep);
+            w->tasks[g].duration_s = k * workload_collective_s(b, COLL_ALL_GATHER, n * b->cm.act_bytes / k, b->dp);
+            w->tasks[g].calls = k;
             if (fetch >= 0)
                 workload_add_dep(w, g, fetch);
         }
@@ -98,6 +100,18 @@ static double accumulate_unsharded_s(const builder *b, int first, double params)
     double c = b->cm.act_bytes, r = params_grad_buffer_bytes(b->s);
     double bytes = r > c ? (first ? c + r : c + 2 * r) : (first ? 0 : 3 * c);
     return bytes > 0 ? cost_memory_s(&b->cm, OPCLASS_ELEMENTWISE, bytes * params) : 0;
+}
+
+/* parallel.stage3_list_collectives: each of a pass's gather calls hands PyTorch a list of one
+ * tensor a rank of the group, which ProcessGroupNCCL fills from its flat buffer one launch a rank,
+ * on the host before the pass's compute is launched (zero3.h): a part of the pass that no device
+ * work hides, booked as the ZeRO gathers'. */
+static void list_copies(sim_task *t, task_comm_parts *parts, const builder *b, double gather_calls)
+{
+    double copies_s = gather_calls * b->dp.ranks * b->s->calibration.launch_overhead_us * 1e-6;
+    t->duration_s += copies_s;
+    t->comm_inside_s += copies_s;
+    parts->inside[COMM_ZERO] += copies_s;
 }
 
 /* Adds a pass's work to compute task t: nl layers (nr of them rerun first by recomputation: a
@@ -205,7 +219,11 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
                  : nl > 0 ? scenario_recomputed_layers(s, L - piece) - scenario_recomputed_layers(s, L - piece - 1)
                           : 0;
         double rerun = b->z3.regather_rerun ? nr * b->z3.layer_params : 0;
-        int gather = gathers ? zero3_unit_gather(w, b, st, stage, rerun, unit) : -1;
+        /* its calls: the layers' (gather_calls_per_layer each), the embedding's and the head's one */
+        double calls = nl * b->z3.gather_calls_per_layer + (with_embed && embed_params > 0) +
+                       (with_head && head_params > 0);
+        int gather = gathers ? zero3_unit_gather(w, b, st, stage, rerun, nr * b->z3.gather_calls_per_layer, unit, calls)
+                             : -1;
         /* The previous layer's gradients go out after this layer's gather on the one comm stream
          * both share here: the prefetch is not queued behind a reduction that waits for the
          * compute it should overlap (DeepSpeed runs them on two streams that share the NIC; one
@@ -221,6 +239,8 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         t.phase = a->phase;
         task_comm_parts parts = {0};
         add_pass_work(&t, &parts, b, fwd, nl, nr, with_embed, with_head);
+        if (b->z3.list_collectives && gathers) /* the host's copies, rank by rank, before the pass */
+            list_copies(&t, &parts, b, b->z3.regather_rerun ? calls + nr * b->z3.gather_calls_per_layer : calls);
         if (first && (fwd ? vs > 0 : vs < last_vs))
             gather_received(&t, &parts, b);
         if (!fwd && z3_once) /* the piece's gradients into the unsharded ones */

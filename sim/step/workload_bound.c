@@ -20,16 +20,18 @@ static double pass_s(const builder *b, const pass_cost *c)
 
 /* ZeRO-3 where every pass gathers (DeepSpeed's stage 3 and Megatron-FSDP: a forward and a backward
  * both let their layers go, zero3.h): the gathers of stage p's layers on its communication stream,
- * one collective a layer a pass (and one more for a layer full recomputation re-runs, where that
- * re-gathers), each the time the graph gives it (workload_collective_s); 0 otherwise. The
- * reduce-scatters, the embedding's and the head's gathers count as 0. */
+ * a layer's gather a pass (and one more for a layer full recomputation re-runs, where that
+ * re-gathers), each the time the graph gives it (gather_calls_per_layer calls of
+ * workload_collective_s); 0 otherwise. The reduce-scatters, the embedding's and the head's
+ * gathers count as 0. */
 static double zero3_gathers_s(const builder *b, const scenario_config *s, int p)
 {
     const zero3_plan *z = &b->z3;
     if (!z->active || !z->reshard_after_forward || !z->reshard_after_backward || b->dp.ranks <= 1 ||
         !(z->layer_params > 0))
         return 0;
-    double one = workload_collective_s(b, COLL_ALL_GATHER, z->layer_params * b->cm.act_bytes, b->dp), gathers = 0;
+    double k = fmax(1, z->gather_calls_per_layer), gathers = 0;
+    double one = k * workload_collective_s(b, COLL_ALL_GATHER, z->layer_params * b->cm.act_bytes / k, b->dp);
     for (int c = 0; c < b->V; c++) {
         int L = b->layers[pipeline_virtual_stage(b->P, p, c)];
         gathers += 2.0 * L + (z->regather_rerun ? scenario_recomputed_layers(s, L) : 0);

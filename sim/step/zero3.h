@@ -20,7 +20,17 @@
  *  - parameters of fewer than stage3_param_persistence_threshold elements are not partitioned:
  *    kept whole on every rank, never gathered, and their gradients all-reduced instead;
  *  - up to stage3_prefetch_bucket_size elements are fetched ahead of use, bounded by
- *    stage3_max_live_parameters gathered at once, counted tensor by tensor (zero3.c).
+ *    stage3_max_live_parameters gathered at once, counted tensor by tensor (zero3.c);
+ *  - a layer's gather is one all-gather call per partitioned tensor, not one per layer
+ *    (gather_calls_per_layer, zero3.c).
+ * DeepSpeed up to v0.5.4 (parallel.stage3_list_collectives) called torch.distributed.all_gather
+ * once per parameter with a list of one view per rank (partition_parameters.py, _allgather_param),
+ * and PyTorch's ProcessGroupNCCL copies its flat buffer out to that list one rank at a time
+ * (allgather's post-hook, torch/lib/c10d/ProcessGroupNCCL.cpp): a gather call costs the host one
+ * launch per rank of the group, issued before the module's compute (the fetch synchronizes the
+ * device first), so the workload puts that time in the compute pass that uses the gather. Its
+ * gradient reductions went out in flat buckets (with contiguous_gradients, stage 3's default
+ * false: buffered_reduce_fallback, an all-reduce a bucket), without such copies.
  * Defaults are DeepSpeed's (deepspeed/runtime/zero/config.py: prefetch_bucket_size 5e7,
  * param_persistence_threshold 1e5, max_live_parameters 1e9, reduce_bucket_size 5e8).
  *
@@ -64,6 +74,11 @@ typedef struct {
                                    parallel.pipeline_engine deepspeed); else they stay gathered
                                    for the backward */
     double reduce_bucket_params;/* gradient elements per reduce-scatter call */
+    double gather_calls_per_layer; /* all-gather calls one layer's gather takes: DeepSpeed's stage 3
+                                      one a tensor it partitions (zero3.c), FSDP and Megatron-FSDP
+                                      one a layer; each call pays the collective's latency */
+    int list_collectives;       /* parallel.stage3_list_collectives: every gather hands PyTorch a
+                                   list of one tensor a rank, which it copies rank by rank */
 } zero3_plan;
 
 void zero3_plan_of(const scenario_config *s, zero3_plan *z);

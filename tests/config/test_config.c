@@ -231,6 +231,9 @@ static const reject_case REJECTS[] = {
       "parallel.zero_stage=3", "parallel.stage3_max_live_parameters=1e9"}, {"scenario.parallel.stage3_max_live_parameters", "FSDP's rule (fsdp)"}},
     {{"parallel.fsdp_reshard_after_forward=\"always\"", "parallel.reduce_bucket_size=1e8"}, {"scenario.parallel.reduce_bucket_size", "FSDP's rule (fsdp_reshard_after_forward)"}},
     {{"parallel.framework=\"megatron\"", "parallel.stage3_prefetch_bucket_size=1e8"}, {"scenario.parallel.stage3_prefetch_bucket_size", "which Megatron-FSDP (framework megatron) does not have"}},
+    {{"parallel.framework=\"megatron\"", "parallel.stage3_list_collectives=true"}, {"scenario.parallel.stage3_list_collectives", "which Megatron-FSDP (framework megatron) does not have"}},
+    {{"parallel.fsdp_reshard_after_forward=\"always\"", "parallel.stage3_list_collectives=false"}, {"scenario.parallel.stage3_list_collectives", "FSDP's rule"}},
+    {{"parallel.stage3_list_collectives=1"}, {"scenario.parallel.stage3_list_collectives", "expected true or false"}},
     {{"parallel.framework=\"megatron\"", "parallel.zero_stage=2"}, {"scenario.parallel.framework", "runs ZeRO-2 only as Megatron-FSDP's optim_grads"}},
     {{"parallel.framework=\"megatron\"", "parallel.offload_optimizer=\"cpu\""}, {"scenario.parallel.offload_optimizer", "not framework megatron's CPU offload"}},
     /* faults */

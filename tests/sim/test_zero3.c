@@ -14,6 +14,7 @@
 #include "fixture.h"
 #include "memory.h"
 #include "params.h"
+#include "collective.h"
 #include "cost.h"
 #include "replay.h"
 #include "run.h"
@@ -48,19 +49,25 @@ static void bytes_of(const scenario_config *s, double *gathered, double *reduced
     workload_free(&w);
 }
 
-/* The backward passes' compute time on each of two stages. */
-static void backward_s_by_stage(const scenario_config *s, double bwd[2], int tasks[2])
+/* The compute time of the passes named `name` ("fwd", "bwd") on each of two stages, and their
+ * tasks. */
+static void pass_s_by_stage(const scenario_config *s, const char *name, double sum[2], int tasks[2])
 {
     step_workload w;
     fixture_build(s, &w);
-    bwd[0] = bwd[1] = 0;
+    sum[0] = sum[1] = 0;
     tasks[0] = tasks[1] = 0;
     for (int i = 0; i < w.n_tasks; i++)
-        if (!strcmp(w.tasks[i].name, "bwd")) {
-            bwd[w.tasks[i].stage] += w.tasks[i].duration_s;
+        if (!strcmp(w.tasks[i].name, name)) {
+            sum[w.tasks[i].stage] += w.tasks[i].duration_s;
             tasks[w.tasks[i].stage]++;
         }
     workload_free(&w);
+}
+
+static void backward_s_by_stage(const scenario_config *s, double bwd[2], int tasks[2])
+{
+    pass_s_by_stage(s, "bwd", bwd, tasks);
 }
 
 /* Written out by hand: a layer's matrices are QKV 3h^2, projection h^2, MLP 2hf, each far above
@@ -474,12 +481,104 @@ static void megatron_fsdp_prefetches_by_its_size(void **state)
     fixture_free(&s);
 }
 
+/* DeepSpeed's stage 3 gathers tensor by tensor (zero3.c): a layer's gather is one all-gather call
+ * a tensor at or above the persistence threshold, each paying the collective's own time for its
+ * share. The fixture's layer: QKV, projection and the two MLP matrices are partitioned, its 3
+ * biases and 4 norm vectors (at most f = 4,096 elements) kept whole: 4 calls; with no threshold
+ * all 12 tensors; FSDP's unit and Megatron-FSDP's bucket one. The embedding (where the model
+ * starts) and the tied head (where it ends) are one call more each. */
+static void deepspeed_gathers_tensor_by_tensor(void **state)
+{
+    (void)state;
+    scenario_config s;
+    zero3_fixture(&s, 4);
+    zero3_plan z;
+    zero3_plan_of(&s, &z);
+    assert_true(z.gather_calls_per_layer == 4);
+    double layer_bytes = z.layer_params * 2;
+    step_workload w;
+    fixture_build(&s, &w);
+    int layers_only = 0, with_ends = 0;
+    for (int i = 0; i < w.n_tasks; i++) {
+        const sim_task *k = &w.tasks[i];
+        if (strcmp(k->name, "zero3_param_allgather"))
+            continue;
+        double calls = k->bytes > 1.0001 * layer_bytes ? 5 : 4;
+        coll_group g = {k->group, k->span_nodes, k->group / k->span_nodes};
+        double one = collective_time(&s.platform, &s.calibration, COLL_ALL_GATHER, k->bytes / calls, g).time_s;
+        if (k->calls != calls || !REL(k->duration_s, calls * one))
+            fail_msg("gather %d: %g calls, %.9g s; expected %g calls of %.9g s", i, k->calls, k->duration_s, calls,
+                     one);
+        calls == 4 ? layers_only++ : with_ends++;
+    }
+    workload_free(&w);
+    /* 2 micro-batches, forward and backward, each pass two layers alone and two with an end */
+    assert_int_equal(layers_only, 2 * 2 * 2);
+    assert_int_equal(with_ends, 2 * 2 * 2);
+    s.parallel.stage3_param_persistence_threshold = 0;
+    zero3_plan_of(&s, &z);
+    assert_true(z.gather_calls_per_layer == 12);
+    s.parallel.stage3_param_persistence_threshold = 1e5;
+    s.parallel.framework = FRAMEWORK_MEGATRON;
+    zero3_plan_of(&s, &z);
+    assert_true(z.gather_calls_per_layer == 1);
+    s.parallel.framework = FRAMEWORK_UNSET;
+    s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_ALWAYS;
+    zero3_plan_of(&s, &z);
+    assert_true(z.gather_calls_per_layer == 1);
+    fixture_free(&s);
+}
+
+/* parallel.stage3_list_collectives (DeepSpeed up to v0.5.4): every gather call costs the host one
+ * launch a rank of the group (PyTorch's copies from its flat buffer into the list), before the pass
+ * that uses it, where nothing hides it. Counted by hand for the fixture (4 layers, DP 8, 2
+ * micro-batches): a forward gathers 4 x 4 + 1 (embedding) + 1 (head) times, a backward as often;
+ * with DeepSpeed's engine under full recomputation the backward's re-run gathers 4 x 4 times more.
+ * The gradient reductions (flat buckets) are not touched. */
+static void list_collectives_cost_a_launch_a_rank(void **state)
+{
+    (void)state;
+    scenario_config s;
+    zero3_fixture(&s, 4);
+    s.calibration.launch_overhead_us = 4; /* the shipped A100 calibration's (the fixture's is 0) */
+    double launch = s.calibration.launch_overhead_us * 1e-6, m = 2, ranks = 8, pass_calls = 4 * 4 + 2;
+    double fwd[2], bwd[2], fwd_listed[2], bwd_listed[2], reduced, reduced_listed, gathered;
+    int tasks[2], gathers;
+    run_result plain = fixture_run(&s);
+    backward_s_by_stage(&s, bwd, tasks);
+    pass_s_by_stage(&s, "fwd", fwd, tasks);
+    bytes_of(&s, &gathered, &reduced, &gathers);
+    s.parallel.stage3_list_collectives = 1;
+    backward_s_by_stage(&s, bwd_listed, tasks);
+    pass_s_by_stage(&s, "fwd", fwd_listed, tasks);
+    bytes_of(&s, &gathered, &reduced_listed, &gathers);
+    print_message("list collectives: forwards +%.6f s, backwards +%.6f s\n", fwd_listed[0] - fwd[0],
+                  bwd_listed[0] - bwd[0]);
+    assert_true(fabs(fwd_listed[0] - fwd[0] - m * pass_calls * ranks * launch) < 1e-12);
+    assert_true(fabs(bwd_listed[0] - bwd[0] - m * pass_calls * ranks * launch) < 1e-12);
+    assert_true(reduced_listed == reduced);
+    run_result r = fixture_run(&s);
+    print_message("step %.6f s (was %.6f s); ZeRO exposed %.6f s (was %.6f s)\n", r.step_time_s, plain.step_time_s,
+                  r.comm_exposed_s[COMM_ZERO], plain.comm_exposed_s[COMM_ZERO]);
+    assert_true(r.step_time_s >= plain.step_time_s + 2 * m * pass_calls * ranks * launch - 1e-12);
+    /* DeepSpeed's engine re-gathers the recomputed layers for their re-run */
+    s.training.recompute = RECOMPUTE_FULL;
+    s.parallel.pipeline_engine = PIPELINE_ENGINE_DEEPSPEED;
+    backward_s_by_stage(&s, bwd_listed, tasks);
+    s.parallel.stage3_list_collectives = 0;
+    backward_s_by_stage(&s, bwd, tasks);
+    assert_true(fabs(bwd_listed[0] - bwd[0] - m * (pass_calls + 4 * 4) * ranks * launch) < 1e-12);
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_micro_batch_gathers_and_reduces_each_layer),
         cmocka_unit_test(prefetch_hides_the_gathers_behind_compute),
         cmocka_unit_test(memory_holds_the_gathered_working_set),
+        cmocka_unit_test(deepspeed_gathers_tensor_by_tensor),
+        cmocka_unit_test(list_collectives_cost_a_launch_a_rank),
         cmocka_unit_test(megatron_fsdp_prefetches_by_its_size),
         cmocka_unit_test(fsdp2_on_one_stage),
         cmocka_unit_test(fsdp2_under_pipeline_parallelism),

@@ -166,6 +166,7 @@ static void plan_parallel_extras_to_json(const scenario_config *s, json_t *par)
                             json_real(s->parallel.stage3_param_persistence_threshold));
         json_object_set_new(par, "stage3_max_live_parameters", json_real(s->parallel.stage3_max_live_parameters));
         json_object_set_new(par, "reduce_bucket_size", json_real(s->parallel.reduce_bucket_size));
+        json_object_set_new(par, "stage3_list_collectives", json_boolean(s->parallel.stage3_list_collectives));
     }
     json_t *algo = json_object();
     for (int k = 0; k < COLL_KIND_COUNT; k++)
