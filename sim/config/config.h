@@ -336,8 +336,8 @@ typedef struct {
         double stage3_param_persistence_threshold; /* smaller tensors stay whole (1e5) */
         double stage3_max_live_parameters;   /* gathered at once at most (1e9) */
         double reduce_bucket_size;           /* gradient elements per reduce-scatter (5e8) */
-        int stage3_list_collectives;         /* DeepSpeed <= 0.5.4: a list all-gather / reduce-scatter
-                                                per parameter, one copy a rank (false) */
+        int stage3_list_collectives;         /* DeepSpeed <= 0.5.4: an all-gather a parameter into a
+                                                list, one copy a rank (false) */
         int pipeline_layers_count;           /* 0 = equal split */
         int *pipeline_layers;                /* owned, one per stage */
     } parallel;

@@ -25,6 +25,10 @@ double params_layer_largest_tensor_per_gpu(const scenario_config *s);
 /* Embedding (vocab-parallel token table, plus learned positions for GPT-style models without
  * SwiGLU; Llama-style models use rotary positions, which have no parameters) per GPU. */
 double params_embedding_per_gpu(const scenario_config *s);
+/* How many tensors at or above `threshold` elements the embedding (head 0: the token table and
+ * learned positions) or the model's end (head 1: the final norm and the LM head's table) has on one
+ * GPU (DeepSpeed's stage 3 gathers each with its own all-gather: zero3.h). */
+double params_ends_tensors_from(const scenario_config *s, int head, double threshold);
 /* Parameters on one GPU of pipeline stage `stage` (all its chunks): its layers, the embedding
  * on the first stage, the final norm and the LM head (tied copy of the embedding) on the last. */
 double params_stage_per_gpu(const scenario_config *s, int stage);

@@ -219,9 +219,10 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
                  : nl > 0 ? scenario_recomputed_layers(s, L - piece) - scenario_recomputed_layers(s, L - piece - 1)
                           : 0;
         double rerun = b->z3.regather_rerun ? nr * b->z3.layer_params : 0;
-        /* its calls: the layers' (gather_calls_per_layer each), the embedding's and the head's one */
-        double calls = nl * b->z3.gather_calls_per_layer + (with_embed && embed_params > 0) +
-                       (with_head && head_params > 0);
+        /* its calls: the layers' (gather_calls_per_layer each), the embedding's and the head's */
+        double calls = (b->z3.layer_params > 0 ? nl * b->z3.gather_calls_per_layer : 0) +
+                       (with_embed && embed_params > 0 ? b->z3.embed_gather_calls : 0) +
+                       (with_head && head_params > 0 ? b->z3.head_gather_calls : 0);
         int gather = gathers ? zero3_unit_gather(w, b, st, stage, rerun, nr * b->z3.gather_calls_per_layer, unit, calls)
                              : -1;
         /* The previous layer's gradients go out after this layer's gather on the one comm stream
@@ -239,8 +240,8 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         t.phase = a->phase;
         task_comm_parts parts = {0};
         add_pass_work(&t, &parts, b, fwd, nl, nr, with_embed, with_head);
-        if (b->z3.list_collectives && gathers) /* the host's copies, rank by rank, before the pass */
-            list_copies(&t, &parts, b, b->z3.regather_rerun ? calls + nr * b->z3.gather_calls_per_layer : calls);
+        if (b->z3.list_collectives && gather >= 0 && b->dp.ranks > 1) /* the host's copies, rank by rank */
+            list_copies(&t, &parts, b, fmax(1, calls) + (rerun > 0 ? nr * b->z3.gather_calls_per_layer : 0));
         if (first && (fwd ? vs > 0 : vs < last_vs))
             gather_received(&t, &parts, b);
         if (!fwd && z3_once) /* the piece's gradients into the unsharded ones */

@@ -65,14 +65,16 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z)
      * 2026-11-29) one all-gather a parameter (partition_parameters.py, _all_gather ->
      * _allgather_param: torch.distributed.all_gather into a list until v0.5.4, then
      * _all_gather_base where PyTorch has it). From v0.6 the coordinator sends each prefetch batch as one
-     * coalesced call (partitioned_param_coordinator.py, fetch_sub_module -> __all_gather_params ->
-     * all_gather_coalesced), and a batch is what fits in min(max_live - live, prefetch bucket):
+     * coalesced call (partitioned_param_coordinator.py, in stage3.py until v0.6.1: fetch_sub_module
+     * -> __all_gather_params -> all_gather_coalesced), and a batch is what fits in min(max_live - live, prefetch bucket):
      * once the live set is full, what the last module let go, so again about a weight tensor a
      * call. Every tensor it partitions (at or above the persistence threshold) is counted as one
      * call: GPT-3 175B's QKV, projection and two MLP weights, 4 a layer; at least one, as dtsim
      * gathers a layer as its unit. */
-    double tensors = params_layer_tensors_from(s, fmax(z->persistence_threshold, 1));
+    double threshold = fmax(z->persistence_threshold, 1), tensors = params_layer_tensors_from(s, threshold);
     z->gather_calls_per_layer = tensors > 1 ? tensors : 1;
+    z->embed_gather_calls = fmax(1, params_ends_tensors_from(s, 0, threshold));
+    z->head_gather_calls = fmax(1, params_ends_tensors_from(s, 1, threshold));
     z->list_collectives = s->parallel.stage3_list_collectives;
     fsdp_reshard_kind r = s->parallel.fsdp_reshard_after_forward;
     int pipelined = s->parallel.pp > 1;
@@ -98,7 +100,7 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z)
         z->prefetch_layers = megatron_ahead > ZERO3_MAX_AHEAD ? ZERO3_MAX_AHEAD : megatron_ahead;
         z->live_params = (1 + z->prefetch_layers) * z->layer_params;
         z->reduce_bucket_params = whole > 0 ? whole : 1;
-        z->gather_calls_per_layer = 1; /* a layer's bucket, one all-gather */
+        z->gather_calls_per_layer = z->embed_gather_calls = z->head_gather_calls = 1; /* a bucket, a call */
     }
     if (fsdp2) {
         /* FSDP2 has none of DeepSpeed's knobs: it shards every tensor, and each unit (a layer)
@@ -108,7 +110,8 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z)
         z->prefetch_layers = z->layer_params > 0 ? 1 : 0;
         z->live_params = (1 + z->prefetch_layers) * z->layer_params;
         z->reduce_bucket_params = whole > 0 ? whole : 1;
-        z->gather_calls_per_layer = 1; /* a unit's flat all-gather (foreach_all_gather) */
+        z->gather_calls_per_layer = z->embed_gather_calls = z->head_gather_calls = 1; /* a unit's flat
+                                                                                   all-gather */
     }
 }
 

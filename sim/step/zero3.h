@@ -77,6 +77,8 @@ typedef struct {
     double gather_calls_per_layer; /* all-gather calls one layer's gather takes: DeepSpeed's stage 3
                                       one a tensor it partitions (zero3.c), FSDP and Megatron-FSDP
                                       one a layer; each call pays the collective's latency */
+    double embed_gather_calls, head_gather_calls; /* the same for the embedding and the model's
+                                                     end (final norm and LM head) */
     int list_collectives;       /* parallel.stage3_list_collectives: every gather hands PyTorch a
                                    list of one tensor a rank, which it copies rank by rank */
 } zero3_plan;

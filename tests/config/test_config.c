@@ -47,6 +47,7 @@ static void base_is_valid_and_defaults_apply(void **state)
     assert_int_equal(s.parallel.vpp, 1);
     assert_int_equal(s.parallel.cp, 1);
     assert_int_equal(s.parallel.zero_stage, 1);
+    assert_false(s.parallel.stage3_list_collectives); /* DeepSpeed's flat-buffer gathers (v0.6 on) */
     assert_int_equal(s.parallel.schedule, PIPELINE_1F1B);
     assert_false(s.parallel.overlap_grad_reduce); /* Megatron-LM's default */
     assert_false(s.parallel.overlap_p2p_comm);    /* likewise: blocking pipeline sends */
@@ -424,11 +425,12 @@ static void more_overrides(void **state)
                           "faults.stragglers=[{\"gpu\":3,\"slowdown\":1.5},{\"gpu\":63,\"slowdown\":2}]",
                           "model={\"num_layers\":4,\"hidden_size\":512,\"num_attention_heads\":8,"
                           "\"seq_length\":1024,\"vocab_size\":1000,\"swiglu\":true}",
-                          "parallel.pipeline_layers=[1,3]"};
+                          "parallel.pipeline_layers=[1,3]", "parallel.stage3_list_collectives=true"};
     scenario_config s;
     config_error err;
-    if (load_with(sets, 6, &s, &err))
+    if (load_with(sets, 7, &s, &err))
         fail_msg("%s", err.msg);
+    assert_true(s.parallel.stage3_list_collectives);
     assert_int_equal(s.training.precision, PREC_FP16);
     assert_int_equal(s.run.fidelity_flow, 1);
     assert_int_equal(s.faults.seed, 9);

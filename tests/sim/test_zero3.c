@@ -486,7 +486,9 @@ static void megatron_fsdp_prefetches_by_its_size(void **state)
  * share. The fixture's layer: QKV, projection and the two MLP matrices are partitioned, its 3
  * biases and 4 norm vectors (at most f = 4,096 elements) kept whole: 4 calls; with no threshold
  * all 12 tensors; FSDP's unit and Megatron-FSDP's bucket one. The embedding (where the model
- * starts) and the tied head (where it ends) are one call more each. */
+ * starts) is its token table and its learned positions, 2 calls; the end (the tied head) its
+ * table, 1 (the final norm, 1,024 elements, stays whole). With DeepSpeed's engine under full
+ * recomputation the backward's re-run gathers each layer again, 4 calls too. */
 static void deepspeed_gathers_tensor_by_tensor(void **state)
 {
     (void)state;
@@ -495,53 +497,66 @@ static void deepspeed_gathers_tensor_by_tensor(void **state)
     zero3_plan z;
     zero3_plan_of(&s, &z);
     assert_true(z.gather_calls_per_layer == 4);
-    double layer_bytes = z.layer_params * 2;
-    step_workload w;
-    fixture_build(&s, &w);
-    int layers_only = 0, with_ends = 0;
-    for (int i = 0; i < w.n_tasks; i++) {
-        const sim_task *k = &w.tasks[i];
-        if (strcmp(k->name, "zero3_param_allgather"))
-            continue;
-        double calls = k->bytes > 1.0001 * layer_bytes ? 5 : 4;
-        coll_group g = {k->group, k->span_nodes, k->group / k->span_nodes};
-        double one = collective_time(&s.platform, &s.calibration, COLL_ALL_GATHER, k->bytes / calls, g).time_s;
-        if (k->calls != calls || !REL(k->duration_s, calls * one))
-            fail_msg("gather %d: %g calls, %.9g s; expected %g calls of %.9g s", i, k->calls, k->duration_s, calls,
-                     one);
-        calls == 4 ? layers_only++ : with_ends++;
+    assert_true(z.embed_gather_calls == 2 && z.head_gather_calls == 1);
+    double layer = z.layer_params, h = 1024, V = 32000, T = 1024;
+    for (int recompute = 0; recompute < 2; recompute++) {
+        s.training.recompute = recompute ? RECOMPUTE_FULL : RECOMPUTE_NONE;
+        s.parallel.pipeline_engine = recompute ? PIPELINE_ENGINE_DEEPSPEED : PIPELINE_ENGINE_MEGATRON;
+        step_workload w;
+        fixture_build(&s, &w);
+        int count[3] = {0, 0, 0};
+        for (int i = 0; i < w.n_tasks; i++) {
+            const sim_task *k = &w.tasks[i];
+            if (strcmp(k->name, "zero3_param_allgather"))
+                continue;
+            double extra = k->bytes / 2 - layer; /* bf16 */
+            int end = fabs(extra) < 1 ? 0 : fabs(extra - (V * h + T * h)) < 1 ? 1 : fabs(extra - V * h) < 1 ? 2 : -1;
+            if (end < 0)
+                fail_msg("gather %d: %g bytes, neither a layer nor a layer and an end", i, k->bytes);
+            double calls = 4 + (end == 1 ? 2 : end == 2 ? 1 : 0);
+            coll_group g = {k->group, k->span_nodes, k->group / k->span_nodes};
+            double one = collective_time(&s.platform, &s.calibration, COLL_ALL_GATHER, k->bytes / calls, g).time_s;
+            if (k->calls != calls || !REL(k->duration_s, calls * one))
+                fail_msg("gather %d: %g calls, %.9g s; expected %g calls of %.9g s", i, k->calls, k->duration_s,
+                         calls, one);
+            count[end]++;
+        }
+        workload_free(&w);
+        /* 2 micro-batches, forward and backward, each pass two layers alone, one with the
+         * embedding, one with the head; the re-run's four layers alone */
+        assert_int_equal(count[0], 2 * (2 * 2 + (recompute ? 4 : 0)));
+        assert_int_equal(count[1], 2 * 2);
+        assert_int_equal(count[2], 2 * 2);
     }
-    workload_free(&w);
-    /* 2 micro-batches, forward and backward, each pass two layers alone and two with an end */
-    assert_int_equal(layers_only, 2 * 2 * 2);
-    assert_int_equal(with_ends, 2 * 2 * 2);
     s.parallel.stage3_param_persistence_threshold = 0;
     zero3_plan_of(&s, &z);
     assert_true(z.gather_calls_per_layer == 12);
+    assert_true(z.embed_gather_calls == 2 && z.head_gather_calls == 3); /* LayerNorm's weight and bias */
     s.parallel.stage3_param_persistence_threshold = 1e5;
     s.parallel.framework = FRAMEWORK_MEGATRON;
     zero3_plan_of(&s, &z);
-    assert_true(z.gather_calls_per_layer == 1);
+    assert_true(z.gather_calls_per_layer == 1 && z.embed_gather_calls == 1 && z.head_gather_calls == 1);
     s.parallel.framework = FRAMEWORK_UNSET;
     s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_ALWAYS;
     zero3_plan_of(&s, &z);
-    assert_true(z.gather_calls_per_layer == 1);
+    assert_true(z.gather_calls_per_layer == 1 && z.embed_gather_calls == 1 && z.head_gather_calls == 1);
     fixture_free(&s);
 }
 
 /* parallel.stage3_list_collectives (DeepSpeed up to v0.5.4): every gather call costs the host one
  * launch a rank of the group (PyTorch's copies from its flat buffer into the list), before the pass
- * that uses it, where nothing hides it. Counted by hand for the fixture (4 layers, DP 8, 2
- * micro-batches): a forward gathers 4 x 4 + 1 (embedding) + 1 (head) times, a backward as often;
- * with DeepSpeed's engine under full recomputation the backward's re-run gathers 4 x 4 times more.
- * The gradient reductions (flat buckets) are not touched. */
+ * that uses it, where nothing hides it (booked as exposed ZeRO communication). Counted by hand for
+ * the fixture (4 layers, DP 8, 2 micro-batches): a forward gathers 4 x 4 + 2 (embedding) + 1
+ * (head) times, a backward as often; with DeepSpeed's engine under full recomputation the
+ * backward's re-run gathers 4 x 4 times more. The gradient reductions (flat buckets) are not
+ * touched. */
 static void list_collectives_cost_a_launch_a_rank(void **state)
 {
     (void)state;
     scenario_config s;
     zero3_fixture(&s, 4);
     s.calibration.launch_overhead_us = 4; /* the shipped A100 calibration's (the fixture's is 0) */
-    double launch = s.calibration.launch_overhead_us * 1e-6, m = 2, ranks = 8, pass_calls = 4 * 4 + 2;
+    double launch = s.calibration.launch_overhead_us * 1e-6, m = 2, ranks = 8, pass_calls = 4 * 4 + 2 + 1;
     double fwd[2], bwd[2], fwd_listed[2], bwd_listed[2], reduced, reduced_listed, gathered;
     int tasks[2], gathers;
     run_result plain = fixture_run(&s);
@@ -561,6 +576,21 @@ static void list_collectives_cost_a_launch_a_rank(void **state)
     print_message("step %.6f s (was %.6f s); ZeRO exposed %.6f s (was %.6f s)\n", r.step_time_s, plain.step_time_s,
                   r.comm_exposed_s[COMM_ZERO], plain.comm_exposed_s[COMM_ZERO]);
     assert_true(r.step_time_s >= plain.step_time_s + 2 * m * pass_calls * ranks * launch - 1e-12);
+    assert_true(fabs(r.comm_exposed_s[COMM_ZERO] - plain.comm_exposed_s[COMM_ZERO] -
+                     2 * m * pass_calls * ranks * launch) < 1e-12);
+    /* a fixed part of its pass, not compute the overlap slows */
+    double inside = 0, inside_listed = 0;
+    for (int listed = 0; listed < 2; listed++) {
+        s.parallel.stage3_list_collectives = listed;
+        step_workload w;
+        fixture_build(&s, &w);
+        for (int i = 0; i < w.n_tasks; i++)
+            if (w.tasks[i].kind == TASK_COMPUTE)
+                *(listed ? &inside_listed : &inside) += w.tasks[i].comm_inside_s;
+        workload_free(&w);
+    }
+    assert_true(fabs(inside_listed - inside - 2 * m * pass_calls * ranks * launch) < 1e-12);
+    s.parallel.stage3_list_collectives = 1;
     /* DeepSpeed's engine re-gathers the recomputed layers for their re-run */
     s.training.recompute = RECOMPUTE_FULL;
     s.parallel.pipeline_engine = PIPELINE_ENGINE_DEEPSPEED;
