@@ -85,8 +85,9 @@ static void search_folds_equal_full_replays(void **state)
     scenario_free(&s);
 }
 
-/* The bound beyond the shipped scenarios: every case of the published set (torchtitan's FSDP2,
- * DeepSpeed's engine, FP8, context parallelism, MoE, 2021-2025 Megatron) at its own layout against
+/* The bound beyond the shipped scenarios: every case of a set of cases (the published set:
+ * torchtitan's FSDP2, DeepSpeed's engine, FP8, context parallelism, MoE, 2021-2025 Megatron; SC'21
+ * Table 2: DeepSpeed's stage 3, a gather several calls a layer) at its own layout against
  * its full replay, and every fitting layout of the searches of those of at most 1,024 GPUs against
  * its folded step (which equals the full replay: the searches above). */
 static void published_cases_stay_above_the_bound(void **state)
@@ -130,7 +131,7 @@ static void published_cases_stay_above_the_bound(void **state)
     }
     print_message("%d published cases and %d layouts of their searches: the lower bound reaches %.4f of a step at "
                   "most\n", cases, layouts, tight);
-    assert_true(cases >= 20);
+    assert_true(cases > 0 && (size_t)cases == json_array_size(json_object_get(root, "cases")));
     json_decref(root);
 }
 
