@@ -128,8 +128,11 @@ static void flush_bucket(step_workload *w, const builder *b, stage_state *st, in
     /* ZeRO-1/2 reduce-scatter; DeepSpeed's BF16_Optimizer, though it shards its optimizer
      * states, all-reduces the whole gradient (the pipeline engine's _bf16_reduce_grads:
      * buffered_allreduce_fallback over the optimizer's fp32 gradients, sent in the
-     * communication dtype) */
-    coll_kind coll = s->parallel.zero_stage >= 1 && !b->bf16_optimizer ? COLL_REDUCE_SCATTER : COLL_ALL_REDUCE;
+     * communication dtype); so did DeepSpeed's stage 3 up to v0.5 with that release's default
+     * contiguous_gradients false (stage3.py, reduce_ipg_grads -> buffered_reduce_fallback, an
+     * all-reduce a bucket: parallel.stage3_list_collectives, zero3.h) */
+    int all_reduce = b->bf16_optimizer || (b->z3.active && b->z3.list_collectives);
+    coll_kind coll = s->parallel.zero_stage >= 1 && !all_reduce ? COLL_REDUCE_SCATTER : COLL_ALL_REDUCE;
     double unit = b->bucket_bytes, full = floor(st->pending_grad / unit);
     double group = workload_bucket_group(full, b->comp.active, s->run.fidelity_flow);
     while (st->pending_grad >= unit || (force && st->pending_grad > 0)) {

@@ -29,8 +29,10 @@
  * (allgather's post-hook, torch/lib/c10d/ProcessGroupNCCL.cpp): a gather call costs the host one
  * launch per rank of the group, issued before the module's compute (the fetch synchronizes the
  * device first), so the workload puts that time in the compute pass that uses the gather. Its
- * gradient reductions went out in flat buckets (with contiguous_gradients, stage 3's default
- * false: buffered_reduce_fallback, an all-reduce a bucket), without such copies.
+ * gradients went out in flat buckets without such copies, each an all-reduce under that release's
+ * default contiguous_gradients false (stage3.py, reduce_ipg_grads -> buffered_reduce_fallback):
+ * the workload all-reduces them too (workload_emit.c). With contiguous_gradients true that release
+ * reduce-scattered each parameter from a list, which is not modelled.
  * Defaults are DeepSpeed's (deepspeed/runtime/zero/config.py: prefetch_bucket_size 5e7,
  * param_persistence_threshold 1e5, max_live_parameters 1e9, reduce_bucket_size 5e8).
  *
