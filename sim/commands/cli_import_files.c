@@ -385,7 +385,8 @@ int import_deepspeed(const char *path, const char *model, const char *platform, 
         json_object_set_new(par, "grad_reduce_dtype", json_string(as));
     }
     static const char *const knobs[] = {"reduce_bucket_size", "stage3_prefetch_bucket_size",
-                                        "stage3_param_persistence_threshold", "stage3_max_live_parameters", NULL};
+                                        "stage3_param_persistence_threshold", "stage3_max_live_parameters",
+                                        "stage3_max_reuse_distance", NULL};
     for (int i = 0; z && knobs[i]; i++) {
         json_t *v = json_object_get(z, knobs[i]);
         if (json_is_number(v))
@@ -425,7 +426,7 @@ int import_deepspeed(const char *path, const char *model, const char *platform, 
                                            "activation_checkpointing", "communication_data_type", NULL};
     static const char *const used_zero[] = {"stage", "overlap_comm", "reduce_bucket_size", "stage3_prefetch_bucket_size",
                                             "stage3_param_persistence_threshold", "stage3_max_live_parameters",
-                                            "offload_optimizer", "offload_param", NULL};
+                                            "stage3_max_reuse_distance", "offload_optimizer", "offload_param", NULL};
     import_list ignored = {0};
     unused_keys(c, used_top, "", &ignored);
     if (z)

@@ -335,6 +335,7 @@ typedef struct {
         double stage3_prefetch_bucket_size;  /* fetched ahead of use (5e7) */
         double stage3_param_persistence_threshold; /* smaller tensors stay whole (1e5) */
         double stage3_max_live_parameters;   /* gathered at once at most (1e9) */
+        double stage3_max_reuse_distance;    /* kept, not released, when used again within (1e9) */
         double reduce_bucket_size;           /* gradient elements per reduce-scatter (5e8) */
         int stage3_list_collectives;         /* DeepSpeed <= 0.5.4: an all-gather a parameter into a
                                                 list, one copy a rank (false) */

@@ -70,6 +70,8 @@ int config_parse_parallel_playbook(json_t *par, scenario_config *s, config_error
                    &s->parallel.stage3_param_persistence_threshold, err) ||
         config_num(par, p, "stage3_max_live_parameters", 0, 1e9, 0, 1e15, 0, &s->parallel.stage3_max_live_parameters,
                    err) ||
+        config_num(par, p, "stage3_max_reuse_distance", 0, 1e9, 0, 1e15, 0, &s->parallel.stage3_max_reuse_distance,
+                   err) ||
         config_num(par, p, "reduce_bucket_size", 0, 5e8, 1, 1e15, 0, &s->parallel.reduce_bucket_size, err) ||
         config_bool(par, p, "stage3_list_collectives", 0, &lists, err) ||
         config_enum(par, p, "grad_reduce_dtype", reduce_dtypes, 0, &dtype, err) ||
@@ -88,8 +90,8 @@ int config_parse_parallel_playbook(json_t *par, scenario_config *s, config_error
     s->parallel.fsdp_reshard_after_forward = rule;
     s->parallel.stage3_list_collectives = lists;
     static const char *const deepspeed_knobs[] = {"stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
-                                                  "stage3_max_live_parameters", "reduce_bucket_size",
-                                                  "stage3_list_collectives", NULL};
+                                                  "stage3_max_live_parameters", "stage3_max_reuse_distance",
+                                                  "reduce_bucket_size", "stage3_list_collectives", NULL};
     /* the ZeRO-3 rules that have none of them, and what they do instead */
     char owner[64] = "";
     const char *instead = "FSDP shards every tensor, gathers one layer ahead and reduces a layer in one call";

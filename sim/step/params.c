@@ -66,6 +66,34 @@ double params_layer_tensors_from(const scenario_config *s, double threshold)
     return n;
 }
 
+double params_layer_rerun_kept(const scenario_config *s, double threshold, double max_reuse, double *kept_tensors)
+{
+    double t[LAYER_TENSOR_KINDS][2];
+    layer_tensors(s, t);
+    /* the layer's tensors in the order a forward uses them, a row's copies together: the first
+     * norm (half the norm row), QKV, projection, the second norm, the router, then the MLPs'
+     * weights and biases (layer_tensors' rows 7, 0-3, 7, 8, 4-6) */
+    double norm = t[7][0] / 2;
+    const double order[][2] = {{norm, t[7][1]}, {t[0][0], t[0][1]}, {t[1][0], t[1][1]}, {t[2][0], t[2][1]},
+                               {t[3][0], t[3][1]}, {norm, t[7][1]}, {t[8][0], t[8][1]}, {t[4][0], t[4][1]},
+                               {t[5][0], t[5][1]}, {t[6][0], t[6][1]}};
+    int rows = (int)(sizeof order / sizeof order[0]);
+    double after = 0, kept = 0; /* after: the elements the re-run uses after the tensor at hand */
+    *kept_tensors = 0;
+    for (int r = rows - 1; r >= 0; r--)
+        for (double c = order[r][0]; c > 0.5; c--) { /* the row's copies, the last first */
+            double n = order[r][1];
+            /* used again in the backward after the rest of the re-run and their backwards: twice
+             * what follows it (v0.3.13 _distance_in_numel counts every module visited between) */
+            if (n >= threshold && n > 0 && 2 * after < max_reuse) {
+                kept += n;
+                (*kept_tensors)++;
+            }
+            after += n;
+        }
+    return kept;
+}
+
 double params_layer_largest_tensor_per_gpu(const scenario_config *s)
 {
     double t[LAYER_TENSOR_KINDS][2], largest = 0;

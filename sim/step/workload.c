@@ -59,19 +59,20 @@ static void wait_for_send(step_workload *w, const builder *b, stage_state *st, i
  * with prefetch depth d, the gather of the stage's u-th unit may start once unit u-d-1 has run
  * (the live set holds the running unit and d prefetched ones). Under full recomputation with
  * DeepSpeed's engine (zero3_plan.regather_rerun) the backward first gathers the recomputed layers'
- * parameters (rerun_params) for their rerun, which lets them go after (its post-forward hook); then
- * the unit's for the backward itself. FSDP's one gather serves both (rerun_params 0). The embedding
- * and the head are not recomputed. With ZeRO-Infinity the rank's
+ * parameters (rerun_params) for their rerun, which lets them go after (its post-forward hook) but
+ * for those it will use again soon (zero3_plan.rerun_kept_params); then the unit's for the backward
+ * itself, less those (params, which may then be 0). FSDP's one gather serves both (rerun_params 0).
+ * The embedding and the head are not recomputed. With ZeRO-Infinity the rank's
  * shard first comes in from the host or NVMe (host_offload.h). -1 when ZeRO-3 is off. */
 static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st, int stage, double rerun_params,
                              double rerun_calls, double params, double calls)
 {
-    if (!b->z3.active || params <= 0)
+    if (!b->z3.active || (params <= 0 && rerun_params <= 0))
         return -1;
     int d = b->z3.prefetch_layers, u = st->z3_units;
     int dep = u - d - 1 >= 0 ? st->z3_history[(u - d - 1) % Z3_HISTORY] : -1;
     int id = -1;
-    for (int c = rerun_params > 0 ? 0 : 1; c < 2; c++) {
+    for (int c = rerun_params > 0 ? 0 : 1; c < 2 && (c == 0 || params > 0); c++) {
         double n = c == 0 ? rerun_params : params, k = fmax(1, c == 0 ? rerun_calls : calls);
         int fetch = offload_param_fetch(w, b->s, stage, n, dep);
         int g = -1;
@@ -219,12 +220,19 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
                  : nl > 0 ? scenario_recomputed_layers(s, L - piece) - scenario_recomputed_layers(s, L - piece - 1)
                           : 0;
         double rerun = b->z3.regather_rerun ? nr * b->z3.layer_params : 0;
-        /* its calls: the layers' (gather_calls_per_layer each), the embedding's and the head's */
+        double rerun_calls = rerun > 0 ? nr * b->z3.gather_calls_per_layer : 0;
+        /* its calls: the layers' (gather_calls_per_layer each), the embedding's and the head's;
+         * what stays from the re-run is neither gathered nor called for again */
         double calls = (b->z3.layer_params > 0 ? nl * b->z3.gather_calls_per_layer : 0) +
                        (with_embed && embed_params > 0 ? b->z3.embed_gather_calls : 0) +
                        (with_head && head_params > 0 ? b->z3.head_gather_calls : 0);
-        int gather = gathers ? zero3_unit_gather(w, b, st, stage, rerun, nr * b->z3.gather_calls_per_layer, unit, calls)
-                             : -1;
+        if (rerun > 0) { /* less than an element left is rounding: nothing */
+            unit -= nr * b->z3.rerun_kept_params;
+            calls -= nr * b->z3.rerun_kept_calls;
+            if (unit < 0.5)
+                unit = calls = 0;
+        }
+        int gather = gathers ? zero3_unit_gather(w, b, st, stage, rerun, rerun_calls, unit, calls) : -1;
         /* The previous layer's gradients go out after this layer's gather on the one comm stream
          * both share here: the prefetch is not queued behind a reduction that waits for the
          * compute it should overlap (DeepSpeed runs them on two streams that share the NIC; one
@@ -241,7 +249,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         task_comm_parts parts = {0};
         add_pass_work(&t, &parts, b, fwd, nl, nr, with_embed, with_head);
         if (b->z3.list_collectives && gather >= 0 && b->dp.ranks > 1) /* the host's copies, rank by rank */
-            list_copies(&t, &parts, b, fmax(1, calls) + (rerun > 0 ? nr * b->z3.gather_calls_per_layer : 0));
+            list_copies(&t, &parts, b, (unit > 0 ? fmax(1, calls) : 0) + (rerun > 0 ? fmax(1, rerun_calls) : 0));
         if (first && (fwd ? vs > 0 : vs < last_vs))
             gather_received(&t, &parts, b);
         if (!fwd && z3_once) /* the piece's gradients into the unsharded ones */

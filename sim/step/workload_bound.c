@@ -32,11 +32,17 @@ static double zero3_gathers_s(const builder *b, const scenario_config *s, int p)
         return 0;
     double k = fmax(1, z->gather_calls_per_layer), gathers = 0;
     double one = k * workload_collective_s(b, COLL_ALL_GATHER, z->layer_params * b->cm.act_bytes / k, b->dp);
+    /* a re-run layer's backward gathers what its re-run did not keep (zero3.h) */
+    double left = z->layer_params - z->rerun_kept_params, left_calls = k - z->rerun_kept_calls, after_rerun = 0;
+    if (left >= 0.5)
+        after_rerun = fmax(1, left_calls) *
+                      workload_collective_s(b, COLL_ALL_GATHER, left * b->cm.act_bytes / fmax(1, left_calls), b->dp);
     for (int c = 0; c < b->V; c++) {
         int L = b->layers[pipeline_virtual_stage(b->P, p, c)];
-        gathers += 2.0 * L + (z->regather_rerun ? scenario_recomputed_layers(s, L) : 0);
+        double rerun = z->regather_rerun ? scenario_recomputed_layers(s, L) : 0;
+        gathers += (2.0 * L - rerun) * one + rerun * (one + after_rerun);
     }
-    return (double)b->m * gathers * one;
+    return (double)b->m * gathers;
 }
 
 double workload_step_lower_bound(const scenario_config *s)

@@ -60,6 +60,9 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z)
         z->live_params = fmin(z->live_params, fmax(max_live, z->layer_params) + largest);
     z->regather_rerun = s->training.recompute == RECOMPUTE_FULL &&
                         s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED;
+    if (z->regather_rerun && !fsdp2)
+        z->rerun_kept_params = params_layer_rerun_kept(s, fmax(z->persistence_threshold, 1),
+                                                       s->parallel.stage3_max_reuse_distance, &z->rerun_kept_calls);
     z->reduce_bucket_params = s->parallel.reduce_bucket_size > 0 ? s->parallel.reduce_bucket_size : 5e8;
     /* DeepSpeed gathers tensor by tensor, each fetch its own call. Through v0.5 (tags read
      * 2026-11-29) one all-gather a parameter (partition_parameters.py, _all_gather ->

@@ -22,7 +22,11 @@
  *  - up to stage3_prefetch_bucket_size elements are fetched ahead of use, bounded by
  *    stage3_max_live_parameters gathered at once, counted tensor by tensor (zero3.c);
  *  - a layer's gather is one all-gather call per partitioned tensor, not one per layer
- *    (gather_calls_per_layer, zero3.c).
+ *    (gather_calls_per_layer, zero3.c);
+ *  - a module's tensors are not released when the trace uses them again within
+ *    stage3_max_reuse_distance elements (v0.3.13 _keep_for_later; later __params_to_release):
+ *    modelled where DeepSpeed's engine re-runs a layer, whose last tensors stay gathered for its
+ *    backward (rerun_kept_params); not at a forward's end, whose last layers it keeps too.
  * DeepSpeed up to v0.5.4 (parallel.stage3_list_collectives) called torch.distributed.all_gather
  * once per parameter with a list of one view per rank (partition_parameters.py, _allgather_param),
  * and PyTorch's ProcessGroupNCCL copies its flat buffer out to that list one rank at a time
@@ -75,6 +79,9 @@ typedef struct {
     int regather_rerun;         /* full recomputation's re-run gathers its layers again (DeepSpeed,
                                    parallel.pipeline_engine deepspeed); else they stay gathered
                                    for the backward */
+    double rerun_kept_params, rerun_kept_calls; /* of such a layer, what stays gathered from its
+                                   re-run to its backward (stage3_max_reuse_distance), and the
+                                   calls the backward's gather saves */
     double reduce_bucket_params;/* gradient elements per reduce-scatter call */
     double gather_calls_per_layer; /* all-gather calls one layer's gather takes: DeepSpeed's stage 3
                                       one a tensor it partitions (zero3.c), FSDP and Megatron-FSDP

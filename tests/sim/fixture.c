@@ -55,6 +55,7 @@ void fixture_scenario(scenario_config *s, int layers)
     s->parallel.stage3_prefetch_bucket_size = 5e7;
     s->parallel.stage3_param_persistence_threshold = 1e5;
     s->parallel.stage3_max_live_parameters = 1e9;
+    s->parallel.stage3_max_reuse_distance = 1e9;
     s->parallel.reduce_bucket_size = 5e8;
     s->run.steps = 1;
 }

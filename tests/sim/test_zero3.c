@@ -97,15 +97,23 @@ static void every_micro_batch_gathers_and_reduces_each_layer(void **state)
 
     /* Full recomputation: PyTorch FSDP and Megatron-FSDP (the default engine) gather a layer once
      * for its re-run and its backward, the same bytes as without; DeepSpeed's re-run gathers each
-     * layer once more (the embedding and head are not rerun). */
+     * layer once more (the embedding and head are not rerun), and lets it go after unless the
+     * trace uses it again within stage3_max_reuse_distance elements: with 0, every layer is
+     * gathered again for its backward; with DeepSpeed's 1e9, none of the fixture's 12.6M-element
+     * layers is (its backward gathers only the embedding and the head, two pieces of four). */
     s.training.recompute = RECOMPUTE_FULL;
     bytes_of(&s, &gathered, &reduced, &gathers);
     assert_int_equal(gathers, (int)(m * 2 * L));
     assert_true(REL(gathered, m * 2 * (L * matrices + ends) * 2));
     s.parallel.pipeline_engine = PIPELINE_ENGINE_DEEPSPEED;
+    s.parallel.stage3_max_reuse_distance = 0;
     bytes_of(&s, &gathered, &reduced, &gathers);
     assert_int_equal(gathers, (int)(m * 3 * L));
     assert_true(REL(gathered, m * (3 * L * matrices + 2 * ends) * 2));
+    s.parallel.stage3_max_reuse_distance = 1e9;
+    bytes_of(&s, &gathered, &reduced, &gathers);
+    assert_int_equal(gathers, (int)(m * (2 * L + 2)));
+    assert_true(REL(gathered, m * (2 * L * matrices + 2 * ends) * 2));
     s.parallel.pipeline_engine = PIPELINE_ENGINE_MEGATRON;
 
     s.training.recompute = RECOMPUTE_NONE;
@@ -488,7 +496,7 @@ static void megatron_fsdp_prefetches_by_its_size(void **state)
  * all 12 tensors; FSDP's unit and Megatron-FSDP's bucket one. The embedding (where the model
  * starts) is its token table and its learned positions, 2 calls; the end (the tied head) its
  * table, 1 (the final norm, 1,024 elements, stays whole). With DeepSpeed's engine under full
- * recomputation the backward's re-run gathers each layer again, 4 calls too. */
+ * recomputation (and nothing kept from the re-run) the re-run gathers each layer, 4 calls too. */
 static void deepspeed_gathers_tensor_by_tensor(void **state)
 {
     (void)state;
@@ -502,6 +510,7 @@ static void deepspeed_gathers_tensor_by_tensor(void **state)
     for (int recompute = 0; recompute < 2; recompute++) {
         s.training.recompute = recompute ? RECOMPUTE_FULL : RECOMPUTE_NONE;
         s.parallel.pipeline_engine = recompute ? PIPELINE_ENGINE_DEEPSPEED : PIPELINE_ENGINE_MEGATRON;
+        s.parallel.stage3_max_reuse_distance = 0; /* every re-run's layer gathered again (the next test) */
         step_workload w;
         fixture_build(&s, &w);
         int count[3] = {0, 0, 0};
@@ -541,6 +550,37 @@ static void deepspeed_gathers_tensor_by_tensor(void **state)
     zero3_plan_of(&s, &z);
     assert_true(z.gather_calls_per_layer == 1 && z.embed_gather_calls == 1 && z.head_gather_calls == 1);
     fixture_free(&s);
+}
+
+/* stage3_max_reuse_distance (DeepSpeed's 1e9): a tensor of a re-run layer stays gathered for the
+ * layer's backward when the trace uses it again within that many elements, which is twice what the
+ * re-run uses after it (the rest of the re-run, then their backwards). Written out: at h 12,288
+ * (GPT-3 175B) the second MLP weight (604M) stays, the first does not (2 x 604M past it); at
+ * h 4,096 all four weights stay (the QKV's distance is 2 x 151M); with 0 none; at 2.5e9 the
+ * 175B layer keeps its projection too (2 x 1.21e9 past it), not its QKV (2 x 1.36e9). */
+static void reuse_distance_keeps_the_rerun_tail(void **state)
+{
+    (void)state;
+    static const struct {
+        long long h, f;
+        double reuse, kept_tensors, kept;
+    } sizes[] = {{12288, 49152, 1e9, 1, 12288.0 * 49152}, {4096, 16384, 1e9, 4, 12.0 * 4096 * 4096},
+                 {4096, 16384, 0, 0, 0}, {12288, 49152, 2.5e9, 3, 2 * 12288.0 * 49152 + 12288.0 * 12288}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        scenario_config s;
+        zero3_fixture(&s, 4);
+        fixture_model(&s, 4, sizes[i].h, 16, sizes[i].f);
+        s.training.recompute = RECOMPUTE_FULL;
+        s.parallel.pipeline_engine = PIPELINE_ENGINE_DEEPSPEED;
+        s.parallel.stage3_max_reuse_distance = sizes[i].reuse;
+        zero3_plan z;
+        zero3_plan_of(&s, &z);
+        print_message("h %lld, reuse %g: %g tensors kept, %.4g elements\n", sizes[i].h, sizes[i].reuse,
+                      z.rerun_kept_calls, z.rerun_kept_params);
+        assert_true(z.rerun_kept_calls == sizes[i].kept_tensors);
+        assert_true(REL(z.rerun_kept_params, sizes[i].kept) || (sizes[i].kept == 0 && z.rerun_kept_params == 0));
+        fixture_free(&s);
+    }
 }
 
 /* parallel.stage3_list_collectives (DeepSpeed up to v0.5.4): every gather call costs the host one
@@ -598,14 +638,22 @@ static void list_collectives_cost_a_launch_a_rank(void **state)
         workload_free(&w);
     }
     assert_true(fabs(inside_listed - inside - 2 * m * pass_calls * ranks * launch) < 1e-12);
-    s.parallel.stage3_list_collectives = 1;
-    /* DeepSpeed's engine re-gathers the recomputed layers for their re-run */
+    /* DeepSpeed's engine re-gathers the recomputed layers for their re-run; what it keeps from the
+     * re-run (all of the fixture's layers, at DeepSpeed's stage3_max_reuse_distance) the backward
+     * does not gather, so only its embedding's and head's calls are left */
     s.training.recompute = RECOMPUTE_FULL;
     s.parallel.pipeline_engine = PIPELINE_ENGINE_DEEPSPEED;
-    backward_s_by_stage(&s, bwd_listed, tasks);
-    s.parallel.stage3_list_collectives = 0;
-    backward_s_by_stage(&s, bwd, tasks);
-    assert_true(fabs(bwd_listed[0] - bwd[0] - m * (pass_calls + 4 * 4) * ranks * launch) < 1e-12);
+    for (int keep = 0; keep < 2; keep++) {
+        s.parallel.stage3_max_reuse_distance = keep ? 1e9 : 0;
+        s.parallel.stage3_list_collectives = 1;
+        backward_s_by_stage(&s, bwd_listed, tasks);
+        s.parallel.stage3_list_collectives = 0;
+        backward_s_by_stage(&s, bwd, tasks);
+        double calls = keep ? 4 * 4 + 2 + 1 : pass_calls + 4 * 4;
+        if (fabs(bwd_listed[0] - bwd[0] - m * calls * ranks * launch) > 1e-12)
+            fail_msg("reuse distance %g: backwards +%.9f s, expected %g calls a micro-batch", keep ? 1e9 : 0,
+                     bwd_listed[0] - bwd[0], calls);
+    }
     fixture_free(&s);
 }
 
@@ -616,6 +664,7 @@ int main(void)
         cmocka_unit_test(prefetch_hides_the_gathers_behind_compute),
         cmocka_unit_test(memory_holds_the_gathered_working_set),
         cmocka_unit_test(deepspeed_gathers_tensor_by_tensor),
+        cmocka_unit_test(reuse_distance_keeps_the_rerun_tail),
         cmocka_unit_test(list_collectives_cost_a_launch_a_rank),
         cmocka_unit_test(megatron_fsdp_prefetches_by_its_size),
         cmocka_unit_test(fsdp2_on_one_stage),

@@ -165,6 +165,7 @@ static void plan_parallel_extras_to_json(const scenario_config *s, json_t *par)
         json_object_set_new(par, "stage3_param_persistence_threshold",
                             json_real(s->parallel.stage3_param_persistence_threshold));
         json_object_set_new(par, "stage3_max_live_parameters", json_real(s->parallel.stage3_max_live_parameters));
+        json_object_set_new(par, "stage3_max_reuse_distance", json_real(s->parallel.stage3_max_reuse_distance));
         json_object_set_new(par, "reduce_bucket_size", json_real(s->parallel.reduce_bucket_size));
         json_object_set_new(par, "stage3_list_collectives", json_boolean(s->parallel.stage3_list_collectives));
     }
