@@ -153,6 +153,12 @@ int config_validate_playbook(const scenario_config *s, config_error *err)
     if (par_dev != OFFLOAD_NONE && opt_dev == OFFLOAD_NONE)
         return config_fail(err, "%s.offload_parameters: %s needs offload_optimizer too (the optimizer step runs "
                                 "where the master weights are)", p, devices[par_dev]);
+    /* stage3_list_collectives stands for DeepSpeed up to v0.5.4 (2021), which reduced gradients
+     * unquantised: ZeRO++'s qgZ (int8) entered stage3.py in 2023 (commit d18aa2c79, "ZeRO++
+     * (#3784)", first tagged v0.10.0) */
+    if (s->parallel.stage3_list_collectives && s->parallel.grad_reduce_int8)
+        return config_fail(err, "%s.grad_reduce_dtype: int8 (ZeRO++'s quantised reduction, DeepSpeed 2023) is not "
+                                "with stage3_list_collectives (DeepSpeed up to v0.5.4, 2021)", p);
     /* DeepSpeed's PipelineEngine runs TrainSchedule only (deepspeed/runtime/pipe/schedule.py: 1F1B
      * order, no virtual stages), blocking sends (p2p.send), the gradient reduction after the last
      * micro-batch (its ReduceGrads step), and refuses ZeRO stages 2 and 3 (engine.py asserts the

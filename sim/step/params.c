@@ -66,30 +66,55 @@ double params_layer_tensors_from(const scenario_config *s, double threshold)
     return n;
 }
 
-double params_layer_rerun_kept(const scenario_config *s, double threshold, double max_reuse, double *kept_tensors)
+/* One module of a layer as DeepSpeed releases it, all its tensors together: its elements, and of
+ * those the partitioned ones (at or above the threshold) and how many tensors they are. */
+typedef struct {
+    double all, partitioned, tensors;
+} layer_module;
+
+static void module_add(layer_module *m, double count, double n, double threshold)
+{
+    m->all += count * n;
+    if (n > 0 && n >= threshold) {
+        m->partitioned += count * n;
+        m->tensors += count;
+    }
+}
+
+double params_layer_rerun_kept(const scenario_config *s, double threshold, double max_reuse, double ahead,
+                               double *kept_tensors)
 {
     double t[LAYER_TENSOR_KINDS][2];
     layer_tensors(s, t);
-    /* the layer's tensors in the order a forward uses them, a row's copies together: the first
-     * norm (half the norm row), QKV, projection, the second norm, the router, then the MLPs'
-     * weights and biases (layer_tensors' rows 7, 0-3, 7, 8, 4-6) */
-    double norm = t[7][0] / 2;
-    const double order[][2] = {{norm, t[7][1]}, {t[0][0], t[0][1]}, {t[1][0], t[1][1]}, {t[2][0], t[2][1]},
-                               {t[3][0], t[3][1]}, {norm, t[7][1]}, {t[8][0], t[8][1]}, {t[4][0], t[4][1]},
-                               {t[5][0], t[5][1]}, {t[6][0], t[6][1]}};
-    int rows = (int)(sizeof order / sizeof order[0]);
-    double after = 0, kept = 0; /* after: the elements the re-run uses after the tensor at hand */
+    double mlps = t[6][0] > 0 ? t[6][0] : 1, mats = t[4][0] / mlps, fc1_biases = t[5][0] / mlps;
+    /* the modules in the order a forward uses them: the first norm (half the norm row), QKV,
+     * projection, the second norm, the router, then each MLP's first linear (its weights but the
+     * last, and their biases) and its second (weight and bias) */
+    layer_module m[7] = {{0}};
+    module_add(&m[0], t[7][0] / 2, t[7][1], threshold);
+    module_add(&m[1], t[0][0], t[0][1], threshold);
+    module_add(&m[1], t[1][0], t[1][1], threshold);
+    module_add(&m[2], t[2][0], t[2][1], threshold);
+    module_add(&m[2], t[3][0], t[3][1], threshold);
+    module_add(&m[3], t[7][0] / 2, t[7][1], threshold);
+    module_add(&m[4], t[8][0], t[8][1], threshold);
+    module_add(&m[5], mats - 1, t[4][1], threshold);
+    module_add(&m[5], fc1_biases, t[5][1], threshold);
+    module_add(&m[6], 1, t[4][1], threshold);
+    module_add(&m[6], 1, t[6][1], threshold);
+    /* what the re-run uses after the module at hand, walked from the layer's end: the MLPs (one
+     * after another), then the modules before them; a module is used again in the backward after
+     * all of that and its backward, twice it (v0.3.13 _distance_in_numel counts every module
+     * visited between), and after what lies between the layer's re-run and its backward (ahead) */
+    double after = 0, kept = 0;
     *kept_tensors = 0;
-    for (int r = rows - 1; r >= 0; r--)
-        for (double c = order[r][0]; c > 0.5; c--) { /* the row's copies, the last first */
-            double n = order[r][1];
-            /* used again in the backward after the rest of the re-run and their backwards: twice
-             * what follows it (v0.3.13 _distance_in_numel counts every module visited between) */
-            if (n >= threshold && n > 0 && 2 * after < max_reuse) {
-                kept += n;
-                (*kept_tensors)++;
+    for (int r = 6; r >= 0; r--)
+        for (double c = r >= 5 ? mlps : 1; c > 0.5; c--) {
+            if (m[r].tensors > 0 && 2 * after + ahead < max_reuse) {
+                kept += m[r].partitioned;
+                *kept_tensors += m[r].tensors;
             }
-            after += n;
+            after += m[r].all;
         }
     return kept;
 }

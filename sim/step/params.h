@@ -21,9 +21,11 @@ double params_layer_small_per_gpu(const scenario_config *s, double threshold);
 double params_layer_tensors_from(const scenario_config *s, double threshold);
 /* DeepSpeed's stage3_max_reuse_distance (zero3.h): of a layer its engine re-runs under full
  * recomputation, the elements (and, in *kept_tensors, the tensors) at or above `threshold` that
- * stay gathered from the re-run to the layer's backward: those the trace uses again within
- * max_reuse elements. */
-double params_layer_rerun_kept(const scenario_config *s, double threshold, double max_reuse, double *kept_tensors);
+ * stay gathered from the re-run to the layer's backward: those of the modules the trace uses again
+ * within max_reuse elements, `ahead` of them used between the layer's re-run and its backward (the
+ * later layers of a recomputed group). */
+double params_layer_rerun_kept(const scenario_config *s, double threshold, double max_reuse, double ahead,
+                               double *kept_tensors);
 /* The elements of a layer's largest tensor on one GPU (DeepSpeed's stage 3 gathers and counts
  * live parameters tensor by tensor). */
 double params_layer_largest_tensor_per_gpu(const scenario_config *s);

@@ -60,9 +60,23 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z)
         z->live_params = fmin(z->live_params, fmax(max_live, z->layer_params) + largest);
     z->regather_rerun = s->training.recompute == RECOMPUTE_FULL &&
                         s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED;
-    if (z->regather_rerun && !fsdp2)
-        z->rerun_kept_params = params_layer_rerun_kept(s, fmax(z->persistence_threshold, 1),
-                                                       s->parallel.stage3_max_reuse_distance, &z->rerun_kept_calls);
+    if (z->regather_rerun && !fsdp2) {
+        /* a recomputed group of n layers re-runs them all, then runs their backwards last first:
+         * the j-th from the group's end has 2 j layers between its re-run and its backward. The
+         * workload takes the group's mean a layer (uniform groups of recompute_num_layers; the
+         * block method re-runs one at a time) */
+        long long n = s->training.recompute_block ? 1
+                      : s->training.recompute_num_layers > 0 ? s->training.recompute_num_layers : 1;
+        if (n > fewest_chunk_layers(s))
+            n = fewest_chunk_layers(s);
+        for (long long j = 0; j < n; j++) {
+            double calls;
+            z->rerun_kept_params += params_layer_rerun_kept(s, fmax(z->persistence_threshold, 1),
+                                                            s->parallel.stage3_max_reuse_distance, 2.0 * j * whole,
+                                                            &calls) / (double)n;
+            z->rerun_kept_calls += calls / (double)n;
+        }
+    }
     z->reduce_bucket_params = s->parallel.reduce_bucket_size > 0 ? s->parallel.reduce_bucket_size : 5e8;
     /* DeepSpeed gathers tensor by tensor, each fetch its own call. Through v0.5 (tags read
      * 2026-11-29) one all-gather a parameter (partition_parameters.py, _all_gather ->

@@ -82,7 +82,8 @@ typedef struct {
     double rerun_kept_params, rerun_kept_calls; /* of such a layer, what stays gathered from its
                                    re-run to its backward (stage3_max_reuse_distance), and the
                                    calls the backward's gather saves */
-    double reduce_bucket_params;/* gradient elements per reduce-scatter call */
+    double reduce_bucket_params;/* gradient elements per reduction call (reduce-scatter; all-reduce
+                                   under list_collectives) */
     double gather_calls_per_layer; /* all-gather calls one layer's gather takes: DeepSpeed's stage 3
                                       one a tensor it partitions (zero3.c), FSDP and Megatron-FSDP
                                       one a layer; each call pays the collective's latency */

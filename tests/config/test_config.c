@@ -235,6 +235,7 @@ static const reject_case REJECTS[] = {
     {{"parallel.framework=\"megatron\"", "parallel.stage3_list_collectives=true"}, {"scenario.parallel.stage3_list_collectives", "which Megatron-FSDP (framework megatron) does not have"}},
     {{"parallel.fsdp_reshard_after_forward=\"always\"", "parallel.stage3_list_collectives=false"}, {"scenario.parallel.stage3_list_collectives", "FSDP's rule"}},
     {{"parallel.stage3_list_collectives=1"}, {"scenario.parallel.stage3_list_collectives", "expected true or false"}},
+    {{"parallel.zero_stage=3", "parallel.stage3_list_collectives=true", "parallel.grad_reduce_dtype=\"int8\""}, {"scenario.parallel.grad_reduce_dtype", "not with stage3_list_collectives"}},
     {{"parallel.framework=\"megatron\"", "parallel.zero_stage=2"}, {"scenario.parallel.framework", "runs ZeRO-2 only as Megatron-FSDP's optim_grads"}},
     {{"parallel.framework=\"megatron\"", "parallel.offload_optimizer=\"cpu\""}, {"scenario.parallel.offload_optimizer", "not framework megatron's CPU offload"}},
     /* faults */

@@ -114,6 +114,17 @@ static void every_micro_batch_gathers_and_reduces_each_layer(void **state)
     bytes_of(&s, &gathered, &reduced, &gathers);
     assert_int_equal(gathers, (int)(m * (2 * L + 2)));
     assert_true(REL(gathered, m * (2 * L * matrices + 2 * ends) * 2));
+    /* the block method on the first 2 layers: the other two gather in full for their backwards
+     * (the last with the head), the recomputed ones for their re-runs, and of their backwards only
+     * the embedding's: 4 + 2 + 2 + 1 gathers a micro-batch, FSDP's bytes */
+    long long group = s.training.recompute_num_layers;
+    s.training.recompute_block = 1;
+    s.training.recompute_num_layers = 2;
+    bytes_of(&s, &gathered, &reduced, &gathers);
+    assert_int_equal(gathers, (int)(m * (L + 2 + 2 + 1)));
+    assert_true(REL(gathered, m * (2 * L * matrices + 2 * ends) * 2));
+    s.training.recompute_block = 0;
+    s.training.recompute_num_layers = group;
     s.parallel.pipeline_engine = PIPELINE_ENGINE_MEGATRON;
 
     s.training.recompute = RECOMPUTE_NONE;
@@ -557,7 +568,11 @@ static void deepspeed_gathers_tensor_by_tensor(void **state)
  * re-run uses after it (the rest of the re-run, then their backwards). Written out: at h 12,288
  * (GPT-3 175B) the second MLP weight (604M) stays, the first does not (2 x 604M past it); at
  * h 4,096 all four weights stay (the QKV's distance is 2 x 151M); with 0 none; at 2.5e9 the
- * 175B layer keeps its projection too (2 x 1.21e9 past it), not its QKV (2 x 1.36e9). */
+ * 175B layer keeps its projection too (2 x 1.21e9 past it), not its QKV (2 x 1.36e9). A module goes
+ * or stays whole: at h 25,600 the first MLP's bias (102,400 elements, partitioned) goes with its
+ * weight, 2 x 2.6e9 from its use again. In recomputed groups of two (h 8,192: the MLP's two weights
+ * stay, 2 x 268M past the first) the group's first layer has the second's re-run and backward
+ * between, 2 x 805M, and keeps nothing: one weight a layer on average. */
 static void reuse_distance_keeps_the_rerun_tail(void **state)
 {
     (void)state;
@@ -565,7 +580,8 @@ static void reuse_distance_keeps_the_rerun_tail(void **state)
         long long h, f;
         double reuse, kept_tensors, kept;
     } sizes[] = {{12288, 49152, 1e9, 1, 12288.0 * 49152}, {4096, 16384, 1e9, 4, 12.0 * 4096 * 4096},
-                 {4096, 16384, 0, 0, 0}, {12288, 49152, 2.5e9, 3, 2 * 12288.0 * 49152 + 12288.0 * 12288}};
+                 {4096, 16384, 0, 0, 0}, {12288, 49152, 2.5e9, 3, 2 * 12288.0 * 49152 + 12288.0 * 12288},
+                 {25600, 102400, 1e9, 1, 25600.0 * 102400}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         scenario_config s;
         zero3_fixture(&s, 4);
@@ -579,6 +595,21 @@ static void reuse_distance_keeps_the_rerun_tail(void **state)
                       z.rerun_kept_calls, z.rerun_kept_params);
         assert_true(z.rerun_kept_calls == sizes[i].kept_tensors);
         assert_true(REL(z.rerun_kept_params, sizes[i].kept) || (sizes[i].kept == 0 && z.rerun_kept_params == 0));
+        fixture_free(&s);
+    }
+    for (int group = 1; group <= 2; group++) {
+        scenario_config s;
+        zero3_fixture(&s, 4);
+        fixture_model(&s, 4, 8192, 16, 32768);
+        s.training.recompute = RECOMPUTE_FULL;
+        s.training.recompute_num_layers = group;
+        s.parallel.pipeline_engine = PIPELINE_ENGINE_DEEPSPEED;
+        zero3_plan z;
+        zero3_plan_of(&s, &z);
+        print_message("h 8192, groups of %d: %g tensors kept a layer, %.4g elements\n", group, z.rerun_kept_calls,
+                      z.rerun_kept_params);
+        assert_true(REL(z.rerun_kept_calls, 2.0 / group));
+        assert_true(REL(z.rerun_kept_params, 2 * 8192.0 * 32768 / group));
         fixture_free(&s);
     }
 }
