@@ -81,6 +81,19 @@ static void module_add(layer_module *m, double count, double n, double threshold
     }
 }
 
+/* One module of the walk below: kept when it is used again within max_reuse, the re-run's modules
+ * after it counted twice (once in the re-run, once in their backwards: v0.3.13 _distance_in_numel
+ * counts every module visited between) and `ahead` more. */
+static void module_visit(const layer_module *m, double ahead, double max_reuse, double *after, double *kept,
+                         double *kept_tensors)
+{
+    if (m->tensors > 0 && 2 * *after + ahead < max_reuse) {
+        *kept += m->partitioned;
+        *kept_tensors += m->tensors;
+    }
+    *after += m->all;
+}
+
 double params_layer_rerun_kept(const scenario_config *s, double threshold, double max_reuse, double ahead,
                                double *kept_tensors)
 {
@@ -102,20 +115,15 @@ double params_layer_rerun_kept(const scenario_config *s, double threshold, doubl
     module_add(&m[5], fc1_biases, t[5][1], threshold);
     module_add(&m[6], 1, t[4][1], threshold);
     module_add(&m[6], 1, t[6][1], threshold);
-    /* what the re-run uses after the module at hand, walked from the layer's end: the MLPs (one
-     * after another), then the modules before them; a module is used again in the backward after
-     * all of that and its backward, twice it (v0.3.13 _distance_in_numel counts every module
-     * visited between), and after what lies between the layer's re-run and its backward (ahead) */
+    /* walked from the layer's end, `after` what the re-run uses after the module at hand: the MLPs
+     * one after another (an expert's second linear, then its first), then the modules before them */
     double after = 0, kept = 0;
     *kept_tensors = 0;
-    for (int r = 6; r >= 0; r--)
-        for (double c = r >= 5 ? mlps : 1; c > 0.5; c--) {
-            if (m[r].tensors > 0 && 2 * after + ahead < max_reuse) {
-                kept += m[r].partitioned;
-                *kept_tensors += m[r].tensors;
-            }
-            after += m[r].all;
-        }
+    for (double c = mlps; c > 0.5; c--)
+        for (int r = 6; r >= 5; r--)
+            module_visit(&m[r], ahead, max_reuse, &after, &kept, kept_tensors);
+    for (int r = 4; r >= 0; r--)
+        module_visit(&m[r], ahead, max_reuse, &after, &kept, kept_tensors);
     return kept;
 }
 
