@@ -61,7 +61,7 @@ int config_parse_parallel_playbook(json_t *par, scenario_config *s, config_error
     static const char *const devices[] = {"none", "cpu", "nvme", NULL};
     static const char *const comp_keys[] = {"method", "topk_ratio", "powersgd_rank", NULL};
     const char *p = S ".parallel";
-    int dtype, method, opt_dev, par_dev, engine, reshard, fw, lists;
+    int dtype, method, opt_dev, par_dev, engine, reshard, fw;
     long long rank;
     json_t *comp;
     if (config_num(par, p, "stage3_prefetch_bucket_size", 0, 5e7, 0, 1e15, 0, &s->parallel.stage3_prefetch_bucket_size,
@@ -73,7 +73,7 @@ int config_parse_parallel_playbook(json_t *par, scenario_config *s, config_error
         config_num(par, p, "stage3_max_reuse_distance", 0, 1e9, 0, 1e15, 0, &s->parallel.stage3_max_reuse_distance,
                    err) ||
         config_num(par, p, "reduce_bucket_size", 0, 5e8, 1, 1e15, 0, &s->parallel.reduce_bucket_size, err) ||
-        config_bool(par, p, "stage3_list_collectives", 0, &lists, err) ||
+        config_bool(par, p, "stage3_list_collectives", 0, &s->parallel.stage3_list_collectives, err) ||
         config_enum(par, p, "grad_reduce_dtype", reduce_dtypes, 0, &dtype, err) ||
         config_object(par, p, "grad_compression", &comp, err) ||
         config_enum(par, p, "offload_optimizer", devices, OFFLOAD_NONE, &opt_dev, err) ||
@@ -88,7 +88,6 @@ int config_parse_parallel_playbook(json_t *par, scenario_config *s, config_error
         return -1;
     s->parallel.pipeline_engine = (pipeline_engine_kind)engine;
     s->parallel.fsdp_reshard_after_forward = rule;
-    s->parallel.stage3_list_collectives = lists;
     static const char *const deepspeed_knobs[] = {"stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
                                                   "stage3_max_live_parameters", "stage3_max_reuse_distance",
                                                   "reduce_bucket_size", "stage3_list_collectives", NULL};

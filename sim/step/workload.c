@@ -63,10 +63,12 @@ static void wait_for_send(step_workload *w, const builder *b, stage_state *st, i
  * for those it will use again soon (zero3_plan.rerun_kept_params); then the unit's for the backward
  * itself, less those (params, which may then be 0). FSDP's one gather serves both (rerun_params 0).
  * The embedding and the head are not recomputed. With ZeRO-Infinity the rank's
- * shard first comes in from the host or NVMe (host_offload.h). -1 when ZeRO-3 is off. */
+ * shard first comes in from the host or NVMe (host_offload.h). -1 when ZeRO-3 is off. *emitted:
+ * the all-gather calls the tasks stand for (0 without any). */
 static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st, int stage, double rerun_params,
-                             double rerun_calls, double params, double calls)
+                             double rerun_calls, double params, double calls, double *emitted)
 {
+    *emitted = 0;
     if (!b->z3.active || (params <= 0 && rerun_params <= 0))
         return -1;
     int d = b->z3.prefetch_layers, u = st->z3_units;
@@ -77,10 +79,9 @@ static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st
         int fetch = offload_param_fetch(w, b->s, stage, n, dep);
         int g = -1;
         if (b->dp.ranks > 1) { /* k calls of n / k elements each, back to back (zero3.h) */
-            g = workload_add_comm(w, b, stage, LANE_COMM, "zero3_param_allgather", COMM_ZERO, COLL_ALL_GATHER,
-                                  n * b->cm.act_bytes, b->dp, dep);
-            w->tasks[g].duration_s = k * workload_collective_s(b, COLL_ALL_GATHER, n * b->cm.act_bytes / k, b->dp);
-            w->tasks[g].calls = k;
+            double one = n * b->cm.act_bytes / k;
+            g = workload_add_buckets(w, b, stage, "zero3_param_allgather", COMM_ZERO, COLL_ALL_GATHER, one, k, one, dep);
+            *emitted += k;
             if (fetch >= 0)
                 workload_add_dep(w, g, fetch);
         }
@@ -232,7 +233,8 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
             if (unit < 0.5)
                 unit = calls = 0;
         }
-        int gather = gathers ? zero3_unit_gather(w, b, st, stage, rerun, rerun_calls, unit, calls) : -1;
+        double gather_calls = 0;
+        int gather = gathers ? zero3_unit_gather(w, b, st, stage, rerun, rerun_calls, unit, calls, &gather_calls) : -1;
         /* The previous layer's gradients go out after this layer's gather on the one comm stream
          * both share here: the prefetch is not queued behind a reduction that waits for the
          * compute it should overlap (DeepSpeed runs them on two streams that share the NIC; one
@@ -248,8 +250,8 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         t.phase = a->phase;
         task_comm_parts parts = {0};
         add_pass_work(&t, &parts, b, fwd, nl, nr, with_embed, with_head);
-        if (b->z3.list_collectives && gather >= 0 && b->dp.ranks > 1) /* the host's copies, rank by rank */
-            list_copies(&t, &parts, b, (unit > 0 ? fmax(1, calls) : 0) + (rerun > 0 ? fmax(1, rerun_calls) : 0));
+        if (b->z3.list_collectives) /* the host's copies, rank by rank, for each call the gathers make */
+            list_copies(&t, &parts, b, gather_calls);
         if (first && (fwd ? vs > 0 : vs < last_vs))
             gather_received(&t, &parts, b);
         if (!fwd && z3_once) /* the piece's gradients into the unsharded ones */
