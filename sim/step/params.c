@@ -153,6 +153,11 @@ double params_embedding_per_gpu(const scenario_config *s)
     return embedding_split(s, s->parallel.tp);
 }
 
+double params_final_norm(const scenario_config *s)
+{
+    return (s->model.rmsnorm ? 1.0 : 2.0) * (double)s->model.hidden_size;
+}
+
 double params_ends_tensors_from(const scenario_config *s, int head, double threshold)
 {
     double h = (double)s->model.hidden_size, table = (double)s->model.vocab_size * h / s->parallel.tp;
@@ -176,7 +181,7 @@ double params_stage_outside_layers_per_gpu(const scenario_config *s, int stage)
     if (stage == 0)
         n += params_embedding_per_gpu(s);
     if (stage == P - 1) {
-        n += (s->model.rmsnorm ? 1 : 2) * h; /* final norm */
+        n += params_final_norm(s);
         if (P > 1 || s->model.untie_embeddings)
             n += (double)s->model.vocab_size * h / s->parallel.tp; /* LM head (tied: a copy) */
     }
@@ -248,7 +253,7 @@ double params_total(const scenario_config *s)
 {
     layer_params lp = layer_params_split(s, 1, 1, 1);
     return (double)s->model.num_layers * (lp.dense + lp.expert) + embedding_split(s, 1)
-           + (s->model.rmsnorm ? 1.0 : 2.0) * (double)s->model.hidden_size
+           + params_final_norm(s)
            + (s->model.untie_embeddings ? (double)s->model.vocab_size * (double)s->model.hidden_size : 0);
 }
 

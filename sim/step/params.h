@@ -32,6 +32,8 @@ double params_layer_largest_tensor_per_gpu(const scenario_config *s);
 /* Embedding (vocab-parallel token table, plus learned positions for GPT-style models without
  * SwiGLU; Llama-style models use rotary positions, which have no parameters) per GPU. */
 double params_embedding_per_gpu(const scenario_config *s);
+/* The final norm's parameters (replicated across TP): its weight, and its bias under LayerNorm. */
+double params_final_norm(const scenario_config *s);
 /* How many tensors at or above `threshold` elements the embedding (head 0: the token table and
  * learned positions) or the model's end (head 1: the final norm and the LM head's table) has on one
  * GPU (DeepSpeed's stage 3 gathers each with its own all-gather: zero3.h). */

@@ -203,7 +203,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
      * the LM head (a tied one re-gathers the embedding's table) where it ends */
     double embed_params = vs == 0 ? params_embedding_per_gpu(s) : 0;
     double h = (double)s->model.hidden_size;
-    double head_params = vs == last_vs ? (h < b->z3.persistence_threshold ? 0 : 2 * h) +
+    double head_params = vs == last_vs ? (h < b->z3.persistence_threshold ? 0 : params_final_norm(s)) +
                                              (double)s->model.vocab_size * h / s->parallel.tp
                                        : 0;
     double head_grads = vs == last_vs ? params_stage_outside_layers_per_gpu(s, P - 1) - (P == 1 ? embed_params : 0) : 0;

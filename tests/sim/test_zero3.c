@@ -249,6 +249,14 @@ static void fsdp2_on_one_stage(void **state)
     assert_int_equal(gathers, (int)(m * 2 * L));
     assert_true(REL(gathered, m * 2 * (L * layer + ends) * 2));
     assert_true(REL(reduced, m * all * 2));
+    /* RMSNorm has a weight and no bias: each layer's two norms are h smaller each, and so is the
+     * final norm the head gathers (h, not LayerNorm's 2 h) */
+    s.model.rmsnorm = 1;
+    double rms_gathered, rms_reduced;
+    bytes_of(&s, &rms_gathered, &rms_reduced, &gathers);
+    assert_true(REL(gathered - rms_gathered, m * 2 * (L * 2 * h + h) * 2));
+    assert_true(REL(reduced - rms_reduced, m * (L * 2 * h + h) * 2));
+    s.model.rmsnorm = 0;
     run_result always = fixture_run(&s);
     memory_breakdown resharded, kept;
     assert_int_equal(memory_model_stage(&s, 0, 1, &resharded), 0);
