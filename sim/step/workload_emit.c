@@ -22,7 +22,7 @@ coll_group workload_pp_pair(const builder *b, int a, int c)
 /* The memo of workload_collective_s: per thread (the planner builds graphs on several), valid
  * for one build (workload_builder_init starts a new generation: another scenario, another
  * platform). Keyed by everything collective_time reads besides the scenario: the call. */
-#define COLL_MEMO_SLOTS 64
+#define COLL_MEMO_SLOTS 256
 typedef struct {
     unsigned long long generation;
     int coll, ranks, nodes, per_node;
@@ -38,10 +38,16 @@ void workload_collective_memo_reset(void)
 
 double workload_collective_s(const builder *b, coll_kind coll, double bytes, coll_group g)
 {
-    unsigned h = (unsigned)coll * 131u + (unsigned)g.ranks * 31u + (unsigned)g.nodes * 7u + (unsigned)g.per_node;
-    uint64_t bits;
-    memcpy(&bits, &bytes, sizeof bits);
-    h ^= (unsigned)(bits ^ (bits >> 29) ^ (bits >> 47));
+    /* splitmix64's finaliser over the whole key: sizes that differ by a power of two (a gather's
+     * k calls and their total) differ only in exponent bits, which a fold of a few shifts left
+     * out, so such pairs took one slot and evicted each other on every call */
+    uint64_t h;
+    memcpy(&h, &bytes, sizeof h);
+    h ^= (uint64_t)coll * 0x9e3779b97f4a7c15ull ^ (uint64_t)g.ranks << 20 ^ (uint64_t)g.nodes << 40 ^
+         (uint64_t)g.per_node << 52;
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+    h ^= h >> 31;
     coll_memo *m = &memo[h % COLL_MEMO_SLOTS];
     if (m->generation == generation && generation && m->coll == (int)coll && m->ranks == g.ranks &&
         m->nodes == g.nodes && m->per_node == g.per_node && m->bytes == bytes)
