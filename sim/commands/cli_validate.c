@@ -202,8 +202,14 @@ static int validate_cases(const char *cases_path, const char *json_path, int fid
     FILE *human = (json_path && !strcmp(json_path, "-")) ? stderr : stdout;
     int n_figures = 0, n_relative = 0, n_outside = 0;
     double sum_abs = 0, max_abs = 0;
+    /* the case column as wide as the longest id, so that a long one does not push its row out of line */
+    int id_w = (int)strlen("case");
+    for (size_t i = 0; i < n; i++)
+        if (runs[i].id && (int)strlen(runs[i].id) > id_w)
+            id_w = (int)strlen(runs[i].id);
     if (rc == 0)
-        fprintf(human, "%-32s %-26s %12s %12s %8s %6s\n", "case", "figure", "expected", "predicted", "error", "ok");
+        fprintf(human, "%-*s %-26s %12s %12s %8s %6s\n", id_w, "case", "figure", "expected", "predicted", "error",
+                "ok");
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const case_run *k = &runs[i];
         const char *key;
@@ -225,10 +231,10 @@ static int validate_cases(const char *cases_path, const char *json_path, int fid
                 max_abs = fmax(max_abs, fabs(error));
             }
             if (absolute)
-                fprintf(human, "%-32s %-26s %12.4g %12.4g %+8.3g %6s (absolute: expected 0)\n", k->id, key, expected,
+                fprintf(human, "%-*s %-26s %12.4g %12.4g %+8.3g %6s (absolute: expected 0)\n", id_w, k->id, key, expected,
                         predicted, error, ok ? "yes" : "NO");
             else
-                fprintf(human, "%-32s %-26s %12.4g %12.4g %+7.1f%% %6s\n", k->id, key, expected, predicted,
+                fprintf(human, "%-*s %-26s %12.4g %12.4g %+7.1f%% %6s\n", id_w, k->id, key, expected, predicted,
                         100 * error, ok ? "yes" : "NO");
             json_array_append_new(out_cases,
                                   json_pack("{s:s,s:s,s:f,s:f,s:f,s:s,s:f,s:b}", "id", k->id, "figure", key,
