@@ -271,6 +271,8 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
             st->z3_epilogue = -1;
         if (gather >= 0)
             workload_add_dep(w, id, gather);
+        if (b->z3.list_collectives && st->last_comm >= 0) /* the fetch drains the device (zero3.h) */
+            workload_add_dep(w, id, st->last_comm);
         st->last_compute = id;
         if (z3)
             st->z3_history[st->z3_units++ % Z3_HISTORY] = id;

@@ -36,7 +36,17 @@
  * gradients went out in flat buckets without such copies, each an all-reduce under that release's
  * default contiguous_gradients false (stage3.py, reduce_ipg_grads -> buffered_reduce_fallback):
  * the workload all-reduces them too (workload_emit.c). With contiguous_gradients true that release
- * reduce-scattered each parameter from a list, which is not modelled.
+ * reduce-scattered each parameter from a list, which is not modelled. Those releases also drain the
+ * device at every fetch: a module's pre-forward and pre-backward hooks wait for its parameters
+ * with torch.cuda.synchronize() (stage3.py, fetch_sub_module -> _synchronize_communication, read
+ * at v0.3.13, v0.4.0, v0.5.0 and v0.5.4), which waits for every stream, the reduction stream's
+ * gradient all-reduces and the gather prefetched for it included. So a layer's compute starts only
+ * once every reduction issued before it is through, where later releases let the reductions run
+ * beside the next layers' backward; only the gather prefetched during the module before (the one
+ * the fetch then finds in flight) still hides behind compute. The workload makes each layer's
+ * compute wait for the stage's last reduction (workload.c, emit_pass). Modelled at the layer, the
+ * unit dtsim gathers: a gather overlaps the layer before as a whole, where DeepSpeed prefetches a
+ * tensor ahead and overlaps module by module (a little less hidden).
  * Defaults are DeepSpeed's (deepspeed/runtime/zero/config.py: prefetch_bucket_size 5e7,
  * param_persistence_threshold 1e5, max_live_parameters 1e9, reduce_bucket_size 5e8).
  *

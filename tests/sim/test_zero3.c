@@ -696,6 +696,53 @@ static void list_collectives_cost_a_launch_a_rank(void **state)
     fixture_free(&s);
 }
 
+/* parallel.stage3_list_collectives also stands for those releases' fetch, which drains the device
+ * (torch.cuda.synchronize() in _synchronize_communication, zero3.h): no layer's compute starts
+ * before everything its stage put on the communication stream before it is through, the gradient
+ * reductions included. Buckets of one layer's gradients, so that every backward layer reduces:
+ * without the key some layer's compute runs beside an earlier reduction, with it none does, and
+ * the step can only be longer. */
+static int compute_beside_earlier_comm(const scenario_config *s, double *step_s)
+{
+    step_workload w;
+    replay_times t;
+    fixture_build(s, &w);
+    fixture_replay_analytic(&w, &t);
+    int beside = 0, stage = 0;
+    for (int i = 0; i < w.n_tasks; i++) {
+        if (w.tasks[i].stage != stage || w.tasks[i].kind != TASK_COMPUTE || w.tasks[i].lane != LANE_COMPUTE)
+            continue;
+        for (int j = 0; j < i; j++)
+            if (w.tasks[j].stage == stage && w.tasks[j].lane == LANE_COMM && t.finish[j] > t.start[i] + 1e-12)
+                beside++;
+    }
+    *step_s = fixture_end(&t, w.n_tasks);
+    replay_times_free(&t);
+    workload_free(&w);
+    return beside;
+}
+
+static void list_collectives_drain_the_device_at_every_fetch(void **state)
+{
+    (void)state;
+    scenario_config s;
+    zero3_fixture(&s, 4);
+    zero3_plan z;
+    zero3_plan_of(&s, &z);
+    s.parallel.reduce_bucket_size = z.layer_params; /* a bucket a layer */
+    double plain_s, listed_s;
+    s.parallel.stage3_list_collectives = 0;
+    int plain = compute_beside_earlier_comm(&s, &plain_s);
+    s.parallel.stage3_list_collectives = 1;
+    int listed = compute_beside_earlier_comm(&s, &listed_s);
+    print_message("compute beside earlier communication: %d pairs (%d with the 2021 fetch); step %.6f s (%.6f s)\n",
+                  plain, listed, plain_s, listed_s);
+    assert_true(plain > 0);
+    assert_int_equal(listed, 0);
+    assert_true(listed_s > plain_s);
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -705,6 +752,7 @@ int main(void)
         cmocka_unit_test(deepspeed_gathers_tensor_by_tensor),
         cmocka_unit_test(reuse_distance_keeps_the_rerun_tail),
         cmocka_unit_test(list_collectives_cost_a_launch_a_rank),
+        cmocka_unit_test(list_collectives_drain_the_device_at_every_fetch),
         cmocka_unit_test(megatron_fsdp_prefetches_by_its_size),
         cmocka_unit_test(fsdp2_on_one_stage),
         cmocka_unit_test(fsdp2_under_pipeline_parallelism),
