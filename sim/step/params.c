@@ -66,6 +66,30 @@ double params_layer_tensors_from(const scenario_config *s, double threshold)
     return n;
 }
 
+/* One tensor of n elements through DeepSpeed's synchronous gather (see params.h). */
+static void persistent_tensor(double count, double n, double ranks, double *tensors, double *copies,
+                              double *gathered)
+{
+    if (count <= 0 || n <= 0)
+        return;
+    double piece = ceil(n / ranks);
+    *tensors += count;
+    *copies += count * ceil(n / piece); /* the ranks whose piece starts inside the tensor */
+    *gathered += count * piece * ranks;
+}
+
+void params_persistent_gather(const scenario_config *s, double layers, int final_norm, double threshold, double ranks,
+                              double *tensors, double *copies, double *gathered)
+{
+    *tensors = *copies = *gathered = 0;
+    double t[LAYER_TENSOR_KINDS][2], h = (double)s->model.hidden_size;
+    for (int i = 0, k = layer_tensors(s, t); i < k; i++)
+        if (t[i][1] < threshold)
+            persistent_tensor(layers * t[i][0], t[i][1], ranks, tensors, copies, gathered);
+    if (final_norm && h < threshold)
+        persistent_tensor(params_final_norm(s) / h, h, ranks, tensors, copies, gathered);
+}
+
 /* One module of a layer as DeepSpeed releases it, all its tensors together: its elements, and of
  * those the partitioned ones (at or above the threshold) and how many tensors they are. */
 typedef struct {

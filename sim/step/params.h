@@ -38,6 +38,14 @@ double params_final_norm(const scenario_config *s);
  * learned positions) or the model's end (head 1: the final norm and the LM head's table) has on one
  * GPU (DeepSpeed's stage 3 gathers each with its own all-gather: zero3.h). */
 double params_ends_tensors_from(const scenario_config *s, int head, double threshold);
+/* DeepSpeed's stage 3 up to v0.5.4 gathers its persistent tensors (those below `threshold`
+ * elements, kept whole) through its synchronous path, _allgather_params: one all-gather of a piece
+ * of ceil(n / ranks) elements a tensor a rank, then a copy a tensor and rank whose piece starts
+ * inside the tensor. For `layers` layers (and the final norm when final_norm) on one GPU: the
+ * tensors, the copies and the elements the all-gather moves (pieces included; a tensor gathered on
+ * its own moves as many, its size rounded up to a multiple of the ranks). */
+void params_persistent_gather(const scenario_config *s, double layers, int final_norm, double threshold, double ranks,
+                              double *tensors, double *copies, double *gathered);
 /* Parameters on one GPU of pipeline stage `stage` (all its chunks): its layers, the embedding
  * on the first stage, the final norm and the LM head (tied copy of the embedding) on the last. */
 double params_stage_per_gpu(const scenario_config *s, int stage);

@@ -227,6 +227,12 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         double calls = (b->z3.layer_params > 0 ? nl * b->z3.gather_calls_per_layer : 0) +
                        (with_embed && embed_params > 0 ? b->z3.embed_gather_calls : 0) +
                        (with_head && head_params > 0 ? b->z3.head_gather_calls : 0);
+        /* under stage3_list_collectives the persistent tensors, let go at every backward's end, are
+         * gathered again by every forward but the step's first, a call each (zero3.h) */
+        if (fwd && b->z3.list_collectives && a->micro_batch > 0) {
+            unit += nl * b->z3.persistent_gathered + (with_head ? b->z3.head_persistent_gathered : 0);
+            calls += nl * b->z3.persistent_tensors + (with_head ? b->z3.head_persistent_tensors : 0);
+        }
         if (rerun > 0) { /* less than an element left is rounding: nothing */
             unit -= nr * b->z3.rerun_kept_params;
             calls -= nr * b->z3.rerun_kept_calls;

@@ -154,6 +154,36 @@ void workload_emit_step_sync(step_workload *w, const builder *b, stage_state *st
     free(ready);
 }
 
+/* DeepSpeed's stage 3 up to v0.5.4 (parallel.stage3_list_collectives) lets every parameter go at
+ * the end of each backward, the persistent ones (below stage3_param_persistence_threshold) too
+ * (stage3.py: backward -> _partition_all_parameters -> release_and_reset_parameter, which does not
+ * look at ds_persist), and gathers those again when the optimizer's step ends (_post_step:
+ * persistent_parameters[0].all_gather, the synchronous _allgather_params): one list all-gather of
+ * their pieces, then a Python loop that copies each tensor's piece out of each rank's partition, a
+ * copy_ a tensor and rank (partition_parameters.py; read at v0.3.13, v0.4.0, v0.5.0 and v0.5.4).
+ * The host issues those copies, and PyTorch's rank by rank copies of the list all-gather, before
+ * the step is done: launches at the calibration's launch_overhead_us, booked as exposed ZeRO time.
+ * The loop's own Python (two narrows and a view a copy) is host time too, not counted. */
+static void persistent_gather(step_workload *w, const builder *b, stage_state *st, int stage)
+{
+    const scenario_config *s = b->s;
+    if (!b->z3.active || !b->z3.list_collectives || b->dp.ranks <= 1)
+        return;
+    double tensors, copies, gathered;
+    params_persistent_gather(s, scenario_stage_layers(s, stage), stage == b->P - 1, b->z3.persistence_threshold,
+                             b->dp.ranks, &tensors, &copies, &gathered);
+    if (tensors <= 0)
+        return;
+    int g = workload_add_comm(w, b, stage, LANE_COMM, "zero3_persistent_allgather", COMM_ZERO, COLL_ALL_GATHER,
+                              gathered * b->cm.act_bytes, b->dp, st->last_compute);
+    sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "zero3_persistent_copies");
+    task_comm_parts parts = {0};
+    t.duration_s = t.comm_inside_s = parts.inside[COMM_ZERO] =
+        (copies + b->dp.ranks) * s->calibration.launch_overhead_us * 1e-6;
+    st->last_compute = workload_add_task_parts(w, &t, &parts);
+    workload_add_dep(w, st->last_compute, g);
+}
+
 /* The optimizer step, then (ZeRO-1/2, the BF16_Optimizer) the all-gather of updated parameters. */
 void workload_emit_optimizer(step_workload *w, const builder *b, stage_state *st, int stage)
 {
@@ -183,6 +213,7 @@ void workload_emit_optimizer(step_workload *w, const builder *b, stage_state *st
         z.duration_s = cost_memory_s(&b->cm, OPCLASS_ELEMENTWISE, params / gshards * params_grad_buffer_bytes(s));
         st->last_compute = workload_add_task(w, &z);
     }
+    persistent_gather(w, b, st, stage);
 
     if (offload && !gathers) {
         sim_task end = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "step_end"); /* the GPU waits for the host */

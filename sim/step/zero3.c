@@ -93,6 +93,13 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z)
     z->embed_gather_calls = fmax(1, params_ends_tensors_from(s, 0, threshold));
     z->head_gather_calls = fmax(1, params_ends_tensors_from(s, 1, threshold));
     z->list_collectives = s->parallel.stage3_list_collectives;
+    if (z->list_collectives && z->active) {
+        double ranks = shards, copies;
+        params_persistent_gather(s, 1, 0, z->persistence_threshold, ranks, &z->persistent_tensors, &copies,
+                                 &z->persistent_gathered);
+        params_persistent_gather(s, 0, 1, z->persistence_threshold, ranks, &z->head_persistent_tensors, &copies,
+                                 &z->head_persistent_gathered);
+    }
     fsdp_reshard_kind r = s->parallel.fsdp_reshard_after_forward;
     int pipelined = s->parallel.pp > 1;
     z->reshard_after_forward = r == FSDP_RESHARD_UNSET || r == FSDP_RESHARD_ALWAYS ||

@@ -101,6 +101,11 @@ typedef struct {
                                                      end (final norm and LM head) */
     int list_collectives;       /* parallel.stage3_list_collectives: every gather hands PyTorch a
                                    list of one tensor a rank, which it copies rank by rank */
+    double persistent_tensors, persistent_gathered; /* under it, one layer's tensors below the
+                                   threshold and the elements their gathers move: let go at every
+                                   backward's end, gathered again by each forward but the step's
+                                   first, a call each (and at the step's end: workload_step.c) */
+    double head_persistent_tensors, head_persistent_gathered; /* the same for the final norm */
 } zero3_plan;
 
 void zero3_plan_of(const scenario_config *s, zero3_plan *z);
