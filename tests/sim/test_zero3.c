@@ -758,6 +758,31 @@ static void list_collectives_drain_the_device_at_every_fetch(void **state)
     fixture_free(&s);
 }
 
+/* DeepSpeed's synchronous gather of persistent tensors over more ranks than a tensor has
+ * elements a piece can hold (params_persistent_gather): the fixture's vectors (h 1024, f 4096) at
+ * 1,536 ranks, written out. A tensor of n elements gets pieces of ceil(n / 1536): the QKV bias
+ * (3,072) 2, the projection's and fc2's biases and the norms (1,024) 1, fc1's bias (4,096) 3; the
+ * ranks whose piece starts inside it copy, ceil(n / piece): 1,536, 1,024 and 1,366. */
+static void persistent_gather_counts_pieces_and_copies(void **state)
+{
+    (void)state;
+    scenario_config s;
+    zero3_fixture(&s, 4);
+    double tensors, copies, gathered;
+    params_persistent_gather(&s, 1, 0, 1e5, 1536, &tensors, &copies, &gathered);
+    assert_true(tensors == 8);
+    assert_true(copies == 1536 + 1024 + 1366 + 1024 + 4 * 1024);
+    assert_true(gathered == (2 + 1 + 3 + 1 + 4 * 1) * 1536.0);
+    params_persistent_gather(&s, 0, 1, 1e5, 1536, &tensors, &copies, &gathered); /* the final norm */
+    assert_true(tensors == 2 && copies == 2 * 1024 && gathered == 2 * 1536.0);
+    s.model.rmsnorm = 1;
+    params_persistent_gather(&s, 0, 1, 1e5, 1536, &tensors, &copies, &gathered);
+    assert_true(tensors == 1 && copies == 1024 && gathered == 1536.0);
+    params_persistent_gather(&s, 2, 1, 1000, 8, &tensors, &copies, &gathered); /* nothing below 1,000 */
+    assert_true(tensors == 0 && copies == 0 && gathered == 0);
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -768,6 +793,7 @@ int main(void)
         cmocka_unit_test(reuse_distance_keeps_the_rerun_tail),
         cmocka_unit_test(list_collectives_cost_a_launch_a_rank),
         cmocka_unit_test(list_collectives_drain_the_device_at_every_fetch),
+        cmocka_unit_test(persistent_gather_counts_pieces_and_copies),
         cmocka_unit_test(megatron_fsdp_prefetches_by_its_size),
         cmocka_unit_test(fsdp2_on_one_stage),
         cmocka_unit_test(fsdp2_under_pipeline_parallelism),
