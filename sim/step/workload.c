@@ -189,6 +189,10 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
     int gathers = z3 && !st->z3_held[a->chunk];
     int first_of_chunk = !fwd && st->backwards_left[a->chunk] == b->m;
     int last_of_chunk = !fwd && --st->backwards_left[a->chunk] == 0;
+    /* DeepSpeed up to v0.5.4 lets its persistent tensors go when a backward ends: a forward after
+     * one of this stage's backwards gathers them again (zero3.h) */
+    int persistent_gone = fwd && z3 && b->z3.list_collectives && st->backwards_run > 0;
+    st->backwards_run += !fwd;
     int dpcp = s->parallel.dp * s->parallel.cp;
     /* The chunk's last backward produces its final gradients layer by layer: emitted per layer
      * when DP buckets go out as they fill, or (one GPU with ZeRO-Offload) stream to the host. */
@@ -227,9 +231,9 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         double calls = (b->z3.layer_params > 0 ? nl * b->z3.gather_calls_per_layer : 0) +
                        (with_embed && embed_params > 0 ? b->z3.embed_gather_calls : 0) +
                        (with_head && head_params > 0 ? b->z3.head_gather_calls : 0);
-        /* under stage3_list_collectives the persistent tensors, let go at every backward's end, are
-         * gathered again by every forward but the step's first, a call each (zero3.h) */
-        if (fwd && b->z3.list_collectives && a->micro_batch > 0) {
+        /* ... a call each, averaged in size with the layer's weights (zero3_unit_gather prices k
+         * calls of the same size: the same bytes and latencies, not each call's own protocol) */
+        if (persistent_gone) {
             unit += nl * b->z3.persistent_gathered + (with_head ? b->z3.head_persistent_gathered : 0);
             calls += nl * b->z3.persistent_tensors + (with_head ? b->z3.head_persistent_tensors : 0);
         }
@@ -277,7 +281,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
             st->z3_epilogue = -1;
         if (gather >= 0)
             workload_add_dep(w, id, gather);
-        if (b->z3.list_collectives && st->last_comm >= 0) /* the fetch drains the device (zero3.h) */
+        if (z3 && b->z3.list_collectives && st->last_comm >= 0) /* the fetch drains the device (zero3.h) */
             workload_add_dep(w, id, st->last_comm);
         st->last_compute = id;
         if (z3)
@@ -336,6 +340,7 @@ static void emit_combined(step_workload *w, const builder *b, stage_state *st, i
     int vb = pipeline_virtual_stage(P, stage, bk->chunk), vf = pipeline_virtual_stage(P, stage, fw->chunk);
     int lb = b->layers[vb], lf = b->layers[vf], pairs = lb < lf ? lb : lf;
     int last_of_chunk = --st->backwards_left[bk->chunk] == 0;
+    st->backwards_run++;
     moe_pair_result r;
     if (moe_pair_time(&b->moe_fwd, &b->moe_bwd, pairs, b->overlap_slowdown, &r) != 0)
         memset(&r, 0, sizeof r); /* cannot fail on the builder's parts: they are costs >= 0 */

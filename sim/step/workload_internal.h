@@ -54,6 +54,7 @@ typedef struct {
     double pending_grad;   /* gradient bytes produced, not yet in a bucket */
     int pending_embedding; /* they are the embedding's (PowerSGD compresses its own matrix shape) */
     int *backwards_left;   /* per chunk: backward passes still to run */
+    int backwards_run;     /* backward passes emitted on this stage, all chunks */
     int *gather_first, *gather_last; /* overlap_param_gather: per chunk, its first and last
                                         parameter all-gather (-1: none) */
     int *forwards_done;    /* per chunk: forward passes emitted */

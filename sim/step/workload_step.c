@@ -164,7 +164,7 @@ void workload_emit_step_sync(step_workload *w, const builder *b, stage_state *st
  * The host issues those copies, and PyTorch's rank by rank copies of the list all-gather, before
  * the step is done: launches at the calibration's launch_overhead_us, booked as exposed ZeRO time.
  * The loop's own Python (two narrows and a view a copy) is host time too, not counted. */
-static void persistent_gather(step_workload *w, const builder *b, stage_state *st, int stage)
+static void persistent_gather(step_workload *w, const builder *b, stage_state *st, int stage, int opt)
 {
     const scenario_config *s = b->s;
     if (!b->z3.active || !b->z3.list_collectives || b->dp.ranks <= 1)
@@ -176,10 +176,14 @@ static void persistent_gather(step_workload *w, const builder *b, stage_state *s
         return;
     int g = workload_add_comm(w, b, stage, LANE_COMM, "zero3_persistent_allgather", COMM_ZERO, COLL_ALL_GATHER,
                               gathered * b->cm.act_bytes, b->dp, st->last_compute);
+    if (opt >= 0 && opt != st->last_compute) /* after the optimizer's step, wherever that ran */
+        workload_add_dep(w, g, opt);
+    /* the copies: each tensor's piece into this rank's partition first, then PyTorch's out of the
+     * flat buffer a rank at a time, then the loop's, a tensor and rank at a time */
     sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "zero3_persistent_copies");
     task_comm_parts parts = {0};
     t.duration_s = t.comm_inside_s = parts.inside[COMM_ZERO] =
-        (copies + b->dp.ranks) * s->calibration.launch_overhead_us * 1e-6;
+        (tensors + b->dp.ranks + copies) * s->calibration.launch_overhead_us * 1e-6;
     st->last_compute = workload_add_task_parts(w, &t, &parts);
     workload_add_dep(w, st->last_compute, g);
 }
@@ -213,7 +217,7 @@ void workload_emit_optimizer(step_workload *w, const builder *b, stage_state *st
         z.duration_s = cost_memory_s(&b->cm, OPCLASS_ELEMENTWISE, params / gshards * params_grad_buffer_bytes(s));
         st->last_compute = workload_add_task(w, &z);
     }
-    persistent_gather(w, b, st, stage);
+    persistent_gather(w, b, st, stage, opt);
 
     if (offload && !gathers) {
         sim_task end = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "step_end"); /* the GPU waits for the host */

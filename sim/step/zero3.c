@@ -52,6 +52,10 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z)
     }
     if (ahead > ZERO3_MAX_AHEAD)
         ahead = ZERO3_MAX_AHEAD;
+    /* up to v0.5.4 every fetch waits for all the gathers in flight (zero3.h): nothing is gathered
+     * further ahead than the unit after the running one */
+    if (s->parallel.stage3_list_collectives && ahead > 1)
+        ahead = 1;
     z->prefetch_layers = ahead;
     z->live_params = (1 + ahead) * z->layer_params;
     /* it holds what it counts, and the tensor that crossed the limit; at least the running layer,

@@ -43,8 +43,11 @@
  * gradient all-reduces and the gather prefetched for it included. So a layer's compute starts only
  * once every reduction issued before it is through, where later releases let the reductions run
  * beside the next layers' backward; only the gather prefetched during the module before (the one
- * the fetch then finds in flight) still hides behind compute. The workload makes each layer's
- * compute wait for the stage's last reduction (workload.c, emit_pass). Modelled at the layer, the
+ * the fetch then finds in flight) still hides behind compute, and nothing is prefetched past the
+ * next unit (zero3.c). The workload makes each layer's compute wait for the stage's last
+ * reduction (workload.c, emit_pass). They let every parameter go when a backward ends, the
+ * persistent ones too, so a forward after one of its stage's backwards gathers those again, a
+ * call each, and so does the optimizer's step at its end (workload_step.c, persistent_gather). Modelled at the layer, the
  * unit dtsim gathers: a gather overlaps the layer before as a whole, where DeepSpeed prefetches a
  * tensor ahead and overlaps module by module (a little less hidden).
  * Defaults are DeepSpeed's (deepspeed/runtime/zero/config.py: prefetch_bucket_size 5e7,

@@ -632,8 +632,8 @@ static void reuse_distance_keeps_the_rerun_tail(void **state)
  * Those releases also let the persistent tensors go at every backward's end: a layer's eight
  * vectors (the QKV, projection and two MLP biases, two norms' weights and biases) and the final
  * norm's two, 4 x 8 + 2 = 34, which the second micro-batch's forward gathers again, a call each,
- * and the step's end gathers in one call and copies out tensor by tensor and rank by rank: each
- * at least 8 elements, so 34 x 8 copies, and the call's own 8. */
+ * and the step's end gathers in one call and copies: each tensor's piece in (34), the call's own
+ * copies out (8), then tensor by tensor and rank by rank, each at least 8 elements (34 x 8). */
 static void list_collectives_cost_a_launch_a_rank(void **state)
 {
     (void)state;
@@ -641,7 +641,7 @@ static void list_collectives_cost_a_launch_a_rank(void **state)
     zero3_fixture(&s, 4);
     s.calibration.launch_overhead_us = 4; /* the shipped A100 calibration's (the fixture's is 0) */
     double launch = s.calibration.launch_overhead_us * 1e-6, m = 2, ranks = 8, pass_calls = 4 * 4 + 2 + 1;
-    double persistent = 4 * 8 + 2, step_end_copies = 34 * 8 + 8;
+    double persistent = 4 * 8 + 2, step_end_copies = 34 + 8 + 34 * 8;
     /* what the step's end all-gathers: a piece of ceil(n / 8) elements a tensor a rank, written out
      * (h 1024, f 4096): the QKV bias 3h, the projection's h, fc1's f, fc2's h, the norms 4 x h */
     double h = 1024, f = 4096, pieces = 4 * (3 * h + h + f + h + 4 * h) + 2 * h;
@@ -745,6 +745,13 @@ static void list_collectives_drain_the_device_at_every_fetch(void **state)
     zero3_plan z;
     zero3_plan_of(&s, &z);
     s.parallel.reduce_bucket_size = z.layer_params; /* a bucket a layer */
+    /* and since each fetch waits for every gather in flight, nothing is prefetched past the next
+     * layer (DeepSpeed's knobs alone reach further on this small model) */
+    assert_true(z.prefetch_layers > 1);
+    s.parallel.stage3_list_collectives = 1;
+    zero3_plan_of(&s, &z);
+    assert_int_equal(z.prefetch_layers, 1);
+    assert_true(REL(z.live_params, 2 * z.layer_params));
     double plain_s, listed_s;
     s.parallel.stage3_list_collectives = 0;
     int plain = compute_beside_earlier_comm(&s, &plain_s);
@@ -754,7 +761,54 @@ static void list_collectives_drain_the_device_at_every_fetch(void **state)
                   plain, listed, plain_s, listed_s);
     assert_true(plain > 0);
     assert_int_equal(listed, 0);
-    assert_true(listed_s > plain_s);
+    /* so the gradient all-reduces are all exposed, where the reduce-scatters were partly hidden */
+    s.parallel.stage3_list_collectives = 0;
+    run_result rp = fixture_run(&s);
+    s.parallel.stage3_list_collectives = 1;
+    run_result rl = fixture_run(&s);
+    print_message("DP exposed %.6f of %.6f s (%.6f of %.6f s with the 2021 fetch)\n", rp.comm_exposed_s[COMM_DP],
+                  rp.comm_total_s[COMM_DP], rl.comm_exposed_s[COMM_DP], rl.comm_total_s[COMM_DP]);
+    assert_true(rp.comm_exposed_s[COMM_DP] < rp.comm_total_s[COMM_DP] - 1e-9);
+    assert_true(rl.comm_total_s[COMM_DP] > 0 && REL(rl.comm_exposed_s[COMM_DP], rl.comm_total_s[COMM_DP]));
+    /* below ZeRO-3 the key changes nothing: DeepSpeed's fetch is stage 3's */
+    for (int stage = 1; stage <= 2; stage++) {
+        s.parallel.zero_stage = stage;
+        s.parallel.stage3_list_collectives = 0;
+        double off = fixture_run(&s).step_time_s;
+        s.parallel.stage3_list_collectives = 1;
+        assert_true(fixture_run(&s).step_time_s == off);
+    }
+    fixture_free(&s);
+}
+
+/* The persistent tensors go when a backward ends, so under a pipeline a stage's forwards before
+ * its first backward do not gather them again: PP 2, 4 micro-batches, 1F1B, two layers a stage.
+ * Stage 0 runs F0 F1 B0 F2 B1 F3 B2 B3: F2 and F3 each gather its two layers' eight vectors, 16
+ * calls of a launch a rank more than F0 and F1; stage 1 (F0 B0 F1 B1 ...) also the final norm's
+ * two in F1, F2 and F3. */
+static void persistent_regather_only_after_a_backward(void **state)
+{
+    (void)state;
+    scenario_config s;
+    zero3_fixture(&s, 4);
+    fixture_layout(&s, 1, 2, 8, 32);
+    s.calibration.launch_overhead_us = 4;
+    s.parallel.stage3_list_collectives = 1;
+    double launch = 4e-6, ranks = 8;
+    step_workload w;
+    fixture_build(&s, &w);
+    double fwd[2][4] = {{0}};
+    for (int i = 0; i < w.n_tasks; i++)
+        if (!strcmp(w.tasks[i].name, "fwd") && w.tasks[i].micro_batch >= 0 && w.tasks[i].micro_batch < 4)
+            fwd[w.tasks[i].stage][w.tasks[i].micro_batch] += w.tasks[i].duration_s;
+    workload_free(&w);
+    print_message("stage 0 forwards %.6f %.6f %.6f %.6f s; stage 1 %.6f %.6f %.6f %.6f s\n", fwd[0][0], fwd[0][1],
+                  fwd[0][2], fwd[0][3], fwd[1][0], fwd[1][1], fwd[1][2], fwd[1][3]);
+    assert_true(fabs(fwd[0][1] - fwd[0][0]) < 1e-12);
+    for (int mb = 2; mb < 4; mb++)
+        assert_true(fabs(fwd[0][mb] - fwd[0][0] - 16 * ranks * launch) < 1e-12);
+    for (int mb = 1; mb < 4; mb++)
+        assert_true(fabs(fwd[1][mb] - fwd[1][0] - 18 * ranks * launch) < 1e-12);
     fixture_free(&s);
 }
 
@@ -794,6 +848,7 @@ int main(void)
         cmocka_unit_test(list_collectives_cost_a_launch_a_rank),
         cmocka_unit_test(list_collectives_drain_the_device_at_every_fetch),
         cmocka_unit_test(persistent_gather_counts_pieces_and_copies),
+        cmocka_unit_test(persistent_regather_only_after_a_backward),
         cmocka_unit_test(megatron_fsdp_prefetches_by_its_size),
         cmocka_unit_test(fsdp2_on_one_stage),
         cmocka_unit_test(fsdp2_under_pipeline_parallelism),
