@@ -563,9 +563,10 @@ int checkpoint_load_latest(const char *dir, gpt_model *m, train_state *st, comm_
             fprintf(stderr, "dtrain: rank %d: skipping checkpoint %s: %s\n", c->world_rank, sdir, why);
         /* a checkpoint some rank loaded is complete, whatever another rank saw of it */
         int bad = worst == LOAD_BAD || comm_allreduce_max_int(c->world, rc == LOAD_OK);
-        if (bad && !first_bad[0])
-            snprintf(first_bad, sizeof first_bad, "%s: %s", sdir,
-                     rc == LOAD_BAD ? why : "another rank found it unusable");
+        if (bad && !first_bad[0] &&
+            (size_t)snprintf(first_bad, sizeof first_bad, "%s: %s", sdir,
+                             rc == LOAD_BAD ? why : "another rank found it unusable") >= sizeof first_bad)
+            memcpy(first_bad + sizeof first_bad - sizeof "...", "...", sizeof "..."); /* marked where cut */
     }
     free(steps);
     /* Checkpoints that were written but fail their checks, and none intact behind them: starting

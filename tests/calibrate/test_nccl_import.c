@@ -198,7 +198,8 @@ static void set_field(log_lines *l, int i, int field, const char *value)
                  k == field ? value : s);
         s += len;
     }
-    snprintf(l->line[i], sizeof l->line[0], "%s\n", out);
+    if ((size_t)snprintf(l->line[i], sizeof l->line[0], "%s\n", out) >= sizeof l->line[0])
+        fail_msg("test line %d too long", i);
 }
 
 /* nccl_import_file refuses `path`, its message naming the file at `lineno` (0: no line) and

@@ -193,9 +193,15 @@ int sweep_plot_all(const sweep_plot_spec *sp, json_t *rows, config_error *err)
         }
         xlog = lo > 0 && hi >= 8 * lo;
     }
-    snprintf(vars, sizeof vars, "datafile='%s/sweep.csv'; xcol='%s'; labelcols='%s'; plottitle='%s'; nz=%d; zvals='%s'; "
-             "xnumeric=%d; xticks='%s'; xlog=%d", sp->dir, v->dim[0].path, labels, sp->title, nz, series, xnum, ticks,
-             xlog);
+    /* gnuplot reads these as one line of settings: cut short, they would not parse */
+    if ((size_t)snprintf(vars, sizeof vars,
+                         "datafile='%s/sweep.csv'; xcol='%s'; labelcols='%s'; plottitle='%s'; nz=%d; zvals='%s'; "
+                         "xnumeric=%d; xticks='%s'; xlog=%d",
+                         sp->dir, v->dim[0].path, labels, sp->title, nz, series, xnum, ticks, xlog) >= sizeof vars) {
+        snprintf(err->msg, sizeof err->msg, "--plot: the plots' settings (output folder, titles, series) pass %zu bytes: "
+                 "not drawn (a shorter --plot folder or fewer series)", sizeof vars);
+        return -1;
+    }
     if (one("sweep_throughput.gp", vars, sp, "throughput", err) || one("sweep_breakdown.gp", vars, sp, "breakdown", err) ||
         one("sweep_memory.gp", vars, sp, "memory", err))
         return -1;
