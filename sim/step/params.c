@@ -187,7 +187,7 @@ double params_ends_tensors_from(const scenario_config *s, int head, double thres
     double h = (double)s->model.hidden_size, table = (double)s->model.vocab_size * h / s->parallel.tp;
     double positions = s->model.rope ? 0 : (double)s->model.seq_length * h;
     if (head) /* the final norm (weight, and bias for LayerNorm), the LM head's table */
-        return (h >= threshold ? (s->model.rmsnorm ? 1 : 2) : 0) + (table >= threshold);
+        return (h >= threshold ? params_final_norm(s) / h : 0) + (table >= threshold);
     return (table >= threshold) + (positions > 0 && positions >= threshold);
 }
 

@@ -167,11 +167,14 @@ void workload_emit_step_sync(step_workload *w, const builder *b, stage_state *st
 static void persistent_gather(step_workload *w, const builder *b, stage_state *st, int stage, int opt)
 {
     const scenario_config *s = b->s;
-    if (!b->z3.active || !b->z3.list_collectives || b->dp.ranks <= 1)
+    const zero3_plan *z = &b->z3;
+    if (!z->active || !z->list_collectives || b->dp.ranks <= 1)
         return;
-    double tensors, copies, gathered;
-    params_persistent_gather(s, scenario_stage_layers(s, stage), stage == b->P - 1, b->z3.persistence_threshold,
-                             b->dp.ranks, &tensors, &copies, &gathered);
+    /* the stage's layers' and, on the last stage, the final norm's (the plan's counts, per layer) */
+    double L = scenario_stage_layers(s, stage), head = stage == b->P - 1;
+    double tensors = L * z->persistent_tensors + head * z->head_persistent_tensors;
+    double copies = L * z->persistent_copies + head * z->head_persistent_copies;
+    double gathered = L * z->persistent_gathered + head * z->head_persistent_gathered;
     if (tensors <= 0)
         return;
     int g = workload_add_comm(w, b, stage, LANE_COMM, "zero3_persistent_allgather", COMM_ZERO, COLL_ALL_GATHER,

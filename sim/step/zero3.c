@@ -98,11 +98,10 @@ void zero3_plan_of(const scenario_config *s, zero3_plan *z)
     z->head_gather_calls = fmax(1, params_ends_tensors_from(s, 1, threshold));
     z->list_collectives = s->parallel.stage3_list_collectives;
     if (z->list_collectives && z->active) {
-        double ranks = shards, copies;
-        params_persistent_gather(s, 1, 0, z->persistence_threshold, ranks, &z->persistent_tensors, &copies,
-                                 &z->persistent_gathered);
-        params_persistent_gather(s, 0, 1, z->persistence_threshold, ranks, &z->head_persistent_tensors, &copies,
-                                 &z->head_persistent_gathered);
+        params_persistent_gather(s, 1, 0, z->persistence_threshold, shards, &z->persistent_tensors,
+                                 &z->persistent_copies, &z->persistent_gathered);
+        params_persistent_gather(s, 0, 1, z->persistence_threshold, shards, &z->head_persistent_tensors,
+                                 &z->head_persistent_copies, &z->head_persistent_gathered);
     }
     fsdp_reshard_kind r = s->parallel.fsdp_reshard_after_forward;
     int pipelined = s->parallel.pp > 1;

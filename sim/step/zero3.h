@@ -47,9 +47,9 @@
  * next unit (zero3.c). The workload makes each layer's compute wait for the stage's last
  * reduction (workload.c, emit_pass). They let every parameter go when a backward ends, the
  * persistent ones too, so a forward after one of its stage's backwards gathers those again, a
- * call each, and so does the optimizer's step at its end (workload_step.c, persistent_gather). Modelled at the layer, the
- * unit dtsim gathers: a gather overlaps the layer before as a whole, where DeepSpeed prefetches a
- * tensor ahead and overlaps module by module (a little less hidden).
+ * call each, and so does the optimizer's step at its end (workload_step.c, persistent_gather).
+ * Modelled at the layer, the unit dtsim gathers: a gather overlaps the layer before as a whole,
+ * where DeepSpeed prefetches a tensor ahead and overlaps module by module (a little less hidden).
  * Defaults are DeepSpeed's (deepspeed/runtime/zero/config.py: prefetch_bucket_size 5e7,
  * param_persistence_threshold 1e5, max_live_parameters 1e9, reduce_bucket_size 5e8).
  *
@@ -104,11 +104,14 @@ typedef struct {
                                                      end (final norm and LM head) */
     int list_collectives;       /* parallel.stage3_list_collectives: every gather hands PyTorch a
                                    list of one tensor a rank, which it copies rank by rank */
-    double persistent_tensors, persistent_gathered; /* under it, one layer's tensors below the
-                                   threshold and the elements their gathers move: let go at every
-                                   backward's end, gathered again by each forward but the step's
-                                   first, a call each (and at the step's end: workload_step.c) */
-    double head_persistent_tensors, head_persistent_gathered; /* the same for the final norm */
+    double persistent_tensors, persistent_gathered, persistent_copies; /* under it, one layer's
+                                   tensors below the threshold, the elements their gathers move and
+                                   the copies the step's end makes of them (params_persistent_gather):
+                                   let go at every backward's end, gathered again by each forward
+                                   after one of its stage's backwards, a call each, and at the step's
+                                   end (workload_step.c) */
+    double head_persistent_tensors, head_persistent_gathered, head_persistent_copies; /* the same
+                                   for the final norm */
 } zero3_plan;
 
 void zero3_plan_of(const scenario_config *s, zero3_plan *z);
