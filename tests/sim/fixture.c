@@ -288,3 +288,41 @@ double fixture_flow_finish(const scenario_config *s, step_workload *w, const flo
     workload_free(w);
     return finish;
 }
+
+void fixture_zero3(scenario_config *s, int layers)
+{
+    fixture_scenario(s, layers);
+    fixture_layout(s, 1, 1, 8, 16);
+    s->parallel.zero_stage = 3;
+}
+
+void fixture_zero3_bytes(const scenario_config *s, double *gathered, double *reduced, int *gathers)
+{
+    step_workload w;
+    fixture_build(s, &w);
+    *gathered = *reduced = 0;
+    *gathers = 0;
+    for (int i = 0; i < w.n_tasks; i++) {
+        if (!strcmp(w.tasks[i].name, "zero3_param_allgather")) {
+            *gathered += w.tasks[i].bytes;
+            (*gathers)++;
+        } else if (!strcmp(w.tasks[i].name, "dp_grad_reduce_scatter")) {
+            *reduced += w.tasks[i].bytes;
+        }
+    }
+    workload_free(&w);
+}
+
+void fixture_pass_s_by_stage(const scenario_config *s, const char *name, double sum[2], int tasks[2])
+{
+    step_workload w;
+    fixture_build(s, &w);
+    sum[0] = sum[1] = 0;
+    tasks[0] = tasks[1] = 0;
+    for (int i = 0; i < w.n_tasks; i++)
+        if (!strcmp(w.tasks[i].name, name)) {
+            sum[w.tasks[i].stage] += w.tasks[i].duration_s;
+            tasks[w.tasks[i].stage]++;
+        }
+    workload_free(&w);
+}

@@ -82,6 +82,18 @@ sim_task fixture_collective(int stage, const char *name, comm_class comm, coll_k
 /* Adds t to w, depending on task `dep` (none when dep < 0); returns its index. */
 int fixture_add(step_workload *w, sim_task t, int dep);
 
+/* ---- ZeRO-3 (tests/sim/test_zero3*.c) */
+
+/* The fixture (h 1024, f 4h, MHA, 32,000-token vocabulary, learned positions) of `layers` layers
+ * on DP 8 with ZeRO-3, two micro-batches of one sequence. */
+void fixture_zero3(scenario_config *s, int layers);
+/* Of the scenario's workload: the bytes its ZeRO-3 parameter gathers move and how many tasks they
+ * are, and the bytes its gradient reduce-scatters move. */
+void fixture_zero3_bytes(const scenario_config *s, double *gathered, double *reduced, int *gathers);
+/* The compute time of the passes named `name` ("fwd", "bwd") on each of two stages, and their
+ * tasks. */
+void fixture_pass_s_by_stage(const scenario_config *s, const char *name, double sum[2], int tasks[2]);
+
 /* ---- replays of a graph (a failure fails the test with the error message) */
 
 /* The analytic replay of w into t, allocated here (replay_times_free after). */

@@ -23,53 +23,6 @@
 
 #define REL(a, b) (fabs((a) - (b)) <= 1e-12 * fabs(b))
 
-/* The fixture (h 1024, f 4h, MHA, 32,000-token vocabulary, learned positions) on DP 8 with
- * ZeRO-3, two micro-batches of one sequence. */
-static void zero3_fixture(scenario_config *s, int layers)
-{
-    fixture_scenario(s, layers);
-    fixture_layout(s, 1, 1, 8, 16);
-    s->parallel.zero_stage = 3;
-}
-
-static void bytes_of(const scenario_config *s, double *gathered, double *reduced, int *gathers)
-{
-    step_workload w;
-    fixture_build(s, &w);
-    *gathered = *reduced = 0;
-    *gathers = 0;
-    for (int i = 0; i < w.n_tasks; i++) {
-        if (!strcmp(w.tasks[i].name, "zero3_param_allgather")) {
-            *gathered += w.tasks[i].bytes;
-            (*gathers)++;
-        } else if (!strcmp(w.tasks[i].name, "dp_grad_reduce_scatter")) {
-            *reduced += w.tasks[i].bytes;
-        }
-    }
-    workload_free(&w);
-}
-
-/* The compute time of the passes named `name` ("fwd", "bwd") on each of two stages, and their
- * tasks. */
-static void pass_s_by_stage(const scenario_config *s, const char *name, double sum[2], int tasks[2])
-{
-    step_workload w;
-    fixture_build(s, &w);
-    sum[0] = sum[1] = 0;
-    tasks[0] = tasks[1] = 0;
-    for (int i = 0; i < w.n_tasks; i++)
-        if (!strcmp(w.tasks[i].name, name)) {
-            sum[w.tasks[i].stage] += w.tasks[i].duration_s;
-            tasks[w.tasks[i].stage]++;
-        }
-    workload_free(&w);
-}
-
-static void backward_s_by_stage(const scenario_config *s, double bwd[2], int tasks[2])
-{
-    pass_s_by_stage(s, "bwd", bwd, tasks);
-}
-
 /* Written out by hand: a layer's matrices are QKV 3h^2, projection h^2, MLP 2hf, each far above
  * the 1e5-element threshold; every bias and norm is a vector of at most f = 4,096 elements,
  * kept whole. The embedding (V h + s h) is gathered where the model starts; the LM head, tied,
@@ -79,7 +32,7 @@ static void every_micro_batch_gathers_and_reduces_each_layer(void **state)
 {
     (void)state;
     scenario_config s;
-    zero3_fixture(&s, 4);
+    fixture_zero3(&s, 4);
     double h = 1024, f = 4096, V = 32000, T = 1024, L = 4, m = 2;
     double matrices = 4 * h * h + 2 * h * f;
     double vectors = 3 * h + h + f + h + 4 * h;
@@ -87,7 +40,7 @@ static void every_micro_batch_gathers_and_reduces_each_layer(void **state)
     double all = L * (matrices + vectors) + V * h + T * h + 2 * h;
     double gathered, reduced;
     int gathers;
-    bytes_of(&s, &gathered, &reduced, &gathers);
+    fixture_zero3_bytes(&s, &gathered, &reduced, &gathers);
     print_message("ZeRO-3, 2 micro-batches: %d gathers, %.4g B gathered, %.4g B reduce-scattered\n", gathers,
                   gathered, reduced);
     assert_int_equal(gathers, (int)(m * 2 * L));
@@ -102,16 +55,16 @@ static void every_micro_batch_gathers_and_reduces_each_layer(void **state)
      * gathered again for its backward; with DeepSpeed's 1e9, none of the fixture's 12.6M-element
      * layers is (its backward gathers only the embedding and the head, two pieces of four). */
     s.training.recompute = RECOMPUTE_FULL;
-    bytes_of(&s, &gathered, &reduced, &gathers);
+    fixture_zero3_bytes(&s, &gathered, &reduced, &gathers);
     assert_int_equal(gathers, (int)(m * 2 * L));
     assert_true(REL(gathered, m * 2 * (L * matrices + ends) * 2));
     s.parallel.pipeline_engine = PIPELINE_ENGINE_DEEPSPEED;
     s.parallel.stage3_max_reuse_distance = 0;
-    bytes_of(&s, &gathered, &reduced, &gathers);
+    fixture_zero3_bytes(&s, &gathered, &reduced, &gathers);
     assert_int_equal(gathers, (int)(m * 3 * L));
     assert_true(REL(gathered, m * (3 * L * matrices + 2 * ends) * 2));
     s.parallel.stage3_max_reuse_distance = 1e9;
-    bytes_of(&s, &gathered, &reduced, &gathers);
+    fixture_zero3_bytes(&s, &gathered, &reduced, &gathers);
     assert_int_equal(gathers, (int)(m * (2 * L + 2)));
     assert_true(REL(gathered, m * (2 * L * matrices + 2 * ends) * 2));
     /* the block method on the first 2 layers: the other two gather in full for their backwards
@@ -120,7 +73,7 @@ static void every_micro_batch_gathers_and_reduces_each_layer(void **state)
     long long group = s.training.recompute_num_layers;
     s.training.recompute_block = 1;
     s.training.recompute_num_layers = 2;
-    bytes_of(&s, &gathered, &reduced, &gathers);
+    fixture_zero3_bytes(&s, &gathered, &reduced, &gathers);
     assert_int_equal(gathers, (int)(m * (L + 2 + 2 + 1)));
     assert_true(REL(gathered, m * (2 * L * matrices + 2 * ends) * 2));
     s.training.recompute_block = 0;
@@ -129,7 +82,7 @@ static void every_micro_batch_gathers_and_reduces_each_layer(void **state)
 
     s.training.recompute = RECOMPUTE_NONE;
     s.parallel.stage3_param_persistence_threshold = 0; /* every tensor partitioned */
-    bytes_of(&s, &gathered, &reduced, &gathers);
+    fixture_zero3_bytes(&s, &gathered, &reduced, &gathers);
     assert_true(REL(gathered, m * 2 * (L * (matrices + vectors) + ends + 2 * h) * 2));
     fixture_free(&s);
 }
@@ -142,7 +95,7 @@ static void prefetch_hides_the_gathers_behind_compute(void **state)
 {
     (void)state;
     scenario_config s;
-    zero3_fixture(&s, 8);
+    fixture_zero3(&s, 8);
     s.model.vocab_size = 1024;           /* the ends' gathers no longer than a layer's, */
     s.parallel.reduce_bucket_size = 1e7; /* and gradients reduced about a layer at a time */
     s.parallel.stage3_prefetch_bucket_size = 0;
@@ -185,7 +138,7 @@ static void memory_holds_the_gathered_working_set(void **state)
 {
     (void)state;
     scenario_config s;
-    zero3_fixture(&s, 4);
+    fixture_zero3(&s, 4);
     zero3_plan z;
     zero3_plan_of(&s, &z);
     double layer = 4.0 * 1024 * 1024 + 2.0 * 1024 * 4096; /* partitioned: the matrices */
@@ -237,7 +190,7 @@ static void fsdp2_on_one_stage(void **state)
 {
     (void)state;
     scenario_config s;
-    zero3_fixture(&s, 4);
+    fixture_zero3(&s, 4);
     double h = 1024, f = 4096, V = 32000, T = 1024, L = 4, m = 2;
     double layer = 4 * h * h + 2 * h * f + 3 * h + h + f + h + 4 * h; /* matrices and vectors */
     double ends = (V * h + T * h) + (V * h + 2 * h);
@@ -245,7 +198,7 @@ static void fsdp2_on_one_stage(void **state)
     double gathered, reduced;
     int gathers;
     s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_ALWAYS;
-    bytes_of(&s, &gathered, &reduced, &gathers);
+    fixture_zero3_bytes(&s, &gathered, &reduced, &gathers);
     assert_int_equal(gathers, (int)(m * 2 * L));
     assert_true(REL(gathered, m * 2 * (L * layer + ends) * 2));
     assert_true(REL(reduced, m * all * 2));
@@ -253,7 +206,7 @@ static void fsdp2_on_one_stage(void **state)
      * final norm the head gathers (h, not LayerNorm's 2 h) */
     s.model.rmsnorm = 1;
     double rms_gathered, rms_reduced;
-    bytes_of(&s, &rms_gathered, &rms_reduced, &gathers);
+    fixture_zero3_bytes(&s, &rms_gathered, &rms_reduced, &gathers);
     assert_true(REL(gathered - rms_gathered, m * 2 * (L * 2 * h + h) * 2));
     assert_true(REL(reduced - rms_reduced, m * (L * 2 * h + h) * 2));
     s.model.rmsnorm = 0;
@@ -268,7 +221,7 @@ static void fsdp2_on_one_stage(void **state)
     assert_true(fixture_run(&s).step_time_s == always.step_time_s);
 
     s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_NEVER;
-    bytes_of(&s, &gathered, &reduced, &gathers);
+    fixture_zero3_bytes(&s, &gathered, &reduced, &gathers);
     print_message("never, one stage: %d gathers, %.4g B gathered, %.4g B reduce-scattered\n", gathers, gathered,
                   reduced);
     assert_int_equal(gathers, (int)(m * L));
@@ -298,7 +251,7 @@ static void fsdp2_under_pipeline_parallelism(void **state)
 {
     (void)state;
     scenario_config s;
-    zero3_fixture(&s, 4);
+    fixture_zero3(&s, 4);
     fixture_layout(&s, 1, 2, 8, 64);
     double h = 1024, f = 4096, V = 32000, T = 1024, L = 4, m = 8;
     double layer = 4 * h * h + 2 * h * f + 3 * h + h + f + h + 4 * h;
@@ -308,10 +261,10 @@ static void fsdp2_under_pipeline_parallelism(void **state)
     int gathers;
     double megatron_bwd[2], bwd[2];
     int bwd_tasks[2];
-    backward_s_by_stage(&s, megatron_bwd, bwd_tasks); /* unset: Megatron-FSDP's rule */
+    fixture_pass_s_by_stage(&s, "bwd", megatron_bwd, bwd_tasks); /* unset: Megatron-FSDP's rule */
 
     s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_DEFAULT;
-    bytes_of(&s, &gathered, &reduced, &gathers);
+    fixture_zero3_bytes(&s, &gathered, &reduced, &gathers);
     print_message("default, two stages: %d gathers, %.4g B gathered, %.4g B reduce-scattered\n", gathers, gathered,
                   reduced);
     assert_int_equal(gathers, (int)L);
@@ -319,7 +272,7 @@ static void fsdp2_under_pipeline_parallelism(void **state)
     assert_true(REL(reduced, reduced_once));
     /* no backward is cut into layers (nothing goes out during one), and each carries the
      * accumulation but a chunk's first */
-    backward_s_by_stage(&s, bwd, bwd_tasks);
+    fixture_pass_s_by_stage(&s, "bwd", bwd, bwd_tasks);
     cost_model cm;
     cost_model_init(&cm, &s);
     for (int p = 0; p < 2; p++) {
@@ -329,7 +282,7 @@ static void fsdp2_under_pipeline_parallelism(void **state)
     }
 
     s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_ALWAYS;
-    bytes_of(&s, &gathered, &reduced, &gathers);
+    fixture_zero3_bytes(&s, &gathered, &reduced, &gathers);
     print_message("always, two stages: %d gathers, %.4g B gathered, %.4g B reduce-scattered\n", gathers, gathered,
                   reduced);
     assert_int_equal(gathers, (int)(2 * (m + 1) * 2));
@@ -364,7 +317,7 @@ static void fsdp2_interleaved(void **state)
 {
     (void)state;
     scenario_config s;
-    zero3_fixture(&s, 4);
+    fixture_zero3(&s, 4);
     fixture_layout(&s, 1, 2, 8, 32);
     s.parallel.vpp = 2;
     s.parallel.schedule = PIPELINE_INTERLEAVED;
@@ -375,15 +328,15 @@ static void fsdp2_interleaved(void **state)
     int gathers;
     double megatron_bwd[2], bwd[2];
     int bwd_tasks[2];
-    backward_s_by_stage(&s, megatron_bwd, bwd_tasks);
+    fixture_pass_s_by_stage(&s, "bwd", megatron_bwd, bwd_tasks);
     s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_ALWAYS;
-    bytes_of(&s, &gathered, &reduced, &gathers);
+    fixture_zero3_bytes(&s, &gathered, &reduced, &gathers);
     assert_int_equal(gathers, (int)(2 * 2 * (m + 1)));
     s.parallel.fsdp_reshard_after_forward = FSDP_RESHARD_DEFAULT;
-    bytes_of(&s, &gathered, &reduced, &gathers);
+    fixture_zero3_bytes(&s, &gathered, &reduced, &gathers);
     assert_int_equal(gathers, 4);
     assert_true(REL(reduced, (4 * layer + V * h + T * h + V * h + 2 * h) * 4));
-    backward_s_by_stage(&s, bwd, bwd_tasks);
+    fixture_pass_s_by_stage(&s, "bwd", bwd, bwd_tasks);
 
     step_workload w;
     fixture_build(&s, &w);
@@ -430,7 +383,7 @@ static void fsdp2_key_is_refused_where_it_cannot_run(void **state)
 {
     (void)state;
     scenario_config s;
-    zero3_fixture(&s, 4);
+    fixture_zero3(&s, 4);
     config_error err = {0};
     s.parallel.pipeline_engine = PIPELINE_ENGINE_DEEPSPEED;
     assert_int_equal(scenario_validate_layout(&s, &err), 0);
@@ -467,7 +420,7 @@ static void megatron_fsdp_prefetches_by_its_size(void **state)
                  {16384, 65536, 32, 1, 0}, {1024, 4096, 4, 3, 4}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         scenario_config s;
-        zero3_fixture(&s, sizes[i].layers);
+        fixture_zero3(&s, sizes[i].layers);
         fixture_model(&s, sizes[i].layers, sizes[i].h, 16, sizes[i].f);
         double h = (double)sizes[i].h, f = (double)sizes[i].f;
         double matrices = 4 * h * h + 2 * h * f, vectors = 3 * h + h + f + h + 4 * h;
@@ -493,14 +446,14 @@ static void megatron_fsdp_prefetches_by_its_size(void **state)
     }
     /* what a step gathers: every tensor, as with no persistence threshold (the first test) */
     scenario_config s;
-    zero3_fixture(&s, 4);
+    fixture_zero3(&s, 4);
     s.parallel.framework = FRAMEWORK_MEGATRON;
     double h = 1024, f = 4096, V = 32000, T = 1024, L = 4, m = 2;
     double matrices = 4 * h * h + 2 * h * f, vectors = 3 * h + h + f + h + 4 * h;
     double ends = (V * h + T * h) + V * h;
     double gathered, reduced;
     int gathers;
-    bytes_of(&s, &gathered, &reduced, &gathers);
+    fixture_zero3_bytes(&s, &gathered, &reduced, &gathers);
     assert_int_equal(gathers, (int)(m * 2 * L));
     assert_true(REL(gathered, m * 2 * (L * (matrices + vectors) + ends + 2 * h) * 2));
     /* every parameter's gradient each micro-batch, the table once, in the model's bf16 */
@@ -520,7 +473,7 @@ static void deepspeed_gathers_tensor_by_tensor(void **state)
 {
     (void)state;
     scenario_config s;
-    zero3_fixture(&s, 4);
+    fixture_zero3(&s, 4);
     zero3_plan z;
     zero3_plan_of(&s, &z);
     assert_true(z.gather_calls_per_layer == 4);
@@ -592,7 +545,7 @@ static void reuse_distance_keeps_the_rerun_tail(void **state)
                  {25600, 102400, 1e9, 1, 25600.0 * 102400}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         scenario_config s;
-        zero3_fixture(&s, 4);
+        fixture_zero3(&s, 4);
         fixture_model(&s, 4, sizes[i].h, 16, sizes[i].f);
         s.training.recompute = RECOMPUTE_FULL;
         s.parallel.pipeline_engine = PIPELINE_ENGINE_DEEPSPEED;
@@ -607,7 +560,7 @@ static void reuse_distance_keeps_the_rerun_tail(void **state)
     }
     for (int group = 1; group <= 2; group++) {
         scenario_config s;
-        zero3_fixture(&s, 4);
+        fixture_zero3(&s, 4);
         fixture_model(&s, 4, 8192, 16, 32768);
         s.training.recompute = RECOMPUTE_FULL;
         s.training.recompute_num_layers = group;
@@ -622,221 +575,6 @@ static void reuse_distance_keeps_the_rerun_tail(void **state)
     }
 }
 
-/* parallel.stage3_list_collectives (DeepSpeed up to v0.5.4): every gather call costs the host one
- * launch a rank of the group (PyTorch's copies from its flat buffer into the list), before the pass
- * that uses it, where nothing hides it (booked as exposed ZeRO communication). Counted by hand for
- * the fixture (4 layers, DP 8, 2 micro-batches): a forward gathers 4 x 4 + 2 (embedding) + 1
- * (head) times, a backward as often; with DeepSpeed's engine under full recomputation the
- * backward's re-run gathers 4 x 4 times more. The gradients go out in the same flat buckets, each
- * an all-reduce (that release's default contiguous_gradients false: buffered_reduce_fallback).
- * Those releases also let the persistent tensors go at every backward's end: a layer's eight
- * vectors (the QKV, projection and two MLP biases, two norms' weights and biases) and the final
- * norm's two, 4 x 8 + 2 = 34, which the second micro-batch's forward gathers again, a call each,
- * and the step's end gathers in one call and copies: each tensor's piece in (34), the call's own
- * copies out (8), then tensor by tensor and rank by rank, each at least 8 elements (34 x 8). */
-static void list_collectives_cost_a_launch_a_rank(void **state)
-{
-    (void)state;
-    scenario_config s;
-    zero3_fixture(&s, 4);
-    s.calibration.launch_overhead_us = 4; /* the shipped A100 calibration's (the fixture's is 0) */
-    double launch = s.calibration.launch_overhead_us * 1e-6, m = 2, ranks = 8, pass_calls = 4 * 4 + 2 + 1;
-    double persistent = 4 * 8 + 2, step_end_copies = 34 + 8 + 34 * 8;
-    /* what the step's end all-gathers: a piece of ceil(n / 8) elements a tensor a rank, written out
-     * (h 1024, f 4096): the QKV bias 3h, the projection's h, fc1's f, fc2's h, the norms 4 x h */
-    double h = 1024, f = 4096, pieces = 4 * (3 * h + h + f + h + 4 * h) + 2 * h;
-    double fwd[2], bwd[2], fwd_listed[2], bwd_listed[2], reduced, reduced_listed, gathered;
-    int tasks[2], gathers;
-    run_result plain = fixture_run(&s);
-    backward_s_by_stage(&s, bwd, tasks);
-    pass_s_by_stage(&s, "fwd", fwd, tasks);
-    bytes_of(&s, &gathered, &reduced, &gathers);
-    s.parallel.stage3_list_collectives = 1;
-    backward_s_by_stage(&s, bwd_listed, tasks);
-    pass_s_by_stage(&s, "fwd", fwd_listed, tasks);
-    bytes_of(&s, &gathered, &reduced_listed, &gathers);
-    print_message("list collectives: forwards +%.6f s, backwards +%.6f s\n", fwd_listed[0] - fwd[0],
-                  bwd_listed[0] - bwd[0]);
-    assert_true(fabs(fwd_listed[0] - fwd[0] - (m * pass_calls + (m - 1) * persistent) * ranks * launch) < 1e-12);
-    assert_true(fabs(bwd_listed[0] - bwd[0] - m * pass_calls * ranks * launch) < 1e-12);
-    assert_true(reduced_listed == 0); /* no reduce-scatter: the same bytes all-reduced */
-    step_workload w;
-    fixture_build(&s, &w);
-    double all_reduced = 0;
-    for (int i = 0; i < w.n_tasks; i++)
-        if (!strcmp(w.tasks[i].name, "dp_grad_allreduce"))
-            all_reduced += w.tasks[i].bytes;
-    workload_free(&w);
-    assert_true(REL(all_reduced, reduced));
-    run_result r = fixture_run(&s);
-    print_message("step %.6f s (was %.6f s); ZeRO exposed %.6f s (was %.6f s)\n", r.step_time_s, plain.step_time_s,
-                  r.comm_exposed_s[COMM_ZERO], plain.comm_exposed_s[COMM_ZERO]);
-    double host = (2 * m * pass_calls + (m - 1) * persistent) * ranks * launch + step_end_copies * launch;
-    coll_group dp = {8, 8, 1};
-    double step_end_gather = collective_time(&s.platform, &s.calibration, COLL_ALL_GATHER,
-                                             pieces * scenario_activation_bytes(&s), dp).time_s;
-    print_message("host %.6f s, step-end gather %.6f s\n", host, step_end_gather);
-    assert_true(r.step_time_s >= plain.step_time_s + host + step_end_gather - 1e-12);
-    /* at least the host's copies and the step's last gather (the second forward's extra calls may
-     * also show past the compute they overlap) */
-    assert_true(r.comm_exposed_s[COMM_ZERO] - plain.comm_exposed_s[COMM_ZERO] >= host + step_end_gather - 1e-12);
-    /* a fixed part of its pass, not compute the overlap slows */
-    double inside = 0, inside_listed = 0;
-    for (int listed = 0; listed < 2; listed++) {
-        s.parallel.stage3_list_collectives = listed;
-        step_workload w;
-        fixture_build(&s, &w);
-        for (int i = 0; i < w.n_tasks; i++)
-            if (w.tasks[i].kind == TASK_COMPUTE)
-                *(listed ? &inside_listed : &inside) += w.tasks[i].comm_inside_s;
-        workload_free(&w);
-    }
-    assert_true(fabs(inside_listed - inside - host) < 1e-12);
-    /* DeepSpeed's engine re-gathers the recomputed layers for their re-run; what it keeps from the
-     * re-run (all of the fixture's layers, at DeepSpeed's stage3_max_reuse_distance) the backward
-     * does not gather, so only its embedding's and head's calls are left */
-    s.training.recompute = RECOMPUTE_FULL;
-    s.parallel.pipeline_engine = PIPELINE_ENGINE_DEEPSPEED;
-    for (int keep = 0; keep < 2; keep++) {
-        s.parallel.stage3_max_reuse_distance = keep ? 1e9 : 0;
-        s.parallel.stage3_list_collectives = 1;
-        backward_s_by_stage(&s, bwd_listed, tasks);
-        s.parallel.stage3_list_collectives = 0;
-        backward_s_by_stage(&s, bwd, tasks);
-        double calls = keep ? 4 * 4 + 2 + 1 : pass_calls + 4 * 4;
-        if (fabs(bwd_listed[0] - bwd[0] - m * calls * ranks * launch) > 1e-12)
-            fail_msg("reuse distance %g: backwards +%.9f s, expected %g calls a micro-batch", keep ? 1e9 : 0,
-                     bwd_listed[0] - bwd[0], calls);
-    }
-    fixture_free(&s);
-}
-
-/* parallel.stage3_list_collectives also stands for those releases' fetch, which drains the device
- * (torch.cuda.synchronize() in _synchronize_communication, zero3.h): no layer's compute starts
- * before everything its stage put on the communication stream before it is through, the gradient
- * reductions included. Buckets of one layer's gradients, so that every backward layer reduces:
- * without the key some layer's compute runs beside an earlier reduction, with it none does, and
- * the step can only be longer. */
-static int compute_beside_earlier_comm(const scenario_config *s, double *step_s)
-{
-    step_workload w;
-    replay_times t;
-    fixture_build(s, &w);
-    fixture_replay_analytic(&w, &t);
-    int beside = 0, stage = 0;
-    for (int i = 0; i < w.n_tasks; i++) {
-        if (w.tasks[i].stage != stage || w.tasks[i].kind != TASK_COMPUTE || w.tasks[i].lane != LANE_COMPUTE)
-            continue;
-        for (int j = 0; j < i; j++)
-            if (w.tasks[j].stage == stage && w.tasks[j].lane == LANE_COMM && t.finish[j] > t.start[i] + 1e-12)
-                beside++;
-    }
-    *step_s = fixture_end(&t, w.n_tasks);
-    replay_times_free(&t);
-    workload_free(&w);
-    return beside;
-}
-
-static void list_collectives_drain_the_device_at_every_fetch(void **state)
-{
-    (void)state;
-    scenario_config s;
-    zero3_fixture(&s, 4);
-    zero3_plan z;
-    zero3_plan_of(&s, &z);
-    s.parallel.reduce_bucket_size = z.layer_params; /* a bucket a layer */
-    /* and since each fetch waits for every gather in flight, nothing is prefetched past the next
-     * layer (DeepSpeed's knobs alone reach further on this small model) */
-    assert_true(z.prefetch_layers > 1);
-    s.parallel.stage3_list_collectives = 1;
-    zero3_plan_of(&s, &z);
-    assert_int_equal(z.prefetch_layers, 1);
-    assert_true(REL(z.live_params, 2 * z.layer_params));
-    double plain_s, listed_s;
-    s.parallel.stage3_list_collectives = 0;
-    int plain = compute_beside_earlier_comm(&s, &plain_s);
-    s.parallel.stage3_list_collectives = 1;
-    int listed = compute_beside_earlier_comm(&s, &listed_s);
-    print_message("compute beside earlier communication: %d pairs (%d with the 2021 fetch); step %.6f s (%.6f s)\n",
-                  plain, listed, plain_s, listed_s);
-    assert_true(plain > 0);
-    assert_int_equal(listed, 0);
-    /* so the gradient all-reduces are all exposed, where the reduce-scatters were partly hidden */
-    s.parallel.stage3_list_collectives = 0;
-    run_result rp = fixture_run(&s);
-    s.parallel.stage3_list_collectives = 1;
-    run_result rl = fixture_run(&s);
-    print_message("DP exposed %.6f of %.6f s (%.6f of %.6f s with the 2021 fetch)\n", rp.comm_exposed_s[COMM_DP],
-                  rp.comm_total_s[COMM_DP], rl.comm_exposed_s[COMM_DP], rl.comm_total_s[COMM_DP]);
-    assert_true(rp.comm_exposed_s[COMM_DP] < rp.comm_total_s[COMM_DP] - 1e-9);
-    assert_true(rl.comm_total_s[COMM_DP] > 0 && REL(rl.comm_exposed_s[COMM_DP], rl.comm_total_s[COMM_DP]));
-    /* below ZeRO-3 the key changes nothing: DeepSpeed's fetch is stage 3's */
-    for (int stage = 1; stage <= 2; stage++) {
-        s.parallel.zero_stage = stage;
-        s.parallel.stage3_list_collectives = 0;
-        double off = fixture_run(&s).step_time_s;
-        s.parallel.stage3_list_collectives = 1;
-        assert_true(fixture_run(&s).step_time_s == off);
-    }
-    fixture_free(&s);
-}
-
-/* The persistent tensors go when a backward ends, so under a pipeline a stage's forwards before
- * its first backward do not gather them again: PP 2, 4 micro-batches, 1F1B, two layers a stage.
- * Stage 0 runs F0 F1 B0 F2 B1 F3 B2 B3: F2 and F3 each gather its two layers' eight vectors, 16
- * calls of a launch a rank more than F0 and F1; stage 1 (F0 B0 F1 B1 ...) also the final norm's
- * two in F1, F2 and F3. */
-static void persistent_regather_only_after_a_backward(void **state)
-{
-    (void)state;
-    scenario_config s;
-    zero3_fixture(&s, 4);
-    fixture_layout(&s, 1, 2, 8, 32);
-    s.calibration.launch_overhead_us = 4;
-    s.parallel.stage3_list_collectives = 1;
-    double launch = 4e-6, ranks = 8;
-    step_workload w;
-    fixture_build(&s, &w);
-    double fwd[2][4] = {{0}};
-    for (int i = 0; i < w.n_tasks; i++)
-        if (!strcmp(w.tasks[i].name, "fwd") && w.tasks[i].micro_batch >= 0 && w.tasks[i].micro_batch < 4)
-            fwd[w.tasks[i].stage][w.tasks[i].micro_batch] += w.tasks[i].duration_s;
-    workload_free(&w);
-    print_message("stage 0 forwards %.6f %.6f %.6f %.6f s; stage 1 %.6f %.6f %.6f %.6f s\n", fwd[0][0], fwd[0][1],
-                  fwd[0][2], fwd[0][3], fwd[1][0], fwd[1][1], fwd[1][2], fwd[1][3]);
-    assert_true(fabs(fwd[0][1] - fwd[0][0]) < 1e-12);
-    for (int mb = 2; mb < 4; mb++)
-        assert_true(fabs(fwd[0][mb] - fwd[0][0] - 16 * ranks * launch) < 1e-12);
-    for (int mb = 1; mb < 4; mb++)
-        assert_true(fabs(fwd[1][mb] - fwd[1][0] - 18 * ranks * launch) < 1e-12);
-    fixture_free(&s);
-}
-
-/* DeepSpeed's synchronous gather of persistent tensors over more ranks than a tensor has
- * elements a piece can hold (params_persistent_gather): the fixture's vectors (h 1024, f 4096) at
- * 1,536 ranks, written out. A tensor of n elements gets pieces of ceil(n / 1536): the QKV bias
- * (3,072) 2, the projection's and fc2's biases and the norms (1,024) 1, fc1's bias (4,096) 3; the
- * ranks whose piece starts inside it copy, ceil(n / piece): 1,536, 1,024 and 1,366. */
-static void persistent_gather_counts_pieces_and_copies(void **state)
-{
-    (void)state;
-    scenario_config s;
-    zero3_fixture(&s, 4);
-    double tensors, copies, gathered;
-    params_persistent_gather(&s, 1, 0, 1e5, 1536, &tensors, &copies, &gathered);
-    assert_true(tensors == 8);
-    assert_true(copies == 1536 + 1024 + 1366 + 1024 + 4 * 1024);
-    assert_true(gathered == (2 + 1 + 3 + 1 + 4 * 1) * 1536.0);
-    params_persistent_gather(&s, 0, 1, 1e5, 1536, &tensors, &copies, &gathered); /* the final norm */
-    assert_true(tensors == 2 && copies == 2 * 1024 && gathered == 2 * 1536.0);
-    s.model.rmsnorm = 1;
-    params_persistent_gather(&s, 0, 1, 1e5, 1536, &tensors, &copies, &gathered);
-    assert_true(tensors == 1 && copies == 1024 && gathered == 1536.0);
-    params_persistent_gather(&s, 2, 1, 1000, 8, &tensors, &copies, &gathered); /* nothing below 1,000 */
-    assert_true(tensors == 0 && copies == 0 && gathered == 0);
-    fixture_free(&s);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -845,10 +583,6 @@ int main(void)
         cmocka_unit_test(memory_holds_the_gathered_working_set),
         cmocka_unit_test(deepspeed_gathers_tensor_by_tensor),
         cmocka_unit_test(reuse_distance_keeps_the_rerun_tail),
-        cmocka_unit_test(list_collectives_cost_a_launch_a_rank),
-        cmocka_unit_test(list_collectives_drain_the_device_at_every_fetch),
-        cmocka_unit_test(persistent_gather_counts_pieces_and_copies),
-        cmocka_unit_test(persistent_regather_only_after_a_backward),
         cmocka_unit_test(megatron_fsdp_prefetches_by_its_size),
         cmocka_unit_test(fsdp2_on_one_stage),
         cmocka_unit_test(fsdp2_under_pipeline_parallelism),
