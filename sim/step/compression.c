@@ -32,8 +32,8 @@ int compression_matrices(const scenario_config *s, int embedding, grad_matrix *o
     /* attention: QKV column-parallel (rows split), projection row-parallel (columns split) */
     out[n++] = (grad_matrix){(q + 2 * kv) / tp, h, 1};
     out[n++] = (grad_matrix){h, q / tp, 1};
-    /* QKV bias, projection bias, two norms (weight, and bias under LayerNorm) */
-    *vector_elements += (q + 2 * kv) / tp + h + (s->model.rmsnorm ? 2 : 4) * h;
+    /* QKV bias, projection bias, two norms (each as the final one: weight, and bias under LayerNorm) */
+    *vector_elements += (q + 2 * kv) / tp + h + 2 * params_final_norm(s);
     /* MLP: fc1 (two of them with SwiGLU: gate and up), fc2; per expert with MoE */
     double copies = s->model.num_experts > 0 ? (double)s->model.num_experts / ep : 1;
     out[n++] = (grad_matrix){f / tp, h, (s->model.swiglu ? 2 : 1) * copies};

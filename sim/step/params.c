@@ -4,6 +4,13 @@
 #include <string.h>
 #include "params.h"
 
+/* The tensors of one norm, each of hidden_size elements: its weight (and its bias, LayerNorm).
+ * A layer has two such norms and the model's end one (params_final_norm). */
+static double norm_tensors(const scenario_config *s)
+{
+    return s->model.rmsnorm ? 1.0 : 2.0;
+}
+
 /* One layer's parameters with its attention and dense MLP over tp ranks, its experts over etp
  * (their own TP) and ep. */
 static layer_params layer_params_split(const scenario_config *s, int tp, int etp, int ep)
@@ -15,7 +22,7 @@ static layer_params layer_params_split(const scenario_config *s, int tp, int etp
     double attn = (h * (q + 2 * kv) + (q + 2 * kv)) / tp + q * h / tp + h;
     double mlp_mats = s->model.swiglu ? 3 : 2;
     double mlp = (mlp_mats * h * f + (s->model.swiglu ? 2 : 1) * f) / tp + h;
-    double norms = (s->model.rmsnorm ? 2 : 4) * h; /* two norms: weight (and bias, LayerNorm) */
+    double norms = 2 * norm_tensors(s) * h; /* two norms */
     layer_params p = {attn + norms, 0};
     if (s->model.num_experts > 0) {
         double expert_mlp = (mlp_mats * h * f + (s->model.swiglu ? 2 : 1) * f) / etp + h;
@@ -41,7 +48,7 @@ static int layer_tensors(const scenario_config *s, double t[LAYER_TENSOR_KINDS][
         {1, h * (q + 2 * kv) / tp}, {1, (q + 2 * kv) / tp}, /* QKV weight and bias */
         {1, q * h / tp}, {1, h},                             /* projection weight, replicated bias */
         {mlps * mats, h * f / mlp_tp}, {mlps * fc1_biases, f / mlp_tp}, {mlps, h}, /* MLP(s): weights, biases */
-        {s->model.rmsnorm ? 2 : 4, h},                       /* two norms, weight (and bias, LayerNorm) */
+        {2 * norm_tensors(s), h},                            /* two norms */
         {E > 0 ? 1 : 0, h * E},                              /* MoE router */
     };
     memcpy(t, rows, sizeof rows);
@@ -87,7 +94,7 @@ void params_persistent_gather(const scenario_config *s, double layers, int final
         if (t[i][1] < threshold)
             persistent_tensor(layers * t[i][0], t[i][1], ranks, tensors, copies, gathered);
     if (final_norm && h < threshold)
-        persistent_tensor(params_final_norm(s) / h, h, ranks, tensors, copies, gathered);
+        persistent_tensor(norm_tensors(s), h, ranks, tensors, copies, gathered);
 }
 
 /* One module of a layer as DeepSpeed releases it, all its tensors together: its elements, and of
@@ -179,7 +186,7 @@ double params_embedding_per_gpu(const scenario_config *s)
 
 double params_final_norm(const scenario_config *s)
 {
-    return (s->model.rmsnorm ? 1.0 : 2.0) * (double)s->model.hidden_size;
+    return norm_tensors(s) * (double)s->model.hidden_size;
 }
 
 double params_ends_tensors_from(const scenario_config *s, int head, double threshold)
@@ -187,7 +194,7 @@ double params_ends_tensors_from(const scenario_config *s, int head, double thres
     double h = (double)s->model.hidden_size, table = (double)s->model.vocab_size * h / s->parallel.tp;
     double positions = s->model.rope ? 0 : (double)s->model.seq_length * h;
     if (head) /* the final norm (weight, and bias for LayerNorm), the LM head's table */
-        return (h >= threshold ? params_final_norm(s) / h : 0) + (table >= threshold);
+        return (h >= threshold ? norm_tensors(s) : 0) + (table >= threshold);
     return (table >= threshold) + (positions > 0 && positions >= threshold);
 }
 

@@ -32,7 +32,8 @@ double params_layer_largest_tensor_per_gpu(const scenario_config *s);
 /* Embedding (vocab-parallel token table, plus learned positions for GPT-style models without
  * SwiGLU; Llama-style models use rotary positions, which have no parameters) per GPU. */
 double params_embedding_per_gpu(const scenario_config *s);
-/* The final norm's parameters (replicated across TP): its weight, and its bias under LayerNorm. */
+/* The final norm's parameters (replicated across TP): its weight, and its bias under LayerNorm;
+ * each layer has two norms of the same size. */
 double params_final_norm(const scenario_config *s);
 /* How many tensors at or above `threshold` elements the embedding (head 0: the token table and
  * learned positions) or the model's end (head 1: the final norm and the LM head's table) has on one
