@@ -64,11 +64,11 @@ static void wait_for_send(step_workload *w, const builder *b, stage_state *st, i
  * itself, less those (params, which may then be 0). FSDP's one gather serves both (rerun_params 0).
  * The embedding and the head are not recomputed. With ZeRO-Infinity the rank's
  * shard first comes in from the host or NVMe (host_offload.h). -1 when ZeRO-3 is off. *emitted:
- * the all-gather calls the tasks stand for (0 without any). */
+ * the all-gather calls the tasks stand for (0 without any), *emitted_bytes the bytes they gather. */
 static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st, int stage, double rerun_params,
-                             double rerun_calls, double params, double calls, double *emitted)
+                             double rerun_calls, double params, double calls, double *emitted, double *emitted_bytes)
 {
-    *emitted = 0;
+    *emitted = *emitted_bytes = 0;
     if (!b->z3.active || (params <= 0 && rerun_params <= 0))
         return -1;
     int d = b->z3.prefetch_layers, u = st->z3_units;
@@ -82,6 +82,7 @@ static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st
             double one = n * b->cm.act_bytes / k;
             g = workload_add_buckets(w, b, stage, "zero3_param_allgather", COMM_ZERO, COLL_ALL_GATHER, one, k, one, dep);
             *emitted += k;
+            *emitted_bytes += n * b->cm.act_bytes;
             if (fetch >= 0)
                 workload_add_dep(w, g, fetch);
         }
@@ -105,15 +106,27 @@ static double accumulate_unsharded_s(const builder *b, int first, double params)
 }
 
 /* parallel.stage3_list_collectives: each of a pass's gather calls hands PyTorch a list of one
- * tensor a rank of the group, which ProcessGroupNCCL fills from its flat buffer one launch a rank,
- * on the host before the pass's compute is launched (zero3.h): a part of the pass that no device
- * work hides, booked as the ZeRO gathers'. */
-static void list_copies(sim_task *t, task_comm_parts *parts, const builder *b, double gather_calls)
+ * tensor a rank of the group, which ProcessGroupNCCL fills from its flat buffer one copy a rank,
+ * launched by the host before the pass's compute is (zero3.h): the host's launches, or the
+ * copies' own device traffic (each gathered byte read and written once more) where pieces of a
+ * few MB make that the longer. Before each call DeepSpeed zeroes the whole flat tensor the list
+ * views (_allgather_param: torch.zeros of the aligned size, then torch.cuda.synchronize(); read at
+ * v0.3.13, v0.4.0 and v0.5.4): a memset a call over the gathered bytes, which the host waits for.
+ * Memory traffic at the memory-bound rate. Both are a part of the pass that no device work hides,
+ * booked as the ZeRO gathers'. */
+static void list_copies(sim_task *t, task_comm_parts *parts, const builder *b, double gather_calls,
+                        double gather_bytes)
 {
-    double copies_s = gather_calls * b->dp.ranks * b->s->calibration.launch_overhead_us * 1e-6;
-    t->duration_s += copies_s;
-    t->comm_inside_s += copies_s;
-    parts->inside[COMM_ZERO] += copies_s;
+    if (gather_calls <= 0)
+        return;
+    double launch_s = b->s->calibration.launch_overhead_us * 1e-6;
+    /* the bytes' own time: a kernel's cost less its launch */
+    double pass_s = cost_memory_s(&b->cm, OPCLASS_ELEMENTWISE, gather_bytes) - cost_memory_s(&b->cm, OPCLASS_ELEMENTWISE, 0);
+    double copies_s = fmax(gather_calls * b->dp.ranks * launch_s, 2 * pass_s);
+    double zeros_s = gather_calls * launch_s + pass_s;
+    t->duration_s += copies_s + zeros_s;
+    t->comm_inside_s += copies_s + zeros_s;
+    parts->inside[COMM_ZERO] += copies_s + zeros_s;
 }
 
 /* Adds a pass's work to compute task t: nl layers (nr of them rerun first by recomputation: a
@@ -243,8 +256,10 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
             if (unit < 0.5)
                 unit = calls = 0;
         }
-        double gather_calls = 0;
-        int gather = gathers ? zero3_unit_gather(w, b, st, stage, rerun, rerun_calls, unit, calls, &gather_calls) : -1;
+        double gather_calls = 0, gather_bytes = 0;
+        int gather = gathers ? zero3_unit_gather(w, b, st, stage, rerun, rerun_calls, unit, calls, &gather_calls,
+                                                 &gather_bytes)
+                             : -1;
         /* The previous layer's gradients go out after this layer's gather on the one comm stream
          * both share here: the prefetch is not queued behind a reduction that waits for the
          * compute it should overlap (DeepSpeed runs them on two streams that share the NIC; one
@@ -261,7 +276,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         task_comm_parts parts = {0};
         add_pass_work(&t, &parts, b, fwd, nl, nr, with_embed, with_head);
         if (b->z3.list_collectives) /* the host's copies, rank by rank, for each call the gathers make */
-            list_copies(&t, &parts, b, gather_calls);
+            list_copies(&t, &parts, b, gather_calls, gather_bytes);
         if (first && (fwd ? vs > 0 : vs < last_vs))
             gather_received(&t, &parts, b);
         if (!fwd && z3_once) /* the piece's gradients into the unsharded ones */

@@ -31,8 +31,10 @@
  * once per parameter with a list of one view per rank (partition_parameters.py, _allgather_param),
  * and PyTorch's ProcessGroupNCCL copies its flat buffer out to that list one rank at a time
  * (allgather's post-hook, torch/lib/c10d/ProcessGroupNCCL.cpp): a gather call costs the host one
- * launch per rank of the group, issued before the module's compute (the fetch synchronizes the
- * device first), so the workload puts that time in the compute pass that uses the gather. Its
+ * launch per rank of the group (or the copies' device traffic where pieces of a few MB make that
+ * longer), issued before the module's compute (the fetch synchronizes the device first), and a
+ * memset of the whole flat tensor before the call (torch.zeros, then torch.cuda.synchronize()), so
+ * the workload puts that time in the compute pass that uses the gather (list_copies). Its
  * gradients went out in flat buckets without such copies, each an all-reduce under that release's
  * default contiguous_gradients false (stage3.py, reduce_ipg_grads -> buffered_reduce_fallback):
  * the workload all-reduces them too (workload_emit.c). With contiguous_gradients true that release

@@ -31,18 +31,46 @@
  * vectors (the QKV, projection and two MLP biases, two norms' weights and biases) and the final
  * norm's two, 4 x 8 + 2 = 34, which the second micro-batch's forward gathers again, a call each,
  * and the step's end gathers in one call and copies: each tensor's piece in (34), the call's own
- * copies out (8), then tensor by tensor and rank by rank, each at least 8 elements (34 x 8). */
+ * copies out (8), then tensor by tensor and rank by rank, each at least 8 elements (34 x 8).
+ * Each call also zeroes its whole flat tensor first (a memset: a launch, and the gathered bytes
+ * written), and the copies cost the longer of their launches and their own device traffic (the
+ * gathered bytes read and written once more): both at the fixture's memory-bound 1,000 GB/s. */
+/* What one piece of a pass (a layer's compute, with the embedding or the head where the pass
+ * meets them) adds under the key: its gather calls' copies (a launch a rank, or the bytes read
+ * and written where that is longer) and their memsets (a launch a call, the bytes written), at
+ * `gbs` GB/s, for `elements` bf16 elements gathered over `ranks` ranks. */
+static double listed_piece_s(double calls, double elements, double ranks, double launch, double gbs)
+{
+    double bytes_s = 2 * elements / (gbs * 1e9);
+    return fmax(calls * ranks * launch, 2 * bytes_s) + calls * launch + bytes_s;
+}
+
 static void list_collectives_cost_a_launch_a_rank(void **state)
 {
     (void)state;
     scenario_config s;
     fixture_zero3(&s, 4);
     s.calibration.launch_overhead_us = 4; /* the shipped A100 calibration's (the fixture's is 0) */
-    double launch = s.calibration.launch_overhead_us * 1e-6, m = 2, ranks = 8, pass_calls = 4 * 4 + 2 + 1;
-    double persistent = 4 * 8 + 2, step_end_copies = 34 + 8 + 34 * 8;
+    double launch = s.calibration.launch_overhead_us * 1e-6, m = 2, ranks = 8;
+    double step_end_copies = 34 + 8 + 34 * 8, gbs = 1000; /* the fixture's memory-bound rate */
     /* what the step's end all-gathers: a piece of ceil(n / 8) elements a tensor a rank, written out
      * (h 1024, f 4096): the QKV bias 3h, the projection's h, fc1's f, fc2's h, the norms 4 x h */
     double h = 1024, f = 4096, pieces = 4 * (3 * h + h + f + h + 4 * h) + 2 * h;
+    /* a pass's pieces, a layer each (vocabulary 32,000, sequence 1,024): the layer's four weights
+     * (QKV 3h^2, projection h^2, fc1 and fc2 hf), the embedding's table and learned positions with
+     * the first layer a forward runs, the (tied) head's table with its last; a later forward also
+     * gathers each piece's persistent vectors again (a layer's 3h + h + f + h + 4h, the final
+     * norm's 2h), a call each */
+    double layer = 3 * h * h + h * h + 2 * h * f, embed = 32000 * h + 1024 * h, head = 32000 * h;
+    double pass = 0, pass_persistent = 0;
+    for (int piece = 0; piece < 4; piece++) {
+        double calls = 4 + (piece == 0 ? 2 : 0) + (piece == 3 ? 1 : 0);
+        double elements = layer + (piece == 0 ? embed : 0) + (piece == 3 ? head : 0);
+        pass += listed_piece_s(calls, elements, ranks, launch, gbs);
+        pass_persistent += listed_piece_s(calls + 8 + (piece == 3 ? 2 : 0),
+                                          elements + 3 * h + h + f + h + 4 * h + (piece == 3 ? 2 * h : 0), ranks,
+                                          launch, gbs);
+    }
     double fwd[2], bwd[2], fwd_listed[2], bwd_listed[2], reduced, reduced_listed, gathered;
     int tasks[2], gathers;
     run_result plain = fixture_run(&s);
@@ -55,8 +83,13 @@ static void list_collectives_cost_a_launch_a_rank(void **state)
     fixture_zero3_bytes(&s, &gathered, &reduced_listed, &gathers);
     print_message("list collectives: forwards +%.6f s, backwards +%.6f s\n", fwd_listed[0] - fwd[0],
                   bwd_listed[0] - bwd[0]);
-    assert_true(fabs(fwd_listed[0] - fwd[0] - (m * pass_calls + (m - 1) * persistent) * ranks * launch) < 1e-12);
-    assert_true(fabs(bwd_listed[0] - bwd[0] - m * pass_calls * ranks * launch) < 1e-12);
+    /* the first forward, then the second with the persistent vectors; two backwards */
+    assert_true(fabs(fwd_listed[0] - fwd[0] - (pass + pass_persistent)) < 1e-12);
+    assert_true(fabs(bwd_listed[0] - bwd[0] - m * pass) < 1e-12);
+    /* at the head's piece the copies' bytes outlast their launches (5 calls x 8 ranks x 4 us =
+     * 160 us; 2 x 2 bytes x 45.3M elements at 1,000 GB/s = 181 us): both branches are taken */
+    assert_true(5 * ranks * launch < 2 * 2 * (layer + head) / (gbs * 1e9));
+    assert_true(6 * ranks * launch > 2 * 2 * (layer + embed) / (gbs * 1e9));
     assert_true(reduced_listed == 0); /* no reduce-scatter: the same bytes all-reduced */
     step_workload w;
     fixture_build(&s, &w);
@@ -69,7 +102,7 @@ static void list_collectives_cost_a_launch_a_rank(void **state)
     run_result r = fixture_run(&s);
     print_message("step %.6f s (was %.6f s); ZeRO exposed %.6f s (was %.6f s)\n", r.step_time_s, plain.step_time_s,
                   r.comm_exposed_s[COMM_ZERO], plain.comm_exposed_s[COMM_ZERO]);
-    double host = (2 * m * pass_calls + (m - 1) * persistent) * ranks * launch + step_end_copies * launch;
+    double host = pass + pass_persistent + m * pass + step_end_copies * launch;
     coll_group dp = {8, 8, 1};
     double step_end_gather = collective_time(&s.platform, &s.calibration, COLL_ALL_GATHER,
                                              pieces * scenario_activation_bytes(&s), dp).time_s;
@@ -92,7 +125,7 @@ static void list_collectives_cost_a_launch_a_rank(void **state)
     assert_true(fabs(inside_listed - inside - host) < 1e-12);
     /* DeepSpeed's engine re-gathers the recomputed layers for their re-run; what it keeps from the
      * re-run (all of the fixture's layers, at DeepSpeed's stage3_max_reuse_distance) the backward
-     * does not gather, so only its embedding's and head's calls are left */
+     * does not gather, so only its embedding's and head's calls are left beside the re-run's */
     s.training.recompute = RECOMPUTE_FULL;
     s.parallel.pipeline_engine = PIPELINE_ENGINE_DEEPSPEED;
     for (int keep = 0; keep < 2; keep++) {
@@ -101,11 +134,24 @@ static void list_collectives_cost_a_launch_a_rank(void **state)
         fixture_pass_s_by_stage(&s, "bwd", bwd_listed, tasks);
         s.parallel.stage3_list_collectives = 0;
         fixture_pass_s_by_stage(&s, "bwd", bwd, tasks);
-        double calls = keep ? 4 * 4 + 2 + 1 : pass_calls + 4 * 4;
-        if (fabs(bwd_listed[0] - bwd[0] - m * calls * ranks * launch) > 1e-12)
-            fail_msg("reuse distance %g: backwards +%.9f s, expected %g calls a micro-batch", keep ? 1e9 : 0,
-                     bwd_listed[0] - bwd[0], calls);
+        double expected = 0;
+        for (int piece = 0; piece < 4; piece++) /* a backward meets the head first */
+            expected += listed_piece_s((keep ? 4 : 8) + (piece == 0 ? 1 : 0) + (piece == 3 ? 2 : 0),
+                                       (keep ? 1 : 2) * layer + (piece == 0 ? head : 0) + (piece == 3 ? embed : 0),
+                                       ranks, launch, gbs);
+        if (fabs(bwd_listed[0] - bwd[0] - m * expected) > 1e-12)
+            fail_msg("reuse distance %g: backwards +%.9f s, expected +%.9f s", keep ? 1e9 : 0, bwd_listed[0] - bwd[0],
+                     m * expected);
     }
+    /* without launches the bytes alone: copies read and write them, the memset writes them */
+    fixture_free(&s);
+    fixture_zero3(&s, 4);
+    s.calibration.launch_overhead_us = 0;
+    fixture_pass_s_by_stage(&s, "fwd", fwd, tasks);
+    s.parallel.stage3_list_collectives = 1;
+    fixture_pass_s_by_stage(&s, "fwd", fwd_listed, tasks);
+    double pass_elements = 4 * layer + embed + head, persistent_elements = 4 * (3 * h + h + f + h + 4 * h) + 2 * h;
+    assert_true(fabs(fwd_listed[0] - fwd[0] - 3 * 2 * (m * pass_elements + persistent_elements) / (gbs * 1e9)) < 1e-12);
     fixture_free(&s);
 }
 
@@ -182,8 +228,9 @@ static void list_collectives_drain_the_device_at_every_fetch(void **state)
 /* The persistent tensors go when a backward ends, so under a pipeline a stage's forwards before
  * its first backward do not gather them again: PP 2, 4 micro-batches, 1F1B, two layers a stage.
  * Stage 0 runs F0 F1 B0 F2 B1 F3 B2 B3: F2 and F3 each gather its two layers' eight vectors, 16
- * calls of a launch a rank more than F0 and F1; stage 1 (F0 B0 F1 B1 ...) also the final norm's
- * two in F1, F2 and F3. */
+ * calls more than F0 and F1 (listed_piece_s, a piece a layer: the first with the embedding);
+ * stage 1 (F0 B0 F1 B1 ...) also the final norm's two in F1, F2 and F3 (with the head, in the
+ * last piece). */
 static void persistent_regather_only_after_a_backward(void **state)
 {
     (void)state;
@@ -192,7 +239,16 @@ static void persistent_regather_only_after_a_backward(void **state)
     fixture_layout(&s, 1, 2, 8, 32);
     s.calibration.launch_overhead_us = 4;
     s.parallel.stage3_list_collectives = 1;
-    double launch = 4e-6, ranks = 8;
+    double launch = 4e-6, ranks = 8, gbs = 1000, h = 1024, f = 4096;
+    double layer = 3 * h * h + h * h + 2 * h * f, embed = 32000 * h + 1024 * h, head = 32000 * h;
+    double vectors = 3 * h + h + f + h + 4 * h; /* a layer's persistent ones */
+    double extra0 = listed_piece_s(6 + 8, layer + embed + vectors, ranks, launch, gbs) -
+                    listed_piece_s(6, layer + embed, ranks, launch, gbs) +
+                    listed_piece_s(4 + 8, layer + vectors, ranks, launch, gbs) - listed_piece_s(4, layer, ranks, launch, gbs);
+    double extra1 = listed_piece_s(4 + 8, layer + vectors, ranks, launch, gbs) -
+                    listed_piece_s(4, layer, ranks, launch, gbs) +
+                    listed_piece_s(5 + 8 + 2, layer + head + vectors + 2 * h, ranks, launch, gbs) -
+                    listed_piece_s(5, layer + head, ranks, launch, gbs);
     step_workload w;
     fixture_build(&s, &w);
     double fwd[2][4] = {{0}};
@@ -204,9 +260,9 @@ static void persistent_regather_only_after_a_backward(void **state)
                   fwd[0][2], fwd[0][3], fwd[1][0], fwd[1][1], fwd[1][2], fwd[1][3]);
     assert_true(fabs(fwd[0][1] - fwd[0][0]) < 1e-12);
     for (int mb = 2; mb < 4; mb++)
-        assert_true(fabs(fwd[0][mb] - fwd[0][0] - 16 * ranks * launch) < 1e-12);
+        assert_true(fabs(fwd[0][mb] - fwd[0][0] - extra0) < 1e-12);
     for (int mb = 1; mb < 4; mb++)
-        assert_true(fabs(fwd[1][mb] - fwd[1][0] - 18 * ranks * launch) < 1e-12);
+        assert_true(fabs(fwd[1][mb] - fwd[1][0] - extra1) < 1e-12);
     fixture_free(&s);
 }
 
