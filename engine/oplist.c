@@ -233,16 +233,25 @@ int layer_ops_forward(const layer_shape *sh, layer_op *out)
     memory_op(&l, "ln2", norm, 2.0 * Tn * h * act);
     /* Experts with a TP of their own of 1 (folded) under TP > 1 and SP: each GPU routes its own
      * sequence shard and runs whole experts, so no TP gather or scatter around the MLP; EP then
-     * spans the stage's TP x CP x DP ranks (sim/config/layout.c). */
+     * spans the stage's TP x CP x DP ranks (sim/config/layout.c). Experts split over TP under SP
+     * (sharded): Megatron-Core's alltoall dispatcher also routes and sends each GPU's own shard,
+     * then all-gathers the rows that arrive over the experts' TP group, runs its share of each
+     * expert on all of them, and reduce-scatters their outputs back before the combine
+     * (token_dispatcher.py, MoEAlltoAllTokenDispatcher: dispatch_postprocess and
+     * combine_preprocess; read at core_v0.10.0 and d98e8a64): the network carries each token once
+     * a TP group, not once a TP rank. dtrain's layer (moe_dispatch_gathered) gathers the sequence
+     * first and every TP rank sends all of it. */
     int folded = sh->num_experts > 0 && sh->etp > 0 && sh->etp < sh->tp;
-    if (!folded)
+    int sharded = sh->num_experts > 0 && !folded && sh->tp > 1 && sh->sequence_parallel && !sh->moe_dispatch_gathered;
+    if (!folded && !sharded)
         tp_before_column(&l, sh, "tp_allgather_mlp", full);
     if (sh->num_experts > 0) {
         double topk = sh->moe_topk > 0 ? sh->moe_topk : 1, load = sh->moe_load > 1 ? sh->moe_load : 1;
         double ep = sh->ep > 0 ? sh->ep : 1, local = (double)sh->num_experts / ep;
         double split = folded ? sh->etp : t;
-        double routed = folded ? Tn : T; /* the tokens this GPU routes */
-        double rows = routed * topk * load; /* the token copies the busiest EP rank runs */
+        double routed = folded || sharded ? Tn : T; /* the tokens this GPU routes */
+        double sent = routed * topk * load; /* the token copies the busiest EP rank receives */
+        double rows = sharded ? sent * t : sent; /* ... and runs (those of its whole TP group) */
         gemm(&l, "router", routed, (double)sh->num_experts, h);
         /* Megatron-Core's token dispatcher gathers each token's topk copies in expert order
          * before the dispatch (moe_utils.permute) and, after the combine, sums each token's
@@ -254,14 +263,22 @@ int layer_ops_forward(const layer_shape *sh, layer_op *out)
          * times the mean of them, and every rank waits for it. Its E / ep experts run as one
          * grouped GEMM (--moe-grouped-gemm), each expert's share of the rows a GEMM of its own
          * shape: small experts run small, less efficient GEMMs. */
-        comm(&l, "ep_alltoall_dispatch", COMM_EP, COLL_ALL_TO_ALL, sh->ep, rows * h * act);
+        comm(&l, "ep_alltoall_dispatch", COMM_EP, COLL_ALL_TO_ALL, sh->ep, sent * h * act);
+        if (sharded) {
+            comm(&l, "moe_tp_allgather", COMM_TP, COLL_ALL_GATHER, sh->tp, rows * h * act);
+            l.ops[l.n - 1].plain_nccl = 1;
+        }
         mlp(&l, sh, rows, local, split);
-        comm(&l, "ep_alltoall_combine", COMM_EP, COLL_ALL_TO_ALL, sh->ep, rows * h * act);
+        if (sharded) {
+            comm(&l, "moe_tp_reducescatter", COMM_TP, COLL_REDUCE_SCATTER, sh->tp, rows * h * act);
+            l.ops[l.n - 1].plain_nccl = 1;
+        }
+        comm(&l, "ep_alltoall_combine", COMM_EP, COLL_ALL_TO_ALL, sh->ep, sent * h * act);
         memory_op(&l, "moe_unpermute", OPCLASS_ELEMENTWISE, (routed * topk + routed) * h * act);
     } else {
         mlp(&l, sh, T, 1, t);
     }
-    if (!folded)
+    if (!folded && !sharded)
         tp_after_row(&l, sh, "tp_allreduce_mlp", full);
     memory_op(&l, "residual2", OPCLASS_ELEMENTWISE, 3.0 * Tn * h * act + Tn * h);
     return l.n;

@@ -22,6 +22,19 @@ static void usage(FILE *f)
             "exit: 0 ok, 2 bad input or a setting with no Megatron-LM argument, 1 runtime failure\n");
 }
 
+/* Under bf16 (and fp8 over it) Megatron-LM reduces gradients in fp32, or in bf16 with
+ * --grad-reduce-in-bf16 (arguments.py, _add_mixed_precision_args; read at d98e8a64). */
+static int bf16_training(const scenario_config *s)
+{
+    return s->training.precision == PREC_BF16 || s->training.precision == PREC_FP8;
+}
+
+static int grad_reduce_expressible(const scenario_config *s)
+{
+    return bf16_training(s) && !s->parallel.grad_reduce_int8 &&
+           (s->parallel.grad_reduce_bytes == 4 || s->parallel.grad_reduce_bytes == 2);
+}
+
 /* A setting Megatron-LM cannot express that would change the step: its name, or NULL. */
 static const char *inexpressible(const scenario_config *s)
 {
@@ -45,6 +58,8 @@ static const char *inexpressible(const scenario_config *s)
                "not Megatron-LM's)";
     if (s->model.moe_load_imbalance > 0)
         return "model.moe_load_imbalance (a property of the data, not an argument)";
+    if (s->model.num_experts > 0 && s->parallel.moe_dispatch_gathered)
+        return "parallel.moe_expert_tp_dispatch gathered (dtrain's MoE layer, not Megatron-Core's dispatcher)";
     if (s->parameter_server.present)
         return "parameter_server";
     for (int k = 0; k < COLL_KIND_COUNT; k++)
@@ -53,7 +68,7 @@ static const char *inexpressible(const scenario_config *s)
     for (int k = 0; k < COLL_KIND_COUNT; k++)
         if (s->platform.nccl_proto[k] > 0)
             return "parallel.nccl_proto (NCCL_PROTO, an environment variable)";
-    if (s->parallel.grad_reduce_bytes > 0)
+    if (s->parallel.grad_reduce_bytes > 0 && !grad_reduce_expressible(s))
         return "parallel.grad_reduce_dtype";
     if (s->parallel.tp_comm_overlap && s->parallel.tp_comm_overlap_chunks != 4)
         return "parallel.tp_comm_overlap_chunks (Transformer Engine's userbuffers setting)";
@@ -112,6 +127,9 @@ static int megatron_line(const scenario_config *s, char *out, size_t len)
     if (s->training.precision == PREC_TF32)
         return -1; /* TF32 is a cuBLAS mode, not an argument */
     ARG("%s", prec[s->training.precision]);
+    int reduce_bf16 = bf16_training(s) && s->parallel.grad_reduce_bytes == 2;
+    if (reduce_bf16)
+        ARG(" --grad-reduce-in-bf16");
     static const char *const recipes[] = {"delayed", "tensorwise", "mxfp8", "blockwise"};
     if (s->training.precision == PREC_FP8 && s->training.fp8_recipe != FP8_RECIPE_DELAYED)
         ARG(" --fp8-recipe %s", recipes[s->training.fp8_recipe]);
@@ -169,8 +187,9 @@ static int megatron_line(const scenario_config *s, char *out, size_t len)
         ARG(" --overlap-p2p-communication");
     if (!s->parallel.scatter_gather_p2p)
         ARG(" --no-scatter-gather-tensors-in-pipeline");
-    /* buckets in gradient elements as they travel (fp32 under bf16/fp16 as Megatron accumulates) */
-    double bytes = s->training.precision == PREC_FP16 ? 2 : 4;
+    /* buckets in gradient elements as they travel (fp32 under bf16/fp16 as Megatron accumulates,
+     * unless reduced in bf16) */
+    double bytes = s->training.precision == PREC_FP16 || reduce_bf16 ? 2 : 4;
     if (s->parallel.bucket_size_mb > 0) /* else Megatron-LM's own default, which dtsim models */
         ARG(" --ddp-bucket-size %.0f", s->parallel.bucket_size_mb * 1048576.0 / bytes);
     return n < (int)len ? 0 : -3;

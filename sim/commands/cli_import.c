@@ -102,6 +102,7 @@ static const struct {
     {"--micro-batch-size", MA_INT, "training.micro_batch_size"},
     {"--global-batch-size", MA_INT, "training.global_batch_size"},
     {"--bf16", MA_FLAG, "bf16"},
+    {"--grad-reduce-in-bf16", MA_FLAG, "grad_reduce_in_bf16"},
     {"--fp16", MA_FLAG, "fp16"},
     {"--fp8-format", MA_WORD, "fp8_format"},
     {"--fp8-recipe", MA_WORD, "fp8_recipe"},
@@ -304,6 +305,12 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
     if (bf16 + fp16 > 1)
         return import_fail("megatron", "--bf16 and --fp16 together");
     json_object_set_new(tr, "precision", json_string(fp8 ? "fp8" : bf16 ? "bf16" : fp16 ? "fp16" : "fp32"));
+    /* Megatron-LM reads --grad-reduce-in-bf16 under --bf16 only (arguments.py) */
+    int reduce_bf16 = json_is_true(json_object_get(extra, "grad_reduce_in_bf16"));
+    if (reduce_bf16 && bf16)
+        json_object_set_new(par, "grad_reduce_dtype", json_string("bf16"));
+    else if (reduce_bf16)
+        import_list_add(ignored, "", "--grad-reduce-in-bf16 (without --bf16)");
     const char *recipe = json_string_value(json_object_get(extra, "fp8_recipe"));
     if (recipe && fp8) /* Megatron-LM reads --fp8-recipe only with --fp8-format */
         json_object_set_new(tr, "fp8_recipe", json_string(recipe));
@@ -414,7 +421,7 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
     long long bucket = got_int(extra, "ddp_bucket_size");
     if (bucket > 0) { /* elements, as they travel: fp32 under bf16/fp16 as Megatron accumulates (params.c) */
         const char *prec = json_string_value(json_object_get(tr, "precision"));
-        double bytes = !strcmp(prec, "fp16") ? 2 : 4;
+        double bytes = !strcmp(prec, "fp16") || (reduce_bf16 && bf16) ? 2 : 4;
         json_object_set_new(par, "bucket_size_mb", json_real((double)bucket * bytes / 1048576.0));
     }
     return 0;

@@ -58,9 +58,11 @@ int engine_scenario_load(const engine_run_shape *r, const char *platform_path, c
         if (r->moe_capacity_factor > 0)
             json_object_set_new(model, "moe_expert_capacity_factor", json_real(r->moe_capacity_factor));
         /* dtrain's expert parallelism: E/ep experts a rank, EP carved out of DP, all-to-all
-         * dispatch and combine over the EP group (engine/gpt_moe_ep.c) */
+         * dispatch and combine over the EP group (engine/gpt_moe_ep.c); under TP every TP rank
+         * routes and sends the whole sequence (engine/gpt_moe.c) */
         if (r->ep > 1)
             json_object_set_new(json_object_get(scen, "parallel"), "expert_model_parallel_size", json_integer(r->ep));
+        json_object_set_new(json_object_get(scen, "parallel"), "moe_expert_tp_dispatch", json_string("gathered"));
     }
     /* dtrain's loss is one pass over the logits each way, with two TP all-reduces (engine/gpt.c) */
     json_object_set_new(json_object_get(scen, "model"), "cross_entropy_loss_fusion", json_true());

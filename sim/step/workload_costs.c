@@ -80,7 +80,7 @@ static const layer_op *tp_overlap_partner(const builder *b, const layer_op *ops,
 {
     const layer_op *op = &ops[i];
     if (!b->s->parallel.tp_comm_overlap || !b->s->parallel.sequence_parallel || op->comm != COMM_TP ||
-        op->group <= 1)
+        op->group <= 1 || op->plain_nccl)
         return NULL;
     int j = op->coll == COLL_ALL_GATHER ? i + 1 : op->coll == COLL_REDUCE_SCATTER ? i - 1 : -1;
     return j >= 0 && j < n && ops[j].kind == OPK_GEMM ? &ops[j] : NULL;
@@ -209,6 +209,7 @@ void workload_layer_shape(const scenario_config *s, layer_shape *sh)
     sh->cp = s->parallel.cp;
     sh->ep = s->parallel.ep;
     sh->sequence_parallel = s->parallel.sequence_parallel;
+    sh->moe_dispatch_gathered = s->parallel.moe_dispatch_gathered;
     sh->attention = s->model.attention;
     sh->cp_comm = s->parallel.cp_comm;
     sh->moe_load = workload_moe_load(s);
@@ -312,11 +313,13 @@ int workload_builder_init(builder *b, const scenario_config *s, config_error *er
     b->pp = group_for(b, &grid, GRID_PP, grid.size[GRID_PP]);
     /* Gradients are reduced over DP x CP: the DP replicas, each CP rank's partial sums. */
     b->dp = gradient_group(b, &grid);
-    /* expert parallelism spans data-parallel replicas (Megatron-LM's EP within DP); with the
-     * experts' own TP of 1, consecutive ranks of the stage's TP x CP x DP (Megatron-Core's expert
-     * grid: ETP innermost, then EP) */
-    b->ep = scenario_expert_tp(s) < grid.size[GRID_TP] ? coll_group_of(s->parallel.ep, 1, b->gpn)
-                                                       : group_for(b, &grid, GRID_DP, s->parallel.ep);
+    /* expert parallelism on Megatron-Core's expert grid (parallel_state.py since core_v0.10.0:
+     * the stage's TP x CP x DP ranks ordered expert TP innermost, then EP): consecutive groups of
+     * etp ranks; dtrain carves its EP groups out of DP (parallel.moe_expert_tp_dispatch
+     * "gathered": every TP x CP-th rank). The two differ only under CP. */
+    b->ep = s->parallel.moe_dispatch_gathered && scenario_expert_tp(s) >= grid.size[GRID_TP]
+                ? group_for(b, &grid, GRID_DP, s->parallel.ep)
+                : coll_group_of(s->parallel.ep, scenario_expert_tp(s), b->gpn);
     /* the flex dispatcher's reach (collective.h, moe_reach) is modelled where the expert groups
      * fit in whole nodes and GPUs of the EP group or span whole ones */
     long long groups = s->model.moe_router_num_groups;

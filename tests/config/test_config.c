@@ -88,7 +88,7 @@ static void base_is_valid_and_defaults_apply(void **state)
 }
 
 typedef struct {
-    const char *set[5];
+    const char *set[6];
     const char *expect[2]; /* fragments the error must contain */
 } reject_case;
 
@@ -126,6 +126,10 @@ static const reject_case REJECTS[] = {
     {{"model.moe_router_topk=2"}, {"scenario.model.moe_router_topk", "without num_experts"}},
     {{"parallel.moe_token_dispatcher_type=\"flex\""}, {"scenario.parallel.moe_token_dispatcher_type", "needs model.num_experts"}},
     {{"model.num_experts=8", "model.moe_router_topk=2", "parallel.moe_token_dispatcher_type=\"allgather\""}, {"scenario.parallel.moe_token_dispatcher_type", "flex"}},
+    {{"parallel.moe_expert_tp_dispatch=\"gathered\""}, {"scenario.parallel.moe_expert_tp_dispatch", "needs model.num_experts"}},
+    {{"model.num_experts=8", "model.moe_router_topk=2", "parallel.moe_expert_tp_dispatch=\"allgather\""}, {"scenario.parallel.moe_expert_tp_dispatch", "shard"}},
+    {{"model.num_experts=8", "model.moe_router_topk=2", "parallel.context_parallel_size=2", "parallel.data_parallel_size=2", "parallel.expert_model_parallel_size=4", "parallel.moe_expert_tp_dispatch=\"gathered\""},
+     {"scenario.parallel.expert_model_parallel_size", "out of DP"}},
     {{"model.num_experts=8", "model.moe_router_topk=2", "model.moe_router_num_groups=2"}, {"scenario.model", "go together"}},
     {{"model.num_experts=8", "model.moe_router_topk=2", "model.moe_router_num_groups=3", "model.moe_router_group_topk=1"}, {"scenario.model.moe_router_num_groups", "divide num_experts=8"}},
     {{"model.num_experts=8", "model.moe_router_topk=2", "model.moe_router_num_groups=4", "model.moe_router_group_topk=3"}, {"scenario.model.moe_router_group_topk", "moe_router_topk=2"}},
@@ -321,7 +325,7 @@ static void every_rule_rejects(void **state)
     for (size_t i = 0; i < sizeof REJECTS / sizeof REJECTS[0]; i++) {
         const reject_case *c = &REJECTS[i];
         int n = 0;
-        while (n < 5 && c->set[n])
+        while (n < (int)(sizeof c->set / sizeof c->set[0]) && c->set[n])
             n++;
         scenario_config s;
         config_error err;

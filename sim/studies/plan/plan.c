@@ -146,9 +146,12 @@ static void plan_parallel_extras_to_json(const scenario_config *s, json_t *par)
 {
     static const char *const cp_comms[] = {"p2p", "all_gather", "a2a"};
     json_object_set_new(par, "cp_comm_type", json_string(cp_comms[s->parallel.cp_comm]));
-    if (s->model.num_experts > 0)
+    if (s->model.num_experts > 0) {
         json_object_set_new(par, "moe_token_dispatcher_type",
                             json_string(moe_token_dispatcher_name(s->parallel.moe_flex_dispatcher)));
+        json_object_set_new(par, "moe_expert_tp_dispatch",
+                            json_string(s->parallel.moe_dispatch_gathered ? "gathered" : "shard"));
+    }
     if (s->parallel.etp > 0) /* the experts' own TP, where the scenario gave one */
         json_object_set_new(par, "expert_tensor_parallel_size", json_integer(s->parallel.etp));
     json_object_set_new(par, "tp_comm_overlap", json_boolean(s->parallel.tp_comm_overlap));
