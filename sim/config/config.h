@@ -434,7 +434,7 @@ long long scenario_micro_batches(const scenario_config *s);       /* per pipelin
 scenario_config scenario_with_micro_batches(const scenario_config *s, long long micro_batches);
 /* The same in place (a scenario is large: a caller that tries many lengths sets and restores). */
 void scenario_set_micro_batches(scenario_config *s, long long micro_batches);
-/* The scenario's rank grid (engine/rank_grid.h: TP innermost, then CP, PP, DP). */
+/* The scenario's rank grid (engine/rank_grid.h: TP innermost, then CP, DP, PP outermost). */
 rank_grid scenario_rank_grid(const scenario_config *s);
 /* The layers of each virtual stage (pp x vpp counts, by virtual stage), from num_layers and
  * parallel.pipeline_layers as Megatron-LM splits them (engine/schedule.h). 0, or -1 with why. */

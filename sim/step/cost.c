@@ -273,10 +273,33 @@ static int has_rows_of(const attention_calibration *a, precision_kind p)
     return 0;
 }
 
-/* The rate of one attention call from the calibration's table. The rows that count: those of
- * the attention's precision (bf16 under fp8: attention_core_model), else of its sibling of the
- * same width (fp16 for bf16 and back, fp32 for tf32 and back), else those that name none, else
- * all. Of those, the shape nearest in log(sequence, head dimension); where that shape was
+/* The sibling of the same width: fp16 for bf16 and back, fp32 for tf32 and back. */
+static precision_kind attention_sibling(precision_kind prec)
+{
+    return prec == PREC_FP16   ? PREC_BF16
+           : prec == PREC_BF16 ? PREC_FP16
+           : prec == PREC_TF32 ? PREC_FP32
+           : prec == PREC_FP32 ? PREC_TF32
+                               : prec;
+}
+
+/* Whether the table speaks for attention in precision prec: it has rows of prec or of its
+ * sibling, or rows that name no precision. A table of other widths only does not: FlashAttention
+ * has no fp32 kernel, and an fp32 run's attention priced at a bf16 table's rates ran past the
+ * device's fp32 peak (tests/invariants, MFU 1.04 on H100, 2026-11-29); it then runs at the
+ * table's efficiency of the precision's peak, as without a table. */
+static int attention_table_applies(const attention_calibration *a, precision_kind prec)
+{
+    for (int i = 0; i < a->points; i++)
+        if (!a->table[i].tagged)
+            return 1;
+    return has_rows_of(a, prec) || has_rows_of(a, attention_sibling(prec));
+}
+
+/* The rate of one attention call from the calibration's table (where attention_table_applies).
+ * The rows that count: those of the attention's precision (bf16 under fp8:
+ * attention_core_model), else of its sibling of the same width, else those that name none. Of
+ * those, the shape nearest in log(sequence, head dimension); where that shape was
  * measured at several batches (B x heads a call), the time per FLOP interpolated linearly in
  * log(batch) between the two that bracket the call's, the nearest one outside them (a call that
  * states no batch: the shape's first row). How much of the device one call fills changes the
@@ -285,11 +308,7 @@ static int has_rows_of(const attention_calibration *a, precision_kind p)
 static double attention_table_tflops(const attention_calibration *a, precision_kind prec, double seq,
                                      double head_dim, double batch, int backward)
 {
-    precision_kind sibling = prec == PREC_FP16   ? PREC_BF16
-                             : prec == PREC_BF16 ? PREC_FP16
-                             : prec == PREC_TF32 ? PREC_FP32
-                             : prec == PREC_FP32 ? PREC_TF32
-                                                 : prec;
+    precision_kind sibling = attention_sibling(prec);
     int mine = has_rows_of(a, prec), untagged = 0;
     if (!mine && has_rows_of(a, sibling)) {
         prec = sibling;
@@ -365,8 +384,8 @@ static double cost_compute_op_once_s(const cost_model *cm, const layer_op *op)
         return cost_memory_s(cm, op->cls, op->bytes);
     case OPK_FUSED_ATTENTION: {
         const attention_calibration *a = cm->attention;
-        if (a->points > 0 && op->n > 0 && op->k > 0) {
-            cost_model core = attention_core_model(cm);
+        cost_model core = attention_core_model(cm);
+        if (a->points > 0 && op->n > 0 && op->k > 0 && attention_table_applies(a, core.precision)) {
             double tflops = attention_table_tflops(a, core.precision, (double)op->n, (double)op->k, (double)op->batch,
                                                    op->backward);
             /* The rates count the causal half the kernel skips (dtsim's convention, 4 B H T^2 hd
@@ -378,7 +397,6 @@ static double cost_compute_op_once_s(const cost_model *cm, const layer_op *op)
         double eff = a->efficiency;
         if (eff <= 0)
             eff = DEFAULT_ATTENTION_EFFICIENCY;
-        cost_model core = attention_core_model(cm);
         return (op->flops / (cost_peak_flops(&core) * eff) + cm->calibration->launch_overhead_us * 1e-6) *
                cm->pace;
     }

@@ -142,20 +142,36 @@ static void check_result(const scenario_config *s, const run_result *r)
         violation(s, "memory components sum to the total", sum, mm->total);
 }
 
-/* Nodes the DP x CP gradient (and ZeRO sharding) group spans: replicas at stride tp*cp*pp, the
- * CP ranks of each at stride tp. */
+/* Nodes a group of `size` ranks `stride` apart spans, from rank 0. */
+static int group_nodes(long size, long stride, long gpn)
+{
+    return (int)(((size - 1) * stride) / gpn + 1);
+}
+
+/* Nodes the groups over which gradients are reduced and ZeRO shards span, the most of them: the
+ * DP x CP group on the rank grid everyone asks (scenario_rank_grid: its replicas tp x cp apart,
+ * the CP ranks of each tp apart) and, with experts, the expert-data-parallel group on
+ * Megatron-Core's expert grid (etp x ep apart). Until 2026-11-29 this counted replicas
+ * tp x cp x pp apart, a grid order dtsim no longer has, and missed groups leaving their node. */
 static int sharding_nodes(const scenario_config *s)
 {
-    long gpn = s->platform.node.gpus, stride = (long)s->parallel.tp * s->parallel.cp * s->parallel.pp, last = -1;
+    rank_grid g = scenario_rank_grid(s);
+    long gpn = s->platform.node.gpus, last = -1;
     int nodes = 0;
     for (int d = 0; d < s->parallel.dp; d++)
         for (int c = 0; c < s->parallel.cp; c++) {
-            long node = (d * stride + (long)c * s->parallel.tp) / gpn;
+            long node = rank_grid_rank(&g, 0, c, 0, d) / gpn;
             if (node != last) {
                 nodes++;
                 last = node;
             }
         }
+    if (s->model.num_experts > 0) {
+        long etp = scenario_expert_tp(s), ep = s->parallel.ep > 0 ? s->parallel.ep : 1;
+        int expert = group_nodes(scenario_expert_dp(s), etp * ep, gpn);
+        if (expert > nodes)
+            nodes = expert;
+    }
     return nodes;
 }
 

@@ -394,6 +394,23 @@ static void attention_rate_by_precision_and_batch(void **state)
     for (int i = 0; i < 6; i++)
         a->table[i].tagged = 1;
     double got;
+    /* bf16 rows only (the fp32 ones re-tagged bf16): an fp32 run's attention takes none of them
+     * (FlashAttention has no fp32 kernel; at their rates it had passed the fp32 peak) but the
+     * calibration's efficiency of the fp32 peak, as without a table */
+    a->table[0].precision = a->table[1].precision = PREC_BF16;
+    a->efficiency = 0.25;
+    s.training.precision = PREC_FP32;
+    cost_model_init(&cm, &s);
+    op.batch = 128;
+    want = 1e12 / (cost_peak_flops(&cm) * 0.25);
+    assert_true(s.platform.gpu.peak_tflops[PREC_FP32] > 0 && fabs(cost_peak_flops(&cm) - s.platform.gpu.peak_tflops[PREC_FP32] * 1e12) < 1);
+    assert_true(fabs(cost_compute_op_s(&cm, &op) - want) < 1e-12 * want);
+    s.training.precision = PREC_TF32; /* nor tf32's, fp32's sibling */
+    s.platform.gpu.peak_tflops[PREC_TF32] = 40; /* the fixture's GPU has none */
+    cost_model_init(&cm, &s);
+    assert_true(fabs(cost_compute_op_s(&cm, &op) - 1e12 / (cost_peak_flops(&cm) * 0.25)) < 1e-12 * want);
+    a->table[0].precision = a->table[1].precision = PREC_FP32;
+    a->efficiency = 0;
     /* a table without batches: the nearest shape's rate whatever the call's batch */
     for (int i = 0; i < 5; i++)
         a->table[i].batch = 0;
