@@ -42,6 +42,47 @@ static int inline_referenced(json_t *root, const char *key, const char *base_dir
     return 0;
 }
 
+/* src's keys into dst: an object into the object under the same key, key by key; anything else
+ * (numbers, strings, arrays) in place of what dst had. */
+static void merge_keys(json_t *dst, json_t *src)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(src, k, v) {
+        json_t *d = json_object_get(dst, k);
+        if (json_is_object(d) && json_is_object(v))
+            merge_keys(d, v);
+        else
+            json_object_set(dst, k, v);
+    }
+}
+
+/* "platform": {"from": PATH, ...}: the platform file with the object's other keys merged over it
+ * (merge_keys: {"from": F, "node": {"nvls": false}} is F with NVLink SHARP off), so a scenario or
+ * a validation case says how its cluster differs from a shipped one without copying it. dir_out:
+ * the file's folder, against which its calibration path resolves. */
+static int resolve_platform_from(json_t *root, const char *base_dir, char *dir_out, size_t n, config_error *err)
+{
+    json_t *plat = json_object_get(root, "platform");
+    json_t *from = json_is_object(plat) ? json_object_get(plat, "from") : NULL;
+    if (!from)
+        return 0;
+    if (!json_is_string(from))
+        return config_fail(err, S ".platform.from: expected the path of a platform file");
+    char path[CFG_PATH_MAX];
+    if (config_resolve_path(json_string_value(from), base_dir, path, sizeof path) != 0)
+        return config_fail(err, S ".platform.from: '%s' not found (looked in %s and the repository root)",
+                           json_string_value(from), base_dir);
+    json_t *obj = config_load_file(path, "platform", err);
+    if (!obj)
+        return -1;
+    json_object_del(plat, "from");
+    merge_keys(obj, plat);
+    config_dirname(path, dir_out, n);
+    json_object_set_new(root, "platform", obj);
+    return 0;
+}
+
 /* "model": a model file's path or {"from": PATH, ...} replaced by the object it stands for
  * (engine/model_file.c, which dtrain reads the same files with). */
 static int resolve_model(json_t *root, const char *base_dir, config_error *err)
@@ -591,9 +632,11 @@ int scenario_load_json(void *json_root, const char *base_dir, const char *const 
     snprintf(platform_dir, sizeof platform_dir, "%s", base_dir);
     snprintf(cal_dir, sizeof cal_dir, "%s", base_dir);
     int rc = -1;
-    /* a model file or {"from": FILE, ...}: the object it stands for, before any override of it
-     * (and again after them, for an override that names a model file) */
-    if (resolve_model(root, base_dir, err))
+    /* a model file or {"from": FILE, ...}, and a platform {"from": FILE, ...}: the object each
+     * stands for, before any override of it (and again after them, for an override that names a
+     * file) */
+    if (resolve_model(root, base_dir, err) ||
+        resolve_platform_from(root, base_dir, platform_dir, sizeof platform_dir, err))
         goto done;
     for (int i = 0; i < n_overrides; i++) {
         if (!strncmp(overrides[i], "platform.", 9) &&
@@ -604,7 +647,8 @@ int scenario_load_json(void *json_root, const char *base_dir, const char *const 
         if (!strncmp(overrides[i], "calibration.", 12) &&
             inline_referenced(root, "calibration", base_dir, cal_dir, sizeof cal_dir, err))
             goto done;
-        if (config_apply_override(root, overrides[i], err) || resolve_model(root, base_dir, err))
+        if (config_apply_override(root, overrides[i], err) || resolve_model(root, base_dir, err) ||
+            resolve_platform_from(root, base_dir, platform_dir, sizeof platform_dir, err))
             goto done;
     }
     if (config_check_keys(root, S, top, err) ||

@@ -128,6 +128,9 @@ static const reject_case REJECTS[] = {
     {{"model.num_experts=8", "model.moe_router_topk=2", "parallel.moe_token_dispatcher_type=\"allgather\""}, {"scenario.parallel.moe_token_dispatcher_type", "flex"}},
     {{"parallel.moe_expert_tp_dispatch=\"gathered\""}, {"scenario.parallel.moe_expert_tp_dispatch", "needs model.num_experts"}},
     {{"model.num_experts=8", "model.moe_router_topk=2", "parallel.moe_expert_tp_dispatch=\"allgather\""}, {"scenario.parallel.moe_expert_tp_dispatch", "shard"}},
+    {{"platform={\"from\": \"platforms/nope.json\"}"}, {"scenario.platform.from", "not found"}},
+    {{"platform={\"from\": 7}"}, {"scenario.platform.from", "path of a platform file"}},
+    {{"platform={\"from\": \"platforms/dgx-a100-superpod.json\", \"node\": {\"nvls\": 1}}"}, {"scenario.platform.node.nvls", "true or false"}},
     {{"model.num_experts=8", "model.moe_router_topk=2", "parallel.context_parallel_size=2", "parallel.data_parallel_size=2", "parallel.expert_model_parallel_size=4", "parallel.moe_expert_tp_dispatch=\"gathered\""},
      {"scenario.parallel.expert_model_parallel_size", "out of DP"}},
     {{"model.num_experts=8", "model.moe_router_topk=2", "model.moe_router_num_groups=2"}, {"scenario.model", "go together"}},
@@ -382,6 +385,39 @@ static void nvls_and_sharp_keys_reach_the_collective_model(void **state)
         assert_string_equal(coll_algo_name(algos[i]), names[i]);
         assert_true(coll_algo_is_nccl(algos[i]));
     }
+}
+
+/* "platform": {"from": FILE, ...}: the file with the object's keys merged over it, objects key by
+ * key: the H100 platform with NVLink SHARP off keeps every other figure of the file (its GPU, its
+ * node's NICs, its calibration), and --set of the same key agrees with it. */
+static void platform_from_a_file_with_changes(void **state)
+{
+    (void)state;
+    scenario_config s, f;
+    config_error err;
+    const char *file[] = {"platform=\"platforms/dgx-h100-superpod.json\""};
+    if (load_with(file, 1, &f, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(f.platform.node.nvls, 1); /* the file's */
+    const char *from[] = {"platform={\"from\": \"platforms/dgx-h100-superpod.json\", \"node\": {\"nvls\": false},"
+                          " \"network\": {\"nodes\": 16}}"};
+    if (load_with(from, 1, &s, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(s.platform.node.nvls, 0);
+    assert_int_equal(s.platform.network.nodes, 16);
+    assert_int_equal(s.platform.node.nics, f.platform.node.nics); /* the rest of node: the file's */
+    assert_true(s.platform.node.nic_bandwidth_gbps == f.platform.node.nic_bandwidth_gbps);
+    assert_true(s.platform.gpu.peak_tflops[PREC_BF16] == f.platform.gpu.peak_tflops[PREC_BF16]);
+    assert_true(s.calibration.gemm[PREC_BF16].count > 0 &&
+                s.calibration.gemm[PREC_BF16].count == f.calibration.gemm[PREC_BF16].count);
+    scenario_free(&s);
+    const char *then_set[] = {from[0], "platform.node.nvls=true"}; /* a --set after it still applies */
+    if (load_with(then_set, 2, &s, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(s.platform.node.nvls, 1);
+    assert_int_equal(s.platform.network.nodes, 16);
+    scenario_free(&s);
+    scenario_free(&f);
 }
 
 static void overrides_apply_like_the_file(void **state)
@@ -699,6 +735,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(base_is_valid_and_defaults_apply),
+        cmocka_unit_test(platform_from_a_file_with_changes),
         cmocka_unit_test(every_rule_rejects),
         cmocka_unit_test(overrides_apply_like_the_file),
         cmocka_unit_test(nccl_algo_reaches_the_collective_model),

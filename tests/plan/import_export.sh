@@ -41,7 +41,8 @@ declare -A refused=(
 roundtrip() { # scenario, extra --set
   local f=$1 set=$2 name plat
   name=$(basename "$f" .json)
-  plat=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["platform"])' "$f")
+  # a platform {"from": FILE, ...} imports against FILE, then the scenario's own object replaces it
+  plat=$(python3 -c 'import json,sys; p = json.load(open(sys.argv[1]))["platform"]; print(p["from"] if isinstance(p, dict) else p)' "$f")
   # shellcheck disable=SC2086
   if ! "$dtsim" export megatron "$f" $set >"$work/args" 2>"$work/err"; then
     if [ -z "$set" ] && [ -n "${refused[$name]:-}" ] && grep -q "${refused[$name]}" "$work/err"; then
@@ -51,6 +52,14 @@ roundtrip() { # scenario, extra --set
   fi
   # shellcheck disable=SC2046
   "$dtsim" import megatron --platform "$plat" -o "$work/rt.json" -- $(cat "$work/args") 2>/dev/null || return 1
+  python3 - "$f" "$work/rt.json" <<'PY' || return 1
+import json, sys
+p = json.load(open(sys.argv[1]))["platform"]
+if isinstance(p, dict):
+    rt = json.load(open(sys.argv[2]))
+    rt["platform"] = p
+    json.dump(rt, open(sys.argv[2], "w"))
+PY
   # shellcheck disable=SC2086
   "$dtsim" run "$f" $set --json "$work/a.json" >/dev/null 2>&1
   "$dtsim" run "$work/rt.json" --json "$work/b.json" >/dev/null 2>&1
