@@ -12,9 +12,12 @@
 - tf32: fp32 tensors with torch.backends.cuda.matmul.allow_tf32, the forward layout.
 
 --sustained S: instead of the sweep, each of a few layer shapes back to back for S seconds,
-one row per half-second window (`sustained,layout,m,n,k,window_s,tflops`): a training step
-keeps the tensor cores busy for minutes, and a 700 W GPU lowers its clock to stay within its
-power limit, which a sweep's short bursts never reach. Sample the clock beside it:
+one row per half-second window (`sustained,layout,m,n,k,window_s,tflops`; `sustained-fp8,...`
+for the fp8 ones, `--sustained-dtypes`): a training step keeps the tensor cores busy for
+minutes, and a 700 W GPU lowers its clock to stay within its power limit, which a sweep's short
+bursts never reach (bf16 measured on an H200, 2026-11-26: the sweep's rates held; fp8, whose
+rate is twice bf16's and whose power at it has not been measured here, is what dtsim's FP8 rows
+now ask, docs/validation.md). Sample the clock beside it:
     nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw --format=csv -lms 500 > clocks.csv &
 
 Shapes with 2mnk above --max-flop are left out. Each shape: two warm-up calls, then two
@@ -60,27 +63,37 @@ def timed(fn, budget_s=0.01):
 SUSTAINED = [(8192, 8192, 8192), (12288, 16384, 4096), (4096, 4608, 12288)]  # square; MPT-7B fc1; GPT-3 175B qkv at TP 8
 
 
-def sustained(seconds, window_s=0.5):
-    """Each SUSTAINED shape (bf16, forward layout) back to back for `seconds`."""
+def sustained(seconds, dtypes, window_s=0.5):
+    """Each SUSTAINED shape (forward layout) back to back for `seconds`, in each of `dtypes`
+    (bf16: F.linear; fp8: torch._scaled_mm on e4m3 operands cast from the same normal values, a
+    bf16 output, as the sweep's fp8 rows)."""
     print("dtype,layout,m,n,k,window_s,tflops")
-    for m, n, k in SUSTAINED:
-        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
-        t_one, _ = timed(lambda: F.linear(x, w))
-        per_window = max(1, int(window_s / t_one))
-        t0 = time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(per_window):
-                F.linear(x, w)
-            end.record()
-            end.synchronize()
-            t = start.elapsed_time(end) / 1e3 / per_window
-            print(f"sustained,nt,{m},{n},{k},{time.perf_counter() - t0:.2f},{2.0 * m * n * k / t / 1e12:.1f}",
-                  flush=True)
-        del x, w
-        time.sleep(2)  # let the clock recover between shapes, as between the sweep's shapes
+    one = torch.ones((), device="cuda", dtype=torch.float32)
+    for dtype in dtypes:
+        for m, n, k in SUSTAINED:
+            x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+            if dtype == "fp8":
+                x8, w8 = x.to(torch.float8_e4m3fn), w.to(torch.float8_e4m3fn)
+                fn = lambda: torch._scaled_mm(x8, w8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+            else:
+                fn = lambda: F.linear(x, w)
+            t_one, _ = timed(fn)
+            per_window = max(1, int(window_s / t_one))
+            tag = "sustained" if dtype == "bf16" else "sustained-" + dtype
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < seconds:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                for _ in range(per_window):
+                    fn()
+                end.record()
+                end.synchronize()
+                t = start.elapsed_time(end) / 1e3 / per_window
+                print(f"{tag},nt,{m},{n},{k},{time.perf_counter() - t0:.2f},{2.0 * m * n * k / t / 1e12:.1f}",
+                      flush=True)
+            del x, w, fn
+            time.sleep(2)  # let the clock recover between shapes, as between the sweep's shapes
 
 
 def shapes(values, max_flop):
@@ -98,9 +111,14 @@ def main():
     ap.add_argument("--only", default="bf16,bf16-bwd,fp8,tf32", help="comma list of sweeps to run")
     ap.add_argument("--sustained", type=float, default=0, metavar="S",
                     help="run each layer shape back to back for S seconds instead of the sweep")
+    ap.add_argument("--sustained-dtypes", default="bf16,fp8", help="comma list of bf16, fp8 for --sustained")
     args = ap.parse_args()
     if args.sustained > 0:
-        sustained(args.sustained)
+        dtypes = args.sustained_dtypes.split(",")
+        bad = [d for d in dtypes if d not in ("bf16", "fp8")]
+        if bad:
+            ap.error(f"--sustained-dtypes: {bad[0]!r} is not bf16 or fp8")
+        sustained(args.sustained, dtypes)
         return
     t_start = time.perf_counter()
     dev = torch.cuda.get_device_name()
