@@ -268,7 +268,17 @@ int layer_ops_forward(const layer_shape *sh, layer_op *out)
             comm(&l, "moe_tp_allgather", COMM_TP, COLL_ALL_GATHER, sh->tp, rows * h * act);
             l.ops[l.n - 1].plain_nccl = 1;
         }
+        /* Megatron-Core's dispatcher then sorts the rows that arrived (by sending rank, then local
+         * expert) into local-expert order, and sorts them back before the combine
+         * (dispatch_postprocess / combine_preprocess: sort_chunks_by_idxs, or a transpose copy
+         * when padded to capacity; whenever a GPU holds more than one expert): a pass that reads
+         * and writes every row. dtrain's layer places the rows by expert as they arrive. */
+        int sorted = local > 1 && !sh->moe_dispatch_gathered;
+        if (sorted)
+            memory_op(&l, "moe_sort_chunks", OPCLASS_ELEMENTWISE, 2.0 * rows * h * act);
         mlp(&l, sh, rows, local, split);
+        if (sorted)
+            memory_op(&l, "moe_unsort_chunks", OPCLASS_ELEMENTWISE, 2.0 * rows * h * act);
         if (sharded) {
             comm(&l, "moe_tp_reducescatter", COMM_TP, COLL_REDUCE_SCATTER, sh->tp, rows * h * act);
             l.ops[l.n - 1].plain_nccl = 1;
@@ -299,6 +309,7 @@ static const char *bwd_name(const char *fwd, const char *suffix)
         {"attn_dropout", "attn_dropout_bwd", NULL, NULL}, {"residual1", "residual1_bwd", NULL, NULL},
         {"residual2", "residual2_bwd", NULL, NULL}, {"attn_fused", "attn_fused_bwd", NULL, NULL},
         {"moe_permute", "moe_permute_bwd", NULL, NULL}, {"moe_unpermute", "moe_unpermute_bwd", NULL, NULL},
+        {"moe_sort_chunks", "moe_sort_chunks_bwd", NULL, NULL}, {"moe_unsort_chunks", "moe_unsort_chunks_bwd", NULL, NULL},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (!strcmp(table[i][0], fwd)) {

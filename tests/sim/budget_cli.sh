@@ -84,7 +84,7 @@ refused "sweep points" "10000 points" "$dtsim" sweep "$root/scenarios/gpt3-2.7b-
   { echo "compare of a long step: $(cat err)"; fail=1; }
 refused "compare" "2 columns, each step priced" "$dtsim" compare "$s" --variant "parallel.zero_stage=2" --fidelity flow \
   --max-seconds 0.01
-refused "validate" "28 cases, each step priced" "$dtsim" validate "$root/validation/published-runs.json" \
+refused "validate" " cases, each step priced" "$dtsim" validate "$root/validation/published-runs.json" \
   --fidelity flow --max-seconds 0.5
 refused "faults" "timeline events" "$dtsim" faults "$root/scenarios/llama3-405b-54d-faults.json" --runs 100000 --max-seconds 2
 ps=$root/scenarios/gpt3-2.7b-32-a100-ps.json
