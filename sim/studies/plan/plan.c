@@ -34,6 +34,26 @@ void plan_reapply(const scenario_config *base, const plan_layout *l, scenario_co
     out->training.micro_batch_size = l->micro_batch;
     out->training.global_batch_size = l->global_batch > 0 ? l->global_batch : base->training.global_batch_size;
     out->training.recompute = l->recompute;
+    /* The scenario's overlaps where the layout has what they overlap, off where it has not, as a
+     * user would pass Megatron-LM's flags for that layout: TP overlap needs sequence parallelism
+     * (with TP > 1), the parameter gather's overlap the distributed optimizer (ZeRO 1-2) with the
+     * reduction overlapped. Carried unconditionally, they had made every layout without them
+     * invalid: a recipe's scenario never saw its ZeRO-0 and ZeRO-3 layouts. */
+    out->parallel.tp_comm_overlap = base->parallel.tp_comm_overlap && (l->sp || l->tp <= 1);
+    out->parallel.overlap_param_gather = base->parallel.overlap_param_gather && (l->zero == 1 || l->zero == 2) &&
+                                         out->parallel.overlap_grad_reduce;
+    /* Megatron-Core's MoE all-to-all overlap needs EP > 1 and, with a pipeline, virtual stages
+     * and a 1F1B-style schedule; where dtsim does not model it (full recomputation, ZeRO-3) the
+     * layout stays refused, not quietly run without it. */
+    out->parallel.overlap_moe_a2a = base->parallel.overlap_moe_a2a && l->ep > 1 && (l->pp <= 1 || l->vpp > 1) &&
+                                    l->schedule != PIPELINE_GPIPE;
+    /* The experts' own TP as the scenario meant it: TP itself (given as TP's number, or not at
+     * all) follows the layout's TP; 1 (MoE parallel folding) stays 1 where TP > 1 has the
+     * sequence parallelism it needs, and is TP's own 1 elsewhere. */
+    if (base->parallel.etp > 0 && base->parallel.etp == base->parallel.tp)
+        out->parallel.etp = 0;
+    else if (base->parallel.etp == 1 && (l->tp <= 1 || !l->sp))
+        out->parallel.etp = 0;
     /* A hand-made uneven split belongs to the scenario's own pipeline depth only. */
     int own_depth = l->pp == base->parallel.pp && l->vpp == base->parallel.vpp;
     out->parallel.pipeline_layers = own_depth ? base->parallel.pipeline_layers : NULL;
