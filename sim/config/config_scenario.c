@@ -42,25 +42,11 @@ static int inline_referenced(json_t *root, const char *key, const char *base_dir
     return 0;
 }
 
-/* src's keys into dst: an object into the object under the same key, key by key; anything else
- * (numbers, strings, arrays) in place of what dst had. */
-static void merge_keys(json_t *dst, json_t *src)
-{
-    const char *k;
-    json_t *v;
-    json_object_foreach(src, k, v) {
-        json_t *d = json_object_get(dst, k);
-        if (json_is_object(d) && json_is_object(v))
-            merge_keys(d, v);
-        else
-            json_object_set(dst, k, v);
-    }
-}
-
-/* "platform": {"from": PATH, ...}: the platform file with the object's other keys merged over it
- * (merge_keys: {"from": F, "node": {"nvls": false}} is F with NVLink SHARP off), so a scenario or
- * a validation case says how its cluster differs from a shipped one without copying it. dir_out:
- * the file's folder, against which its calibration path resolves. */
+/* "platform": {"from": PATH, ...}: the platform file with the object's other keys merged over it,
+ * objects key by key (jansson's json_object_update_recursive: {"from": F, "node": {"nvls": false}}
+ * is F with NVLink SHARP off), so a scenario or a validation case says how its cluster differs
+ * from a shipped one without copying it. dir_out: the file's folder, against which its
+ * calibration path resolves. */
 static int resolve_platform_from(json_t *root, const char *base_dir, char *dir_out, size_t n, config_error *err)
 {
     json_t *plat = json_object_get(root, "platform");
@@ -77,7 +63,10 @@ static int resolve_platform_from(json_t *root, const char *base_dir, char *dir_o
     if (!obj)
         return -1;
     json_object_del(plat, "from");
-    merge_keys(obj, plat);
+    if (json_object_update_recursive(obj, plat) != 0) {
+        json_decref(obj);
+        return config_fail(err, S ".platform: out of memory merging it over '%s'", path);
+    }
     config_dirname(path, dir_out, n);
     json_object_set_new(root, "platform", obj);
     return 0;

@@ -309,14 +309,13 @@ static double attention_table_tflops(const attention_calibration *a, precision_k
                                      double head_dim, double batch, int backward)
 {
     precision_kind sibling = attention_sibling(prec);
-    int mine = has_rows_of(a, prec), untagged = 0;
+    int mine = has_rows_of(a, prec);
     if (!mine && has_rows_of(a, sibling)) {
         prec = sibling;
         mine = 1;
     }
-    for (int i = 0; i < a->points; i++)
-        untagged |= !a->table[i].tagged;
-#define ATT_COUNTS(i) (mine ? a->table[i].tagged && a->table[i].precision == prec : untagged ? !a->table[i].tagged : 1)
+    /* neither: the table has rows that name no precision (attention_table_applies) */
+#define ATT_COUNTS(i) (mine ? a->table[i].tagged && a->table[i].precision == prec : !a->table[i].tagged)
     int best = 0;
     double best_d = INFINITY;
     for (int i = 0; i < a->points; i++) {

@@ -35,6 +35,20 @@
  * Each call also zeroes its whole flat tensor first (a memset: a launch, and the gathered bytes
  * written), and the copies cost the longer of their launches and their own device traffic (the
  * gathered bytes read and written once more): both at the fixture's memory-bound 1,000 GB/s. */
+/* The fixture's tensors in elements (h 1,024, f 4,096, vocabulary 32,000, sequence 1,024, four
+ * layers): a layer's four weights (QKV 3h^2, projection h^2, fc1 and fc2 hf); its persistent
+ * vectors (the QKV bias 3h, the projection's h, fc1's f, fc2's h, two norms' weights and biases 4h);
+ * the final norm's 2h; the embedding's table and learned positions; the tied head's table; and all
+ * the persistent ones, what the step's end gathers. */
+#define FX_H 1024.0
+#define FX_F 4096.0
+#define FX_LAYER (3 * FX_H * FX_H + FX_H * FX_H + 2 * FX_H * FX_F)
+#define FX_VECTORS (3 * FX_H + FX_H + FX_F + FX_H + 4 * FX_H)
+#define FX_FINAL_NORM (2 * FX_H)
+#define FX_EMBED (32000 * FX_H + 1024 * FX_H)
+#define FX_HEAD (32000 * FX_H)
+#define FX_PERSISTENT (4 * FX_VECTORS + FX_FINAL_NORM)
+
 /* What one piece of a pass (a layer's compute, with the embedding or the head where the pass
  * meets them) adds under the key: its gather calls' copies (a launch a rank, or the bytes read
  * and written where that is longer) and their memsets (a launch a call, the bytes written), at
@@ -53,23 +67,17 @@ static void list_collectives_cost_a_launch_a_rank(void **state)
     s.calibration.launch_overhead_us = 4; /* the shipped A100 calibration's (the fixture's is 0) */
     double launch = s.calibration.launch_overhead_us * 1e-6, m = 2, ranks = 8;
     double step_end_copies = 34 + 8 + 34 * 8, gbs = 1000; /* the fixture's memory-bound rate */
-    /* what the step's end all-gathers: a piece of ceil(n / 8) elements a tensor a rank, written out
-     * (h 1024, f 4096): the QKV bias 3h, the projection's h, fc1's f, fc2's h, the norms 4 x h */
-    double h = 1024, f = 4096, pieces = 4 * (3 * h + h + f + h + 4 * h) + 2 * h;
-    /* a pass's pieces, a layer each (vocabulary 32,000, sequence 1,024): the layer's four weights
-     * (QKV 3h^2, projection h^2, fc1 and fc2 hf), the embedding's table and learned positions with
-     * the first layer a forward runs, the (tied) head's table with its last; a later forward also
-     * gathers each piece's persistent vectors again (a layer's 3h + h + f + h + 4h, the final
-     * norm's 2h), a call each */
-    double layer = 3 * h * h + h * h + 2 * h * f, embed = 32000 * h + 1024 * h, head = 32000 * h;
+    /* what the step's end all-gathers: a piece of ceil(n / 8) elements a tensor a rank of every
+     * persistent tensor, FX_PERSISTENT in all (8 divides each); a pass's pieces, a layer each: the
+     * embedding with the first layer a forward runs, the head with its last; a later forward also
+     * gathers each piece's persistent vectors again (and the final norm's), a call each */
     double pass = 0, pass_persistent = 0;
     for (int piece = 0; piece < 4; piece++) {
         double calls = 4 + (piece == 0 ? 2 : 0) + (piece == 3 ? 1 : 0);
-        double elements = layer + (piece == 0 ? embed : 0) + (piece == 3 ? head : 0);
+        double elements = FX_LAYER + (piece == 0 ? FX_EMBED : 0) + (piece == 3 ? FX_HEAD : 0);
         pass += listed_piece_s(calls, elements, ranks, launch, gbs);
         pass_persistent += listed_piece_s(calls + 8 + (piece == 3 ? 2 : 0),
-                                          elements + 3 * h + h + f + h + 4 * h + (piece == 3 ? 2 * h : 0), ranks,
-                                          launch, gbs);
+                                          elements + FX_VECTORS + (piece == 3 ? FX_FINAL_NORM : 0), ranks, launch, gbs);
     }
     double fwd[2], bwd[2], fwd_listed[2], bwd_listed[2], reduced, reduced_listed, gathered;
     int tasks[2], gathers;
@@ -88,8 +96,8 @@ static void list_collectives_cost_a_launch_a_rank(void **state)
     assert_true(fabs(bwd_listed[0] - bwd[0] - m * pass) < 1e-12);
     /* at the head's piece the copies' bytes outlast their launches (5 calls x 8 ranks x 4 us =
      * 160 us; 2 x 2 bytes x 45.3M elements at 1,000 GB/s = 181 us): both branches are taken */
-    assert_true(5 * ranks * launch < 2 * 2 * (layer + head) / (gbs * 1e9));
-    assert_true(6 * ranks * launch > 2 * 2 * (layer + embed) / (gbs * 1e9));
+    assert_true(5 * ranks * launch < 2 * 2 * (FX_LAYER + FX_HEAD) / (gbs * 1e9));
+    assert_true(6 * ranks * launch > 2 * 2 * (FX_LAYER + FX_EMBED) / (gbs * 1e9));
     assert_true(reduced_listed == 0); /* no reduce-scatter: the same bytes all-reduced */
     step_workload w;
     fixture_build(&s, &w);
@@ -105,7 +113,7 @@ static void list_collectives_cost_a_launch_a_rank(void **state)
     double host = pass + pass_persistent + m * pass + step_end_copies * launch;
     coll_group dp = {8, 8, 1};
     double step_end_gather = collective_time(&s.platform, &s.calibration, COLL_ALL_GATHER,
-                                             pieces * scenario_activation_bytes(&s), dp).time_s;
+                                             FX_PERSISTENT * scenario_activation_bytes(&s), dp).time_s;
     print_message("host %.6f s, step-end gather %.6f s\n", host, step_end_gather);
     assert_true(r.step_time_s >= plain.step_time_s + host + step_end_gather - 1e-12);
     /* at least the host's copies and the step's last gather (the second forward's extra calls may
@@ -137,7 +145,7 @@ static void list_collectives_cost_a_launch_a_rank(void **state)
         double expected = 0;
         for (int piece = 0; piece < 4; piece++) /* a backward meets the head first */
             expected += listed_piece_s((keep ? 4 : 8) + (piece == 0 ? 1 : 0) + (piece == 3 ? 2 : 0),
-                                       (keep ? 1 : 2) * layer + (piece == 0 ? head : 0) + (piece == 3 ? embed : 0),
+                                       (keep ? 1 : 2) * FX_LAYER + (piece == 0 ? FX_HEAD : 0) + (piece == 3 ? FX_EMBED : 0),
                                        ranks, launch, gbs);
         if (fabs(bwd_listed[0] - bwd[0] - m * expected) > 1e-12)
             fail_msg("reuse distance %g: backwards +%.9f s, expected +%.9f s", keep ? 1e9 : 0, bwd_listed[0] - bwd[0],
@@ -150,8 +158,8 @@ static void list_collectives_cost_a_launch_a_rank(void **state)
     fixture_pass_s_by_stage(&s, "fwd", fwd, tasks);
     s.parallel.stage3_list_collectives = 1;
     fixture_pass_s_by_stage(&s, "fwd", fwd_listed, tasks);
-    double pass_elements = 4 * layer + embed + head, persistent_elements = 4 * (3 * h + h + f + h + 4 * h) + 2 * h;
-    assert_true(fabs(fwd_listed[0] - fwd[0] - 3 * 2 * (m * pass_elements + persistent_elements) / (gbs * 1e9)) < 1e-12);
+    double pass_elements = 4 * FX_LAYER + FX_EMBED + FX_HEAD;
+    assert_true(fabs(fwd_listed[0] - fwd[0] - 3 * 2 * (m * pass_elements + FX_PERSISTENT) / (gbs * 1e9)) < 1e-12);
     fixture_free(&s);
 }
 
@@ -239,16 +247,15 @@ static void persistent_regather_only_after_a_backward(void **state)
     fixture_layout(&s, 1, 2, 8, 32);
     s.calibration.launch_overhead_us = 4;
     s.parallel.stage3_list_collectives = 1;
-    double launch = 4e-6, ranks = 8, gbs = 1000, h = 1024, f = 4096;
-    double layer = 3 * h * h + h * h + 2 * h * f, embed = 32000 * h + 1024 * h, head = 32000 * h;
-    double vectors = 3 * h + h + f + h + 4 * h; /* a layer's persistent ones */
-    double extra0 = listed_piece_s(6 + 8, layer + embed + vectors, ranks, launch, gbs) -
-                    listed_piece_s(6, layer + embed, ranks, launch, gbs) +
+    double launch = 4e-6, ranks = 8, gbs = 1000;
+    double layer = FX_LAYER, vectors = FX_VECTORS;
+    double extra0 = listed_piece_s(6 + 8, layer + FX_EMBED + vectors, ranks, launch, gbs) -
+                    listed_piece_s(6, layer + FX_EMBED, ranks, launch, gbs) +
                     listed_piece_s(4 + 8, layer + vectors, ranks, launch, gbs) - listed_piece_s(4, layer, ranks, launch, gbs);
     double extra1 = listed_piece_s(4 + 8, layer + vectors, ranks, launch, gbs) -
                     listed_piece_s(4, layer, ranks, launch, gbs) +
-                    listed_piece_s(5 + 8 + 2, layer + head + vectors + 2 * h, ranks, launch, gbs) -
-                    listed_piece_s(5, layer + head, ranks, launch, gbs);
+                    listed_piece_s(5 + 8 + 2, layer + FX_HEAD + vectors + FX_FINAL_NORM, ranks, launch, gbs) -
+                    listed_piece_s(5, layer + FX_HEAD, ranks, launch, gbs);
     step_workload w;
     fixture_build(&s, &w);
     double fwd[2][4] = {{0}};
