@@ -24,6 +24,9 @@ static void usage(FILE *f)
             "prediction; a case passes when |predicted - expected| / expected <= its tolerance (0 or\n"
             "more; default 0.15). An expected 0 is scored by |predicted| (absolute, so labelled, and\n"
             "left out of the mean relative error).\n"
+            "A case's optional \"group\" (a short name: one paper's table, one repository's recipes)\n"
+            "puts it in a summary after the table: each group's figures, mean and largest error, and\n"
+            "the mean of the groups' means, which weighs each group once however many rows it has.\n"
             "  --max-mean-error X  instead of the per-case tolerances, pass when the mean absolute\n"
             "                      relative error is <= X (and --max-error, if given, holds)\n"
             "  --max-error X       pass when every figure's absolute relative error is <= X\n"
@@ -48,11 +51,12 @@ static const char *case_id(json_t *c, int i, char *buf, size_t n)
 /* Any other key, at the top or in a case, is refused (config_check_keys): a misspelt
  * "tolerance" would otherwise leave the default in force. */
 static const char *const CASES_FILE_KEYS[] = {"cases", "note", "source", NULL};
-static const char *const CASE_KEYS[] = {"id", "source", "note", "scenario", "expect", "tolerance", NULL};
+static const char *const CASE_KEYS[] = {"id", "source", "group", "note", "scenario", "expect", "tolerance", NULL};
 
 /* One case, loaded and checked before anything is simulated. */
 typedef struct {
     const char *id;
+    const char *group; /* "group", else the id: the cases summarised together */
     char idbuf[64];
     json_t *expect;
     double tolerance;
@@ -85,6 +89,12 @@ static int load_cases(const char *cases_path, json_t *cases, const char *base_di
                         j);
                 return 2;
             }
+        json_t *group_j = json_object_get(c, "group");
+        if (group_j && (!json_is_string(group_j) || !*json_string_value(group_j))) {
+            fprintf(stderr, "dtsim validate: %s: cases[%zu].group: not a non-empty string\n", cases_path, i);
+            return 2;
+        }
+        k->group = group_j ? json_string_value(group_j) : k->id;
         json_t *scen = json_object_get(c, "scenario"), *tol_j = json_object_get(c, "tolerance");
         k->expect = json_object_get(c, "expect");
         if (!json_is_object(scen) || !json_is_object(k->expect) || json_object_size(k->expect) == 0 ||
@@ -110,6 +120,57 @@ static int load_cases(const char *cases_path, json_t *cases, const char *base_di
             k->s.run.fidelity_flow = fidelity_flow;
     }
     return 0;
+}
+
+/* The relative errors of the cases that share a "group" (one paper's table, one repository's
+ * recipes): a group's figures, their mean and largest, in the order the groups first appear. The
+ * mean of the groups' means weighs each group once, where the mean of all figures weighs a source
+ * by its rows: fourteen rows of one repository beside one of another would let the first decide
+ * the headline. */
+typedef struct {
+    const char *name;
+    int figures; /* relative errors only, as the overall mean */
+    double sum_abs, max_abs;
+} error_group;
+
+static void group_add(error_group *groups, int *n_groups, const char *name, double abs_error)
+{
+    int g = 0;
+    while (g < *n_groups && strcmp(groups[g].name, name))
+        g++;
+    if (g == *n_groups)
+        groups[(*n_groups)++] = (error_group){name, 0, 0, 0};
+    groups[g].figures++;
+    groups[g].sum_abs += abs_error;
+    groups[g].max_abs = fmax(groups[g].max_abs, abs_error);
+}
+
+/* The table of the groups and their mean, printed and added to doc (when not NULL) as "groups"
+ * and "mape_of_groups". */
+static void group_report(FILE *human, const error_group *groups, int n_groups, json_t *doc)
+{
+    int w = (int)strlen("group");
+    for (int g = 0; g < n_groups; g++)
+        if ((int)strlen(groups[g].name) > w)
+            w = (int)strlen(groups[g].name);
+    fprintf(human, "%-*s %8s %8s %8s\n", w, "group", "figures", "mean", "largest");
+    json_t *list = doc ? json_array() : NULL;
+    double sum_means = 0;
+    for (int g = 0; g < n_groups; g++) {
+        const error_group *e = &groups[g];
+        double mean = e->sum_abs / e->figures;
+        sum_means += mean;
+        fprintf(human, "%-*s %8d %7.1f%% %7.1f%%\n", w, e->name, e->figures, 100 * mean, 100 * e->max_abs);
+        if (list)
+            json_array_append_new(list, json_pack("{s:s,s:i,s:f,s:f}", "group", e->name, "figures", e->figures,
+                                                  "mape", mean, "max_error", e->max_abs));
+    }
+    fprintf(human, "%d groups, mean of the groups' mean absolute errors %.1f%% (each group weighed once)\n", n_groups,
+            100 * sum_means / n_groups);
+    if (doc) {
+        json_object_set_new(doc, "groups", list);
+        json_object_set_new(doc, "mape_of_groups", json_real(sum_means / n_groups));
+    }
 }
 
 /* The cases of cases_path simulated (at fidelity_flow when >= 0) with the overrides sets, and
@@ -200,7 +261,12 @@ static int validate_cases(const char *cases_path, const char *json_path, int fid
     }
 
     FILE *human = (json_path && !strcmp(json_path, "-")) ? stderr : stdout;
-    int n_figures = 0, n_relative = 0, n_outside = 0;
+    int n_figures = 0, n_relative = 0, n_outside = 0, n_groups = 0, named_groups = 0;
+    error_group *groups = rc == 0 ? calloc(n, sizeof *groups) : NULL;
+    if (rc == 0 && !groups) {
+        fprintf(stderr, "dtsim validate: out of memory for %zu cases' groups\n", n);
+        rc = 1;
+    }
     double sum_abs = 0, max_abs = 0;
     /* the case column as wide as the longest id, so that a long one does not push its row out of line */
     int id_w = (int)strlen("case");
@@ -214,6 +280,7 @@ static int validate_cases(const char *cases_path, const char *json_path, int fid
         const case_run *k = &runs[i];
         const char *key;
         json_t *val;
+        named_groups |= k->group != k->id;
         json_object_foreach(k->expect, key, val) {
             double predicted = 0, expected = json_number_value(val);
             run_result_lookup(&k->r, key, &predicted); /* each known to be there (above) */
@@ -229,6 +296,7 @@ static int validate_cases(const char *cases_path, const char *json_path, int fid
                 n_relative++;
                 sum_abs += fabs(error);
                 max_abs = fmax(max_abs, fabs(error));
+                group_add(groups, &n_groups, k->group, fabs(error));
             }
             if (absolute)
                 fprintf(human, "%-*s %-26s %12.4g %12.4g %+8.3g %6s (absolute: expected 0)\n", id_w, k->id, key, expected,
@@ -255,11 +323,16 @@ static int validate_cases(const char *cases_path, const char *json_path, int fid
         if (n_relative < n_figures)
             fprintf(human, " (of the %d relative errors; %d absolute apart)", n_relative, n_figures - n_relative);
         fprintf(human, ", %d outside tolerance\n", n_outside);
+        json_t *doc = NULL;
         if (json_path) {
-            json_t *doc = json_pack("{s:o,s:o,s:o,s:i}", "cases", out_cases, "mape",
-                                    n_relative ? json_real(mape) : json_null(), "max_error",
-                                    n_relative ? json_real(max_abs) : json_null(), "outside_tolerance", n_outside);
+            doc = json_pack("{s:o,s:o,s:o,s:i}", "cases", out_cases, "mape", n_relative ? json_real(mape) : json_null(),
+                            "max_error", n_relative ? json_real(max_abs) : json_null(), "outside_tolerance", n_outside);
             out_cases = NULL;
+        }
+        /* only where the cases name their groups: else each case is its own, and the table its rows again */
+        if (named_groups && n_groups > 0)
+            group_report(human, groups, n_groups, doc);
+        if (doc) {
             if (cli_write_json(doc, json_path) != 0)
                 rc = 1;
             json_decref(doc);
@@ -285,6 +358,7 @@ static int validate_cases(const char *cases_path, const char *json_path, int fid
         if (runs[i].loaded)
             scenario_free(&runs[i].s);
     free(runs);
+    free(groups);
     json_decref(out_cases);
     json_decref(root);
     return rc;

@@ -79,5 +79,50 @@ if [ "$rc" -ne 1 ] || ! grep -q "mean absolute error none, largest none" "$work/
    ! grep -q "FAIL (no relative error to gate)" "$work/out" || ! grep -q '"mape": null' "$work/absonly_out.json"; then
   echo "absolute errors only: exit $rc"; cat "$work/out"; fail=1
 fi
-[ "$fail" -eq 0 ] && echo "validate: negative tolerance and unknown keys refused; an expected 0 scored as an absolute error"
+# groups: three cases of one scenario whose expectations put the prediction 30% and 10% over (group
+# a) and 10% under (group b) what they expect; the summary's figures worked out here from the
+# prediction of a first run: a's mean 20% and largest 30%, b's 10%, the groups' mean 15% where
+# the three figures' mean is 16.7%. Without a named group there is no summary; a group that is
+# not a non-empty string is refused.
+python3 - "$root" "$work" <<'PY'
+import json, sys
+root, work = sys.argv[1], sys.argv[2]
+case = json.load(open(f"{root}/validation/published-runs.json"))["cases"][0]
+case["scenario"]["platform"] = f"{root}/" + case["scenario"]["platform"]
+case.pop("group", None)
+json.dump({"cases": [dict(case, tolerance=1)]}, open(f"{work}/one.json", "w"))
+PY
+"$dtsim" validate "$work/one.json" --json "$work/one_out.json" >"$work/out" 2>&1
+if grep -q "^group " "$work/out"; then echo "a summary by group without named groups:"; cat "$work/out"; fail=1; fi
+python3 - "$work" <<'PY'
+import json, sys
+work = sys.argv[1]
+one = json.load(open(f"{work}/one.json"))["cases"][0]
+pred = json.load(open(f"{work}/one_out.json"))["cases"][0]["predicted"]
+key = next(iter(one["expect"]))
+cases = [dict(one, id=i, group=g, expect={key: pred / r}) for i, g, r in [("a1", "a", 1.3), ("a2", "a", 1.1), ("b1", "b", 0.9)]]
+json.dump({"cases": cases}, open(f"{work}/groups.json", "w"))
+json.dump({"cases": [dict(one, group="")]}, open(f"{work}/groupempty.json", "w"))
+json.dump({"cases": [dict(one, group=3)]}, open(f"{work}/groupnum.json", "w"))
+PY
+"$dtsim" validate "$work/groups.json" --json "$work/groups_out.json" >"$work/out" 2>&1
+python3 - "$work/groups_out.json" <<'PY' || { cat "$work/out"; fail=1; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+g = {x["group"]: x for x in d["groups"]}
+def near(a, b): return abs(a - b) < 1e-9
+ok = (list(g) == ["a", "b"] and g["a"]["figures"] == 2 and g["b"]["figures"] == 1
+      and near(g["a"]["mape"], 0.2) and near(g["a"]["max_error"], 0.3) and near(g["b"]["mape"], 0.1)
+      and near(d["mape_of_groups"], 0.15) and near(d["mape"], 0.5 / 3))
+print("groups:", d["groups"], d["mape_of_groups"], d["mape"]) if not ok else None
+sys.exit(0 if ok else 1)
+PY
+grep -q "^2 groups, mean of the groups' mean absolute errors 15.0%" "$work/out" || { echo "group line:"; cat "$work/out"; fail=1; }
+for f in groupempty groupnum; do
+  "$dtsim" validate "$work/$f.json" >"$work/out" 2>"$work/err"; rc=$?
+  if [ "$rc" -ne 2 ] || ! grep -q "cases\[0\]\.group: not a non-empty string" "$work/err" || [ -s "$work/out" ]; then
+    echo "$f: exit $rc"; cat "$work/out" "$work/err"; fail=1
+  fi
+done
+[ "$fail" -eq 0 ] && echo "validate: negative tolerance and unknown keys refused; an expected 0 scored as an absolute error; groups summed up"
 exit "$fail"
