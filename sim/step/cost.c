@@ -231,12 +231,19 @@ double cost_gemm_s(const cost_model *cm, double m, double n, double k, double ba
 }
 
 /* bytes at gbs GB/s (the class's calibrated rate, else the default share of HBM), plus a launch */
-static double memory_s(const cost_model *cm, double gbs, double bytes)
+/* The bytes' time at the rate gbs (the default efficiency of HBM where not measured), without
+ * the launch. */
+static double bytes_s(const cost_model *cm, double gbs, double bytes)
 {
     if (gbs <= 0)
         gbs = cm->platform->gpu.hbm_bandwidth_gbs * DEFAULT_MEMORY_EFFICIENCY;
     gbs = fmin(gbs, cm->platform->gpu.hbm_bandwidth_gbs); /* no kernel passes HBM's rate */
-    return (bytes / (gbs * 1e9) + cm->calibration->launch_overhead_us * 1e-6) * cm->pace;
+    return bytes / (gbs * 1e9) * cm->pace;
+}
+
+static double memory_s(const cost_model *cm, double gbs, double bytes)
+{
+    return bytes_s(cm, gbs, bytes) + cm->calibration->launch_overhead_us * 1e-6 * cm->pace;
 }
 
 /* The class's calibrated rate, forward or backward, or its stand-in's where the calibration did
@@ -250,6 +257,11 @@ static double class_gbs(const calibration_config *c, op_class cls, int backward)
 double cost_memory_s(const cost_model *cm, op_class cls, double bytes)
 {
     return memory_s(cm, class_gbs(cm->calibration, cls, 0), bytes);
+}
+
+double cost_memory_bytes_s(const cost_model *cm, op_class cls, double bytes)
+{
+    return bytes_s(cm, class_gbs(cm->calibration, cls, 0), bytes);
 }
 
 /* The cost model of the attention core (its batched products, or fused attention without a

@@ -43,6 +43,9 @@ double cost_gemm_efficiency(const cost_model *cm, double m, double n, double k);
 void cost_rates_over_platform(const scenario_config *s, double *gemm_tflops, double *memory_gbs);
 /* Seconds for a memory-bound op moving `bytes`. */
 double cost_memory_s(const cost_model *cm, op_class cls, double bytes);
+/* ... its bytes' part alone, without the kernel's launch: traffic that rides in another kernel
+ * or whose launches are counted apart. */
+double cost_memory_bytes_s(const cost_model *cm, op_class cls, double bytes);
 /* Seconds for a compute op of the layer op list (not OPK_COMM). */
 double cost_compute_op_s(const cost_model *cm, const layer_op *op);
 /* The factor above: how many ranks time-share one compute device (1 when each has its own). */

@@ -120,8 +120,7 @@ static void list_copies(sim_task *t, task_comm_parts *parts, const builder *b, d
     if (gather_calls <= 0)
         return;
     double launch_s = b->s->calibration.launch_overhead_us * 1e-6;
-    /* the bytes' own time: a kernel's cost less its launch */
-    double pass_s = cost_memory_s(&b->cm, OPCLASS_ELEMENTWISE, gather_bytes) - cost_memory_s(&b->cm, OPCLASS_ELEMENTWISE, 0);
+    double pass_s = cost_memory_bytes_s(&b->cm, OPCLASS_ELEMENTWISE, gather_bytes); /* launches counted apart */
     double copies_s = fmax(gather_calls * b->dp.ranks * launch_s, 2 * pass_s);
     double zeros_s = gather_calls * launch_s + pass_s;
     t->duration_s += copies_s + zeros_s;

@@ -370,8 +370,7 @@ int workload_builder_init(builder *b, const scenario_config *s, config_error *er
     double grad_elem = params_grad_reduce_bytes(s);
     if (grad_elem < natural) {
         /* per reduced element: pack (read natural, write grad_elem bytes), unpack (the reverse) */
-        double per_gb = cost_memory_s(&b->cm, OPCLASS_ELEMENTWISE, 2e9 * (natural + grad_elem)) -
-                        cost_memory_s(&b->cm, OPCLASS_ELEMENTWISE, 0); /* bandwidth part only */
+        double per_gb = cost_memory_bytes_s(&b->cm, OPCLASS_ELEMENTWISE, 2e9 * (natural + grad_elem));
         b->compress_s_per_byte = per_gb / 1e9 / grad_elem;
     }
     b->grad_elem = grad_elem;
