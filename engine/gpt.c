@@ -58,7 +58,6 @@ void gpt_layer_shape(const gpt_config *c, int micro_batch, int tp, layer_shape *
                                         .heads = c->heads, .kv_groups = c->kv_groups, .ffn_hidden = c->ffn_hidden,
                                         .swiglu = c->swiglu, .tp = tp, .cp = 1, .ep = 1,
                                         .num_experts = c->num_experts, .moe_topk = c->moe_topk,
-                                        .moe_dispatch_gathered = 1, /* gpt_moe.c: every TP rank routes all */
                                         .attention = ATTENTION_UNFUSED, .act_bytes = 4};
 }
 

@@ -66,7 +66,8 @@ struct gpt_moe_route {
     int *token;    /* rows: the token of each row, grouped by expert, in token order */
     int *offset;   /* E + 1: expert e's rows [offset[e], offset[e + 1]) */
     float *scores; /* N E: the softmax of all logits (the load-balancing loss) */
-    int *counts;   /* E: choices routed to each expert before any drop */
+    int *counts;   /* E: choices routed to each expert before any drop (under sequence
+                      parallelism, after the forward: the TP group's, the whole micro-batch's) */
     /* Expert parallelism (gpt_moe_ep.c): the rows this rank's experts run, from every EP rank */
     int *recv;     /* E = ep x E/ep: rows EP rank s sends to local expert i, at s E/ep + i */
     int *xoffset;  /* E/ep + 1: local expert i's rows [xoffset[i], xoffset[i + 1]) of them, by
@@ -74,10 +75,17 @@ struct gpt_moe_route {
     int *sent_all; /* ep x E: rows EP rank s sends to expert e (after drops), at s E + e: every
                       rank's routing, the same on every rank of the EP group */
     double balance;/* rows of the busiest EP rank's experts over the mean over EP ranks (>= 1;
-                      1 without expert parallelism): what dtsim's moe_load_imbalance means */
+                      1 without expert parallelism; under sequence parallelism the TP group's
+                      rows, which its experts run): what dtsim's moe_load_imbalance means */
+    /* Sequence parallelism (gpt_moe.c): the TP group's rows that this rank's experts run */
+    int *tp_counts;/* tp x E/ep: TP rank r's rows for local expert i, at r E/ep + i */
+    int *aoffset;  /* E/ep + 1: local expert i's rows [aoffset[i], aoffset[i + 1]) of the
+                      group's, by expert, then TP rank */
 };
-/* The routing of the micro-batch's N = B T tokens from their router logits (host, N x E): top K,
- * weights, capacity drops, rows by expert. Returns the number of rows. */
+/* The routing of this rank's N tokens from their router logits (host, N x E): top K, weights,
+ * capacity drops, rows by expert. N: the micro-batch's B T, or under sequence parallelism this
+ * rank's B T / tp (the capacity too is over them, as Megatron-Core's router counts the tokens it
+ * sees). Returns the number of rows. */
 int gpt_moe_route_tokens(const gpt_model *m, const float *logits, gpt_moe_route *r);
 gpt_moe_route *gpt_moe_route_alloc(const gpt_model *m);
 void gpt_moe_route_free(gpt_moe_route *r);

@@ -239,10 +239,9 @@ int layer_ops_forward(const layer_shape *sh, layer_op *out)
      * expert on all of them, and reduce-scatters their outputs back before the combine
      * (token_dispatcher.py, MoEAlltoAllTokenDispatcher: dispatch_postprocess and
      * combine_preprocess; read at core_v0.10.0 and d98e8a64): the network carries each token once
-     * a TP group, not once a TP rank. dtrain's layer (moe_dispatch_gathered) gathers the sequence
-     * first and every TP rank sends all of it. */
+     * a TP group, not once a TP rank; dtrain's layer too (engine/gpt_moe.c). */
     int folded = sh->num_experts > 0 && sh->etp > 0 && sh->etp < sh->tp;
-    int sharded = sh->num_experts > 0 && !folded && sh->tp > 1 && sh->sequence_parallel && !sh->moe_dispatch_gathered;
+    int sharded = sh->num_experts > 0 && !folded && sh->tp > 1 && sh->sequence_parallel;
     if (!folded && !sharded)
         tp_before_column(&l, sh, "tp_allgather_mlp", full);
     if (sh->num_experts > 0) {
@@ -272,8 +271,9 @@ int layer_ops_forward(const layer_shape *sh, layer_op *out)
          * expert) into local-expert order, and sorts them back before the combine
          * (dispatch_postprocess / combine_preprocess: sort_chunks_by_idxs, or a transpose copy
          * when padded to capacity; whenever a GPU holds more than one expert): a pass that reads
-         * and writes every row. dtrain's layer places the rows by expert as they arrive. */
-        int sorted = local > 1 && !sh->moe_dispatch_gathered;
+         * and writes every row. dtrain's layer does it on the host as the rows arrive
+         * (engine/gpt_moe_ep.c, regroup), inside its exchanges' timed ops. */
+        int sorted = local > 1;
         if (sorted)
             memory_op(&l, "moe_sort_chunks", OPCLASS_ELEMENTWISE, 2.0 * rows * h * act);
         mlp(&l, sh, rows, local, split);

@@ -73,12 +73,6 @@ typedef struct {
                                 MLP), or 1 with tp > 1 and SP (whole experts on each GPU's own
                                 sequence shard: Megatron-Core's expert_tensor_parallel_size 1) */
     int sequence_parallel;   /* Megatron SP: norms/dropout split over TP, AG/RS instead of AR */
-    int moe_dispatch_gathered; /* experts split over TP (etp = tp > 1) under SP: 0, Megatron-Core's
-                                  alltoall dispatcher: each GPU routes and sends its own sequence
-                                  shard, and the expert TP group all-gathers the rows it receives
-                                  (reduce-scatters them back before the combine); 1, dtrain's MoE
-                                  layer: the sequence all-gathered over TP before the router, every
-                                  TP rank sending all of it */
     attention_impl attention;
     int act_bytes;           /* bytes per activation element (2 for bf16/fp16, 4 fp32, 1 fp8 GEMM inputs still 2) */
     cp_comm_kind cp_comm;    /* with cp > 1 */

@@ -58,11 +58,6 @@ static const char *inexpressible(const scenario_config *s)
                "not Megatron-LM's)";
     if (s->model.moe_load_imbalance > 0)
         return "model.moe_load_imbalance (a property of the data, not an argument)";
-    /* dtrain's MoE dispatch differs from Megatron-Core's where the experts are split over TP (the
-     * dispatch under SP, the EP group's place under CP) */
-    if (s->model.num_experts > 0 && s->parallel.moe_dispatch_gathered && scenario_expert_tp(s) == s->parallel.tp &&
-        ((s->parallel.tp > 1 && s->parallel.sequence_parallel) || s->parallel.cp > 1))
-        return "parallel.moe_expert_tp_dispatch gathered (dtrain's MoE layer, not Megatron-Core's dispatcher)";
     if (s->parameter_server.present)
         return "parameter_server";
     for (int k = 0; k < COLL_KIND_COUNT; k++)

@@ -307,14 +307,6 @@ typedef struct {
                                                 "flex" (1: DeepEP / HybridEP, a token sent once to
                                                 each node that holds one of its experts, fanned out
                                                 over NVLink there; collective.h) */
-        int moe_dispatch_gathered;           /* moe_expert_tp_dispatch: "shard" (0, Megatron-Core's
-                                                alltoall dispatcher under expert TP > 1 and SP: each
-                                                TP rank routes and sends its own sequence shard, the
-                                                expert TP group all-gathers the rows it receives; the
-                                                EP group on Megatron-Core's expert grid, expert TP
-                                                innermost) | "gathered" (1, dtrain's MoE layer: the
-                                                sequence gathered over TP first and sent whole by
-                                                every TP rank; the EP group carved out of DP) */
         cp_comm_kind cp_comm;                /* cp_comm_type: "p2p" (Megatron-Core's default: ring
                                                 attention), "all_gather", "a2a" (Ulysses) */
         int zero_stage;

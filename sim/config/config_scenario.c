@@ -339,12 +339,11 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
                                        "reduce_bucket_size", "stage3_list_collectives", "cp_comm_type",
                                        "tp_comm_overlap", "tp_comm_overlap_chunks", "overlap_param_gather",
                                        "overlap_moe_expert_parallel_comm", "moe_token_dispatcher_type",
-                                       "moe_expert_tp_dispatch", "pipeline_engine",
+                                       "pipeline_engine",
                                        "fsdp_reshard_after_forward", "framework", NULL};
     static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
     static const char *const cp_comms[] = {"p2p", "all_gather", "a2a", NULL};
-    static const char *const tp_dispatches[] = {"shard", "gathered", NULL};
-    int cp_comm, dispatcher, tp_dispatch;
+    int cp_comm, dispatcher;
     long long chunks;
     const char *p = S ".parallel";
     long long tp, pp, dp, vpp, cp, ep, etp, zero;
@@ -366,7 +365,6 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
         config_bool(par, p, "overlap_param_gather", 0, &s->parallel.overlap_param_gather, err) ||
         config_bool(par, p, "overlap_moe_expert_parallel_comm", 0, &s->parallel.overlap_moe_a2a, err) ||
         config_enum(par, p, "moe_token_dispatcher_type", dispatchers, 0, &dispatcher, err) ||
-        config_enum(par, p, "moe_expert_tp_dispatch", tp_dispatches, 0, &tp_dispatch, err) ||
         config_bool(par, p, "overlap_p2p_comm", 0, &s->parallel.overlap_p2p_comm, err) ||
         config_bool(par, p, "scatter_gather_p2p", 1, &s->parallel.scatter_gather_p2p, err) ||
         config_num(par, p, "bucket_size_mb", 0, 0, 0, 1e6, 1, &s->parallel.bucket_size_mb, err))
@@ -399,10 +397,6 @@ static int parse_parallel(json_t *par, scenario_config *s, config_error *err)
     s->parallel.schedule = (pipeline_kind)sched;
     s->parallel.cp_comm = (cp_comm_kind)cp_comm;
     s->parallel.moe_flex_dispatcher = dispatcher;
-    s->parallel.moe_dispatch_gathered = tp_dispatch;
-    if (json_object_get(par, "moe_expert_tp_dispatch") && s->model.num_experts == 0)
-        return config_fail(err, "%s.moe_expert_tp_dispatch: how the experts' tensor-parallel ranks dispatch tokens: "
-                                "it needs model.num_experts", p);
     if (dispatcher && s->model.num_experts == 0)
         return config_fail(err, "%s.moe_token_dispatcher_type: \"flex\" dispatches tokens to experts: it needs "
                                 "model.num_experts", p);

@@ -57,12 +57,13 @@ int engine_scenario_load(const engine_run_shape *r, const char *platform_path, c
         json_object_set_new(model, "moe_router_topk", json_integer(r->moe_topk));
         if (r->moe_capacity_factor > 0)
             json_object_set_new(model, "moe_expert_capacity_factor", json_real(r->moe_capacity_factor));
-        /* dtrain's expert parallelism: E/ep experts a rank, EP carved out of DP, all-to-all
-         * dispatch and combine over the EP group (engine/gpt_moe_ep.c); under TP every TP rank
-         * routes and sends the whole sequence (engine/gpt_moe.c) */
+        /* dtrain's expert parallelism: E/ep experts a rank, all-to-all dispatch and combine over
+         * the EP group (engine/gpt_moe_ep.c), its ranks TP apart as Megatron-Core's expert grid
+         * places them (dtrain has no MoE with CP); under TP with sequence parallelism each TP rank
+         * routes its own tokens and the experts' rows go through the TP group, as Megatron-Core's
+         * alltoall dispatcher does (engine/gpt_moe.c) */
         if (r->ep > 1)
             json_object_set_new(json_object_get(scen, "parallel"), "expert_model_parallel_size", json_integer(r->ep));
-        json_object_set_new(json_object_get(scen, "parallel"), "moe_expert_tp_dispatch", json_string("gathered"));
     }
     /* dtrain's loss is one pass over the logits each way, with two TP all-reduces (engine/gpt.c) */
     json_object_set_new(json_object_get(scen, "model"), "cross_entropy_loss_fusion", json_true());

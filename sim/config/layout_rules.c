@@ -71,10 +71,6 @@ static int rules_before_batch(const scenario_config *s, config_error *err)
     if (ep > 1 && etp == tp && (dp * cp) % ep)
         return config_fail(err, "%s.expert_model_parallel_size: %lld does not divide data x context parallel = %lld", p,
                            ep, dp * cp);
-    /* dtrain's MoE layer carves its EP groups out of DP (engine/gpt_moe_ep.c) */
-    if (ep > 1 && etp == tp && s->parallel.moe_dispatch_gathered && dp % ep)
-        return config_fail(err, "%s.expert_model_parallel_size: %lld does not divide data parallel = %lld "
-                                "(moe_expert_tp_dispatch \"gathered\" carves the EP groups out of DP)", p, ep, dp);
     if (ep > 1 && etp != tp && (tp * cp * dp) % ep)
         return config_fail(err, "%s.expert_model_parallel_size: %lld does not divide tensor x context x data parallel "
                                 "= %lld (expert_tensor_parallel_size 1)", p, ep, tp * cp * dp);

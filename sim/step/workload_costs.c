@@ -209,7 +209,6 @@ void workload_layer_shape(const scenario_config *s, layer_shape *sh)
     sh->cp = s->parallel.cp;
     sh->ep = s->parallel.ep;
     sh->sequence_parallel = s->parallel.sequence_parallel;
-    sh->moe_dispatch_gathered = s->parallel.moe_dispatch_gathered;
     sh->attention = s->model.attention;
     sh->cp_comm = s->parallel.cp_comm;
     sh->moe_load = workload_moe_load(s);
@@ -315,11 +314,8 @@ int workload_builder_init(builder *b, const scenario_config *s, config_error *er
     b->dp = gradient_group(b, &grid);
     /* expert parallelism on Megatron-Core's expert grid (parallel_state.py since core_v0.10.0:
      * the stage's TP x CP x DP ranks ordered expert TP innermost, then EP): consecutive groups of
-     * etp ranks; dtrain carves its EP groups out of DP (parallel.moe_expert_tp_dispatch
-     * "gathered": every TP x CP-th rank). The two differ only under CP. */
-    b->ep = s->parallel.moe_dispatch_gathered && scenario_expert_tp(s) >= grid.size[GRID_TP]
-                ? group_for(b, &grid, GRID_DP, s->parallel.ep)
-                : coll_group_of(s->parallel.ep, scenario_expert_tp(s), b->gpn);
+     * etp ranks, as dtrain places them too (engine/gpt_moe_ep.c) */
+    b->ep = coll_group_of(s->parallel.ep, scenario_expert_tp(s), b->gpn);
     /* the flex dispatcher's reach (collective.h, moe_reach) is modelled where the expert groups
      * fit in whole nodes and GPUs of the EP group or span whole ones */
     long long groups = s->model.moe_router_num_groups;

@@ -344,14 +344,18 @@ static void llama_blocks(void **state)
     equivalent(4, "--pp 2 --dp 2 --zero 3 --schedule interleaved --vpp 2");
 }
 
-/* Mixture of experts with the load-balancing loss on: the router sees
- * every token of a micro-batch on every TP rank (gathered under SP), so each split routes as one
- * rank does; the experts' MLPs split over TP as the dense one. */
+/* Mixture of experts with the load-balancing loss on: without SP the router sees every token of a
+ * micro-batch on every TP rank; with SP each TP rank routes its own and the experts' rows go
+ * through the TP group (Megatron-Core's dispatch), the loss's counts and the router's gradient
+ * summed over it. Either way the split routes as one rank does (dropless); the experts' MLPs
+ * split over TP as the dense one. */
 static void experts(void **state)
 {
     (void)state;
     equivalent(2, "--tp 2");
     equivalent(2, "--tp 2 --sequence-parallel");
+    /* under SP each TP rank routes its own tokens (engine/gpt_moe.c): again in the recomputation */
+    equivalent(4, "--tp 2 --pp 2 --sequence-parallel --recompute-granularity full");
     equivalent(4, "--tp 2 --recompute-granularity full --pp 2");
     equivalent(2, "--pp 2 --schedule interleaved --vpp 2");
     equivalent(8, "--tp 2 --pp 2 --dp 2 --zero 1");

@@ -235,22 +235,21 @@ static const layer_op *op_named(const layer_op *ops, int n, const char *name)
  * balanced router (load 1), 1,024 tokens of h 1,024 in bf16. Megatron-Core's alltoall dispatcher
  * (MoEAlltoAllTokenDispatcher at core_v0.10.0: all_to_all over EP, then
  * gather_from_sequence_parallel_region over the experts' TP group; reduce-scatter, then
- * all_to_all back) sends each GPU's own 256-token shard, 256 x 2 copies x 1,024 x 2 bytes = 1 MiB,
- * then gathers 4 MiB over TP; dtrain's layer ("gathered") gathers the sequence first and sends
- * all 1,024 tokens' copies, 4 MiB. Either way each GPU runs 1,024 rows on each of its two experts.
- * Megatron-Core's expert grid puts an EP group's ranks etp apart, dtrain's DP groups TP x CP
- * apart: under CP 2 (TP 2, DP 4) one node against two. */
+ * all_to_all back), and dtrain's layer likewise (engine/gpt_moe.c), sends each GPU's own
+ * 256-token shard, 256 x 2 copies x 1,024 x 2 bytes = 1 MiB, then gathers 4 MiB over TP, so each
+ * GPU runs 1,024 rows on each of its two experts; without SP every TP rank routes and sends all
+ * 1,024 tokens (4 MiB) after the dense MLP's TP gather. Megatron-Core's expert grid puts an EP
+ * group's ranks etp apart: under CP 2 (TP 2, DP 4) the group spans one node. */
 static void expert_tp_sends_each_shard_once(void **state)
 {
     (void)state;
     scenario_config s;
     moe_fixture(&s, 8, 2, 4);
     fixture_layout(&s, 4, 1, 4, 4);
-    s.parallel.sequence_parallel = 1;
     s.model.moe_load_imbalance = 1;
-    double shard = 256 * 2 * 1024 * 2.0, gathered = 4 * shard;
-    for (int g = 0; g < 2; g++) {
-        s.parallel.moe_dispatch_gathered = g;
+    double shard = 256 * 2 * 1024 * 2.0, whole = 4 * shard;
+    for (int sp = 1; sp >= 0; sp--) {
+        s.parallel.sequence_parallel = sp;
         layer_shape sh;
         workload_layer_shape(&s, &sh);
         layer_op ops[LAYER_OPS_MAX], bwd[LAYER_OPS_MAX];
@@ -258,44 +257,42 @@ static void expert_tp_sends_each_shard_once(void **state)
         const layer_op *dispatch = op_named(ops, n, "ep_alltoall_dispatch"), *fc1 = op_named(ops, n, "fc1");
         const layer_op *ag = op_named(ops, n, "moe_tp_allgather"), *rs = op_named(ops, n, "moe_tp_reducescatter");
         assert_non_null(dispatch);
-        assert_true(dispatch->bytes == (g ? gathered : shard));
+        assert_true(dispatch->bytes == (sp ? shard : whole));
         assert_true(op_named(ops, n, "ep_alltoall_combine")->bytes == dispatch->bytes);
         assert_int_equal(fc1->batch, 2);
         assert_int_equal(fc1->m, 1024);
-        assert_int_equal(op_named(ops, n, "router")->m, g ? 1024 : 256);
-        if (g) {
+        assert_int_equal(op_named(ops, n, "router")->m, sp ? 256 : 1024);
+        if (!sp) {
             assert_null(ag);
             assert_null(rs);
-            assert_non_null(op_named(ops, n, "tp_allgather_mlp"));
             assert_non_null(op_named(ops, n, "tp_allreduce_mlp"));
         } else {
             assert_null(op_named(ops, n, "tp_allgather_mlp"));
             assert_null(op_named(ops, n, "tp_allreduce_mlp"));
-            assert_true(ag && ag->coll == COLL_ALL_GATHER && ag->group == 4 && ag->bytes == gathered && ag->plain_nccl);
-            assert_true(rs && rs->coll == COLL_REDUCE_SCATTER && rs->bytes == gathered && rs->plain_nccl);
+            assert_true(ag && ag->coll == COLL_ALL_GATHER && ag->group == 4 && ag->bytes == whole && ag->plain_nccl);
+            assert_true(rs && rs->coll == COLL_REDUCE_SCATTER && rs->bytes == whole && rs->plain_nccl);
             /* the backward mirrors them: the output gradients gathered, the input ones scattered */
             assert_int_equal(op_named(bwd, nb, "moe_tp_reducescatter")->coll, COLL_ALL_GATHER);
             assert_int_equal(op_named(bwd, nb, "moe_tp_allgather")->coll, COLL_REDUCE_SCATTER);
         }
     }
     /* the step's EP time: four all-to-alls a layer a micro-batch (dispatch and combine, each way),
-     * two layers, one micro-batch, over the group each rule places */
+     * two layers, one micro-batch, over the group the expert grid places, ranks etp apart */
+    s.parallel.sequence_parallel = 1;
     struct {
-        int tp, cp, gathered;
+        int tp, cp;
         double bytes;
         int stride;
-    } cases[] = {{4, 1, 0, shard, 4}, {4, 1, 1, gathered, 4}, /* CP 2: 512 tokens a GPU, 256 a shard */
-                 {2, 2, 0, 256 * 2 * 1024 * 2.0, 2}, {2, 2, 1, 512 * 2 * 1024 * 2.0, 4}};
+    } cases[] = {{4, 1, shard, 4}, /* CP 2: 512 tokens a GPU, 256 a shard */ {2, 2, 256 * 2 * 1024 * 2.0, 2}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         fixture_layout(&s, cases[c].tp, 1, 4, 4);
         s.parallel.cp = cases[c].cp;
-        s.parallel.moe_dispatch_gathered = cases[c].gathered;
         double a2a = collective_time(&s.platform, &s.calibration, COLL_ALL_TO_ALL, cases[c].bytes,
                                      coll_group_of(4, cases[c].stride, 8)).time_s;
         run_result r = fixture_run(&s);
         if (fabs(r.comm_total_s[COMM_EP] - 2 * 4 * a2a) > 1e-9 * r.comm_total_s[COMM_EP])
-            fail_msg("TP %d CP %d %s: EP %.9f s, expected %.9f s", cases[c].tp, cases[c].cp,
-                     cases[c].gathered ? "gathered" : "shard", r.comm_total_s[COMM_EP], 2 * 4 * a2a);
+            fail_msg("TP %d CP %d: EP %.9f s, expected %.9f s", cases[c].tp, cases[c].cp, r.comm_total_s[COMM_EP],
+                     2 * 4 * a2a);
     }
     fixture_free(&s);
 }

@@ -169,8 +169,6 @@ static void plan_parallel_extras_to_json(const scenario_config *s, json_t *par)
     if (s->model.num_experts > 0) {
         json_object_set_new(par, "moe_token_dispatcher_type",
                             json_string(moe_token_dispatcher_name(s->parallel.moe_flex_dispatcher)));
-        json_object_set_new(par, "moe_expert_tp_dispatch",
-                            json_string(s->parallel.moe_dispatch_gathered ? "gathered" : "shard"));
     }
     if (s->parallel.etp > 0) /* the experts' own TP, where the scenario gave one */
         json_object_set_new(par, "expert_tensor_parallel_size", json_integer(s->parallel.etp));
