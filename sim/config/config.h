@@ -416,6 +416,15 @@ int scenario_validate_layout(const scenario_config *s, config_error *err);
  * no message is written, for a caller that asks only whether). */
 int scenario_validate_batch(const scenario_config *s, config_error *err);
 int scenario_validate_layout_batchless(const scenario_config *s, config_error *err);
+/* Whether s's layout has what each overlap flag overlaps, as Megatron-LM requires it: the rules
+ * refuse a scenario that sets a flag without it, and the planner keeps a recipe's flag on the
+ * candidates that have it. TP overlap: sequence parallelism where TP > 1; the parameter gather's:
+ * the distributed optimizer (ZeRO 1-2) with the reduction overlapped; the MoE all-to-all's: EP > 1
+ * and a 1F1B-style schedule, with virtual stages under a pipeline (the combinations dtsim does not
+ * model are the rules' own, apart). */
+int scenario_fits_tp_comm_overlap(const scenario_config *s);
+int scenario_fits_param_gather_overlap(const scenario_config *s);
+int scenario_fits_moe_a2a_overlap(const scenario_config *s);
 
 /* Derived facts used everywhere: the GPU count, micro-batches, the rank grid and the layer
  * split per pipeline stage (layout.c). */

@@ -11,12 +11,27 @@
  * refused for the first. */
 static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved"};
 
+int scenario_fits_tp_comm_overlap(const scenario_config *s)
+{
+    return s->parallel.tp <= 1 || s->parallel.sequence_parallel;
+}
+
+int scenario_fits_param_gather_overlap(const scenario_config *s)
+{
+    return (s->parallel.zero_stage == 1 || s->parallel.zero_stage == 2) && s->parallel.overlap_grad_reduce;
+}
+
+int scenario_fits_moe_a2a_overlap(const scenario_config *s)
+{
+    return s->parallel.ep > 1 && (s->parallel.pp <= 1 || s->parallel.vpp > 1) &&
+           s->parallel.schedule != PIPELINE_GPIPE;
+}
+
 static int rules_before_batch(const scenario_config *s, config_error *err)
 {
     const char *p = S ".parallel";
     long long tp = s->parallel.tp, pp = s->parallel.pp, dp = s->parallel.dp, cp = s->parallel.cp;
     long long ep = s->parallel.ep, vpp = s->parallel.vpp;
-    int sched = s->parallel.schedule;
     long long platform_gpus = (long long)s->platform.network.nodes * s->platform.node.gpus;
     if (tp < 1 || pp < 1 || dp < 1 || cp < 1 || ep < 1 || vpp < 1)
         return config_fail(err, "%s: parallel sizes must be >= 1", p);
@@ -38,11 +53,10 @@ static int rules_before_batch(const scenario_config *s, config_error *err)
     if (s->model.seq_length % cp)
         return config_fail(err, "%s.context_parallel_size: %lld does not divide seq_length=%lld", p, cp,
                            s->model.seq_length);
-    if (s->parallel.tp_comm_overlap && tp > 1 && !s->parallel.sequence_parallel)
+    if (s->parallel.tp_comm_overlap && !scenario_fits_tp_comm_overlap(s))
         return config_fail(err, "%s.tp_comm_overlap: needs sequence_parallel (as in Megatron-LM: it overlaps the "
                                 "all-gathers and reduce-scatters of sequence parallelism)", p);
-    if (s->parallel.overlap_param_gather && (s->parallel.zero_stage < 1 || s->parallel.zero_stage > 2 ||
-                                             !s->parallel.overlap_grad_reduce))
+    if (s->parallel.overlap_param_gather && !scenario_fits_param_gather_overlap(s))
         return config_fail(err, "%s.overlap_param_gather: needs zero_stage 1 or 2 (the distributed optimizer) and "
                                 "overlap_grad_reduce, as in Megatron-LM", p);
     if (cp > 1 && s->parallel.cp_comm == CP_COMM_A2A && s->model.num_query_groups % (tp * cp))
@@ -74,17 +88,18 @@ static int rules_before_batch(const scenario_config *s, config_error *err)
     if (ep > 1 && etp != tp && (tp * cp * dp) % ep)
         return config_fail(err, "%s.expert_model_parallel_size: %lld does not divide tensor x context x data parallel "
                                 "= %lld (expert_tensor_parallel_size 1)", p, ep, tp * cp * dp);
-    /* Megatron-Core's combined 1F1B (docs: moe_a2a_overlap): its hard requirements, and two
-     * combinations dtsim does not model */
-    if (s->parallel.overlap_moe_a2a && ep <= 1)
-        return config_fail(err, "%s.overlap_moe_expert_parallel_comm: needs expert_model_parallel_size > 1 (with EP 1 "
-                                "there is no all-to-all to overlap)", p);
-    if (s->parallel.overlap_moe_a2a && pp > 1 && vpp <= 1)
-        return config_fail(err, "%s.overlap_moe_expert_parallel_comm: with pipeline parallelism needs "
-                                "virtual_pipeline_model_parallel_size > 1, as Megatron-Core requires", p);
-    if (s->parallel.overlap_moe_a2a && sched == PIPELINE_GPIPE)
+    /* Megatron-Core's combined 1F1B (docs: moe_a2a_overlap): its hard requirements, each named,
+     * and two combinations dtsim does not model */
+    if (s->parallel.overlap_moe_a2a && !scenario_fits_moe_a2a_overlap(s)) {
+        if (ep <= 1)
+            return config_fail(err, "%s.overlap_moe_expert_parallel_comm: needs expert_model_parallel_size > 1 (with "
+                                    "EP 1 there is no all-to-all to overlap)", p);
+        if (pp > 1 && vpp <= 1)
+            return config_fail(err, "%s.overlap_moe_expert_parallel_comm: with pipeline parallelism needs "
+                                    "virtual_pipeline_model_parallel_size > 1, as Megatron-Core requires", p);
         return config_fail(err, "%s.overlap_moe_expert_parallel_comm: needs the 1f1b or interleaved schedule (it "
                                 "pairs each backward with the next forward)", p);
+    }
     if (s->parallel.overlap_moe_a2a && (s->training.recompute == RECOMPUTE_FULL || s->parallel.zero_stage == 3))
         return config_fail(err, "%s.overlap_moe_expert_parallel_comm: not modelled with %s", p,
                            s->parallel.zero_stage == 3 ? "zero_stage 3" : "full recomputation");

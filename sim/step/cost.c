@@ -230,9 +230,8 @@ double cost_gemm_s(const cost_model *cm, double m, double n, double k, double ba
     return (fmax(t_compute, t_memory) + cm->calibration->launch_overhead_us * 1e-6) * cm->pace;
 }
 
-/* bytes at gbs GB/s (the class's calibrated rate, else the default share of HBM), plus a launch */
-/* The bytes' time at the rate gbs (the default efficiency of HBM where not measured), without
- * the launch. */
+/* bytes at gbs GB/s (the class's calibrated rate, else the default share of HBM), without the
+ * launch */
 static double bytes_s(const cost_model *cm, double gbs, double bytes)
 {
     if (gbs <= 0)
@@ -241,6 +240,7 @@ static double bytes_s(const cost_model *cm, double gbs, double bytes)
     return bytes / (gbs * 1e9) * cm->pace;
 }
 
+/* ... plus a launch */
 static double memory_s(const cost_model *cm, double gbs, double bytes)
 {
     return bytes_s(cm, gbs, bytes) + cm->calibration->launch_overhead_us * 1e-6 * cm->pace;

@@ -35,18 +35,13 @@ void plan_reapply(const scenario_config *base, const plan_layout *l, scenario_co
     out->training.global_batch_size = l->global_batch > 0 ? l->global_batch : base->training.global_batch_size;
     out->training.recompute = l->recompute;
     /* The scenario's overlaps where the layout has what they overlap, off where it has not, as a
-     * user would pass Megatron-LM's flags for that layout: TP overlap needs sequence parallelism
-     * (with TP > 1), the parameter gather's overlap the distributed optimizer (ZeRO 1-2) with the
-     * reduction overlapped. Carried unconditionally, they had made every layout without them
-     * invalid: a recipe's scenario never saw its ZeRO-0 and ZeRO-3 layouts. */
-    out->parallel.tp_comm_overlap = base->parallel.tp_comm_overlap && (l->sp || l->tp <= 1);
-    out->parallel.overlap_param_gather = base->parallel.overlap_param_gather && (l->zero == 1 || l->zero == 2) &&
-                                         out->parallel.overlap_grad_reduce;
-    /* Megatron-Core's MoE all-to-all overlap needs EP > 1 and, with a pipeline, virtual stages
-     * and a 1F1B-style schedule; where dtsim does not model it (full recomputation, ZeRO-3) the
-     * layout stays refused, not quietly run without it. */
-    out->parallel.overlap_moe_a2a = base->parallel.overlap_moe_a2a && l->ep > 1 && (l->pp <= 1 || l->vpp > 1) &&
-                                    l->schedule != PIPELINE_GPIPE;
+     * user would pass Megatron-LM's flags for that layout (config.h, scenario_fits_*: the rules'
+     * own test). Carried unconditionally, they had made every layout without them invalid: a
+     * recipe's scenario never saw its ZeRO-0 and ZeRO-3 layouts. Where dtsim does not model the
+     * MoE overlap (full recomputation, ZeRO-3) the layout stays refused, not quietly run without. */
+    out->parallel.tp_comm_overlap = base->parallel.tp_comm_overlap && scenario_fits_tp_comm_overlap(out);
+    out->parallel.overlap_param_gather = base->parallel.overlap_param_gather && scenario_fits_param_gather_overlap(out);
+    out->parallel.overlap_moe_a2a = base->parallel.overlap_moe_a2a && scenario_fits_moe_a2a_overlap(out);
     /* The experts' own TP as the scenario meant it: TP itself (given as TP's number, or not at
      * all) follows the layout's TP; 1 (MoE parallel folding) stays 1 where TP > 1 has the
      * sequence parallelism it needs, and is TP's own 1 elsewhere. */
@@ -166,10 +161,9 @@ static void plan_parallel_extras_to_json(const scenario_config *s, json_t *par)
 {
     static const char *const cp_comms[] = {"p2p", "all_gather", "a2a"};
     json_object_set_new(par, "cp_comm_type", json_string(cp_comms[s->parallel.cp_comm]));
-    if (s->model.num_experts > 0) {
+    if (s->model.num_experts > 0)
         json_object_set_new(par, "moe_token_dispatcher_type",
                             json_string(moe_token_dispatcher_name(s->parallel.moe_flex_dispatcher)));
-    }
     if (s->parallel.etp > 0) /* the experts' own TP, where the scenario gave one */
         json_object_set_new(par, "expert_tensor_parallel_size", json_integer(s->parallel.etp));
     json_object_set_new(par, "tp_comm_overlap", json_boolean(s->parallel.tp_comm_overlap));
