@@ -108,6 +108,9 @@ int gpt_moe_ep_plan(gpt_model *m, gpt_moe_route *r);
 /* From sent_all (ep x E, as gpt_moe_route's): the rows of the busiest EP rank's experts (E/ep
  * consecutive ones a rank) over the mean over the ep ranks; 1 when no row was routed. */
 double gpt_moe_ep_balance(const int *sent_all, int ep, int E);
+/* Each of El local experts' rows [off[i], off[i + 1]) when `senders` ranks send counts[s El + i]
+ * rows to expert i, grouped by expert, then sender (off: El + 1). */
+void gpt_moe_expert_offsets(const int *counts, int senders, int El, int *off);
 void gpt_moe_ep_dispatch(gpt_model *m, const gpt_moe_route *r, const float *own, float *x, float *scratch);
 void gpt_moe_ep_combine(gpt_model *m, const gpt_moe_route *r, const float *x, float *own, float *scratch);
 

@@ -256,32 +256,35 @@ static void expert_slices(const gpt_model *m, float *const *t, int e, float **w1
     *b2 = t[J_FCPROJ_B] + (size_t)e * C;
 }
 
+/* Row counts summed over the TP group in place: through the host all-reduce as floats, exact
+ * below 2^24 rows. */
+static void tp_sum_counts(gpt_model *m, int *counts, size_t n)
+{
+    float *f = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        f[i] = (float)counts[i];
+    m->shard.tp_allreduce_host(f, n, 0, m->shard.tp_ctx);
+    for (size_t i = 0; i < n; i++)
+        counts[i] = (int)f[i];
+    free(f);
+}
+
 /* Sequence parallelism: the TP group's rows of this rank's El local experts in xall, by expert,
  * then TP rank; this rank's own (`mine`, by expert at offsets off) placed in its slots, the rest
  * zeros, and the whole summed over the group, which is a gather (x + 0 is exact). With exchange,
- * the ranks first tell each other their counts (floats through the host all-reduce, exact below
- * 2^24 rows) into r->tp_counts and r->aoffset; without, the forward's are used (the backward
- * moves the same rows). Returns the group's row count. */
+ * the ranks first tell each other their counts into r->tp_counts and r->aoffset; without, the
+ * forward's are used (the backward moves the same rows). Returns the group's row count. */
 static int tp_gather_rows(gpt_model *m, gpt_moe_route *r, const float *mine, const int *off, int El, float *xall,
                           int exchange)
 {
     int tp = m->shard.tp, me = m->shard.tp_rank;
     size_t C = (size_t)m->cfg.hidden;
     if (exchange) {
-        float *n = calloc((size_t)tp * El, sizeof(float));
+        memset(r->tp_counts, 0, (size_t)tp * El * sizeof(int));
         for (int e = 0; e < El; e++)
-            n[me * El + e] = (float)(off[e + 1] - off[e]);
-        m->shard.tp_allreduce_host(n, (size_t)tp * El, 0, m->shard.tp_ctx);
-        for (int i = 0; i < tp * El; i++)
-            r->tp_counts[i] = (int)n[i];
-        free(n);
-        r->aoffset[0] = 0;
-        for (int e = 0; e < El; e++) {
-            int k = 0;
-            for (int q = 0; q < tp; q++)
-                k += r->tp_counts[q * El + e];
-            r->aoffset[e + 1] = r->aoffset[e] + k;
-        }
+            r->tp_counts[me * El + e] = off[e + 1] - off[e];
+        tp_sum_counts(m, r->tp_counts, (size_t)tp * El);
+        gpt_moe_expert_offsets(r->tp_counts, tp, El, r->aoffset);
     }
     int total = r->aoffset[El];
     memset(xall, 0, (size_t)total * C * sizeof(float));
@@ -363,15 +366,10 @@ void gpt_moe_forward(gpt_model *m, gpt_layer_acts *a, float *const *w, int layer
         xrows = gpt_moe_ep_plan(m, a->route);
         if (shard) { /* the balance of what the experts run: the TP group's rows, every TP rank's routing */
             size_t n = (size_t)ep * E;
-            float *all = malloc(n * sizeof(float));
             int *sum = malloc(n * sizeof(int));
-            for (size_t i = 0; i < n; i++)
-                all[i] = (float)a->route->sent_all[i];
-            m->shard.tp_allreduce_host(all, n, 0, m->shard.tp_ctx);
-            for (size_t i = 0; i < n; i++)
-                sum[i] = (int)all[i];
+            memcpy(sum, a->route->sent_all, n * sizeof(int));
+            tp_sum_counts(m, sum, n);
             a->route->balance = gpt_moe_ep_balance(sum, ep, E);
-            free(all);
             free(sum);
         }
         gpt_moe_ep_dispatch(m, a->route, s->rows, s->xrows, s->xscratch);

@@ -19,6 +19,17 @@ size_t gpt_moe_ep_rows(const gpt_model *m)
     return (size_t)m->B * m->T * (size_t)m->cfg.moe_topk * ep;
 }
 
+void gpt_moe_expert_offsets(const int *counts, int senders, int El, int *off)
+{
+    off[0] = 0;
+    for (int i = 0; i < El; i++) {
+        int n = 0;
+        for (int s = 0; s < senders; s++)
+            n += counts[s * El + i];
+        off[i + 1] = off[i] + n;
+    }
+}
+
 int gpt_moe_ep_plan(gpt_model *m, gpt_moe_route *r)
 {
     int E = m->cfg.num_experts, ep = m->shard.ep, El = E / ep, me = m->shard.ep_rank;
@@ -33,13 +44,7 @@ int gpt_moe_ep_plan(gpt_model *m, gpt_moe_route *r)
     free(sent);
     for (int s = 0; s < ep; s++) /* each sender's counts for this rank's experts */
         memcpy(r->recv + s * El, r->sent_all + (size_t)s * E + (size_t)me * El, (size_t)El * sizeof(int));
-    r->xoffset[0] = 0;
-    for (int i = 0; i < El; i++) {
-        int n = 0;
-        for (int s = 0; s < ep; s++)
-            n += r->recv[s * El + i];
-        r->xoffset[i + 1] = r->xoffset[i] + n;
-    }
+    gpt_moe_expert_offsets(r->recv, ep, El, r->xoffset);
     r->balance = gpt_moe_ep_balance(r->sent_all, ep, E);
     return r->xoffset[El];
 }
