@@ -197,25 +197,29 @@ int comm_layout_cp(comm_ctx *c, int tp, int cp, int pp, int dp, char *err, size_
 
 int comm_layout_ep(comm_ctx *c, int ep, char *err, size_t errlen)
 {
-    if (ep < 1 || c->dp % ep) {
-        snprintf(err, errlen, "--expert-model-parallel-size %d: expert-parallel ranks are carved out of the "
-                 "data-parallel ranks, so it must divide --dp (%d)", ep, c->dp);
+    int replicas = c->dp * c->cp; /* the ranks of one (tp, pp) position: replicas and CP ranks */
+    if (ep < 1 || replicas % ep) {
+        if (c->cp > 1)
+            snprintf(err, errlen, "--expert-model-parallel-size %d: expert-parallel ranks are carved out of the "
+                     "data- and context-parallel ranks, so it must divide --dp x --cp (%d x %d = %d)", ep, c->dp,
+                     c->cp, replicas);
+        else
+            snprintf(err, errlen, "--expert-model-parallel-size %d: expert-parallel ranks are carved out of the "
+                     "data-parallel ranks, so it must divide --dp (%d)", ep, c->dp);
         return -1;
     }
-    if (ep > 1 && c->cp > 1) {
-        snprintf(err, errlen, "--expert-model-parallel-size %d with --cp %d: mixture of experts with context "
-                 "parallelism is not in the engine yet (--cp must be 1)", ep, c->cp);
-        return -1;
-    }
+    /* Megatron-Core's expert grid ("tp-ep-dp-pp" over etp = tp): EP the innermost of a position's
+     * replica index, CP rank first, as the gradients' group orders them */
+    int replica = c->dp_rank * c->cp + c->cp_rank;
     c->ep = ep;
-    c->ep_rank = c->dp_rank % ep;
-    c->edp_rank = c->dp_rank / ep;
+    c->ep_rank = replica % ep;
+    c->edp_rank = replica / ep;
     if (c->mpi) {
         /* colour: the (tp, pp) position and the EP group (edp_rank) / the expert slot (ep_rank) */
         MPI_Comm epc, edpc;
         int position = (int)rank_grid_rank(&c->grid, c->tp_rank, 0, c->pp_rank, 0);
-        MPI_Comm_split(MPI_COMM_WORLD, position * c->dp + c->edp_rank, c->ep_rank, &epc);
-        MPI_Comm_split(MPI_COMM_WORLD, position * c->dp + c->ep_rank, c->edp_rank, &edpc);
+        MPI_Comm_split(MPI_COMM_WORLD, position * replicas + c->edp_rank, c->ep_rank, &epc);
+        MPI_Comm_split(MPI_COMM_WORLD, position * replicas + c->ep_rank, c->edp_rank, &edpc);
         c->ep_group = group_new_wd(epc, 1, c->watchdog);
         c->edp_group = group_new_wd(edpc, 1, c->watchdog);
     } else {

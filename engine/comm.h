@@ -4,7 +4,7 @@
  * NCCL on device buffers (TP, DP/ZeRO and tied-embedding collectives) is in comm_nccl.h
  * (dtrain --comm nccl).
  *
- * Rank grid (DESIGN.md): TP fastest, then PP, then DP: world = tp x pp x dp. */
+ * Rank grid (rank_grid.h): TP fastest, then CP, DP, PP: world = tp x cp x dp x pp. */
 #ifndef DTSIM_ENGINE_COMM_H
 #define DTSIM_ENGINE_COMM_H
 #include <stddef.h>
@@ -19,7 +19,7 @@ typedef struct {
     int world_rank, world_size;
     int tp, pp, dp, cp;
     int tp_rank, pp_rank, dp_rank, cp_rank;
-    rank_grid grid; /* where each rank sits (rank_grid.h: TP innermost, then CP, PP, DP) */
+    rank_grid grid; /* where each rank sits (rank_grid.h: TP innermost, then CP, DP, PP) */
     comm_group *world;
     comm_group *dp_group;      /* same (tp, pp) position, one rank per replica and CP rank: the
                                   gradients' group (Megatron's data-parallel group with context
@@ -28,13 +28,15 @@ typedef struct {
     comm_group *tp_group;      /* the tp ranks of one stage of one replica and CP rank */
     comm_group *mp_group;      /* the tp x pp ranks of one replica and CP rank (norms over the model) */
     comm_group *embed_group;   /* first and last stage, same tp rank, replica and CP rank (tied wte) */
-    /* Expert parallelism (comm_layout_ep; CP 1): the DP ranks of one (tp, pp) position split into
-     * groups of ep consecutive DP ranks, ep_rank = dp_rank % ep (as Megatron-Core's
-     * "tp-cp-ep-dp" order, where EP is inside DP); the expert-data-parallel group holds the DP
-     * ranks with the same ep_rank (the same experts), edp_rank = dp_rank / ep. */
+    /* Expert parallelism (comm_layout_ep): the dp x cp ranks of one (tp, pp) position, by their
+     * index in the gradients' group (replica = dp_rank x cp + cp_rank), split into groups of ep
+     * consecutive ones, ep_rank = replica % ep (Megatron-Core's expert grid, "tp-ep-dp-pp" with
+     * the expert tensor-parallel size tp: EP carved from CP and DP, CP first); the
+     * expert-data-parallel group holds the ranks with the same ep_rank (the same experts),
+     * edp_rank = replica / ep. */
     int ep, ep_rank, edp_rank;
     comm_group *ep_group;      /* ep ranks: the experts' all-to-all */
-    comm_group *edp_group;     /* dp / ep ranks: the expert gradients' reduction */
+    comm_group *edp_group;     /* dp x cp / ep ranks: the expert gradients' reduction */
     comm_sends *sends;
     comm_watchdog *watchdog;
     int mpi;                   /* launched under MPI */
@@ -52,7 +54,7 @@ int comm_attach(comm_ctx *c);
 int comm_layout(comm_ctx *c, int tp, int pp, int dp, char *err, size_t errlen);
 /* The same with context parallelism: tp x cp x pp x dp ranks. */
 int comm_layout_cp(comm_ctx *c, int tp, int cp, int pp, int dp, char *err, size_t errlen);
-/* After comm_layout_cp: the expert-parallel groups of ep ranks (ep divides dp; cp 1). Every rank
+/* After comm_layout_cp: the expert-parallel groups of ep ranks (ep divides dp x cp). Every rank
  * sees the same degrees, so all fail alike. 0, or -1 with err. Without it ep is 1 and both
  * groups are one rank. */
 int comm_layout_ep(comm_ctx *c, int ep, char *err, size_t errlen);

@@ -73,9 +73,9 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
         gpt_layout_view_free(m);
         return -1;
     }
-    if (cfg->num_experts > 0 && cp > 1) {
-        snprintf(err, errlen, "mixture of experts with context parallelism is not in the engine yet (its "
-                              "load-balancing loss would see each rank's part of the sequence alone)");
+    if (cfg->num_experts > 0 && cp > 1 && !shard->cp_allreduce_host) {
+        snprintf(err, errlen, "mixture of experts with context parallelism needs the CP group's host all-reduce "
+                              "(the load-balancing loss counts the whole sequence's tokens)");
         gpt_layout_view_free(m);
         return -1;
     }

@@ -133,6 +133,9 @@ typedef struct {
     int cp_ring_p2p;
     void *(*cp_ring_start)(const float *send, float *recv, size_t n, void *ctx);
     void (*cp_ring_wait)(void *step, void *ctx);
+    /* Sum (max = 0) or maximum (max = 1) of a host buffer over the CP group: the mixture of
+     * experts' load-balancing counts over the whole sequence (gpt_moe.c) */
+    void (*cp_allreduce_host)(float *buf, size_t n, int max, void *ctx);
     void *cp_ctx;
     /* Sum (max = 0) or maximum (max = 1) of a host buffer over the TP group: the vocabulary-
      * parallel cross-entropy's row statistics. */

@@ -49,6 +49,14 @@ static size_t tokens_of(const gpt_model *m)
     return (size_t)m->B * m->T;
 }
 
+/* The tokens the load-balancing loss is over: the micro-batch's, whole sequences under context
+ * parallelism, whose ranks each route their positions of them (Megatron-Core's router sums its
+ * counts over the TP x CP group: TopKRouter._apply_aux_loss, reduce_group tp_cp_group). */
+static size_t loss_tokens(const gpt_model *m)
+{
+    return tokens_of(m) * (size_t)(m->shard.cp > 1 ? m->shard.cp : 1);
+}
+
 /* Whether this rank routes only its own tokens and its experts' rows go through the TP group
  * (above): sequence parallelism with TP > 1. */
 static int sharded(const gpt_model *m)
@@ -328,9 +336,10 @@ void gpt_moe_forward(gpt_model *m, gpt_layer_acts *a, float *const *w, int layer
     int rows = gpt_moe_route_tokens(m, s->logits, a->route);
     PROF_END("router", layer, 2.0 * N * C * E, 0, "m=%d n=%d k=%d", N, E, C);
     if (m->shard.moe_aux_loss_coeff > 0) { /* the load-balancing loss, for the record */
-        /* over the micro-batch's tokens: under sequence parallelism the TP group's counts and
-         * probability sums (the counts stay for the backward) */
-        int Nall = (int)tokens_of(m);
+        /* over the micro-batch's tokens: the counts and probability sums of the TP group under
+         * sequence parallelism, and of the CP group under context parallelism (the counts stay
+         * for the backward) */
+        int Nall = (int)loss_tokens(m), cp = m->shard.cp > 1;
         float *sums = malloc(2 * (size_t)E * sizeof(float));
         for (int e = 0; e < E; e++) {
             double P = 0;
@@ -339,11 +348,13 @@ void gpt_moe_forward(gpt_model *m, gpt_layer_acts *a, float *const *w, int layer
             sums[e] = (float)a->route->counts[e];
             sums[E + e] = (float)P;
         }
-        if (shard) {
+        if (shard)
             m->shard.tp_allreduce_host(sums, 2 * (size_t)E, 0, m->shard.tp_ctx);
+        if (cp)
+            m->shard.cp_allreduce_host(sums, 2 * (size_t)E, 0, m->shard.cp_ctx);
+        if (shard || cp) /* exact as floats below 2^24 */
             for (int e = 0; e < E; e++)
                 a->route->counts[e] = (int)sums[e];
-        }
         double aux = 0;
         for (int e = 0; e < E; e++)
             aux += (double)sums[e] / ((double)Nall * K) * ((double)sums[E + e] / Nall);
@@ -585,8 +596,9 @@ void gpt_moe_backward(gpt_model *m, gpt_layer_acts *a, float *const *w, float *c
             for (int e = 0; e < E; e++)
                 gs += (double)sc[e] * rt->counts[e];
             /* d loss / d scores = unit x counts, over the micro-batch's tokens (the TP group's
-             * counts under sequence parallelism, left in rt->counts by the forward) */
-            double unit = dloss * coeff * E / ((double)tokens_of(m) * K);
+             * counts under sequence parallelism, the CP group's under context parallelism, left
+             * in rt->counts by the forward) */
+            double unit = dloss * coeff * E / ((double)loss_tokens(m) * K);
             for (int e = 0; e < E; e++)
                 dz[e] += (float)(unit * sc[e] * (rt->counts[e] - gs));
         }

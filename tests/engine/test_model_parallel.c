@@ -348,7 +348,8 @@ static void llama_blocks(void **state)
  * micro-batch on every TP rank; with SP each TP rank routes its own and the experts' rows go
  * through the TP group (Megatron-Core's dispatch), the loss's counts and the router's gradient
  * summed over it. Either way the split routes as one rank does (dropless); the experts' MLPs
- * split over TP as the dense one. */
+ * split over TP as the dense one. Under CP each CP rank routes its positions of the sequences and
+ * the loss's counts are the CP group's (the router's gradient joins the DP x CP reduction). */
 static void experts(void **state)
 {
     (void)state;
@@ -360,13 +361,17 @@ static void experts(void **state)
     equivalent(2, "--pp 2 --schedule interleaved --vpp 2");
     equivalent(8, "--tp 2 --pp 2 --dp 2 --zero 1");
     equivalent(4, "--pp 2 --dp 2 --zero 3");
+    equivalent(2, "--cp 2");
+    equivalent(4, "--cp 2 --tp 2 --sequence-parallel");
 }
 
 /* Expert parallelism (--expert-model-parallel-size): each EP rank holds 2 or 1 of the 4 experts,
  * routes its own tokens and sends the rows to their experts' ranks and back; the experts'
  * gradients are summed over the expert-data-parallel group, their norm over the EP group. The
  * reference is the single-rank run (EP 1): same losses and gradient norms, same final gathered
- * parameters, within summation order (an expert's GEMM runs over every EP rank's rows at once). */
+ * parameters, within summation order (an expert's GEMM runs over every EP rank's rows at once).
+ * With CP the EP groups are carved from the DP x CP ranks, CP first (Megatron-Core's expert
+ * grid): CP 2 x EP 2 is one replica's two CP ranks, CP 2 x DP 2 x EP 4 all four. */
 static void expert_parallel(void **state)
 {
     (void)state;
@@ -377,6 +382,11 @@ static void expert_parallel(void **state)
     equivalent(4, "--tp 2 --dp 2 --ep 2 --sequence-parallel");
     equivalent(4, "--pp 2 --dp 2 --ep 2 --recompute-granularity full");
     equivalent(8, "--tp 2 --pp 2 --dp 2 --ep 2 --schedule interleaved --vpp 2");
+    equivalent(2, "--cp 2 --ep 2");
+    equivalent(4, "--cp 2 --dp 2 --ep 2");
+    equivalent(4, "--cp 2 --dp 2 --ep 4");
+    equivalent(8, "--tp 2 --cp 2 --dp 2 --ep 2 --sequence-parallel");
+    equivalent(4, "--pp 2 --cp 2 --ep 2 --cp-comm-type all_gather");
 }
 
 /* Expert parallelism with ZeRO-1 and ZeRO-2 (Megatron-Core's distributed optimizer): the dense
@@ -393,6 +403,7 @@ static void expert_parallel_zero(void **state)
     equivalent(2, "--dp 2 --ep 2 --zero 2");
     equivalent(4, "--dp 4 --ep 2 --zero 2");
     equivalent(4, "--pp 2 --dp 2 --ep 2 --zero 2");
+    equivalent(4, "--cp 2 --dp 2 --ep 2 --zero 1");
 }
 
 /* --overlap-grad-reduce with EP: each bucket's dense part all-reduced over DP and its expert part
@@ -448,7 +459,7 @@ static void expert_parallel_refusals(void **state)
     refused(4, "--dp 4 --ep 3", "--expert-model-parallel-size 3: expert-parallel ranks are carved out of the "
                                 "data-parallel ranks, so it must divide --dp (4)");
     refused(3, "--dp 3 --ep 3 --global-batch 6", "3 must divide num_experts (4)");
-    refused(4, "--cp 2 --dp 2 --ep 2", "--expert-model-parallel-size 2 with --cp 2");
+    refused(6, "--cp 2 --dp 3 --ep 4 --global-batch 6", "it must divide --dp x --cp (3 x 2 = 6)");
     refused(2, "--dp 2 --ep 2 --model tiny", "has none (num_experts 0)");
     refused(4, "--dp 4 --ep 2 --zero 3", "--expert-model-parallel-size 2 with --zero 3");
 }
