@@ -203,12 +203,12 @@ static int write_manifest(const checkpoint_job *j, const shard_report *reps, cha
     json_t *model = json_object();
     gpt_config_to_json(&j->cfg, model);
     json_t *man = json_pack(
-        "{s:i,s:i,s:i,s:I,s:I,s:o,s:{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:o},s:{s:f,s:f,s:f},s:i,s:f,s:i,"
+        "{s:i,s:i,s:i,s:I,s:I,s:o,s:{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:o},s:{s:f,s:f,s:f},s:i,s:f,s:i,"
         "s:o}",
         "format", MANIFEST_FORMAT, "step", j->st.step, "updates", j->st.updates, "data_position",
         (json_int_t)j->st.data_position, "seed", (json_int_t)j->st.seed, "model", model, "layout",
         "tp", j->layout.tp, "pp", j->layout.pp, "dp", j->layout.dp, "vpp", j->layout.vpp, "zero", j->layout.zero,
-        "ep", j->layout.ep > 1 ? j->layout.ep : 1, "world", j->world, "stage_layers", stages, "lr_schedule", "lr", j->st.lr, "warmup", j->st.warmup, "steps",
+        "ep", j->layout.ep > 1 ? j->layout.ep : 1, "cp", j->layout.cp > 1 ? j->layout.cp : 1, "world", j->world, "stage_layers", stages, "lr_schedule", "lr", j->st.lr, "warmup", j->st.warmup, "steps",
         j->st.total_steps, "precision", j->st.precision, "loss_scale", j->st.loss_scale, "good_steps",
         j->st.good_steps, "shards", shards);
     manifest_seal(man); /* a reader checks every value against it */
@@ -313,10 +313,15 @@ static int ep_of(const ckpt_layout *l)
     return l->ep > 1 ? l->ep : 1;
 }
 
+static int cp_of(const ckpt_layout *l)
+{
+    return l->cp > 1 ? l->cp : 1;
+}
+
 static int same_layout(const ckpt_layout *a, const ckpt_layout *b)
 {
     if (a->tp != b->tp || a->pp != b->pp || a->dp != b->dp || a->vpp != b->vpp || a->zero != b->zero ||
-        ep_of(a) != ep_of(b))
+        ep_of(a) != ep_of(b) || cp_of(a) != cp_of(b))
         return 0;
     for (int i = 0; i < a->pp && i < CKPT_MAX_STAGES; i++)
         if (a->stage_layers[i] != b->stage_layers[i])
@@ -402,9 +407,10 @@ static unsigned char *read_shard(const char *sdir, const ckpt_manifest *man, int
 static int add_old_shard(const gpt_model *m, const ckpt_layout *old, int r, const float *data, size_t n, float *g,
                          char *why, size_t len)
 {
-    rank_grid grid = rank_grid_make(old->tp, 1, old->pp, old->dp);
+    int cp = cp_of(old);
+    rank_grid grid = rank_grid_make(old->tp, cp, old->pp, old->dp);
     int L = m->cfg.num_layers, tp_rank = rank_grid_coord(&grid, r, GRID_TP), pp_rank = rank_grid_coord(&grid, r, GRID_PP),
-        dp_rank = rank_grid_coord(&grid, r, GRID_DP);
+        replica = rank_grid_coord(&grid, r, GRID_DP) * cp + rank_grid_coord(&grid, r, GRID_CP), replicas = old->dp * cp;
     unsigned char *runs = malloc((size_t)L);
     gpt_model view;
     gpt_shard sh = {.tp = old->tp, .tp_rank = tp_rank, .layers = runs, .embedding = pp_rank == 0,
@@ -424,13 +430,14 @@ static int add_old_shard(const gpt_model *m, const ckpt_layout *old, int r, cons
         return -1;
     }
     size_t lo, hi;
-    gpt_dp_shard_range(n, old->dp, dp_rank, &lo, &hi);
+    gpt_dp_shard_range(n, replicas, replica, &lo, &hi); /* ZeRO shards over DP x CP, as the run did */
     float *part = malloc((n ? n : 1) * sizeof(float));
     for (int a = 0; a < 3; a++) {
         /* Which copy holds the truth: with ZeRO the optimizer moments (>= 1) and the parameters
-         * (3) are valid only in the owner's range; replicated data is taken from replica 0. */
-        int sharded = old->dp > 1 && (a == 0 ? old->zero >= 3 : old->zero >= 1);
-        if (!sharded && dp_rank != 0)
+         * (3) are valid only in the owner's range; replicated data (a CP rank's too) is taken
+         * from replica 0. */
+        int sharded = replicas > 1 && (a == 0 ? old->zero >= 3 : old->zero >= 1);
+        if (!sharded && replica != 0)
             continue;
         const float *src = data + (size_t)a * n;
         for (size_t i = 0; i < n; i++)
@@ -491,10 +498,10 @@ static int try_load(const char *sdir, int folder_step, gpt_model *m, train_state
     if (ep_of(old) > 1 || ep_of(now) > 1) {
         /* resharding assembles the single-rank model from shards of one replica's layout; under
          * EP a shard holds one EP rank's experts (and ZeRO-1 packs its moments by kind) */
-        snprintf(why, len, "it was saved with --expert-model-parallel-size %d (TP %d x PP %d x DP %d, ZeRO-%d), this "
-                 "run has --expert-model-parallel-size %d (TP %d x PP %d x DP %d, ZeRO-%d): under expert parallelism "
-                 "only the same layout resumes", ep_of(old), old->tp, old->pp, old->dp, old->zero, ep_of(now), now->tp,
-                 now->pp, now->dp, now->zero);
+        snprintf(why, len, "it was saved with --expert-model-parallel-size %d (TP %d x CP %d x PP %d x DP %d, ZeRO-%d), "
+                 "this run has --expert-model-parallel-size %d (TP %d x CP %d x PP %d x DP %d, ZeRO-%d): under expert "
+                 "parallelism only the same layout resumes", ep_of(old), old->tp, cp_of(old), old->pp, old->dp,
+                 old->zero, ep_of(now), now->tp, cp_of(now), now->pp, now->dp, now->zero);
         rc = LOAD_FATAL;
         goto out;
     }
@@ -520,8 +527,9 @@ static int try_load(const char *sdir, int folder_step, gpt_model *m, train_state
         free(local);
         *st = man.st;
         if (c->world_rank == 0)
-            fprintf(stderr, "dtrain: resharding %s from TP %d x PP %d x DP %d (ZeRO-%d) to TP %d x PP %d x DP %d "
-                            "(ZeRO-%d)\n", sdir, old->tp, old->pp, old->dp, old->zero, now->tp, now->pp, now->dp, now->zero);
+            fprintf(stderr, "dtrain: resharding %s from TP %d x CP %d x PP %d x DP %d (ZeRO-%d) to TP %d x CP %d x "
+                            "PP %d x DP %d (ZeRO-%d)\n", sdir, old->tp, cp_of(old), old->pp, old->dp, old->zero, now->tp,
+                    cp_of(now), now->pp, now->dp, now->zero);
         rc = LOAD_OK;
     }
     free(g);

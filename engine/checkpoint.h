@@ -41,6 +41,9 @@ typedef struct {
     int tp, pp, dp, vpp, zero;
     int ep;                            /* expert parallelism (0 reads as 1): a shard holds one EP
                                           rank's experts, so only the same layout resumes */
+    int cp;                            /* context parallelism (0 reads as 1): CP ranks hold the
+                                          same weights, so each is a replica, ZeRO shards over
+                                          dp x cp (replica dp_rank x cp + cp_rank) */
     int stage_layers[CKPT_MAX_STAGES]; /* all 0: equal split */
 } ckpt_layout;
 

@@ -123,13 +123,18 @@ static int read_layout(reader *r, json_t *man, int num_layers, ckpt_layout *l, i
         get_int32(r, lay, "vpp", "layout.vpp", 0, 64, &l->vpp) || /* 0 reads as 1 */
         get_int32(r, lay, "zero", "layout.zero", 0, 3, &l->zero))
         return -1;
-    /* expert parallelism: absent in checkpoints made before it (EP 1) */
-    l->ep = 1;
-    if (json_object_get(lay, "ep") && get_int32(r, lay, "ep", "layout.ep", 1, l->dp, &l->ep))
+    /* context and expert parallelism: absent in checkpoints made before them (CP 1, EP 1); EP is
+     * carved from the DP x CP ranks */
+    l->cp = 1;
+    if (json_object_get(lay, "cp") && get_int32(r, lay, "cp", "layout.cp", 1, 1024, &l->cp))
         return -1;
-    int64_t ranks = (int64_t)l->tp * l->pp * l->dp; /* 64 bits: each factor is untrusted */
+    l->ep = 1;
+    int replicas = l->dp * l->cp; /* at most 2^20 x 2^10 */
+    if (json_object_get(lay, "ep") && get_int32(r, lay, "ep", "layout.ep", 1, replicas, &l->ep))
+        return -1;
+    int64_t ranks = (int64_t)l->tp * l->pp * l->dp * l->cp; /* 64 bits: each factor is untrusted */
     if (ranks > INT32_MAX)
-        return refuse(r, "layout.tp x pp x dp is %lld ranks, more than dtrain runs", (long long)ranks);
+        return refuse(r, "layout.tp x cp x pp x dp is %lld ranks, more than dtrain runs", (long long)ranks);
     if (get_int32(r, lay, "world", "layout.world", ranks, ranks, world))
         return -1;
     if ((int64_t)l->pp * (l->vpp > 0 ? l->vpp : 1) > num_layers)

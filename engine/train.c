@@ -400,7 +400,7 @@ int train_run(const train_options *given)
                 pipeline_kind_name(pl.sched.kind), pl.V, dp, o->global_batch, dp, accum, B, o->zero, recompute_note);
 
     ckpt_layout layout = {.tp = o->comm->tp, .pp = o->comm->pp, .dp = dp, .vpp = pl.V, .zero = o->zero,
-                          .ep = o->comm->ep};
+                          .ep = o->comm->ep, .cp = cp};
     for (int i = 0; o->stage_layers && i < o->comm->pp && i < CKPT_MAX_STAGES; i++)
         layout.stage_layers[i] = o->stage_layers[i];
     double scale = o->precision == KPREC_FP16 ? o->loss_scale : 1.0;

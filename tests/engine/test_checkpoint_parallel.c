@@ -7,6 +7,8 @@
  *    0 and with ZeRO 1 (each rank then keeps its own shard of the optimizer moments), continues
  *    with the same losses within 1e-5 (other summation order); step 6's loss depends on the
  *    moments restored for step 5's update.
+ *  - Context parallelism: bit-exact at its own layout (CP 2, with DP 2 and ZeRO-1, with TP 2 and
+ *    ZeRO-3, with EP 2), and resharded from CP 2 x DP 2 to DP 4 and back, and from CP 2 to one rank.
  *  - A truncated shard in the newest checkpoint is reported by name and the previous checkpoint
  *    is used; the run still ends bit-exact. So is an edited manifest (its seal fails); with no
  *    intact checkpoint left every rank stops with exit 2.
@@ -90,6 +92,10 @@ static void bit_exact_every_layout(void **state)
     resume_is_bit_exact(2, "--pp 2 --schedule interleaved --vpp 2");
     resume_is_bit_exact(8, "--tp 2 --pp 2 --dp 2 --zero 1");
     resume_is_bit_exact(8, "--tp 2 --pp 2 --dp 2 --zero 1 --precision bf16");
+    /* context parallelism: its CP ranks are replicas to the checkpoint, ZeRO shards over DP x CP */
+    resume_is_bit_exact(2, "--cp 2");
+    resume_is_bit_exact(4, "--cp 2 --dp 2 --zero 1");
+    resume_is_bit_exact(4, "--cp 2 --tp 2 --sequence-parallel --zero 3 --dp 1");
 }
 
 static void reshards_to_another_layout(void **state)
@@ -131,6 +137,48 @@ static void reshards_to_another_layout(void **state)
     }
     free_lines(A, na);
     free_lines(B, nb);
+}
+
+/* A checkpoint saved in one layout and resumed in another continues the uninterrupted run of the
+ * saved layout (steps 5-6 within 1e-5: another summation order). */
+static void resumes_elsewhere(int saved_ranks, const char *saved, int resumed_ranks, const char *resumed)
+{
+    json_t *A[64], *B[64], *C[64];
+    int na, nb, nc;
+    char args[8192];
+    clear_ckpt();
+    if (launch(saved_ranks, saved, A, &na) != 0)
+        fail_msg("%s: uninterrupted run failed: %s", saved, ERR);
+    snprintf(args, sizeof args, "%s --ckpt-dir %s --ckpt-every 4 --stop-after 4", saved, CKPT);
+    if (launch(saved_ranks, args, B, &nb) != 0)
+        fail_msg("%s: run to step 4 failed: %s", saved, ERR);
+    snprintf(args, sizeof args, "%s --ckpt-dir %s --resume", resumed, CKPT);
+    if (launch(resumed_ranks, args, C, &nc) != 0)
+        fail_msg("%s checkpoint resumed at %s: %s", saved, resumed, ERR);
+    if (!strstr(ERR, "resharding"))
+        fail_msg("%s checkpoint resumed at %s: no resharding said: %s", saved, resumed, ERR);
+    assert_int_equal(nc, 3);
+    for (int i = 0; i < 2; i++) {
+        double a = num(A[4 + i], "loss"), c = num(C[i], "loss");
+        if (fabs(a - c) > 1e-5 * fabs(a))
+            fail_msg("step %d: loss %.9g resumed at %s, %.9g uninterrupted at %s", 5 + i, c, resumed, a, saved);
+    }
+    print_message("%s checkpoint resumed at %s: steps 5-6 losses %.7g %.7g (uninterrupted %.7g %.7g)\n", saved,
+                  resumed, num(C[0], "loss"), num(C[1], "loss"), num(A[4], "loss"), num(A[5], "loss"));
+    free_lines(A, na);
+    free_lines(B, nb);
+    free_lines(C, nc);
+    clear_ckpt();
+}
+
+/* Context parallelism's checkpoints reshard both ways: its CP ranks are replicas (their ZeRO-1
+ * moment shards too), so CP 2 x DP 2 and DP 4 hold the same state in other places. */
+static void context_parallel_reshards(void **state)
+{
+    (void)state;
+    resumes_elsewhere(4, "--cp 2 --dp 2 --zero 1", 4, "--dp 4 --zero 1");
+    resumes_elsewhere(4, "--dp 4 --zero 1", 4, "--cp 2 --dp 2 --zero 1");
+    resumes_elsewhere(2, "--cp 2", 1, "--zero 0");
 }
 
 static void truncated_shard_falls_back_to_the_previous_checkpoint(void **state)
@@ -225,6 +273,7 @@ static void expert_parallel_resumes_in_its_own_layout(void **state)
     resume_is_bit_exact(4, "--dp 4 --ep 2 --zero 1");
     resume_is_bit_exact(4, "--tp 2 --dp 2 --ep 2 --zero 1");
     resume_is_bit_exact(4, "--dp 4 --ep 2 --zero 2");
+    resume_is_bit_exact(4, "--cp 2 --dp 2 --ep 2 --zero 1");
     char args[8192], path[8300];
     json_t *A[64];
     int na;
@@ -266,6 +315,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bit_exact_every_layout),
         cmocka_unit_test(reshards_to_another_layout),
+        cmocka_unit_test(context_parallel_reshards),
         cmocka_unit_test(truncated_shard_falls_back_to_the_previous_checkpoint),
         cmocka_unit_test(edited_manifest_falls_back_on_every_rank_or_stops_them_all),
         cmocka_unit_test(expert_parallel_resumes_in_its_own_layout),
