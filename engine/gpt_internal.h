@@ -66,8 +66,9 @@ struct gpt_moe_route {
     int *token;    /* rows: the token of each row, grouped by expert, in token order */
     int *offset;   /* E + 1: expert e's rows [offset[e], offset[e + 1]) */
     float *scores; /* N E: the softmax of all logits (the load-balancing loss) */
-    int *counts;   /* E: choices routed to each expert before any drop (under sequence
-                      parallelism, after the forward: the TP group's, the whole micro-batch's) */
+    int *counts;   /* E: choices routed to each expert before any drop (with the load-balancing
+                      loss on, after the forward: under sequence parallelism the TP group's, under
+                      context parallelism the CP group's, the whole micro-batch's) */
     /* Expert parallelism (gpt_moe_ep.c): the rows this rank's experts run, from every EP rank */
     int *recv;     /* E = ep x E/ep: rows EP rank s sends to local expert i, at s E/ep + i */
     int *xoffset;  /* E/ep + 1: local expert i's rows [xoffset[i], xoffset[i + 1]) of them, by

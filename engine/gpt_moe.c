@@ -1,12 +1,12 @@
 /* Mixture of experts in place of the MLP (gpt.h), as Megatron-Core's MoE layer with its default
- * router and the all-gather token dispatcher:
+ * router and the alltoall token dispatcher:
  *  - router: logits = x W_r^T over the E experts; each token takes the K largest logits and
  *    weighs them by a softmax over those K (moe_router_pre_softmax off);
  *  - capacity (moe_expert_capacity_factor > 0): an expert takes at most ceil(cf N K / E) of the
  *    N tokens' K choices and drops the rest, lowest weight first (drop policy "probs");
  *  - experts: each runs its MLP (GELU or SwiGLU, split over TP like the dense one) on its rows;
- *    a token's output is the weighted sum of its kept choices, then summed over TP (or reduce-
- *    scattered under SP) as the dense MLP's output is;
+ *    a token's output is the weighted sum of its kept choices, then summed over TP as the dense
+ *    MLP's output is (under SP, below, the experts' outputs are reduce-scattered before the sum);
  *  - load balancing (--moe-aux-loss-coeff, Megatron's switch loss): coeff E sum_e f_e P_e, f_e
  *    the share of the N K choices routed to e before any drop, P_e the mean over tokens of the
  *    softmax of all logits; its gradient joins the router's in the backward (the logged loss is
@@ -121,7 +121,7 @@ void gpt_moe_alloc(gpt_model *m)
     s->y = malloc(N * C * sizeof(float));
     s->rows = malloc(N * K * C * sizeof(float));
     size_t X = gpt_moe_ep_rows(m); /* N K without expert parallelism */
-    if (m->shard.ep > 1 || sharded(m)) {
+    if (m->shard.ep > 1) { /* the exchanges' rows; under SP alone the TP gather works on rows */
         s->xrows = malloc(X * C * sizeof(float));
         s->xscratch = malloc(X * C * sizeof(float));
     }
