@@ -69,7 +69,7 @@ static void usage(FILE *f)
             "      nccl, 256 MiB; cpu: mpi, 16 MiB. --into adds it to CAL\n"
             "  validate [--device cpu|cuda] [--precision fp32|bf16|fp16] [--model tiny|tiny-llama|small|FILE]\n"
             "           [--micro-batch B] [--steps N (at least 2; default 12)]\n"
-            "           [--tp N --pp N --dp N --cp N --ep N [--mpirun PATH]] [--cp-comm-type p2p|all_gather]\n"
+            "           [--tp N --pp N --dp N --cp N --ep N [--mpirun PATH]] [--cp-comm-type p2p|all_gather|a2a]\n"
             "           [--grad-reduce fp32|bf16]\n"
             "           [--grad-compress none|powersgd:R] [--overlap-grad-reduce [--bucket-mb X]]\n"
             "           [--recompute-granularity none|selective|full] [--sequence-parallel]\n"
@@ -578,8 +578,9 @@ static int cmd_validate(int argc, char **argv)
             o.precision = v;
         }
         else if (!strcmp(a, "--cp-comm-type")) {
-            if (strcmp(v, "p2p") && strcmp(v, "all_gather")) {
-                fprintf(stderr, "dtcal validate: --cp-comm-type: '%s' is not p2p or all_gather (dtrain's forms)\n", v);
+            if (strcmp(v, "p2p") && strcmp(v, "all_gather") && strcmp(v, "a2a")) {
+                fprintf(stderr, "dtcal validate: --cp-comm-type: '%s' is not p2p, all_gather or a2a (dtrain's forms)\n",
+                        v);
                 return 2;
             }
             o.cp_comm_type = v;

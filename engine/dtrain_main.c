@@ -77,9 +77,11 @@ static void usage(FILE *f)
             "  --cp N, --context-parallel-size N  context parallelism: each sequence's positions split over N\n"
             "                           ranks in 2N chunks (causal load balancing); N x 2 divides --model's\n"
             "                           seq_len (Megatron-Core)\n"
-            "  --cp-comm-type p2p|all_gather  context parallelism's attention (Megatron-LM): p2p, ring\n"
+            "  --cp-comm-type p2p|all_gather|a2a  context parallelism's attention (Megatron-LM): p2p, ring\n"
             "                           attention, K/V blocks passed around the CP ranks (default); all_gather,\n"
-            "                           K/V gathered from every CP rank first (a2a is not built)\n"
+            "                           K/V gathered from every CP rank first; a2a (DeepSpeed-Ulysses), an\n"
+            "                           all-to-all gives each rank the whole sequence of 1/N of the heads\n"
+            "                           (N divides each TP rank's heads)\n"
             "  --ep N, --expert-model-parallel-size N  expert parallelism (Megatron-Core): each MoE layer's\n"
             "                           experts spread over N ranks carved out of DP x CP (groups of N\n"
             "                           consecutive ranks of a position's replicas, CP ranks first), tokens sent\n"
@@ -385,12 +387,12 @@ static int run_flags(int argc, char **argv, comm_ctx *comm)
             if (parse_long(a, v, 1, 1024, &n)) return 2;
             cp = (int)n;
         } else if (!strcmp(a, "--cp-comm-type")) {
-            if (!strcmp(v, "p2p") || !strcmp(v, "all_gather")) {
+            if (!strcmp(v, "p2p") || !strcmp(v, "all_gather") || !strcmp(v, "a2a")) {
                 o.cp_all_gather = !strcmp(v, "all_gather");
+                o.cp_a2a = !strcmp(v, "a2a");
             } else {
-                fprintf(stderr, "dtrain: --cp-comm-type: '%s' is not p2p or all_gather%s\n", v,
-                        !strcmp(v, "a2a") || !strcmp(v, "a2a+p2p") ? " (Megatron-Core's all-to-all forms are not built)"
-                                                                   : "");
+                fprintf(stderr, "dtrain: --cp-comm-type: '%s' is not p2p, all_gather or a2a%s\n", v,
+                        !strcmp(v, "a2a+p2p") ? " (Megatron-Core's hierarchical a2a+p2p is not built)" : "");
                 return 2;
             }
         } else if (!strcmp(a, "--ep") || !strcmp(a, "--expert-model-parallel-size")) {

@@ -73,6 +73,12 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
         gpt_layout_view_free(m);
         return -1;
     }
+    if (cp > 1 && shard->cp_a2a && (cfg->heads / (shard->tp > 1 ? shard->tp : 1)) % cp) {
+        snprintf(err, errlen, "context parallelism's all-to-all form splits each TP rank's %d heads over the %d CP "
+                              "ranks: they must divide them", cfg->heads / (shard->tp > 1 ? shard->tp : 1), cp);
+        gpt_layout_view_free(m);
+        return -1;
+    }
     if (cfg->num_experts > 0 && cp > 1 && !shard->cp_allreduce_host) {
         snprintf(err, errlen, "mixture of experts with context parallelism needs the CP group's host all-reduce "
                               "(the load-balancing loss counts the whole sequence's tokens)");
@@ -316,10 +322,14 @@ static void block_forward(gpt_model *m, gpt_acts *act, int l)
         gpt_round_act(m, a->qkv, (size_t)N * W);
         PROF_END("rope", l, 0, 2.0 * N * (NH + m->cfg.kv_groups / tp) * (C / m->cfg.heads) * 4, "N=%d n=%d", N, W);
     }
-    PROF_BEGIN();
-    gpt_attention_core_forward(m, a->atty, a->lse, a->qkv);
-    PROF_END("attention", l, m->flops_fwd.attention, 4.0 * N * (4.0 * Cl + NH),
-             "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
+    if (gpt_cp_a2a(m)) { /* the whole sequence of 1/cp of the heads, and back */
+        gpt_attention_a2a_forward(m, a, a->qkv, a->atty, 1, l);
+    } else {
+        PROF_BEGIN();
+        gpt_attention_core_forward(m, a->atty, a->lse, a->qkv);
+        PROF_END("attention", l, m->flops_fwd.attention, 4.0 * N * (4.0 * Cl + NH),
+                 "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
+    }
     PROF_BEGIN();
     /* Row-parallel: each rank's partial product; the bias is added once (by TP rank 0). */
     gpt_sp_row_forward(m, a->atty, w[J_PROJ_W], lead ? w[J_PROJ_B] : NULL, a->proj, Cl, C);
@@ -610,6 +620,27 @@ static void head_backward(gpt_model *m, gpt_acts *a, float dloss)
         hook(m, GPT_WTE, 1, 0, 1);
 }
 
+/* The attention core's backward into m->d_qkv from m->d_a (the projection's input gradient),
+ * rerun first under selective recomputation; one profiled op, as the forward's. */
+static void attention_core_backward(gpt_model *m, const gpt_layer_acts *a, int l)
+{
+    int B = m->B, T = m->T, tp = m->shard.tp, NH = m->cfg.heads / tp, Cl = m->cfg.hidden / tp, N = B * T;
+    const float *atty = a->atty, *lse = a->lse;
+    if (m->shard.recompute == GPT_RECOMPUTE_SELECTIVE) { /* the attention core again, for its rows */
+        PROF_BEGIN();
+        gpt_attention_core_forward(m, m->scratch->atty, m->scratch->lse, a->qkv);
+        PROF_END("attention", l, m->flops_fwd.attention, 4.0 * N * (4.0 * Cl + NH),
+                 "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
+        atty = m->scratch->atty;
+        lse = m->scratch->lse;
+    }
+    PROF_BEGIN();
+    m->k->memset_zero(m->d_qkv, (size_t)N * gpt_qkv_width(m) * sizeof(float));
+    gpt_attention_core_backward(m, m->d_qkv, m->d_a, a->qkv, atty, lse);
+    PROF_END("attention_bwd", l, m->flops_bwd.attention, 4.0 * N * (8.0 * Cl + NH),
+             "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
+}
+
 /* m->d_res holds dL/d(res3) of layer l on entry and dL/d(input of l) on return; dloss is the
  * backward's per-token loss scale (the experts' load-balancing loss takes its share of it). */
 static void block_backward(gpt_model *m, gpt_acts *act, int l, float dloss)
@@ -659,21 +690,17 @@ static void block_backward(gpt_model *m, gpt_acts *act, int l, float dloss)
     gpt_sp_row_backward(m, m->d_a, g[J_PROJ_W], g[J_PROJ_B], m->d_res, a->atty, w[J_PROJ_W], Cl, C);
     gpt_round_act(m, m->d_a, NCl);
     PROF_END("attn_proj_bwd", l, m->flops_bwd.attn_proj, 2 * gemm_bytes(N, C, Cl), "m=%d n=%d k=%d", N, C, Cl);
-    const float *atty = a->atty, *lse = a->lse;
-    if (m->shard.recompute == GPT_RECOMPUTE_SELECTIVE) { /* the attention core again, for its rows */
-        PROF_BEGIN();
-        gpt_attention_core_forward(m, m->scratch->atty, m->scratch->lse, a->qkv);
-        PROF_END("attention", l, m->flops_fwd.attention, 4.0 * N * (4.0 * Cl + NH),
-                 "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
-        atty = m->scratch->atty;
-        lse = m->scratch->lse;
+    if (gpt_cp_a2a(m)) {
+        const gpt_layer_acts *kept = a;
+        if (m->shard.recompute == GPT_RECOMPUTE_SELECTIVE) { /* the core again, its output not sent back */
+            gpt_attention_a2a_forward(m, m->scratch, a->qkv, NULL, 0, l);
+            kept = m->scratch;
+        }
+        gpt_attention_a2a_backward(m, kept, m->d_qkv, m->d_a, l);
+    } else {
+        attention_core_backward(m, a, l);
     }
-    PROF_BEGIN();
-    k->memset_zero(m->d_qkv, (size_t)N * W * sizeof(float));
-    gpt_attention_core_backward(m, m->d_qkv, m->d_a, a->qkv, atty, lse);
     gpt_round_act(m, m->d_qkv, (size_t)N * W);
-    PROF_END("attention_bwd", l, m->flops_bwd.attention, 4.0 * N * (8.0 * Cl + NH),
-             "B=%d T=%d heads=%d head_dim=%d", B, T, NH, Cl / NH);
     if (m->cfg.rope) {
         PROF_BEGIN();
         gpt_rope_backward(m, m->d_qkv);

@@ -128,6 +128,12 @@ typedef struct {
      * steps cp_ring_start starts (n floats of send, a backend buffer, to the next CP rank; n into
      * recv from the previous) and cp_ring_wait ends; one step is in flight at a time. */
     int cp, cp_rank;
+    /* cp_a2a: Megatron-Core's cp_comm_type a2a (DeepSpeed-Ulysses, gpt_cp_a2a.c) instead of both:
+     * an all-to-all of host buffers over the CP group (n floats in all, cp equal blocks in rank
+     * order, block j to rank j) turns the rank's positions of every head into the whole sequence of 1/cp of the
+     * heads before attention, and one back after it */
+    int cp_a2a;
+    void (*cp_alltoall)(const float *send, float *recv, size_t n, void *ctx);
     void (*cp_allgather)(float *buf, size_t n, void *ctx);
     void (*cp_reduce_scatter)(float *buf, size_t n, void *ctx);
     int cp_ring_p2p;
@@ -186,6 +192,9 @@ typedef struct {
      * fch_gelu then hold as many rows), and the routing (gpt_moe.c) */
     float *moe_in, *moe_out;
     gpt_moe_route *route;
+    /* context parallelism's all-to-all form (gpt_cp_a2a.c): the whole sequence of the rank's 1/cp
+     * of the heads, its qkv, attention output and log-sum-exp rows, kept for the backward */
+    float *a2a_qkv, *a2a_atty, *a2a_lse;
 } gpt_layer_acts;
 
 /* One micro-batch's activations (buffers of layers not run here stay NULL). */
@@ -248,6 +257,7 @@ typedef struct gpt_model_s {
     float *cp_blocks, *cp_qkv, *cp_dqkv, *cp_atty, *cp_dout, *cp_lse, *cp_zeros, *cp_sink, *cp_pos_rows;
     int *cp_positions, *cp_tokens, *cp_targets;
     struct gpt_cp_ring *cp_ring;     /* ring attention's scratch (gpt_cp_ring.c); NULL under all_gather */
+    struct gpt_cp_a2a *cp_a2a;       /* the all-to-all form's scratch (gpt_cp_a2a.c); NULL otherwise */
     /* Grouped-query attention's repeated qkv and its gradient (gpt_block.c); rotary embeddings'
      * positions of the rank's rows under CP (host; NULL: 0..T-1). */
     float *gqa_qkv, *gqa_dqkv;

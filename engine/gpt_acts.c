@@ -22,6 +22,16 @@ static float *act(gpt_model *m, size_t n)
     return m->k->alloc(n * sizeof(float));
 }
 
+/* Context parallelism's all-to-all form (gpt_cp_a2a.c): a layer's whole sequence of its 1/cp of
+ * the heads, the qkv, attention output and log-sum-exp rows the backward reads. */
+static void alloc_a2a(gpt_model *m, gpt_layer_acts *x)
+{
+    size_t whole = (size_t)m->B * m->cfg.seq_len, Cc = (size_t)m->cfg.hidden / m->shard.tp / m->shard.cp;
+    x->a2a_qkv = act(m, whole * 3 * Cc);
+    x->a2a_atty = act(m, whole * Cc);
+    x->a2a_lse = act(m, whole * ((size_t)m->cfg.heads / m->shard.tp / m->shard.cp));
+}
+
 /* The first layer of the chunk of consecutive layers this rank runs that holds l, and one past
  * its last. */
 static void chunk_of(const gpt_model *m, int l, int *first, int *end)
@@ -75,6 +85,15 @@ static void alloc_intermediates(gpt_model *m, gpt_layer_acts *x, int own_lse)
         x->route = gpt_moe_route_alloc(m);
     }
     x->fcproj = act(m, Ns * C);
+    if (gpt_cp_a2a(m)) { /* the head-sharded tensors kept for the backward (shared as lse is) */
+        if (own_lse) {
+            alloc_a2a(m, x);
+        } else {
+            x->a2a_qkv = m->scratch->a2a_qkv;
+            x->a2a_atty = m->scratch->a2a_atty;
+            x->a2a_lse = m->scratch->a2a_lse;
+        }
+    }
 }
 
 void gpt_plan_recompute(gpt_model *m)
@@ -87,6 +106,8 @@ void gpt_plan_recompute(gpt_model *m)
         m->scratch_layers = 1;
         m->scratch->atty = act(m, N * Cl);
         m->scratch->lse = act(m, N * ((size_t)m->cfg.heads / sh->tp));
+        if (gpt_cp_a2a(m))
+            alloc_a2a(m, m->scratch);
         return;
     }
     if (sh->recompute != GPT_RECOMPUTE_FULL)
@@ -161,6 +182,8 @@ static void free_intermediates(const kernels_backend *k, gpt_layer_acts *x, int 
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         if (p[i])
             k->free(p[i]);
+    if (!shared_lse)
+        gpt_cp_a2a_free_acts(k, x);
 }
 
 void gpt_free_acts(gpt_model *m, gpt_acts *a)
@@ -195,6 +218,7 @@ void gpt_free_recompute(gpt_model *m)
     if (m->scratch && m->shard.recompute == GPT_RECOMPUTE_SELECTIVE) {
         m->k->free(m->scratch->atty);
         m->k->free(m->scratch->lse);
+        gpt_cp_a2a_free_acts(m->k, m->scratch);
     } else {
         for (int i = 0; m->scratch && i < m->scratch_layers; i++)
             free_intermediates(m->k, &m->scratch[i], 0);

@@ -3,7 +3,8 @@
  * balancing (rank r the r-th and the (2cp-1-r)-th), so every rank has the same share of the
  * causal attention's work. Everything but attention is per token and runs on the rank's own
  * positions (m->T is T/cp). Attention runs in one of Megatron-Core's two forms (cp_comm_type):
- * p2p, ring attention (gpt_cp_ring.c; the default), or all_gather, here: K and V gathered over
+ * p2p, ring attention (gpt_cp_ring.c; the default), all-to-all (gpt_cp_a2a.c, DeepSpeed-Ulysses:
+ * the whole sequence of 1/cp of the heads), or all_gather, here: K and V gathered over
  * the CP group, the rank's queries attending the whole sequence rebuilt from the gathered blocks,
  * each up to its own global position (kernels' attention_forward_at), and the backward
  * reduce-scattering the K/V gradients its queries produced back to the positions' owners. A
@@ -44,12 +45,15 @@ static int chunk_start(const gpt_model *m, int r, int c)
     return gpt_cp_chunk(m, r, c) * (m->T / 2);
 }
 
+int gpt_cp_position_of(const gpt_model *m, int r, int t)
+{
+    int half = m->T / 2;
+    return chunk_start(m, r, t / half) + t % half;
+}
+
 int gpt_cp_position(const gpt_model *m, int t)
 {
-    if (!gpt_cp(m))
-        return t;
-    int half = m->T / 2;
-    return chunk_start(m, m->shard.cp_rank, t / half) + t % half;
+    return gpt_cp(m) ? gpt_cp_position_of(m, m->shard.cp_rank, t) : t;
 }
 
 /* The whole sequences (B x cp T x w) from CP rank r's rows (B x T x w, T the local positions), or
@@ -177,10 +181,13 @@ void gpt_cp_alloc(gpt_model *m)
     const kernels_backend *k = m->k;
     int B = m->B, T = m->T, Tf = T * m->shard.cp, C = m->cfg.hidden, tp = m->shard.tp;
     size_t Cl = (size_t)C / tp, NH = (size_t)m->cfg.heads / tp, whole = (size_t)B * Tf;
-    int ring = m->shard.cp_ring_p2p;
-    if (ring)
+    int ring = m->shard.cp_ring_p2p && !m->shard.cp_a2a;
+    if (m->shard.cp_a2a)
+        gpt_cp_a2a_alloc(m);
+    else if (ring)
         gpt_cp_ring_alloc(m);
-    if (!ring || !k->attention_block_forward) { /* the whole sequence's buffers: all-gather, or the fallback */
+    if (!m->shard.cp_a2a && (!ring || !k->attention_block_forward)) { /* the whole sequence's buffers:
+                                                                           all-gather, or the fallback */
         if (!ring)
             m->cp_blocks = k->alloc(whole * 3 * Cl * sizeof(float));
         m->cp_qkv = k->alloc(whole * 3 * Cl * sizeof(float));
@@ -214,6 +221,7 @@ void gpt_cp_free(gpt_model *m)
     if (m->cp_positions)
         m->k->free(m->cp_positions);
     gpt_cp_ring_free(m);
+    gpt_cp_a2a_free(m);
     free(m->cp_tokens);
     free(m->cp_targets);
 }

@@ -45,6 +45,11 @@ void gpt_norm_backward_tokens(gpt_model *m, float *dinp, float *dweight, float *
 void gpt_rope_forward(gpt_model *m, float *qkv);
 void gpt_rope_backward(gpt_model *m, float *dqkv);
 void gpt_attention_core_forward(gpt_model *m, float *atty, float *lse, const float *qkv);
+/* The attention core under CP's all-to-all form, its three ops profiled (layer l): into x, and
+ * (out) x's output to atty; the backward from dout into dqkv (which it zeroes first) from what x
+ * kept. */
+void gpt_attention_a2a_forward(gpt_model *m, gpt_layer_acts *x, const float *qkv, float *atty, int out, int l);
+void gpt_attention_a2a_backward(gpt_model *m, const gpt_layer_acts *x, float *dqkv, const float *dout, int l);
 void gpt_attention_core_backward(gpt_model *m, float *dqkv, const float *dout, const float *qkv, const float *atty,
                                  const float *lse);
 void gpt_mlp_act_forward(gpt_model *m, float *out, const float *fch);
@@ -153,6 +158,7 @@ void gpt_sp_norm_backward(gpt_model *m, float *dinp, float *dweight, float *dbia
  * gpt_cp_alloc / gpt_cp_free: the scratch above. */
 int gpt_cp(const gpt_model *m);
 int gpt_cp_position(const gpt_model *m, int t);
+int gpt_cp_position_of(const gpt_model *m, int r, int t); /* CP rank r's t-th */
 void gpt_cp_attention_forward(gpt_model *m, float *atty, float *lse, const float *qkv);
 void gpt_cp_attention_backward(gpt_model *m, float *dqkv, const float *dout, const float *qkv, const float *atty,
                                const float *lse);
@@ -179,6 +185,23 @@ void gpt_cp_ring_reduce(gpt_model *m, float *dqkv);
 void gpt_cp_rows(const gpt_model *m, float *whole, float *local, int r, int w, int to_whole);
 void gpt_cp_ring_alloc(gpt_model *m);
 void gpt_cp_ring_free(gpt_model *m);
+/* The all-to-all form (gpt_cp_a2a.c; shard.cp_a2a, DeepSpeed-Ulysses), one profiled op each:
+ * gpt_cp_a2a_qkv: the rank's qkv rows (every head, the q, k, v of each head together: the
+ * repeated groups under GQA) to x's whole sequence of its heads; _attention: the causal
+ * attention of those heads there, into x; _out: x's output back to the rank's rows (atty). The
+ * backward: _dout: the output gradient to the heads' ranks; _attention_backward: on what x
+ * kept; _dqkv: the qkv gradient back to the positions' owners, added to dqkv. _free_acts: a
+ * layer's kept tensors (gpt_acts.c allocates them); _alloc / _free: the exchanges' scratch. */
+int gpt_cp_a2a(const gpt_model *m);
+void gpt_cp_a2a_qkv(gpt_model *m, gpt_layer_acts *x, const float *qkv);
+void gpt_cp_a2a_attention(gpt_model *m, gpt_layer_acts *x);
+void gpt_cp_a2a_out(gpt_model *m, gpt_layer_acts *x, float *atty);
+void gpt_cp_a2a_dout(gpt_model *m, const float *dout);
+void gpt_cp_a2a_attention_backward(gpt_model *m, const gpt_layer_acts *x);
+void gpt_cp_a2a_dqkv(gpt_model *m, float *dqkv);
+void gpt_cp_a2a_free_acts(const kernels_backend *k, gpt_layer_acts *x);
+void gpt_cp_a2a_alloc(gpt_model *m);
+void gpt_cp_a2a_free(gpt_model *m);
 
 /* The TP GEMMs with their collectives (gpt_sp.c), one call each on every path: without TP the
  * GEMM alone, with TP an all-reduce, under SP an all-gather or reduce-scatter, and under

@@ -98,3 +98,9 @@ void tp_allreduce_host(float *buf, size_t n, int max, void *ctx)
     else
         comm_allreduce_sum(t->group, buf, n);
 }
+
+void tp_alltoall_host(const float *send, float *recv, size_t n, void *ctx)
+{
+    tp_staging *t = ctx;
+    comm_alltoall(t->group, send, recv, n);
+}

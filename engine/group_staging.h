@@ -42,4 +42,6 @@ void *tp_ring_start(const float *send, float *recv, size_t n, void *ctx);
 void tp_ring_wait(void *step, void *ctx);
 /* An all-reduce (sum, or max) of host floats over the group. */
 void tp_allreduce_host(float *buf, size_t n, int max, void *ctx);
+/* An all-to-all of host floats over the group: n in all, equal blocks in rank order (comm_alltoall). */
+void tp_alltoall_host(const float *send, float *recv, size_t n, void *ctx);
 #endif

@@ -221,7 +221,7 @@ static json_t *options_json(const train_options *o)
         json_object_set_new(j, "sequence_parallel", json_boolean(o->sequence_parallel));
         json_object_set_new(j, "overlap_param_gather", json_boolean(o->overlap_param_gather));
         json_object_set_new(j, "tp_comm_overlap", json_boolean(o->tp_comm_overlap));
-        json_object_set_new(j, "cp_comm_type", json_string(o->cp_all_gather ? "all_gather" : "p2p"));
+        json_object_set_new(j, "cp_comm_type", json_string(o->cp_a2a ? "a2a" : o->cp_all_gather ? "all_gather" : "p2p"));
         json_object_set_new(j, "recompute_method", json_string(o->recompute_block ? "block" : "uniform"));
         json_object_set_new(j, "recompute_num_layers", json_integer(o->recompute_layers));
         json_object_set_new(j, "moe_aux_loss_coeff", json_real(o->moe_aux_loss_coeff));

@@ -316,8 +316,8 @@ int train_run(const train_options *given)
                        .tp_ring_start = tp_ring_start, .tp_ring_wait = tp_ring_wait, .cp = cp,
                        .cp_rank = o->comm->cp_rank, .cp_allgather = tp_allgather_staged,
                        .cp_reduce_scatter = tp_reduce_scatter_staged, .cp_ctx = &cps,
-                       .cp_ring_p2p = !o->cp_all_gather, .cp_ring_start = tp_ring_start, .cp_ring_wait = tp_ring_wait,
-                       .cp_allreduce_host = tp_allreduce_host,
+                       .cp_ring_p2p = !o->cp_all_gather && !o->cp_a2a, .cp_ring_start = tp_ring_start, .cp_ring_wait = tp_ring_wait,
+                       .cp_allreduce_host = tp_allreduce_host, .cp_a2a = o->cp_a2a, .cp_alltoall = tp_alltoall_host,
                        .tp_allreduce_host = tp_allreduce_host, .tp_ctx = &tps,
                        .dp = comm_group_size(o->comm->dp_group), /* ZeRO shards over DP x CP */
                        .dp_rank = comm_group_rank(o->comm->dp_group), .zero = o->zero, .recompute = o->recompute,

@@ -47,6 +47,7 @@ typedef struct {
     int sequence_parallel;       /* --sequence-parallel (with --tp 2+) */
     int tp_comm_overlap;         /* --tp-comm-overlap (with --sequence-parallel, MPI) */
     int cp_all_gather;           /* --cp-comm-type all_gather (0: p2p, ring attention, the default) */
+    int cp_a2a;                  /* --cp-comm-type a2a (DeepSpeed-Ulysses: heads all-to-all) */
     int recompute;               /* GPT_RECOMPUTE_NONE | _SELECTIVE | _FULL (--recompute-granularity) */
     int recompute_block;         /* --recompute-method block (0: uniform) */
     int recompute_layers;        /* --recompute-num-layers (default 1) */

@@ -16,7 +16,7 @@ typedef struct {
     long long micro_batch, global_batch;
     int tp, pp, dp, vpp, zero;
     int cp;                    /* dtrain --cp (0 or 1: none) */
-    const char *cp_comm_type;  /* dtrain --cp-comm-type: p2p | all_gather; NULL: p2p, dtrain's default */
+    const char *cp_comm_type;  /* dtrain --cp-comm-type: p2p | all_gather | a2a; NULL: p2p, dtrain's default */
     int ep;                    /* dtrain --expert-model-parallel-size (0 or 1: every expert on each rank) */
     const char *precision;     /* fp32 | bf16 | fp16 */
     const char *schedule;      /* gpipe | 1f1b | interleaved; NULL: 1f1b */

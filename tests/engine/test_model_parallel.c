@@ -8,8 +8,8 @@
  * argv[1]: dtrain, argv[2]: mpirun, argv[3]: a scratch folder, argv[4] (optional) "llama": the
  * same check for Llama's blocks over a set of layouts (llama_blocks); "moe": mixture of experts
  * (experts); "moe_ep": expert parallelism against the same single-rank (EP 1) run
- * (expert_parallel) and its refusals; "cp": context parallelism in both of its forms (ring
- * attention and all-gather), their whole-sequence fallbacks, and their refusals. */
+ * (expert_parallel) and its refusals; "cp": context parallelism in its three forms (ring
+ * attention, all-gather and all-to-all), the whole-sequence fallbacks, and their refusals. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -208,6 +208,21 @@ static void context_parallel_all_gather(void **state)
     equivalent(4, "--cp 2 --dp 2 --zero 1 --cp-comm-type all_gather");
 }
 
+/* --cp-comm-type a2a (DeepSpeed-Ulysses): an all-to-all gives each CP rank the whole sequence of
+ * 1/cp of the heads, plain causal attention runs there, and a second one sends the output back;
+ * the backward mirrors them from the head-sharded tensors the forward kept (or, under selective
+ * recomputation, reran). */
+static void context_parallel_a2a(void **state)
+{
+    (void)state;
+    equivalent(2, "--cp 2 --cp-comm-type a2a");
+    equivalent(4, "--cp 4 --cp-comm-type a2a");
+    equivalent(4, "--cp 2 --tp 2 --sequence-parallel --cp-comm-type a2a");
+    equivalent(2, "--cp 2 --cp-comm-type a2a --recompute-granularity selective");
+    equivalent(4, "--cp 2 --pp 2 --cp-comm-type a2a --recompute-granularity full");
+    equivalent(4, "--cp 2 --dp 2 --zero 1 --cp-comm-type a2a");
+}
+
 /* The backend without the block and positional kernels (CUDA's, for now): the ring brings the
  * whole sequence's K/V and sends their gradients home, around the whole-sequence kernel. */
 static void context_parallel_fallbacks(void **state)
@@ -252,7 +267,9 @@ static void context_parallel_refusals(void **state)
 {
     (void)state;
     refused(2, "--cp 3", "ranks");
-    refused(2, "--cp 2 --cp-comm-type a2a", "--cp-comm-type: 'a2a' is not p2p or all_gather");
+    refused(2, "--cp 2 --cp-comm-type a2a+p2p", "--cp-comm-type: 'a2a+p2p' is not p2p, all_gather or a2a");
+    /* 4 heads: TP 2 leaves 2 a rank, which CP 4 cannot split */
+    refused(8, "--cp 4 --tp 2 --cp-comm-type a2a", "splits each TP rank's 2 heads over the 4 CP ranks");
 }
 
 /* --tp-comm-overlap: the same collectives as rings of TP steps, each beside the GEMM of the block
@@ -340,6 +357,7 @@ static void llama_blocks(void **state)
     equivalent(2, "--pp 2 --schedule interleaved --vpp 2");
     equivalent(4, "--cp 2 --tp 2 --sequence-parallel");
     equivalent(2, "--cp 2 --recompute-granularity selective");
+    equivalent(4, "--cp 2 --tp 2 --sequence-parallel --cp-comm-type a2a"); /* the groups repeated to heads */
     equivalent(8, "--tp 2 --pp 2 --dp 2 --zero 1");
     equivalent(4, "--pp 2 --dp 2 --zero 3 --schedule interleaved --vpp 2");
 }
@@ -481,6 +499,7 @@ int main(int argc, char **argv)
                                         cmocka_unit_test(expert_load_is_the_busiest_stages),
                                         cmocka_unit_test(expert_parallel_refusals)};
     const struct CMUnitTest cp[] = {cmocka_unit_test(context_parallel_ring), cmocka_unit_test(context_parallel_all_gather),
+                                    cmocka_unit_test(context_parallel_a2a),
                                     cmocka_unit_test(context_parallel_ring_matches_all_gather),
                                     cmocka_unit_test(context_parallel_fallbacks),
                                     cmocka_unit_test(context_parallel_refusals)};
