@@ -73,9 +73,12 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
         gpt_layout_view_free(m);
         return -1;
     }
-    if (cp > 1 && shard->cp_a2a && (cfg->heads / (shard->tp > 1 ? shard->tp : 1)) % cp) {
-        snprintf(err, errlen, "context parallelism's all-to-all form splits each TP rank's %d heads over the %d CP "
-                              "ranks: they must divide them", cfg->heads / (shard->tp > 1 ? shard->tp : 1), cp);
+    int tpn = shard->tp > 1 ? shard->tp : 1;
+    if (cp > 1 && shard->cp_a2a && ((cfg->heads / tpn) % cp || (cfg->kv_groups / tpn) % cp)) {
+        int groups = (cfg->heads / tpn) % cp == 0;
+        snprintf(err, errlen, "context parallelism's all-to-all form splits each TP rank's %d %s over the %d CP "
+                              "ranks: they must divide them", groups ? cfg->kv_groups / tpn : cfg->heads / tpn,
+                 groups ? "query groups" : "heads", cp);
         gpt_layout_view_free(m);
         return -1;
     }

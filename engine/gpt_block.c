@@ -117,8 +117,8 @@ void gpt_attention_a2a_forward(gpt_model *m, gpt_layer_acts *x, const float *qkv
     int B = m->B, T = m->T, cp = m->shard.cp, tp = m->shard.tp, NH = m->cfg.heads / tp, Cl = m->cfg.hidden / tp;
     double N = (double)B * T;
     PROF_BEGIN();
-    gpt_cp_a2a_qkv(m, x, heads_qkv(m, qkv));
-    PROF_END("cp_alltoall_qkv", l, 0, 4.0 * N * 3 * Cl, "rows=%d C=%d", B * T, 3 * Cl);
+    gpt_cp_a2a_qkv(m, x, qkv);
+    PROF_END("cp_alltoall_qkv", l, 0, 4.0 * N * gpt_qkv_width(m), "rows=%d C=%d", B * T, gpt_qkv_width(m));
     PROF_BEGIN();
     gpt_cp_a2a_attention(m, x);
     PROF_END("attention", l, m->flops_fwd.attention, 4.0 * N * (4.0 * Cl + NH), "B=%d T=%d heads=%d head_dim=%d", B,
@@ -142,16 +142,9 @@ void gpt_attention_a2a_backward(gpt_model *m, const gpt_layer_acts *x, float *dq
     PROF_END("attention_bwd", l, m->flops_bwd.attention, 4.0 * N * (8.0 * Cl + NH), "B=%d T=%d heads=%d head_dim=%d",
              B, T * cp, NH / cp, Cl / NH);
     PROF_BEGIN();
-    size_t n = (size_t)N * gpt_qkv_width(m);
-    m->k->memset_zero(dqkv, n * sizeof(float));
-    if (grouped(m)) { /* the repeated groups' gradients, summed back into each group */
-        m->k->memset_zero(m->gqa_dqkv, (size_t)N * 3 * Cl * sizeof(float));
-        gpt_cp_a2a_dqkv(m, m->gqa_dqkv);
-        m->k->kv_repeat_backward(dqkv, m->gqa_dqkv, B, T, NH, m->cfg.kv_groups / tp, m->cfg.hidden / m->cfg.heads);
-    } else {
-        gpt_cp_a2a_dqkv(m, dqkv);
-    }
-    PROF_END("cp_alltoall_qkv_bwd", l, 0, 4.0 * N * 3 * Cl, "rows=%d C=%d", B * T, 3 * Cl);
+    m->k->memset_zero(dqkv, (size_t)N * gpt_qkv_width(m) * sizeof(float));
+    gpt_cp_a2a_dqkv(m, dqkv);
+    PROF_END("cp_alltoall_qkv_bwd", l, 0, 4.0 * N * gpt_qkv_width(m), "rows=%d C=%d", B * T, gpt_qkv_width(m));
 }
 
 void gpt_mlp_act_forward_rows(gpt_model *m, float *out, const float *fch, int rows)

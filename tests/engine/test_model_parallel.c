@@ -357,7 +357,10 @@ static void llama_blocks(void **state)
     equivalent(2, "--pp 2 --schedule interleaved --vpp 2");
     equivalent(4, "--cp 2 --tp 2 --sequence-parallel");
     equivalent(2, "--cp 2 --recompute-granularity selective");
-    equivalent(4, "--cp 2 --tp 2 --sequence-parallel --cp-comm-type a2a"); /* the groups repeated to heads */
+    equivalent(2, "--cp 2 --cp-comm-type a2a"); /* each rank's 2 groups sent, repeated to 4 heads on arrival */
+    equivalent(4, "--cp 2 --tp 2 --sequence-parallel --cp-comm-type a2a");
+    /* 8 heads in 4 groups: TP 2 leaves 4 heads but 2 groups a rank, which CP 4 cannot split */
+    refused(8, "--cp 4 --tp 2 --cp-comm-type a2a", "splits each TP rank's 2 query groups over the 4 CP ranks");
     equivalent(8, "--tp 2 --pp 2 --dp 2 --zero 1");
     equivalent(4, "--pp 2 --dp 2 --zero 3 --schedule interleaved --vpp 2");
 }
