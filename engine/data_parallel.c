@@ -281,16 +281,27 @@ static void start_bucket(dp_state *d, gpt_model *m, size_t lo, size_t hi)
     comm_ireduce_scatter_sum_counts(d->comm->dp_group, d->host + lo, d->host_recv + a, d->part_counts);
 }
 
-/* Parameter bucket b's all-gather waited for and its parameters on the device. */
+/* The all-gathers a parameter bucket has in flight: one, or under EP one per kind. */
+static int param_gathers(const dp_state *d)
+{
+    return d->ep > 1 ? 2 : 1;
+}
+
+/* Parameter bucket b's all-gather(s) waited for and its parameters on the device. */
 static void land_param_bucket(dp_state *d, const gpt_model *m, int b)
 {
-    if (!d->param_requests || !d->param_requests[b])
+    int g = param_gathers(d);
+    if (!d->param_requests || (!d->param_requests[g * b] && !d->param_requests[g * b + g - 1]))
         return;
     double t0 = wall_clock_s();
-    comm_request_wait(d->param_requests[b]);
-    d->param_requests[b] = NULL;
     size_t lo = d->param_bucket_lo[b], hi = d->param_bucket_hi[b];
-    m->k->copy_to_device(m->params + lo, d->host_params + lo, (hi - lo) * sizeof(float));
+    if (g > 1) {
+        dp_ep_land_param_bucket(d, m, b);
+    } else {
+        comm_request_wait(d->param_requests[b]);
+        d->param_requests[b] = NULL;
+        m->k->copy_to_device(m->params + lo, d->host_params + lo, (hi - lo) * sizeof(float));
+    }
     if (m->prof)
         profiler_record(m->prof, "dp_param_gather_wait", -1, "bucket", wall_clock_s() - t0, (double)(hi - lo) * 4);
 }
@@ -318,7 +329,8 @@ static void bucket_pass_hook(gpt_model *m, int first, int count, int before, int
             if (d->param_bucket_lo[b] < hi && lo < d->param_bucket_hi[b])
                 land_param_bucket(d, m, b);
             else
-                comm_request_test(d->param_requests[b]); /* the others advance */
+                for (int i = 0; i < param_gathers(d); i++) /* the others advance */
+                    comm_request_test(d->param_requests[param_gathers(d) * b + i]);
         }
     }
     if (!before && backward && first != GPT_WTE && hi > lo && ++d->passes_done[first] == d->accum) {
@@ -416,6 +428,8 @@ int dp_enable_overlap_param_gather(dp_state *d, gpt_model *m, double bucket_mb, 
         shard_parts(d, d->param_bucket_lo[b], d->param_bucket_hi[b], d->param_bucket_counts + (size_t)b * d->dp);
     d->param_requests = calloc((size_t)d->n_param_buckets, sizeof *d->param_requests);
     d->host_params = calloc(d->padded, sizeof(float));
+    if (d->ep > 1) /* each bucket's dense and expert parts over their own groups */
+        dp_ep_param_buckets(d, m);
     return 0;
 }
 
@@ -575,8 +589,11 @@ void dp_free(dp_state *d)
     free(d->packed);
     free(d->bucket_packed[0]);
     free(d->bucket_packed[1]);
-    for (int b = 0; b < d->n_param_buckets && d->param_requests; b++)
+    for (int b = 0; b < d->n_param_buckets * param_gathers(d) && d->param_requests; b++)
         comm_request_wait(d->param_requests[b]);
+    free(d->param_packed[0]);
+    free(d->param_packed[1]);
+    free(d->param_span);
     free(d->param_bucket_lo);
     free(d->param_bucket_hi);
     free(d->param_bucket_counts);
@@ -731,12 +748,12 @@ double dp_grad_norm(dp_state *d, const gpt_model *m, int fp16, double scale, int
 void dp_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, int t, float grad_scale)
 {
     size_t lo, hi;
+    dp_finish_param_gather(d, m); /* a step whose forward did not read every bucket */
     if (dp_ep_sharded(d)) {
         dp_ep_optimizer_step(d, m, lr, weight_decay, t, grad_scale);
         return;
     }
     owned(d, &lo, &hi);
-    dp_finish_param_gather(d, m); /* a step whose forward did not read every bucket */
     if (d->offload)
         offload_step(d->offload, m, lr, weight_decay, t, grad_scale);
     /* AdamW per tensor (weight decay on matrices only), restricted to what this rank owns. */

@@ -68,9 +68,14 @@ typedef struct {
     int overlap_params;
     int n_param_buckets;
     size_t *param_bucket_lo, *param_bucket_hi;
-    size_t *param_bucket_counts;    /* dp per bucket: each shard's part of it */
-    comm_request **param_requests;  /* per bucket: its all-gather, NULL once landed */
+    size_t *param_bucket_counts;    /* dp per bucket (and kind, under EP): each shard's part of it */
+    comm_request **param_requests;  /* per bucket (and kind, under EP): its all-gather, NULL once
+                                       landed */
     float *host_params;             /* the gathered parameters, padded floats */
+    /* under EP (data_parallel_ep.c) each bucket gathers its dense tensors over the DP group and
+     * its expert tensors over the expert-DP group, each in its kind's packed order */
+    float *param_packed[2];         /* each kind's packed parameters (host) */
+    size_t *param_span;             /* per bucket and kind: where its tensors start in that order */
 } dp_state;
 
 /* The shards are gpt_dp_shard_range's (gpt.h); a model built with gpt_shard's dp, dp_rank and

@@ -103,6 +103,10 @@ static void gather_kind(dp_state *d, const gpt_model *m, int expert)
     free(counts);
 }
 
+static size_t packed_span(const gpt_model *m, size_t lo, size_t hi, int k, const float *host, float *packed,
+                          size_t *plo);
+static void span_parts(const dp_state *d, int k, size_t plo, size_t n, size_t *counts, size_t *x, size_t *y);
+
 void dp_ep_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, int t, float grad_scale)
 {
     size_t pos[2] = {0, 0}, base[2] = {0, d->eps.hi[0] - d->eps.lo[0]};
@@ -112,9 +116,62 @@ void dp_ep_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_deca
         pos[k] += m->tensors[i].count;
     }
     m->k->copy_to_host(d->host, m->params, d->n * sizeof(float));
+    if (d->overlap_params) { /* each bucket's two all-gathers start now; the next forward lands them */
+        for (int k = 0; k < 2; k++)
+            pack_kind(m, d->host, d->param_packed[k], k, 1);
+        for (int b = 0; b < d->n_param_buckets; b++)
+            for (int k = 0; k < 2; k++) {
+                const size_t *counts = d->param_bucket_counts + (size_t)(2 * b + k) * d->dp;
+                size_t len = 0;
+                for (int r = 0; r < d->dp; r++)
+                    len += counts[r];
+                if (len) /* a kind the bucket has no tensor of: nothing to gather (alike on every rank) */
+                    d->param_requests[2 * b + k] =
+                        comm_iallgather_counts(group_of(d, k), d->param_packed[k] + d->param_span[2 * b + k], counts);
+            }
+        return;
+    }
     for (int expert = 0; expert < 2; expert++)
         gather_kind(d, m, expert);
     m->k->copy_to_device(m->params, d->host, d->n * sizeof(float));
+}
+
+void dp_ep_param_buckets(dp_state *d, const gpt_model *m)
+{
+    int n = d->n_param_buckets;
+    free(d->param_bucket_counts);
+    free(d->param_requests);
+    d->param_bucket_counts = calloc((size_t)n * 2 * d->dp, sizeof(size_t));
+    d->param_requests = calloc((size_t)n * 2, sizeof *d->param_requests);
+    d->param_span = calloc((size_t)n * 2, sizeof(size_t));
+    for (int k = 0; k < 2; k++)
+        d->param_packed[k] = calloc(d->eps.n[k] ? d->eps.n[k] : 1, sizeof(float));
+    for (int b = 0; b < n; b++)
+        for (int k = 0; k < 2; k++) { /* a kind's tensors of a bucket are consecutive in its order */
+            size_t plo, x, y, len = packed_span(m, d->param_bucket_lo[b], d->param_bucket_hi[b], k, NULL, NULL, &plo);
+            d->param_span[2 * b + k] = plo;
+            if (len) /* none: every count 0, an all-gather of nothing */
+                span_parts(d, k, plo, len, d->param_bucket_counts + (size_t)(2 * b + k) * d->dp, &x, &y);
+        }
+}
+
+void dp_ep_land_param_bucket(dp_state *d, const gpt_model *m, int b)
+{
+    size_t lo = d->param_bucket_lo[b], hi = d->param_bucket_hi[b];
+    for (int k = 0; k < 2; k++) {
+        comm_request_wait(d->param_requests[2 * b + k]);
+        d->param_requests[2 * b + k] = NULL;
+    }
+    /* the bucket's tensors from their kinds' packed orders to their flat places */
+    size_t pos[2] = {0, 0};
+    for (int t = 0; t < m->num_tensors; t++) {
+        const gpt_tensor *g = &m->tensors[t];
+        int k = g->expert ? 1 : 0;
+        if (g->count && g->offset >= lo && g->offset + g->count <= hi)
+            memcpy(d->host_params + g->offset, d->param_packed[k] + pos[k], g->count * sizeof(float));
+        pos[k] += g->count;
+    }
+    m->k->copy_to_device(m->params + lo, d->host_params + lo, (hi - lo) * sizeof(float));
 }
 
 /* ZeRO-2 with EP: m->grads holds the gradient shards packed as the moments are (the dense shard,

@@ -30,5 +30,11 @@ double dp_ep_grad_sum_squares(dp_state *d, const gpt_model *m);
  * group's are too and the sums go to the device. */
 void dp_ep_start_bucket(dp_state *d, gpt_model *m, size_t lo, size_t hi);
 void dp_ep_land_buckets(dp_state *d, gpt_model *m);
+/* Under --overlap-param-gather the all-gathers start per bucket and kind instead, each landed by
+ * dp_ep_land_param_bucket (its two waited for, its tensors on the device) when the next forward
+ * reads the bucket; dp_ep_param_buckets sets them up over dp_enable_overlap_param_gather's
+ * buckets. */
 void dp_ep_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, int t, float grad_scale);
+void dp_ep_param_buckets(dp_state *d, const gpt_model *m);
+void dp_ep_land_param_bucket(dp_state *d, const gpt_model *m, int b);
 #endif

@@ -429,13 +429,19 @@ static void expert_parallel_zero(void **state)
 
 /* --overlap-grad-reduce with EP: each bucket's dense part all-reduced over DP and its expert part
  * over the expert-DP group, started as the backward passes end (ZeRO-0 and ZeRO-1; under PP the
- * tied embedding waits for the step's end). Buckets of 0.5 MiB: a layer or two each. */
+ * tied embedding waits for the step's end). Buckets of 0.5 MiB: a layer or two each. With
+ * --overlap-param-gather (ZeRO-1) each bucket's updated parameters are all-gathered the same way,
+ * dense over DP and experts over the expert-DP group, each landed by the next forward that reads
+ * the bucket (Megatron-Core's MoE recipes run the distributed optimizer so). */
 static void expert_parallel_overlap(void **state)
 {
     (void)state;
     equivalent(4, "--dp 4 --ep 2 --overlap-grad-reduce --bucket-mb 0.5");
     equivalent(4, "--dp 4 --ep 2 --zero 1 --overlap-grad-reduce --bucket-mb 0.5");
     equivalent(4, "--pp 2 --dp 2 --ep 2 --overlap-grad-reduce --bucket-mb 0.5");
+    equivalent(4, "--dp 4 --ep 2 --zero 1 --overlap-grad-reduce --overlap-param-gather --bucket-mb 0.5");
+    equivalent(4, "--pp 2 --dp 2 --ep 2 --zero 1 --overlap-grad-reduce --overlap-param-gather --bucket-mb 0.5");
+    equivalent(4, "--cp 2 --dp 2 --ep 4 --zero 1 --overlap-grad-reduce --overlap-param-gather --bucket-mb 0.5");
 }
 
 /* The logged routing is the busiest EP group's and pipeline stage's (the step waits for the
