@@ -58,12 +58,34 @@ static comm_group *group_of(const dp_state *d, int expert)
 /* An expert's gradient, on the rank that holds the expert, already sums what every EP rank's
  * tokens gave it (their rows came to it), so it is summed over the expert-DP group alone: the
  * same sum as with EP 1. */
+/* --grad-reduce bf16 (compression by precision, Megatron-LM's --grad-reduce-in-bf16): a kind's
+ * packed floats [0, n) as bf16 for the wire, and back (from `from` on, `count` of them). */
+static uint16_t *to_bf16(dp_state *d, const float *packed, size_t n)
+{
+    if (!d->host16)
+        d->host16 = malloc(d->padded * sizeof(uint16_t)); /* a kind's packed floats are fewer */
+    for (size_t i = 0; i < n; i++)
+        d->host16[i] = comm_bf16_from_float(packed[i]);
+    return d->host16;
+}
+
+static void from_bf16(const dp_state *d, float *packed, size_t from, size_t count)
+{
+    for (size_t i = from; i < from + count; i++)
+        packed[i] = comm_float_from_bf16(d->host16[i]);
+}
+
 void dp_ep_reduce_gradients(dp_state *d, gpt_model *m)
 {
     m->k->copy_to_host(d->host, m->grads, d->n * sizeof(float));
     for (int expert = 0; expert < 2; expert++) {
         size_t n = pack_kind(m, d->host, d->packed, expert, 1);
-        comm_allreduce_sum(group_of(d, expert), d->packed, n);
+        if (d->bf16) { /* the gradients travel, and are summed, as bf16 */
+            comm_allreduce_sum_bf16(group_of(d, expert), to_bf16(d, d->packed, n), n);
+            from_bf16(d, d->packed, 0, n);
+        } else {
+            comm_allreduce_sum(group_of(d, expert), d->packed, n);
+        }
         pack_kind(m, d->host, d->packed, expert, 0);
     }
     m->k->copy_to_device(m->grads, d->host, d->n * sizeof(float));
@@ -238,7 +260,12 @@ void dp_ep_reduce_window(dp_state *d, gpt_model *m, size_t lo, size_t hi, float 
         if (!n)
             continue;
         span_parts(d, k, plo, n, counts, &x, &y);
-        comm_reduce_scatter_sum_counts(group_of(d, k), d->packed, counts);
+        if (d->bf16) { /* as bf16 on the wire, this rank's sum back to fp32 */
+            comm_reduce_scatter_sum_counts_bf16(group_of(d, k), to_bf16(d, d->packed, n), counts);
+            from_bf16(d, d->packed, x - plo, y - x);
+        } else {
+            comm_reduce_scatter_sum_counts(group_of(d, k), d->packed, counts);
+        }
         if (y > x) { /* the window is free now: it carries this rank's sum to the device */
             float *g = m->grads + shard_at(d, k, x);
             m->k->copy_to_device(win, d->packed + (x - plo), (y - x) * sizeof(float));

@@ -86,8 +86,8 @@ static void usage(FILE *f)
             "                           experts spread over N ranks carved out of DP x CP (groups of N\n"
             "                           consecutive ranks of a position's replicas, CP ranks first), tokens sent\n"
             "                           to their experts' ranks by all-to-all; N divides --dp x --cp and\n"
-            "                           num_experts; --zero 0-2, --comm mpi, fp32 reduction, no\n"
-            "                           --grad-compress, --offload-optimizer; a\n"
+            "                           num_experts; --zero 0-2, --comm mpi, no --grad-compress,\n"
+            "                           --offload-optimizer; a\n"
             "                           checkpoint resumes only at its own EP layout\n"
             "  --zero 0|1|2|3           ZeRO stage: sharded optimizer (1), + gradients (2), + parameters (3)\n"
             "  --sequence-parallel      with --tp: LayerNorms and residuals on each rank's block of the\n"
@@ -520,13 +520,12 @@ static int run_flags(int argc, char **argv, comm_ctx *comm)
                         "optimizer and the gradients (--zero 0, 1 or 2) for now, not the parameters\n", ep, o.zero);
         return 2;
     }
-    if (ep > 1 && (o.grad_compress_rank || o.grad_reduce_bf16 || o.comm_nccl || o.offload_optimizer)) {
+    if (ep > 1 && (o.grad_compress_rank || o.comm_nccl || o.offload_optimizer)) {
         /* the expert tensors differ between EP ranks: each of these would treat the flat buffer as
          * one replica's over the whole DP group (shards, buckets, matrices, checkpoint layout) */
         fprintf(stderr, "dtrain: --expert-model-parallel-size %d: expert parallelism reduces its gradients "
-                        "over MPI in fp32 for now: not with %s\n", ep,
-                o.grad_compress_rank ? "--grad-compress" : o.grad_reduce_bf16 ? "--grad-reduce bf16"
-                : o.comm_nccl ? "--comm nccl" : "--offload-optimizer");
+                        "over MPI, compressed by precision alone (fp32 or bf16), for now: not with %s\n", ep,
+                o.grad_compress_rank ? "--grad-compress" : o.comm_nccl ? "--comm nccl" : "--offload-optimizer");
         return 2;
     }
     if (o.sequence_parallel && tp < 2) {

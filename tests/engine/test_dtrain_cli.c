@@ -349,7 +349,6 @@ static void expert_parallel_refusals_exit_2_naming_the_flags(void **state)
         {"--expert-model-parallel-size 2 --zero 3", "with --zero 3"},
         {"--ep 2 --zero 3", "with --zero 3"},
         {"--ep 2 --grad-compress powersgd:1", "not with --grad-compress"},
-        {"--ep 2 --grad-reduce bf16", "not with --grad-reduce bf16"},
         {"--ep 2 --offload-optimizer", "not with --offload-optimizer"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
