@@ -509,10 +509,6 @@ static int run_flags(int argc, char **argv, comm_ctx *comm)
                         "over MPI: it needs --sequence-parallel%s\n", o.comm_nccl ? ", not --comm nccl" : "");
         return 2;
     }
-    if (cp > 1 && o.comm_nccl) {
-        fprintf(stderr, "dtrain: --cp %d: context parallelism runs over MPI for now (not --comm nccl)\n", cp);
-        return 2;
-    }
     if (ep > 1 && o.zero >= 3) {
         /* ZeRO-3's passes gather their parameters from one contiguous shard per rank; EP owns two
          * (dense over DP, experts over the expert-DP group) */

@@ -350,12 +350,16 @@ int train_run(const train_options *given)
     comm_nccl *embed_nccl = NULL;
     if (o->comm_nccl) {
         /* One communicator per group, created in the same order on every rank (each creation
-         * waits for its group's members): TP, DP, then the tied embedding's two ends.
+         * waits for its group's members): TP, CP, DP, then the tied embedding's two ends. CP's
+         * gives its all-gather form's collectives on the device; ring attention's steps, the
+         * all-to-all form's exchanges and the MoE counts' sums stay on host copies over MPI.
          * After each group every rank of the world agrees, so a failure stops them all at once
          * instead of leaving the others waiting for the failed group's next collective. */
         char nerr[256] = "";
         int ends = o->comm->pp > 1 && (o->comm->pp_rank == 0 || o->comm->pp_rank == o->comm->pp - 1);
         int bad = !(tps.nccl = comm_nccl_create(o->comm->tp_group, nerr, sizeof nerr));
+        if (!comm_allreduce_max_int(o->comm->world, bad) && cp > 1)
+            bad = !(cps.nccl = comm_nccl_create(o->comm->cp_group, nerr, sizeof nerr));
         if (!comm_allreduce_max_int(o->comm->world, bad))
             bad = dp_enable_nccl(&dps, &m, nerr, sizeof nerr) != 0;
         if (!comm_allreduce_max_int(o->comm->world, bad) && ends)
@@ -373,6 +377,7 @@ int train_run(const train_options *given)
             fprintf(stderr, "dtrain: %s\n", err);
         dp_free(&dps);
         tp_staging_free(&tps);
+        tp_staging_free(&cps);
         comm_nccl_free(embed_nccl);
         gpt_free(&m);
         pipeline_plan_free(&pl);
@@ -414,6 +419,7 @@ int train_run(const train_options *given)
     if (stop >= 0) {
         dp_free(&dps);
         tp_staging_free(&tps);
+        tp_staging_free(&cps);
         comm_nccl_free(embed_nccl);
         gpt_free(&m);
         pipeline_plan_free(&pl);

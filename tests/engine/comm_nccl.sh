@@ -5,7 +5,8 @@
 #   comm_nccl.sh matches DTRAIN MPIRUN   on a GPU: one rank with NCCL ends with the same
 #                                 params_crc32 as without, ZeRO 0 and 1 (one-rank collectives are
 #                                 copies); with two GPUs or more, DP 2 under each ZeRO stage and
-#                                 TP 2 (and with four, TP 2 x PP 2 and DP 4 ZeRO-3) over NCCL end
+#                                 TP 2, CP 2 in its three forms (and with four, TP 2 x PP 2, DP 4
+#                                 ZeRO-3 and CP 2 x DP 2 ZeRO-1) over NCCL end
 #                                 with the losses and gradient norms of the same layout over MPI
 #                                 (1e-5 relative; with two ranks, the same params_crc32)
 #   comm_nccl.sh standin DTRAIN MPIRUN   DTRAIN built against tests/engine/nccl_standin (NCCL's
@@ -61,6 +62,12 @@ same_as_mpi() { # NP LAYOUT...
 }
 for zero in 0 1 2 3; do same_as_mpi 2 --dp 2 --zero $zero; done
 same_as_mpi 2 --tp 2
+# context parallelism: its gradients over NCCL with the replicas', its all-gather form on the
+# device, ring attention's steps and the all-to-all form's exchanges over MPI beside them
+same_as_mpi 2 --cp 2
+same_as_mpi 2 --cp 2 --cp-comm-type all_gather
+same_as_mpi 2 --cp 2 --cp-comm-type a2a
 [ "$gpus" -ge 4 ] || exit 0
 same_as_mpi 4 --tp 2 --pp 2
 same_as_mpi 4 --dp 4 --zero 3
+same_as_mpi 4 --cp 2 --dp 2 --zero 1 --cp-comm-type all_gather
