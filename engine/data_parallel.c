@@ -165,7 +165,10 @@ static void zero_pass_hook(gpt_model *m, int first, int count, int before, int b
     if (before) {
         if (params && !(backward && held_window(&d->param_windows, lo))) {
             float *w = take_window(d, &d->param_windows, lo, hi);
-            gather_range(d, &m->param_range, m->params, lo, hi, w);
+            if (d->ep > 1) /* dense over DP, experts over the expert-DP group, from packed shards */
+                dp_ep_gather_window(d, m, lo, hi, w);
+            else
+                gather_range(d, &m->param_range, m->params, lo, hi, w);
             gpt_map_range(&m->param_range, w, lo, hi);
             profile_pass(m, "zero_param_allgather", first, lo, hi, wall_clock_s() - t0);
         }
@@ -483,7 +486,7 @@ void dp_init(dp_state *d, comm_ctx *c, int zero, gpt_model *m)
         d->window_floats = largest_pass_range(m);
         if (d->ep == 1) /* under EP the model holds its packed shards from the start */
             gpt_keep_grads(m, d->shard_lo, d->shard_hi);
-        if (zero >= 3)
+        if (zero >= 3 && d->ep == 1) /* under EP the packed parameter shards too */
             gpt_keep_params(m, d->shard_lo, d->shard_hi);
         m->pass_hook = zero_pass_hook;
         m->pass_hook_ctx = d;
@@ -801,6 +804,10 @@ void dp_params_to_host(dp_state *d, const gpt_model *m, float *host)
     dp_finish_param_gather(d, m);
     if (d->zero < 3 || d->dp == 1) { /* every rank decides alike: the gather below is collective */
         m->k->copy_to_host(host, m->params, m->num_params * sizeof(float));
+        return;
+    }
+    if (d->ep > 1) {
+        dp_ep_params_to_host(d, m, host);
         return;
     }
     /* ZeRO-3: the DP group's shards tile the buffer; each rank's goes to the others */

@@ -18,6 +18,22 @@ size_t gpt_ep_shards_floats(const gpt_ep_shards *s)
     return (s->hi[0] - s->lo[0]) + (s->hi[1] - s->lo[1]);
 }
 
+void gpt_ep_pack_shards(const gpt_model *m, const gpt_ep_shards *s, float *flat)
+{
+    size_t n = gpt_ep_shards_floats(s), pos[2] = {0, 0}, base[2] = {0, s->hi[0] - s->lo[0]};
+    float *packed = malloc((n ? n : 1) * sizeof(float));
+    for (int t = 0; t < m->num_tensors; t++) {
+        const gpt_tensor *g = &m->tensors[t];
+        int k = g->expert ? 1 : 0;
+        size_t x = pos[k] > s->lo[k] ? pos[k] : s->lo[k], y = pos[k] + g->count < s->hi[k] ? pos[k] + g->count : s->hi[k];
+        if (y > x)
+            memcpy(packed + base[k] + (x - s->lo[k]), flat + g->offset + (x - pos[k]), (y - x) * sizeof(float));
+        pos[k] += g->count;
+    }
+    memcpy(flat, packed, n * sizeof(float));
+    free(packed);
+}
+
 int dp_ep_sharded(const dp_state *d)
 {
     return d->ep > 1 && d->zero >= 1 && d->dp > 1;
@@ -103,7 +119,8 @@ static void update_owned(dp_state *d, gpt_model *m, int i, size_t p, size_t base
         return;
     size_t a = g->offset + (x - p), mo = base + (x - d->eps.lo[k]);
     float *grads = dp_ep_grads_packed(d) ? m->grads + mo : m->grads + a;
-    m->k->adamw_update(m->params + a, grads, m->m + mo, m->v + mo, y - x, lr, 0.9f, 0.95f, 1e-8f,
+    float *params = d->zero >= 3 ? m->params + mo : m->params + a; /* ZeRO-3: the packed shards */
+    m->k->adamw_update(params, grads, m->m + mo, m->v + mo, y - x, lr, 0.9f, 0.95f, 1e-8f,
                        g->decay ? weight_decay : 0.0f, t, grad_scale);
 }
 
@@ -137,6 +154,8 @@ void dp_ep_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_deca
         update_owned(d, m, i, pos[k], base[k], lr, weight_decay, t, grad_scale);
         pos[k] += m->tensors[i].count;
     }
+    if (d->zero >= 3) /* ZeRO-3 keeps its shards: the next pass gathers what it reads */
+        return;
     m->k->copy_to_host(d->host, m->params, d->n * sizeof(float));
     if (d->overlap_params) { /* each bucket's two all-gathers start now; the next forward lands them */
         for (int k = 0; k < 2; k++)
@@ -297,6 +316,46 @@ void dp_ep_gather_grad(dp_state *d, gpt_model *m, int t, float *win)
         m->k->copy_to_host(d->packed + (x - plo), m->grads + shard_at(d, k, x), (y - x) * sizeof(float));
     comm_allgather_counts(group_of(d, k), d->packed, counts);
     m->k->copy_to_device(win, d->packed, n * sizeof(float));
+    free(counts);
+}
+
+void dp_ep_gather_window(dp_state *d, const gpt_model *m, size_t lo, size_t hi, float *win)
+{
+    size_t *counts = malloc((size_t)d->dp * sizeof *counts);
+    for (int k = 0; k < 2; k++) {
+        size_t plo, x, y, n = packed_span(m, lo, hi, k, NULL, NULL, &plo);
+        if (!n) /* alike on every rank: the window's tensors are the layout's */
+            continue;
+        span_parts(d, k, plo, n, counts, &x, &y);
+        if (y > x)
+            m->k->copy_to_host(d->packed + (x - plo), m->params + shard_at(d, k, x), (y - x) * sizeof(float));
+        comm_allgather_counts(group_of(d, k), d->packed, counts);
+        size_t pos = 0; /* the kind's tensors of the window, from the packed order to their places */
+        for (int t = 0; t < m->num_tensors; t++) {
+            const gpt_tensor *g = &m->tensors[t];
+            if ((g->expert ? 1 : 0) != k)
+                continue;
+            if (g->count && g->offset >= lo && g->offset + g->count <= hi)
+                memcpy(d->host + (g->offset - lo), d->packed + (pos - plo), g->count * sizeof(float));
+            pos += g->count;
+        }
+    }
+    m->k->copy_to_device(win, d->host, (hi - lo) * sizeof(float));
+    free(counts);
+}
+
+void dp_ep_params_to_host(dp_state *d, const gpt_model *m, float *host)
+{
+    size_t *counts = malloc((size_t)d->dp * sizeof *counts), x, y;
+    for (int k = 0; k < 2; k++) {
+        if (!d->eps.n[k])
+            continue;
+        span_parts(d, k, 0, d->eps.n[k], counts, &x, &y);
+        if (y > x)
+            m->k->copy_to_host(d->packed + x, m->params + shard_at(d, k, x), (y - x) * sizeof(float));
+        comm_allgather_counts(group_of(d, k), d->packed, counts);
+        pack_kind(m, host, d->packed, k, 0);
+    }
     free(counts);
 }
 

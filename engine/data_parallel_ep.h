@@ -36,5 +36,10 @@ void dp_ep_land_buckets(dp_state *d, gpt_model *m);
  * buckets. */
 void dp_ep_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, int t, float grad_scale);
 void dp_ep_param_buckets(dp_state *d, const gpt_model *m);
+/* ZeRO-3 under EP: the model keeps its dense and expert parameter shards packed (gpt.c); a pass's
+ * window [lo, hi) is gathered from them per kind over its group, and the whole flat buffer for
+ * whoever reads all of it (the CRC, --dump-params). */
+void dp_ep_gather_window(dp_state *d, const gpt_model *m, size_t lo, size_t hi, float *win);
+void dp_ep_params_to_host(dp_state *d, const gpt_model *m, float *host);
 void dp_ep_land_param_bucket(dp_state *d, const gpt_model *m, int b);
 #endif

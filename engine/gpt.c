@@ -111,14 +111,19 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
     m->grad_range = dp > 1 && shard->zero >= 2 ? mine : whole;
     gpt_range moments = dp > 1 && shard->zero >= 1 ? mine : whole;
     int ep = shard->ep > 1 ? shard->ep : 1;
+    gpt_ep_shards ep_shards = {0};
     if (dp > 1 && shard->zero >= 1 && ep > 1) { /* a dense shard and an expert shard, packed */
         gpt_ep_shards eps;
         gpt_ep_shards_of(m, dp, shard->dp_rank, ep, &eps);
+        ep_shards = eps;
         moments = (gpt_range){.lo = 0, .n = gpt_ep_shards_floats(&eps)};
         /* ZeRO-2: the gradient shards, packed likewise, in a range past the flat buffer (no
-         * tensor resolves into it: every backward pass maps a window; data_parallel_ep.c) */
+         * tensor resolves into it: every backward pass maps a window; data_parallel_ep.c); ZeRO-3
+         * the parameter shards too (every pass gathers a window) */
         if (shard->zero >= 2)
             m->grad_range = (gpt_range){.lo = P, .n = moments.n};
+        if (shard->zero >= 3)
+            m->param_range = (gpt_range){.lo = P, .n = moments.n};
     }
     m->params = dev(m, m->param_range.n ? m->param_range.n : 1);
     m->grads = dev(m, m->grad_range.n ? m->grad_range.n : 1);
@@ -132,7 +137,10 @@ int gpt_init_shard(gpt_model *m, const gpt_config *cfg, const kernels_backend *k
      * from the same weights. */
     float *global = gpt_init_global(m, seed), *local = calloc(P ? P : 1, sizeof(float));
     gpt_read_global(m, global, local);
-    k->copy_to_device(m->params, local + m->param_range.lo, m->param_range.n * sizeof(float));
+    if (m->param_range.lo == P && m->param_range.n) /* ZeRO-3 under EP: the two shards, packed */
+        gpt_ep_pack_shards(m, &ep_shards, local);
+    k->copy_to_device(m->params, local + (m->param_range.lo == P ? 0 : m->param_range.lo),
+                      m->param_range.n * sizeof(float));
     free(global);
     free(local);
 

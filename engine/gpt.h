@@ -371,6 +371,9 @@ typedef struct {
 } gpt_ep_shards;
 void gpt_ep_shards_of(const gpt_model *m, int dp, int dp_rank, int ep, gpt_ep_shards *s);
 size_t gpt_ep_shards_floats(const gpt_ep_shards *s);
+/* The flat values' two shards, packed (the dense shard, then the expert shard), into the start
+ * of flat (host, num_params floats): ZeRO-3 under EP keeps its parameters so. */
+void gpt_ep_pack_shards(const gpt_model *m, const gpt_ep_shards *s, float *flat);
 /* Keeps the AdamW moments of local parameters [lo, hi) only, as ZeRO-1 and up do (the rest is
  * other DP ranks' state): the buffers shrink to hi - lo floats, their values move along. */
 void gpt_keep_moments(gpt_model *m, size_t lo, size_t hi);

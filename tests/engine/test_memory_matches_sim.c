@@ -221,6 +221,10 @@ static void expert_layouts(void **state)
     engine_matches_model(1, 1, 2, 1, 2, "", NULL);
     engine_matches_model(1, 1, 4, 1, 2, "", NULL);
     engine_matches_model(1, 2, 2, 1, 2, "", NULL);
+    /* with ZeRO-3 the parameters alike: the dense shard over DP, the experts' over expert-DP */
+    engine_matches_model(1, 1, 2, 1, 3, "", NULL);
+    engine_matches_model(1, 1, 4, 1, 3, "", NULL);
+    engine_matches_model(1, 2, 2, 1, 3, "", NULL);
     EP = 4;
     engine_matches_model(1, 1, 4, 1, 0, "", NULL);
     engine_matches_model(1, 1, 4, 1, 1, "", NULL);
