@@ -153,6 +153,15 @@ int checkpoint_shard_written(checkpoint_job *j)
     return !j || atomic_load(&j->done);
 }
 
+/* Where a rank's resident parameters sit in its shard file's parameter region: at their flat
+ * place, or (ZeRO-3 under EP, whose two shards are packed past the flat buffer, as its moments
+ * are) at its start, as the packed moments sit at the start of theirs. Only the same layout
+ * reads them back (resharding refuses EP). */
+static size_t params_at(const gpt_model *m)
+{
+    return m->param_range.lo >= m->num_params ? 0 : m->param_range.lo;
+}
+
 checkpoint_job *checkpoint_save_async(const char *dir, const gpt_model *m, const train_state *st, const comm_ctx *c,
                                       const ckpt_layout *layout, int background)
 {
@@ -167,7 +176,7 @@ checkpoint_job *checkpoint_save_async(const char *dir, const gpt_model *m, const
     /* The file holds every local parameter and its moments; a ZeRO rank's moments (ZeRO-3: and
      * parameters) are zero outside its shard. */
     j->host = calloc(j->n ? 3 * j->n : 1, sizeof(float));
-    m->k->copy_to_host(j->host + m->param_range.lo, m->params, m->param_range.n * sizeof(float));
+    m->k->copy_to_host(j->host + params_at(m), m->params, m->param_range.n * sizeof(float));
     m->k->copy_to_host(j->host + j->n + m->moments_lo, m->m, m->moments_n * sizeof(float));
     m->k->copy_to_host(j->host + 2 * j->n + m->moments_lo, m->v, m->moments_n * sizeof(float));
     if (background && pthread_create(&j->thread, NULL, writer, j) == 0) {
@@ -486,7 +495,7 @@ static int try_load(const char *sdir, int folder_step, gpt_model *m, train_state
         }
         if (buf) {
             const float *p = (const float *)(buf + SHARD_HEADER_BYTES);
-            m->k->copy_to_device(m->params, p + m->param_range.lo, m->param_range.n * sizeof(float));
+            m->k->copy_to_device(m->params, p + params_at(m), m->param_range.n * sizeof(float));
             m->k->copy_to_device(m->m, p + n + m->moments_lo, m->moments_n * sizeof(float));
             m->k->copy_to_device(m->v, p + 2 * n + m->moments_lo, m->moments_n * sizeof(float));
             *st = man.st;

@@ -87,7 +87,7 @@ static void usage(FILE *f)
             "                           consecutive ranks of a position's replicas, CP ranks first), tokens sent\n"
             "                           to their experts' ranks by all-to-all; N divides --dp x --cp and\n"
             "                           num_experts; --comm mpi, no --grad-compress,\n"
-            "                           --offload-optimizer, no --ckpt-dir at --zero 3; a\n"
+            "                           --offload-optimizer; a\n"
             "                           checkpoint resumes only at its own EP layout\n"
             "  --zero 0|1|2|3           ZeRO stage: sharded optimizer (1), + gradients (2), + parameters (3)\n"
             "  --sequence-parallel      with --tp: LayerNorms and residuals on each rank's block of the\n"
@@ -507,12 +507,6 @@ static int run_flags(int argc, char **argv, comm_ctx *comm)
     if (o.tp_comm_overlap && (!o.sequence_parallel || o.comm_nccl)) {
         fprintf(stderr, "dtrain: --tp-comm-overlap overlaps the sequence-parallel all-gathers and reduce-scatters "
                         "over MPI: it needs --sequence-parallel%s\n", o.comm_nccl ? ", not --comm nccl" : "");
-        return 2;
-    }
-    if (ep > 1 && o.zero >= 3 && o.ckpt_dir) {
-        /* the shard file holds one flat range of parameters; ZeRO-3 under EP keeps two, packed */
-        fprintf(stderr, "dtrain: --expert-model-parallel-size %d with --zero 3: checkpoints (--ckpt-dir) of this "
-                        "layout are not written yet\n", ep);
         return 2;
     }
     if (ep > 1 && (o.grad_compress_rank || o.comm_nccl || o.offload_optimizer)) {

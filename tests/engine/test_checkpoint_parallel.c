@@ -274,6 +274,8 @@ static void expert_parallel_resumes_in_its_own_layout(void **state)
     resume_is_bit_exact(4, "--tp 2 --dp 2 --ep 2 --zero 1");
     resume_is_bit_exact(4, "--dp 4 --ep 2 --zero 2");
     resume_is_bit_exact(4, "--cp 2 --dp 2 --ep 2 --zero 1");
+    resume_is_bit_exact(2, "--dp 2 --ep 2 --zero 3"); /* the parameter shards packed, as the moments */
+    resume_is_bit_exact(4, "--dp 4 --ep 2 --zero 3");
     char args[8192], path[8300];
     json_t *A[64];
     int na;
