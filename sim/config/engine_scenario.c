@@ -59,7 +59,8 @@ int engine_scenario_load(const engine_run_shape *r, const char *platform_path, c
             json_object_set_new(model, "moe_expert_capacity_factor", json_real(r->moe_capacity_factor));
         /* dtrain's expert parallelism: E/ep experts a rank, all-to-all dispatch and combine over
          * the EP group (engine/gpt_moe_ep.c), its ranks TP apart as Megatron-Core's expert grid
-         * places them (dtrain has no MoE with CP); under TP with sequence parallelism each TP rank
+         * places them (carved from CP and DP, CP first, engine/comm.c); under TP with sequence
+         * parallelism each TP rank
          * routes its own tokens and the experts' rows go through the TP group, as Megatron-Core's
          * alltoall dispatcher does (engine/gpt_moe.c) */
         if (r->ep > 1)
