@@ -53,18 +53,26 @@ static void clear_ckpt(void)
     assert_int_equal(system(cmd), 0);
 }
 
+/* The uninterrupted run of a layout (A) and the same run checkpointing every `every` steps and
+ * stopped after step 4 as if killed (B), from an empty checkpoint folder. */
+static void run_and_stop_after_4(int ranks, const char *layout, int every, json_t **A, int *na, json_t **B, int *nb)
+{
+    char args[8192];
+    clear_ckpt();
+    if (launch(ranks, layout, A, na) != 0)
+        fail_msg("%s: uninterrupted run failed: %s", layout, ERR);
+    snprintf(args, sizeof args, "%s --ckpt-dir %s --ckpt-every %d --stop-after 4", layout, CKPT, every);
+    if (launch(ranks, args, B, nb) != 0)
+        fail_msg("%s: run to step 4 failed: %s", layout, ERR);
+}
+
 /* Uninterrupted run vs stop after 4 + resume, in the same layout: bit-exact. */
 static void resume_is_bit_exact(int ranks, const char *layout)
 {
     json_t *A[64], *B[64], *C[64];
     int na, nb, nc;
     char args[8192];
-    clear_ckpt();
-    if (launch(ranks, layout, A, &na) != 0)
-        fail_msg("%s: uninterrupted run failed: %s", layout, ERR);
-    snprintf(args, sizeof args, "%s --ckpt-dir %s --ckpt-every 2 --stop-after 4", layout, CKPT);
-    if (launch(ranks, args, B, &nb) != 0)
-        fail_msg("%s: run to step 4 failed: %s", layout, ERR);
+    run_and_stop_after_4(ranks, layout, 2, A, &na, B, &nb);
     assert_int_equal(nb, 4); /* stopped as if killed: no final line */
     snprintf(args, sizeof args, "%s --ckpt-dir %s --ckpt-every 2 --resume", layout, CKPT);
     if (launch(ranks, args, C, &nc) != 0)
@@ -105,12 +113,7 @@ static void reshards_to_another_layout(void **state)
     int na, nb, nc;
     char args[8192];
     const char *saved = "--tp 2 --pp 2 --dp 2 --zero 1";
-    clear_ckpt();
-    if (launch(8, saved, A, &na) != 0)
-        fail_msg("uninterrupted run failed: %s", ERR);
-    snprintf(args, sizeof args, "%s --ckpt-dir %s --ckpt-every 4 --stop-after 4", saved, CKPT);
-    if (launch(8, args, B, &nb) != 0)
-        fail_msg("run to step 4 failed: %s", ERR);
+    run_and_stop_after_4(8, saved, 4, A, &na, B, &nb);
     for (int zero = 0; zero <= 1; zero++) {
         /* a resumed run checkpoints again: resume each time from a copy of the step-4 one */
         char copy[8300], cmd[17000];
@@ -146,12 +149,7 @@ static void resumes_elsewhere(int saved_ranks, const char *saved, int resumed_ra
     json_t *A[64], *B[64], *C[64];
     int na, nb, nc;
     char args[8192];
-    clear_ckpt();
-    if (launch(saved_ranks, saved, A, &na) != 0)
-        fail_msg("%s: uninterrupted run failed: %s", saved, ERR);
-    snprintf(args, sizeof args, "%s --ckpt-dir %s --ckpt-every 4 --stop-after 4", saved, CKPT);
-    if (launch(saved_ranks, args, B, &nb) != 0)
-        fail_msg("%s: run to step 4 failed: %s", saved, ERR);
+    run_and_stop_after_4(saved_ranks, saved, 4, A, &na, B, &nb);
     snprintf(args, sizeof args, "%s --ckpt-dir %s --resume", resumed, CKPT);
     if (launch(resumed_ranks, args, C, &nc) != 0)
         fail_msg("%s checkpoint resumed at %s: %s", saved, resumed, ERR);
