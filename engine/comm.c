@@ -215,9 +215,10 @@ int comm_layout_ep(comm_ctx *c, int ep, char *err, size_t errlen)
     c->ep_rank = replica % ep;
     c->edp_rank = replica / ep;
     if (c->mpi) {
-        /* colour: the (tp, pp) position and the EP group (edp_rank) / the expert slot (ep_rank) */
+        /* colour: the (tp, pp) position and the EP group (edp_rank) / the expert slot (ep_rank);
+         * the position as its index among the tp x pp ones, so a colour stays below the world size */
         MPI_Comm epc, edpc;
-        int position = (int)rank_grid_rank(&c->grid, c->tp_rank, 0, c->pp_rank, 0);
+        int position = c->tp_rank + c->tp * c->pp_rank;
         MPI_Comm_split(MPI_COMM_WORLD, position * replicas + c->edp_rank, c->ep_rank, &epc);
         MPI_Comm_split(MPI_COMM_WORLD, position * replicas + c->ep_rank, c->edp_rank, &edpc);
         c->ep_group = group_new_wd(epc, 1, c->watchdog);

@@ -81,7 +81,7 @@ static void usage(FILE *f)
             "                           attention, K/V blocks passed around the CP ranks (default); all_gather,\n"
             "                           K/V gathered from every CP rank first; a2a (DeepSpeed-Ulysses), an\n"
             "                           all-to-all gives each rank the whole sequence of 1/N of the heads\n"
-            "                           (N divides each TP rank's heads)\n"
+            "                           (N divides each TP rank's heads and query groups)\n"
             "  --ep N, --expert-model-parallel-size N  expert parallelism (Megatron-Core): each MoE layer's\n"
             "                           experts spread over N ranks carved out of DP x CP (groups of N\n"
             "                           consecutive ranks of a position's replicas, CP ranks first), tokens sent\n"

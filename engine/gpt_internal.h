@@ -186,8 +186,9 @@ void gpt_cp_rows(const gpt_model *m, float *whole, float *local, int r, int w, i
 void gpt_cp_ring_alloc(gpt_model *m);
 void gpt_cp_ring_free(gpt_model *m);
 /* The all-to-all form (gpt_cp_a2a.c; shard.cp_a2a, DeepSpeed-Ulysses), one profiled op each:
- * gpt_cp_a2a_qkv: the rank's qkv rows (every head, the q, k, v of each head together: the
- * repeated groups under GQA) to x's whole sequence of its heads; _attention: the causal
+ * gpt_cp_a2a_qkv: the layer's qkv rows (the q, k and v blocks one after another; k and v as
+ * query groups under GQA, sent so and repeated to heads on arrival) to x's whole sequence of its
+ * heads; _attention: the causal
  * attention of those heads there, into x; _out: x's output back to the rank's rows (atty). The
  * backward: _dout: the output gradient to the heads' ranks; _attention_backward: on what x
  * kept; _dqkv: the qkv gradient back to the positions' owners, added to dqkv. _free_acts: a

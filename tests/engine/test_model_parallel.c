@@ -474,6 +474,7 @@ static void expert_parallel_bf16_reduction(void **state)
             if (run_dtrain(launcher, args, R[bf16], 64, &n[bf16], ERR, sizeof ERR) != 0)
                 fail_msg("%s: %s", args, ERR);
         }
+        assert_int_equal(n[0], NS);
         assert_int_equal(n[1], NS);
         int rounded = 0;
         for (int i = 0; i < NS - 1; i++) {
