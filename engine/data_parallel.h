@@ -14,6 +14,7 @@
  * on the device (a padded device copy), and the gradient and parameters never visit the host. */
 #ifndef DTSIM_ENGINE_DATA_PARALLEL_H
 #define DTSIM_ENGINE_DATA_PARALLEL_H
+#include "grad_ranges.h"
 #include "comm.h"
 #include "gpt.h"
 #include "offload.h"
@@ -136,18 +137,6 @@ void dp_grad_scatter(dp_state *d, gpt_model *m, int t);
  * does. One pass over the gradients each. Collective over the world; the norm is INFINITY when
  * the step overflowed. */
 double dp_grad_norm(dp_state *d, const gpt_model *m, int fp16, double scale, int *overflow);
-/* The squares of a norm's gradient ranges, summed by the kernels' sum_squares in one call (one
- * wait) and added in the order given to their kind's total (0: dense, 1: experts). For
- * data_parallel.c and data_parallel_ep.c. */
-typedef struct {
-    const float **x;
-    size_t *n;
-    int *kind;
-    int count;
-} grad_ranges;
-void grad_ranges_init(grad_ranges *r, int cap); /* exits naming what ran out of memory */
-void grad_ranges_add(grad_ranges *r, const float *x, size_t n, int kind);
-void grad_ranges_sum(grad_ranges *r, const kernels_backend *k, double total[2]); /* and frees r */
 /* AdamW on the parameters this rank owns, then (ZeRO 1-2) the all-gather of the result. */
 void dp_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, int t, float grad_scale);
 /* This rank's whole flat parameter buffer (num_params floats) on the host, e.g. for the CRC.
