@@ -71,9 +71,6 @@ static comm_group *group_of(const dp_state *d, int expert)
     return expert ? d->comm->edp_group : d->comm->dp_group;
 }
 
-/* An expert's gradient, on the rank that holds the expert, already sums what every EP rank's
- * tokens gave it (their rows came to it), so it is summed over the expert-DP group alone: the
- * same sum as with EP 1. */
 /* --grad-reduce bf16 (compression by precision, Megatron-LM's --grad-reduce-in-bf16): a kind's
  * packed floats [0, n) as bf16 for the wire, and back (from `from` on, `count` of them). */
 static uint16_t *to_bf16(dp_state *d, const float *packed, size_t n)
@@ -91,6 +88,9 @@ static void from_bf16(const dp_state *d, float *packed, size_t from, size_t coun
         packed[i] = comm_float_from_bf16(d->host16[i]);
 }
 
+/* An expert's gradient, on the rank that holds the expert, already sums what every EP rank's
+ * tokens gave it (their rows came to it), so it is summed over the expert-DP group alone: the
+ * same sum as with EP 1. */
 void dp_ep_reduce_gradients(dp_state *d, gpt_model *m)
 {
     m->k->copy_to_host(d->host, m->grads, d->n * sizeof(float));
@@ -144,6 +144,7 @@ static void gather_kind(dp_state *d, const gpt_model *m, int expert)
 
 static size_t packed_span(const gpt_model *m, size_t lo, size_t hi, int k, const float *host, float *packed,
                           size_t *plo);
+static void unpack_span(const gpt_model *m, size_t lo, size_t hi, int k, const float *packed, float *host);
 static void span_parts(const dp_state *d, int k, size_t plo, size_t n, size_t *counts, size_t *x, size_t *y);
 
 void dp_ep_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, int t, float grad_scale)
@@ -203,15 +204,8 @@ void dp_ep_land_param_bucket(dp_state *d, const gpt_model *m, int b)
         comm_request_wait(d->param_requests[2 * b + k]);
         d->param_requests[2 * b + k] = NULL;
     }
-    /* the bucket's tensors from their kinds' packed orders to their flat places */
-    size_t pos[2] = {0, 0};
-    for (int t = 0; t < m->num_tensors; t++) {
-        const gpt_tensor *g = &m->tensors[t];
-        int k = g->expert ? 1 : 0;
-        if (g->count && g->offset >= lo && g->offset + g->count <= hi)
-            memcpy(d->host_params + g->offset, d->param_packed[k] + pos[k], g->count * sizeof(float));
-        pos[k] += g->count;
-    }
+    for (int k = 0; k < 2; k++) /* the bucket's tensors from their kinds' packed orders to their flat places */
+        unpack_span(m, lo, hi, k, d->param_packed[k] + d->param_span[2 * b + k], d->host_params + lo);
     m->k->copy_to_device(m->params + lo, d->host_params + lo, (hi - lo) * sizeof(float));
 }
 
@@ -245,6 +239,20 @@ static size_t packed_span(const gpt_model *m, size_t lo, size_t hi, int k, const
         pos += g->count;
     }
     return n;
+}
+
+/* packed_span's inverse: kind k's tensors in the flat range [lo, hi) from packed (indexed from
+ * the span's first packed position) to host (indexed from lo). */
+static void unpack_span(const gpt_model *m, size_t lo, size_t hi, int k, const float *packed, float *host)
+{
+    size_t n = 0;
+    for (int t = 0; t < m->num_tensors; t++) {
+        const gpt_tensor *g = &m->tensors[t];
+        if ((g->expert ? 1 : 0) == k && g->count && g->offset >= lo && g->offset + g->count <= hi) {
+            memcpy(host + (g->offset - lo), packed + n, g->count * sizeof(float));
+            n += g->count;
+        }
+    }
 }
 
 /* Each rank's part of kind k's packed range [plo, plo + n) (counts over the kind's group), and
@@ -330,15 +338,7 @@ void dp_ep_gather_window(dp_state *d, const gpt_model *m, size_t lo, size_t hi, 
         if (y > x)
             m->k->copy_to_host(d->packed + (x - plo), m->params + shard_at(d, k, x), (y - x) * sizeof(float));
         comm_allgather_counts(group_of(d, k), d->packed, counts);
-        size_t pos = 0; /* the kind's tensors of the window, from the packed order to their places */
-        for (int t = 0; t < m->num_tensors; t++) {
-            const gpt_tensor *g = &m->tensors[t];
-            if ((g->expert ? 1 : 0) != k)
-                continue;
-            if (g->count && g->offset >= lo && g->offset + g->count <= hi)
-                memcpy(d->host + (g->offset - lo), d->packed + (pos - plo), g->count * sizeof(float));
-            pos += g->count;
-        }
+        unpack_span(m, lo, hi, k, d->packed, d->host);
     }
     m->k->copy_to_device(win, d->host, (hi - lo) * sizeof(float));
     free(counts);
