@@ -519,11 +519,20 @@ int dp_enable_nccl(dp_state *d, const gpt_model *m, char *err, size_t errlen)
         return -1;
     }
     d->nccl = comm_nccl_create(d->comm->dp_group, err, errlen);
-    if (!d->nccl)
+    /* under EP the expert-DP group's too, once the whole world has its DP communicator (a rank
+     * whose creation failed must not leave the others waiting in the next one) */
+    int bad = !d->nccl;
+    if (d->ep > 1 && !comm_allreduce_max_int(d->comm->world, bad))
+        bad = !(d->edp_nccl = comm_nccl_create(d->comm->edp_group, err, errlen));
+    if (bad)
         return -1;
     /* a padded copy for the whole-buffer reduce-scatter (ZeRO >= 1 unless the passes reduce
-     * their windows) and all-gather (ZeRO-1/2); ZeRO-0 all-reduces the gradient buffer itself */
-    if ((d->zero >= 1 && !dp_grads_sharded(d)) || d->zero == 1 || d->zero == 2)
+     * their windows) and all-gather (ZeRO-1/2); ZeRO-0 all-reduces the gradient buffer itself.
+     * Under EP each kind is packed there (data_parallel_ep.c): whole kinds up to ZeRO-2, a
+     * pass's window of each kind under ZeRO-3. */
+    if (d->ep > 1)
+        d->dev = m->k->alloc((d->zero >= 3 && dp_grads_sharded(d) ? d->window_floats : d->padded) * sizeof(float));
+    else if ((d->zero >= 1 && !dp_grads_sharded(d)) || d->zero == 1 || d->zero == 2)
         d->dev = m->k->alloc(d->padded * sizeof(float));
     return 0;
 }
@@ -573,6 +582,7 @@ void dp_free(dp_state *d)
     if (d->offload)
         offload_free(d->offload);
     comm_nccl_free(d->nccl);
+    comm_nccl_free(d->edp_nccl);
     if (d->dev)
         d->k->free(d->dev);
     for (int i = 0; i < DP_WINDOWS; i++) {
@@ -609,6 +619,10 @@ void dp_reduce_gradients(dp_state *d, gpt_model *m)
 {
     if (dp_grads_sharded(d))
         return; /* each backward pass reduced its window into the shards */
+    if (d->nccl && d->ep > 1) { /* each kind over its own group, in device memory */
+        dp_ep_reduce_gradients(d, m);
+        return;
+    }
     if (d->nccl) { /* in device memory; the gradient never visits the host */
         if (d->zero == 0)
             comm_nccl_allreduce_sum(d->nccl, m->grads, d->n);

@@ -50,7 +50,9 @@ typedef struct {
     powersgd_state *powersgd;              /* NULL, or PowerSGD compression (ZeRO-0; powersgd.h) */
     offload_state *offload;                /* NULL, or AdamW on the host (offload.h) */
     comm_nccl *nccl;                       /* NULL, or the DP collectives with NCCL on the device */
-    float *dev;                            /* with nccl: device staging, padded floats */
+    comm_nccl *edp_nccl;                   /* with nccl under EP: the expert-DP group's */
+    float *dev;                            /* with nccl: device staging, padded floats (EP with
+                                              ZeRO-3: window_floats, a pass's packed kind) */
     const kernels_backend *k;              /* the model's backend (owns dev and window) */
     /* ZeRO-2/3's windows for the passes (backend memory, window_floats each, on first use) */
     size_t window_floats;

@@ -46,10 +46,20 @@ void dp_ep_init(dp_state *d, const gpt_model *m)
     d->packed = malloc((most ? most : 1) * sizeof(float));
 }
 
-/* The tensors of one kind (expert 1, dense 0) packed one after another from the flat host copy
- * `flat` (pack = 1) or back into it (0). The tensors tile the flat buffer, so the two kinds
- * together are all of it. Returns the floats packed. */
-static size_t pack_kind(const gpt_model *m, float *flat, float *packed, int expert, int pack)
+/* How packing moves floats: memcpy between host buffers, or the backend's device-to-device copy
+ * (--comm nccl, whose collectives read and write device memory). */
+typedef void (*copy_fn)(void *dst, const void *src, size_t bytes);
+
+static void host_copy(void *dst, const void *src, size_t bytes)
+{
+    memcpy(dst, src, bytes);
+}
+
+/* The tensors of one kind (expert 1, dense 0) packed one after another from the flat copy `flat`
+ * (pack = 1) or back into it (0), both host or both device memory as `copy` moves them. The
+ * tensors tile the flat buffer, so the two kinds together are all of it. Returns the floats
+ * packed. */
+static size_t pack_kind_by(const gpt_model *m, float *flat, float *packed, int expert, int pack, copy_fn copy)
 {
     size_t at = 0;
     for (int t = 0; t < m->num_tensors; t++) {
@@ -57,18 +67,28 @@ static size_t pack_kind(const gpt_model *m, float *flat, float *packed, int expe
         if ((g->expert ? 1 : 0) != expert || g->count == 0)
             continue;
         if (pack)
-            memcpy(packed + at, flat + g->offset, g->count * sizeof(float));
+            copy(packed + at, flat + g->offset, g->count * sizeof(float));
         else
-            memcpy(flat + g->offset, packed + at, g->count * sizeof(float));
+            copy(flat + g->offset, packed + at, g->count * sizeof(float));
         at += g->count;
     }
     return at;
 }
 
-/* The group a kind reduces and shards over. */
+static size_t pack_kind(const gpt_model *m, float *flat, float *packed, int expert, int pack)
+{
+    return pack_kind_by(m, flat, packed, expert, pack, host_copy);
+}
+
+/* The group a kind reduces and shards over, and its NCCL communicator under --comm nccl. */
 static comm_group *group_of(const dp_state *d, int expert)
 {
     return expert ? d->comm->edp_group : d->comm->dp_group;
+}
+
+static comm_nccl *nccl_of(const dp_state *d, int expert)
+{
+    return expert ? d->edp_nccl : d->nccl;
 }
 
 /* --grad-reduce bf16 (compression by precision, Megatron-LM's --grad-reduce-in-bf16): a kind's
@@ -93,6 +113,15 @@ static void from_bf16(const dp_state *d, float *packed, size_t from, size_t coun
  * same sum as with EP 1. */
 void dp_ep_reduce_gradients(dp_state *d, gpt_model *m)
 {
+    if (d->nccl) { /* each kind packed, summed and put back in device memory */
+        for (int expert = 0; expert < 2; expert++) {
+            size_t n = pack_kind_by(m, m->grads, d->dev, expert, 1, m->k->copy);
+            if (n) /* alike on every rank of the group: the kinds are the model's */
+                comm_nccl_allreduce_sum(nccl_of(d, expert), d->dev, n);
+            pack_kind_by(m, m->grads, d->dev, expert, 0, m->k->copy);
+        }
+        return;
+    }
     m->k->copy_to_host(d->host, m->grads, d->n * sizeof(float));
     for (int expert = 0; expert < 2; expert++) {
         size_t n = pack_kind(m, d->host, d->packed, expert, 1);
@@ -136,15 +165,22 @@ static void gather_kind(dp_state *d, const gpt_model *m, int expert)
         gpt_dp_shard_range(d->eps.n[expert], ranks, r, &lo, &hi);
         counts[r] = hi > lo ? hi - lo : 0;
     }
-    pack_kind(m, d->host, d->packed, expert, 1);
-    comm_allgather_counts(g, d->packed, counts);
-    pack_kind(m, d->host, d->packed, expert, 0);
+    if (d->nccl) { /* the same on the device: m->params holds the updated shards */
+        pack_kind_by(m, m->params, d->dev, expert, 1, m->k->copy);
+        comm_nccl_gather_from_owners(nccl_of(d, expert), d->dev, counts);
+        pack_kind_by(m, m->params, d->dev, expert, 0, m->k->copy);
+    } else {
+        pack_kind(m, d->host, d->packed, expert, 1);
+        comm_allgather_counts(g, d->packed, counts);
+        pack_kind(m, d->host, d->packed, expert, 0);
+    }
     free(counts);
 }
 
 static size_t packed_span(const gpt_model *m, size_t lo, size_t hi, int k, const float *host, float *packed,
-                          size_t *plo);
-static void unpack_span(const gpt_model *m, size_t lo, size_t hi, int k, const float *packed, float *host);
+                          size_t *plo, copy_fn copy);
+static void unpack_span(const gpt_model *m, size_t lo, size_t hi, int k, const float *packed, float *host,
+                        copy_fn copy);
 static void span_parts(const dp_state *d, int k, size_t plo, size_t n, size_t *counts, size_t *x, size_t *y);
 
 void dp_ep_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_decay, int t, float grad_scale)
@@ -157,6 +193,11 @@ void dp_ep_optimizer_step(dp_state *d, gpt_model *m, float lr, float weight_deca
     }
     if (d->zero >= 3) /* ZeRO-3 keeps its shards: the next pass gathers what it reads */
         return;
+    if (d->nccl) {
+        for (int expert = 0; expert < 2; expert++)
+            gather_kind(d, m, expert);
+        return;
+    }
     m->k->copy_to_host(d->host, m->params, d->n * sizeof(float));
     if (d->overlap_params) { /* each bucket's two all-gathers start now; the next forward lands them */
         for (int k = 0; k < 2; k++)
@@ -190,7 +231,8 @@ void dp_ep_param_buckets(dp_state *d, const gpt_model *m)
         d->param_packed[k] = calloc(d->eps.n[k] ? d->eps.n[k] : 1, sizeof(float));
     for (int b = 0; b < n; b++)
         for (int k = 0; k < 2; k++) { /* a kind's tensors of a bucket are consecutive in its order */
-            size_t plo, x, y, len = packed_span(m, d->param_bucket_lo[b], d->param_bucket_hi[b], k, NULL, NULL, &plo);
+            size_t plo, x, y;
+            size_t len = packed_span(m, d->param_bucket_lo[b], d->param_bucket_hi[b], k, NULL, NULL, &plo, NULL);
             d->param_span[2 * b + k] = plo;
             if (len) /* none: every count 0, an all-gather of nothing */
                 span_parts(d, k, plo, len, d->param_bucket_counts + (size_t)(2 * b + k) * d->dp, &x, &y);
@@ -205,7 +247,7 @@ void dp_ep_land_param_bucket(dp_state *d, const gpt_model *m, int b)
         d->param_requests[2 * b + k] = NULL;
     }
     for (int k = 0; k < 2; k++) /* the bucket's tensors from their kinds' packed orders to their flat places */
-        unpack_span(m, lo, hi, k, d->param_packed[k] + d->param_span[2 * b + k], d->host_params + lo);
+        unpack_span(m, lo, hi, k, d->param_packed[k] + d->param_span[2 * b + k], d->host_params + lo, host_copy);
     m->k->copy_to_device(m->params + lo, d->host_params + lo, (hi - lo) * sizeof(float));
 }
 
@@ -219,9 +261,10 @@ int dp_ep_grads_packed(const dp_state *d)
 
 /* The packed positions [*plo, *plo + n) of kind k's tensors in the flat range [lo, hi) (whole
  * tensors, so consecutive in the packed order); with host (indexed from lo) and packed given,
- * the floats are packed too. Returns n. */
+ * the floats are packed too, moved by `copy` (host and packed: host memory, or both device
+ * memory). Returns n. */
 static size_t packed_span(const gpt_model *m, size_t lo, size_t hi, int k, const float *host, float *packed,
-                          size_t *plo)
+                          size_t *plo, copy_fn copy)
 {
     size_t pos = 0, n = 0;
     *plo = 0;
@@ -233,7 +276,7 @@ static size_t packed_span(const gpt_model *m, size_t lo, size_t hi, int k, const
             if (!n)
                 *plo = pos;
             if (host)
-                memcpy(packed + n, host + (g->offset - lo), g->count * sizeof(float));
+                copy(packed + n, host + (g->offset - lo), g->count * sizeof(float));
             n += g->count;
         }
         pos += g->count;
@@ -243,13 +286,14 @@ static size_t packed_span(const gpt_model *m, size_t lo, size_t hi, int k, const
 
 /* packed_span's inverse: kind k's tensors in the flat range [lo, hi) from packed (indexed from
  * the span's first packed position) to host (indexed from lo). */
-static void unpack_span(const gpt_model *m, size_t lo, size_t hi, int k, const float *packed, float *host)
+static void unpack_span(const gpt_model *m, size_t lo, size_t hi, int k, const float *packed, float *host,
+                        copy_fn copy)
 {
     size_t n = 0;
     for (int t = 0; t < m->num_tensors; t++) {
         const gpt_tensor *g = &m->tensors[t];
         if ((g->expert ? 1 : 0) == k && g->count && g->offset >= lo && g->offset + g->count <= hi) {
-            memcpy(host + (g->offset - lo), packed + n, g->count * sizeof(float));
+            copy(host + (g->offset - lo), packed + n, g->count * sizeof(float));
             n += g->count;
         }
     }
@@ -281,12 +325,22 @@ static size_t shard_at(const dp_state *d, int k, size_t x)
 void dp_ep_reduce_window(dp_state *d, gpt_model *m, size_t lo, size_t hi, float *win)
 {
     size_t *counts = malloc((size_t)d->dp * sizeof *counts);
-    m->k->copy_to_host(d->host, win, (hi - lo) * sizeof(float));
+    if (!d->nccl)
+        m->k->copy_to_host(d->host, win, (hi - lo) * sizeof(float));
     for (int k = 0; k < 2; k++) {
-        size_t plo, x, y, n = packed_span(m, lo, hi, k, d->host, d->packed, &plo);
+        size_t plo, x, y, n = d->nccl ? packed_span(m, lo, hi, k, win, d->dev, &plo, m->k->copy)
+                                      : packed_span(m, lo, hi, k, d->host, d->packed, &plo, host_copy);
         if (!n)
             continue;
         span_parts(d, k, plo, n, counts, &x, &y);
+        if (d->nccl) { /* on the device: this rank's sum lands in its part of the staging */
+            comm_nccl_reduce_to_owners(nccl_of(d, k), d->dev, counts);
+            if (y > x) {
+                float *g = m->grads + shard_at(d, k, x);
+                m->k->residual_forward(g, g, d->dev + (x - plo), y - x, KPREC_FP32);
+            }
+            continue;
+        }
         if (d->bf16) { /* as bf16 on the wire, this rank's sum back to fp32 */
             comm_reduce_scatter_sum_counts_bf16(group_of(d, k), to_bf16(d, d->packed, n), counts);
             from_bf16(d, d->packed, x - plo, y - x);
@@ -310,7 +364,7 @@ static size_t tensor_parts(const dp_state *d, const gpt_model *m, int t, int *k,
 {
     const gpt_tensor *g = &m->tensors[t];
     *k = g->expert ? 1 : 0;
-    size_t n = packed_span(m, g->offset, g->offset + g->count, *k, NULL, NULL, plo);
+    size_t n = packed_span(m, g->offset, g->offset + g->count, *k, NULL, NULL, plo, NULL);
     span_parts(d, *k, *plo, n, counts, x, y);
     return n;
 }
@@ -320,6 +374,13 @@ void dp_ep_gather_grad(dp_state *d, gpt_model *m, int t, float *win)
     int k;
     size_t *counts = malloc((size_t)d->dp * sizeof *counts);
     size_t plo, x, y, n = tensor_parts(d, m, t, &k, counts, &plo, &x, &y);
+    if (d->nccl) { /* one tensor is one run in both orders: gathered straight into the window */
+        if (y > x)
+            m->k->copy(win + (x - plo), m->grads + shard_at(d, k, x), (y - x) * sizeof(float));
+        comm_nccl_gather_from_owners(nccl_of(d, k), win, counts);
+        free(counts);
+        return;
+    }
     if (y > x)
         m->k->copy_to_host(d->packed + (x - plo), m->grads + shard_at(d, k, x), (y - x) * sizeof(float));
     comm_allgather_counts(group_of(d, k), d->packed, counts);
@@ -331,16 +392,24 @@ void dp_ep_gather_window(dp_state *d, const gpt_model *m, size_t lo, size_t hi, 
 {
     size_t *counts = malloc((size_t)d->dp * sizeof *counts);
     for (int k = 0; k < 2; k++) {
-        size_t plo, x, y, n = packed_span(m, lo, hi, k, NULL, NULL, &plo);
+        size_t plo, x, y, n = packed_span(m, lo, hi, k, NULL, NULL, &plo, NULL);
         if (!n) /* alike on every rank: the window's tensors are the layout's */
             continue;
         span_parts(d, k, plo, n, counts, &x, &y);
+        if (d->nccl) { /* the same on the device, through its staging */
+            if (y > x)
+                m->k->copy(d->dev + (x - plo), m->params + shard_at(d, k, x), (y - x) * sizeof(float));
+            comm_nccl_gather_from_owners(nccl_of(d, k), d->dev, counts);
+            unpack_span(m, lo, hi, k, d->dev, win, m->k->copy);
+            continue;
+        }
         if (y > x)
             m->k->copy_to_host(d->packed + (x - plo), m->params + shard_at(d, k, x), (y - x) * sizeof(float));
         comm_allgather_counts(group_of(d, k), d->packed, counts);
-        unpack_span(m, lo, hi, k, d->packed, d->host);
+        unpack_span(m, lo, hi, k, d->packed, d->host, host_copy);
     }
-    m->k->copy_to_device(win, d->host, (hi - lo) * sizeof(float));
+    if (!d->nccl)
+        m->k->copy_to_device(win, d->host, (hi - lo) * sizeof(float));
     free(counts);
 }
 
@@ -399,10 +468,10 @@ void dp_ep_start_bucket(dp_state *d, gpt_model *m, size_t lo, size_t hi)
     for (int k = 0; k < 2; k++) {
         if (!d->bucket_packed[k])
             d->bucket_packed[k] = malloc((d->eps.n[k] ? d->eps.n[k] : 1) * sizeof(float));
-        size_t plo, n = packed_span(m, lo, hi, k, NULL, NULL, &plo);
+        size_t plo, n = packed_span(m, lo, hi, k, NULL, NULL, &plo, NULL);
         if (!n)
             continue;
-        packed_span(m, lo, hi, k, d->host + lo, d->bucket_packed[k] + plo, &plo);
+        packed_span(m, lo, hi, k, d->host + lo, d->bucket_packed[k] + plo, &plo, host_copy);
         comm_iallreduce_sum(group_of(d, k), d->bucket_packed[k] + plo, n);
     }
 }

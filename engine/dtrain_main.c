@@ -86,9 +86,9 @@ static void usage(FILE *f)
             "                           experts spread over N ranks carved out of DP x CP (groups of N\n"
             "                           consecutive ranks of a position's replicas, CP ranks first), tokens sent\n"
             "                           to their experts' ranks by all-to-all; N divides --dp x --cp and\n"
-            "                           num_experts; --comm mpi, no --grad-compress,\n"
-            "                           --offload-optimizer; a\n"
-            "                           checkpoint resumes only at its own EP layout\n"
+            "                           num_experts; no --grad-compress, --offload-optimizer; under --comm\n"
+            "                           nccl its gradients and shards go over NCCL, the tokens' all-to-alls\n"
+            "                           over MPI; a checkpoint resumes only at its own EP layout\n"
             "  --zero 0|1|2|3           ZeRO stage: sharded optimizer (1), + gradients (2), + parameters (3)\n"
             "  --sequence-parallel      with --tp: LayerNorms and residuals on each rank's block of the\n"
             "                           micro-batch's tokens, all-gather / reduce-scatter in place of the\n"
@@ -509,12 +509,12 @@ static int run_flags(int argc, char **argv, comm_ctx *comm)
                         "over MPI: it needs --sequence-parallel%s\n", o.comm_nccl ? ", not --comm nccl" : "");
         return 2;
     }
-    if (ep > 1 && (o.grad_compress_rank || o.comm_nccl || o.offload_optimizer)) {
+    if (ep > 1 && (o.grad_compress_rank || o.offload_optimizer)) {
         /* the expert tensors differ between EP ranks: each of these would treat the flat buffer as
-         * one replica's over the whole DP group (shards, buckets, matrices, checkpoint layout) */
+         * one replica's over the whole DP group (matrices, the host optimizer's shard) */
         fprintf(stderr, "dtrain: --expert-model-parallel-size %d: expert parallelism reduces its gradients "
-                        "over MPI, compressed by precision alone (fp32 or bf16), for now: not with %s\n", ep,
-                o.grad_compress_rank ? "--grad-compress" : o.comm_nccl ? "--comm nccl" : "--offload-optimizer");
+                        "compressed by precision alone (fp32 or bf16), for now: not with %s\n", ep,
+                o.grad_compress_rank ? "--grad-compress" : "--offload-optimizer");
         return 2;
     }
     if (o.sequence_parallel && tp < 2) {

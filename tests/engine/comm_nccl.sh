@@ -5,8 +5,9 @@
 #   comm_nccl.sh matches DTRAIN MPIRUN   on a GPU: one rank with NCCL ends with the same
 #                                 params_crc32 as without, ZeRO 0 and 1 (one-rank collectives are
 #                                 copies); with two GPUs or more, DP 2 under each ZeRO stage and
-#                                 TP 2, CP 2 in its three forms (and with four, TP 2 x PP 2, DP 4
-#                                 ZeRO-3 and CP 2 x DP 2 ZeRO-1) over NCCL end
+#                                 TP 2, CP 2 in its three forms, DP 2 x EP 2 under each ZeRO stage
+#                                 (and with four, TP 2 x PP 2, DP 4 ZeRO-3, CP 2 x DP 2 ZeRO-1, DP 4
+#                                 x EP 2 under ZeRO 1-3 and TP 2 x CP 2 x EP 2) over NCCL end
 #                                 with the losses and gradient norms of the same layout over MPI
 #                                 (1e-5 relative; with two ranks, the same params_crc32)
 #   comm_nccl.sh standin DTRAIN MPIRUN   DTRAIN built against tests/engine/nccl_standin (NCCL's
@@ -67,7 +68,18 @@ same_as_mpi 2 --tp 2
 same_as_mpi 2 --cp 2
 same_as_mpi 2 --cp 2 --cp-comm-type all_gather
 same_as_mpi 2 --cp 2 --cp-comm-type a2a
+# expert parallelism: each kind's gradients and shards over its own group (dense over DP, experts
+# over expert-DP) on the device, the tokens' all-to-alls over MPI; a model with experts
+echo '{"num_layers": 4, "hidden_size": 64, "num_attention_heads": 4, "seq_length": 32, "num_experts": 4,
+       "moe_router_topk": 2}' > "$tmp/moe.json"
+moe="--model $tmp/moe.json --moe-aux-loss-coeff 0.01"
+for zero in 0 1 2 3; do same_as_mpi 2 --dp 2 --ep 2 --zero $zero $moe; done
 [ "$gpus" -ge 4 ] || exit 0
 same_as_mpi 4 --tp 2 --pp 2
 same_as_mpi 4 --dp 4 --zero 3
 same_as_mpi 4 --cp 2 --dp 2 --zero 1 --cp-comm-type all_gather
+# EP 2 of DP 4: the expert-DP groups are pairs, the dense group all four
+same_as_mpi 4 --dp 4 --ep 2 --zero 1 $moe
+same_as_mpi 4 --dp 4 --ep 2 --zero 2 $moe
+same_as_mpi 4 --dp 4 --ep 2 --zero 3 $moe
+same_as_mpi 4 --tp 2 --cp 2 --ep 2 --sequence-parallel $moe
