@@ -7,7 +7,8 @@
 #                                 copies); with two GPUs or more, DP 2 under each ZeRO stage and
 #                                 TP 2, CP 2 in its three forms, DP 2 x EP 2 under each ZeRO stage
 #                                 (and with four, TP 2 x PP 2, DP 4 ZeRO-3, CP 2 x DP 2 ZeRO-1, DP 4
-#                                 x EP 2 under ZeRO 1-3 and TP 2 x CP 2 x EP 2) over NCCL end
+#                                 x EP 2 under ZeRO 1-3 and TP 2 x CP 2 x EP 2, and a DP 4 x EP 2
+#                                 ZeRO-3 run resumed from its checkpoint bit-exact) over NCCL end
 #                                 with the losses and gradient norms of the same layout over MPI
 #                                 (1e-5 relative; with two ranks, the same params_crc32)
 #   comm_nccl.sh standin DTRAIN MPIRUN   DTRAIN built against tests/engine/nccl_standin (NCCL's
@@ -83,3 +84,13 @@ same_as_mpi 4 --dp 4 --ep 2 --zero 1 $moe
 same_as_mpi 4 --dp 4 --ep 2 --zero 2 $moe
 same_as_mpi 4 --dp 4 --ep 2 --zero 3 $moe
 same_as_mpi 4 --tp 2 --cp 2 --ep 2 --sequence-parallel $moe
+# a checkpoint of an EP run over NCCL (its packed ZeRO-3 shards) resumes bit-exact
+common="--device $device --global-batch 16 --micro-batch 2 --steps 6 --dp 4 --ep 2 --zero 3 --comm nccl $moe"
+"$mpirun" --allow-run-as-root --oversubscribe -np 4 "$dtrain" $common --log-json "$tmp/full" 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
+"$mpirun" --allow-run-as-root --oversubscribe -np 4 "$dtrain" $common --ckpt-dir "$tmp/ck" --ckpt-every 3 --stop-after 3 \
+  2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
+"$mpirun" --allow-run-as-root --oversubscribe -np 4 "$dtrain" $common --ckpt-dir "$tmp/ck" --resume --log-json "$tmp/res" \
+  2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
+a=$(crc "$tmp/full"); b=$(crc "$tmp/res")
+echo "DP 4 x EP 2 ZeRO-3 over NCCL, resumed at step 3: params_crc32 $b, uninterrupted $a"
+[ -n "$a" ] && [ "$a" = "$b" ] || exit 1
