@@ -136,6 +136,8 @@ static int megatron_line(const scenario_config *s, char *out, size_t len)
     if (s->training.recompute == RECOMPUTE_FULL)
         ARG(" --recompute-method %s --recompute-num-layers %lld", s->training.recompute_block ? "block" : "uniform",
             s->training.recompute_num_layers);
+    if (s->training.distribute_saved_activations)
+        ARG(" --distribute-saved-activations");
     if (s->training.optimizer == OPTIMIZER_SGD)
         ARG(" --optimizer sgd");
     if (s->training.train_iters > 0)

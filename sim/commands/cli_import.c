@@ -109,6 +109,7 @@ static const struct {
     {"--recompute-granularity", MA_WORD, "training.recompute_granularity"},
     {"--recompute-method", MA_WORD, "training.recompute_method"},
     {"--recompute-num-layers", MA_INT, "training.recompute_num_layers"},
+    {"--distribute-saved-activations", MA_FLAG, "training.distribute_saved_activations"},
     {"--train-iters", MA_INT, "training.train_iters"},
     {"--train-samples", MA_INT, "training.train_samples"},
     {"--optimizer", MA_WORD, "training.optimizer"},

@@ -267,6 +267,10 @@ typedef struct {
          * of each chunk recomputed one by one, the others keep their activations. */
         int recompute_block;                 /* 0 uniform (default), 1 block */
         long long recompute_num_layers;      /* default 1 */
+        /* Megatron-LM's --distribute-saved-activations (full recomputation, TP > 1): each kept
+         * layer input is split over the TP ranks and all-gathered before its re-run; no effect
+         * with sequence parallelism, whose inputs are already split (Megatron-LM turns it off) */
+        int distribute_saved_activations;
         optimizer_kind optimizer;
         int activation_bytes;                /* bytes an activation element is stored in; 0: the
                                                 precision's (scenario_activation_bytes) */

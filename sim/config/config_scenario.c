@@ -184,7 +184,7 @@ static int parse_training(json_t *t, scenario_config *s, config_error *err)
     static const char *const keys[] = {"global_batch_size", "micro_batch_size", "precision",
                                        "recompute_granularity", "recompute_method", "recompute_num_layers",
                                        "optimizer", "tokens", "train_iters", "train_samples", "data_loader",
-                                       "activation_bytes", "fp8_recipe", NULL};
+                                       "activation_bytes", "fp8_recipe", "distribute_saved_activations", NULL};
     static const char *const precisions[] = {"fp32", "tf32", "fp16", "bf16", "fp8", NULL};
     static const char *const fp8_recipes[] = {"delayed", "tensorwise", "mxfp8", "blockwise", NULL};
     static const char *const recompute[] = {"none", "selective", "full", NULL};
@@ -200,6 +200,7 @@ static int parse_training(json_t *t, scenario_config *s, config_error *err)
         config_enum(t, p, "recompute_granularity", recompute, RECOMPUTE_NONE, &rec, err) ||
         config_enum(t, p, "recompute_method", methods, 0, &method, err) ||
         config_int(t, p, "recompute_num_layers", 0, 1, 1, 100000, &s->training.recompute_num_layers, err) ||
+        config_bool(t, p, "distribute_saved_activations", 0, &s->training.distribute_saved_activations, err) ||
         config_enum(t, p, "optimizer", optimizers, OPTIMIZER_ADAM, &opt, err) ||
         config_enum(t, p, "fp8_recipe", fp8_recipes, FP8_RECIPE_DELAYED, &recipe, err) ||
         config_int(t, p, "activation_bytes", 0, 0, 1, 8, &act_bytes, err) ||
@@ -231,6 +232,9 @@ static int parse_training(json_t *t, scenario_config *s, config_error *err)
         rec != RECOMPUTE_FULL)
         return config_fail(err, "%s.recompute_method / recompute_num_layers: apply to recompute_granularity full only",
                            p);
+    /* as Megatron-LM's arguments.py asserts: the kept inputs of full recomputation, split over TP */
+    if (s->training.distribute_saved_activations && rec != RECOMPUTE_FULL)
+        return config_fail(err, "%s.distribute_saved_activations: applies to recompute_granularity full only", p);
     if (s->platform.gpu.peak_tflops[prec] <= 0)
         return config_fail(err, "%s.precision: %s is not supported by %s (its peak_tflops.%s is 0)", p,
                            precisions[prec], s->platform.gpu.name, precisions[prec]);

@@ -103,6 +103,11 @@ static int rules_before_batch(const scenario_config *s, config_error *err)
     if (s->parallel.overlap_moe_a2a && (s->training.recompute == RECOMPUTE_FULL || s->parallel.zero_stage == 3))
         return config_fail(err, "%s.overlap_moe_expert_parallel_comm: not modelled with %s", p,
                            s->parallel.zero_stage == 3 ? "zero_stage 3" : "full recomputation");
+    /* Megatron-LM's arguments.py: "can distribute recomputed activations only across tensor
+     * model parallel groups" */
+    if (s->training.distribute_saved_activations && s->parallel.tp < 2)
+        return config_fail(err, S ".training.distribute_saved_activations: splits the kept inputs over the TP ranks: "
+                                "needs tensor_model_parallel_size > 1 (got %d)", s->parallel.tp);
     return 0;
 }
 

@@ -75,8 +75,9 @@ static double layer_activations(const scenario_config *s, recompute_kind recompu
     double scale = scenario_activation_bytes(s) / 2.0; /* the formulas count 16-bit values */
     double sbh = sq * b * h;
 
-    if (recompute == RECOMPUTE_FULL) /* only the layer input is kept */
-        return 2.0 * sbh * scale / (s->parallel.sequence_parallel ? t : 1);
+    if (recompute == RECOMPUTE_FULL) /* only the layer input is kept: split over TP under SP, or
+                                        distributed (Megatron-LM's --distribute-saved-activations) */
+        return 2.0 * sbh * scale / (s->parallel.sequence_parallel || s->training.distribute_saved_activations ? t : 1);
 
     /* Korthikanti et al. per layer, 16-bit activations, 1-byte dropout masks:
      *   attention: input 2sbh, Q 2sb*q, K and V 2sb*kv each, projection input 2sb*q, dropout

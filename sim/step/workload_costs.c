@@ -340,9 +340,25 @@ int workload_builder_init(builder *b, const scenario_config *s, config_error *er
     int n = layer_ops_forward(&sh, ops);
     b->layer_fwd = sum_ops(b, ops, n, 0);
     moe_parts(b, ops, n, 0, &b->moe_fwd);
-    if (s->training.recompute == RECOMPUTE_FULL)
+    if (s->training.recompute == RECOMPUTE_FULL) {
         b->layer_recompute = b->layer_fwd;
-    else if (s->training.recompute == RECOMPUTE_SELECTIVE)
+        /* --distribute-saved-activations: the kept input, split over TP in the forward, is
+         * all-gathered before its checkpoint's re-run, on the compute stream (Megatron-LM's
+         * CheckpointFunction.backward, gather_split_1d_tensor): a gather a checkpoint, i.e. a
+         * group of recompute_num_layers layers (uniform: spread over the group's layers) or one
+         * layer (block). Megatron-LM turns it off under SP, whose inputs are split already. */
+        if (s->training.distribute_saved_activations && !s->parallel.sequence_parallel && b->tp.ranks > 1) {
+            double input = (double)sh.micro_batch * (double)sh.seq_length / sh.cp * (double)sh.hidden * sh.act_bytes;
+            double per_layer = s->training.recompute_block || s->training.recompute_num_layers < 1
+                                   ? 1
+                                   : 1.0 / (double)s->training.recompute_num_layers;
+            double g = per_layer * collective_time(&s->platform, &s->calibration, COLL_ALL_GATHER, input, b->tp).time_s;
+            b->layer_recompute.time_s += g;
+            b->layer_recompute.comm_s += g;
+            b->layer_recompute.comm_cls_s[COMM_TP] += g;
+            b->layer_recompute.tp_ring_bytes += per_layer * (b->tp.ranks - 1) / (double)b->tp.ranks * input;
+        }
+    } else if (s->training.recompute == RECOMPUTE_SELECTIVE)
         b->layer_recompute = sum_ops(b, ops, n, 1);
     n = layer_ops_backward(&sh, ops);
     b->layer_bwd = sum_ops(b, ops, n, 0);

@@ -163,6 +163,11 @@ static const reject_case REJECTS[] = {
      {"scenario.training.recompute_method", "not one of"}},
     {{"training.recompute_granularity=\"full\"", "training.recompute_num_layers=0"},
      {"scenario.training.recompute_num_layers", "range"}},
+    {{"training.distribute_saved_activations=true"}, {"scenario.training.distribute_saved_activations", "full only"}},
+    {{"training.recompute_granularity=\"full\"", "training.distribute_saved_activations=true",
+      "parallel.tensor_model_parallel_size=1"},
+     {"scenario.training.distribute_saved_activations", "tensor_model_parallel_size > 1 (got 1)"}},
+    {{"training.distribute_saved_activations=1"}, {"scenario.training.distribute_saved_activations", "true or false"}},
     {{"training.micro_batch_size=\"one\""}, {"scenario.training.micro_batch_size", "integer"}},
     {{"training.micro_batch_size=0"}, {"scenario.training.micro_batch_size", "range"}},
     {{"training.global_batch_size=200000000"}, {"scenario.training.global_batch_size", "range"}}, /* limit */

@@ -163,6 +163,16 @@ static void korthikanti_activation_formulas(void **state)
         if (!CLOSE(got, cases[i].expect))
             fail_msg("case %zu: %.6g bytes, formula %.6g", i, got, cases[i].expect);
     }
+    /* Megatron-LM's --distribute-saved-activations: full recompute's kept input split over TP
+     * without SP too (2sbh/t); with SP it changes nothing (already 2sbh/t) */
+    s.parallel.tp = 8;
+    s.training.recompute = RECOMPUTE_FULL;
+    s.training.distribute_saved_activations = 1;
+    s.parallel.sequence_parallel = 0;
+    assert_true(CLOSE(memory_layer_activations(&s), 2 * sbh / 8));
+    s.parallel.sequence_parallel = 1;
+    assert_true(CLOSE(memory_layer_activations(&s), 2 * sbh / 8));
+    s.training.distribute_saved_activations = 0;
     /* The paper's headline: TP 8 + SP + selective recompute needs 5x less than TP 8 alone
      * ((10 + 3 + 5*96*2048/(12288*8)) / (34/8) = 23/4.25 ~ 5.4). */
     s.parallel.tp = 8;

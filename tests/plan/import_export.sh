@@ -75,6 +75,8 @@ PY
 }
 for f in scenarios/*.json; do roundtrip "$f" "" || fail=1; done
 roundtrip scenarios/llama3-405b-16k-h100.json "--set parallel.zero_stage=1" || fail=1
+# full recomputation with its kept inputs split over TP: --distribute-saved-activations
+roundtrip scenarios/gpt3-175b-1024-a100.json "--set training.recompute_granularity=\"full\" --set parallel.sequence_parallel=false --set training.distribute_saved_activations=true" || fail=1
 # ZeRO-3 as Megatron-FSDP (framework megatron): --use-megatron-fsdp and its sharding strategy
 roundtrip scenarios/gpt3-175b-1024-a100.json "--set parallel.framework=\"megatron\" --set parallel.zero_stage=3" || fail=1
 # FP8 with current scaling: --fp8-format and --fp8-recipe carry it (delayed scaling is another step)

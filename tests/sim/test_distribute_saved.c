@@ -1,0 +1,102 @@
+/* training.distribute_saved_activations (Megatron-LM's --distribute-saved-activations): under full
+ * recomputation each checkpoint's kept input is split over the TP ranks in the forward and
+ * all-gathered before its re-run (CheckpointFunction.backward, gather_split_1d_tensor). Counted
+ * here against the step: one all-gather of the micro-batch's layer input (b s h, 2 bytes) over
+ * the TP group per checkpoint and micro-batch, so the TP traffic grows by layers x micro-batches
+ * such gathers (uniform groups of one layer), half as many with groups of two, one a micro-batch
+ * when only the first layer is recomputed (block); none under sequence parallelism, whose kept
+ * inputs are split already (Megatron-LM turns the option off there). The gather's own time is the
+ * collective model's (tests/sim/test_collective.c checks that against NCCL's measurements). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include "collective.h"
+#include "fixture.h"
+
+#define LAYERS 4
+#define MICRO_BATCHES 8
+
+/* TP 2 on one node, 8 micro-batches of one sequence, full recomputation in groups of `group`
+ * layers (block: only the first `group` layers of the chunk) */
+static void scenario(scenario_config *s, int group, int block, int distribute, int sp)
+{
+    fixture_scenario(s, LAYERS);
+    fixture_layout(s, 2, 1, 1, MICRO_BATCHES);
+    s->training.recompute = RECOMPUTE_FULL;
+    s->training.recompute_num_layers = group;
+    s->training.recompute_block = block;
+    s->training.distribute_saved_activations = distribute;
+    s->parallel.sequence_parallel = sp;
+}
+
+/* TP seconds of the step with the option on, less with it off */
+static double added_tp_s(int group, int block, int sp)
+{
+    scenario_config s;
+    scenario(&s, group, block, 0, sp);
+    run_result off = fixture_run_free(&s);
+    scenario(&s, group, block, 1, sp);
+    run_result on = fixture_run_free(&s);
+    return on.comm_total_s[COMM_TP] - off.comm_total_s[COMM_TP];
+}
+
+static double one_gather_s(void)
+{
+    scenario_config s;
+    scenario(&s, 1, 0, 1, 0);
+    double input = (double)s.training.micro_batch_size * (double)s.model.seq_length * (double)s.model.hidden_size * 2;
+    double t = collective_time(&s.platform, &s.calibration, COLL_ALL_GATHER, input,
+                               coll_group_of(2, 1, s.platform.node.gpus)).time_s;
+    fixture_free(&s);
+    return t;
+}
+
+static void a_gather_per_checkpoint_and_micro_batch(void **state)
+{
+    (void)state;
+    double g = one_gather_s();
+    assert_true(g > 0);
+    double uniform1 = added_tp_s(1, 0, 0), uniform2 = added_tp_s(2, 0, 0), block1 = added_tp_s(1, 1, 0);
+    print_message("one gather %.3g s; added TP time: groups of 1 %.6g s, of 2 %.6g s, block of 1 %.6g s\n", g,
+                  uniform1, uniform2, block1);
+    assert_within(uniform1, (double)LAYERS * MICRO_BATCHES * g, 1e-9);
+    assert_within(uniform2, (double)LAYERS / 2 * MICRO_BATCHES * g, 1e-9);
+    assert_within(block1, (double)MICRO_BATCHES * g, 1e-9);
+}
+
+static void nothing_under_sequence_parallelism(void **state)
+{
+    (void)state;
+    assert_true(fabs(added_tp_s(1, 0, 1)) < 1e-12);
+}
+
+/* and the kept inputs shrink by TP in the memory the run reports (memory.c) */
+static void the_kept_inputs_are_split(void **state)
+{
+    (void)state;
+    scenario_config s;
+    scenario(&s, 1, 0, 0, 0);
+    run_result off = fixture_run_free(&s);
+    scenario(&s, 1, 0, 1, 0);
+    double input = (double)s.training.micro_batch_size * (double)s.model.seq_length * (double)s.model.hidden_size * 2;
+    run_result on = fixture_run_free(&s);
+    /* 1F1B on one stage: one micro-batch in flight, LAYERS kept inputs, each half of it kept,
+     * but the layer being re-run holds its whole input again (gathered): LAYERS - 1 halves saved
+     * at the peak (the report is in GiB) */
+    double saved = (off.memory.activations - on.memory.activations) * 1073741824.0;
+    print_message("activations %.6f GiB off, %.6f GiB on: %.0f bytes saved\n", off.memory.activations,
+                  on.memory.activations, saved);
+    assert_within(saved, (LAYERS - 1) * input / 2, 1e-9);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_gather_per_checkpoint_and_micro_batch),
+        cmocka_unit_test(nothing_under_sequence_parallelism),
+        cmocka_unit_test(the_kept_inputs_are_split),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
