@@ -350,7 +350,8 @@ int train_run(const train_options *given)
     comm_nccl *embed_nccl = NULL;
     if (o->comm_nccl) {
         /* One communicator per group, created in the same order on every rank (each creation
-         * waits for its group's members): TP, CP, DP, then the tied embedding's two ends. CP's
+         * waits for its group's members): TP, CP, DP (and under EP the expert-DP group's, inside
+         * dp_enable_nccl), then the tied embedding's two ends. CP's
          * gives its all-gather form's collectives on the device; ring attention's steps, the
          * all-to-all form's exchanges and the MoE counts' sums stay on host copies over MPI.
          * After each group every rank of the world agrees, so a failure stops them all at once

@@ -344,14 +344,22 @@ int workload_builder_init(builder *b, const scenario_config *s, config_error *er
         b->layer_recompute = b->layer_fwd;
         /* --distribute-saved-activations: the kept input, split over TP in the forward, is
          * all-gathered before its checkpoint's re-run, on the compute stream (Megatron-LM's
-         * CheckpointFunction.backward, gather_split_1d_tensor): a gather a checkpoint, i.e. a
-         * group of recompute_num_layers layers (uniform: spread over the group's layers) or one
-         * layer (block). Megatron-LM turns it off under SP, whose inputs are split already. */
+         * CheckpointFunction.backward, gather_split_1d_tensor): a gather a checkpoint, i.e. one
+         * recomputed layer (block), or a group of recompute_num_layers layers of a chunk (uniform:
+         * ceil(layers / n) a chunk, as memory.c keeps their inputs), spread over the layers: the
+         * model's checkpoints over its layers, exact for every chunk when the chunks are equal.
+         * Megatron-LM turns it off under SP, whose inputs are split already. */
         if (s->training.distribute_saved_activations && !s->parallel.sequence_parallel && b->tp.ranks > 1) {
             double input = (double)sh.micro_batch * (double)sh.seq_length / sh.cp * (double)sh.hidden * sh.act_bytes;
-            double per_layer = s->training.recompute_block || s->training.recompute_num_layers < 1
-                                   ? 1
-                                   : 1.0 / (double)s->training.recompute_num_layers;
+            double per_layer = 1;
+            if (!s->training.recompute_block && s->training.recompute_num_layers > 1) {
+                long long n = s->training.recompute_num_layers, checkpoints = 0, layers = 0;
+                for (int v = 0; v < b->P * b->V; v++) {
+                    checkpoints += (b->layers[v] + n - 1) / n;
+                    layers += b->layers[v];
+                }
+                per_layer = layers > 0 ? (double)checkpoints / (double)layers : 1;
+            }
             double g = per_layer * collective_time(&s->platform, &s->calibration, COLL_ALL_GATHER, input, b->tp).time_s;
             b->layer_recompute.time_s += g;
             b->layer_recompute.comm_s += g;

@@ -92,5 +92,9 @@ common="--device $device --global-batch 16 --micro-batch 2 --steps 6 --dp 4 --ep
 "$mpirun" --allow-run-as-root --oversubscribe -np 4 "$dtrain" $common --ckpt-dir "$tmp/ck" --resume --log-json "$tmp/res" \
   2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
 a=$(crc "$tmp/full"); b=$(crc "$tmp/res")
-echo "DP 4 x EP 2 ZeRO-3 over NCCL, resumed at step 3: params_crc32 $b, uninterrupted $a"
+# a --resume that found no checkpoint would train from step 1 and end alike: the step-3 one must
+# be there and the resumed run's first logged step must be 4
+first=$(head -n 1 "$tmp/res" | sed -n 's/^{"step": *\([0-9]*\).*/\1/p')
+echo "DP 4 x EP 2 ZeRO-3 over NCCL, resumed from the step-3 checkpoint (first step logged: ${first:-none}): params_crc32 $b, uninterrupted $a"
+[ -d "$tmp/ck/step-00000003" ] && [ "$first" = 4 ] || { echo "not resumed from the step-3 checkpoint"; exit 1; }
 [ -n "$a" ] && [ "$a" = "$b" ] || exit 1

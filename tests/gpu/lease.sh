@@ -16,7 +16,7 @@
 # nvcc; carried with the device tool's `carry: [".gpu"]`). Writes $OUT/results.tgz (one file: a
 # call returns at most eight) holding r/: each step's log and outputs, device.txt, the revision.
 # Deadlines (seconds from the start; a step starts only with 30 s left of its window):
-# calibrate 200, llmc 240, torch 330, suite 570, as the 2026-11-27 leases took them
+# calibrate 200, llmc 240, list-copies 270, gemm-sustained 330, suite 570, as the 2026-11-27 leases took them
 # (docs/gpu-runs/2026-11-27-h200/: suite 260 s at 8 jobs, calibration and closed loops 100-150 s).
 set -uo pipefail
 cd "$(dirname "$0")/../.."

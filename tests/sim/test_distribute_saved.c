@@ -3,8 +3,9 @@
  * all-gathered before its re-run (CheckpointFunction.backward, gather_split_1d_tensor). Counted
  * here against the step: one all-gather of the micro-batch's layer input (b s h, 2 bytes) over
  * the TP group per checkpoint and micro-batch, so the TP traffic grows by layers x micro-batches
- * such gathers (uniform groups of one layer), half as many with groups of two, one a micro-batch
- * when only the first layer is recomputed (block); none under sequence parallelism, whose kept
+ * such gathers (uniform groups of one layer), ceil(layers / 2) a micro-batch with groups of two
+ * (3 of 5 layers: the last group is one layer), one a micro-batch when only the first layer is
+ * recomputed (block); none under sequence parallelism, whose kept
  * inputs are split already (Megatron-LM turns the option off there). The gather's own time is the
  * collective model's (tests/sim/test_collective.c checks that against NCCL's measurements). */
 #include <stdarg.h>
@@ -18,11 +19,11 @@
 #define LAYERS 4
 #define MICRO_BATCHES 8
 
-/* TP 2 on one node, 8 micro-batches of one sequence, full recomputation in groups of `group`
- * layers (block: only the first `group` layers of the chunk) */
-static void scenario(scenario_config *s, int group, int block, int distribute, int sp)
+/* `layers` layers, TP 2 on one node, 8 micro-batches of one sequence, full recomputation in
+ * groups of `group` layers (block: only the first `group` layers of the chunk) */
+static void scenario_of(scenario_config *s, int layers, int group, int block, int distribute, int sp)
 {
-    fixture_scenario(s, LAYERS);
+    fixture_scenario(s, layers);
     fixture_layout(s, 2, 1, 1, MICRO_BATCHES);
     s->training.recompute = RECOMPUTE_FULL;
     s->training.recompute_num_layers = group;
@@ -31,15 +32,27 @@ static void scenario(scenario_config *s, int group, int block, int distribute, i
     s->parallel.sequence_parallel = sp;
 }
 
-/* TP seconds of the step with the option on, less with it off */
-static double added_tp_s(int group, int block, int sp)
+static void scenario(scenario_config *s, int group, int block, int distribute, int sp)
+{
+    scenario_of(s, LAYERS, group, block, distribute, sp);
+}
+
+/* TP seconds of the step with the option on, less with it off; and the activation bytes saved */
+static double added_tp_of(int layers, int group, int block, int sp, double *saved_bytes)
 {
     scenario_config s;
-    scenario(&s, group, block, 0, sp);
+    scenario_of(&s, layers, group, block, 0, sp);
     run_result off = fixture_run_free(&s);
-    scenario(&s, group, block, 1, sp);
+    scenario_of(&s, layers, group, block, 1, sp);
     run_result on = fixture_run_free(&s);
+    if (saved_bytes) /* the report is in GiB */
+        *saved_bytes = (off.memory.activations - on.memory.activations) * 1073741824.0;
     return on.comm_total_s[COMM_TP] - off.comm_total_s[COMM_TP];
+}
+
+static double added_tp_s(int group, int block, int sp)
+{
+    return added_tp_of(LAYERS, group, block, sp, NULL);
 }
 
 static double one_gather_s(void)
@@ -64,12 +77,16 @@ static void a_gather_per_checkpoint_and_micro_batch(void **state)
     assert_within(uniform1, (double)LAYERS * MICRO_BATCHES * g, 1e-9);
     assert_within(uniform2, (double)LAYERS / 2 * MICRO_BATCHES * g, 1e-9);
     assert_within(block1, (double)MICRO_BATCHES * g, 1e-9);
+    /* 5 layers in groups of 2: checkpoints [0, 2), [2, 4), [4, 5) */
+    assert_within(added_tp_of(5, 2, 0, 0, NULL), 3.0 * MICRO_BATCHES * g, 1e-9);
 }
 
 static void nothing_under_sequence_parallelism(void **state)
 {
     (void)state;
-    assert_true(fabs(added_tp_s(1, 0, 1)) < 1e-12);
+    double saved = 1;
+    assert_true(fabs(added_tp_of(LAYERS, 1, 0, 1, &saved)) < 1e-12);
+    assert_true(fabs(saved) < 1e-3); /* bytes: the kept inputs were split already */
 }
 
 /* and the kept inputs shrink by TP in the memory the run reports (memory.c) */
@@ -89,6 +106,14 @@ static void the_kept_inputs_are_split(void **state)
     print_message("activations %.6f GiB off, %.6f GiB on: %.0f bytes saved\n", off.memory.activations,
                   on.memory.activations, saved);
     assert_within(saved, (LAYERS - 1) * input / 2, 1e-9);
+    /* groups of 2: two kept inputs, and the re-run group holds its first layer's whole input
+     * again: one half saved; block, one layer recomputed: its half kept, then held whole again at
+     * its re-run: nothing saved at the peak */
+    double saved2 = 0, saved_block = 1;
+    added_tp_of(LAYERS, 2, 0, 0, &saved2);
+    added_tp_of(LAYERS, 1, 1, 0, &saved_block);
+    assert_within(saved2, input / 2, 1e-9);
+    assert_true(fabs(saved_block) < 1e-3);
 }
 
 int main(void)
