@@ -42,6 +42,8 @@ static const char *inexpressible(const scenario_config *s)
     if (s->parallel.framework == FRAMEWORK_DEEPSPEED)
         return "parallel.framework deepspeed (DeepSpeed's engine: its pipeline, optimizer and reduction dtype, "
                "not Megatron-LM's)";
+    if (s->parallel.framework == FRAMEWORK_NANOTRON)
+        return "parallel.framework nanotron (nanotron's DDP and its ZeRO-1's all-reduce, not Megatron-LM's)";
     if (framework_is_pytorch_fsdp(s->parallel.framework))
         return "parallel.framework fsdp or torchtitan (PyTorch FSDP's runs, not Megatron-LM's)";
     if (s->parallel.zero_stage == 2 || (s->parallel.zero_stage == 3 && s->parallel.framework != FRAMEWORK_MEGATRON))

@@ -53,13 +53,19 @@ typedef enum {
  *    Accelerate run it: NO_SHARD = ZeRO 0, FULL_SHARD = ZeRO-3 with FSDP's unit resharded after
  *    forward (fsdp_reshard_after_forward always), SHARD_GRAD_OP = ZeRO-3 with never; no pipeline;
  *  - torchtitan: PyTorch FSDP2 (fully_shard) and PyTorch's pipelining as torchtitan runs them
- *    (fsdp_reshard_after_forward default; gradients reduced in fp32). */
+ *    (fsdp_reshard_after_forward default; gradients reduced in fp32);
+ *  - nanotron: Hugging Face's nanotron (the Ultra-Scale Playbook's runs): ZeRO 0 as PyTorch DDP
+ *    (25 MB buckets, its fp32 hook in the last micro-batch's backward), ZeRO 1 as its
+ *    ZeroDistributedOptimizer with fp32 accumulation: no DDP, one all-reduce of the whole fp32
+ *    gradient after the backward, the optimizer on this rank's shard, then a synchronous
+ *    all-gather of the parameters (nanotron's trainer.py and optim/zero.py); 1F1B. */
 typedef enum {
     FRAMEWORK_UNSET = 0,
     FRAMEWORK_MEGATRON,
     FRAMEWORK_DEEPSPEED,
     FRAMEWORK_FSDP,
-    FRAMEWORK_TORCHTITAN
+    FRAMEWORK_TORCHTITAN,
+    FRAMEWORK_NANOTRON
 } framework_kind;
 const char *framework_kind_name(framework_kind f); /* "megatron", ...; "unset" */
 const char *pipeline_engine_name(pipeline_engine_kind e); /* "megatron", "deepspeed" */
@@ -69,6 +75,11 @@ const char *fsdp_reshard_name(fsdp_reshard_kind r);       /* "always", "never", 
 static inline int framework_is_pytorch_fsdp(framework_kind f)
 {
     return f == FRAMEWORK_FSDP || f == FRAMEWORK_TORCHTITAN;
+}
+/* nanotron's ZeRO-1 (config.h, framework nanotron): the whole gradient all-reduced, not reduce-scattered */
+static inline int framework_all_reduces_zero1(framework_kind f, int zero_stage)
+{
+    return f == FRAMEWORK_NANOTRON && zero_stage == 1;
 }
 
 /* ---- platform ------------------------------------------------------------------------ */

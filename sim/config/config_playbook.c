@@ -11,13 +11,13 @@
 
 /* parallel.framework's values, in framework_kind's order after FRAMEWORK_UNSET; pipeline_engine's
  * in pipeline_engine_kind's */
-static const char *const frameworks[] = {"megatron", "deepspeed", "fsdp", "torchtitan", NULL};
+static const char *const frameworks[] = {"megatron", "deepspeed", "fsdp", "torchtitan", "nanotron", NULL};
 static const char *const engines[] = {"megatron", "deepspeed", NULL};
 static const char *const reshards[] = {"always", "never", "default", NULL}; /* after FSDP_RESHARD_UNSET */
 
 const char *framework_kind_name(framework_kind f)
 {
-    return f > FRAMEWORK_UNSET && f <= FRAMEWORK_TORCHTITAN ? frameworks[f - 1] : "unset";
+    return f > FRAMEWORK_UNSET && f <= FRAMEWORK_NANOTRON ? frameworks[f - 1] : "unset";
 }
 
 const char *pipeline_engine_name(pipeline_engine_kind e)
@@ -41,6 +41,9 @@ static int framework_defaults(framework_kind fw, int *engine, fsdp_reshard_kind 
     else if (fw != FRAMEWORK_UNSET && *engine != own_engine)
         return config_fail(err, "%s.pipeline_engine: %s is not framework %s's pipeline (leave the key out, or say "
                                 "framework %s)", p, engines[*engine], framework_kind_name(fw), engines[*engine]);
+    if (*reshard != FSDP_RESHARD_UNSET && fw == FRAMEWORK_NANOTRON)
+        return config_fail(err, "%s.fsdp_reshard_after_forward: PyTorch FSDP's; framework nanotron has no ZeRO-3 "
+                                "(leave the key out, or say framework fsdp or torchtitan)", p);
     if (*reshard != FSDP_RESHARD_UNSET && (fw == FRAMEWORK_MEGATRON || fw == FRAMEWORK_DEEPSPEED))
         return config_fail(err, "%s.fsdp_reshard_after_forward: PyTorch FSDP's, not framework %s's (its ZeRO-3 "
                                 "gathers before every pass: leave the key out, or say framework fsdp or "
@@ -101,6 +104,9 @@ int config_parse_parallel_playbook(json_t *par, scenario_config *s, config_error
     else if (s->parallel.framework == FRAMEWORK_MEGATRON) {
         snprintf(owner, sizeof owner, "Megatron-FSDP (framework megatron)");
         instead = "it shards every tensor and prefetches by its own size (docs/model.md, Which framework)";
+    } else if (s->parallel.framework == FRAMEWORK_NANOTRON) {
+        snprintf(owner, sizeof owner, "framework nanotron");
+        instead = "it has ZeRO stages 0 and 1 only, and buckets its DDP by ddp_bucket_cap_mb (bucket_size_mb)";
     }
     for (int i = 0; owner[0] && deepspeed_knobs[i]; i++)
         if (json_object_get(par, deepspeed_knobs[i]))
@@ -205,7 +211,31 @@ int config_validate_playbook(const scenario_config *s, config_error *err)
         return config_fail(err, "%s.framework: megatron runs ZeRO-2 only as Megatron-FSDP's optim_grads, which "
                                 "reduce-scatters every micro-batch and is not modelled: zero_stage 1 (the distributed "
                                 "optimizer) or 3 (Megatron-FSDP)", p);
-    if ((pytorch || fw == FRAMEWORK_MEGATRON) && (opt_dev != OFFLOAD_NONE || par_dev != OFFLOAD_NONE))
+    /* nanotron (at the Ultra-Scale Playbook's branch, nouamane/bench2 @ 67c5ebb6): any zero_stage above
+     * 0 builds its ZeroDistributedOptimizer, which shards the optimizer states only (helpers.py);
+     * with fp32 accumulation that stage runs no DDP and all-reduces the whole gradient after the
+     * backward (trainer.py: make_ddp, sync_gradients_across_dp with reduce_scatter=False), then
+     * gathers the parameters inside optimizer.step() (optim/zero.py, _all_gather_params), so
+     * overlap_grad_reduce is its DDP's (ZeRO 0; params_grad_reduce_overlapped) and Megatron's
+     * overlap_param_gather is refused; its
+     * pipeline engines are 1f1b and afab (all forwards, all backwards: schedule gpipe), no virtual
+     * stages (config/utils_config.py) */
+    if (fw == FRAMEWORK_NANOTRON) {
+        const char *why = s->parallel.zero_stage >= 2 ? "zero_stage 0 or 1 (any stage above 0 is its "
+                                                        "ZeroDistributedOptimizer, which shards the optimizer "
+                                                        "states only)"
+                          : s->parallel.schedule == PIPELINE_INTERLEAVED && s->parallel.pp > 1
+                              ? "schedule 1f1b or gpipe (its 1f1b and afab engines; no virtual stages)"
+                          : s->parallel.overlap_param_gather
+                              ? "overlap_param_gather false (its ZeRO-1 gathers the parameters inside the "
+                                "optimizer's step)"
+                          : s->parallel.grad_compression != GRAD_COMPRESSION_NONE ? "grad_compression none"
+                                                                                  : NULL;
+        if (why)
+            return config_fail(err, "%s.framework: nanotron needs %s", p, why);
+    }
+    if ((pytorch || fw == FRAMEWORK_MEGATRON || fw == FRAMEWORK_NANOTRON) &&
+        (opt_dev != OFFLOAD_NONE || par_dev != OFFLOAD_NONE))
         return config_fail(err, "%s.%s: dtsim models DeepSpeed's ZeRO-Offload, not framework %s's CPU offload", p,
                            opt_dev != OFFLOAD_NONE ? "offload_optimizer" : "offload_parameters", framework_kind_name(fw));
     if (s->parallel.fsdp_reshard_after_forward != FSDP_RESHARD_UNSET && par_dev != OFFLOAD_NONE)

@@ -293,6 +293,11 @@ static int deepspeed_engine(const scenario_config *s)
     return s->parallel.framework == FRAMEWORK_DEEPSPEED || s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED;
 }
 
+int params_grad_reduce_overlapped(const scenario_config *s)
+{
+    return s->parallel.overlap_grad_reduce && !framework_all_reduces_zero1(s->parallel.framework, s->parallel.zero_stage);
+}
+
 int params_dp_bucket_in_place(const scenario_config *s)
 {
     return !deepspeed_engine(s) && !framework_is_pytorch_fsdp(s->parallel.framework) &&
@@ -316,6 +321,11 @@ double params_dp_bucket_bytes(const scenario_config *s)
                              (torchtitan/models/llama3/infra/parallelize.py) */
     if (s->parallel.framework == FRAMEWORK_FSDP)
         return 25 * mib; /* DistributedDataParallel's bucket_cap_mb, default 25 (torch/nn/parallel/distributed.py) */
+    if (s->parallel.framework == FRAMEWORK_NANOTRON)
+        /* ZeRO 0: its DistributedDataParallel with model.ddp_bucket_cap_mb, 25 in its config defaults
+         * and the Playbook's base config (examples/config_tiny_llama_bench.yaml); ZeRO 1: one
+         * all-reduce of its contiguous fp32 gradient buffer (optim/gradient_accumulator.py) */
+        return s->parallel.zero_stage >= 1 ? PARAMS_BUCKET_WHOLE_MB * mib : 25 * mib;
     /* Megatron-LM: megatron/core/distributed/distributed_data_parallel.py, "bucket_size =
      * max(40000000, 1000000 * dp_group.size())" parameters ("larger DP sizes need larger buckets to
      * ensure collectives do not become latency-bound"), over the data-parallel group with its

@@ -79,6 +79,10 @@ double params_dp_bucket_bytes(const scenario_config *s);
  * (param_and_grad_buffer.py: a bucket's grad_data is a view of the buffer); DeepSpeed's reduce
  * buckets and PyTorch DDP's are copies. */
 int params_dp_bucket_in_place(const scenario_config *s);
+/* Whether the gradient reduction goes out as buckets fill in the last micro-batch's backward:
+ * parallel.overlap_grad_reduce, which under framework nanotron is its DDP's (ZeRO 0); its ZeRO 1
+ * reduces after the backward whatever the key says (config.h). */
+int params_grad_reduce_overlapped(const scenario_config *s);
 /* Bytes per element of the gradient buffer a GPU accumulates micro-batches into: the wider of
  * the compute dtype and the reduction dtype (Megatron's fp32 main_grad under bf16). */
 double params_grad_buffer_bytes(const scenario_config *s);

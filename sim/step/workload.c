@@ -210,7 +210,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
      * when DP buckets go out as they fill, or (one GPU with ZeRO-Offload) stream to the host. */
     int split = gathers || (z3 && !z3_once && !fwd) ||
                 (!z3_once && last_of_chunk &&
-                 ((s->parallel.overlap_grad_reduce && dpcp > 1) ||
+                 ((params_grad_reduce_overlapped(s) && dpcp > 1) ||
                   (dpcp <= 1 && s->parallel.offload_optimizer != OFFLOAD_NONE)));
     int pieces = split ? (L > 0 ? L : 1) : 1;
     int first_dep = fwd ? (vs > 0 ? fwd_p2p[vs - 1][a->micro_batch] : -1)
@@ -338,7 +338,7 @@ static int backward_splits(const builder *b, const stage_state *st, const pipe_a
     int dpcp = s->parallel.dp * s->parallel.cp;
     if (b->z3.active) /* it gathers, or it reduces as buckets fill */
         return b->z3.reduce_every_backward || !st->z3_held[a->chunk];
-    return st->backwards_left[a->chunk] == 1 && ((s->parallel.overlap_grad_reduce && dpcp > 1) ||
+    return st->backwards_left[a->chunk] == 1 && ((params_grad_reduce_overlapped(s) && dpcp > 1) ||
                                                  (dpcp <= 1 && s->parallel.offload_optimizer != OFFLOAD_NONE));
 }
 

@@ -136,8 +136,10 @@ static void flush_bucket(step_workload *w, const builder *b, stage_state *st, in
      * buffered_allreduce_fallback over the optimizer's fp32 gradients, sent in the
      * communication dtype); so did DeepSpeed's stage 3 up to v0.5 with that release's default
      * contiguous_gradients false (stage3.py, reduce_ipg_grads -> buffered_reduce_fallback, an
-     * all-reduce a bucket: parallel.stage3_list_collectives, zero3.h) */
-    int all_reduce = b->bf16_optimizer || (b->z3.active && b->z3.list_collectives);
+     * all-reduce a bucket: parallel.stage3_list_collectives, zero3.h); so does nanotron's ZeRO-1
+     * (config.h, framework nanotron) */
+    int all_reduce = b->bf16_optimizer || (b->z3.active && b->z3.list_collectives) ||
+                     framework_all_reduces_zero1(s->parallel.framework, s->parallel.zero_stage);
     coll_kind coll = s->parallel.zero_stage >= 1 && !all_reduce ? COLL_REDUCE_SCATTER : COLL_ALL_REDUCE;
     double unit = b->bucket_bytes, full = floor(st->pending_grad / unit);
     double group = workload_bucket_group(full, b->comp.active, s->run.fidelity_flow);

@@ -32,7 +32,7 @@ void workload_size_estimate(const scenario_config *s, workload_size *z)
     int compressed = s->parallel.grad_compression != GRAD_COMPRESSION_NONE;
 
     double compute = passes, comm = 0;
-    int streams = (dpcp > 1 && s->parallel.overlap_grad_reduce) ||
+    int streams = (dpcp > 1 && params_grad_reduce_overlapped(s)) ||
                   (dpcp <= 1 && s->parallel.offload_optimizer != OFFLOAD_NONE);
     if (P * V > 1)
         comm += passes; /* a send after every pass but the pipeline's ends */

@@ -245,6 +245,13 @@ static const reject_case REJECTS[] = {
     {{"parallel.stage3_list_collectives=1"}, {"scenario.parallel.stage3_list_collectives", "expected true or false"}},
     {{"parallel.zero_stage=3", "parallel.stage3_list_collectives=true", "parallel.grad_reduce_dtype=\"int8\""}, {"scenario.parallel.grad_reduce_dtype", "not with stage3_list_collectives"}},
     {{"parallel.framework=\"megatron\"", "parallel.zero_stage=2"}, {"scenario.parallel.framework", "runs ZeRO-2 only as Megatron-FSDP's optim_grads"}},
+    /* nanotron: ZeRO 0 and 1, its ZeRO-1 reduction after the backward, no virtual stages, no ZeRO-3 knobs */
+    {{"parallel.framework=\"nanotron\"", "parallel.zero_stage=2"}, {"scenario.parallel.framework", "nanotron needs zero_stage 0 or 1"}},
+    {{"parallel.framework=\"nanotron\"", "parallel.overlap_grad_reduce=true", "parallel.overlap_param_gather=true"}, {"scenario.parallel.framework", "overlap_param_gather false"}},
+    {{"parallel.framework=\"nanotron\"", "parallel.schedule=\"interleaved\"", "parallel.virtual_pipeline_model_parallel_size=2"}, {"scenario.parallel.framework", "schedule 1f1b or gpipe"}},
+    {{"parallel.framework=\"nanotron\"", "parallel.fsdp_reshard_after_forward=\"never\""}, {"scenario.parallel.fsdp_reshard_after_forward", "framework nanotron has no ZeRO-3"}},
+    {{"parallel.framework=\"nanotron\"", "parallel.stage3_prefetch_bucket_size=1e8"}, {"scenario.parallel.stage3_prefetch_bucket_size", "which framework nanotron does not have"}},
+    {{"parallel.framework=\"nanotron\"", "parallel.zero_stage=0", "parallel.offload_optimizer=\"cpu\""}, {"scenario.parallel.offload_optimizer", "not framework nanotron's"}},
     {{"parallel.framework=\"megatron\"", "parallel.offload_optimizer=\"cpu\""}, {"scenario.parallel.offload_optimizer", "not framework megatron's CPU offload"}},
     /* faults */
     {{"faults.degraded_links=[{\"node\":1,\"nic\":0,\"bandwidth_factor\":1.5}]"}, {"scenario.faults.degraded_links[0].bandwidth_factor", "range"}},

@@ -197,8 +197,84 @@ static void test_default_buckets_are_the_frameworks(void **state)
     assert_true(params_dp_bucket_bytes(&s) == 100 * 1048576.0);
     s.parallel.framework = FRAMEWORK_FSDP;
     assert_true(params_dp_bucket_bytes(&s) == 25 * 1048576.0);
+    /* nanotron: DDP's 25 MB under ZeRO 0 (model.ddp_bucket_cap_mb), its whole fp32 buffer under 1 */
+    s.parallel.framework = FRAMEWORK_NANOTRON;
+    s.parallel.zero_stage = 0;
+    assert_true(params_dp_bucket_bytes(&s) == 25 * 1048576.0);
+    s.parallel.zero_stage = 1;
+    assert_true(params_dp_bucket_bytes(&s) == 1e6 * 1048576.0);
     s.parallel.bucket_size_mb = 7;
     assert_true(params_dp_bucket_bytes(&s) == 7 * 1048576.0);
+    fixture_free(&s);
+}
+
+/* The step's tasks named `name`: how many, the collective calls they stand for, their bytes and
+ * their time. */
+static bucket_sums named(const step_workload *w, const char *name, double *bytes)
+{
+    bucket_sums b = {0, 0, 0};
+    *bytes = 0;
+    for (int i = 0; i < w->n_tasks; i++)
+        if (w->tasks[i].name && strcmp(w->tasks[i].name, name) == 0) {
+            b.tasks++;
+            b.seconds += w->tasks[i].duration_s;
+            b.calls += w->tasks[i].calls > 1 ? w->tasks[i].calls : 1;
+            *bytes += w->tasks[i].bytes;
+        }
+    return b;
+}
+
+/* nanotron's ZeRO-1 (framework nanotron, config.h): no reduce-scatter; the whole gradient, in fp32
+ * under bf16, all-reduced in one call after the backward (trainer.py: sync_gradients_across_dp with
+ * reduce_scatter=False over the contiguous fp32 buffer), then the updated shards gathered as
+ * Megatron's distributed optimizer gathers them. The same layout under Megatron-LM reduce-scatters.
+ * The call's time is the collective model's all-reduce of that many bytes over the DP group. */
+static void test_nanotron_zero1_all_reduces_the_whole_gradient(void **state)
+{
+    (void)state;
+    scenario_config s;
+    scenario_dp8(&s);
+    s.training.precision = PREC_BF16;
+    s.parallel.zero_stage = 1;
+    s.parallel.overlap_grad_reduce = 0;
+    s.parallel.bucket_size_mb = 0;
+    double grads = params_stage_per_gpu(&s, 0) * 4; /* fp32 */
+    step_workload w;
+    double bytes;
+
+    fixture_build(&s, &w); /* Megatron-LM's distributed optimizer */
+    assert_int_equal(named(&w, "dp_grad_allreduce", &bytes).tasks, 0);
+    assert_true(named(&w, "dp_grad_reduce_scatter", &bytes).tasks >= 1);
+    assert_within(bytes, grads, 1e-9 * grads);
+    assert_true(named(&w, "zero_param_allgather", &bytes).tasks >= 1);
+    workload_free(&w);
+
+    s.parallel.framework = FRAMEWORK_NANOTRON;
+    int tasks_without = 0;
+    for (int overlap = 0; overlap < 2; overlap++) { /* overlap_grad_reduce is its DDP's: the same step */
+        s.parallel.overlap_grad_reduce = overlap;
+        fixture_build(&s, &w);
+        if (overlap)
+            assert_int_equal(w.n_tasks, tasks_without); /* no backward split into layers for buckets */
+        tasks_without = w.n_tasks;
+        assert_int_equal(named(&w, "dp_grad_reduce_scatter", &bytes).tasks, 0);
+        bucket_sums ar = named(&w, "dp_grad_allreduce", &bytes);
+        assert_int_equal(ar.tasks, 1);
+        assert_within(bytes, grads, 1e-9 * grads);
+        assert_within(ar.seconds, dp_call_s(&s, grads), 1e-9 * ar.seconds);
+        assert_true(named(&w, "zero_param_allgather", &bytes).tasks >= 1);
+        workload_free(&w);
+    }
+
+    /* under ZeRO 0 it is DDP's: calls of 25 MiB buckets of the same gradients, overlapped */
+    s.parallel.zero_stage = 0;
+    s.parallel.overlap_grad_reduce = 1;
+    fixture_build(&s, &w);
+    bucket_sums ddp = named(&w, "dp_grad_allreduce", &bytes);
+    assert_within(bytes, grads, 1e-9 * grads);
+    assert_within(ddp.calls, ceil(grads / (25 * 1048576.0)), 1e-9);
+    assert_int_equal(named(&w, "zero_param_allgather", &bytes).tasks, 0);
+    workload_free(&w);
     fixture_free(&s);
 }
 
@@ -211,6 +287,7 @@ int main(void)
         cmocka_unit_test(test_tiny_zero3_reduce_buckets),
         cmocka_unit_test(test_huge_buckets_hold_the_gradients),
         cmocka_unit_test(test_default_buckets_are_the_frameworks),
+        cmocka_unit_test(test_nanotron_zero1_all_reduces_the_whole_gradient),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

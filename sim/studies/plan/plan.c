@@ -175,7 +175,8 @@ static void plan_parallel_extras_to_json(const scenario_config *s, json_t *par)
     if (s->parallel.fsdp_reshard_after_forward != FSDP_RESHARD_UNSET) { /* FSDP's rule: no DeepSpeed knobs */
         json_object_set_new(par, "fsdp_reshard_after_forward",
                             json_string(fsdp_reshard_name(s->parallel.fsdp_reshard_after_forward)));
-    } else if (s->parallel.framework != FRAMEWORK_MEGATRON) { /* DeepSpeed's knobs (Megatron-FSDP has its own) */
+    } else if (s->parallel.framework != FRAMEWORK_MEGATRON && s->parallel.framework != FRAMEWORK_NANOTRON) {
+        /* DeepSpeed's knobs (Megatron-FSDP has its own, nanotron no ZeRO-3) */
         json_object_set_new(par, "stage3_prefetch_bucket_size", json_real(s->parallel.stage3_prefetch_bucket_size));
         json_object_set_new(par, "stage3_param_persistence_threshold",
                             json_real(s->parallel.stage3_param_persistence_threshold));
