@@ -10,7 +10,9 @@ figure is its tokens/s (tokens/s/GPU x GPUs), with nothing taken from a predicti
 
 What each case says and where it comes from (docs/validation.md, "The Ultra-Scale Playbook"):
   - models: the generator's table (huggingface/nanotron @ 2411b022, scripts/scaling_benchmarks.py,
-    model_configs: layers, hidden, heads, intermediate), full multi-head attention
+    model_configs: layers, hidden, heads, intermediate; the same sizes at nouamane/bench2, whose
+    generator reads the configurations it ran from an unpublished configs.pkl; the page's "80B" is
+    its "70B"), full multi-head attention
     (NUM_KEY_VALUE_HEADS None), tied embeddings below intermediate 10,000 (1B and 3B), vocabulary
     131,072, sequence 4,096; SwiGLU, RMSNorm, RoPE (is_llama_config), flash-attn 2;
   - training: bf16 with fp32 accumulation (ACCUMULATE_GRAD_IN_FP32), AdamW, no recomputation,

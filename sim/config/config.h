@@ -209,6 +209,9 @@ typedef struct {
      * (fused). A backend with neither figure runs at flash's. */
     attention_calibration attention[ATTN_BACKENDS];
     double launch_overhead_us;
+    double host_issue_us;       /* the host's time to issue one kernel from eager PyTorch (Python,
+                                   dispatcher, autograd and the launch); 0: not measured, no host
+                                   model (sim/step/host_issue.h) */
     double overlap_slowdown;                 /* a GEMM's time beside a running collective over its
                                                 time alone (>= 1; 1 when absent: not measured) */
     double compute_variability_cv;           /* devices' sustained speed across devices of this kind,

@@ -311,7 +311,7 @@ static int parse_attention(json_t *att, const char *op, attention_calibration *a
 int calibration_parse(json_t *root, const char *path, calibration_config *c, config_error *err)
 {
     static const char *const top[] = {"device", "source", "date", "host", "command", "gemm", "ops",
-                                      "launch_overhead_us", "collectives", "compute_variability_cv",
+                                      "launch_overhead_us", "host_issue_us", "collectives", "compute_variability_cv",
                                       "overlap_slowdown", "calibration_crc32", NULL};
     static const char *const sources[] = {"measured", "datasheet", "nccl-tests", "mixed", NULL};
     static const char *const op_keys[] = {"layernorm", "softmax", "gelu", "elementwise", "cross_entropy",
@@ -335,6 +335,7 @@ int calibration_parse(json_t *root, const char *path, calibration_config *c, con
         config_str(root, path, "date", 0, "", c->date, sizeof c->date, err) ||
         config_str(root, path, "host", 0, "", c->host, sizeof c->host, err) ||
         config_num(root, path, "launch_overhead_us", 0, 0, 0, 1e6, 0, &c->launch_overhead_us, err) ||
+        config_num(root, path, "host_issue_us", 0, 0, 0, 1e6, 0, &c->host_issue_us, err) ||
         config_num(root, path, "compute_variability_cv", 0, -1, 0, 0.999, 0, &c->compute_variability_cv, err) ||
         config_num(root, path, "overlap_slowdown", 0, 1, 1, 100, 0, &c->overlap_slowdown, err))
         return -1;

@@ -219,7 +219,8 @@ int config_validate_playbook(const scenario_config *s, config_error *err)
      * overlap_grad_reduce is its DDP's (ZeRO 0; params_grad_reduce_overlapped) and Megatron's
      * overlap_param_gather is refused; its
      * pipeline engines are 1f1b and afab (all forwards, all backwards: schedule gpipe), no virtual
-     * stages (config/utils_config.py) */
+     * stages (config/utils_config.py); its fp32 accumulation (optim/gradient_accumulator.py) asserts
+     * 16-bit parameters */
     if (fw == FRAMEWORK_NANOTRON) {
         const char *why = s->parallel.zero_stage >= 2 ? "zero_stage 0 or 1 (any stage above 0 is its "
                                                         "ZeroDistributedOptimizer, which shards the optimizer "
@@ -230,7 +231,13 @@ int config_validate_playbook(const scenario_config *s, config_error *err)
                               ? "overlap_param_gather false (its ZeRO-1 gathers the parameters inside the "
                                 "optimizer's step)"
                           : s->parallel.grad_compression != GRAD_COMPRESSION_NONE ? "grad_compression none"
-                                                                                  : NULL;
+                          : s->parallel.grad_reduce_bytes > 0 && (s->parallel.grad_reduce_bytes != 4 ||
+                                                                  s->parallel.grad_reduce_int8)
+                              ? "grad_reduce_dtype auto or fp32 (modelled as the Playbook ran it, with "
+                                "accumulate_grad_in_fp32: fp32 gradients, reduced in fp32)"
+                          : s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32
+                              ? "precision bf16 or fp16 (its FP32GradientAccumulator takes 16-bit parameters)"
+                              : NULL;
         if (why)
             return config_fail(err, "%s.framework: nanotron needs %s", p, why);
     }

@@ -247,8 +247,8 @@ double params_grad_reduce_bytes(const scenario_config *s)
     int wide = s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32;
     if (s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED || s->parallel.framework == FRAMEWORK_FSDP)
         return wide ? 4 : 2; /* fp8 runs keep bf16 models */
-    if (s->parallel.framework == FRAMEWORK_TORCHTITAN)
-        return 4;
+    if (s->parallel.framework == FRAMEWORK_TORCHTITAN || s->parallel.framework == FRAMEWORK_NANOTRON)
+        return 4; /* nanotron: accumulate_grad_in_fp32, as the Ultra-Scale Playbook ran it (config.h) */
     switch (s->training.precision) {
     case PREC_BF16:
     case PREC_FP8:
@@ -307,6 +307,9 @@ int params_dp_bucket_in_place(const scenario_config *s)
 double params_dp_bucket_bytes(const scenario_config *s)
 {
     const double mib = 1048576.0;
+    /* nanotron's ZeRO 1 all-reduces its contiguous fp32 buffer in one call (optim/gradient_accumulator.py) */
+    if (framework_all_reduces_zero1(s->parallel.framework, s->parallel.zero_stage))
+        return PARAMS_BUCKET_WHOLE_MB * mib;
     if (s->parallel.bucket_size_mb > 0)
         return s->parallel.bucket_size_mb * mib;
     double elem = params_grad_reduce_bytes(s);
@@ -323,9 +326,10 @@ double params_dp_bucket_bytes(const scenario_config *s)
         return 25 * mib; /* DistributedDataParallel's bucket_cap_mb, default 25 (torch/nn/parallel/distributed.py) */
     if (s->parallel.framework == FRAMEWORK_NANOTRON)
         /* ZeRO 0: its DistributedDataParallel with model.ddp_bucket_cap_mb, 25 in its config defaults
-         * and the Playbook's base config (examples/config_tiny_llama_bench.yaml); ZeRO 1: one
-         * all-reduce of its contiguous fp32 gradient buffer (optim/gradient_accumulator.py) */
-        return s->parallel.zero_stage >= 1 ? PARAMS_BUCKET_WHOLE_MB * mib : 25 * mib;
+         * and the Playbook's base config (examples/config_tiny_llama_bench.yaml), which counts the
+         * model's 16-bit gradients; its fp32 hook all-reduces each bucket's fp32 gradients, twice
+         * those bytes (optim/gradient_accumulator.py, get_fp32_accum_hook) */
+        return 25 * mib * elem / 2;
     /* Megatron-LM: megatron/core/distributed/distributed_data_parallel.py, "bucket_size =
      * max(40000000, 1000000 * dp_group.size())" parameters ("larger DP sizes need larger buckets to
      * ensure collectives do not become latency-bound"), over the data-parallel group with its

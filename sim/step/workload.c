@@ -130,11 +130,17 @@ static void list_copies(sim_task *t, task_comm_parts *parts, const builder *b, d
 
 /* Adds a pass's work to compute task t: nl layers (nr of them rerun first by recomputation: a
  * backward's), and the embedding and the head where the pass meets them (a forward meets the
- * embedding first, a backward the head). */
+ * embedding first, a backward the head). Where the host issues those kernels slower than the GPU
+ * runs them (host_issue.h), the work takes the host's time: the difference is the GPU waiting. */
 static void add_pass_work(sim_task *t, task_comm_parts *parts, const builder *b, int fwd, int nl, int nr,
                           int with_embed, int with_head)
 {
     const pass_cost *layer = fwd ? &b->layer_fwd : &b->layer_bwd;
+    const host_issue *h = &b->host;
+    double before = t->duration_s;
+    double host = nl * (fwd ? h->layer_fwd_s : h->layer_bwd_s) + nr * h->layer_fwd_s +
+                  (with_embed ? (fwd ? h->embed_fwd_s : h->embed_bwd_s) : 0) +
+                  (with_head ? (fwd ? h->head_fwd_s : h->head_bwd_s) : 0);
     t->duration_s += nl * layer->time_s + nr * b->layer_recompute.time_s;
     fold_comm(t, parts, layer, nl);
     fold_comm(t, parts, &b->layer_recompute, nr);
@@ -151,6 +157,7 @@ static void add_pass_work(sim_task *t, task_comm_parts *parts, const builder *b,
         fold_comm(t, parts, then, 1);
         t->flops += then->flops;
     }
+    t->duration_s += fmax(0, host - (t->duration_s - before));
 }
 
 /* overlap_param_gather: a chunk's first forward waits for the updated parameters' first bucket,
@@ -442,18 +449,24 @@ static void deepspeed_transfer(step_workload *w, const builder *b, stage_state *
     stream[from] = stream[to] = p;
 }
 
-/* DeepSpeed's BF16_Optimizer (builder.bf16_optimizer) keeps the gradients in fp32: after every
- * backward, every stage (the pipeline engine's _exec_backward_pass, or the optimizer's own backward
- * on the last stage and without pipeline parallelism) calls update_hp_grads, which for each
- * parameter casts the bf16 gradient to fp32 and adds it to the fp32 one
- * (deepspeed/runtime/bf16_optimizer.py: hp_grad.add_(lp.grad.to(fp32))): 18 bytes a parameter (the
- * cast reads 2 and writes 4, the add reads 4 + 4 and writes 4), on the compute stream, every
- * micro-batch. Megatron-LM accumulates into its fp32 main_grad inside the weight-gradient GEMM
- * (gradient_accumulation_fusion), at no extra pass. */
-static void update_hp_grads(step_workload *w, const builder *b, stage_state *st, int stage)
+/* Frameworks that keep fp32 gradients beside bf16 ones add each backward's into them in a pass of
+ * their own, on the compute stream, every micro-batch (builder.fp32_accumulate_bytes: bytes a
+ * parameter). DeepSpeed's BF16_Optimizer (builder.bf16_optimizer): after every backward, every
+ * stage (the pipeline engine's _exec_backward_pass, or the optimizer's own backward on the last
+ * stage and without pipeline parallelism) calls update_hp_grads, which for each parameter casts the
+ * bf16 gradient to fp32 and adds it to the fp32 one (deepspeed/runtime/bf16_optimizer.py:
+ * hp_grad.add_(lp.grad.to(fp32))): 18 bytes (the cast reads 2 and writes 4, the add reads 4 + 4
+ * and writes 4). nanotron's FP32GradientAccumulator, after each micro-batch's loss.backward(),
+ * runs fp32_grad.add_(half_param.grad) for every parameter (optim/gradient_accumulator.py,
+ * backward and _accumulate_grad; in the DDP sync step its fp32 hook does the same add): 10 bytes
+ * (reads 2 + 4, writes 4). Megatron-LM accumulates into its fp32 main_grad inside the
+ * weight-gradient GEMM (gradient_accumulation_fusion), at no extra pass. */
+static void accumulate_fp32_grads(step_workload *w, const builder *b, stage_state *st, int stage)
 {
-    sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage, "update_hp_grads");
-    t.duration_s = cost_memory_s(&b->cm, OPCLASS_ELEMENTWISE, 18.0 * params_stage_per_gpu(b->s, stage));
+    sim_task t = workload_task(TASK_COMPUTE, LANE_COMPUTE, stage,
+                               b->bf16_optimizer ? "update_hp_grads" : "fp32_grad_accumulate");
+    t.duration_s =
+        cost_memory_s(&b->cm, OPCLASS_ELEMENTWISE, b->fp32_accumulate_bytes * params_stage_per_gpu(b->s, stage));
     st->last_compute = workload_add_task(w, &t);
 }
 
@@ -492,8 +505,8 @@ static int deepspeed_schedule(step_workload *w, const builder *b, const pipeline
                     break;
                 }
                 emit_pass(w, b, &st[p], p, a, fwd_p2p, bwd_p2p, 0);
-                if (!fwd[p] && b->bf16_optimizer)
-                    update_hp_grads(w, b, &st[p], p);
+                if (!fwd[p] && b->fp32_accumulate_bytes > 0)
+                    accumulate_fp32_grads(w, b, &st[p], p);
                 stream[p] = st[p].last_compute;
                 if (++st[p].next == sched->count[p])
                     workload_emit_grad_flush(w, b, &st[p], p);
@@ -585,8 +598,10 @@ int workload_build_scheduled(const scenario_config *s, const pipeline_schedule *
                     remaining -= 2;
                 } else {
                     emit_pass(w, &b, &st[p], p, a, fwd_p2p, bwd_p2p, 1);
-                    if (b.P == 1 && a->phase == PIPE_BACKWARD && b.bf16_optimizer) /* no send to go before it */
-                        update_hp_grads(w, &b, &st[p], p);
+                    /* after the pass and its send (nanotron's gradient to the stage before goes out
+                     * inside its backward; DeepSpeed's pipelines take the other path) */
+                    if (a->phase == PIPE_BACKWARD && b.fp32_accumulate_bytes > 0)
+                        accumulate_fp32_grads(w, &b, &st[p], p);
                     st[p].next++;
                     remaining--;
                 }

@@ -298,6 +298,7 @@ int workload_builder_init(builder *b, const scenario_config *s, config_error *er
      * _exec_reduce_grads takes bf16 with ZeRO below stage 2 only through it); without a pipeline,
      * ZeRO-1 and up are DeepSpeed's ZeRO optimizers, which accumulate in bf16. */
     b->bf16_optimizer = params_deepspeed_bf16_optimizer(s);
+    b->fp32_accumulate_bytes = b->bf16_optimizer ? 18 : s->parallel.framework == FRAMEWORK_NANOTRON ? 10 : 0;
     workload_collective_memo_reset();
     cost_model_init(&b->cm, s);
     b->chunks = s->parallel.tp_comm_overlap_chunks > 0 ? s->parallel.tp_comm_overlap_chunks : 4;
@@ -372,6 +373,7 @@ int workload_builder_init(builder *b, const scenario_config *s, config_error *er
     b->layer_bwd = sum_ops(b, ops, n, 0);
     moe_parts(b, ops, n, 1, &b->moe_bwd);
     head_costs(b, &sh);
+    host_issue_of(s, &b->host);
 
     /* Activations (and their gradients) between stages. With TP each rank sends through its own
      * NIC: its sequence shard with SP; without SP, its 1/tp slice of the activation when

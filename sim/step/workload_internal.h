@@ -7,6 +7,7 @@
 #include "collective.h"
 #include "compression.h"
 #include "cost.h"
+#include "host_issue.h"
 #include "moe_overlap.h"
 #include "workload.h"
 #include "zero3.h"
@@ -43,6 +44,9 @@ typedef struct {
     zero3_plan z3;         /* ZeRO-3's units, prefetch and buckets (sim/step/zero3.h) */
     int bf16_optimizer;    /* DeepSpeed's BF16_Optimizer (workload_costs.c says when): fp32 gradients
                               accumulated after every backward and all-reduced whole */
+    host_issue host;       /* the host's time to issue each piece's kernels (host_issue.h; 0: none) */
+    double fp32_accumulate_bytes; /* bytes a parameter of the pass adding each backward's gradients
+                                     into fp32 ones (workload.c, accumulate_fp32_grads); 0: none */
 } builder;
 
 /* Per-stage state while emitting. */

@@ -129,8 +129,11 @@ void workload_emit_step_sync(step_workload *w, const builder *b, stage_state *st
     int gpus = scenario_gpus(s);
     coll_group world = coll_group_of(gpus, 1, b->gpn);
     /* the norm reads a rank's share of the gradients: its ZeRO partition; the BF16_Optimizer's
-     * get_grads_for_norm reads its whole fp32 gradients */
-    int shards = s->parallel.zero_stage >= 1 && !b->bf16_optimizer ? s->parallel.dp * s->parallel.cp : 1;
+     * get_grads_for_norm reads its whole fp32 gradients, and so does nanotron's clip_grad_norm (every
+     * parameter's fp32 gradient buffer, optim/clip_grads.py) */
+    int shards = s->parallel.zero_stage >= 1 && !b->bf16_optimizer && s->parallel.framework != FRAMEWORK_NANOTRON
+                     ? s->parallel.dp * s->parallel.cp
+                     : 1;
     int scalars = s->training.precision == PREC_FP16 ? 2 : 1; /* found_inf, then the norm */
     int *norm = malloc((size_t)P * sizeof *norm);
     for (int p = 0; norm && p < P; p++) {

@@ -252,6 +252,9 @@ static const reject_case REJECTS[] = {
     {{"parallel.framework=\"nanotron\"", "parallel.fsdp_reshard_after_forward=\"never\""}, {"scenario.parallel.fsdp_reshard_after_forward", "framework nanotron has no ZeRO-3"}},
     {{"parallel.framework=\"nanotron\"", "parallel.stage3_prefetch_bucket_size=1e8"}, {"scenario.parallel.stage3_prefetch_bucket_size", "which framework nanotron does not have"}},
     {{"parallel.framework=\"nanotron\"", "parallel.zero_stage=0", "parallel.offload_optimizer=\"cpu\""}, {"scenario.parallel.offload_optimizer", "not framework nanotron's"}},
+    {{"parallel.framework=\"nanotron\"", "parallel.grad_reduce_dtype=\"bf16\""}, {"scenario.parallel.framework", "grad_reduce_dtype auto or fp32"}},
+    {{"parallel.framework=\"nanotron\"", "training.precision=\"fp32\""}, {"scenario.parallel.framework", "precision bf16 or fp16"}},
+    {{"parallel.framework=\"nanotron\"", "parallel.zero_stage=0", "parallel.grad_compression.method=\"topk\""}, {"scenario.parallel.framework", "grad_compression none"}},
     {{"parallel.framework=\"megatron\"", "parallel.offload_optimizer=\"cpu\""}, {"scenario.parallel.offload_optimizer", "not framework megatron's CPU offload"}},
     /* faults */
     {{"faults.degraded_links=[{\"node\":1,\"nic\":0,\"bandwidth_factor\":1.5}]"}, {"scenario.faults.degraded_links[0].bandwidth_factor", "range"}},

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 #include "collective.h"
+#include "cost.h"
 #include "fixture.h"
 #include "params.h"
 
@@ -197,14 +198,18 @@ static void test_default_buckets_are_the_frameworks(void **state)
     assert_true(params_dp_bucket_bytes(&s) == 100 * 1048576.0);
     s.parallel.framework = FRAMEWORK_FSDP;
     assert_true(params_dp_bucket_bytes(&s) == 25 * 1048576.0);
-    /* nanotron: DDP's 25 MB under ZeRO 0 (model.ddp_bucket_cap_mb), its whole fp32 buffer under 1 */
+    s.parallel.bucket_size_mb = 7;
+    assert_true(params_dp_bucket_bytes(&s) == 7 * 1048576.0);
+    /* nanotron: DDP's 25 MB of bf16 gradients under ZeRO 0 (model.ddp_bucket_cap_mb), which its fp32
+     * hook reduces as 50 MB of fp32; its whole fp32 buffer under 1, whatever bucket_size_mb says */
+    s.parallel.bucket_size_mb = 0;
     s.parallel.framework = FRAMEWORK_NANOTRON;
     s.parallel.zero_stage = 0;
-    assert_true(params_dp_bucket_bytes(&s) == 25 * 1048576.0);
+    assert_true(params_dp_bucket_bytes(&s) == 50 * 1048576.0);
     s.parallel.zero_stage = 1;
     assert_true(params_dp_bucket_bytes(&s) == 1e6 * 1048576.0);
     s.parallel.bucket_size_mb = 7;
-    assert_true(params_dp_bucket_bytes(&s) == 7 * 1048576.0);
+    assert_true(params_dp_bucket_bytes(&s) == 1e6 * 1048576.0);
     fixture_free(&s);
 }
 
@@ -227,7 +232,8 @@ static bucket_sums named(const step_workload *w, const char *name, double *bytes
 /* nanotron's ZeRO-1 (framework nanotron, config.h): no reduce-scatter; the whole gradient, in fp32
  * under bf16, all-reduced in one call after the backward (trainer.py: sync_gradients_across_dp with
  * reduce_scatter=False over the contiguous fp32 buffer), then the updated shards gathered as
- * Megatron's distributed optimizer gathers them. The same layout under Megatron-LM reduce-scatters.
+ * Megatron's distributed optimizer gathers them, and the gradient norm read from the whole fp32
+ * buffer (its clip_grad_norm). The same layout under Megatron-LM reduce-scatters and reads its shard.
  * The call's time is the collective model's all-reduce of that many bytes over the DP group. */
 static void test_nanotron_zero1_all_reduces_the_whole_gradient(void **state)
 {
@@ -243,6 +249,7 @@ static void test_nanotron_zero1_all_reduces_the_whole_gradient(void **state)
     double bytes;
 
     fixture_build(&s, &w); /* Megatron-LM's distributed optimizer */
+    double norm_shard = named(&w, "grad_norm", &bytes).seconds;
     assert_int_equal(named(&w, "dp_grad_allreduce", &bytes).tasks, 0);
     assert_true(named(&w, "dp_grad_reduce_scatter", &bytes).tasks >= 1);
     assert_within(bytes, grads, 1e-9 * grads);
@@ -263,16 +270,22 @@ static void test_nanotron_zero1_all_reduces_the_whole_gradient(void **state)
         assert_within(bytes, grads, 1e-9 * grads);
         assert_within(ar.seconds, dp_call_s(&s, grads), 1e-9 * ar.seconds);
         assert_true(named(&w, "zero_param_allgather", &bytes).tasks >= 1);
+        /* its clip_grad_norm reads every parameter's fp32 gradient, not the rank's shard */
+        cost_model cm;
+        cost_model_init(&cm, &s);
+        assert_within(named(&w, "grad_norm", &bytes).seconds - norm_shard,
+                      cost_memory_s(&cm, OPCLASS_ADAMW, grads) - cost_memory_s(&cm, OPCLASS_ADAMW, grads / 8), 1e-12);
         workload_free(&w);
     }
 
-    /* under ZeRO 0 it is DDP's: calls of 25 MiB buckets of the same gradients, overlapped */
+    /* under ZeRO 0 it is DDP's: calls of 25 MiB of bf16 gradients (50 MiB as the fp32 hook sends
+     * them), overlapped */
     s.parallel.zero_stage = 0;
     s.parallel.overlap_grad_reduce = 1;
     fixture_build(&s, &w);
     bucket_sums ddp = named(&w, "dp_grad_allreduce", &bytes);
     assert_within(bytes, grads, 1e-9 * grads);
-    assert_within(ddp.calls, ceil(grads / (25 * 1048576.0)), 1e-9);
+    assert_within(ddp.calls, ceil(grads / (50 * 1048576.0)), 1e-9);
     assert_int_equal(named(&w, "zero_param_allgather", &bytes).tasks, 0);
     workload_free(&w);
     fixture_free(&s);

@@ -1,0 +1,49 @@
+/* See host_issue.h. */
+#include <string.h>
+#include "host_issue.h"
+
+/* nanotron's launches per micro-batch, read from its code at the branch the Ultra-Scale Playbook
+ * ran (huggingface/nanotron nouamane/bench2 @ 67c5ebb6; a code survey of 2026-11-30, counts of
+ * kernels and NCCL calls, each about +-10%):
+ *  - a LlamaDecoderLayer's forward at TP 1 (models/llama.py): RMSNorm (one Triton kernel), the QKV
+ *    linear, a contiguous copy of q, a cat and a copy of k and v, two rotary kernels, six small
+ *    kernels rebuilding cu_seqlens, flash_attn_varlen_func, the output linear, a residual add, the
+ *    second RMSNorm, gate_up, SiLU and a multiply, down, a residual add: 23. At TP > 1 its
+ *    column-parallel linears (parallel/tensor_parallel/functional.py,
+ *    _ColumnLinearAsyncCommunication) add an all-gather and split the GEMM around the rank's own
+ *    shard (two GEMMs on the group's edge ranks, three in the middle) and its row-parallel
+ *    linears a reduce-scatter: 29 at TP 2, 31 from TP 3 on (the middle ranks set the pace: every
+ *    collective waits for the slowest rank);
+ *  - its backward: 35-40 at TP 1 and 45-50 at TP > 1 (six NCCL calls), 38 and 48 here, plus the
+ *    fp32 gradient accumulation's add_ per parameter (optim/gradient_accumulator.py: six a layer);
+ *  - the embedding (parallel/tensor_parallel/nn.py): a lookup at TP 1, its vocabulary mask,
+ *    lookup, masking and reduce-scatter at TP > 1 (10); backward 2 and 5;
+ *  - the final norm, LM head and loss (models/llama.py, the cast to fp32 and
+ *    _ShardedCrossEntropy, whose three all-reduces run at TP 1 too): 20 at TP 1, 23 at TP > 1;
+ *    backward 10 and 12. */
+void host_launches_of(const scenario_config *s, host_launches *out)
+{
+    memset(out, 0, sizeof *out);
+    if (s->parallel.framework != FRAMEWORK_NANOTRON)
+        return;
+    int tp = s->parallel.tp;
+    out->layer_fwd = tp <= 1 ? 23 : tp == 2 ? 29 : 31;
+    out->layer_bwd = (tp <= 1 ? 38 : 48) + 6;
+    out->embed_fwd = tp <= 1 ? 1 : 10;
+    out->embed_bwd = tp <= 1 ? 2 : 5;
+    out->head_fwd = tp <= 1 ? 20 : 23;
+    out->head_bwd = tp <= 1 ? 10 : 12;
+}
+
+void host_issue_of(const scenario_config *s, host_issue *out)
+{
+    host_launches n;
+    host_launches_of(s, &n);
+    double per = s->calibration.host_issue_us * 1e-6;
+    out->layer_fwd_s = n.layer_fwd * per;
+    out->layer_bwd_s = n.layer_bwd * per;
+    out->embed_fwd_s = n.embed_fwd * per;
+    out->embed_bwd_s = n.embed_bwd * per;
+    out->head_fwd_s = n.head_fwd * per;
+    out->head_bwd_s = n.head_bwd * per;
+}
