@@ -15,6 +15,10 @@ the Python wall time of issuing it (torch.cuda.synchronize before and after): wh
 approaches gpu_ms the layer is bound by the host's kernel launches, not by the GPU.
 `model_tflops` is the layer's model FLOPs (Megatron-LM's count: 24 B T d^2 for the GEMMs + 4 B T^2
 d for attention, forward; twice that backward; the causal mask not discounted) over gpu_ms.
+`kernels_per_layer` counts the CUDA kernels, memsets and copies one step launches (torch.profiler,
+one more step after the timed ones), per layer, and `host_us_per_kernel` is host_ms over it: the
+calibration's `host_issue_us` measured (calibrate/data/h100-sxm5-80gb.json derives it from this
+script's host_ms and a kernel count read from PyTorch's code; nan where the profiler fails).
 
     python3 bench/torch_layer.py [--repeats N] [--layers L] > layer.csv
 """
@@ -56,6 +60,22 @@ class Layer(torch.nn.Module):
         return x + self.down(F.gelu(self.up(self.ln2(x)), approximate="tanh"))
 
 
+def count_kernels(step):
+    """The device activities (kernels, memsets, copies) one step launches, by the profiler; nan
+    where it cannot say."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            step()
+            torch.cuda.synchronize()
+        n = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+        return float(n) if n > 0 else float("nan")
+    except Exception as e:  # the timing columns stand without it
+        print(f"# kernel count failed: {e}", file=sys.stderr)
+        return float("nan")
+
+
 def run(cfg, layers, repeats):
     name, b, t, d, heads = cfg
     torch.manual_seed(0)
@@ -82,11 +102,13 @@ def run(cfg, layers, repeats):
             end.synchronize()
             gpu.append(start.elapsed_time(end) / layers)
             host.append((h1 - h0) * 1e3 / layers)
+        kernels = count_kernels(step) / layers
     gpu.sort()
     host.sort()
     g, h = gpu[len(gpu) // 2], host[len(host) // 2]
     flops = 3 * (24.0 * b * t * d * d + 4.0 * b * t * t * d)
-    print(f"{name},{b},{t},{d},{heads},{layers},{g:.4f},{h:.4f},{flops / (g * 1e-3) / 1e12:.2f}", flush=True)
+    print(f"{name},{b},{t},{d},{heads},{layers},{g:.4f},{h:.4f},{flops / (g * 1e-3) / 1e12:.2f},"
+          f"{kernels:.1f},{h * 1e3 / kernels:.1f}", flush=True)
     del stack, x, grad
     torch.cuda.empty_cache()
 
@@ -98,7 +120,8 @@ def main():
     args = ap.parse_args()
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, {args.layers} layers, "
           f"median of {args.repeats} after 3 warm-ups", file=sys.stderr)
-    print("name,micro_batch,seq,d_model,heads,layers,gpu_ms_per_layer,host_ms_per_layer,model_tflops")
+    print("name,micro_batch,seq,d_model,heads,layers,gpu_ms_per_layer,host_ms_per_layer,model_tflops,"
+          "kernels_per_layer,host_us_per_kernel")
     for cfg in CONFIGS:
         run(cfg, args.layers, args.repeats)
 

@@ -12,6 +12,9 @@
 #                GEMM rates held for 25 s (bench/torch_gemm.py --sustained)
 #     suite      tests/gpu/run.sh: the CUDA kernels against the CPU ones and the engine's GPU
 #                variants (GPU_TEST_JOBS=8)
+#     layer      not in the default list (a second call's, alone: deadline 150 s): bench/torch_layer.py,
+#                an eager PyTorch layer's GPU and host time with its kernels counted by the profiler,
+#                the calibration's host_issue_us measured (tests/gpu/README.md)
 # Needs .gpu/bundle.tar.xz and .gpu/REV (scripts/gpu_bundle.sh, made on the build machine with
 # nvcc; carried with the device tool's `carry: [".gpu"]`). Writes $OUT/results.tgz (one file: a
 # call returns at most eight) holding r/: each step's log and outputs, device.txt, the revision.
@@ -66,6 +69,11 @@ if wanted torch; then
   step 330 gemm-sustained gemm-sustained.log env PYTHONUNBUFFERED=1 LD_LIBRARY_PATH= \
     sh -c 'python3 bench/torch_gemm.py --sustained 25 > "$0"' "$R/gemm-sustained.csv"
   tail -n 3 "$R/list-copies.csv" "$R/gemm-sustained.csv"
+fi
+if wanted layer; then
+  step 150 layer torch-layer.log env PYTHONUNBUFFERED=1 LD_LIBRARY_PATH= \
+    sh -c 'python3 bench/torch_layer.py > "$0"' "$R/torch-layer.csv"
+  cat "$R/torch-layer.csv"
 fi
 if wanted suite; then
   step 570 suite run.log env GPU_TEST_JOBS=8 GPU_TEST_TIMEOUT=200 tests/gpu/run.sh build
