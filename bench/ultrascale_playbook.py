@@ -25,7 +25,8 @@ What each case says and where it comes from (docs/validation.md, "The Ultra-Scal
     past what a ring over NVLink carries).
 Rows measured on more nodes ran on an EFA fabric whose measured bandwidth falls with the node
 count (362 GB/s at 2 nodes, 160 at 4, 33 at 64), which no dtsim platform models: they are left out
-unless asked for with --nodes.
+unless asked for with --nodes, and then run on platforms/dgx-h100-superpod.json cut to that many
+nodes (8 x 400 Gb/s a node; at 2 nodes near the page's measured bus bandwidth, beyond that not).
 
 Usage: bench/ultrascale_playbook.py HTML [--nodes 1] [--out FILE]
   HTML: benchmarks_interactive.html, e.g. from `fetch github:vinjn/nanotron-ultrascale-playbook`:
@@ -112,7 +113,8 @@ def case(model, f, hover):
         "group": f"Ultra-Scale Playbook {model}",
         "scenario": {
             "name": ident,
-            "platform": "platforms/dgx-h100-node.json",
+            "platform": "platforms/dgx-h100-node.json" if nodes == 1 else
+                        {"from": "platforms/dgx-h100-superpod.json", "network": {"nodes": nodes}},
             "model": {"num_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
                       "num_query_groups": heads, "ffn_hidden_size": ffn, "seq_length": SEQ, "vocab_size": VOCAB,
                       "swiglu": True, "normalization": "RMSNorm", "position_embedding_type": "rope",
