@@ -170,7 +170,13 @@ static void mlp(op_list *l, const layer_shape *sh, double tokens, double groups,
     double h = (double)sh->hidden, f = (double)sh->ffn_hidden, act = sh->act_bytes;
     fp8_quantize(l, sh, "fc1_quantize", tokens * h, groups);
     grouped_gemm(l, "fc1", groups, tokens / groups, (sh->swiglu ? 2 : 1) * f / t, h);
-    if (sh->swiglu)
+    if (sh->swiglu && sh->swiglu_unfused) {
+        /* SiLU reads the gate and writes its output, the multiply reads that and the up half and
+         * writes the product: 5 elements a row element against the fused kernel's 3, two launches
+         * (their backward: the multiply's two gradients, SiLU's, and the split's cat) */
+        memory_op(l, "swiglu", OPCLASS_SWIGLU, 5.0 * tokens * f / t * act);
+        l->ops[l->n - 1].launches = 2;
+    } else if (sh->swiglu)
         memory_op(l, "swiglu", OPCLASS_SWIGLU, 3.0 * tokens * f / t * act);
     else
         memory_op(l, "gelu", OPCLASS_GELU, 2.0 * tokens * f / t * act);
@@ -366,6 +372,8 @@ int layer_ops_backward(const layer_shape *sh, layer_op *out)
              * gradient written) says 1.5x; measured on the CPU engine, GELU's backward costs 1.1x
              * its forward. Kept at 2x until measured on GPUs (docs/model.md). */
             memory_op(&l, bwd_name(f->name, "bwd"), f->cls, 2.0 * f->bytes);
+            if (sh->swiglu_unfused && !strcmp(f->name, "swiglu")) /* two gradients, SiLU's, the cat */
+                l.ops[l.n - 1].launches = 3;
             break;
         case OPK_FUSED_ATTENTION: {
             layer_op *op = push(&l, "attn_fused_bwd", OPK_FUSED_ATTENTION);

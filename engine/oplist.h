@@ -64,6 +64,9 @@ typedef struct {
     double head_dim;         /* d, one head's width (Megatron's --kv-channels); 0: h / a */
     long long ffn_hidden;    /* f */
     int swiglu;              /* 1: gated MLP with 3 weight matrices */
+    int swiglu_unfused;      /* with swiglu: the activation as eager PyTorch runs it, SiLU of the gate
+                                then a multiply by the up projection, two kernels (nanotron's
+                                GLUActivation); 0: one fused kernel (Megatron's, dtrain's) */
     int rope;                /* 1: rotary position embeddings turn q and k after the QKV GEMM */
     int rmsnorm;             /* 1: the norms are RMSNorm (their own calibration class) */
     long long num_experts;   /* 0 = dense MLP */

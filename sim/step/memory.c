@@ -83,12 +83,13 @@ static double layer_activations(const scenario_config *s, recompute_kind recompu
      *   attention: input 2sbh, Q 2sb*q, K and V 2sb*kv each, projection input 2sb*q, dropout
      *              mask sbh  (= 11 sbh for MHA, q = kv = h), plus scores: softmax output 2as^2b, dropout
      *              mask as^2b, dropout output 2as^2b (= 5as^2b);
-     *   MLP: input 2sbh, the two f-wide tensors 4sbf (SwiGLU keeps 3: 6sbf), mask sbh;
+     *   MLP: input 2sbh, the two f-wide tensors 4sbf (SwiGLU keeps 3: 6sbf; unfused, SiLU's output
+     *        too: 8sbf), mask sbh;
      *   two LayerNorm inputs 4sbh.   For f = 4h, MHA: 34 sbh + 5 as^2 b.
      * Without SP, 10 sbh (norm inputs, masks, QKV and FC1 inputs) are replicated on every TP
      * rank; the rest is split. Selective recomputation and flash attention drop the scores.
      * MoE (balanced routing): each GPU's experts see topk x its tokens. */
-    double mlp_f = (s->model.swiglu ? 6.0 : 4.0) * sq * b * f;
+    double mlp_f = (s->model.swiglu ? (params_swiglu_unfused(s) ? 8.0 : 6.0) : 4.0) * sq * b * f;
     if (s->model.num_experts > 0)
         mlp_f *= s->model.moe_router_topk > 0 ? s->model.moe_router_topk : 1;
     double total = (3.0 + 4.0 * q / h + 4.0 * kv / h + 4.0 + 3.0) * sbh + mlp_f;

@@ -293,6 +293,12 @@ static int deepspeed_engine(const scenario_config *s)
     return s->parallel.framework == FRAMEWORK_DEEPSPEED || s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED;
 }
 
+int params_swiglu_unfused(const scenario_config *s)
+{
+    /* nanotron's GLUActivation: act(gate) * up in eager PyTorch (models/llama.py, nouamane/bench2) */
+    return s->model.swiglu && s->parallel.framework == FRAMEWORK_NANOTRON;
+}
+
 int params_grad_reduce_overlapped(const scenario_config *s)
 {
     return s->parallel.overlap_grad_reduce && !framework_all_reduces_zero1(s->parallel.framework, s->parallel.zero_stage);

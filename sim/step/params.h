@@ -83,6 +83,9 @@ int params_dp_bucket_in_place(const scenario_config *s);
  * parallel.overlap_grad_reduce, which under framework nanotron is its DDP's (ZeRO 0); its ZeRO 1
  * reduces after the backward whatever the key says (config.h). */
 int params_grad_reduce_overlapped(const scenario_config *s);
+/* Whether SwiGLU runs as two eager kernels, SiLU then a multiply, which keeps SiLU's output for the
+ * multiply's backward (nanotron's GLUActivation); else one fused kernel (engine/oplist.h). */
+int params_swiglu_unfused(const scenario_config *s);
 /* Bytes per element of the gradient buffer a GPU accumulates micro-batches into: the wider of
  * the compute dtype and the reduction dtype (Megatron's fp32 main_grad under bf16). */
 double params_grad_buffer_bytes(const scenario_config *s);

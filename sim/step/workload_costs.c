@@ -201,6 +201,7 @@ void workload_layer_shape(const scenario_config *s, layer_shape *sh)
     sh->etp = scenario_expert_tp(s);
     sh->ffn_hidden = s->model.ffn_hidden_size;
     sh->swiglu = s->model.swiglu;
+    sh->swiglu_unfused = params_swiglu_unfused(s);
     sh->rope = s->model.rope;
     sh->rmsnorm = s->model.rmsnorm;
     sh->num_experts = s->model.num_experts;

@@ -205,6 +205,15 @@ static void korthikanti_activation_formulas(void **state)
     s.model.num_query_groups = 96;
     s.parallel.cp = 2;
     assert_true(CLOSE(memory_layer_activations(&s), sbh / 2 * (34 + 5 * as_h)));
+
+    /* SwiGLU keeps three f-wide tensors (6sbf), unfused (nanotron's SiLU, then a multiply) SiLU's
+     * output too (8sbf): flash attention, f = 4h, no recomputation: 34 - 16 + 24 = 42 sbh, and 50 */
+    gpt3(&s);
+    s.model.attention = ATTENTION_FLASH;
+    s.model.swiglu = 1;
+    assert_true(CLOSE(memory_layer_activations(&s), sbh * 42));
+    s.parallel.framework = FRAMEWORK_NANOTRON;
+    assert_true(CLOSE(memory_layer_activations(&s), sbh * 50));
 }
 
 static void activations_scale_with_micro_batches_in_flight(void **state)

@@ -475,6 +475,19 @@ static void llama_layer_has_its_own_ops(void **state)
     assert_int_equal(find(f, nf, "swiglu")->cls, OPCLASS_SWIGLU);
     assert_non_null(find(b, nb, "rope_bwd"));
     assert_int_equal(find(b, nb, "rope_bwd")->cls, OPCLASS_ROPE);
+    /* unfused (eager PyTorch: SiLU, then a multiply): 5 elements a row element in two kernels,
+     * against the fused kernel's 3 in one; T = 2 x 128 tokens, f / tp = 344, 2 bytes */
+    const layer_op *fused = find(f, nf, "swiglu");
+    assert_true(CLOSE(fused->bytes, 3.0 * 256 * 344 * 2));
+    assert_true(fused->launches <= 1);
+    sh.swiglu_unfused = 1;
+    nf = layer_ops_forward(&sh, f);
+    nb = layer_ops_backward(&sh, b);
+    assert_true(CLOSE(find(f, nf, "swiglu")->bytes, 5.0 * 256 * 344 * 2));
+    assert_int_equal(find(f, nf, "swiglu")->launches, 2);
+    assert_true(CLOSE(find(b, nb, "swiglu_bwd")->bytes, 2 * 5.0 * 256 * 344 * 2));
+    assert_int_equal(find(b, nb, "swiglu_bwd")->launches, 3);
+    sh.swiglu_unfused = 0;
     sh.rope = sh.rmsnorm = 0;
     nf = layer_ops_forward(&sh, f);
     assert_null(find(f, nf, "rope"));
