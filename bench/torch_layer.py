@@ -15,10 +15,13 @@ the Python wall time of issuing it (torch.cuda.synchronize before and after): wh
 approaches gpu_ms the layer is bound by the host's kernel launches, not by the GPU.
 `model_tflops` is the layer's model FLOPs (Megatron-LM's count: 24 B T d^2 for the GEMMs + 4 B T^2
 d for attention, forward; twice that backward; the causal mask not discounted) over gpu_ms.
-`kernels_per_layer` counts the CUDA kernels, memsets and copies one step launches (torch.profiler,
-one more step after the timed ones), per layer, and `host_us_per_kernel` is host_ms over it: the
-calibration's `host_issue_us` measured (calibrate/data/h100-sxm5-80gb.json derives it from this
-script's host_ms and a kernel count read from PyTorch's code; nan where the profiler fails).
+`kernels_per_layer` counts the launches one step makes (torch.profiler, one more step after the
+timed ones): the host's CUDA runtime calls that launch a kernel, memset or copy, per layer, and
+`host_us_per_kernel` is host_ms over it: the calibration's `host_issue_us` measured
+(calibrate/data/h100-sxm5-80gb.json derives it from this script's host_ms and a launch count read
+from PyTorch's code; sim/step/host_issue.c counts launches the same way). `device_kernels_per_layer`
+counts what ran on the device (cuBLAS may run two kernels for one launch call); nan where the
+profiler fails.
 
     python3 bench/torch_layer.py [--repeats N] [--layers L] > layer.csv
 """
@@ -60,20 +63,28 @@ class Layer(torch.nn.Module):
         return x + self.down(F.gelu(self.up(self.ln2(x)), approximate="tanh"))
 
 
+# the CUDA runtime and driver calls by which the host launches work on the device
+LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+                "cudaMemsetAsync", "cudaMemcpyAsync")
+
+
 def count_kernels(step):
-    """The device activities (kernels, memsets, copies) one step launches, by the profiler; nan
-    where it cannot say."""
+    """(launch calls, device activities) of one step, by the profiler (CPU and CUDA activities: with
+    CUDA alone some releases record no kernels); nan where it cannot say."""
+    nan = float("nan")
     try:
         from torch.profiler import ProfilerActivity, profile
         torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             step()
             torch.cuda.synchronize()
-        n = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
-        return float(n) if n > 0 else float("nan")
+        events = prof.events()
+        launches = sum(1 for e in events if e.name in LAUNCH_CALLS)
+        device = sum(1 for e in events if e.device_type == torch.autograd.DeviceType.CUDA)
+        return (float(launches) if launches else nan, float(device) if device else nan)
     except Exception as e:  # the timing columns stand without it
         print(f"# kernel count failed: {e}", file=sys.stderr)
-        return float("nan")
+        return nan, nan
 
 
 def run(cfg, layers, repeats):
@@ -102,13 +113,13 @@ def run(cfg, layers, repeats):
             end.synchronize()
             gpu.append(start.elapsed_time(end) / layers)
             host.append((h1 - h0) * 1e3 / layers)
-        kernels = count_kernels(step) / layers
+        launches, device = (n / layers for n in count_kernels(step))
     gpu.sort()
     host.sort()
     g, h = gpu[len(gpu) // 2], host[len(host) // 2]
     flops = 3 * (24.0 * b * t * d * d + 4.0 * b * t * t * d)
     print(f"{name},{b},{t},{d},{heads},{layers},{g:.4f},{h:.4f},{flops / (g * 1e-3) / 1e12:.2f},"
-          f"{kernels:.1f},{h * 1e3 / kernels:.1f}", flush=True)
+          f"{launches:.1f},{h * 1e3 / launches:.1f},{device:.1f}", flush=True)
     del stack, x, grad
     torch.cuda.empty_cache()
 
@@ -121,7 +132,7 @@ def main():
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, {args.layers} layers, "
           f"median of {args.repeats} after 3 warm-ups", file=sys.stderr)
     print("name,micro_batch,seq,d_model,heads,layers,gpu_ms_per_layer,host_ms_per_layer,model_tflops,"
-          "kernels_per_layer,host_us_per_kernel")
+          "kernels_per_layer,host_us_per_kernel,device_kernels_per_layer")
     for cfg in CONFIGS:
         run(cfg, args.layers, args.repeats)
 

@@ -173,7 +173,8 @@ static void mlp(op_list *l, const layer_shape *sh, double tokens, double groups,
     if (sh->swiglu && sh->swiglu_unfused) {
         /* SiLU reads the gate and writes its output, the multiply reads that and the up half and
          * writes the product: 5 elements a row element against the fused kernel's 3, two launches
-         * (their backward: the multiply's two gradients, SiLU's, and the split's cat) */
+         * (their backward, four: the multiply's two gradients, SiLU's, and the split's cat; its
+         * bytes by the convention below, 10, where counting its tensors gives 13) */
         memory_op(l, "swiglu", OPCLASS_SWIGLU, 5.0 * tokens * f / t * act);
         l->ops[l->n - 1].launches = 2;
     } else if (sh->swiglu)
@@ -373,7 +374,7 @@ int layer_ops_backward(const layer_shape *sh, layer_op *out)
              * its forward. Kept at 2x until measured on GPUs (docs/model.md). */
             memory_op(&l, bwd_name(f->name, "bwd"), f->cls, 2.0 * f->bytes);
             if (sh->swiglu_unfused && !strcmp(f->name, "swiglu")) /* two gradients, SiLU's, the cat */
-                l.ops[l.n - 1].launches = 3;
+                l.ops[l.n - 1].launches = 4;
             break;
         case OPK_FUSED_ATTENTION: {
             layer_op *op = push(&l, "attn_fused_bwd", OPK_FUSED_ATTENTION);

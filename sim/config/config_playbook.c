@@ -237,6 +237,14 @@ int config_validate_playbook(const scenario_config *s, config_error *err)
                                 "accumulate_grad_in_fp32: fp32 gradients, reduced in fp32)"
                           : s->training.precision == PREC_FP32 || s->training.precision == PREC_TF32
                               ? "precision bf16 or fp16 (its FP32GradientAccumulator takes 16-bit parameters)"
+                          : s->model.num_experts > 0
+                              ? "num_experts 0 (its Llama has no MoE layer at that branch; the host's launches "
+                                "are counted for its dense layer)"
+                          : s->training.recompute == RECOMPUTE_SELECTIVE
+                              ? "recompute_granularity none or full (its recompute_layer re-runs whole layers)"
+                          : s->parallel.tp > 1 && !s->parallel.sequence_parallel
+                              ? "sequence_parallel true with TP (its tp_mode REDUCE_SCATTER, which the "
+                                "Playbook ran; its ALL_REDUCE mode's launches are not counted)"
                               : NULL;
         if (why)
             return config_fail(err, "%s.framework: nanotron needs %s", p, why);

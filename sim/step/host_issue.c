@@ -8,30 +8,31 @@
  *  - a LlamaDecoderLayer's forward at TP 1 (models/llama.py): RMSNorm (one Triton kernel), the QKV
  *    linear, a contiguous copy of q, a cat and a copy of k and v, two rotary kernels, six small
  *    kernels rebuilding cu_seqlens, flash_attn_varlen_func, the output linear, a residual add, the
- *    second RMSNorm, gate_up, SiLU and a multiply, down, a residual add: 23. At TP > 1 its
+ *    second RMSNorm, gate_up, SiLU and a multiply, down, a residual add: 22. At TP > 1 (its
+ *    REDUCE_SCATTER mode, sequence parallelism: config_playbook.c refuses the other) its
  *    column-parallel linears (parallel/tensor_parallel/functional.py,
  *    _ColumnLinearAsyncCommunication) add an all-gather and split the GEMM around the rank's own
  *    shard (two GEMMs on the group's edge ranks, three in the middle) and its row-parallel
- *    linears a reduce-scatter: 29 at TP 2, 31 from TP 3 on (the middle ranks set the pace: every
+ *    linears a reduce-scatter: 28 at TP 2, 30 from TP 3 on (the middle ranks set the pace: every
  *    collective waits for the slowest rank);
  *  - its backward: 35-40 at TP 1 and 45-50 at TP > 1 (six NCCL calls), 38 and 48 here, plus the
  *    fp32 gradient accumulation's add_ per parameter (optim/gradient_accumulator.py: six a layer);
  *  - the embedding (parallel/tensor_parallel/nn.py): a lookup at TP 1, its vocabulary mask,
  *    lookup, masking and reduce-scatter at TP > 1 (10); backward 2 and 5;
- *  - the final norm, LM head and loss (models/llama.py, the cast to fp32 and
- *    _ShardedCrossEntropy, whose three all-reduces run at TP 1 too): 20 at TP 1, 23 at TP > 1;
- *    backward 10 and 12. */
+ *  - the final norm, LM head and loss (models/llama.py: the head's linear, the cast to fp32, Loss,
+ *    _ShardedCrossEntropy, whose three all-reduces run at TP 1 too, and masked_mean): 27 at TP 1,
+ *    30 at TP > 1 (the head's linear gathers and splits as the layers' do); backward 10 and 12. */
 void host_launches_of(const scenario_config *s, host_launches *out)
 {
     memset(out, 0, sizeof *out);
     if (s->parallel.framework != FRAMEWORK_NANOTRON)
         return;
     int tp = s->parallel.tp;
-    out->layer_fwd = tp <= 1 ? 23 : tp == 2 ? 29 : 31;
+    out->layer_fwd = tp <= 1 ? 22 : tp == 2 ? 28 : 30;
     out->layer_bwd = (tp <= 1 ? 38 : 48) + 6;
     out->embed_fwd = tp <= 1 ? 1 : 10;
     out->embed_bwd = tp <= 1 ? 2 : 5;
-    out->head_fwd = tp <= 1 ? 20 : 23;
+    out->head_fwd = tp <= 1 ? 27 : 30;
     out->head_bwd = tp <= 1 ? 10 : 12;
 }
 

@@ -128,19 +128,28 @@ static void list_copies(sim_task *t, task_comm_parts *parts, const builder *b, d
     parts->inside[COMM_ZERO] += copies_s + zeros_s;
 }
 
+/* A pass's clock where it is emitted in pieces (a task per layer): the GPU time its pieces took and
+ * the host's time to issue them, from the pass's start (host_issue.h). */
+typedef struct {
+    double gpu_s, host_s;
+} pass_clock;
+
 /* Adds a pass's work to compute task t: nl layers (nr of them rerun first by recomputation: a
  * backward's), and the embedding and the head where the pass meets them (a forward meets the
  * embedding first, a backward the head). Where the host issues those kernels slower than the GPU
- * runs them (host_issue.h), the work takes the host's time: the difference is the GPU waiting. */
+ * runs them (host_issue.h), the work ends when the host has issued it: the piece ends at the later
+ * of the GPU's end (the pieces before, then its own work) and the host's (every piece's kernels so
+ * far, issued from the pass's start), so that the host may run ahead within a pass emitted in
+ * pieces as within one emitted whole; the difference is the GPU waiting. */
 static void add_pass_work(sim_task *t, task_comm_parts *parts, const builder *b, int fwd, int nl, int nr,
-                          int with_embed, int with_head)
+                          int with_embed, int with_head, pass_clock *clock)
 {
     const pass_cost *layer = fwd ? &b->layer_fwd : &b->layer_bwd;
     const host_issue *h = &b->host;
     double before = t->duration_s;
-    double host = nl * (fwd ? h->layer_fwd_s : h->layer_bwd_s) + nr * h->layer_fwd_s +
-                  (with_embed ? (fwd ? h->embed_fwd_s : h->embed_bwd_s) : 0) +
-                  (with_head ? (fwd ? h->head_fwd_s : h->head_bwd_s) : 0);
+    clock->host_s += nl * (fwd ? h->layer_fwd_s : h->layer_bwd_s) + nr * h->layer_fwd_s +
+                     (with_embed ? (fwd ? h->embed_fwd_s : h->embed_bwd_s) : 0) +
+                     (with_head ? (fwd ? h->head_fwd_s : h->head_bwd_s) : 0);
     t->duration_s += nl * layer->time_s + nr * b->layer_recompute.time_s;
     fold_comm(t, parts, layer, nl);
     fold_comm(t, parts, &b->layer_recompute, nr);
@@ -157,7 +166,9 @@ static void add_pass_work(sim_task *t, task_comm_parts *parts, const builder *b,
         fold_comm(t, parts, then, 1);
         t->flops += then->flops;
     }
-    t->duration_s += fmax(0, host - (t->duration_s - before));
+    double gpu = t->duration_s - before, end = fmax(clock->gpu_s + gpu, clock->host_s);
+    t->duration_s += end - clock->gpu_s - gpu;
+    clock->gpu_s = end;
 }
 
 /* overlap_param_gather: a chunk's first forward waits for the updated parameters' first bucket,
@@ -231,6 +242,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
                                        : 0;
     double head_grads = vs == last_vs ? params_stage_outside_layers_per_gpu(s, P - 1) - (P == 1 ? embed_params : 0) : 0;
     int id = -1, reduce_after = -1;
+    pass_clock clock = {0, 0};
     for (int piece = 0; piece < pieces; piece++) {
         int first = piece == 0, last = piece == pieces - 1;
         int nl = split ? (L > 0 ? 1 : 0) : L;
@@ -280,7 +292,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
         t.chunk = a->chunk;
         t.phase = a->phase;
         task_comm_parts parts = {0};
-        add_pass_work(&t, &parts, b, fwd, nl, nr, with_embed, with_head);
+        add_pass_work(&t, &parts, b, fwd, nl, nr, with_embed, with_head, &clock);
         if (b->z3.list_collectives) /* the host's copies, rank by rank, for each call the gathers make */
             list_copies(&t, &parts, b, gather_calls, gather_bytes);
         if (first && (fwd ? vs > 0 : vs < last_vs))
@@ -372,8 +384,10 @@ static void emit_combined(step_workload *w, const builder *b, stage_state *st, i
     /* both passes whole, then the pairs' span in place of their layers one after the other, and
      * their all-to-alls' exposed part in place of each pass's own */
     task_comm_parts parts = {0};
-    add_pass_work(&t, &parts, b, 1, lf, 0, vf == 0, vf == last_vs);
-    add_pass_work(&t, &parts, b, 0, lb, scenario_recomputed_layers(s, lb), vb == 0, vb == last_vs);
+    pass_clock fc = {0, 0}, bc = {0, 0}; /* (no host model here: nanotron, the one framework with one,
+                                            refuses MoE) */
+    add_pass_work(&t, &parts, b, 1, lf, 0, vf == 0, vf == last_vs, &fc);
+    add_pass_work(&t, &parts, b, 0, lb, scenario_recomputed_layers(s, lb), vb == 0, vb == last_vs, &bc);
     t.duration_s += r.time_s - pairs * (b->layer_fwd.time_s + b->layer_bwd.time_s);
     double ep_alone = pairs * (b->layer_fwd.comm_cls_s[COMM_EP] + b->layer_bwd.comm_cls_s[COMM_EP]);
     t.comm_inside_s += r.comm_exposed_s - ep_alone;

@@ -251,9 +251,12 @@ static const reject_case REJECTS[] = {
     {{"parallel.framework=\"nanotron\"", "parallel.schedule=\"interleaved\"", "parallel.virtual_pipeline_model_parallel_size=2"}, {"scenario.parallel.framework", "schedule 1f1b or gpipe"}},
     {{"parallel.framework=\"nanotron\"", "parallel.fsdp_reshard_after_forward=\"never\""}, {"scenario.parallel.fsdp_reshard_after_forward", "framework nanotron has no ZeRO-3"}},
     {{"parallel.framework=\"nanotron\"", "parallel.stage3_prefetch_bucket_size=1e8"}, {"scenario.parallel.stage3_prefetch_bucket_size", "which framework nanotron does not have"}},
-    {{"parallel.framework=\"nanotron\"", "parallel.zero_stage=0", "parallel.offload_optimizer=\"cpu\""}, {"scenario.parallel.offload_optimizer", "not framework nanotron's"}},
+    {{"parallel.framework=\"nanotron\"", "parallel.zero_stage=0", "parallel.sequence_parallel=true", "parallel.offload_optimizer=\"cpu\""}, {"scenario.parallel.offload_optimizer", "not framework nanotron's"}},
     {{"parallel.framework=\"nanotron\"", "parallel.grad_reduce_dtype=\"bf16\""}, {"scenario.parallel.framework", "grad_reduce_dtype auto or fp32"}},
     {{"parallel.framework=\"nanotron\"", "training.precision=\"fp32\""}, {"scenario.parallel.framework", "precision bf16 or fp16"}},
+    {{"parallel.framework=\"nanotron\"", "training.recompute_granularity=\"selective\""}, {"scenario.parallel.framework", "recompute_granularity none or full"}},
+    {{"parallel.framework=\"nanotron\"", "parallel.sequence_parallel=false"}, {"scenario.parallel.framework", "sequence_parallel true with TP"}},
+    {{"parallel.framework=\"nanotron\"", "model.num_experts=8", "model.moe_router_topk=2"}, {"scenario.parallel.framework", "num_experts 0"}},
     {{"parallel.framework=\"nanotron\"", "parallel.zero_stage=0", "parallel.grad_compression.method=\"topk\""}, {"scenario.parallel.framework", "grad_compression none"}},
     {{"parallel.framework=\"megatron\"", "parallel.offload_optimizer=\"cpu\""}, {"scenario.parallel.offload_optimizer", "not framework megatron's CPU offload"}},
     /* faults */

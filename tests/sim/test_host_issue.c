@@ -126,12 +126,78 @@ static void test_nanotron_accumulates_in_fp32_every_micro_batch(void **state)
     fixture_free(&s);
 }
 
+/* A pass emitted in pieces (the last backward, a task per layer, where DDP's buckets go out as
+ * they fill) takes the time of the same pass emitted whole, max(GPU, host): the host runs ahead
+ * within it. At 50 us a launch the head's backward (its vocabulary GEMMs) is longer on the GPU than
+ * on the host and each layer's the other way round, so a floor per piece would charge more. */
+static void backward_sums(const scenario_config *s, double sum[2], int tasks[2])
+{
+    step_workload w;
+    fixture_build(s, &w);
+    sum[0] = sum[1] = 0;
+    tasks[0] = tasks[1] = 0;
+    for (int i = 0; i < w.n_tasks; i++)
+        if (w.tasks[i].name && strcmp(w.tasks[i].name, "bwd") == 0) {
+            sum[w.tasks[i].micro_batch] += w.tasks[i].duration_s;
+            tasks[w.tasks[i].micro_batch]++;
+        }
+    workload_free(&w);
+}
+
+static void test_a_pass_in_pieces_takes_the_time_of_the_whole(void **state)
+{
+    (void)state;
+    scenario_config s;
+    nanotron(&s);
+    fixture_layout(&s, 1, 1, 8, 16); /* DP 8, two micro-batches of one sequence */
+    s.parallel.overlap_grad_reduce = 1;
+    host_launches n;
+    host_launches_of(&s, &n);
+    int L = s.model.num_layers;
+    assert_int_equal(scenario_micro_batches(&s), 2);
+    double sum[2];
+    int tasks[2];
+    s.calibration.host_issue_us = 0;
+    backward_sums(&s, sum, tasks);
+    double gpu = sum[0];
+    s.calibration.host_issue_us = 50;
+    double host = (L * n.layer_bwd + n.embed_bwd + n.head_bwd) * 50e-6;
+    backward_sums(&s, sum, tasks);
+    assert_int_equal(tasks[0], 1); /* the first backward whole, the last in a piece a layer */
+    assert_int_equal(tasks[1], L);
+    assert_true(host > gpu);
+    assert_within(sum[0], host, 1e-12);
+    assert_within(sum[1], sum[0], 1e-12);
+    fixture_free(&s);
+}
+
+/* Under a pipeline every stage adds each of its backwards' gradients into fp32: m passes a stage. */
+static void test_every_stage_accumulates_every_backward(void **state)
+{
+    (void)state;
+    scenario_config s;
+    nanotron(&s);
+    fixture_layout(&s, 1, 2, 1, 8);
+    step_workload w;
+    fixture_build(&s, &w);
+    int per_stage[2] = {0, 0};
+    for (int i = 0; i < w.n_tasks; i++)
+        if (w.tasks[i].name && strcmp(w.tasks[i].name, "fp32_grad_accumulate") == 0)
+            per_stage[w.tasks[i].stage]++;
+    assert_int_equal(per_stage[0], (int)scenario_micro_batches(&s));
+    assert_int_equal(per_stage[1], (int)scenario_micro_batches(&s));
+    workload_free(&w);
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_pass_takes_the_longer_of_gpu_and_host),
         cmocka_unit_test(test_host_bound_step),
         cmocka_unit_test(test_nanotron_accumulates_in_fp32_every_micro_batch),
+        cmocka_unit_test(test_a_pass_in_pieces_takes_the_time_of_the_whole),
+        cmocka_unit_test(test_every_stage_accumulates_every_backward),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
