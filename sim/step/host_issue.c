@@ -38,13 +38,15 @@ void host_launches_of(const scenario_config *s, host_launches *out)
 
 void host_issue_of(const scenario_config *s, host_issue *out)
 {
-    host_launches n;
-    host_launches_of(s, &n);
-    double per = s->calibration.host_issue_us * 1e-6;
-    out->layer_fwd_s = n.layer_fwd * per;
-    out->layer_bwd_s = n.layer_bwd * per;
-    out->embed_fwd_s = n.embed_fwd * per;
-    out->embed_bwd_s = n.embed_bwd * per;
-    out->head_fwd_s = n.head_fwd * per;
-    out->head_bwd_s = n.head_bwd * per;
+    host_launches_of(s, &out->launches);
+    out->launch_s = s->calibration.host_issue_us * 1e-6;
+}
+
+double host_issue_pass_s(const host_issue *h, int fwd, double nl, double nr, int with_embed, int with_head)
+{
+    const host_launches *n = &h->launches;
+    double launches = nl * (fwd ? n->layer_fwd : n->layer_bwd) + nr * n->layer_fwd +
+                      (with_embed ? (fwd ? n->embed_fwd : n->embed_bwd) : 0) +
+                      (with_head ? (fwd ? n->head_fwd : n->head_bwd) : 0);
+    return launches * h->launch_s;
 }

@@ -16,18 +16,24 @@
 
 #include "config.h"
 
-typedef struct {
-    /* seconds of host time per micro-batch: one layer's forward and backward, the embedding's
-     * and the head's (with the final norm and the loss) */
-    double layer_fwd_s, layer_bwd_s, embed_fwd_s, embed_bwd_s, head_fwd_s, head_bwd_s;
-} host_issue;
-
-/* The kernels the framework launches per micro-batch, by piece (0 where not modelled). */
+/* The kernels the framework launches per micro-batch, by piece: one layer's forward and backward,
+ * the embedding's and the head's (with the final norm and the loss); 0 where not modelled. */
 typedef struct {
     int layer_fwd, layer_bwd, embed_fwd, embed_bwd, head_fwd, head_bwd;
 } host_launches;
 
+/* Those launches and the host's time to issue one (the calibration's host_issue_us, in seconds). */
+typedef struct {
+    host_launches launches;
+    double launch_s;
+} host_issue;
+
 void host_launches_of(const scenario_config *s, host_launches *out);
 void host_issue_of(const scenario_config *s, host_issue *out);
+/* The host's seconds to issue a pass (fwd: a forward, else a backward) of nl layers, nr of them
+ * re-run first by recomputation (a forward's kernels again), with the embedding and the head where
+ * the pass meets them: what the replay's passes (workload.c) and the planner's bound
+ * (workload_bound.c) both take as a pass's least time. */
+double host_issue_pass_s(const host_issue *h, int fwd, double nl, double nr, int with_embed, int with_head);
 
 #endif

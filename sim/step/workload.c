@@ -145,11 +145,8 @@ static void add_pass_work(sim_task *t, task_comm_parts *parts, const builder *b,
                           int with_embed, int with_head, pass_clock *clock)
 {
     const pass_cost *layer = fwd ? &b->layer_fwd : &b->layer_bwd;
-    const host_issue *h = &b->host;
     double before = t->duration_s;
-    clock->host_s += nl * (fwd ? h->layer_fwd_s : h->layer_bwd_s) + nr * h->layer_fwd_s +
-                     (with_embed ? (fwd ? h->embed_fwd_s : h->embed_bwd_s) : 0) +
-                     (with_head ? (fwd ? h->head_fwd_s : h->head_bwd_s) : 0);
+    clock->host_s += host_issue_pass_s(&b->host, fwd, nl, nr, with_embed, with_head);
     t->duration_s += nl * layer->time_s + nr * b->layer_recompute.time_s;
     fold_comm(t, parts, layer, nl);
     fold_comm(t, parts, &b->layer_recompute, nr);

@@ -67,10 +67,8 @@ double workload_step_lower_bound(const scenario_config *s)
             double k = L * bwd + scenario_recomputed_layers(s, L) * rerun +
                        (vs == 0 ? pass_s(&b, &b.embed_bwd) : 0) + (vs == last_vs ? pass_s(&b, &b.head_bwd) : 0);
             /* a pass takes at least the host's issue of its kernels (host_issue.h; 0 where none) */
-            const host_issue *h = &b.host;
-            f = fmax(f, L * h->layer_fwd_s + (vs == 0 ? h->embed_fwd_s : 0) + (vs == last_vs ? h->head_fwd_s : 0));
-            k = fmax(k, L * h->layer_bwd_s + scenario_recomputed_layers(s, L) * h->layer_fwd_s +
-                            (vs == 0 ? h->embed_bwd_s : 0) + (vs == last_vs ? h->head_bwd_s : 0));
+            f = fmax(f, host_issue_pass_s(&b.host, 1, L, 0, vs == 0, vs == last_vs));
+            k = fmax(k, host_issue_pass_s(&b.host, 0, L, scenario_recomputed_layers(s, L), vs == 0, vs == last_vs));
             work += m * (f + k);
             if (c == 0) {
                 first_fwd = f;
