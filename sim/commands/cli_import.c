@@ -386,6 +386,12 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
     }
     if (got_int(par, "virtual_pipeline_model_parallel_size") > 1)
         json_object_set_new(par, "schedule", json_string("interleaved"));
+    else if (json_object_get(par, "overlap_p2p_comm")) { /* only the interleaved schedule overlaps its
+                                                             transfers (arguments.py sets it false) */
+        json_object_del(par, "overlap_p2p_comm");
+        import_list_add(ignored, "", "--overlap-p2p-communication (Megatron-LM overlaps transfers only under the "
+                                     "interleaved schedule)");
+    }
     long long first = got_int(extra, "first_stage_layers"), last = got_int(extra, "last_stage_layers");
     if (first > 0 || last > 0) { /* uneven ends, the middle stages even, as Megatron splits them */
         if (pp < 2)

@@ -21,6 +21,14 @@ int scenario_fits_param_gather_overlap(const scenario_config *s)
     return (s->parallel.zero_stage == 1 || s->parallel.zero_stage == 2) && s->parallel.overlap_grad_reduce;
 }
 
+int scenario_fits_p2p_overlap(const scenario_config *s)
+{
+    framework_kind f = s->parallel.framework;
+    int megatron_lm = s->parallel.pipeline_engine == PIPELINE_ENGINE_MEGATRON &&
+                      (f == FRAMEWORK_UNSET || f == FRAMEWORK_MEGATRON);
+    return !megatron_lm || s->parallel.pp <= 1 || s->parallel.schedule == PIPELINE_INTERLEAVED;
+}
+
 int scenario_fits_moe_a2a_overlap(const scenario_config *s)
 {
     return s->parallel.ep > 1 && (s->parallel.pp <= 1 || s->parallel.vpp > 1) &&
@@ -59,6 +67,10 @@ static int rules_before_batch(const scenario_config *s, config_error *err)
     if (s->parallel.overlap_param_gather && !scenario_fits_param_gather_overlap(s))
         return config_fail(err, "%s.overlap_param_gather: needs zero_stage 1 or 2 (the distributed optimizer) and "
                                 "overlap_grad_reduce, as in Megatron-LM", p);
+    if (s->parallel.overlap_p2p_comm && !scenario_fits_p2p_overlap(s))
+        return config_fail(err, "%s.overlap_p2p_comm: Megatron-LM overlaps pipeline transfers only under the "
+                                "interleaved schedule (megatron/training/arguments.py sets it false otherwise, since "
+                                "October 2023): set it false, or the schedule interleaved", p);
     if (cp > 1 && s->parallel.cp_comm == CP_COMM_A2A && s->model.num_query_groups % (tp * cp))
         return config_fail(err, "%s.cp_comm_type: a2a (Ulysses) splits the heads over TP x CP = %lld, which does "
                                 "not divide num_query_groups=%lld; use p2p or all_gather", p, tp * cp,

@@ -225,6 +225,13 @@ int params_deepspeed_bf16_optimizer(const scenario_config *s)
            s->parallel.zero_stage <= (s->parallel.pp > 1 ? 1 : 0);
 }
 
+int params_p2p_drains_device(const scenario_config *s)
+{
+    framework_kind f = s->parallel.framework;
+    return s->parallel.pp > 1 && s->parallel.pipeline_engine == PIPELINE_ENGINE_MEGATRON &&
+           !s->parallel.overlap_p2p_comm && (f == FRAMEWORK_UNSET || f == FRAMEWORK_MEGATRON);
+}
+
 int params_optimizer_shards(const scenario_config *s)
 {
     int dp = s->parallel.dp > 0 ? s->parallel.dp : 1, cp = s->parallel.cp > 0 ? s->parallel.cp : 1;

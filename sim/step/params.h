@@ -61,6 +61,17 @@ double params_stage_outside_layers_per_gpu(const scenario_config *s, int stage);
  * itself): bf16 on DeepSpeed's engine, ZeRO-1 at most with a pipeline (the pipeline engine takes
  * bf16 only through it), ZeRO stage 0 without one (ZeRO-1 and up are then its ZeRO optimizers). */
 int params_deepspeed_bf16_optimizer(const scenario_config *s);
+/* Whether every pipeline transfer synchronises the whole device: Megatron-LM's batched send/recv
+ * pairs (batch_p2p_comm, which is `not overlap_p2p_comm`) call torch.cuda.synchronize() after
+ * batch_isend_irecv while batch_p2p_sync holds, its default (megatron/core/pipeline_parallel/
+ * p2p_communication.py, "To protect against race condition when using batch_isend_irecv()"; the
+ * same call in Megatron-LM's _communicate since 2021, read at core_r0.8.0 and at d98e8a64 of
+ * 2026-08). The host waits there for every stream: the pass after an exchange starts on an idle
+ * GPU, its ZeRO-3 gathers issued only then, and nothing issued before it (a gather prefetched, a
+ * gradient reduction) runs on beside it. Megatron-LM's pipeline engine only (framework unset or
+ * megatron): PyTorch's pipelining and nanotron wait on the transfers alone, DeepSpeed's engine
+ * runs its own blocking sends (workload.c, deepspeed_schedule). */
+int params_p2p_drains_device(const scenario_config *s);
 /* The data-parallel ranks (x CP) the optimizer's states and step are split over: dp x cp under
  * ZeRO-1 and up and under the BF16_Optimizer (deepspeed/runtime/bf16_optimizer.py: each rank keeps
  * the fp32 master copy and Adam's moments of its 1/dp partition, steps it, then all-gathers the

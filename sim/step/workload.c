@@ -66,7 +66,8 @@ static void wait_for_send(step_workload *w, const builder *b, stage_state *st, i
  * shard first comes in from the host or NVMe (host_offload.h). -1 when ZeRO-3 is off. *emitted:
  * the all-gather calls the tasks stand for (0 without any), *emitted_bytes the bytes they gather. */
 static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st, int stage, double rerun_params,
-                             double rerun_calls, double params, double calls, double *emitted, double *emitted_bytes)
+                             double rerun_calls, double params, double calls, const int *drain, int n_drain,
+                             double *emitted, double *emitted_bytes)
 {
     *emitted = *emitted_bytes = 0;
     if (!b->z3.active || (params <= 0 && rerun_params <= 0))
@@ -77,6 +78,8 @@ static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st
     for (int c = rerun_params > 0 ? 0 : 1; c < 2 && (c == 0 || params > 0); c++) {
         double n = c == 0 ? rerun_params : params, k = fmax(1, c == 0 ? rerun_calls : calls);
         int fetch = offload_param_fetch(w, b->s, stage, n, dep);
+        for (int i = 0; fetch >= 0 && id < 0 && i < n_drain; i++) /* the first task issued after a drain */
+            workload_add_dep(w, fetch, drain[i]);
         int g = -1;
         if (b->dp.ranks > 1) { /* k calls of n / k elements each, back to back (zero3.h) */
             double one = n * b->cm.act_bytes / k;
@@ -85,6 +88,9 @@ static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st
             *emitted_bytes += n * b->cm.act_bytes;
             if (fetch >= 0)
                 workload_add_dep(w, g, fetch);
+            for (int i = 0; fetch < 0 && id < 0 && i < n_drain; i++)
+                workload_add_dep(w, g, drain[i]);
+            st->last_comm_lane = g;
         }
         id = g >= 0 ? g : fetch;
         if (id >= 0)
@@ -239,6 +245,20 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
                                        : 0;
     double head_grads = vs == last_vs ? params_stage_outside_layers_per_gpu(s, P - 1) - (P == 1 ? embed_params : 0) : 0;
     int id = -1, reduce_after = -1;
+    /* A pipeline exchange before this pass that synchronises the device (the stage sent after its
+     * last pass, or receives for this one: params_p2p_drains_device): the pass's first task on each
+     * lane waits for everything the stage issued before it. The compute and transfer lanes run in
+     * order after the last compute and send, so what is listed is what this pass's first gather
+     * (the comm lane's next task) would otherwise not wait for; the compute waits for the comm
+     * lane's last task unless its gather, behind that task, already makes it. */
+    int drain[3], n_drain = 0;
+    if (b->p2p_drains_device && (first_dep >= 0 || st->last_send >= 0)) {
+        int from[3] = {first_dep, st->last_send, st->last_compute};
+        for (int i = 0; i < 3; i++)
+            if (from[i] >= 0)
+                drain[n_drain++] = from[i];
+    }
+    int drain_comm = n_drain > 0 ? st->last_comm_lane : -1, drained = 0;
     pass_clock clock = {0, 0};
     for (int piece = 0; piece < pieces; piece++) {
         int first = piece == 0, last = piece == pieces - 1;
@@ -272,9 +292,10 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
                 unit = calls = 0;
         }
         double gather_calls = 0, gather_bytes = 0;
-        int gather = gathers ? zero3_unit_gather(w, b, st, stage, rerun, rerun_calls, unit, calls, &gather_calls,
-                                                 &gather_bytes)
+        int gather = gathers ? zero3_unit_gather(w, b, st, stage, rerun, rerun_calls, unit, calls, drain,
+                                                 drained ? 0 : n_drain, &gather_calls, &gather_bytes)
                              : -1;
+        drained |= gather >= 0;
         /* The previous layer's gradients go out after this layer's gather on the one comm stream
          * both share here: the prefetch is not queued behind a reduction that waits for the
          * compute it should overlap (DeepSpeed runs them on two streams that share the NIC; one
@@ -311,6 +332,9 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
             st->z3_epilogue = -1;
         if (gather >= 0)
             workload_add_dep(w, id, gather);
+        else if (!drained && drain_comm >= 0)
+            workload_add_dep(w, id, drain_comm);
+        drained = 1; /* a later piece's gather follows this compute's on the comm lane */
         if (z3 && b->z3.list_collectives && st->last_comm >= 0) /* the fetch drains the device (zero3.h) */
             workload_add_dep(w, id, st->last_comm);
         st->last_compute = id;
@@ -400,6 +424,8 @@ static void emit_combined(step_workload *w, const builder *b, stage_state *st, i
         workload_add_dep(w, id, fwd_p2p[vf - 1][fw->micro_batch]);
     if (vb < last_vs)
         workload_add_dep(w, id, bwd_p2p[vb + 1][bk->micro_batch]);
+    if (b->p2p_drains_device && (vf > 0 || vb < last_vs || st->last_send >= 0) && st->last_comm_lane >= 0)
+        workload_add_dep(w, id, st->last_comm_lane); /* the exchange before it drained the device (emit_pass) */
     wait_for_send(w, b, st, id);
     forward_after_param_gather(w, st, id, fw->chunk);
     st->last_compute = id;
@@ -570,7 +596,7 @@ int workload_build_scheduled(const scenario_config *s, const pipeline_schedule *
             fwd_p2p[v][i] = bwd_p2p[v][i] = -1;
     }
     for (int p = 0; p < b.P; p++) {
-        st[p].last_compute = st[p].last_comm = st[p].last_send = st[p].z3_epilogue = -1;
+        st[p].last_compute = st[p].last_comm = st[p].last_comm_lane = st[p].last_send = st[p].z3_epilogue = -1;
         st[p].backwards_left = calloc((size_t)b.V, sizeof(int));
         st[p].gather_first = malloc((size_t)b.V * sizeof(int));
         st[p].gather_last = malloc((size_t)b.V * sizeof(int));

@@ -299,6 +299,7 @@ int workload_builder_init(builder *b, const scenario_config *s, config_error *er
      * _exec_reduce_grads takes bf16 with ZeRO below stage 2 only through it); without a pipeline,
      * ZeRO-1 and up are DeepSpeed's ZeRO optimizers, which accumulate in bf16. */
     b->bf16_optimizer = params_deepspeed_bf16_optimizer(s);
+    b->p2p_drains_device = params_p2p_drains_device(s);
     b->fp32_accumulate_bytes = b->bf16_optimizer ? 18 : s->parallel.framework == FRAMEWORK_NANOTRON ? 10 : 0;
     workload_collective_memo_reset();
     cost_model_init(&b->cm, s);

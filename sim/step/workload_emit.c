@@ -150,10 +150,12 @@ static void flush_bucket(step_workload *w, const builder *b, stage_state *st, in
             st->last_comm = compression_emit_bucket(w, &b->comp, stage, dep, one / b->grad_elem,
                                                     st->pending_embedding, b->dp, calls_in(one, b->call_bytes), repeat);
             st->pending_grad -= repeat * one;
+            st->last_comm_lane = st->last_comm;
             continue;
         }
         const char *name = coll == COLL_ALL_REDUCE ? "dp_grad_allreduce" : "dp_grad_reduce_scatter";
-        st->last_comm = workload_add_buckets(w, b, stage, name, COMM_DP, coll, one, repeat, b->call_bytes, dep);
+        st->last_comm = st->last_comm_lane =
+            workload_add_buckets(w, b, stage, name, COMM_DP, coll, one, repeat, b->call_bytes, dep);
         if (b->compress_s_per_byte > 0) /* packing to the narrower type and back, on the comm lane */
             w->tasks[st->last_comm].duration_s += repeat * one * b->compress_s_per_byte;
         st->pending_grad -= repeat * one;

@@ -47,6 +47,8 @@ typedef struct {
     host_issue host;       /* the host's time to issue each piece's kernels (host_issue.h; 0: none) */
     double fp32_accumulate_bytes; /* bytes a parameter of the pass adding each backward's gradients
                                      into fp32 ones (workload.c, accumulate_fp32_grads); 0: none */
+    int p2p_drains_device;  /* a pipeline transfer waits for the whole device (params.h,
+                               params_p2p_drains_device): the pass after it starts from an idle GPU */
 } builder;
 
 /* Per-stage state while emitting. */
@@ -55,6 +57,8 @@ typedef struct {
     int next;              /* next action index */
     int last_compute;      /* last compute task emitted on this stage */
     int last_comm;         /* last DP/ZeRO comm task */
+    int last_comm_lane;    /* last task of any kind on the stage's comm lane (ZeRO-3's gathers too):
+                              what a device-wide synchronisation waits for there */
     double pending_grad;   /* gradient bytes produced, not yet in a bucket */
     int pending_embedding; /* they are the embedding's (PowerSGD compresses its own matrix shape) */
     int *backwards_left;   /* per chunk: backward passes still to run */

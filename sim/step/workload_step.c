@@ -38,7 +38,10 @@ static void param_gather_buckets(step_workload *w, const builder *b, int stage, 
  * step's forward, bucket by bucket in the order the forward needs them. It is emitted at the
  * step's start (the steady state: each step gathers what the one before it updated) on the comm
  * stream, chunk by chunk: a chunk's first forward waits for its first bucket, its second forward
- * for all of them, so what the first forward does not cover is exposed. */
+ * for all of them, so what the first forward does not cover is exposed. Megatron-LM issues them
+ * from the forward's own pre-hooks, a bucket ahead, so a device synchronisation at a pipeline
+ * exchange before the first forward (params_p2p_drains_device) does not wait for them: they are
+ * not the stage's last_comm_lane. */
 void workload_emit_param_gathers(step_workload *w, const builder *b, stage_state *st, int stage)
 {
     const scenario_config *s = b->s;

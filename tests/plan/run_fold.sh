@@ -38,9 +38,11 @@ import json, sys
 w = sys.argv[1]
 fold, full = json.load(open(f"{w}/fold.json")), json.load(open(f"{w}/full.json"))
 ok = True
-def close(name, a, b):
+def close(name, a, b, scale=None):
+    # scale: what each summed term is of the order of (the overlap cost sums differences of times
+    # near the step's own: its rounding is the step's, not the small sum's)
     global ok
-    if abs(a - b) > 1e-9 * max(abs(b), 1e-12):
+    if abs(a - b) > 1e-9 * max(abs(b) if scale is None else scale, 1e-12):
         print(f"{name}: folded {a!r}, full {b!r}")
         ok = False
 m = fold.get("folded_from_micro_batches")
@@ -49,8 +51,9 @@ if not (isinstance(m, list) and len(m) == 2 and 0 < m[0] < m[1]):
 for key in ("folded_from_micro_batches",):
     if key in full or key in json.load(open(f"{w}/trace_run.json")):
         print(f"{key} in a full replay"); ok = False
-for k in ("step_time_s", "tokens_per_s", "mfu", "hfu", "overlap_cost_s"):
+for k in ("step_time_s", "tokens_per_s", "mfu", "hfu"):
     close(k, fold[k], full[k])
+close("overlap_cost_s", fold["overlap_cost_s"], full["overlap_cost_s"], full["step_time_s"])
 for k in ("mean", "max"):
     close("bubble " + k, fold["bubble_fraction"][k], full["bubble_fraction"][k])
 for kind, v in full["comm_s"].items():
@@ -60,8 +63,9 @@ close("memory", fold["memory_gib"]["total"], full["memory_gib"]["total"])
 z3f, z3 = json.load(open(f"{w}/z3fold.json")), json.load(open(f"{w}/z3full.json"))
 if "folded_from_micro_batches" not in z3f:
     print("ZeRO-3 under a pipeline at 960 micro-batches did not fold"); ok = False
-for k in ("step_time_s", "mfu", "overlap_cost_s"):
+for k in ("step_time_s", "mfu"):
     close("ZeRO-3 " + k, z3f[k], z3[k])
+close("ZeRO-3 overlap_cost_s", z3f["overlap_cost_s"], z3["overlap_cost_s"], z3["step_time_s"])
 for kind, v in z3["comm_s"].items():
     close(f"ZeRO-3 comm {kind} exposed", z3f["comm_s"][kind]["exposed"], v["exposed"])
 a, b = json.load(open(f"{w}/sw/sweep.json")), json.load(open(f"{w}/swf/sweep.json"))

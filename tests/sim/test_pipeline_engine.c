@@ -1,7 +1,9 @@
-/* DeepSpeed's PipelineEngine (parallel.pipeline_engine "deepspeed", sim/step/workload.c): the
- * replayed step against a clock-by-clock run of DeepSpeed's TrainSchedule, in which every
- * transfer is a blocking call that starts once both stages reach it and holds both until it is
- * through; the same step at both fidelities. */
+/* The pipeline engines' transfers. DeepSpeed's PipelineEngine (parallel.pipeline_engine
+ * "deepspeed", sim/step/workload.c): the replayed step against a clock-by-clock run of DeepSpeed's
+ * TrainSchedule, in which every transfer is a blocking call that starts once both stages reach it
+ * and holds both until it is through; the same step at both fidelities. Megatron-LM's batched
+ * transfers, which synchronise the device (params_p2p_drains_device): pass by pass, on the replay's
+ * times, nothing of a pass after an exchange starts before what its stage issued before it ends. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -239,6 +241,119 @@ static void both_fidelities_agree(void **state)
     fixture_free(&s);
 }
 
+/* Megatron-LM's batched transfers synchronise the device (params_p2p_drains_device). Walks the
+ * step's tasks in graph order (each stage's in the order it issues them) and, at the first compute
+ * task c0 of each pass of a stage that exchanged something since its last pass (it sent after that
+ * pass, or c0 receives), checks on the analytic replay's times that c0 and the ZeRO-3 gathers
+ * issued for it start no earlier than every earlier task of the stage, the transfer c0 receives
+ * included, has ended. Returns the passes that break it; *checked counts those checked. */
+static int passes_started_before_the_drain(const scenario_config *s, int *checked)
+{
+    step_workload w;
+    fixture_build(s, &w);
+    replay_times t;
+    fixture_replay_analytic(&w, &t);
+    int P = w.stages, broken = 0;
+    double *done = calloc((size_t)P, sizeof(double)), *gather_start = malloc((size_t)P * sizeof(double));
+    double *gather_end = calloc((size_t)P, sizeof(double));
+    int *last = malloc((size_t)P * sizeof(int)), *sent = calloc((size_t)P, sizeof(int));
+    for (int p = 0; p < P; p++) {
+        last[p] = -1;
+        gather_start[p] = INFINITY;
+    }
+    *checked = 0;
+    for (int i = 0; i < w.n_tasks; i++) {
+        const sim_task *k = &w.tasks[i];
+        int p = k->stage;
+        if (k->lane == LANE_COMM && !strcmp(k->name, "zero3_param_allgather")) { /* for the stage's next piece */
+            gather_start[p] = fmin(gather_start[p], t.start[i]);
+            gather_end[p] = fmax(gather_end[p], t.finish[i]);
+            continue;
+        }
+        if (k->kind == TASK_P2P)
+            sent[p] = 1;
+        if (k->lane == LANE_COMPUTE && (!strcmp(k->name, "fwd") || !strcmp(k->name, "bwd"))) {
+            const sim_task *prev = last[p] >= 0 ? &w.tasks[last[p]] : NULL;
+            int new_pass = !prev || prev->phase != k->phase || prev->micro_batch != k->micro_batch ||
+                           prev->chunk != k->chunk;
+            double received = -1;
+            for (int d = 0; d < k->dep_count; d++) {
+                const sim_task *j = &w.tasks[w.deps[k->dep_begin + d]];
+                if (j->kind == TASK_P2P && j->peer_stage == p)
+                    received = t.finish[w.deps[k->dep_begin + d]];
+            }
+            if (new_pass && prev && (sent[p] || received >= 0)) {
+                double ready = fmax(done[p], received), first = fmin(t.start[i], gather_start[p]);
+                (*checked)++;
+                broken += first < ready - 1e-12 * ready;
+            }
+            if (new_pass)
+                sent[p] = 0;
+            done[p] = fmax(done[p], gather_end[p]);
+            gather_start[p] = INFINITY;
+            gather_end[p] = 0;
+            last[p] = i;
+        }
+        done[p] = fmax(done[p], t.finish[i]);
+    }
+    free(done); free(gather_start); free(gather_end); free(last); free(sent);
+    replay_times_free(&t);
+    workload_free(&w);
+    return broken;
+}
+
+static void megatron_transfers_drain_the_device(void **state)
+{
+    (void)state;
+    scenario_config s;
+    fixture_scenario(&s, 8); /* four layers a stage: DeepSpeed's default prefetch holds them all */
+    fixture_layout(&s, 1, 2, 2, 2 * 6 * s.training.micro_batch_size); /* six micro-batches */
+    s.parallel.zero_stage = 3;
+    assert_true(params_p2p_drains_device(&s));
+    int checked = 0, broken = passes_started_before_the_drain(&s, &checked);
+    double drained = fixture_run(&s).step_time_s;
+    /* 1F1B on two stages, six micro-batches: stage 0 runs F0 F1 B0 F2 B1 ... F5 B4 B5 and exchanges
+     * before F1 (F0's send) and before every backward (it receives its gradient): 7 passes; stage 1
+     * runs F0 B0 F1 B1 ... and exchanges before F1..F5 (it receives; after a backward it sends): 5 */
+    print_message("synchronising transfers: %d of %d passes after an exchange start early, step %.6f s\n", broken,
+                  checked, drained);
+    assert_int_equal(broken, 0);
+    assert_int_equal(checked, 12);
+    /* transfers beside compute (overlap_p2p_comm, as the interleaved schedule runs them): the
+     * gathers of a pass run ahead of the exchange before it, so the check can fail, and the step
+     * is no longer */
+    s.parallel.overlap_p2p_comm = 1;
+    assert_false(params_p2p_drains_device(&s));
+    int checked_overlap = 0, broken_overlap = passes_started_before_the_drain(&s, &checked_overlap);
+    double overlapped = fixture_run(&s).step_time_s;
+    print_message("transfers beside compute: %d of %d start early, step %.6f s\n", broken_overlap, checked_overlap,
+                  overlapped);
+    assert_true(broken_overlap > 0);
+    assert_true(overlapped < drained);
+    /* the interleaved schedule with ZeRO-1: a chunk's gradient buckets go out in its last backward,
+     * while the other chunk's passes run; each exchange waits for them */
+    s.parallel.zero_stage = 1;
+    s.parallel.overlap_p2p_comm = 0;
+    s.parallel.overlap_grad_reduce = 1;
+    s.parallel.vpp = 2;
+    s.parallel.schedule = PIPELINE_INTERLEAVED;
+    int checked_v = 0, broken_v = passes_started_before_the_drain(&s, &checked_v);
+    s.parallel.overlap_p2p_comm = 1;
+    int checked_vo = 0, broken_vo = passes_started_before_the_drain(&s, &checked_vo);
+    print_message("interleaved, ZeRO-1: %d of %d start early; beside compute %d of %d\n", broken_v, checked_v,
+                  broken_vo, checked_vo);
+    assert_true(broken_v == 0 && checked_v > 0 && broken_vo > 0);
+    s.parallel.overlap_p2p_comm = 0;
+    /* other engines do not synchronise: PyTorch's pipelining (torchtitan) and DeepSpeed's */
+    s.parallel.overlap_p2p_comm = 0;
+    s.parallel.framework = FRAMEWORK_TORCHTITAN;
+    assert_false(params_p2p_drains_device(&s));
+    s.parallel.framework = FRAMEWORK_UNSET;
+    s.parallel.pipeline_engine = PIPELINE_ENGINE_DEEPSPEED;
+    assert_false(params_p2p_drains_device(&s));
+    fixture_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -246,6 +361,7 @@ int main(void)
         cmocka_unit_test(deepspeed_step_against_megatron),
         cmocka_unit_test(bf16_optimizer_runs_where_deepspeed_runs_it),
         cmocka_unit_test(both_fidelities_agree),
+        cmocka_unit_test(megatron_transfers_drain_the_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -42,6 +42,7 @@ void plan_reapply(const scenario_config *base, const plan_layout *l, scenario_co
     out->parallel.tp_comm_overlap = base->parallel.tp_comm_overlap && scenario_fits_tp_comm_overlap(out);
     out->parallel.overlap_param_gather = base->parallel.overlap_param_gather && scenario_fits_param_gather_overlap(out);
     out->parallel.overlap_moe_a2a = base->parallel.overlap_moe_a2a && scenario_fits_moe_a2a_overlap(out);
+    out->parallel.overlap_p2p_comm = base->parallel.overlap_p2p_comm && scenario_fits_p2p_overlap(out);
     /* The experts' own TP as the scenario meant it: TP itself (given as TP's number, or not at
      * all) follows the layout's TP; 1 (MoE parallel folding) stays 1 where TP > 1 has the
      * sequence parallelism it needs, and is TP's own 1 elsewhere. */
