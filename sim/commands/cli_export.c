@@ -55,6 +55,8 @@ static const char *inexpressible(const scenario_config *s)
         return "parallel.grad_compression";
     if (s->parallel.schedule == PIPELINE_GPIPE && s->parallel.pp > 1)
         return "parallel.schedule gpipe";
+    if (s->parallel.overlap_p2p_comm && s->parallel.pp > 1 && s->parallel.schedule != PIPELINE_INTERLEAVED)
+        return "parallel.overlap_p2p_comm under the non-interleaved schedule (Megatron-LM sets it false there)";
     if (s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED)
         return "parallel.pipeline_engine deepspeed (DeepSpeed's engine: its pipeline, optimizer and reduction dtype, "
                "not Megatron-LM's)";
@@ -185,8 +187,10 @@ static int megatron_line(const scenario_config *s, char *out, size_t len)
         ARG(" --tp-comm-overlap");
     if (s->parallel.overlap_moe_a2a)
         ARG(" --overlap-moe-expert-parallel-comm");
-    if (s->parallel.overlap_p2p_comm)
-        ARG(" --overlap-p2p-communication");
+    /* the interleaved schedule overlaps its transfers unless told (Megatron-LM since 2023-10:
+     * --no-overlap-p2p-communication, the flag it reads now); the others cannot */
+    if (s->parallel.schedule == PIPELINE_INTERLEAVED && s->parallel.pp > 1 && !s->parallel.overlap_p2p_comm)
+        ARG(" --no-overlap-p2p-communication");
     if (!s->parallel.scatter_gather_p2p)
         ARG(" --no-scatter-gather-tensors-in-pipeline");
     /* buckets in gradient elements as they travel (fp32 under bf16/fp16 as Megatron accumulates,

@@ -130,6 +130,7 @@ static const struct {
     {"--tp-comm-overlap", MA_FLAG, "parallel.tp_comm_overlap"},
     {"--overlap-moe-expert-parallel-comm", MA_FLAG, "parallel.overlap_moe_expert_parallel_comm"},
     {"--overlap-p2p-communication", MA_FLAG, "parallel.overlap_p2p_comm"},
+    {"--no-overlap-p2p-communication", MA_FLAG, "no_overlap_p2p"},
     {"--no-scatter-gather-tensors-in-pipeline", MA_FLAG, "no_scatter_gather"},
     {"--ddp-bucket-size", MA_INT, "ddp_bucket_size"},
     {"--decoder-first-pipeline-num-layers", MA_INT, "first_stage_layers"},
@@ -384,10 +385,15 @@ static int megatron_into(int argc, char **argv, long long gpus, json_t *root, js
                                            "over %lld stages", per_stage, L, pp);
         json_object_set_new(par, "virtual_pipeline_model_parallel_size", json_integer(L / pp / per_stage));
     }
-    if (got_int(par, "virtual_pipeline_model_parallel_size") > 1)
+    /* Pipeline transfers beside compute: Megatron-LM's interleaved schedule overlaps them unless
+     * --no-overlap-p2p-communication (its default since commit 4eeff55d1f, 2023-10; before, the
+     * flag --overlap-p2p-communication asked for it), and the others never do (arguments.py sets
+     * overlap_p2p_comm false) */
+    int no_overlap_p2p = json_is_true(json_object_get(extra, "no_overlap_p2p"));
+    if (got_int(par, "virtual_pipeline_model_parallel_size") > 1) {
         json_object_set_new(par, "schedule", json_string("interleaved"));
-    else if (json_object_get(par, "overlap_p2p_comm")) { /* only the interleaved schedule overlaps its
-                                                             transfers (arguments.py sets it false) */
+        json_object_set_new(par, "overlap_p2p_comm", json_boolean(!no_overlap_p2p));
+    } else if (json_object_get(par, "overlap_p2p_comm")) {
         json_object_del(par, "overlap_p2p_comm");
         import_list_add(ignored, "", "--overlap-p2p-communication (Megatron-LM overlaps transfers only under the "
                                      "interleaved schedule)");

@@ -439,8 +439,8 @@ int scenario_validate_layout_batchless(const scenario_config *s, config_error *e
  * candidates that have it. TP overlap: sequence parallelism where TP > 1; the parameter gather's:
  * the distributed optimizer (ZeRO 1-2) with the reduction overlapped; the MoE all-to-all's: EP > 1
  * and a 1F1B-style schedule, with virtual stages under a pipeline (the combinations dtsim does not
- * model are the rules' own, apart); the pipeline transfers' (overlap_p2p_comm), under Megatron-LM's
- * engine: the interleaved schedule where PP > 1. */
+ * model are the rules' own, apart); the pipeline transfers' (overlap_p2p_comm), under framework
+ * megatron: the interleaved schedule where PP > 1. */
 int scenario_fits_tp_comm_overlap(const scenario_config *s);
 int scenario_fits_p2p_overlap(const scenario_config *s);
 int scenario_fits_param_gather_overlap(const scenario_config *s);

@@ -23,9 +23,10 @@ int scenario_fits_param_gather_overlap(const scenario_config *s)
 
 int scenario_fits_p2p_overlap(const scenario_config *s)
 {
-    framework_kind f = s->parallel.framework;
+    /* framework megatron only: a scenario that names no framework may run another engine's
+     * pipeline (dtrain's posts its sends beside compute under 1F1B: engine_scenario.c) */
     int megatron_lm = s->parallel.pipeline_engine == PIPELINE_ENGINE_MEGATRON &&
-                      (f == FRAMEWORK_UNSET || f == FRAMEWORK_MEGATRON);
+                      s->parallel.framework == FRAMEWORK_MEGATRON;
     return !megatron_lm || s->parallel.pp <= 1 || s->parallel.schedule == PIPELINE_INTERLEAVED;
 }
 

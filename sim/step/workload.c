@@ -80,6 +80,8 @@ static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st
         int fetch = offload_param_fetch(w, b->s, stage, n, dep);
         for (int i = 0; fetch >= 0 && id < 0 && i < n_drain; i++) /* the first task issued after a drain */
             workload_add_dep(w, fetch, drain[i]);
+        if (fetch >= 0)
+            st->last_host_lane = fetch;
         int g = -1;
         if (b->dp.ranks > 1) { /* k calls of n / k elements each, back to back (zero3.h) */
             double one = n * b->cm.act_bytes / k;
@@ -203,6 +205,22 @@ static void emit_send(step_workload *w, const builder *b, stage_state *st, int s
     st->last_send = p;
 }
 
+/* Whether Megatron-LM's schedule runs a pipeline exchange on this stage between its last pass and
+ * pass a (params_p2p_drains_device says whether an exchange synchronises the device). 1F1B
+ * (forward_backward_pipelining_without_interleaving): the stage sent after its last pass, or
+ * receives for this one; the calls that would do neither are no-ops on the first and last stage
+ * and return before the synchronisation. Interleaved (..._with_interleaving): every exchange call
+ * synchronises, whatever the stage, and one comes after every warm-up forward, after each
+ * steady-state forward-and-backward pair and after every cool-down backward: so before every pass
+ * but a steady-state backward, which follows its forward with nothing between; the first pass
+ * waits for its initial receive (guarded like 1F1B's) where it has one. */
+static int exchange_before(const builder *b, const stage_state *st, const pipe_action *a, int first_dep)
+{
+    if (b->V > 1 && st->last_phase >= 0)
+        return !(a->phase == PIPE_BACKWARD && st->last_phase == PIPE_FORWARD);
+    return first_dep >= 0 || st->last_send >= 0;
+}
+
 /* One pass (forward or backward of one micro-batch through one model chunk) of a stage: its
  * compute as one task, or per layer where something happens between layers (ZeRO-3's gathers
  * and gradient reduce-scatters; DP buckets of the chunk's last backward when they overlap), then
@@ -251,14 +269,15 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
      * order after the last compute and send, so what is listed is what this pass's first gather
      * (the comm lane's next task) would otherwise not wait for; the compute waits for the comm
      * lane's last task unless its gather, behind that task, already makes it. */
-    int drain[3], n_drain = 0;
-    if (b->p2p_drains_device && (first_dep >= 0 || st->last_send >= 0)) {
-        int from[3] = {first_dep, st->last_send, st->last_compute};
-        for (int i = 0; i < 3; i++)
+    int drain[4], n_drain = 0;
+    if (b->p2p_drains_device && exchange_before(b, st, a, first_dep)) {
+        int from[4] = {first_dep, st->last_send, st->last_compute, st->last_host_lane};
+        for (int i = 0; i < 4; i++)
             if (from[i] >= 0)
                 drain[n_drain++] = from[i];
     }
-    int drain_comm = n_drain > 0 ? st->last_comm_lane : -1, drained = 0;
+    int drain_comm = n_drain > 0 ? st->last_comm_lane : -1, drain_host = n_drain > 0 ? st->last_host_lane : -1;
+    int drained = 0;
     pass_clock clock = {0, 0};
     for (int piece = 0; piece < pieces; piece++) {
         int first = piece == 0, last = piece == pieces - 1;
@@ -334,6 +353,8 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
             workload_add_dep(w, id, gather);
         else if (!drained && drain_comm >= 0)
             workload_add_dep(w, id, drain_comm);
+        if (gather < 0 && !drained && drain_host >= 0 && drain_host != drain_comm)
+            workload_add_dep(w, id, drain_host);
         drained = 1; /* a later piece's gather follows this compute's on the comm lane */
         if (z3 && b->z3.list_collectives && st->last_comm >= 0) /* the fetch drains the device (zero3.h) */
             workload_add_dep(w, id, st->last_comm);
@@ -366,6 +387,7 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
     } else if (last_of_chunk && !split) {
         st->pending_grad += L * b->grad_bytes_per_layer;
     }
+    st->last_phase = a->phase;
     if (send)
         emit_send(w, b, st, stage, a, id, fwd_p2p, bwd_p2p);
     return 0;
@@ -424,8 +446,14 @@ static void emit_combined(step_workload *w, const builder *b, stage_state *st, i
         workload_add_dep(w, id, fwd_p2p[vf - 1][fw->micro_batch]);
     if (vb < last_vs)
         workload_add_dep(w, id, bwd_p2p[vb + 1][bk->micro_batch]);
-    if (b->p2p_drains_device && (vf > 0 || vb < last_vs || st->last_send >= 0) && st->last_comm_lane >= 0)
-        workload_add_dep(w, id, st->last_comm_lane); /* the exchange before it drained the device (emit_pass) */
+    if (b->p2p_drains_device) { /* the exchange before it drained the device (emit_pass): an exchange
+                                     call follows every combined step, as under interleaving */
+        if (st->last_comm_lane >= 0)
+            workload_add_dep(w, id, st->last_comm_lane);
+        if (st->last_host_lane >= 0)
+            workload_add_dep(w, id, st->last_host_lane);
+    }
+    st->last_phase = PIPE_BACKWARD;
     wait_for_send(w, b, st, id);
     forward_after_param_gather(w, st, id, fw->chunk);
     st->last_compute = id;
@@ -597,6 +625,7 @@ int workload_build_scheduled(const scenario_config *s, const pipeline_schedule *
     }
     for (int p = 0; p < b.P; p++) {
         st[p].last_compute = st[p].last_comm = st[p].last_comm_lane = st[p].last_send = st[p].z3_epilogue = -1;
+        st[p].last_host_lane = st[p].last_phase = -1;
         st[p].backwards_left = calloc((size_t)b.V, sizeof(int));
         st[p].gather_first = malloc((size_t)b.V * sizeof(int));
         st[p].gather_last = malloc((size_t)b.V * sizeof(int));

@@ -169,5 +169,7 @@ void workload_flush_and_offload(step_workload *w, const builder *b, stage_state 
     int last_comm = st->last_comm;
     flush_bucket(w, b, st, stage, dep, force);
     double elements = (before - st->pending_grad) / b->grad_elem;
-    offload_grads_to_host(w, b->s, stage, elements, st->last_comm != last_comm ? st->last_comm : dep);
+    int copy = offload_grads_to_host(w, b->s, stage, elements, st->last_comm != last_comm ? st->last_comm : dep);
+    if (copy >= 0)
+        st->last_host_lane = copy;
 }

@@ -199,7 +199,8 @@ static const reject_case REJECTS[] = {
     {{"parallel.sequence_parallel=true", "model.seq_length=2047"}, {"scenario.parallel.sequence_parallel", "multiple of TP"}},
     {{"parallel.schedul=\"1f1b\""}, {"scenario.parallel.schedul", "did you mean 'schedule'"}},
     /* Megatron-LM sets overlap_p2p_comm false under the non-interleaved schedule (arguments.py) */
-    {{"parallel.overlap_p2p_comm=true"}, {"scenario.parallel.overlap_p2p_comm", "only under the interleaved schedule"}},
+    {{"parallel.framework=\"megatron\"", "parallel.overlap_p2p_comm=true"},
+     {"scenario.parallel.overlap_p2p_comm", "only under the interleaved schedule"}},
     {{"parallel.tensor_parallel_size=2"}, {"scenario.parallel.tensor_parallel_size", "did you mean 'tensor_model_parallel_size'"}},
     {{"parallel.tensor_model_parallel_size=0"}, {"scenario.parallel.tensor_model_parallel_size", "range"}},
     {{"parallel.data_parallel_size=0"}, {"scenario.parallel.data_parallel_size", "range"}},

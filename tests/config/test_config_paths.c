@@ -17,6 +17,7 @@
 #include "config.h"
 #include "cost.h"
 #include "engine_scenario.h"
+#include "params.h"
 #include "json_seal.h"
 
 #define ROOT DTSIM_SOURCE_DIR
@@ -456,6 +457,30 @@ static void engine_runs_carry_their_cp_comm_type(void **state)
     }
 }
 
+/* A dtrain run under a pipeline: dtrain posts its sends and goes on computing (engine/comm.c), so
+ * its scenario overlaps them under 1F1B, which framework megatron refuses (Megatron-LM turns it off
+ * there) and a scenario naming no framework keeps; nor does dtrain synchronise at an exchange. */
+static void engine_runs_overlap_their_pipeline_sends(void **state)
+{
+    (void)state;
+    char plat[4096], cal[4096];
+    snprintf(plat, sizeof plat, "%s/platforms/cpu-box.json", DTSIM_SOURCE_DIR);
+    snprintf(cal, sizeof cal, "%s/calibrate/data/cpu-box-measured.json", DTSIM_SOURCE_DIR);
+    engine_run_shape r = {.num_layers = 2, .hidden = 128, .heads = 4, .seq_len = 64, .vocab = 512,
+                          .micro_batch = 2, .global_batch = 8, .tp = 1, .pp = 2, .dp = 1, .vpp = 1,
+                          .precision = "fp32"};
+    scenario_config s;
+    config_error err;
+    if (engine_scenario_load(&r, plat, cal, &s, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(s.parallel.pp, 2);
+    assert_int_equal(s.parallel.schedule, PIPELINE_1F1B);
+    assert_true(s.parallel.overlap_p2p_comm);
+    assert_int_equal(s.parallel.framework, FRAMEWORK_UNSET);
+    assert_false(params_p2p_drains_device(&s));
+    scenario_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -468,6 +493,7 @@ int main(void)
         cmocka_unit_test(shipped_calibrations_fit_their_links),
         cmocka_unit_test(engine_runs_share_the_platforms_devices),
         cmocka_unit_test(engine_runs_carry_their_cp_comm_type),
+        cmocka_unit_test(engine_runs_overlap_their_pipeline_sends),
         cmocka_unit_test_setup_teardown(an_edited_sealed_calibration_is_refused, setup_dir, teardown_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

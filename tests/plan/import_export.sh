@@ -41,6 +41,16 @@ done
   grep -q -- "--overlap-p2p-communication (Megatron-LM overlaps transfers only under the interleaved" "$work/err" &&
   ! grep -q overlap_p2p_comm "$work/g3p.json" && "$dtsim" run "$work/g3p.json" >/dev/null 2>&1 ||
   { echo "import megatron: --overlap-p2p-communication under 1F1B kept: $(cat "$work/err")"; fail=1; }
+# under the interleaved schedule Megatron-LM overlaps them unless told not to (since 2023-10)
+for no in "" --no-overlap-p2p-communication; do
+  # shellcheck disable=SC2046,SC2086
+  "$dtsim" import megatron --platform platforms/dgx-a100-superpod.json -o "$work/g3v.json" -- \
+    $(cat "$data/gpt3-175b-megatron.args") --virtual-pipeline-model-parallel-size 2 $no 2>/dev/null ||
+    { echo "import megatron: interleaved GPT-3 refused"; fail=1; }
+  want=$([ -z "$no" ] && echo True || echo False)
+  got=$(python3 -c 'import json,sys; p = json.load(open(sys.argv[1]))["parallel"]; print(p["schedule"], p.get("overlap_p2p_comm"))' "$work/g3v.json")
+  [ "$got" = "interleaved $want" ] || { echo "import megatron: interleaved ${no:-(no flag)}: $got, not interleaved $want"; fail=1; }
+done
 # round trip over the shipped scenarios (and the 405B layout with the distributed optimizer)
 declare -A refused=(
   [gpt2-xl-dp32-powersgd]="parallel.grad_compression" [gpt3-13b-1gpu-zero-offload]="parallel.zero_stage"

@@ -243,29 +243,40 @@ static void both_fidelities_agree(void **state)
 
 /* Megatron-LM's batched transfers synchronise the device (params_p2p_drains_device). Walks the
  * step's tasks in graph order (each stage's in the order it issues them) and, at the first compute
- * task c0 of each pass of a stage that exchanged something since its last pass (it sent after that
- * pass, or c0 receives), checks on the analytic replay's times that c0 and the ZeRO-3 gathers
- * issued for it start no earlier than every earlier task of the stage, the transfer c0 receives
- * included, has ended. Returns the passes that break it; *checked counts those checked. */
-static int passes_started_before_the_drain(const scenario_config *s, int *checked)
+ * task c0 of each pass of a stage, asks whether Megatron-LM's schedule runs an exchange call
+ * before it (its own reading here, apart from the workload's): under 1F1B when the stage sent
+ * after its last pass or c0 receives (the calls that do neither return early on the first and last
+ * stage, p2p_communication.py); under interleaving before every pass but a steady-state backward,
+ * which follows its forward with no call between (schedules.py), and before the first where it
+ * receives. After such an exchange, c0 and the ZeRO-3 gathers issued for it must start no earlier
+ * than every earlier task of the stage, the transfer c0 receives included, has ended (on the
+ * analytic replay's times). Returns the passes that break it; *checked counts the passes after an
+ * exchange, *free_early the others that start before their stage's earlier work has ended (where
+ * no drain holds them back), *mismatched (ZeRO-3) the passes whose first gather waits for the
+ * stage's last compute (the drain's dependency: its prefetch would wait for one further back)
+ * where no exchange comes before them, or does not where one does. */
+static int passes_started_before_the_drain(const scenario_config *s, int *checked, int *free_early, int *mismatched)
 {
     step_workload w;
     fixture_build(s, &w);
     replay_times t;
     fixture_replay_analytic(&w, &t);
-    int P = w.stages, broken = 0;
+    int P = w.stages, broken = 0, interleaved = s->parallel.vpp > 1;
     double *done = calloc((size_t)P, sizeof(double)), *gather_start = malloc((size_t)P * sizeof(double));
     double *gather_end = calloc((size_t)P, sizeof(double));
     int *last = malloc((size_t)P * sizeof(int)), *sent = calloc((size_t)P, sizeof(int));
+    int *first_gather = malloc((size_t)P * sizeof(int));
     for (int p = 0; p < P; p++) {
-        last[p] = -1;
+        last[p] = first_gather[p] = -1;
         gather_start[p] = INFINITY;
     }
-    *checked = 0;
+    *checked = *free_early = *mismatched = 0;
     for (int i = 0; i < w.n_tasks; i++) {
         const sim_task *k = &w.tasks[i];
         int p = k->stage;
         if (k->lane == LANE_COMM && !strcmp(k->name, "zero3_param_allgather")) { /* for the stage's next piece */
+            if (first_gather[p] < 0)
+                first_gather[p] = i;
             gather_start[p] = fmin(gather_start[p], t.start[i]);
             gather_end[p] = fmax(gather_end[p], t.finish[i]);
             continue;
@@ -282,21 +293,36 @@ static int passes_started_before_the_drain(const scenario_config *s, int *checke
                 if (j->kind == TASK_P2P && j->peer_stage == p)
                     received = t.finish[w.deps[k->dep_begin + d]];
             }
-            if (new_pass && prev && (sent[p] || received >= 0)) {
+            int exchange = interleaved && prev ? !(k->phase == PIPE_BACKWARD && prev->phase == PIPE_FORWARD)
+                                               : sent[p] || received >= 0;
+            if (new_pass && prev) {
                 double ready = fmax(done[p], received), first = fmin(t.start[i], gather_start[p]);
-                (*checked)++;
-                broken += first < ready - 1e-12 * ready;
+                int early = first < ready - 1e-12 * ready;
+                if (exchange) {
+                    (*checked)++;
+                    broken += early;
+                } else {
+                    *free_early += early;
+                }
+                if (first_gather[p] >= 0) {
+                    const sim_task *g = &w.tasks[first_gather[p]];
+                    int waits = 0;
+                    for (int d = 0; d < g->dep_count; d++)
+                        waits |= w.deps[g->dep_begin + d] == last[p];
+                    *mismatched += waits != exchange;
+                }
             }
             if (new_pass)
                 sent[p] = 0;
             done[p] = fmax(done[p], gather_end[p]);
             gather_start[p] = INFINITY;
             gather_end[p] = 0;
+            first_gather[p] = -1;
             last[p] = i;
         }
         done[p] = fmax(done[p], t.finish[i]);
     }
-    free(done); free(gather_start); free(gather_end); free(last); free(sent);
+    free(done); free(gather_start); free(gather_end); free(last); free(sent); free(first_gather);
     replay_times_free(&t);
     workload_free(&w);
     return broken;
@@ -310,42 +336,64 @@ static void megatron_transfers_drain_the_device(void **state)
     fixture_layout(&s, 1, 2, 2, 2 * 6 * s.training.micro_batch_size); /* six micro-batches */
     s.parallel.zero_stage = 3;
     assert_true(params_p2p_drains_device(&s));
-    int checked = 0, broken = passes_started_before_the_drain(&s, &checked);
+    int checked = 0, free_early = 0, mismatched = 0;
+    int broken = passes_started_before_the_drain(&s, &checked, &free_early, &mismatched);
     double drained = fixture_run(&s).step_time_s;
     /* 1F1B on two stages, six micro-batches: stage 0 runs F0 F1 B0 F2 B1 ... F5 B4 B5 and exchanges
      * before F1 (F0's send) and before every backward (it receives its gradient): 7 passes; stage 1
-     * runs F0 B0 F1 B1 ... and exchanges before F1..F5 (it receives; after a backward it sends): 5 */
-    print_message("synchronising transfers: %d of %d passes after an exchange start early, step %.6f s\n", broken,
-                  checked, drained);
+     * runs F0 B0 F1 B1 ... and exchanges before F1..F5 (it receives; after a backward it sends): 5.
+     * The other passes (stage 0's forwards after a backward, stage 1's backwards) are not drained:
+     * some of them start early, their gathers prefetched during the pass before */
+    print_message("1F1B: %d of %d passes after an exchange start early, %d of the others; %d drained where Megatron-LM "
+                  "does not, or not where it does; step %.6f s\n", broken, checked, free_early, mismatched, drained);
     assert_int_equal(broken, 0);
+    assert_int_equal(mismatched, 0);
     assert_int_equal(checked, 12);
-    /* transfers beside compute (overlap_p2p_comm, as the interleaved schedule runs them): the
-     * gathers of a pass run ahead of the exchange before it, so the check can fail, and the step
-     * is no longer */
+    assert_true(free_early > 0);
+    /* ZeRO-Offload's gradient copies run on the host lane, and are waited for too */
+    fixture_host_links(&s);
+    s.parallel.offload_optimizer = OFFLOAD_CPU;
+    int checked_off = 0, free_off = 0, mism_off = 0;
+    int broken_off = passes_started_before_the_drain(&s, &checked_off, &free_off, &mism_off);
+    print_message("with the optimizer offloaded: %d of %d start early, %d mismatched\n", broken_off, checked_off,
+                  mism_off);
+    assert_true(broken_off == 0 && mism_off == 0 && checked_off == 12);
+    s.parallel.offload_optimizer = OFFLOAD_NONE;
+    /* transfers beside compute (overlap_p2p_comm): nothing drains, and passes after an exchange
+     * start early, so the check can fail; the step is no longer */
     s.parallel.overlap_p2p_comm = 1;
     assert_false(params_p2p_drains_device(&s));
-    int checked_overlap = 0, broken_overlap = passes_started_before_the_drain(&s, &checked_overlap);
+    int checked_overlap = 0, free_overlap = 0, mismatched_overlap = 0;
+    int broken_overlap = passes_started_before_the_drain(&s, &checked_overlap, &free_overlap, &mismatched_overlap);
     double overlapped = fixture_run(&s).step_time_s;
     print_message("transfers beside compute: %d of %d start early, step %.6f s\n", broken_overlap, checked_overlap,
                   overlapped);
     assert_true(broken_overlap > 0);
     assert_true(overlapped < drained);
-    /* the interleaved schedule with ZeRO-1: a chunk's gradient buckets go out in its last backward,
-     * while the other chunk's passes run; each exchange waits for them */
-    s.parallel.zero_stage = 1;
+    /* the interleaved schedule, ZeRO-3 and then ZeRO-1 with its buckets overlapped (a chunk's go out
+     * in its last backward, while the other chunk's passes run): every pass drained but the
+     * steady-state backwards, whose gathers still run ahead */
     s.parallel.overlap_p2p_comm = 0;
-    s.parallel.overlap_grad_reduce = 1;
+    fixture_layout(&s, 1, 4, 2, 2 * 8 * s.training.micro_batch_size); /* four stages of two chunks */
     s.parallel.vpp = 2;
     s.parallel.schedule = PIPELINE_INTERLEAVED;
-    int checked_v = 0, broken_v = passes_started_before_the_drain(&s, &checked_v);
-    s.parallel.overlap_p2p_comm = 1;
-    int checked_vo = 0, broken_vo = passes_started_before_the_drain(&s, &checked_vo);
-    print_message("interleaved, ZeRO-1: %d of %d start early; beside compute %d of %d\n", broken_v, checked_v,
-                  broken_vo, checked_vo);
-    assert_true(broken_v == 0 && checked_v > 0 && broken_vo > 0);
-    s.parallel.overlap_p2p_comm = 0;
+    for (int zero = 3; zero >= 1; zero -= 2) {
+        s.parallel.zero_stage = zero;
+        s.parallel.overlap_grad_reduce = zero == 1;
+        int checked_v = 0, free_v = 0, mism_v = 0, broken_v = passes_started_before_the_drain(&s, &checked_v, &free_v,
+                                                                                             &mism_v);
+        s.parallel.overlap_p2p_comm = 1;
+        int checked_vo = 0, free_vo = 0, mism_vo = 0,
+            broken_vo = passes_started_before_the_drain(&s, &checked_vo, &free_vo, &mism_vo);
+        s.parallel.overlap_p2p_comm = 0;
+        print_message("interleaved, ZeRO-%d: %d of %d after an exchange start early, %d of the others, %d "
+                      "mismatched; beside compute %d of %d\n", zero, broken_v, checked_v, free_v, mism_v, broken_vo,
+                      checked_vo);
+        assert_true(broken_v == 0 && mism_v == 0 && checked_v > 0 && broken_vo > 0);
+        if (zero == 3)
+            assert_true(free_v > 0);
+    }
     /* other engines do not synchronise: PyTorch's pipelining (torchtitan) and DeepSpeed's */
-    s.parallel.overlap_p2p_comm = 0;
     s.parallel.framework = FRAMEWORK_TORCHTITAN;
     assert_false(params_p2p_drains_device(&s));
     s.parallel.framework = FRAMEWORK_UNSET;
