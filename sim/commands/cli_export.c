@@ -57,6 +57,9 @@ static const char *inexpressible(const scenario_config *s)
         return "parallel.schedule gpipe";
     if (s->parallel.overlap_p2p_comm && s->parallel.pp > 1 && s->parallel.schedule != PIPELINE_INTERLEAVED)
         return "parallel.overlap_p2p_comm under the non-interleaved schedule (Megatron-LM sets it false there)";
+    if (!s->parallel.overlap_p2p_comm && s->parallel.pp == 2 && s->parallel.schedule == PIPELINE_INTERLEAVED)
+        return "parallel.overlap_p2p_comm false under the interleaved schedule at PP 2 (Megatron-LM asserts PP > 2 "
+               "without it)";
     if (s->parallel.pipeline_engine == PIPELINE_ENGINE_DEEPSPEED)
         return "parallel.pipeline_engine deepspeed (DeepSpeed's engine: its pipeline, optimizer and reduction dtype, "
                "not Megatron-LM's)";

@@ -72,6 +72,11 @@ static int rules_before_batch(const scenario_config *s, config_error *err)
         return config_fail(err, "%s.overlap_p2p_comm: Megatron-LM overlaps pipeline transfers only under the "
                                 "interleaved schedule (megatron/training/arguments.py sets it false otherwise, since "
                                 "October 2023): set it false, or the schedule interleaved", p);
+    if (s->parallel.framework == FRAMEWORK_MEGATRON && s->parallel.schedule == PIPELINE_INTERLEAVED && pp == 2 &&
+        !s->parallel.overlap_p2p_comm)
+        return config_fail(err, "%s.overlap_p2p_comm: Megatron-LM's interleaved schedule needs it at PP 2 (arguments.py "
+                                "asserts PP > 2 without it: two exchanges between the same two ranks in one batch)",
+                           p);
     if (cp > 1 && s->parallel.cp_comm == CP_COMM_A2A && s->model.num_query_groups % (tp * cp))
         return config_fail(err, "%s.cp_comm_type: a2a (Ulysses) splits the heads over TP x CP = %lld, which does "
                                 "not divide num_query_groups=%lld; use p2p or all_gather", p, tp * cp,

@@ -212,12 +212,14 @@ static void emit_send(step_workload *w, const builder *b, stage_state *st, int s
  * and return before the synchronisation. Interleaved (..._with_interleaving): every exchange call
  * synchronises, whatever the stage, and one comes after every warm-up forward, after each
  * steady-state forward-and-backward pair and after every cool-down backward: so before every pass
- * but a steady-state backward, which follows its forward with nothing between; the first pass
- * waits for its initial receive (guarded like 1F1B's) where it has one. */
+ * but a steady-state backward, which follows its forward with nothing between. A stage whose
+ * forwards are all warm-up (micro-batches as many as stages, on the first stages) has no steady
+ * state: its first backward follows the last warm-up forward's exchange. The first pass waits for
+ * its initial receive (guarded like 1F1B's) where it has one. */
 static int exchange_before(const builder *b, const stage_state *st, const pipe_action *a, int first_dep)
 {
     if (b->V > 1 && st->last_phase >= 0)
-        return !(a->phase == PIPE_BACKWARD && st->last_phase == PIPE_FORWARD);
+        return !(a->phase == PIPE_BACKWARD && st->last_phase == PIPE_FORWARD && !st->all_warmup);
     return first_dep >= 0 || st->last_send >= 0;
 }
 
@@ -263,8 +265,8 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
                                        : 0;
     double head_grads = vs == last_vs ? params_stage_outside_layers_per_gpu(s, P - 1) - (P == 1 ? embed_params : 0) : 0;
     int id = -1, reduce_after = -1;
-    /* A pipeline exchange before this pass that synchronises the device (the stage sent after its
-     * last pass, or receives for this one: params_p2p_drains_device): the pass's first task on each
+    /* A pipeline exchange before this pass that synchronises the device (exchange_before,
+     * params_p2p_drains_device): the pass's first task on each
      * lane waits for everything the stage issued before it. The compute and transfer lanes run in
      * order after the last compute and send, so what is listed is what this pass's first gather
      * (the comm lane's next task) would otherwise not wait for; the compute waits for the comm
@@ -626,6 +628,10 @@ int workload_build_scheduled(const scenario_config *s, const pipeline_schedule *
     for (int p = 0; p < b.P; p++) {
         st[p].last_compute = st[p].last_comm = st[p].last_comm_lane = st[p].last_send = st[p].z3_epilogue = -1;
         st[p].last_host_lane = st[p].last_phase = -1;
+        int first_backward = 0; /* the stage's forwards before its first backward */
+        while (first_backward < schedule->count[p] && schedule->actions[p][first_backward].phase == PIPE_FORWARD)
+            first_backward++;
+        st[p].all_warmup = first_backward == b.m * b.V;
         st[p].backwards_left = calloc((size_t)b.V, sizeof(int));
         st[p].gather_first = malloc((size_t)b.V * sizeof(int));
         st[p].gather_last = malloc((size_t)b.V * sizeof(int));

@@ -57,10 +57,11 @@ typedef struct {
     int next;              /* next action index */
     int last_compute;      /* last compute task emitted on this stage */
     int last_comm;         /* last DP/ZeRO comm task */
-    int last_comm_lane;    /* last task of any kind on the stage's comm lane (ZeRO-3's gathers too)
-                              and on its host lane (ZeRO-Offload's copies): what a device-wide */
-    int last_host_lane;    /* synchronisation waits for there */
+    int last_comm_lane;    /* last task of any kind on the stage's comm lane (ZeRO-3's gathers too),
+                              which a device-wide synchronisation waits for */
+    int last_host_lane;    /* the same on its host lane (ZeRO-Offload's copies) */
     int last_phase;        /* the phase of the stage's last pass (-1: none yet) */
+    int all_warmup;        /* every forward of the stage comes before its first backward */
     double pending_grad;   /* gradient bytes produced, not yet in a bucket */
     int pending_embedding; /* they are the embedding's (PowerSGD compresses its own matrix shape) */
     int *backwards_left;   /* per chunk: backward passes still to run */

@@ -201,6 +201,9 @@ static const reject_case REJECTS[] = {
     /* Megatron-LM sets overlap_p2p_comm false under the non-interleaved schedule (arguments.py) */
     {{"parallel.framework=\"megatron\"", "parallel.overlap_p2p_comm=true"},
      {"scenario.parallel.overlap_p2p_comm", "only under the interleaved schedule"}},
+    {{"parallel.framework=\"megatron\"", "parallel.schedule=\"interleaved\"",
+      "parallel.virtual_pipeline_model_parallel_size=2", "training.global_batch_size=128"},
+     {"scenario.parallel.overlap_p2p_comm", "needs it at PP 2"}},
     {{"parallel.tensor_parallel_size=2"}, {"scenario.parallel.tensor_parallel_size", "did you mean 'tensor_model_parallel_size'"}},
     {{"parallel.tensor_model_parallel_size=0"}, {"scenario.parallel.tensor_model_parallel_size", "range"}},
     {{"parallel.data_parallel_size=0"}, {"scenario.parallel.data_parallel_size", "range"}},
