@@ -266,18 +266,21 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
     double head_grads = vs == last_vs ? params_stage_outside_layers_per_gpu(s, P - 1) - (P == 1 ? embed_params : 0) : 0;
     int id = -1, reduce_after = -1;
     /* A pipeline exchange before this pass that synchronises the device (exchange_before,
-     * params_p2p_drains_device): the pass's first task on each
+     * params_p2p_drains_device; under interleaving it also received the gradient of the backward
+     * paired with this forward, st->pair_input): the pass's first task on each
      * lane waits for everything the stage issued before it. The compute and transfer lanes run in
      * order after the last compute and send, so what is listed is what this pass's first gather
      * (the comm lane's next task) would otherwise not wait for; the compute waits for the comm
      * lane's last task unless its gather, behind that task, already makes it. */
-    int drain[4], n_drain = 0;
+    int drain[5], n_drain = 0;
     if (b->p2p_drains_device && exchange_before(b, st, a, first_dep)) {
-        int from[4] = {first_dep, st->last_send, st->last_compute, st->last_host_lane};
-        for (int i = 0; i < 4; i++)
+        int from[5] = {first_dep, st->last_send, st->last_compute, st->last_host_lane, st->pair_input};
+        for (int i = 0; i < 5; i++)
             if (from[i] >= 0)
                 drain[n_drain++] = from[i];
     }
+    int drain_pair = n_drain > 0 ? st->pair_input : -1;
+    st->pair_input = -1;
     int drain_comm = n_drain > 0 ? st->last_comm_lane : -1, drain_host = n_drain > 0 ? st->last_host_lane : -1;
     int drained = 0;
     pass_clock clock = {0, 0};
@@ -357,6 +360,8 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
             workload_add_dep(w, id, drain_comm);
         if (gather < 0 && !drained && drain_host >= 0 && drain_host != drain_comm)
             workload_add_dep(w, id, drain_host);
+        if (gather < 0 && !drained && drain_pair >= 0)
+            workload_add_dep(w, id, drain_pair);
         drained = 1; /* a later piece's gather follows this compute's on the comm lane */
         if (z3 && b->z3.list_collectives && st->last_comm >= 0) /* the fetch drains the device (zero3.h) */
             workload_add_dep(w, id, st->last_comm);
@@ -627,7 +632,7 @@ int workload_build_scheduled(const scenario_config *s, const pipeline_schedule *
     }
     for (int p = 0; p < b.P; p++) {
         st[p].last_compute = st[p].last_comm = st[p].last_comm_lane = st[p].last_send = st[p].z3_epilogue = -1;
-        st[p].last_host_lane = st[p].last_phase = -1;
+        st[p].last_host_lane = st[p].last_phase = st[p].pair_input = -1;
         int first_backward = 0; /* the stage's forwards before its first backward */
         while (first_backward < schedule->count[p] && schedule->actions[p][first_backward].phase == PIPE_FORWARD)
             first_backward++;
@@ -664,6 +669,17 @@ int workload_build_scheduled(const scenario_config *s, const pipeline_schedule *
                            nx->phase == PIPE_FORWARD && !backward_splits(&b, &st[p], a);
                 if (pair && !action_ready(&b, p, nx, fwd_p2p, bwd_p2p) && !unpaired)
                     break; /* the pair waits for the forward's input */
+                /* Megatron-LM's interleaved schedule with synchronising transfers: the exchange before
+                 * a steady-state forward also received the gradient of the backward after it, and
+                 * waited for both (send_forward_backward_recv_forward_backward) */
+                int both = b.p2p_drains_device && b.V > 1 && !st[p].all_warmup && a->phase == PIPE_FORWARD && nx &&
+                           nx->phase == PIPE_BACKWARD;
+                if (both && !action_ready(&b, p, nx, fwd_p2p, bwd_p2p))
+                    break;
+                if (both) {
+                    int vb = pipeline_virtual_stage(b.P, p, nx->chunk);
+                    st[p].pair_input = vb < b.P * b.V - 1 ? bwd_p2p[vb + 1][nx->micro_batch] : -1;
+                }
                 if (pair && action_ready(&b, p, nx, fwd_p2p, bwd_p2p)) {
                     emit_combined(w, &b, &st[p], p, a, nx, fwd_p2p, bwd_p2p);
                     st[p].next += 2;

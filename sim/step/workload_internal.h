@@ -62,6 +62,8 @@ typedef struct {
     int last_host_lane;    /* the same on its host lane (ZeRO-Offload's copies) */
     int last_phase;        /* the phase of the stage's last pass (-1: none yet) */
     int all_warmup;        /* every forward of the stage comes before its first backward */
+    int pair_input;        /* the transfer the backward after this forward receives, where one
+                              synchronising exchange received both (-1: none; emission loop) */
     double pending_grad;   /* gradient bytes produced, not yet in a bucket */
     int pending_embedding; /* they are the embedding's (PowerSGD compresses its own matrix shape) */
     int *backwards_left;   /* per chunk: backward passes still to run */

@@ -274,6 +274,36 @@ static int passes_started_before_the_drain(const scenario_config *s, int *checke
         gather_start[p] = INFINITY;
     }
     *checked = *free_early = *mismatched = 0;
+    /* each stage's passes in order: phase and the finish of the transfer each receives (-1: none),
+     * for the exchange before a steady-state forward, which receives its backward's too */
+    int *n_pass = calloc((size_t)P, sizeof(int)), *at = malloc((size_t)P * sizeof(int)); /* the pass at hand */
+    for (int p = 0; p < P; p++)
+        at[p] = -1;
+    int cap = 2 * (int)total + 2;
+    int *pass_phase = malloc((size_t)P * cap * sizeof(int));
+    double *pass_received = malloc((size_t)P * cap * sizeof(double));
+    for (int i = 0, *prev_of = calloc((size_t)P, sizeof(int)); i <= w.n_tasks; i++) {
+        if (i == w.n_tasks) {
+            free(prev_of);
+            break;
+        }
+        const sim_task *k = &w.tasks[i];
+        if (k->lane != LANE_COMPUTE || (strcmp(k->name, "fwd") && strcmp(k->name, "bwd")))
+            continue;
+        int p = k->stage, j = n_pass[p] - 1;
+        if (j >= 0 && pass_phase[p * cap + j] == k->phase && prev_of[p] == k->micro_batch * 1000 + k->chunk)
+            continue; /* a later piece of the same pass */
+        prev_of[p] = k->micro_batch * 1000 + k->chunk;
+        assert_true(n_pass[p] < cap);
+        pass_phase[p * cap + n_pass[p]] = k->phase;
+        pass_received[p * cap + n_pass[p]] = -1;
+        for (int d = 0; d < k->dep_count; d++) {
+            const sim_task *q = &w.tasks[w.deps[k->dep_begin + d]];
+            if (q->kind == TASK_P2P && q->peer_stage == p)
+                pass_received[p * cap + n_pass[p]] = t.finish[w.deps[k->dep_begin + d]];
+        }
+        n_pass[p]++;
+    }
     for (int i = 0; i < w.n_tasks; i++) {
         const sim_task *k = &w.tasks[i];
         int p = k->stage;
@@ -302,8 +332,14 @@ static int passes_started_before_the_drain(const scenario_config *s, int *checke
                                : sent[p] || received >= 0;
             if (new_pass)
                 *(k->phase == PIPE_FORWARD ? &forwards[p] : &backwards[p]) += 1;
+            at[p] += new_pass;
+            int j = at[p] + 1; /* the pass after this one */
+            double partner = interleaved && new_pass && k->phase == PIPE_FORWARD && j < n_pass[p] &&
+                                     pass_phase[p * cap + j] == PIPE_BACKWARD && !(forwards[p] == total)
+                                 ? pass_received[p * cap + j]
+                                 : -1;
             if (new_pass && prev) {
-                double ready = fmax(done[p], received), first = fmin(t.start[i], gather_start[p]);
+                double ready = fmax(fmax(done[p], received), partner), first = fmin(t.start[i], gather_start[p]);
                 int early = first < ready - 1e-12 * ready;
                 if (exchange) {
                     (*checked)++;
@@ -330,7 +366,7 @@ static int passes_started_before_the_drain(const scenario_config *s, int *checke
         done[p] = fmax(done[p], t.finish[i]);
     }
     free(done); free(gather_start); free(gather_end); free(last); free(sent); free(first_gather); free(forwards);
-    free(backwards);
+    free(backwards); free(n_pass); free(at); free(pass_phase); free(pass_received);
     replay_times_free(&t);
     workload_free(&w);
     return broken;
