@@ -671,9 +671,11 @@ int workload_build_scheduled(const scenario_config *s, const pipeline_schedule *
                     break; /* the pair waits for the forward's input */
                 /* Megatron-LM's interleaved schedule with synchronising transfers: the exchange before
                  * a steady-state forward also received the gradient of the backward after it, and
-                 * waited for both (send_forward_backward_recv_forward_backward) */
-                int both = b.p2p_drains_device && b.V > 1 && !st[p].all_warmup && a->phase == PIPE_FORWARD && nx &&
-                           nx->phase == PIPE_BACKWARD;
+                 * waited for both (send_forward_backward_recv_forward_backward). The combined 1F1B
+                 * path (overlap_moe_a2a) pairs its passes its own way (combined_1f1b.py), which is
+                 * not read here: it drains at each combined step only (emit_combined). */
+                int both = !s->parallel.overlap_moe_a2a && b.p2p_drains_device && b.V > 1 && !st[p].all_warmup &&
+                           a->phase == PIPE_FORWARD && nx && nx->phase == PIPE_BACKWARD;
                 if (both && !action_ready(&b, p, nx, fwd_p2p, bwd_p2p))
                     break;
                 if (both) {
