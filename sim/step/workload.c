@@ -65,6 +65,26 @@ static void wait_for_send(step_workload *w, const builder *b, stage_state *st, i
  * The embedding and the head are not recomputed. With ZeRO-Infinity the rank's
  * shard first comes in from the host or NVMe (host_offload.h). -1 when ZeRO-3 is off. *emitted:
  * the all-gather calls the tasks stand for (0 without any), *emitted_bytes the bytes they gather. */
+/* Task `task`, the last added, waits for each of the n tasks in deps. */
+static void depend_on_all(step_workload *w, int task, const int *deps, int n)
+{
+    for (int i = 0; i < n; i++)
+        workload_add_dep(w, task, deps[i]);
+}
+
+/* What a device synchronisation at a pipeline exchange waits for beyond the compute and transfer
+ * lanes, which a pass's compute follows in order anyway: the stage's last comm-lane and host-lane
+ * tasks. Writes them to out; returns how many. */
+static int drained_lanes(const stage_state *st, int out[2])
+{
+    int n = 0;
+    if (st->last_comm_lane >= 0)
+        out[n++] = st->last_comm_lane;
+    if (st->last_host_lane >= 0)
+        out[n++] = st->last_host_lane;
+    return n;
+}
+
 static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st, int stage, double rerun_params,
                              double rerun_calls, double params, double calls, const int *drain, int n_drain,
                              double *emitted, double *emitted_bytes)
@@ -78,8 +98,8 @@ static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st
     for (int c = rerun_params > 0 ? 0 : 1; c < 2 && (c == 0 || params > 0); c++) {
         double n = c == 0 ? rerun_params : params, k = fmax(1, c == 0 ? rerun_calls : calls);
         int fetch = offload_param_fetch(w, b->s, stage, n, dep);
-        for (int i = 0; fetch >= 0 && id < 0 && i < n_drain; i++) /* the first task issued after a drain */
-            workload_add_dep(w, fetch, drain[i]);
+        if (fetch >= 0 && id < 0) /* the first task issued after a drain */
+            depend_on_all(w, fetch, drain, n_drain);
         if (fetch >= 0)
             st->last_host_lane = fetch;
         int g = -1;
@@ -90,8 +110,8 @@ static int zero3_unit_gather(step_workload *w, const builder *b, stage_state *st
             *emitted_bytes += n * b->cm.act_bytes;
             if (fetch >= 0)
                 workload_add_dep(w, g, fetch);
-            for (int i = 0; fetch < 0 && id < 0 && i < n_drain; i++)
-                workload_add_dep(w, g, drain[i]);
+            if (fetch < 0 && id < 0)
+                depend_on_all(w, g, drain, n_drain);
             st->last_comm_lane = g;
         }
         id = g >= 0 ? g : fetch;
@@ -270,18 +290,20 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
      * paired with this forward, st->pair_input): the pass's first task on each
      * lane waits for everything the stage issued before it. The compute and transfer lanes run in
      * order after the last compute and send, so what is listed is what this pass's first gather
-     * (the comm lane's next task) would otherwise not wait for; the compute waits for the comm
-     * lane's last task unless its gather, behind that task, already makes it. */
-    int drain[5], n_drain = 0;
+     * (the comm lane's next task) would otherwise not wait for; the compute waits for the comm and
+     * host lanes' last tasks (drained_lanes) and the paired backward's transfer, unless its gather,
+     * behind them, already makes it. */
+    int drain[5], n_drain = 0, after[3], n_after = 0; /* after: what the first compute waits for */
     if (b->p2p_drains_device && exchange_before(b, st, a, first_dep)) {
         int from[5] = {first_dep, st->last_send, st->last_compute, st->last_host_lane, st->pair_input};
         for (int i = 0; i < 5; i++)
             if (from[i] >= 0)
                 drain[n_drain++] = from[i];
+        n_after = drained_lanes(st, after);
+        if (st->pair_input >= 0)
+            after[n_after++] = st->pair_input;
     }
-    int drain_pair = n_drain > 0 ? st->pair_input : -1;
     st->pair_input = -1;
-    int drain_comm = n_drain > 0 ? st->last_comm_lane : -1, drain_host = n_drain > 0 ? st->last_host_lane : -1;
     int drained = 0;
     pass_clock clock = {0, 0};
     for (int piece = 0; piece < pieces; piece++) {
@@ -356,12 +378,8 @@ static int emit_pass(step_workload *w, const builder *b, stage_state *st, int st
             st->z3_epilogue = -1;
         if (gather >= 0)
             workload_add_dep(w, id, gather);
-        else if (!drained && drain_comm >= 0)
-            workload_add_dep(w, id, drain_comm);
-        if (gather < 0 && !drained && drain_host >= 0 && drain_host != drain_comm)
-            workload_add_dep(w, id, drain_host);
-        if (gather < 0 && !drained && drain_pair >= 0)
-            workload_add_dep(w, id, drain_pair);
+        else if (!drained)
+            depend_on_all(w, id, after, n_after);
         drained = 1; /* a later piece's gather follows this compute's on the comm lane */
         if (z3 && b->z3.list_collectives && st->last_comm >= 0) /* the fetch drains the device (zero3.h) */
             workload_add_dep(w, id, st->last_comm);
@@ -455,10 +473,8 @@ static void emit_combined(step_workload *w, const builder *b, stage_state *st, i
         workload_add_dep(w, id, bwd_p2p[vb + 1][bk->micro_batch]);
     if (b->p2p_drains_device) { /* the exchange before it drained the device (emit_pass): an exchange
                                      call follows every combined step, as under interleaving */
-        if (st->last_comm_lane >= 0)
-            workload_add_dep(w, id, st->last_comm_lane);
-        if (st->last_host_lane >= 0)
-            workload_add_dep(w, id, st->last_host_lane);
+        int lanes[2], n = drained_lanes(st, lanes);
+        depend_on_all(w, id, lanes, n);
     }
     st->last_phase = PIPE_BACKWARD;
     wait_for_send(w, b, st, id);

@@ -241,6 +241,31 @@ static void both_fidelities_agree(void **state)
     fixture_free(&s);
 }
 
+/* Task k runs a pass's compute (a forward or backward piece on the compute lane). */
+static int is_pass_compute(const sim_task *k)
+{
+    return k->lane == LANE_COMPUTE && (!strcmp(k->name, "fwd") || !strcmp(k->name, "bwd"));
+}
+
+/* Pieces a and b belong to one pass (the same phase, micro-batch and chunk). */
+static int same_pass(const sim_task *a, const sim_task *b)
+{
+    return a->phase == b->phase && a->micro_batch == b->micro_batch && a->chunk == b->chunk;
+}
+
+/* The finish of the pipeline transfer task i receives on its own stage, or -1. */
+static double received_finish(const step_workload *w, const replay_times *t, int i)
+{
+    const sim_task *k = &w->tasks[i];
+    double received = -1;
+    for (int d = 0; d < k->dep_count; d++) {
+        int j = w->deps[k->dep_begin + d];
+        if (w->tasks[j].kind == TASK_P2P && w->tasks[j].peer_stage == k->stage)
+            received = t->finish[j];
+    }
+    return received;
+}
+
 /* Megatron-LM's batched transfers synchronise the device (params_p2p_drains_device). Walks the
  * step's tasks in graph order (each stage's in the order it issues them) and, at the first compute
  * task c0 of each pass of a stage, asks whether Megatron-LM's schedule runs an exchange call
@@ -266,44 +291,40 @@ static int passes_started_before_the_drain(const scenario_config *s, int *checke
     double *done = calloc((size_t)P, sizeof(double)), *gather_start = malloc((size_t)P * sizeof(double));
     double *gather_end = calloc((size_t)P, sizeof(double));
     int *last = malloc((size_t)P * sizeof(int)), *sent = calloc((size_t)P, sizeof(int));
-    int *first_gather = malloc((size_t)P * sizeof(int)), *forwards = calloc((size_t)P, sizeof(int));
-    int *backwards = calloc((size_t)P, sizeof(int));
+    int *first_gather = malloc((size_t)P * sizeof(int)), *first_backward = malloc((size_t)P * sizeof(int));
     long long total = scenario_micro_batches(s) * (interleaved ? s->parallel.vpp : 1);
     for (int p = 0; p < P; p++) {
-        last[p] = first_gather[p] = -1;
+        last[p] = first_gather[p] = first_backward[p] = -1;
         gather_start[p] = INFINITY;
     }
     *checked = *free_early = *mismatched = 0;
     /* each stage's passes in order: phase and the finish of the transfer each receives (-1: none),
-     * for the exchange before a steady-state forward, which receives its backward's too */
+     * for the exchange before a steady-state forward, which receives its backward's too; and where
+     * its first backward comes (after all of its forwards: every forward warm-up) */
     int *n_pass = calloc((size_t)P, sizeof(int)), *at = malloc((size_t)P * sizeof(int)); /* the pass at hand */
-    for (int p = 0; p < P; p++)
-        at[p] = -1;
     int cap = 2 * (int)total + 2;
     int *pass_phase = malloc((size_t)P * cap * sizeof(int));
     double *pass_received = malloc((size_t)P * cap * sizeof(double));
-    for (int i = 0, *prev_of = calloc((size_t)P, sizeof(int)); i <= w.n_tasks; i++) {
-        if (i == w.n_tasks) {
-            free(prev_of);
-            break;
-        }
+    for (int p = 0; p < P; p++)
+        at[p] = -1;
+    for (int i = 0; i < w.n_tasks; i++) {
         const sim_task *k = &w.tasks[i];
-        if (k->lane != LANE_COMPUTE || (strcmp(k->name, "fwd") && strcmp(k->name, "bwd")))
+        int p = k->stage;
+        if (!is_pass_compute(k))
             continue;
-        int p = k->stage, j = n_pass[p] - 1;
-        if (j >= 0 && pass_phase[p * cap + j] == k->phase && prev_of[p] == k->micro_batch * 1000 + k->chunk)
+        int piece = last[p] >= 0 && same_pass(&w.tasks[last[p]], k);
+        last[p] = i;
+        if (piece)
             continue; /* a later piece of the same pass */
-        prev_of[p] = k->micro_batch * 1000 + k->chunk;
         assert_true(n_pass[p] < cap);
+        if (k->phase == PIPE_BACKWARD && first_backward[p] < 0)
+            first_backward[p] = n_pass[p];
         pass_phase[p * cap + n_pass[p]] = k->phase;
-        pass_received[p * cap + n_pass[p]] = -1;
-        for (int d = 0; d < k->dep_count; d++) {
-            const sim_task *q = &w.tasks[w.deps[k->dep_begin + d]];
-            if (q->kind == TASK_P2P && q->peer_stage == p)
-                pass_received[p * cap + n_pass[p]] = t.finish[w.deps[k->dep_begin + d]];
-        }
+        pass_received[p * cap + n_pass[p]] = received_finish(&w, &t, i);
         n_pass[p]++;
     }
+    for (int p = 0; p < P; p++)
+        last[p] = -1;
     for (int i = 0; i < w.n_tasks; i++) {
         const sim_task *k = &w.tasks[i];
         int p = k->stage;
@@ -316,26 +337,17 @@ static int passes_started_before_the_drain(const scenario_config *s, int *checke
         }
         if (k->kind == TASK_P2P)
             sent[p] = 1;
-        if (k->lane == LANE_COMPUTE && (!strcmp(k->name, "fwd") || !strcmp(k->name, "bwd"))) {
+        if (is_pass_compute(k)) {
             const sim_task *prev = last[p] >= 0 ? &w.tasks[last[p]] : NULL;
-            int new_pass = !prev || prev->phase != k->phase || prev->micro_batch != k->micro_batch ||
-                           prev->chunk != k->chunk;
-            double received = -1;
-            for (int d = 0; d < k->dep_count; d++) {
-                const sim_task *j = &w.tasks[w.deps[k->dep_begin + d]];
-                if (j->kind == TASK_P2P && j->peer_stage == p)
-                    received = t.finish[w.deps[k->dep_begin + d]];
-            }
-            int all_warmup = backwards[p] == 0 && forwards[p] == total;
+            int new_pass = !prev || !same_pass(prev, k), all_warmup = first_backward[p] == total;
+            double received = received_finish(&w, &t, i);
             int exchange = interleaved && prev
                                ? !(k->phase == PIPE_BACKWARD && prev->phase == PIPE_FORWARD && !all_warmup)
                                : sent[p] || received >= 0;
-            if (new_pass)
-                *(k->phase == PIPE_FORWARD ? &forwards[p] : &backwards[p]) += 1;
             at[p] += new_pass;
             int j = at[p] + 1; /* the pass after this one */
             double partner = interleaved && new_pass && k->phase == PIPE_FORWARD && j < n_pass[p] &&
-                                     pass_phase[p * cap + j] == PIPE_BACKWARD && !(forwards[p] == total)
+                                     pass_phase[p * cap + j] == PIPE_BACKWARD && !all_warmup
                                  ? pass_received[p * cap + j]
                                  : -1;
             if (new_pass && prev) {
@@ -365,8 +377,8 @@ static int passes_started_before_the_drain(const scenario_config *s, int *checke
         }
         done[p] = fmax(done[p], t.finish[i]);
     }
-    free(done); free(gather_start); free(gather_end); free(last); free(sent); free(first_gather); free(forwards);
-    free(backwards); free(n_pass); free(at); free(pass_phase); free(pass_received);
+    free(done); free(gather_start); free(gather_end); free(last); free(sent); free(first_gather); free(first_backward);
+    free(n_pass); free(at); free(pass_phase); free(pass_received);
     replay_times_free(&t);
     workload_free(&w);
     return broken;
